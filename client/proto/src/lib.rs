@@ -1,0 +1,27 @@
+//! `comet-proto`: the Apache RocketMQ remoting protocol as a pure codec.
+//!
+//! No sockets, no async, no runtime: bytes in, typed values out, and back. The broker, the
+//! name server, the client, the bench tool and the admin tool all share it.
+//!
+//! * [`frame`]: length-prefixed frames, incremental decoding, size limits.
+//! * [`header`]: the JSON and ROCKETMQ binary header serializations.
+//! * [`command`]: `RemotingCommand` and the typed-header trait.
+//! * [`code`]: request, response and language codes.
+//! * [`ext`]: the ext-field map and Java's value parsing rules.
+
+#![forbid(unsafe_code)]
+
+pub mod code;
+pub mod command;
+pub mod error;
+pub mod ext;
+pub mod frame;
+pub mod header;
+pub mod limits;
+
+pub use bytes;
+pub use code::{LanguageCode, RequestCode, ResponseCode};
+pub use command::{CommandHeader, RemotingCommand, SerializeType};
+pub use error::{HeaderError, ProtoError};
+pub use ext::ExtFields;
+pub use frame::{Decoded, FrameDecoder};
