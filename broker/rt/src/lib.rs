@@ -1,0 +1,11 @@
+//! `comet-rt`: the runtime seam of the broker and the name server.
+//!
+//! This is the only crate that names glommio. Everything else is written against the small
+//! types and functions here (shards, clock, files, network, cross-shard channels, shutdown),
+//! which keeps the runtime swappable and makes a simulation backend possible.
+
+pub mod clock;
+pub mod fatal;
+pub mod shard_id;
+
+pub use shard_id::ShardId;
