@@ -17,6 +17,7 @@ pub mod error;
 pub mod ext;
 pub mod frame;
 pub mod header;
+pub mod java_properties;
 pub mod limits;
 
 pub use bytes;
