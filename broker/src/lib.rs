@@ -1,0 +1,14 @@
+//! `comet-broker`: the broker.
+//!
+//! One pinned executor per core (a shard). Every message queue is owned by one shard
+//! ([`ownership`]); a request for a queue is handled where the queue lives, crossing the mesh
+//! when the connection that carried it lives elsewhere. Broker-wide metadata (topics,
+//! subscription groups, clients, locks) is shared by all shards behind short critical
+//! sections; consumer offsets and everything on the data path are shard-local.
+
+pub mod config;
+pub mod lock;
+pub mod offset;
+pub mod ownership;
+pub mod persist;
+pub mod validation;
