@@ -8,17 +8,27 @@
 //! * [`command`]: `RemotingCommand` and the typed-header trait.
 //! * [`code`]: request, response and language codes.
 //! * [`ext`]: the ext-field map and Java's value parsing rules.
+//! * [`message`]: the stored-message record (commit log, pull bodies) and client decoding.
+//! * [`properties`]: the message properties string and reserved property names.
+//! * [`message_id`]: offset message ids and the client unique key generator.
+//! * [`compression`]: bounded zlib body compression and the sysflag type bits.
+//! * [`flags`]: message, pull and topic sysflags and permission bits.
 
 #![forbid(unsafe_code)]
 
 pub mod code;
 pub mod command;
+pub mod compression;
 pub mod error;
 pub mod ext;
+pub mod flags;
 pub mod frame;
 pub mod header;
 pub mod java_properties;
 pub mod limits;
+pub mod message;
+pub mod message_id;
+pub mod properties;
 
 pub use bytes;
 pub use code::{LanguageCode, RequestCode, ResponseCode};
@@ -26,3 +36,5 @@ pub use command::{CommandHeader, RemotingCommand, SerializeType};
 pub use error::{HeaderError, ProtoError};
 pub use ext::ExtFields;
 pub use frame::{Decoded, FrameDecoder};
+pub use message::{decode_records, MessageExt, RecordError, RecordSpec, RecordView};
+pub use properties::Properties;

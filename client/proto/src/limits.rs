@@ -27,9 +27,21 @@ pub const TOPIC_BYTES_MAX_V1: usize = 127;
 /// Longest topic name accepted at all (long `%RETRY%` and `%DLQ%` topics).
 pub const TOPIC_BYTES_MAX: usize = 255;
 
+/// Largest body a client inflates from one compressed record. The Java producer only
+/// compresses bodies up to 4 MiB; other producers may go further, so this allows 16 MiB and
+/// no more: a zlib bomb costs at most this much memory per message.
+pub const DECOMPRESSED_BODY_BYTES_MAX_DEFAULT: usize = 16 * 1024 * 1024;
+
+/// Most entries accepted in one SEND_BATCH_MESSAGE body. Each entry is at least 22 bytes, so
+/// a 4 MiB body could otherwise announce ~190,000 entries; decoding allocates one small
+/// struct per entry, and this caps that vector.
+pub const BATCH_ENTRIES_MAX: usize = 16 * 1024;
+
 /// Longest consumer or producer group name (5.x).
 pub const GROUP_BYTES_MAX: usize = 120;
 
 const _: () = assert!(FRAME_BYTES_MAX_DEFAULT <= i32::MAX as usize);
 const _: () = assert!(HEADER_BYTES_MAX < FRAME_BYTES_MAX_DEFAULT);
 const _: () = assert!(MESSAGE_BODY_BYTES_MAX_DEFAULT < FRAME_BYTES_MAX_DEFAULT);
+const _: () = assert!(DECOMPRESSED_BODY_BYTES_MAX_DEFAULT >= MESSAGE_BODY_BYTES_MAX_DEFAULT);
+const _: () = assert!(TOPIC_BYTES_MAX_V1 < TOPIC_BYTES_MAX);
