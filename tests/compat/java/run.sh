@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds (if needed) and runs the Java scenarios against a running name server.
+#
+#   java/run.sh --namesrv 127.0.0.1:9876 [--client 5|4] [--suite clients|admin] [--only a,b]
+#
+# --suite clients (default): the client scenarios (dev.comet.compat.Main);
+# --suite admin: RocketMQ's admin CLI, mqadmin, with its output checked (AdminSuite).
+# --client 5 (default) uses the current 5.x rocketmq-client, --client 4 the last 4.9.x
+# (Maven profile rocketmq4). Prints PASS/FAIL per scenario and "N passed, N failed";
+# exits non-zero when any scenario fails. Client logs go to a temporary folder that is
+# removed afterwards unless KEEP_LOGS=1.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+NAMESRV=""
+CLIENT=5
+SUITE=clients
+ARGS=()
+while (($#)); do
+  case "$1" in
+    --namesrv) NAMESRV="$2"; shift 2 ;;
+    --client) CLIENT="$2"; shift 2 ;;
+    --suite) SUITE="$2"; shift 2 ;;
+    --only|--scenario-timeout-s) ARGS+=("$1" "$2"); shift 2 ;;
+    *) echo "java/run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[[ -n "$NAMESRV" ]] || { echo "java/run.sh: --namesrv HOST:PORT is required" >&2; exit 2; }
+case "$CLIENT" in
+  5) OUT="$HERE/target/rmq5" ;;
+  4) OUT="$HERE/target/rmq4" ;;
+  *) echo "java/run.sh: --client must be 5 or 4" >&2; exit 2 ;;
+esac
+case "$SUITE" in
+  clients) MAIN=dev.comet.compat.Main ;;
+  admin) MAIN=dev.comet.compat.AdminSuite; ((${#ARGS[@]} == 0)) || { echo "java/run.sh: --only is for the clients suite" >&2; exit 2; } ;;
+  *) echo "java/run.sh: --suite must be clients or admin" >&2; exit 2 ;;
+esac
+command -v mvn >/dev/null || { echo "java/run.sh: Maven (mvn) is required" >&2; exit 1; }
+command -v java >/dev/null || { echo "java/run.sh: java (17) is required" >&2; exit 1; }
+
+"$HERE/build.sh" "$CLIENT" >&2
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/compat-java.XXXXXX")"
+cleanup() { if [[ "${KEEP_LOGS:-0}" == 1 ]]; then echo "client logs kept in $TMP" >&2; else rm -rf "$TMP"; fi; }
+trap cleanup EXIT
+# The 4.9.x admin tool reads its logging set-up from $ROCKETMQ_HOME/conf/logback_tools.xml.
+mkdir -p "$TMP/conf"
+cat >"$TMP/conf/logback_tools.xml" <<'XML'
+<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/logs/tools.log</file>
+    <encoder><pattern>%d %p %t - %m%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+XML
+# The whole run is bounded: 12 scenarios of at most 90 s each would be far above what they
+# need (a few seconds each); this is the last line of defence against a hang.
+timeout -k 10 900 java -Xms128m -Xmx512m \
+  -Drocketmq.log.root="$TMP/logs" -Drocketmq.client.logRoot="$TMP/logs" \
+  -Drocketmq.client.localOffsetStoreDir="$TMP/offsets" -Duser.home="$TMP" \
+  -Drocketmq.home.dir="$TMP" \
+  -cp "$OUT/classes:$(cat "$OUT/classpath.txt")" "$MAIN" \
+  --namesrv "$NAMESRV" "${ARGS[@]}"

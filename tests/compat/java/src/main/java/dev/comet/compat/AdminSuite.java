@@ -1,0 +1,274 @@
+package dev.comet.compat;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.tools.command.MQAdminStartup;
+
+/**
+ * Runs RocketMQ's own admin CLI (mqadmin, i.e. {@link MQAdminStartup}) against one name server
+ * and checks what each command prints.
+ *
+ * <p>Usage: {@code AdminSuite --namesrv HOST:PORT}. The commands run in this JVM through
+ * {@code MQAdminStartup.main0}, the entry point the mqadmin script calls, with standard output
+ * captured; that saves a JVM start per command and runs exactly the CLI's code. The data they
+ * inspect is made first: a topic created by {@code updateTopic}, messages with known keys sent
+ * by the client, and a consumer group (kept online) that consumed them all.
+ */
+public final class AdminSuite {
+  private static final int MESSAGES = 20;
+
+  private final Ctx ctx;
+  private final String namesrv;
+  private final Map<String, String> results = new LinkedHashMap<>();
+  private String cluster;
+  private String brokerAddr;
+  private String topic;
+  private String group;
+  private String key;
+  private final List<SendResult> sends = new ArrayList<>();
+
+  private AdminSuite(Ctx ctx) {
+    this.ctx = ctx;
+    this.namesrv = ctx.shared.namesrv;
+  }
+
+  public static void main(String[] args) {
+    if (args.length != 2 || !args[0].equals("--namesrv")) {
+      System.err.println("usage: AdminSuite --namesrv HOST:PORT");
+      System.exit(2);
+    }
+    int failed;
+    try (Ctx.Shared shared = new Ctx.Shared(args[1]); Ctx ctx = new Ctx(shared, "admin")) {
+      failed = new AdminSuite(ctx).runAll();
+    } catch (Exception e) {
+      System.out.println("FAIL admin_setup: " + e);
+      e.printStackTrace(System.out);
+      System.out.println("0 passed, 1 failed");
+      failed = 1;
+    }
+    System.exit(failed == 0 ? 0 : 1);
+  }
+
+  /** Output of {@code mqadmin cmd args... -n namesrv}. */
+  private String mqadmin(String... args) {
+    String[] full = new String[args.length + 2];
+    System.arraycopy(args, 0, full, 0, args.length);
+    full[args.length] = "-n";
+    full[args.length + 1] = namesrv;
+    ByteArrayOutputStream buf = new ByteArrayOutputStream();
+    PrintStream original = System.out;
+    synchronized (System.class) {
+      System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
+      try {
+        MQAdminStartup.main0(full, null);
+      } finally {
+        System.out.flush();
+        System.setOut(original);
+      }
+    }
+    String out = buf.toString(StandardCharsets.UTF_8);
+    if (System.getenv("COMPAT_DEBUG") != null) {
+      System.out.println("---- mqadmin " + String.join(" ", args) + "\n" + out + "----");
+    }
+    return out;
+  }
+
+  private interface Step {
+    String run() throws Exception;
+  }
+
+  private void step(String name, Step body) {
+    long startNs = System.nanoTime();
+    String failure = null;
+    String detail = "";
+    try {
+      detail = body.run();
+    } catch (Check.Failure e) {
+      failure = e.getMessage();
+    } catch (Exception e) {
+      failure = e.toString();
+    }
+    long ms = (System.nanoTime() - startNs) / 1_000_000;
+    if (failure == null) {
+      System.out.printf("PASS %-28s (%5d ms) %s%n", name, ms, detail);
+    } else {
+      System.out.printf("FAIL %-28s (%5d ms): %s%n", name, ms, failure);
+    }
+    results.put(name, failure);
+  }
+
+  private static String firstLines(String out) {
+    String flat = out.strip().replace('\n', '|');
+    return flat.length() > 300 ? flat.substring(0, 300) + "..." : flat;
+  }
+
+  private static void contains(String out, String what, String why) {
+    Check.that(out.contains(what), why + ": output lacks '" + what + "': " + firstLines(out));
+  }
+
+  private int runAll() throws Exception {
+    var info = ctx.shared.admin.examineBrokerClusterInfo();
+    cluster = info.getClusterAddrTable().keySet().iterator().next();
+    brokerAddr = ctx.shared.masterAddrs.get(0);
+    topic = ctx.name("t");
+    group = ctx.name("cg");
+    key = "adminkey-" + ctx.runId();
+
+    step("admin_updateTopic", this::updateTopic);
+    step("admin_topicList", () -> {
+      String out = mqadmin("topicList");
+      Check.that(out.lines().anyMatch(l -> l.strip().equals(topic)),
+          "topic not listed: " + firstLines(out));
+      return "topic listed";
+    });
+    step("admin_topicRoute", () -> {
+      String out = mqadmin("topicRoute", "-t", topic);
+      contains(out, "\"queueDatas\"", "route");
+      contains(out, "\"readQueueNums\":4", "route");
+      contains(out, "\"writeQueueNums\":4", "route");
+      contains(out, brokerAddr, "route");
+      return "4/4 queues on " + brokerAddr;
+    });
+    step("admin_clusterList", () -> {
+      String out = mqadmin("clusterList");
+      Check.that(out.lines().anyMatch(l -> l.startsWith(cluster) && l.contains(brokerAddr)),
+          "no row for " + cluster + " / " + brokerAddr + ": " + firstLines(out));
+      return cluster + " " + brokerAddr;
+    });
+    seed();
+    step("admin_topicStatus", this::topicStatus);
+    step("admin_brokerStatus", this::brokerStatus);
+    step("admin_consumerProgress", this::consumerProgress);
+    step("admin_queryMsgById_offsetId", () -> queryById(sends.get(0).getOffsetMsgId()));
+    if (tools5()) {
+      // The 4.9.x tool first decodes any id as an offset id (a client's unique id has the same
+      // length as an offset id of the same address family), so only the 5.x tool, given the
+      // topic, looks a unique id up in the index.
+      step("admin_queryMsgById_uniqId", () -> queryById(sends.get(1).getMsgId()));
+    }
+    step("admin_queryMsgByKey", this::queryByKey);
+
+    long failed = results.values().stream().filter(v -> v != null).count();
+    System.out.println((results.size() - failed) + " passed, " + failed + " failed");
+    return (int) failed;
+  }
+
+  private String updateTopic() throws Exception {
+    String out = mqadmin("updateTopic", "-c", cluster, "-t", topic, "-r", "4", "-w", "4");
+    contains(out, "create topic to " + brokerAddr + " success", "updateTopic");
+    Check.waitFor("route of " + topic, 30_000, () -> {
+      try {
+        return !ctx.shared.admin.examineTopicRouteInfo(topic).getQueueDatas().isEmpty();
+      } catch (Exception notYet) {
+        return false;
+      }
+    });
+    return "created on " + brokerAddr;
+  }
+
+  /** Sends the messages the later commands inspect, and consumes them all in {@link #group}. */
+  private void seed() throws Exception {
+    DefaultMQProducer p = ctx.producer();
+    for (int i = 0; i < MESSAGES; i++) {
+      Check.Sent s = Check.make(ctx.runId(), topic, i, new String[] {"TagA"}, 64, 0, i);
+      var m = s.toMessage();
+      m.setKeys(List.of(key, "k" + i + "-" + ctx.runId()));
+      sends.add(p.send(m));
+    }
+    Collector got = new Collector();
+    DefaultMQPushConsumer c = ctx.pushConsumer(group);
+    c.setPersistConsumerOffsetInterval(1000);
+    c.subscribe(topic, "*");
+    c.registerMessageListener(got.concurrently());
+    c.start();
+    Check.waitFor(MESSAGES + " messages consumed", 45_000,
+        () -> got.distinctCount() >= MESSAGES);
+  }
+
+  private String topicStatus() {
+    String out = mqadmin("topicStatus", "-t", topic);
+    // Rows: #Broker Name  #QID  #Min Offset  #Max Offset  #Last Updated
+    Pattern row = Pattern.compile("^\\S+\\s+(\\d+)\\s+(\\d+)\\s+(\\d+)", Pattern.MULTILINE);
+    Matcher m = row.matcher(out);
+    long total = 0;
+    int rows = 0;
+    while (m.find()) {
+      rows++;
+      total += Long.parseLong(m.group(3)) - Long.parseLong(m.group(2));
+    }
+    Check.that(rows == 4, "expected 4 queue rows, got " + rows + ": " + firstLines(out));
+    Check.that(total == MESSAGES, "max-min offsets add up to " + total + ", sent " + MESSAGES);
+    return rows + " queues, " + total + " msgs";
+  }
+
+  private String brokerStatus() {
+    String out = mqadmin("brokerStatus", "-b", brokerAddr);
+    Map<String, String> kv = new LinkedHashMap<>();
+    for (String line : out.lines().toList()) {
+      int colon = line.indexOf(':');
+      if (colon > 0) {
+        kv.put(line.substring(0, colon).strip(), line.substring(colon + 1).strip());
+      }
+    }
+    for (String k : List.of("brokerVersionDesc", "bootTimestamp", "msgPutTotalTodayNow",
+        "msgGetTotalTodayNow", "putTps", "commitLogMaxOffset")) {
+      Check.that(kv.containsKey(k), "brokerStatus lacks " + k + ": " + firstLines(out));
+    }
+    long put = Long.parseLong(kv.get("msgPutTotalTodayNow").split("\\s+")[0]);
+    Check.that(put >= MESSAGES, "msgPutTotalTodayNow " + put + " < " + MESSAGES);
+    return kv.size() + " keys, version " + kv.get("brokerVersionDesc");
+  }
+
+  private String consumerProgress() throws Exception {
+    String[] out = new String[1];
+    // Offsets reach the broker on the consumer's persist tick (1 s here): poll briefly.
+    Check.waitFor("consumerProgress to show no lag", 20_000, () -> {
+      out[0] = mqadmin("consumerProgress", "-g", group);
+      return Pattern.compile("Diff Total:\\s*0\\b").matcher(out[0]).find();
+    });
+    long rows = out[0].lines().filter(l -> l.startsWith(topic)).count();
+    Check.that(rows == 4, "expected 4 rows for " + topic + ", got " + rows + ": "
+        + firstLines(out[0]));
+    return "4 queues, diff 0";
+  }
+
+  /** True for the 5.x tools, whose queryMsgById requires -t (4.9.x rejects it). */
+  private static boolean tools5() {
+    return org.apache.rocketmq.common.MQVersion.CURRENT_VERSION
+        >= org.apache.rocketmq.common.MQVersion.Version.V5_0_0.ordinal();
+  }
+
+  private String queryById(String id) {
+    String out = tools5() ? mqadmin("queryMsgById", "-i", id, "-t", topic)
+        : mqadmin("queryMsgById", "-i", id);
+    contains(out, topic, "queryMsgById " + id);
+    contains(out, key, "queryMsgById keys");
+    contains(out, "TagA", "queryMsgById tags");
+    return "found " + id;
+  }
+
+  private String queryByKey() {
+    String out = mqadmin("queryMsgByKey", "-t", topic, "-k", key);
+    List<String> missing = new ArrayList<>();
+    for (SendResult r : sends) {
+      if (!out.contains(r.getMsgId())) {
+        missing.add(r.getMsgId());
+      }
+    }
+    if (!missing.isEmpty()) {
+      throw new Check.Failure(missing.size() + " of " + MESSAGES + " ids not listed, e.g. "
+          + missing.get(0) + ": " + firstLines(out));
+    }
+    return MESSAGES + " ids listed";
+  }
+}

@@ -1,0 +1,443 @@
+package dev.comet.compat;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.MessageQueueSelector;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
+
+/**
+ * The scenarios of issue 8 point 1. Message counts are modest (hundreds) so the whole suite runs
+ * in a minute or two; every wait is bounded.
+ */
+final class Scenarios {
+  private Scenarios() {}
+
+  private static final String[] TAGS_AB = {"TagA", "TagB"};
+  private static final String[] TAGS_ABC = {"TagA", "TagB", "TagC"};
+  /** Bodies above 4 KiB are compressed by the producer: every 25th message is that large. */
+  private static final int LARGE_BODY_BYTES = 8 * 1024;
+  private static final long ARRIVAL_TIMEOUT_MS = 45_000;
+  private static final long SETTLE_TIMEOUT_MS = 60_000;
+  /** Puts each order id on one queue, as applications do with a business key. */
+  private static final MessageQueueSelector BY_ORDER_ID =
+      (mqs, msg, arg) -> mqs.get((Integer) arg % mqs.size());
+
+  static Map<String, Main.Scenario> all() {
+    Map<String, Main.Scenario> s = new LinkedHashMap<>();
+    s.put("producer_sync", Scenarios::producerSync);
+    s.put("producer_async", Scenarios::producerAsync);
+    s.put("producer_oneway", Scenarios::producerOneway);
+    s.put("producer_batch", Scenarios::producerBatch);
+    s.put("producer_ordered_selector", Scenarios::producerOrdered);
+    s.put("delay_level_1", Scenarios::delayLevel);
+    s.put("push_clustering_concurrently", c -> pushClustering(c, false));
+    s.put("push_clustering_orderly", c -> pushClustering(c, true));
+    s.put("push_broadcasting_concurrently", c -> pushBroadcasting(c, false));
+    s.put("push_broadcasting_orderly", c -> pushBroadcasting(c, true));
+    s.put("lite_pull_subscribe", Scenarios::litePullSubscribe);
+    s.put("lite_pull_assign", Scenarios::litePullAssign);
+    return s;
+  }
+
+  private static List<Check.Sent> plain(Ctx ctx, String topic, int count, String[] tags) {
+    List<Check.Sent> sent = new ArrayList<>();
+    for (int i = 0; i < count; i++) {
+      int bodyBytes = i % 25 == 0 ? LARGE_BODY_BYTES : 100 + i % 300;
+      sent.add(Check.make(ctx.runId(), topic, i, tags, bodyBytes, 0, i));
+    }
+    return sent;
+  }
+
+  /** {@code orders} order ids with {@code perOrder} messages each, interleaved as sent. */
+  private static List<Check.Sent> ordered(Ctx ctx, String topic, int orders, int perOrder) {
+    List<Check.Sent> sent = new ArrayList<>();
+    for (int i = 0; i < orders * perOrder; i++) {
+      sent.add(Check.make(ctx.runId(), topic, i, TAGS_AB, 120, i % orders, i / orders));
+    }
+    return sent;
+  }
+
+  private static void checkSendOk(SendResult r, Check.Sent s) {
+    Check.that(r != null && r.getSendStatus() == SendStatus.SEND_OK,
+        "send of " + s.cid() + " returned " + r);
+    Check.that(r.getMsgId() != null && r.getOffsetMsgId() != null && r.getQueueOffset() >= 0,
+        "send result lacks ids/offset: " + r);
+  }
+
+  /** Starts one push consumer reading the whole topic and waits until it got every message. */
+  private static String consumeAll(Ctx ctx, String topic, List<Check.Sent> sent)
+      throws Exception {
+    Collector got = new Collector();
+    DefaultMQPushConsumer c = ctx.pushConsumer(ctx.name("cg"));
+    c.subscribe(topic, "*");
+    c.registerMessageListener(got.concurrently());
+    c.start();
+    Check.waitFor(sent.size() + " messages", ARRIVAL_TIMEOUT_MS,
+        () -> got.distinctCount() >= sent.size());
+    return Check.verify(sent, got.arrivals(), false);
+  }
+
+  private static String producerSync(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = plain(ctx, topic, 200, TAGS_AB);
+    Map<Integer, Long> lastOffset = new HashMap<>();
+    for (Check.Sent s : sent) {
+      SendResult r = p.send(s.toMessage());
+      checkSendOk(r, s);
+      Check.that(r.getMessageQueue().getTopic().equals(topic), "result names topic "
+          + r.getMessageQueue().getTopic());
+      Long prev = lastOffset.put(r.getMessageQueue().getQueueId(), r.getQueueOffset());
+      Check.that(prev == null || r.getQueueOffset() == prev + 1,
+          "queue offsets not consecutive: " + prev + " then " + r.getQueueOffset());
+    }
+    return consumeAll(ctx, topic, sent);
+  }
+
+  private static String producerAsync(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = plain(ctx, topic, 200, TAGS_AB);
+    CountDownLatch done = new CountDownLatch(sent.size());
+    AtomicReference<String> error = new AtomicReference<>();
+    for (Check.Sent s : sent) {
+      p.send(s.toMessage(), new SendCallback() {
+        @Override
+        public void onSuccess(SendResult r) {
+          if (r.getSendStatus() != SendStatus.SEND_OK || r.getMsgId() == null) {
+            error.compareAndSet(null, "bad async result " + r);
+          }
+          done.countDown();
+        }
+
+        @Override
+        public void onException(Throwable e) {
+          error.compareAndSet(null, "async send failed: " + e);
+          done.countDown();
+        }
+      });
+    }
+    Check.that(done.await(30, TimeUnit.SECONDS), "async callbacks did not all arrive");
+    Check.that(error.get() == null, String.valueOf(error.get()));
+    return consumeAll(ctx, topic, sent);
+  }
+
+  private static String producerOneway(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = plain(ctx, topic, 100, TAGS_AB);
+    for (Check.Sent s : sent) {
+      p.sendOneway(s.toMessage());
+    }
+    return consumeAll(ctx, topic, sent);
+  }
+
+  private static String producerBatch(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = new ArrayList<>();
+    for (int i = 0; i < 200; i++) {
+      sent.add(Check.make(ctx.runId(), topic, i, TAGS_AB, 200 + i, 0, i));
+    }
+    for (int from = 0; from < sent.size(); from += 50) {
+      List<Message> batch = new ArrayList<>();
+      for (Check.Sent s : sent.subList(from, from + 50)) {
+        batch.add(s.toMessage());
+      }
+      SendResult r = p.send(batch);
+      checkSendOk(r, sent.get(from));
+      Check.that(r.getMsgId().split(",").length == 50,
+          "batch result should carry 50 ids, got " + r.getMsgId());
+    }
+    return consumeAll(ctx, topic, sent);
+  }
+
+  private static String producerOrdered(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = ordered(ctx, topic, 4, 50);
+    Map<Integer, Integer> queueOfOrder = new HashMap<>();
+    for (Check.Sent s : sent) {
+      SendResult r = p.send(s.toMessage(), BY_ORDER_ID, s.orderId());
+      checkSendOk(r, s);
+      Integer q = queueOfOrder.putIfAbsent(s.orderId(), r.getMessageQueue().getQueueId());
+      Check.that(q == null || q == r.getMessageQueue().getQueueId(),
+          "order " + s.orderId() + " moved between queues");
+    }
+    Collector got = new Collector();
+    DefaultMQPushConsumer c = ctx.pushConsumer(ctx.name("cg"));
+    c.subscribe(topic, "*");
+    c.registerMessageListener(got.orderly());
+    c.start();
+    Check.waitFor(sent.size() + " messages", ARRIVAL_TIMEOUT_MS,
+        () -> got.distinctCount() >= sent.size());
+    Check.inOrderPerOrderId(got.arrivals());
+    return Check.verify(sent, got.arrivals(), false) + ", in order";
+  }
+
+  private static String delayLevel(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    Collector got = new Collector();
+    DefaultMQPushConsumer c = ctx.pushConsumer(ctx.name("cg"));
+    c.subscribe(topic, "*");
+    c.registerMessageListener(got.concurrently());
+    c.start();
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = plain(ctx, topic, 20, TAGS_AB);
+    Map<String, Long> sentMs = new ConcurrentHashMap<>();
+    for (Check.Sent s : sent) {
+      Message m = s.toMessage();
+      m.setDelayTimeLevel(1);
+      sentMs.put(s.cid(), System.currentTimeMillis());
+      checkSendOk(p.send(m), s);
+    }
+    Check.waitFor(sent.size() + " delayed messages", ARRIVAL_TIMEOUT_MS,
+        () -> got.distinctCount() >= sent.size());
+    long minDelay = Long.MAX_VALUE;
+    long maxDelay = 0;
+    for (Check.Sent s : sent) {
+      long d = got.arrivalMs.get(s.cid()) - sentMs.get(s.cid());
+      if (System.getenv("COMPAT_DEBUG") != null) {
+        System.out.println("  " + s.cid() + " delay " + d + " ms");
+      }
+      minDelay = Math.min(minDelay, d);
+      maxDelay = Math.max(maxDelay, d);
+    }
+    // Level 1 is 1 s; the broker's scheduler ticks, so allow a little early and some late.
+    Check.that(minDelay >= 900, "a level-1 message arrived after only " + minDelay + " ms");
+    Check.that(maxDelay <= 15_000, "a level-1 message took " + maxDelay + " ms");
+    return Check.verify(sent, got.arrivals(), false)
+        + ", delay " + minDelay + ".." + maxDelay + " ms";
+  }
+
+  /**
+   * Two members of one group split the four queues two and two; messages sent afterwards all
+   * arrive, each member gets some, and tag filtering ("TagA || TagB") keeps TagC out.
+   * The orderly variant also needs the broker's queue locks and keeps per-order sequence.
+   */
+  private static String pushClustering(Ctx ctx, boolean orderly) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    String group = ctx.name("cg");
+    Collector a = new Collector();
+    Collector b = new Collector();
+    DefaultMQPushConsumer ca = ctx.pushConsumer(group);
+    DefaultMQPushConsumer cb = ctx.pushConsumer(group);
+    String filter = orderly ? "*" : "TagA || TagB";
+    for (var pair : List.of(Map.entry(ca, a), Map.entry(cb, b))) {
+      pair.getKey().subscribe(topic, filter);
+      if (orderly) {
+        pair.getKey().registerMessageListener(pair.getValue().orderly());
+      } else {
+        pair.getKey().registerMessageListener(pair.getValue().concurrently());
+      }
+      pair.getKey().start();
+    }
+    Check.waitFor("two members to hold two queues each", SETTLE_TIMEOUT_MS, () -> {
+      Set<Integer> qa = Ctx.heldQueues(ca, topic, orderly);
+      Set<Integer> qb = Ctx.heldQueues(cb, topic, orderly);
+      Set<Integer> union = new HashSet<>(qa);
+      union.addAll(qb);
+      return qa.size() == 2 && qb.size() == 2 && union.size() == Ctx.QUEUES;
+    });
+    String split = "queues " + Ctx.heldQueues(ca, topic, false) + "/"
+        + Ctx.heldQueues(cb, topic, false);
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = orderly ? ordered(ctx, topic, 8, 25) : plain(ctx, topic, 300, TAGS_ABC);
+    List<Check.Sent> expected = new ArrayList<>();
+    for (Check.Sent s : sent) {
+      SendResult r = orderly ? p.send(s.toMessage(), BY_ORDER_ID, s.orderId()) : p.send(s.toMessage());
+      checkSendOk(r, s);
+      if (!"TagC".equals(s.tags())) {
+        expected.add(s);
+      }
+    }
+    Set<String> union = new HashSet<>();
+    Check.waitFor(expected.size() + " messages across both members", ARRIVAL_TIMEOUT_MS, () -> {
+      union.clear();
+      for (MessageExt m : a.arrivals()) {
+        union.add(m.getUserProperty("cid"));
+      }
+      for (MessageExt m : b.arrivals()) {
+        union.add(m.getUserProperty("cid"));
+      }
+      return union.size() >= expected.size();
+    });
+    Thread.sleep(500); // lets a wrongly delivered TagC message show up before the check
+    List<MessageExt> all = new ArrayList<>(a.arrivals());
+    all.addAll(b.arrivals());
+    String verdict = Check.verify(expected, all, true);
+    Check.that(a.distinctCount() > 0 && b.distinctCount() > 0,
+        "one member got nothing: " + a.distinctCount() + "/" + b.distinctCount());
+    if (orderly) {
+      Check.inOrderPerOrderId(a.arrivals());
+      Check.inOrderPerOrderId(b.arrivals());
+    }
+    return verdict + ", " + split + ", split " + a.distinctCount() + "/" + b.distinctCount()
+        + (orderly ? ", in order" : "");
+  }
+
+  /** Both members of a broadcasting group get every TagA message and nothing else. */
+  private static String pushBroadcasting(Ctx ctx, boolean orderly) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    String group = ctx.name("cg");
+    List<Collector> collectors = List.of(new Collector(), new Collector());
+    for (Collector col : collectors) {
+      DefaultMQPushConsumer c = ctx.pushConsumer(group);
+      Ctx.setBroadcasting(c);
+      c.subscribe(topic, "TagA");
+      if (orderly) {
+        c.registerMessageListener(col.orderly());
+      } else {
+        c.registerMessageListener(col.concurrently());
+      }
+      c.start();
+    }
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = orderly ? ordered(ctx, topic, 4, 40) : plain(ctx, topic, 160, TAGS_AB);
+    List<Check.Sent> expected = new ArrayList<>();
+    for (Check.Sent s : sent) {
+      checkSendOk(orderly ? p.send(s.toMessage(), BY_ORDER_ID, s.orderId())
+          : p.send(s.toMessage()), s);
+      if ("TagA".equals(s.tags())) {
+        expected.add(s);
+      }
+    }
+    for (Collector col : collectors) {
+      Check.waitFor(expected.size() + " messages at each member", ARRIVAL_TIMEOUT_MS,
+          () -> col.distinctCount() >= expected.size());
+    }
+    Thread.sleep(500); // lets a wrongly delivered TagB message show up before the check
+    String verdict = "";
+    for (Collector col : collectors) {
+      verdict = Check.verify(expected, col.arrivals(), false);
+      if (orderly) {
+        inOrderWithGaps(col.arrivals());
+      }
+    }
+    return "each member: " + verdict + (orderly ? ", in order" : "");
+  }
+
+  /**
+   * In the broadcasting orderly case the TagB messages are filtered out, so the sequence per
+   * order has gaps: check it only increases.
+   */
+  private static void inOrderWithGaps(List<MessageExt> got) {
+    Map<String, List<MessageExt>> byOrder = new LinkedHashMap<>();
+    for (MessageExt m : got) {
+      byOrder.computeIfAbsent(m.getUserProperty("order"), k -> new ArrayList<>()).add(m);
+    }
+    for (List<MessageExt> list : byOrder.values()) {
+      int prev = -1;
+      for (MessageExt m : list) {
+        int seq = Integer.parseInt(m.getUserProperty("seq"));
+        Check.that(seq > prev, "order " + m.getUserProperty("order") + ": seq " + seq
+            + " arrived after " + prev);
+        prev = seq;
+      }
+    }
+  }
+
+  private static List<Check.Sent> sendAllSync(Ctx ctx, String topic, int count)
+      throws Exception {
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = plain(ctx, topic, count, TAGS_AB);
+    for (Check.Sent s : sent) {
+      checkSendOk(p.send(s.toMessage()), s);
+    }
+    return sent;
+  }
+
+  private static List<MessageExt> pollUntil(DefaultLitePullConsumer c, int want)
+      throws Exception {
+    List<MessageExt> got = new ArrayList<>();
+    Set<String> distinct = new HashSet<>();
+    long deadline = System.currentTimeMillis() + ARRIVAL_TIMEOUT_MS;
+    while (distinct.size() < want) {
+      Check.that(System.currentTimeMillis() < deadline,
+          "poll got " + distinct.size() + " of " + want + " messages in time");
+      for (MessageExt m : c.poll(1000)) {
+        got.add(m);
+        distinct.add(m.getUserProperty("cid"));
+      }
+    }
+    return got;
+  }
+
+  /**
+   * Subscribe mode: the consumer rebalances, pulls from the first offset, commits; the broker's
+   * consume stats must then show no lag on any queue.
+   */
+  private static String litePullSubscribe(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    List<Check.Sent> sent = sendAllSync(ctx, topic, 200);
+    String group = ctx.name("cg");
+    DefaultLitePullConsumer c = ctx.litePullConsumer(group);
+    c.setAutoCommit(false);
+    c.setPersistConsumerOffsetInterval(1000);
+    c.subscribe(topic, "*");
+    c.start();
+    List<MessageExt> got = pollUntil(c, sent.size());
+    Check.inOrderPerQueue(got);
+    String verdict = Check.verify(sent, got, false);
+    c.commitSync();
+    Check.waitFor("committed offsets to reach the end of every queue", 15_000, () -> {
+      try {
+        var stats = ctx.shared.admin.examineConsumeStats(group);
+        long lag = 0;
+        int queues = 0;
+        for (var e : stats.getOffsetTable().entrySet()) {
+          if (e.getKey().getTopic().equals(topic)) {
+            queues++;
+            lag += e.getValue().getBrokerOffset() - e.getValue().getConsumerOffset();
+          }
+        }
+        if (System.getenv("COMPAT_DEBUG") != null) {
+          System.out.println("  consume stats: " + queues + " queues, lag " + lag);
+        }
+        return queues == Ctx.QUEUES && lag == 0;
+      } catch (Exception notYet) {
+        if (System.getenv("COMPAT_DEBUG") != null) {
+          System.out.println("  consume stats not yet: " + notYet);
+        }
+        return false;
+      }
+    });
+    return verdict + ", in order per queue, offsets committed";
+  }
+
+  /** Assign mode: explicit queues, seek to 0, no group coordination. */
+  private static String litePullAssign(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    List<Check.Sent> sent = sendAllSync(ctx, topic, 200);
+    DefaultLitePullConsumer c = ctx.litePullConsumer(ctx.name("cg"));
+    c.setAutoCommit(false);
+    c.start();
+    Collection<MessageQueue> queues = c.fetchMessageQueues(topic);
+    Check.that(queues.size() == Ctx.QUEUES, "fetchMessageQueues returned " + queues);
+    c.assign(queues);
+    for (MessageQueue mq : queues) {
+      c.seek(mq, 0);
+    }
+    List<MessageExt> got = pollUntil(c, sent.size());
+    Check.inOrderPerQueue(got);
+    return Check.verify(sent, got, false) + ", in order per queue";
+  }
+}
