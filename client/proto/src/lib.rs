@@ -12,15 +12,19 @@
 //! * [`properties`]: the message properties string and reserved property names.
 //! * [`message_id`]: offset message ids and the client unique key generator.
 //! * [`compression`]: bounded zlib body compression and the sysflag type bits.
+//! * [`batch`]: SEND_BATCH_MESSAGE bodies.
+//! * [`filter`]: tag codes (Java string hash) and TAG subscription expressions.
 //! * [`flags`]: message, pull and topic sysflags and permission bits.
 
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod code;
 pub mod command;
 pub mod compression;
 pub mod error;
 pub mod ext;
+pub mod filter;
 pub mod flags;
 pub mod frame;
 pub mod header;
