@@ -6,6 +6,11 @@
 
 pub mod clock;
 pub mod fatal;
+pub mod mesh;
+pub mod net;
+pub mod pool;
 pub mod shard_id;
+pub mod shutdown;
+pub mod task_class;
 
 pub use shard_id::ShardId;

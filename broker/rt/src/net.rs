@@ -1,0 +1,282 @@
+//! TCP listeners and streams over glommio's io_uring network stack.
+//!
+//! Every shard of a pool binds its own [`Listener`] on the same address; the sockets carry
+//! `SO_REUSEPORT`, so the kernel spreads incoming connections across shards and a connection
+//! stays on the shard that accepted it. To bind "port 0" on several shards, first take a
+//! [`PortReservation`] (a bound, non-listening reuse-port socket that fixes the port number),
+//! bind every shard's listener to [`PortReservation::addr`], then drop the reservation.
+//!
+//! A [`Stream`] is a cheap-to-clone handle: a connection's reader task and writer task each
+//! hold one. glommio keeps separate read and write readiness sources per socket, so one read
+//! and one write may be pending at the same time; a stream must not be read by two tasks at
+//! once (or written by two), which the connection code guarantees by construction.
+
+use std::cell::RefCell;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Duration;
+
+use futures_lite::{AsyncRead, AsyncWrite};
+
+/// A listening socket with `SO_REUSEPORT`, owned by one shard.
+pub struct Listener {
+    inner: glommio::net::TcpListener,
+    addr: SocketAddr,
+}
+
+impl Listener {
+    /// Binds and listens on `addr` with `SO_REUSEPORT`. Must run inside an executor.
+    pub fn bind(addr: SocketAddr) -> io::Result<Listener> {
+        let inner = glommio::net::TcpListener::bind(addr).map_err(io::Error::from)?;
+        let addr = inner.local_addr().map_err(io::Error::from)?;
+        Ok(Listener { inner, addr })
+    }
+
+    /// The bound address (with the real port when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Waits for the next connection.
+    pub async fn accept(&self) -> io::Result<Stream> {
+        let stream = self.inner.accept().await.map_err(io::Error::from)?;
+        Stream::from_glommio(stream)
+    }
+}
+
+/// One TCP connection; clones share the socket.
+#[derive(Clone)]
+pub struct Stream {
+    inner: Rc<RefCell<glommio::net::TcpStream>>,
+    peer_addr: SocketAddr,
+    local_addr: SocketAddr,
+}
+
+impl Stream {
+    fn from_glommio(stream: glommio::net::TcpStream) -> io::Result<Stream> {
+        let peer_addr = stream.peer_addr().map_err(io::Error::from)?;
+        let local_addr = stream.local_addr().map_err(io::Error::from)?;
+        Ok(Stream {
+            inner: Rc::new(RefCell::new(stream)),
+            peer_addr,
+            local_addr,
+        })
+    }
+
+    /// Connects to `addr` (clients inside an executor: broker to name server, tests).
+    pub async fn connect(addr: SocketAddr) -> io::Result<Stream> {
+        let stream = glommio::net::TcpStream::connect(addr)
+            .await
+            .map_err(io::Error::from)?;
+        Stream::from_glommio(stream)
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.peer_addr
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Disables Nagle's algorithm: responses are batched by the writer already.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.inner
+            .borrow()
+            .set_nodelay(nodelay)
+            .map_err(io::Error::from)
+    }
+
+    /// A read that waits longer than `limit` fails with `TimedOut` (idle connections).
+    pub fn set_read_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        self.inner
+            .borrow()
+            .set_read_timeout(limit)
+            .map_err(io::Error::from)
+    }
+
+    /// Reads into `buffer`; `Ok(0)` is end of stream.
+    pub async fn read(&self, buffer: &mut [u8]) -> io::Result<usize> {
+        poll_fn(|cx| {
+            let mut stream = self.inner.borrow_mut();
+            Pin::new(&mut *stream).poll_read(cx, buffer)
+        })
+        .await
+    }
+
+    /// Writes all of `bytes`.
+    pub async fn write_all(&self, mut bytes: &[u8]) -> io::Result<()> {
+        while !bytes.is_empty() {
+            let written = poll_fn(|cx| {
+                let mut stream = self.inner.borrow_mut();
+                Pin::new(&mut *stream).poll_write(cx, bytes)
+            })
+            .await?;
+            if written == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            bytes = &bytes[written..];
+        }
+        Ok(())
+    }
+
+    /// Shuts both directions down: a pending read on another clone returns end of stream.
+    pub fn shutdown(&self) {
+        let stream = self.inner.borrow();
+        let fd = std::os::unix::io::AsRawFd::as_raw_fd(&*stream);
+        // SAFETY: `fd` is a socket owned by `stream`, alive for this call. A failure means the
+        // connection is already gone, which is what the caller wants.
+        let _ = unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+    }
+}
+
+// Sizes of small C structs, known to fit a socklen_t.
+#[allow(clippy::cast_possible_truncation)]
+const C_INT_LENGTH: libc::socklen_t = size_of::<libc::c_int>() as libc::socklen_t;
+#[allow(clippy::cast_possible_truncation)]
+const SOCKADDR_IN_LENGTH: libc::socklen_t = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+#[allow(clippy::cast_possible_truncation)]
+const AF_INET_FAMILY: libc::sa_family_t = libc::AF_INET as libc::sa_family_t;
+
+/// Holds a port number for a group of reuse-port listeners (see the module docs). The socket
+/// is bound but never listens, so the kernel never hands it a connection.
+pub struct PortReservation {
+    fd: libc::c_int,
+    addr: SocketAddr,
+}
+
+impl PortReservation {
+    /// Binds a reuse-port socket on `addr`; with port 0 the kernel picks the port.
+    pub fn new(addr: SocketAddr) -> io::Result<PortReservation> {
+        let SocketAddr::V4(v4) = addr else {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "port reservations support IPv4 addresses",
+            ));
+        };
+        // SAFETY: plain socket(2); the result is checked.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let reservation = PortReservation { fd, addr };
+        let one: libc::c_int = 1;
+        // SAFETY: `one` outlives the call and its size is passed.
+        let status = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_REUSEPORT,
+                std::ptr::from_ref(&one).cast(),
+                C_INT_LENGTH,
+            )
+        };
+        if status != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let sockaddr = libc::sockaddr_in {
+            sin_family: AF_INET_FAMILY,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(v4.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: `sockaddr` is a valid sockaddr_in and its size is passed.
+        let status =
+            unsafe { libc::bind(fd, std::ptr::from_ref(&sockaddr).cast(), SOCKADDR_IN_LENGTH) };
+        if status != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        reservation.resolve()
+    }
+
+    fn resolve(mut self) -> io::Result<PortReservation> {
+        // SAFETY: zeroed sockaddr_in is a valid value to be overwritten by getsockname.
+        let mut sockaddr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+        let mut length = SOCKADDR_IN_LENGTH;
+        // SAFETY: the pointers are valid for the sizes passed.
+        let status = unsafe {
+            libc::getsockname(
+                self.fd,
+                std::ptr::from_mut(&mut sockaddr).cast(),
+                &mut length,
+            )
+        };
+        if status != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.addr.set_port(u16::from_be(sockaddr.sin_port));
+        Ok(self)
+    }
+
+    /// The reserved address, with the real port.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for PortReservation {
+    fn drop(&mut self) {
+        // SAFETY: we own `fd` and close it once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pool::{run_on_current_thread, ExecutorOptions};
+    use std::io::{Read, Write};
+
+    // Proves a listener accepts, reads and writes over loopback, and that two reuse-port
+    // listeners can share a reserved port.
+    #[test]
+    fn echo_over_reserved_port() {
+        let reservation = PortReservation::new("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = reservation.addr();
+        assert_ne!(addr.port(), 0);
+        let server = std::thread::spawn(move || {
+            run_on_current_thread(&ExecutorOptions::default(), async move {
+                let first = Listener::bind(addr).unwrap();
+                let second = Listener::bind(addr).unwrap();
+                assert_eq!(second.local_addr(), addr);
+                drop(second);
+                let stream = first.accept().await.unwrap();
+                stream.set_nodelay(true).unwrap();
+                let mut buffer = [0u8; 5];
+                let mut filled = 0;
+                while filled < 5 {
+                    let read = stream.read(&mut buffer[filled..]).await.unwrap();
+                    assert!(read > 0);
+                    filled += read;
+                }
+                stream.clone().write_all(&buffer).await.unwrap();
+                stream.shutdown();
+            })
+            .unwrap();
+        });
+        let mut client = connect_with_retry(addr);
+        drop(reservation);
+        client.write_all(b"hello").unwrap();
+        let mut answer = Vec::new();
+        client.read_to_end(&mut answer).unwrap();
+        assert_eq!(answer, b"hello");
+        server.join().unwrap();
+    }
+
+    fn connect_with_retry(addr: SocketAddr) -> std::net::TcpStream {
+        for _ in 0..200 {
+            if let Ok(stream) = std::net::TcpStream::connect(addr) {
+                return stream;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("cannot connect to {addr}");
+    }
+}
