@@ -15,10 +15,14 @@
 //! * [`batch`]: SEND_BATCH_MESSAGE bodies.
 //! * [`filter`]: tag codes (Java string hash) and TAG subscription expressions.
 //! * [`flags`]: message, pull and topic sysflags and permission bits.
+//! * [`headers`]: typed custom headers, each mapped onto ext fields.
+//! * [`body`]: JSON bodies (route data, heartbeats, stats, configs).
+//! * [`json`]: fastjson-compatible reading and writing.
 
 #![forbid(unsafe_code)]
 
 pub mod batch;
+pub mod body;
 pub mod code;
 pub mod command;
 pub mod compression;
@@ -28,7 +32,9 @@ pub mod filter;
 pub mod flags;
 pub mod frame;
 pub mod header;
+pub mod headers;
 pub mod java_properties;
+pub mod json;
 pub mod limits;
 pub mod message;
 pub mod message_id;
