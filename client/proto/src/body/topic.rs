@@ -34,8 +34,6 @@ use crate::json::{self, json_enum, lenient};
 /// lines, far beyond any broker, and caps what a hostile zlib bomb can make us allocate.
 pub const REGISTER_BODY_INFLATED_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
-/// Read and write permission, the default `perm` of a topic.
-const PERM_READ_WRITE: i32 = 4 | 2;
 /// Java `TopicConfig`'s default queue counts.
 const DEFAULT_QUEUE_NUMS: i32 = 16;
 
@@ -84,7 +82,7 @@ impl Default for TopicConfig {
         TopicConfig {
             attributes: BTreeMap::new(),
             order: false,
-            perm: PERM_READ_WRITE,
+            perm: crate::flags::perm::READ_WRITE,
             read_queue_nums: DEFAULT_QUEUE_NUMS,
             topic_filter_type: TopicFilterType::SINGLE_TAG,
             topic_name: String::new(),

@@ -24,9 +24,17 @@
 use crate::error::HeaderError;
 use crate::ext::{parse_bool, parse_i32, parse_i64, ExtFields};
 
+pub mod admin;
+pub mod consumer;
 pub mod namesrv;
+pub mod pop;
+pub mod send;
 
+pub use admin::*;
+pub use consumer::*;
 pub use namesrv::*;
+pub use pop::*;
+pub use send::*;
 
 /// One value of a typed header: how it is read from and written to the ext fields.
 ///
@@ -167,7 +175,6 @@ pub(crate) use command_header;
 ///
 /// Decoding compares case-insensitively, as Java's `valueOf(value.toUpperCase())` does for
 /// the header enums (reference 1.7).
-#[allow(unused_macros)]
 macro_rules! header_enum {
     (
         $(#[$meta:meta])*
@@ -216,5 +223,4 @@ macro_rules! header_enum {
     };
 }
 
-#[allow(unused_imports)]
 pub(crate) use header_enum;

@@ -62,3 +62,38 @@ pub fn round_trip<B: JsonBody + PartialEq + Debug>(body: &B) -> String {
     assert_eq!(&back, body, "round trip of {text}");
     text
 }
+
+/// Every frame captured from real clients under `tests/data/*.jsonl`, decoded.
+pub fn captured_commands() -> Vec<comet_proto::RemotingCommand> {
+    use comet_proto::bytes::BytesMut;
+    use comet_proto::{Decoded, FrameDecoder};
+    let directory = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data");
+    let mut paths: Vec<_> = std::fs::read_dir(directory)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().and_then(|e| e.to_str()) == Some("jsonl"))
+        .collect();
+    paths.sort();
+    let mut commands = Vec::new();
+    for path in paths {
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            let wire = hex_decode(record["hex"].as_str().unwrap());
+            let mut buffer = BytesMut::from(&wire[..]);
+            match FrameDecoder::default().decode(&mut buffer) {
+                Ok(Some(Decoded::Command(command))) => commands.push(command),
+                other => panic!("{}: {other:?}", path.display()),
+            }
+        }
+    }
+    commands
+}
+
+fn hex_decode(text: &str) -> Vec<u8> {
+    (0..text.len() / 2)
+        .map(|i| u8::from_str_radix(&text[2 * i..2 * i + 2], 16).unwrap())
+        .collect()
+}
