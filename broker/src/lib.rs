@@ -8,7 +8,10 @@
 
 pub mod config;
 pub mod lock;
+pub mod namesrv_client;
 pub mod offset;
 pub mod ownership;
 pub mod persist;
+pub mod register;
+pub mod topic;
 pub mod validation;

@@ -1,0 +1,103 @@
+//! One request to a name server over a short-lived connection: registration runs every 30 s,
+//! so a connection per call costs nothing that matters and never leaves a half-dead link.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use comet_proto::bytes::BytesMut;
+use comet_proto::frame::{encode, FrameDecoder};
+use comet_proto::{Decoded, RemotingCommand};
+use comet_rt::net::Stream;
+use comet_rt::task_class::timeout;
+use thiserror::Error;
+
+/// A name-server call that did not produce a response.
+#[derive(Debug, Error)]
+pub enum CallError {
+    /// The address does not parse.
+    #[error("bad name server address {0:?}")]
+    Address(String),
+    /// Connecting, writing or reading failed.
+    #[error("name server {addr}: {source}")]
+    Io {
+        /// The name server.
+        addr: SocketAddr,
+        /// What failed.
+        source: std::io::Error,
+    },
+    /// No response within the limit.
+    #[error("name server {0} did not answer in time")]
+    Timeout(SocketAddr),
+    /// The response frame is malformed.
+    #[error("name server {addr} sent a malformed response: {reason}")]
+    Malformed {
+        /// The name server.
+        addr: SocketAddr,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Resolves `ip:port` (no DNS: name servers are configured by address, as in RocketMQ).
+pub fn parse_addr(text: &str) -> Result<SocketAddr, CallError> {
+    text.trim()
+        .parse()
+        .map_err(|_| CallError::Address(text.to_owned()))
+}
+
+/// Sends `request` to `addr` and waits up to `limit` for the response with its opaque.
+pub async fn call(
+    addr: SocketAddr,
+    request: &RemotingCommand,
+    limit: Duration,
+) -> Result<RemotingCommand, CallError> {
+    match timeout(limit, exchange(addr, request)).await {
+        Ok(result) => result,
+        Err(_) => Err(CallError::Timeout(addr)),
+    }
+}
+
+async fn exchange(
+    addr: SocketAddr,
+    request: &RemotingCommand,
+) -> Result<RemotingCommand, CallError> {
+    let io = |source| CallError::Io { addr, source };
+    let stream = Stream::connect(addr).await.map_err(io)?;
+    let mut frame = BytesMut::new();
+    encode(request, &mut frame);
+    stream.write_all(&frame).await.map_err(io)?;
+    let decoder = FrameDecoder::default();
+    let mut buffer = BytesMut::with_capacity(4096);
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        while let Some(decoded) =
+            decoder
+                .decode(&mut buffer)
+                .map_err(|error| CallError::Malformed {
+                    addr,
+                    reason: error.to_string(),
+                })?
+        {
+            match decoded {
+                Decoded::Command(response)
+                    if response.is_response() && response.opaque == request.opaque =>
+                {
+                    stream.shutdown();
+                    return Ok(response);
+                }
+                Decoded::Command(_) => continue,
+                Decoded::Malformed(error) => {
+                    return Err(CallError::Malformed {
+                        addr,
+                        reason: error.to_string(),
+                    })
+                }
+            }
+        }
+        let read = stream.read(&mut chunk).await.map_err(io)?;
+        if read == 0 {
+            return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+}

@@ -1,0 +1,291 @@
+//! The broker's topic table: system topics, auto-creation on send, admin updates, and the
+//! data version name servers use to detect change (reference 7.7, 7.9).
+//!
+//! Lives in the broker-wide metadata (see `metadata.rs`); every change bumps the data
+//! version, and callers persist `config/topics.json` and re-register with name servers.
+
+use std::collections::BTreeMap;
+
+use comet_proto::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};
+
+use crate::config::BrokerConfig;
+use crate::validation;
+
+/// Permission bits (reference 4.5).
+pub mod perm {
+    /// Readable.
+    pub const READ: i32 = 4;
+    /// Writable.
+    pub const WRITE: i32 = 2;
+    /// Template topics: new topics inherit from them.
+    pub const INHERIT: i32 = 1;
+    /// Read and write.
+    pub const READ_WRITE: i32 = READ | WRITE;
+
+    /// True when `perm` allows reads.
+    pub fn is_readable(perm: i32) -> bool {
+        perm & READ != 0
+    }
+    /// True when `perm` allows writes.
+    pub fn is_writable(perm: i32) -> bool {
+        perm & WRITE != 0
+    }
+}
+
+/// The template topic producers name for auto-creation.
+pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
+/// The schedule topic of delayed messages.
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// Half messages of transactions.
+pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// Transaction decisions.
+pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+/// Half messages checked too often.
+pub const TRANS_CHECK_MAX_TIME_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
+
+/// Why a topic could not be auto-created on send.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AutoCreateError {
+    /// No template, or the template may not be inherited from.
+    TopicNotExist,
+}
+
+/// Topic name → config, with a version.
+#[derive(Clone, Debug)]
+pub struct TopicTable {
+    topics: BTreeMap<String, TopicConfig>,
+    data_version: DataVersion,
+}
+
+fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
+    TopicConfig {
+        read_queue_nums: queues,
+        write_queue_nums: queues,
+        perm,
+        ..TopicConfig::new(name)
+    }
+}
+
+impl TopicTable {
+    /// The system topics a fresh broker has (reference 7.7), plus what `loaded` holds from a
+    /// previous run (loaded entries win, so an operator's changes survive restarts).
+    pub fn new(config: &BrokerConfig, loaded: Option<TopicConfigSerializeWrapper>) -> TopicTable {
+        let mut topics = BTreeMap::new();
+        let mut add = |config: TopicConfig| {
+            topics.insert(config.topic_name.clone(), config);
+        };
+        add(topic("SELF_TEST_TOPIC", 1, perm::READ_WRITE));
+        if config.auto_create_topic {
+            let queues = config.default_topic_queue_nums;
+            add(topic(
+                AUTO_CREATE_TOPIC_KEY,
+                queues,
+                perm::READ_WRITE | perm::INHERIT,
+            ));
+        }
+        add(topic("BenchmarkTest", 1024, perm::READ_WRITE));
+        let cluster_perm = if config.cluster_topic_enable {
+            perm::READ_WRITE | perm::INHERIT
+        } else {
+            perm::INHERIT
+        };
+        add(topic(&config.cluster_name, 16, cluster_perm));
+        let broker_perm = if config.broker_topic_enable {
+            perm::READ_WRITE | perm::INHERIT
+        } else {
+            perm::INHERIT
+        };
+        add(topic(&config.broker_name, 1, broker_perm));
+        add(topic("OFFSET_MOVED_EVENT", 1, perm::READ_WRITE));
+        add(topic(SCHEDULE_TOPIC, 18, perm::READ_WRITE));
+        if config.trace_topic_enable {
+            add(topic("RMQ_SYS_TRACE_TOPIC", 1, perm::READ_WRITE));
+        }
+        add(topic(
+            &format!("{}_REPLY_TOPIC", config.cluster_name),
+            1,
+            perm::READ_WRITE,
+        ));
+        add(topic(TRANS_HALF_TOPIC, 1, perm::READ_WRITE));
+        add(topic(TRANS_OP_HALF_TOPIC, 1, perm::READ_WRITE));
+        let mut data_version = DataVersion::default();
+        if let Some(loaded) = loaded {
+            topics.extend(loaded.topic_config_table);
+            data_version = loaded.data_version;
+        }
+        let mut table = TopicTable {
+            topics,
+            data_version,
+        };
+        table.bump_version();
+        table
+    }
+
+    /// The config of `topic`.
+    pub fn get(&self, topic: &str) -> Option<&TopicConfig> {
+        self.topics.get(topic)
+    }
+
+    /// Every topic, by name.
+    pub fn iter(&self) -> impl Iterator<Item = &TopicConfig> {
+        self.topics.values()
+    }
+
+    /// Number of topics.
+    pub fn len(&self) -> usize {
+        self.topics.len()
+    }
+
+    /// True when there are no topics (never after `new`).
+    pub fn is_empty(&self) -> bool {
+        self.topics.is_empty()
+    }
+
+    /// The current data version.
+    pub fn data_version(&self) -> &DataVersion {
+        &self.data_version
+    }
+
+    fn bump_version(&mut self) {
+        self.data_version.counter += 1;
+        self.data_version.timestamp = comet_rt::clock::wall_clock_ms();
+    }
+
+    /// Creates or replaces a topic (UPDATE_AND_CREATE_TOPIC).
+    pub fn upsert(&mut self, config: TopicConfig) {
+        assert!(!config.topic_name.is_empty());
+        self.topics.insert(config.topic_name.clone(), config);
+        self.bump_version();
+    }
+
+    /// Deletes a topic; true if it existed.
+    pub fn delete(&mut self, topic: &str) -> bool {
+        let existed = self.topics.remove(topic).is_some();
+        if existed {
+            self.bump_version();
+        }
+        existed
+    }
+
+    /// Auto-creates `topic` for a send naming `default_topic` as its template
+    /// (reference 7.7): the template must carry INHERIT (treated as plain 6 when
+    /// auto-creation is off); the new topic gets min(requested, template write queues)
+    /// queues and the template's perm without INHERIT.
+    pub fn create_on_send(
+        &mut self,
+        topic: &str,
+        default_topic: &str,
+        requested_queue_nums: i32,
+        topic_sys_flag: i32,
+        auto_create_enabled: bool,
+    ) -> Result<TopicConfig, AutoCreateError> {
+        if let Some(existing) = self.topics.get(topic) {
+            return Ok(existing.clone());
+        }
+        if validation::is_retry_topic(topic) {
+            return Ok(self.ensure_system_topic(topic, 1));
+        }
+        let template = self
+            .topics
+            .get(default_topic)
+            .ok_or(AutoCreateError::TopicNotExist)?;
+        let template_perm = if auto_create_enabled {
+            template.perm
+        } else {
+            perm::READ_WRITE
+        };
+        if template_perm & perm::INHERIT == 0 {
+            return Err(AutoCreateError::TopicNotExist);
+        }
+        let queues = requested_queue_nums.clamp(1, template.write_queue_nums.max(1));
+        let config = TopicConfig {
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: template_perm & !perm::INHERIT,
+            topic_filter_type: template.topic_filter_type,
+            topic_sys_flag,
+            ..TopicConfig::new(topic)
+        };
+        self.upsert(config.clone());
+        Ok(config)
+    }
+
+    /// Returns `topic`, creating it read-write with `queue_nums` queues when missing (retry
+    /// and dead-letter topics).
+    pub fn ensure_system_topic(&mut self, topic: &str, queue_nums: i32) -> TopicConfig {
+        if let Some(existing) = self.topics.get(topic) {
+            return existing.clone();
+        }
+        let config = TopicConfig {
+            topic_filter_type: TopicFilterType::SINGLE_TAG,
+            ..self::topic(topic, queue_nums.max(1), perm::READ_WRITE)
+        };
+        self.upsert(config.clone());
+        config
+    }
+
+    /// The table as `topics.json` / REGISTER_BROKER / GET_ALL_TOPIC_CONFIG carry it, with
+    /// every perm masked by the broker permission.
+    pub fn to_wrapper(&self, broker_permission: i32) -> TopicConfigSerializeWrapper {
+        let topic_config_table = self
+            .topics
+            .iter()
+            .map(|(name, config)| {
+                let mut config = config.clone();
+                config.perm &= broker_permission | perm::INHERIT;
+                (name.clone(), config)
+            })
+            .collect();
+        TopicConfigSerializeWrapper {
+            data_version: self.data_version.clone(),
+            topic_config_table,
+            ..TopicConfigSerializeWrapper::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the system topics exist and auto-creation follows RocketMQ: inherit from TBW102,
+    // min(requested, template) queues, perm without INHERIT, refused without a template.
+    #[test]
+    fn system_topics_and_auto_creation() {
+        let config = BrokerConfig::default();
+        let mut table = TopicTable::new(&config, None);
+        assert_eq!(table.get(AUTO_CREATE_TOPIC_KEY).unwrap().perm, 7);
+        assert_eq!(table.get(SCHEDULE_TOPIC).unwrap().read_queue_nums, 18);
+        assert!(table.get("DefaultCluster").is_some());
+        let version = table.data_version().counter;
+        let created = table
+            .create_on_send("TopicTest", "TBW102", 4, 0, true)
+            .unwrap();
+        assert_eq!(created.write_queue_nums, 4);
+        assert_eq!(created.perm, 6);
+        assert!(table.data_version().counter > version);
+        let capped = table.create_on_send("Wide", "TBW102", 64, 0, true).unwrap();
+        assert_eq!(capped.write_queue_nums, 8);
+        assert_eq!(
+            table.create_on_send("X", "NoSuchTemplate", 4, 0, true),
+            Err(AutoCreateError::TopicNotExist)
+        );
+        let retry = table
+            .create_on_send("%RETRY%cg", "NoSuchTemplate", 4, 0, true)
+            .unwrap();
+        assert_eq!(retry.read_queue_nums, 1);
+        assert!(table.delete("TopicTest"));
+        assert!(table.get("TopicTest").is_none());
+    }
+
+    // Proves a wiped broker permission masks every topic in what goes to name servers.
+    #[test]
+    fn broker_permission_masks_registrations() {
+        let table = TopicTable::new(&BrokerConfig::default(), None);
+        let wrapper = table.to_wrapper(perm::READ);
+        assert!(wrapper
+            .topic_config_table
+            .values()
+            .all(|t| !perm::is_writable(t.perm)));
+    }
+}
