@@ -10,9 +10,21 @@
 
 #![forbid(unsafe_code)]
 
+pub mod config;
 pub mod error;
+pub mod instance;
 pub mod limits;
+pub mod message;
+pub mod producer;
+pub mod protocol;
+pub mod rebalance;
 pub mod remoting;
+pub mod route;
+pub mod util;
+pub mod validate;
 
+pub use config::ClientConfig;
 pub use error::{ClientError, Result};
+pub use message::{Message, MessageQueue, SendResult, SendStatus};
+pub use producer::{Producer, ProducerConfig, SendFuture};
 pub use remoting::{Handled, RemotingClient, RequestHandler, ResponseFuture, TransportConfig};

@@ -1,0 +1,194 @@
+//! Application-facing message types: what a producer sends ([`Message`]), where it goes
+//! ([`MessageQueue`]) and what the broker said ([`SendResult`]). Received messages are
+//! [`comet_proto::message::MessageExt`], decoded from stored records.
+
+use std::fmt;
+
+use bytes::Bytes;
+use comet_proto::properties::{names, Properties, KEY_SEPARATOR};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{ClientError, Result};
+
+/// One queue of a topic on one broker: the unit of ordering, allocation and offsets.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct MessageQueue {
+    /// Topic name.
+    pub topic: String,
+    /// Logical broker name.
+    #[serde(rename = "brokerName")]
+    pub broker_name: String,
+    /// Queue id within the topic on that broker.
+    #[serde(rename = "queueId")]
+    pub queue_id: i32,
+}
+
+impl MessageQueue {
+    /// A queue.
+    pub fn new(topic: &str, broker_name: &str, queue_id: i32) -> MessageQueue {
+        MessageQueue {
+            topic: topic.to_owned(),
+            broker_name: broker_name.to_owned(),
+            queue_id,
+        }
+    }
+}
+
+impl fmt::Display for MessageQueue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "MessageQueue [topic={}, brokerName={}, queueId={}]",
+            self.topic, self.broker_name, self.queue_id
+        )
+    }
+}
+
+/// A message to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// Target topic.
+    pub topic: String,
+    /// Application flag, stored verbatim.
+    pub flag: i32,
+    /// Payload (at most 4 MiB).
+    pub body: Bytes,
+    /// System and user properties.
+    pub properties: Properties,
+}
+
+impl Message {
+    /// A message with a body and no properties.
+    pub fn new(topic: impl Into<String>, body: impl Into<Bytes>) -> Message {
+        Message {
+            topic: topic.into(),
+            flag: 0,
+            body: body.into(),
+            properties: Properties::new(),
+        }
+    }
+
+    /// Sets the tag (used by consumers' filters).
+    pub fn with_tags(mut self, tags: impl Into<String>) -> Message {
+        self.properties.insert(names::TAGS, tags.into());
+        self
+    }
+
+    /// Sets the business keys (indexed by the broker for QUERY_MESSAGE).
+    pub fn with_keys<I, S>(mut self, keys: I) -> Message
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        let joined: Vec<String> = keys.into_iter().map(|k| k.as_ref().to_owned()).collect();
+        self.properties
+            .insert(names::KEYS, joined.join(&KEY_SEPARATOR.to_string()));
+        self
+    }
+
+    /// Sets the delay level (1..=18 with the broker's default levels).
+    pub fn with_delay_level(mut self, level: i32) -> Message {
+        self.properties.insert(names::DELAY, level.to_string());
+        self
+    }
+
+    /// Adds an application property; reserved names are refused, as the Java client does.
+    pub fn with_property(mut self, name: &str, value: impl Into<String>) -> Result<Message> {
+        self.put_user_property(name, value)?;
+        Ok(self)
+    }
+
+    /// Adds an application property; reserved names are refused.
+    pub fn put_user_property(&mut self, name: &str, value: impl Into<String>) -> Result<()> {
+        let value = value.into();
+        if name.trim().is_empty() || value.trim().is_empty() {
+            return Err(ClientError::Invalid(
+                "property name and value must not be blank".into(),
+            ));
+        }
+        if names::is_reserved(name) {
+            return Err(ClientError::Invalid(format!(
+                "property name {name} is reserved by the protocol"
+            )));
+        }
+        self.properties.insert(name, value);
+        Ok(())
+    }
+
+    /// The tag, if any.
+    pub fn tags(&self) -> Option<&str> {
+        self.properties.get(names::TAGS)
+    }
+
+    /// The keys, if any.
+    pub fn keys(&self) -> Option<&str> {
+        self.properties.get(names::KEYS)
+    }
+
+    /// The delay level, 0 when not delayed.
+    pub fn delay_level(&self) -> i32 {
+        self.properties
+            .get(names::DELAY)
+            .and_then(|level| level.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// Whether the broker waits for the store (flush/replication) before answering.
+    pub fn wait_store_msg_ok(&self) -> bool {
+        self.properties.get(names::WAIT) != Some("false")
+    }
+
+    /// Sets whether the broker waits for the store before answering (default true).
+    pub fn set_wait_store_msg_ok(&mut self, wait: bool) {
+        self.properties.insert(names::WAIT, wait.to_string());
+    }
+
+    /// The client-generated id, once the producer assigned one.
+    pub fn uniq_key(&self) -> Option<&str> {
+        self.properties.get(names::UNIQ_KEY)
+    }
+}
+
+/// Outcome of a stored send (reference 2.2: every code here means the message is stored).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendStatus {
+    /// Stored and, per the broker's policy, durable.
+    SendOk,
+    /// Stored, but the synchronous flush timed out.
+    FlushDiskTimeout,
+    /// Stored, but the slave did not acknowledge in time.
+    FlushSlaveTimeout,
+    /// Stored on a SYNC_MASTER with no slave available.
+    SlaveNotAvailable,
+}
+
+impl SendStatus {
+    /// The Java enum name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SendStatus::SendOk => "SEND_OK",
+            SendStatus::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+            SendStatus::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+            SendStatus::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+        }
+    }
+}
+
+/// What the broker answered to a send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SendResult {
+    /// Stored status.
+    pub status: SendStatus,
+    /// The client id (`UNIQ_KEY`); for batches the comma-joined ids.
+    pub msg_id: String,
+    /// The broker's offset message id (`msgId` of the response).
+    pub offset_msg_id: String,
+    /// The queue the message went to.
+    pub queue: MessageQueue,
+    /// Its offset in that queue (the first one for a batch).
+    pub queue_offset: i64,
+    /// The transaction id the broker echoed, if any.
+    pub transaction_id: Option<String>,
+    /// The broker's region.
+    pub region_id: Option<String>,
+}

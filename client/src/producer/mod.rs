@@ -1,0 +1,881 @@
+//! The producer (Java `DefaultMQProducer`, conversation of reference 8.2).
+//!
+//! * Queue selection rotates over the topic's publish queues, skipping the broker that just
+//!   failed and, with latency fault tolerance on, brokers sidelined for being slow or down
+//!   ([`fault`]).
+//! * Sync sends retry on another broker (2 retries by default) for transport errors and the
+//!   Java retry codes (reference 2.2), within one overall `send_timeout`.
+//! * Async sends follow the same retry rules; callbacks and retries run on the producer's
+//!   callback thread, never on a transport reader.
+//! * Bodies of 4 KiB and more are zlib-compressed (level 5); batches never are.
+//! * Every message gets a `UNIQ_KEY` (the id the application sees) before its first attempt,
+//!   so retries of one message keep one id.
+//! * An unknown topic is sent through the `TBW102` route so the broker auto-creates it.
+
+pub mod fault;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use comet_proto::batch::{encode_batch, BatchEntry};
+use comet_proto::compression::{zlib_compress, CompressionType};
+use comet_proto::flags::message as message_sys_flag;
+use comet_proto::message_id::UniqueKeyGenerator;
+use comet_proto::properties::names;
+use comet_proto::{RemotingCommand, ResponseCode};
+
+use self::fault::{select_queue, LatencyFaultTolerance};
+use crate::config::{now_ms, ClientConfig};
+use crate::error::{ClientError, Result};
+use crate::instance::ClientInstance;
+use crate::limits::{BATCH_BODY_BYTES_MAX, CALLBACKS_QUEUED_MAX, MESSAGE_BODY_BYTES_MAX};
+use crate::message::{Message, MessageQueue, SendResult, SendStatus};
+use crate::protocol::{self, SendHeader};
+use crate::route::{self, TopicRoute};
+use crate::util::{Executor, Oneshot};
+use crate::validate;
+
+/// Producer settings (Java defaults, reference 7.3).
+#[derive(Clone, Debug)]
+pub struct ProducerConfig {
+    /// Producer group.
+    pub group: String,
+    /// Client settings.
+    pub client: ClientConfig,
+    /// Budget of one send, retries included (`sendMsgTimeout`).
+    pub send_timeout: Duration,
+    /// Extra attempts of a sync send (`retryTimesWhenSendFailed`).
+    pub retry_times_when_send_failed: u32,
+    /// Extra attempts of an async send (`retryTimesWhenSendAsyncFailed`).
+    pub retry_times_when_send_async_failed: u32,
+    /// Bodies of at least this many bytes are compressed.
+    pub compress_over_bytes: usize,
+    /// zlib level.
+    pub compress_level: u32,
+    /// Largest body accepted.
+    pub max_message_bytes: usize,
+    /// Queues of an auto-created topic (header `d`).
+    pub default_topic_queue_nums: i32,
+    /// Auto-create template topic (header `c`).
+    pub create_topic_key: String,
+    /// Sideline slow or failed brokers.
+    pub send_latency_fault_enable: bool,
+    /// Retry on another broker when the broker stored but answered a non-OK status.
+    pub retry_another_broker_when_not_store_ok: bool,
+}
+
+impl ProducerConfig {
+    /// Defaults for `group` with the given client settings.
+    pub fn new(group: &str, client: ClientConfig) -> ProducerConfig {
+        ProducerConfig {
+            group: group.to_owned(),
+            client,
+            send_timeout: Duration::from_secs(3),
+            retry_times_when_send_failed: 2,
+            retry_times_when_send_async_failed: 2,
+            compress_over_bytes: 4096,
+            compress_level: 5,
+            max_message_bytes: MESSAGE_BODY_BYTES_MAX,
+            default_topic_queue_nums: 4,
+            create_topic_key: String::from("TBW102"),
+            send_latency_fault_enable: true,
+            retry_another_broker_when_not_store_ok: false,
+        }
+    }
+}
+
+/// How a request travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Sync,
+    Oneway,
+}
+
+/// A message ready for the wire: id assigned, body possibly compressed, properties encoded.
+#[derive(Clone)]
+struct Prepared {
+    topic: String,
+    body: Bytes,
+    sys_flag: i32,
+    flag: i32,
+    properties: String,
+    msg_id: String,
+    batch: bool,
+    reconsume_times: i32,
+    max_reconsume_times: Option<i32>,
+}
+
+/// A message producer. Thread-safe; clones share one producer.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<ProducerInner>,
+}
+
+struct ProducerInner {
+    config: ProducerConfig,
+    instance: Arc<ClientInstance>,
+    faults: LatencyFaultTolerance,
+    counter: AtomicUsize,
+    ids: UniqueKeyGenerator,
+    callbacks: Arc<Executor>,
+    state: Mutex<State>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Created,
+    Running,
+    Stopped,
+}
+
+/// A waitable handle on an asynchronous send.
+pub struct SendFuture {
+    outcome: Arc<Oneshot<Result<SendResult>>>,
+    timeout: Duration,
+}
+
+impl SendFuture {
+    /// Blocks until the send finished (success, failure after retries, or timeout).
+    pub fn wait(self) -> Result<SendResult> {
+        // Every attempt is bounded by the send timeout; the margin covers the scanner tick
+        // and the callback thread.
+        match self
+            .outcome
+            .take_timeout(self.timeout + Duration::from_secs(5))
+        {
+            Some(outcome) => outcome,
+            None => Err(ClientError::State("waiting past the send timeout")),
+        }
+    }
+}
+
+impl Producer {
+    /// A producer; call [`Producer::start`] before sending.
+    pub fn new(config: ProducerConfig) -> Result<Producer> {
+        validate::check_group(&config.group)?;
+        if config.client.namesrv_addrs.is_empty() {
+            return Err(ClientError::NameServer(
+                "no name server address configured".into(),
+            ));
+        }
+        let instance = ClientInstance::new(config.client.clone());
+        let ip = instance
+            .client_id()
+            .split('@')
+            .next()
+            .and_then(|ip| ip.parse().ok())
+            .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+        let random = route::random_u64() as i32;
+        let ids = UniqueKeyGenerator::new(ip, std::process::id(), random);
+        Ok(Producer {
+            inner: Arc::new(ProducerInner {
+                config,
+                instance,
+                faults: LatencyFaultTolerance::default(),
+                counter: AtomicUsize::new(route::random_u64() as usize),
+                ids,
+                callbacks: Executor::new("comet-callbacks", CALLBACKS_QUEUED_MAX),
+                state: Mutex::new(State::Created),
+            }),
+        })
+    }
+
+    /// Registers the group and starts background tasks (no network traffic yet, as 5.x).
+    pub fn start(&self) -> Result<()> {
+        let mut state = self.inner.lock_state();
+        match *state {
+            State::Created => {
+                self.inner
+                    .instance
+                    .register_producer(&self.inner.config.group);
+                self.inner.instance.start();
+                *state = State::Running;
+                Ok(())
+            }
+            State::Running => Ok(()),
+            State::Stopped => Err(ClientError::State("shut down")),
+        }
+    }
+
+    /// Unregisters from every broker and stops all threads. Idempotent.
+    pub fn shutdown(&self) {
+        {
+            let mut state = self.inner.lock_state();
+            if *state != State::Running {
+                *state = State::Stopped;
+                return;
+            }
+            *state = State::Stopped;
+        }
+        let group = self.inner.config.group.as_str();
+        self.inner.instance.unregister(Some(group), None);
+        self.inner
+            .instance
+            .unregister(Some(crate::instance::CLIENT_INNER_PRODUCER_GROUP), None);
+        self.inner.callbacks.shutdown();
+        self.inner.instance.shutdown();
+    }
+
+    /// The client id this producer registers under.
+    pub fn client_id(&self) -> &str {
+        self.inner.instance.client_id()
+    }
+
+    /// The publish queues of `topic` (fetching its route if needed).
+    pub fn fetch_publish_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        Ok(self.inner.publish_route(topic)?.publish.clone())
+    }
+
+    /// Sends and waits for the broker's answer, retrying on another broker on failure.
+    pub fn send(&self, message: Message) -> Result<SendResult> {
+        self.inner.check_running()?;
+        let prepared = self.inner.prepare(message)?;
+        self.inner
+            .send_with_retries(&prepared, Mode::Sync)
+            .map(|result| result.expect("sync sends return a result"))
+    }
+
+    /// Sends without waiting for an answer (no retry, no result).
+    pub fn send_oneway(&self, message: Message) -> Result<()> {
+        self.inner.check_running()?;
+        let prepared = self.inner.prepare(message)?;
+        self.inner
+            .send_with_retries(&prepared, Mode::Oneway)
+            .map(|_| ())
+    }
+
+    /// Sends to one given queue (no retry on another queue).
+    pub fn send_to_queue(&self, message: Message, queue: &MessageQueue) -> Result<SendResult> {
+        self.inner.check_running()?;
+        if queue.topic != message.topic {
+            return Err(ClientError::Invalid(format!(
+                "message topic {} differs from the queue's topic {}",
+                message.topic, queue.topic
+            )));
+        }
+        let prepared = self.inner.prepare(message)?;
+        let timeout = self.inner.config.send_timeout;
+        self.inner
+            .send_once(&prepared, queue, Mode::Sync, timeout)
+            .map(|result| result.expect("sync sends return a result"))
+    }
+
+    /// Sends to the queue chosen by `selector` from the topic's publish queues (ordered
+    /// messages: the same selector input always picks the same queue).
+    pub fn send_with_selector(
+        &self,
+        message: Message,
+        selector: impl Fn(&[MessageQueue], &Message) -> usize,
+    ) -> Result<SendResult> {
+        self.inner.check_running()?;
+        let route = self.inner.publish_route(&message.topic)?;
+        if route.publish.is_empty() {
+            return Err(no_queue(&message.topic));
+        }
+        let index = selector(&route.publish, &message) % route.publish.len();
+        let queue = route.publish[index].clone();
+        self.send_to_queue(message, &queue)
+    }
+
+    /// Ordered send by sharding key: every message with the same key goes to the same queue
+    /// while the topic's queue count stays the same.
+    pub fn send_orderly(&self, message: Message, sharding_key: &str) -> Result<SendResult> {
+        let hash = comet_proto::filter::java_string_hash(sharding_key);
+        let hash = usize::try_from(hash.unsigned_abs()).unwrap_or(0);
+        self.send_with_selector(message, move |queues, _| hash % queues.len())
+    }
+
+    /// Sends in the background and calls `callback` once with the outcome, on the producer's
+    /// callback thread. Retries follow the sync rules.
+    pub fn send_async(
+        &self,
+        message: Message,
+        callback: impl FnOnce(Result<SendResult>) + Send + 'static,
+    ) -> Result<()> {
+        self.inner.check_running()?;
+        let prepared = self.inner.prepare(message)?;
+        let attempts = 1 + self.inner.config.retry_times_when_send_async_failed;
+        let deadline = Instant::now() + self.inner.config.send_timeout;
+        let send = AsyncSend {
+            producer: self.inner.clone(),
+            prepared,
+            attempts_left: attempts,
+            avoid: None,
+            deadline,
+            callback: Box::new(callback),
+        };
+        send.attempt();
+        Ok(())
+    }
+
+    /// Sends in the background and returns a handle to wait on (for windows of in-flight
+    /// sends).
+    pub fn send_async_future(&self, message: Message) -> Result<SendFuture> {
+        let outcome = Arc::new(Oneshot::default());
+        let completer = outcome.clone();
+        self.send_async(message, move |result| completer.complete(result))?;
+        Ok(SendFuture {
+            outcome,
+            timeout: self.inner.config.send_timeout,
+        })
+    }
+
+    /// Sends messages of one topic as batches, split so that each request body stays within
+    /// 4 MiB. Returns one result per batch request.
+    pub fn send_batch(&self, messages: Vec<Message>) -> Result<Vec<SendResult>> {
+        self.inner.check_running()?;
+        let batches = self.inner.prepare_batches(messages)?;
+        batches
+            .iter()
+            .map(|batch| self.inner.send_with_retries(batch, Mode::Sync))
+            .map(|result| result.map(|r| r.expect("sync sends return a result")))
+            .collect()
+    }
+}
+
+fn no_queue(topic: &str) -> ClientError {
+    ClientError::NoRoute {
+        topic: topic.to_owned(),
+        reason: "the route has no writable queue".into(),
+    }
+}
+
+type SendCallback = Box<dyn FnOnce(Result<SendResult>) + Send + 'static>;
+
+struct AsyncSend {
+    producer: Arc<ProducerInner>,
+    prepared: Prepared,
+    attempts_left: u32,
+    avoid: Option<String>,
+    deadline: Instant,
+    callback: SendCallback,
+}
+
+impl AsyncSend {
+    /// Starts one attempt; its outcome comes back through the callback thread.
+    fn attempt(mut self) {
+        assert!(self.attempts_left > 0);
+        self.attempts_left -= 1;
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let producer = self.producer.clone();
+        let queue = match producer.select(&self.prepared.topic, self.avoid.as_deref()) {
+            Ok(queue) => queue,
+            Err(error) => return self.finish(Err(error)),
+        };
+        let addr = match producer
+            .instance
+            .master_addr(&queue.broker_name, &queue.topic)
+        {
+            Ok(addr) => addr,
+            Err(error) => return self.on_outcome(queue, Instant::now(), Err(error)),
+        };
+        let request = producer.build_request(&self.prepared, &queue);
+        let started = Instant::now();
+        let executor = producer.callbacks.clone();
+        // The send moves into the transport callback; if the request never leaves, it is
+        // taken back from here.
+        let pending = Arc::new(Mutex::new(Some((self, queue))));
+        let resume = pending.clone();
+        let callback_addr = addr.clone();
+        let transport_callback = Box::new(move |outcome: Result<RemotingCommand>| {
+            let job = Box::new(move || {
+                let taken = resume.lock().unwrap_or_else(|p| p.into_inner()).take();
+                if let Some((send, queue)) = taken {
+                    let outcome = outcome.and_then(|response| {
+                        process_response(&callback_addr, &send.prepared, &queue, response)
+                    });
+                    send.on_outcome(queue, started, outcome);
+                }
+            });
+            if let Err(job) = executor.submit(job) {
+                job();
+            }
+        });
+        let sent = producer.instance.remoting().invoke_async(
+            &addr,
+            request,
+            remaining,
+            transport_callback,
+        );
+        if let Err(error) = sent {
+            let taken = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some((send, queue)) = taken {
+                send.on_outcome(queue, started, Err(error));
+            }
+        }
+    }
+
+    fn on_outcome(mut self, queue: MessageQueue, started: Instant, outcome: Result<SendResult>) {
+        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let failed = outcome.as_ref().err();
+        self.producer.record_latency(
+            &queue.broker_name,
+            latency_ms,
+            failed.is_some_and(ClientError::is_transport),
+        );
+        match outcome {
+            Err(error)
+                if is_retryable(&error)
+                    && self.attempts_left > 0
+                    && Instant::now() < self.deadline =>
+            {
+                log::debug!("async send to {queue} failed, retrying: {error}");
+                self.avoid = Some(queue.broker_name);
+                self.attempt();
+            }
+            outcome => self.finish(outcome),
+        }
+    }
+
+    fn finish(self, outcome: Result<SendResult>) {
+        (self.callback)(outcome);
+    }
+}
+
+/// The Java producer's retry set (reference 2.2), plus every transport failure.
+fn is_retryable(error: &ClientError) -> bool {
+    if error.is_transport() {
+        return true;
+    }
+    matches!(
+        error.response_code(),
+        Some(
+            ResponseCode::TOPIC_NOT_EXIST
+                | ResponseCode::SERVICE_NOT_AVAILABLE
+                | ResponseCode::SYSTEM_ERROR
+                | ResponseCode::SYSTEM_BUSY
+                | ResponseCode::NO_PERMISSION
+                | ResponseCode::NO_BUYER_ID
+                | ResponseCode::NOT_IN_CURRENT_UNIT
+                | ResponseCode::GO_AWAY
+        )
+    )
+}
+
+/// Turns a send response into a result (reference 3.1).
+fn process_response(
+    addr: &str,
+    prepared: &Prepared,
+    queue: &MessageQueue,
+    response: RemotingCommand,
+) -> Result<SendResult> {
+    let status = match response.response_code() {
+        ResponseCode::SUCCESS => SendStatus::SendOk,
+        ResponseCode::FLUSH_DISK_TIMEOUT => SendStatus::FlushDiskTimeout,
+        ResponseCode::FLUSH_SLAVE_TIMEOUT => SendStatus::FlushSlaveTimeout,
+        ResponseCode::SLAVE_NOT_AVAILABLE => SendStatus::SlaveNotAvailable,
+        code => {
+            return Err(ClientError::Response {
+                addr: addr.to_owned(),
+                code,
+                remark: response.remark.unwrap_or_default(),
+            })
+        }
+    };
+    let ext = &response.ext_fields;
+    let queue_id = ext.optional_i32("queueId")?.unwrap_or(queue.queue_id);
+    Ok(SendResult {
+        status,
+        msg_id: prepared.msg_id.clone(),
+        offset_msg_id: ext.optional_string("msgId").unwrap_or_default(),
+        queue: MessageQueue::new(&queue.topic, &queue.broker_name, queue_id),
+        queue_offset: ext.optional_i64("queueOffset")?.unwrap_or(-1),
+        transaction_id: ext.optional_string("transactionId"),
+        region_id: ext.optional_string("MSG_REGION"),
+    })
+}
+
+impl ProducerInner {
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn check_running(&self) -> Result<()> {
+        match *self.lock_state() {
+            State::Running => Ok(()),
+            State::Created => Err(ClientError::State("not started")),
+            State::Stopped => Err(ClientError::State("shut down")),
+        }
+    }
+
+    /// Validates, assigns the id and compresses.
+    fn prepare(&self, mut message: Message) -> Result<Prepared> {
+        validate::check_message(&message)?;
+        if message.body.len() > self.config.max_message_bytes {
+            return Err(ClientError::Invalid(format!(
+                "the message body is {} bytes, the maximum is {}",
+                message.body.len(),
+                self.config.max_message_bytes
+            )));
+        }
+        let msg_id = match message.uniq_key() {
+            Some(key) => key.to_owned(),
+            None => {
+                let key = self.ids.next(now_ms());
+                message.properties.insert(names::UNIQ_KEY, key.clone());
+                key
+            }
+        };
+        let mut sys_flag = 0;
+        let mut body = message.body.clone();
+        if body.len() >= self.config.compress_over_bytes {
+            body = Bytes::from(zlib_compress(&body, self.config.compress_level));
+            sys_flag |= message_sys_flag::COMPRESSED | CompressionType::Zlib.sysflag_bits();
+        }
+        let retry_topic = message.topic.starts_with("%RETRY%");
+        let mut reconsume_times = 0;
+        let mut max_reconsume_times = None;
+        if retry_topic {
+            // Retry sends carry these two in header fields j and l (reference 3.6).
+            if let Some(value) = message.properties.remove(names::RECONSUME_TIME) {
+                reconsume_times = value.parse().unwrap_or(0);
+            }
+            if let Some(value) = message.properties.remove(names::MAX_RECONSUME_TIMES) {
+                max_reconsume_times = value.parse().ok();
+            }
+        }
+        let properties = message.properties.encode();
+        if properties.len() > crate::limits::PROPERTIES_BYTES_MAX {
+            return Err(ClientError::Invalid(format!(
+                "the properties take {} bytes, the maximum is {}",
+                properties.len(),
+                crate::limits::PROPERTIES_BYTES_MAX
+            )));
+        }
+        Ok(Prepared {
+            topic: message.topic,
+            body,
+            sys_flag,
+            flag: message.flag,
+            properties,
+            msg_id,
+            batch: false,
+            reconsume_times,
+            max_reconsume_times,
+        })
+    }
+
+    /// Validates a batch and splits it into requests of at most 4 MiB of body each.
+    fn prepare_batches(&self, messages: Vec<Message>) -> Result<Vec<Prepared>> {
+        let Some(first) = messages.first() else {
+            return Err(ClientError::Invalid(
+                "a batch needs at least one message".into(),
+            ));
+        };
+        let topic = first.topic.clone();
+        let wait = first.wait_store_msg_ok();
+        for message in &messages {
+            validate::check_message(message)?;
+            if message.topic != topic {
+                return Err(ClientError::Invalid(
+                    "every message of a batch needs one topic".into(),
+                ));
+            }
+            if message.delay_level() > 0 {
+                return Err(ClientError::Invalid(
+                    "delayed messages cannot be batched".into(),
+                ));
+            }
+            if message.topic.starts_with("%RETRY%") {
+                return Err(ClientError::Invalid(
+                    "retry topics cannot take batches".into(),
+                ));
+            }
+            if message.wait_store_msg_ok() != wait {
+                return Err(ClientError::Invalid("a batch must agree on WAIT".into()));
+            }
+        }
+        let mut entries: Vec<(i32, Bytes, String, String)> = Vec::with_capacity(messages.len());
+        for mut message in messages {
+            let key = match message.uniq_key() {
+                Some(key) => key.to_owned(),
+                None => {
+                    let key = self.ids.next(now_ms());
+                    message.properties.insert(names::UNIQ_KEY, key.clone());
+                    key
+                }
+            };
+            entries.push((message.flag, message.body, message.properties.encode(), key));
+        }
+        split_batches(&entries, BATCH_BODY_BYTES_MAX)?
+            .into_iter()
+            .map(|range| self.encode_batch(&topic, wait, &entries[range]))
+            .collect()
+    }
+
+    fn encode_batch(
+        &self,
+        topic: &str,
+        wait: bool,
+        entries: &[(i32, Bytes, String, String)],
+    ) -> Result<Prepared> {
+        let batch_entries: Vec<BatchEntry<'_>> = entries
+            .iter()
+            .map(|(flag, body, properties, _)| BatchEntry {
+                flag: *flag,
+                body,
+                properties,
+            })
+            .collect();
+        let mut body = BytesMut::new();
+        encode_batch(&batch_entries, &mut body)
+            .map_err(|error| ClientError::Invalid(format!("cannot encode the batch: {error}")))?;
+        let ids: Vec<&str> = entries.iter().map(|entry| entry.3.as_str()).collect();
+        let mut header_properties = comet_proto::properties::Properties::new();
+        header_properties.insert(names::UNIQ_KEY, self.ids.next(now_ms()));
+        header_properties.insert(names::WAIT, wait.to_string());
+        Ok(Prepared {
+            topic: topic.to_owned(),
+            body: body.freeze(),
+            sys_flag: 0,
+            flag: 0,
+            properties: header_properties.encode(),
+            msg_id: ids.join(","),
+            batch: true,
+            reconsume_times: 0,
+            max_reconsume_times: None,
+        })
+    }
+
+    /// The route to publish `topic` through: its own, or the auto-create template's with
+    /// `min(default_topic_queue_nums, readQueueNums)` queues per broker.
+    fn publish_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
+        self.instance.add_publish_topic(topic);
+        if let Some(route) = self.instance.routes().get(topic) {
+            if !route.publish.is_empty() {
+                return Ok(route);
+            }
+        }
+        if let Some(route) = self.instance.update_route(topic)? {
+            if !route.publish.is_empty() {
+                return Ok(route);
+            }
+        }
+        let template = self.instance.update_route(&self.config.create_topic_key)?;
+        let Some(template) = template else {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+                reason: format!(
+                    "unknown to the name servers, and so is the template {}",
+                    self.config.create_topic_key
+                ),
+            });
+        };
+        let mut data = template.data.clone();
+        for queue_data in &mut data.queue_datas {
+            let count = self
+                .config
+                .default_topic_queue_nums
+                .min(queue_data.read_queue_nums);
+            queue_data.read_queue_nums = count;
+            queue_data.write_queue_nums = count;
+        }
+        self.instance.routes().put(topic, data);
+        self.instance
+            .routes()
+            .get(topic)
+            .filter(|route| !route.publish.is_empty())
+            .ok_or_else(|| no_queue(topic))
+    }
+
+    /// Picks the next queue, skipping `avoid` and sidelined brokers when possible.
+    fn select(&self, topic: &str, avoid: Option<&str>) -> Result<MessageQueue> {
+        let route = self.publish_route(topic)?;
+        let queues = &route.publish;
+        let counter = self.counter.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let fault_enable = self.config.send_latency_fault_enable;
+        let index = select_queue(
+            queues.len(),
+            counter,
+            |index| queues[index].broker_name.clone(),
+            avoid,
+            |broker| !fault_enable || self.faults.is_available(broker, now),
+        )
+        .ok_or_else(|| no_queue(topic))?;
+        Ok(queues[index].clone())
+    }
+
+    fn record_latency(&self, broker_name: &str, latency_ms: u64, isolation: bool) {
+        if self.config.send_latency_fault_enable {
+            self.faults
+                .update(broker_name, latency_ms, isolation, Instant::now());
+        }
+    }
+
+    fn build_request(&self, prepared: &Prepared, queue: &MessageQueue) -> RemotingCommand {
+        let header = SendHeader {
+            producer_group: self.config.group.clone(),
+            topic: prepared.topic.clone(),
+            default_topic: self.config.create_topic_key.clone(),
+            default_topic_queue_nums: self.config.default_topic_queue_nums,
+            queue_id: queue.queue_id,
+            sys_flag: prepared.sys_flag,
+            born_timestamp: now_ms(),
+            flag: prepared.flag,
+            properties: prepared.properties.clone(),
+            reconsume_times: prepared.reconsume_times,
+            max_reconsume_times: prepared.max_reconsume_times,
+            batch: prepared.batch,
+            broker_name: queue.broker_name.clone(),
+        };
+        protocol::send_message(&header, prepared.body.clone())
+    }
+
+    /// One attempt to one queue. `Ok(None)` for one-way sends.
+    fn send_once(
+        &self,
+        prepared: &Prepared,
+        queue: &MessageQueue,
+        mode: Mode,
+        timeout: Duration,
+    ) -> Result<Option<SendResult>> {
+        let addr = self
+            .instance
+            .master_addr(&queue.broker_name, &queue.topic)?;
+        let request = self.build_request(prepared, queue);
+        match mode {
+            Mode::Oneway => {
+                self.instance.remoting().invoke_oneway(&addr, request)?;
+                Ok(None)
+            }
+            Mode::Sync => {
+                let response = self.instance.remoting().invoke(&addr, request, timeout)?;
+                process_response(&addr, prepared, queue, response).map(Some)
+            }
+        }
+    }
+
+    /// Sync or one-way send with the retry and fault rules of the module docs.
+    fn send_with_retries(&self, prepared: &Prepared, mode: Mode) -> Result<Option<SendResult>> {
+        let started = Instant::now();
+        let attempts = match mode {
+            Mode::Sync => 1 + self.config.retry_times_when_send_failed,
+            Mode::Oneway => 1,
+        };
+        let mut avoid: Option<String> = None;
+        let mut last_error = None;
+        for attempt in 0..attempts {
+            let remaining = self.config.send_timeout.saturating_sub(started.elapsed());
+            if remaining.is_zero() {
+                break;
+            }
+            let queue = self.select(&prepared.topic, avoid.as_deref())?;
+            let attempt_started = Instant::now();
+            let outcome = self.send_once(prepared, &queue, mode, remaining);
+            let latency_ms =
+                u64::try_from(attempt_started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let isolation = outcome
+                .as_ref()
+                .err()
+                .is_some_and(ClientError::is_transport);
+            self.record_latency(&queue.broker_name, latency_ms, isolation);
+            match outcome {
+                Ok(Some(result))
+                    if result.status != SendStatus::SendOk
+                        && self.config.retry_another_broker_when_not_store_ok
+                        && attempt + 1 < attempts =>
+                {
+                    avoid = Some(queue.broker_name.clone());
+                }
+                Ok(result) => return Ok(result),
+                Err(error) if is_retryable(&error) => {
+                    log::debug!("send to {queue} failed (attempt {}): {error}", attempt + 1);
+                    if error.is_transport() {
+                        // The broker may be gone from the route; refresh it before retrying.
+                        let _ = self.instance.update_route(&prepared.topic);
+                    }
+                    avoid = Some(queue.broker_name.clone());
+                    last_error = Some(error);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last_error.unwrap_or(ClientError::Timeout {
+            addr: String::new(),
+            code: 310,
+            opaque: 0,
+            timeout: self.config.send_timeout,
+        }))
+    }
+}
+
+/// Splits `entries` into consecutive ranges whose encoded batch body fits `max_bytes`.
+/// A single entry larger than `max_bytes` is an error.
+fn split_batches(
+    entries: &[(i32, Bytes, String, String)],
+    max_bytes: usize,
+) -> Result<Vec<std::ops::Range<usize>>> {
+    let sizes: Vec<usize> = entries
+        .iter()
+        .map(|(_, body, properties, _)| {
+            comet_proto::batch::BATCH_ENTRY_FIXED_BYTES + body.len() + properties.len()
+        })
+        .collect();
+    split_by_size(&sizes, max_bytes)
+}
+
+/// The pure splitting rule: greedy, in order, each range's sum at most `max_bytes`.
+pub fn split_by_size(sizes: &[usize], max_bytes: usize) -> Result<Vec<std::ops::Range<usize>>> {
+    let mut ranges = Vec::new();
+    let (mut start, mut total) = (0, 0);
+    for (index, size) in sizes.iter().enumerate() {
+        if *size > max_bytes {
+            return Err(ClientError::Invalid(format!(
+                "batch message {index} takes {size} bytes, more than a batch may ({max_bytes})"
+            )));
+        }
+        if total + size > max_bytes {
+            ranges.push(start..index);
+            (start, total) = (index, 0);
+        }
+        total += size;
+    }
+    if start < sizes.len() {
+        ranges.push(start..sizes.len());
+    }
+    Ok(ranges)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves greedy splitting keeps order, never exceeds the limit, fills each batch as much
+    // as possible and rejects a single oversized message.
+    #[test]
+    fn batch_splitting() {
+        assert_eq!(split_by_size(&[3, 3, 3, 3], 6).unwrap(), vec![0..2, 2..4]);
+        assert_eq!(
+            split_by_size(&[5, 1, 6, 2], 6).unwrap(),
+            vec![0..2, 2..3, 3..4]
+        );
+        assert_eq!(
+            split_by_size(&[], 6).unwrap(),
+            Vec::<std::ops::Range<usize>>::new()
+        );
+        assert_eq!(split_by_size(&[6], 6).unwrap(), vec![0..1]);
+        assert!(split_by_size(&[1, 7], 6).is_err());
+    }
+
+    // Proves the retry set: transport failures and the Java codes retry, MESSAGE_ILLEGAL
+    // does not.
+    #[test]
+    fn retryable_errors() {
+        let response = |code| ClientError::Response {
+            addr: "a".into(),
+            code,
+            remark: String::new(),
+        };
+        assert!(is_retryable(&response(ResponseCode::SYSTEM_BUSY)));
+        assert!(is_retryable(&response(ResponseCode::TOPIC_NOT_EXIST)));
+        assert!(!is_retryable(&response(ResponseCode::MESSAGE_ILLEGAL)));
+        assert!(is_retryable(&ClientError::ConnectionClosed {
+            addr: "a".into(),
+            reason: "x".into()
+        }));
+        assert!(!is_retryable(&ClientError::Invalid("x".into())));
+    }
+}

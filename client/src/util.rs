@@ -1,0 +1,105 @@
+//! Small threading helpers: a one-shot cell to wait on and a single-thread executor for
+//! application callbacks.
+
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// A value delivered once, waited for by any number of threads.
+pub struct Oneshot<T> {
+    value: Mutex<Option<T>>,
+    ready: Condvar,
+}
+
+impl<T> Default for Oneshot<T> {
+    fn default() -> Oneshot<T> {
+        Oneshot {
+            value: Mutex::new(None),
+            ready: Condvar::new(),
+        }
+    }
+}
+
+impl<T> Oneshot<T> {
+    /// Stores the value (a second one is ignored) and wakes waiters.
+    pub fn complete(&self, value: T) {
+        let mut slot = self.value.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(value);
+            self.ready.notify_all();
+        }
+    }
+
+    /// Takes the value, waiting up to `timeout`.
+    pub fn take_timeout(&self, timeout: Duration) -> Option<T> {
+        let deadline = Instant::now() + timeout;
+        let mut slot = self.value.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(value) = slot.take() {
+                return Some(value);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            slot = self
+                .ready
+                .wait_timeout(slot, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+
+/// Runs jobs in order on one named thread. Submitting blocks when the bounded queue is full,
+/// which pushes back on whoever produces the work.
+pub struct Executor {
+    sender: Mutex<Option<SyncSender<Job>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Executor {
+    /// Starts the thread.
+    pub fn new(name: &str, queued_max: usize) -> Arc<Executor> {
+        let (sender, receiver) = mpsc::sync_channel::<Job>(queued_max);
+        let thread = thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(move || {
+                while let Ok(job) = receiver.recv() {
+                    job();
+                }
+            })
+            .expect("spawning an executor thread");
+        Arc::new(Executor {
+            sender: Mutex::new(Some(sender)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Queues a job; returns it back when the executor is stopped.
+    pub fn submit(&self, job: Job) -> Result<(), Job> {
+        let sender = self
+            .sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match sender {
+            Some(sender) => sender.send(job).map_err(|error| error.0),
+            None => Err(job),
+        }
+    }
+
+    /// Runs what is queued, then stops the thread (unless called from it).
+    pub fn shutdown(&self) {
+        self.sender.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(handle) = handle {
+            if handle.thread().id() != thread::current().id() {
+                let _ = handle.join();
+            }
+        }
+    }
+}
