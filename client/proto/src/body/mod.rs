@@ -22,9 +22,15 @@ use thiserror::Error;
 
 use crate::json::{self, JsonError};
 
+pub mod admin;
+pub mod consumer;
+pub mod heartbeat;
 pub mod route;
 pub mod topic;
 
+pub use admin::*;
+pub use consumer::*;
+pub use heartbeat::*;
 pub use route::*;
 pub use topic::*;
 

@@ -1,0 +1,338 @@
+//! Client and admin JSON bodies: exact fastjson-shaped output, round trips, Java samples
+//! with fastjson quirks (object keys, bare numeric keys, pretty printing, derived keys), and
+//! the heartbeat bodies real clients sent (`tests/data/*.jsonl`, code 34).
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use comet_proto::body::*;
+use comet_proto::json::JsonError;
+use comet_proto::{LanguageCode, RequestCode};
+use common::round_trip;
+
+fn utf8(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap()
+}
+
+// Proves a Java 5.x heartbeat (names, every member) reads, and that writing produces the
+// fastjson shape of reference 3.15 (sorted keys, enums by name, `withoutSub`).
+#[test]
+fn heartbeat_java_shape() {
+    let java = concat!(
+        r#"{"clientID":"10.0.0.1@1234#5678","consumerDataSet":[{"consumeFromWhere":"#,
+        r#""CONSUME_FROM_FIRST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"cg","#,
+        r#""messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"#,
+        r#""codeSet":[2598919,2598920],"expressionType":"TAG","subString":"TagA || TagB","#,
+        r#""subVersion":1700000000000,"tagsSet":["TagA","TagB"],"topic":"TopicTest"}],"#,
+        r#""unitMode":false}],"heartbeatFingerprint":0,"producerDataSet":[{"groupName":"#,
+        r#""CLIENT_INNER_PRODUCER"}],"withoutSub":false}"#
+    );
+    let heartbeat = HeartbeatData::decode(java.as_bytes()).unwrap();
+    let consumer = &heartbeat.consumer_data_set[0];
+    assert_eq!(consumer.consume_type, ConsumeType::CONSUME_PASSIVELY);
+    assert_eq!(
+        consumer.consume_from_where,
+        ConsumeFromWhere::CONSUME_FROM_FIRST_OFFSET
+    );
+    assert_eq!(consumer.subscription_data_set[0].code_set.len(), 2);
+    assert_eq!(round_trip(&heartbeat), java);
+}
+
+// Proves every heartbeat the captured clients sent decodes, with C++ ordinals mapped to
+// the Java enums and C++ string subVersions read as numbers, and re-encodes to a form
+// that reads back identically.
+#[test]
+fn captured_heartbeats_decode() {
+    let mut seen = 0;
+    for command in common::captured_commands() {
+        if command.request_code() != RequestCode::HEART_BEAT {
+            continue;
+        }
+        let heartbeat = HeartbeatData::decode(&command.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", utf8(&command.body)));
+        assert!(!heartbeat.client_id.is_empty());
+        for consumer in &heartbeat.consumer_data_set {
+            assert!(consumer.group_name.starts_with("compat_"));
+            assert_eq!(consumer.consume_type, ConsumeType::CONSUME_PASSIVELY);
+            assert_eq!(consumer.message_model, MessageModel::CLUSTERING);
+            assert_eq!(
+                consumer.consume_from_where,
+                ConsumeFromWhere::CONSUME_FROM_LAST_OFFSET
+            );
+            for subscription in &consumer.subscription_data_set {
+                assert_eq!(subscription.sub_string, "*");
+                assert_eq!(subscription.expression_type, "TAG");
+            }
+        }
+        round_trip(&heartbeat);
+        seen += 1;
+    }
+    assert!(seen >= 8, "only {seen} captured heartbeats");
+}
+
+// Proves the exact C++ heartbeat of the capture README (ordinals, string subVersion,
+// trailing newline, missing members) maps to the right values.
+#[test]
+fn cpp_heartbeat_ordinals() {
+    let cpp = concat!(
+        r#"{"clientID":"16286-127.0.0.1@DEFAULT","consumerDataSet":[{"consumeFromWhere":0,"#,
+        r#""consumeType":1,"groupName":"compat_py_consumer","messageModel":1,"#,
+        r#""subscriptionDataSet":[{"subString":"*","subVersion":"1795960958067","#,
+        r#""topic":"%RETRY%compat_py_consumer"},{"subString":"*","#,
+        r#""subVersion":"1795960958067","topic":"TopicTest"}]}]}"#,
+        "\n"
+    );
+    let heartbeat = HeartbeatData::decode(cpp.as_bytes()).unwrap();
+    let consumer = &heartbeat.consumer_data_set[0];
+    assert_eq!(consumer.consume_type, ConsumeType::CONSUME_PASSIVELY);
+    assert_eq!(consumer.message_model, MessageModel::CLUSTERING);
+    assert_eq!(
+        consumer.consume_from_where,
+        ConsumeFromWhere::CONSUME_FROM_LAST_OFFSET
+    );
+    assert_eq!(
+        consumer.subscription_data_set[1].sub_version,
+        1_795_960_958_067
+    );
+    assert!(heartbeat.producer_data_set.is_empty());
+    let other = br#"{"clientID":"c","consumerDataSet":[{"consumeFromWhere":4,"consumeType":0,"messageModel":0}]}"#;
+    let consumer = &HeartbeatData::decode(other).unwrap().consumer_data_set[0];
+    assert_eq!(consumer.consume_type, ConsumeType::CONSUME_ACTIVELY);
+    assert_eq!(consumer.message_model, MessageModel::BROADCASTING);
+    assert_eq!(
+        consumer.consume_from_where,
+        ConsumeFromWhere::CONSUME_FROM_FIRST_OFFSET
+    );
+    for (ordinal, variant) in ConsumeFromWhere::ALL.iter().enumerate() {
+        assert_eq!(variant.ordinal() as usize, ordinal);
+    }
+}
+
+// Proves unknown enum names and out-of-range ordinals are typed errors, not panics.
+#[test]
+fn heartbeat_bad_enums() {
+    for bad in [
+        r#"{"consumerDataSet":[{"consumeType":"CONSUME_LATER"}]}"#,
+        r#"{"consumerDataSet":[{"consumeType":7}]}"#,
+        r#"{"consumerDataSet":[{"messageModel":-1}]}"#,
+        r#"{"consumerDataSet":[{"subscriptionDataSet":[{"subVersion":"soon"}]}]}"#,
+    ] {
+        assert!(
+            matches!(
+                HeartbeatData::decode(bad.as_bytes()),
+                Err(JsonError::Shape { .. })
+            ),
+            "{bad}"
+        );
+    }
+}
+
+fn mq(topic: &str, queue_id: i32) -> MessageQueue {
+    MessageQueue::new(topic, "broker-a", queue_id)
+}
+
+// Proves ConsumeStats is written in fastjson's object-key form and reads Java's output.
+#[test]
+fn consume_stats_object_keys() {
+    let mut stats = ConsumeStats {
+        consume_tps: 0.0,
+        offset_table: BTreeMap::new(),
+    };
+    stats.offset_table.insert(
+        mq("T", 0),
+        OffsetWrapper {
+            broker_offset: 10,
+            consumer_offset: 8,
+            last_timestamp: 1_700_000_000_000,
+            pull_offset: 9,
+        },
+    );
+    let text = round_trip(&stats);
+    assert_eq!(
+        text,
+        concat!(
+            r#"{"consumeTps":0.0,"offsetTable":{{"brokerName":"broker-a","queueId":0,"#,
+            r#""topic":"T"}:{"brokerOffset":10,"consumerOffset":8,"#,
+            r#""lastTimestamp":1700000000000,"pullOffset":9}}}"#
+        )
+    );
+    let java = concat!(
+        r#"{"consumeTps":1.5,"offsetTable":{{"brokerName":"broker-a","queueId":1,"#,
+        r#""topic":"T"}:{"brokerOffset":3,"consumerOffset":3,"lastTimestamp":0,"#,
+        r#""pullOffset":3},{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"#,
+        r#""brokerOffset":5,"consumerOffset":1,"lastTimestamp":0,"pullOffset":2}}}"#
+    );
+    let stats = ConsumeStats::decode(java.as_bytes()).unwrap();
+    assert_eq!(stats.consume_tps, 1.5);
+    assert_eq!(stats.offset_table[&mq("T", 0)].broker_offset, 5);
+    assert_eq!(stats.offset_table[&mq("T", 1)].pull_offset, 3);
+}
+
+// Proves TopicStatsTable and ResetOffsetBody use the object-key form both ways.
+#[test]
+fn topic_stats_and_reset_offset() {
+    let mut table = TopicStatsTable::default();
+    table.offset_table.insert(
+        mq("T", 0),
+        TopicOffset {
+            last_update_timestamp: 5,
+            max_offset: 10,
+            min_offset: 0,
+        },
+    );
+    let text = round_trip(&table);
+    assert_eq!(
+        text,
+        concat!(
+            r#"{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:"#,
+            r#"{"lastUpdateTimestamp":5,"maxOffset":10,"minOffset":0}},"topicPutTps":0.0}"#
+        )
+    );
+    let mut reset = ResetOffsetBody::default();
+    reset.offset_table.insert(mq("T", 1), 42);
+    reset.offset_table.insert(mq("T", 0), 7);
+    assert_eq!(
+        round_trip(&reset),
+        concat!(
+            r#"{"offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:7,"#,
+            r#"{"brokerName":"broker-a","queueId":1,"topic":"T"}:42}}"#
+        )
+    );
+}
+
+// Proves the lock bodies, including the `lockOKMQSet` key spelling.
+#[test]
+fn lock_bodies() {
+    let mut request = LockBatchRequestBody {
+        client_id: "c".into(),
+        consumer_group: "cg".into(),
+        ..LockBatchRequestBody::default()
+    };
+    request.mq_set.insert(mq("T", 0));
+    assert_eq!(
+        round_trip(&request),
+        concat!(
+            r#"{"clientId":"c","consumerGroup":"cg","mqSet":[{"brokerName":"broker-a","#,
+            r#""queueId":0,"topic":"T"}],"onlyThisBroker":false}"#
+        )
+    );
+    let unlock = UnlockBatchRequestBody::decode(br#"{"clientId":"c","consumerGroup":"cg","mqSet":[{"brokerName":"b","queueId":3,"topic":"T"}]}"#).unwrap();
+    assert_eq!(unlock.mq_set.len(), 1);
+    let mut response = LockBatchResponseBody::default();
+    response.lock_ok_mq_set.insert(mq("T", 2));
+    assert!(round_trip(&response).starts_with(r#"{"lockOKMQSet":[{"#));
+    let list = GetConsumerListByGroupResponseBody {
+        consumer_id_list: vec!["a".into(), "b".into()],
+    };
+    assert_eq!(round_trip(&list), r#"{"consumerIdList":["a","b"]}"#);
+}
+
+// Proves consumerOffset.json as Java pretty-prints it (tabs, bare queue ids, the stray
+// newline before `}`, the leaked `groupTopicMap`) reads, and writes back with quoted ids.
+#[test]
+fn consumer_offset_file() {
+    let java = "{\n\t\"dataVersion\":{\n\t\t\"counter\":3,\n\t\t\"stateVersion\":0,\n\t\t\"timestamp\":1700000000000\n\t},\n\t\"groupTopicMap\":{\"cg1\":[\"TopicTest\"]},\n\t\"offsetTable\":{\n\t\t\"TopicTest@cg1\":{0:12,1:3\n\t\t}\n\t}\n}";
+    let wrapper = ConsumerOffsetSerializeWrapper::decode(java.as_bytes()).unwrap();
+    let key = ConsumerOffsetSerializeWrapper::key("TopicTest", "cg1");
+    assert_eq!(wrapper.offset_table[&key][&0], 12);
+    assert_eq!(wrapper.offset_table[&key][&1], 3);
+    assert_eq!(
+        ConsumerOffsetSerializeWrapper::split_key(&key),
+        Some(("TopicTest", "cg1"))
+    );
+    let text = round_trip(&wrapper);
+    assert!(text.ends_with(r#""offsetTable":{"TopicTest@cg1":{"0":12,"1":3}}}"#));
+}
+
+// Proves subscription-group configs take Java's defaults for missing members and the
+// wrapper round-trips with its 5.x members.
+#[test]
+fn subscription_groups() {
+    let config =
+        SubscriptionGroupConfig::decode(br#"{"groupName":"cg","retryMaxTimes":3}"#).unwrap();
+    assert_eq!(config.retry_max_times, 3);
+    assert!(config.consume_enable);
+    assert_eq!(config.retry_queue_nums, 1);
+    assert_eq!(config.which_broker_when_consume_slowly, 1);
+    let mut wrapper = SubscriptionGroupWrapper::default();
+    let mut full = SubscriptionGroupConfig::new("cg");
+    full.group_retry_policy = Some(serde_json::json!({"type": "CUSTOMIZED"}));
+    full.subscription_data_set = Some(vec![SimpleSubscriptionData {
+        expression: "*".into(),
+        expression_type: "TAG".into(),
+        topic: "T".into(),
+        version: 1,
+    }]);
+    wrapper.subscription_group_table.insert("cg".into(), full);
+    wrapper
+        .forbidden_table
+        .insert("cg".into(), [("T".to_owned(), 1)].into_iter().collect());
+    let text = round_trip(&wrapper);
+    assert!(text.contains(r#""groupRetryPolicy":{"type":"CUSTOMIZED"}"#));
+    assert!(text.contains(r#""consumeEnable":true"#));
+}
+
+// Proves connection bodies write the language by name and read a name or a byte.
+#[test]
+fn connections() {
+    let connection = Connection {
+        client_addr: "127.0.0.1:5000".into(),
+        client_id: "c".into(),
+        language: LanguageCode::CPP,
+        version: 333,
+    };
+    let producers = ProducerConnection {
+        connection_set: vec![connection.clone()],
+    };
+    assert_eq!(
+        round_trip(&producers),
+        r#"{"connectionSet":[{"clientAddr":"127.0.0.1:5000","clientId":"c","language":"CPP","version":333}]}"#
+    );
+    let by_byte =
+        Connection::decode(br#"{"clientAddr":"a","clientId":"c","language":9,"version":1}"#)
+            .unwrap();
+    assert_eq!(by_byte.language, LanguageCode::GO);
+    let mut consumers = ConsumerConnection {
+        connection_set: vec![connection],
+        consume_type: Some(ConsumeType::CONSUME_PASSIVELY),
+        message_model: Some(MessageModel::CLUSTERING),
+        consume_from_where: Some(ConsumeFromWhere::CONSUME_FROM_LAST_OFFSET),
+        ..ConsumerConnection::default()
+    };
+    consumers
+        .subscription_table
+        .insert("T".into(), SubscriptionData::default());
+    let text = round_trip(&consumers);
+    assert!(text.contains(r#""consumeType":"CONSUME_PASSIVELY""#));
+    let groups = GroupList {
+        group_list: ["b".to_owned(), "a".to_owned()].into_iter().collect(),
+    };
+    assert_eq!(round_trip(&groups), r#"{"groupList":["a","b"]}"#);
+}
+
+// Proves CheckClientRequestBody and the GET_ALL_TOPIC_CONFIG wrapper shape (5.x mapping
+// members optional, unknown members ignored).
+#[test]
+fn check_client_and_topic_config_wrapper() {
+    let body = CheckClientRequestBody {
+        client_id: "c".into(),
+        group: "cg".into(),
+        namespace: None,
+        subscription_data: SubscriptionData {
+            expression_type: "SQL92".into(),
+            sub_string: "a > 1".into(),
+            topic: "T".into(),
+            ..SubscriptionData::default()
+        },
+    };
+    round_trip(&body);
+    let java = br#"{"dataVersion":{"counter":1,"timestamp":2},"mappingDataVersion":{"counter":0,"timestamp":2},"topicConfigTable":{"T":{"perm":6,"readQueueNums":8,"topicName":"T","writeQueueNums":8}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{},"extra":1}"#;
+    let wrapper = TopicConfigAndMappingSerializeWrapper::decode(java).unwrap();
+    assert_eq!(wrapper.topic_config_table["T"].read_queue_nums, 8);
+    assert_eq!(
+        wrapper.mapping_data_version.as_ref().map(|v| v.timestamp),
+        Some(2)
+    );
+    round_trip(&wrapper);
+}
