@@ -6,12 +6,15 @@
 //! subscription groups, clients, locks) is shared by all shards behind short critical
 //! sections; consumer offsets and everything on the data path are shard-local.
 
+pub mod clients;
 pub mod config;
 pub mod lock;
+pub mod metadata;
 pub mod namesrv_client;
 pub mod offset;
 pub mod ownership;
 pub mod persist;
 pub mod register;
+pub mod subscription;
 pub mod topic;
 pub mod validation;

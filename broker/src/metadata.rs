@@ -1,0 +1,119 @@
+//! Broker-wide metadata shared by every shard: topics, subscription groups, clients and
+//! queue locks.
+//!
+//! Each table has its own mutex; critical sections are short (a lookup or an insert) and are
+//! never held across an await, so a shard never waits behind another for long. Topic and
+//! group changes are rare; heartbeats touch the client registry every 30 s per client. The
+//! data path (appends, pulls, offsets) does not go through here except for one topic lookup
+//! per send.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use comet_proto::body::{JsonBody, SubscriptionGroupWrapper, TopicConfigSerializeWrapper};
+
+use crate::clients::ClientRegistry;
+use crate::config::BrokerConfig;
+use crate::lock::LockTable;
+use crate::persist;
+use crate::subscription::GroupTable;
+use crate::topic::TopicTable;
+
+/// The shared tables.
+pub struct Metadata {
+    topics: Mutex<TopicTable>,
+    groups: Mutex<GroupTable>,
+    clients: Mutex<ClientRegistry>,
+    locks: Mutex<LockTable>,
+    topics_changed: AtomicBool,
+    config_dir: PathBuf,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock means a shard panicked while holding it; the release profile aborts on
+    // panic, so this only happens in tests, where going on with the data is the useful choice.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Metadata {
+    /// Loads `config/topics.json` and `config/subscriptionGroup.json` (falling back to their
+    /// `.bak`) and adds the system topics and built-in groups.
+    pub fn load(config: &BrokerConfig) -> Result<Metadata, String> {
+        let config_dir = config.store_root.join("config");
+        let topics = persist::read_json(&config_dir.join("topics.json"), |bytes| {
+            TopicConfigSerializeWrapper::decode(bytes).map_err(|e| e.to_string())
+        })?;
+        let groups = persist::read_json(&config_dir.join("subscriptionGroup.json"), |bytes| {
+            SubscriptionGroupWrapper::decode(bytes).map_err(|e| e.to_string())
+        })?;
+        Ok(Metadata {
+            topics: Mutex::new(TopicTable::new(config, topics)),
+            groups: Mutex::new(GroupTable::new(groups)),
+            clients: Mutex::new(ClientRegistry::new()),
+            locks: Mutex::new(LockTable::new()),
+            topics_changed: AtomicBool::new(true),
+            config_dir,
+        })
+    }
+
+    /// The topic table.
+    pub fn topics(&self) -> MutexGuard<'_, TopicTable> {
+        lock(&self.topics)
+    }
+
+    /// The subscription groups.
+    pub fn groups(&self) -> MutexGuard<'_, GroupTable> {
+        lock(&self.groups)
+    }
+
+    /// The client registry.
+    pub fn clients(&self) -> MutexGuard<'_, ClientRegistry> {
+        lock(&self.clients)
+    }
+
+    /// The queue locks.
+    pub fn locks(&self) -> MutexGuard<'_, LockTable> {
+        lock(&self.locks)
+    }
+
+    /// Marks the topic table changed: it is persisted and re-registered soon.
+    pub fn mark_topics_changed(&self) {
+        self.topics_changed.store(true, Ordering::Release);
+    }
+
+    /// Takes the changed mark.
+    pub fn take_topics_changed(&self) -> bool {
+        self.topics_changed.swap(false, Ordering::AcqRel)
+    }
+
+    /// Where config files live.
+    pub fn config_dir(&self) -> &Path {
+        &self.config_dir
+    }
+
+    /// Writes `topics.json` (blocking; called from the persist task and at shutdown).
+    pub fn persist_topics(&self) -> std::io::Result<()> {
+        // Persist the topics' own permissions; the broker permission masks only what name
+        // servers are told.
+        let wrapper = self.topics().to_wrapper(crate::topic::perm::READ_WRITE);
+        persist::write_atomic(&self.config_dir.join("topics.json"), &wrapper.encode())
+    }
+
+    /// Writes `subscriptionGroup.json` when it changed.
+    pub fn persist_groups(&self) -> std::io::Result<()> {
+        let snapshot = {
+            let mut groups = self.groups();
+            if !groups.is_changed() {
+                return Ok(());
+            }
+            groups.take_snapshot()
+        };
+        persist::write_atomic(
+            &self.config_dir.join("subscriptionGroup.json"),
+            &snapshot.encode(),
+        )
+    }
+}
