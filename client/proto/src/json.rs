@@ -140,6 +140,13 @@ pub fn normalize(input: &[u8]) -> Result<String, JsonError> {
 }
 
 /// Decodes a body written by fastjson (or any standard JSON writer) into `T`.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// let addrs: BTreeMap<i64, String> =
+///     comet_proto::json::from_slice(b"{0:\"127.0.0.1:10911\"}\n").unwrap();
+/// assert_eq!(addrs[&0], "127.0.0.1:10911");
+/// ```
 pub fn from_slice<T: DeserializeOwned>(input: &[u8]) -> Result<T, JsonError> {
     let normalized = normalize(input)?;
     serde_json::from_str(&normalized).map_err(|error| JsonError::Shape {
@@ -149,7 +156,16 @@ pub fn from_slice<T: DeserializeOwned>(input: &[u8]) -> Result<T, JsonError> {
 }
 
 /// Writes `value` as fastjson would: compact, keys sorted, object-keyed maps in object-key
-/// form. Panics only if `T`'s `Serialize` cannot be represented as JSON at all (a map with
+/// form.
+///
+/// ```
+/// #[derive(serde::Serialize)]
+/// struct Body { zeta: i32, alpha: Option<String> }
+/// let bytes = comet_proto::json::to_bytes(&Body { zeta: 1, alpha: Some("a".into()) });
+/// assert_eq!(&bytes[..], br#"{"alpha":"a","zeta":1}"#);
+/// ```
+///
+/// Panics only if `T`'s `Serialize` cannot be represented as JSON at all (a map with
 /// keys that are neither strings nor numbers outside [`object_key_map`]), which is a bug in
 /// the type, not something input can cause.
 pub fn to_bytes<T: Serialize + ?Sized>(value: &T) -> Bytes {

@@ -6,6 +6,12 @@
 
 use super::{command_header, header_enum};
 
+/// Ext key a 5.x broker adds to HEART_BEAT responses: `"true"` when it supports heartbeat V2.
+pub const EXT_IS_SUPPORT_HEART_BEAT_V2: &str = "IS_SUPPORT_HEART_BEAT_V2";
+/// Ext key a 5.x broker adds to HEART_BEAT responses: `"true"` when the subscriptions were
+/// (re)registered, asking a V2 client to keep sending full heartbeats.
+pub const EXT_IS_SUB_CHANGE: &str = "IS_SUB_CHANGE";
+
 command_header! {
     /// PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361) request.
     pub struct PullMessageRequestHeader {

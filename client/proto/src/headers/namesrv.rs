@@ -3,6 +3,9 @@
 
 use super::command_header;
 
+/// Ext key carrying a 5.x broker's zone name on REGISTER_BROKER (not a header field).
+pub const EXT_ZONE_NAME: &str = "__ZONE_NAME";
+
 command_header! {
     /// REGISTER_BROKER (103) request.
     pub struct RegisterBrokerRequestHeader {
@@ -23,7 +26,7 @@ command_header! {
         enable_acting_master: Option<bool> => "enableActingMaster",
         /// True when the body is the zlib binary form rather than JSON.
         compressed: bool => "compressed",
-        /// Masked CRC-32 of the body (trap T8); 0 means unchecked.
+        /// Masked CRC-32 of the body (trap T8, `message::body_crc`); 0 means unchecked.
         body_crc32: Option<i32> => "bodyCrc32",
     }
 }
