@@ -304,6 +304,8 @@ impl ClientInstance {
             }
         }
         self.remoting.shutdown();
+        // Consumers hold the instance; forgetting them breaks the reference cycle.
+        lock(&self.consumers).clear();
     }
 
     fn handle_request(&self, _addr: &str, request: &RemotingCommand) -> Handled {

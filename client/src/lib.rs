@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod consumer;
 pub mod error;
 pub mod instance;
 pub mod limits;
@@ -24,6 +25,11 @@ pub mod util;
 pub mod validate;
 
 pub use config::ClientConfig;
+pub use consumer::{
+    ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,
+    LitePullConfig, LitePullConsumer, MessageExt, MessageListener, MessageModel, PushConsumer,
+    PushConsumerConfig,
+};
 pub use error::{ClientError, Result};
 pub use message::{Message, MessageQueue, SendResult, SendStatus};
 pub use producer::{Producer, ProducerConfig, SendFuture};

@@ -1,0 +1,139 @@
+//! Consumers: the push consumer (listeners on a thread pool) and the lite pull consumer
+//! (`poll`), sharing one core for subscriptions, rebalance, pulling and offsets.
+//!
+//! * [`core`]: rebalance (every 20 s, at start, and at once on NOTIFY_CONSUMER_IDS_CHANGED),
+//!   one long-polling pull thread per assigned queue with per-queue flow control, initial
+//!   offsets (consume-from-where), client-side tag filtering, offset persistence.
+//! * [`push`]: [`PushConsumer`], concurrent and orderly listeners, send-back of failures.
+//! * [`lite`]: [`LitePullConsumer`], subscribe or assign, poll, commit, seek.
+//! * [`offset_store`], [`process_queue`]: per-queue state.
+
+pub mod core;
+pub mod lite;
+pub mod offset_store;
+pub mod process_queue;
+pub mod push;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub use comet_proto::message::MessageExt;
+
+pub use self::lite::{LitePullConfig, LitePullConsumer};
+pub use self::push::{
+    ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageListener, PushConsumer,
+    PushConsumerConfig,
+};
+use crate::config::ClientConfig;
+use crate::rebalance::AllocateStrategy;
+
+/// Where offsets live and who gets each message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MessageModel {
+    /// Each message goes to one member of the group; offsets on the broker.
+    #[default]
+    Clustering,
+    /// Each message goes to every member; offsets in a local file.
+    Broadcasting,
+}
+
+impl MessageModel {
+    /// The Java enum name.
+    pub fn name(self) -> &'static str {
+        match self {
+            MessageModel::Clustering => "CLUSTERING",
+            MessageModel::Broadcasting => "BROADCASTING",
+        }
+    }
+}
+
+/// Where a queue with no stored offset starts (reference 7.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConsumeFromWhere {
+    /// The queue's end (new messages only); 0 for retry topics.
+    #[default]
+    LastOffset,
+    /// The queue's beginning.
+    FirstOffset,
+    /// The first message stored at or after the configured timestamp.
+    Timestamp,
+}
+
+impl ConsumeFromWhere {
+    /// The Java enum name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConsumeFromWhere::LastOffset => "CONSUME_FROM_LAST_OFFSET",
+            ConsumeFromWhere::FirstOffset => "CONSUME_FROM_FIRST_OFFSET",
+            ConsumeFromWhere::Timestamp => "CONSUME_FROM_TIMESTAMP",
+        }
+    }
+}
+
+/// Settings shared by both consumers (Java defaults, reference 7.3).
+#[derive(Clone, Debug)]
+pub struct ConsumerConfig {
+    /// Consumer group.
+    pub group: String,
+    /// Client settings.
+    pub client: ClientConfig,
+    /// Clustering or broadcasting.
+    pub message_model: MessageModel,
+    /// Start of a queue with no stored offset.
+    pub consume_from_where: ConsumeFromWhere,
+    /// For [`ConsumeFromWhere::Timestamp`], ms since the epoch (default: 30 min before
+    /// start).
+    pub consume_timestamp_ms: Option<i64>,
+    /// Allocation strategy.
+    pub allocate: AllocateStrategy,
+    /// Messages per pull (`pullBatchSize`).
+    pub pull_batch_size: i32,
+    /// Bytes per pull (`pullBatchSizeInBytes`).
+    pub pull_batch_bytes: i32,
+    /// Pulling pauses while a queue holds this many messages.
+    pub pull_threshold_messages_per_queue: usize,
+    /// Pulling pauses while a queue holds this many body bytes.
+    pub pull_threshold_bytes_per_queue: usize,
+    /// Long-poll hold asked of the broker.
+    pub suspend: Duration,
+    /// Timeout of one pull request.
+    pub pull_timeout: Duration,
+    /// Pause after a failed pull.
+    pub pull_delay_on_error: Duration,
+    /// Pause while flow control holds a queue.
+    pub flow_control_delay: Duration,
+    /// Rebalance period.
+    pub rebalance_interval: Duration,
+    /// Directory of broadcasting offset files.
+    pub local_offset_dir: PathBuf,
+}
+
+impl ConsumerConfig {
+    /// Defaults for `group` with the given client settings.
+    pub fn new(group: &str, client: ClientConfig) -> ConsumerConfig {
+        let home = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
+        ConsumerConfig {
+            group: group.to_owned(),
+            client,
+            message_model: MessageModel::Clustering,
+            consume_from_where: ConsumeFromWhere::LastOffset,
+            consume_timestamp_ms: None,
+            allocate: AllocateStrategy::Averagely,
+            pull_batch_size: 32,
+            pull_batch_bytes: 256 * 1024,
+            pull_threshold_messages_per_queue: crate::limits::PROCESS_QUEUE_MESSAGES_MAX,
+            pull_threshold_bytes_per_queue: crate::limits::PROCESS_QUEUE_BYTES_MAX,
+            suspend: Duration::from_secs(15),
+            pull_timeout: Duration::from_secs(30),
+            pull_delay_on_error: Duration::from_secs(1),
+            flow_control_delay: Duration::from_millis(50),
+            rebalance_interval: Duration::from_secs(20),
+            local_offset_dir: home.join(".rocketmq_offsets"),
+        }
+    }
+}
+
+/// The retry topic of a group.
+pub fn retry_topic(group: &str) -> String {
+    format!("%RETRY%{group}")
+}

@@ -1,0 +1,480 @@
+//! The consumers' conversation of reference 8.3 against scripted peers on 127.0.0.1: a name
+//! server with one route and a scripted broker keeping messages, offsets, members and locks
+//! in memory. The broker script answers just enough of HEART_BEAT, GET_CONSUMER_LIST_BY_GROUP,
+//! QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, PULL_MESSAGE/LITE_PULL_MESSAGE,
+//! UPDATE_CONSUMER_OFFSET, CONSUMER_SEND_MSG_BACK and LOCK/UNLOCK_BATCH_MQ to drive the
+//! client; it is a test double for the conversation, not a broker (no long polling, no
+//! server-side filtering).
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use comet_client::{
+    ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus,
+    ConsumerConfig, LitePullConfig, LitePullConsumer, MessageListener, MessageQueue, PushConsumer,
+    PushConsumerConfig,
+};
+use comet_proto::body::{BrokerData, JsonBody, QueueData, TopicRouteData};
+use comet_proto::bytes::BytesMut;
+use comet_proto::message::{encode_record, RecordSpec};
+use comet_proto::properties::{names, Properties};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use common::{FakeServer, ServerConn};
+
+const TOPIC: &str = "TopicTest";
+const QUEUES: i32 = 4;
+
+#[derive(Default)]
+struct BrokerState {
+    /// (topic, queue id) → stored records.
+    records: HashMap<(String, i32), Vec<Vec<u8>>>,
+    /// (group, topic, queue id) → committed offset.
+    offsets: HashMap<(String, String, i32), i64>,
+    /// group → client ids seen in heartbeats (and not unregistered).
+    members: HashMap<String, BTreeSet<String>>,
+    /// Ext fields of every CONSUMER_SEND_MSG_BACK.
+    send_backs: Vec<BTreeMap<String, String>>,
+    /// (queue id) → client holding the lock.
+    locks: HashMap<i32, String>,
+    lock_requests: usize,
+    pulls: usize,
+}
+
+type State = Arc<Mutex<BrokerState>>;
+
+fn store(state: &State, queue_id: i32, count: usize, tags: &[&str]) {
+    let mut state = state.lock().unwrap();
+    let records = state.records.entry((TOPIC.into(), queue_id)).or_default();
+    for _ in 0..count {
+        let offset = records.len() as i64;
+        let mut properties = Properties::new();
+        properties.insert(names::TAGS, tags[offset as usize % tags.len()]);
+        properties.insert(names::UNIQ_KEY, format!("KEY-{queue_id}-{offset}"));
+        let properties = properties.encode();
+        let body = format!("q{queue_id}-m{offset}");
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let spec = RecordSpec {
+            topic: TOPIC,
+            queue_id,
+            flag: 0,
+            sysflag: 0,
+            born_timestamp: 1,
+            born_host: host,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: body.as_bytes(),
+            properties: &properties,
+        };
+        let mut bytes = BytesMut::new();
+        let physical = i64::from(queue_id) * 1_000_000 + offset * 1000;
+        encode_record(&spec, offset, physical, 2, &mut bytes).unwrap();
+        records.push(bytes.to_vec());
+    }
+}
+
+fn namesrv(broker_addr: String) -> FakeServer {
+    let route = TopicRouteData {
+        queue_datas: vec![QueueData {
+            broker_name: "broker-a".into(),
+            read_queue_nums: QUEUES,
+            write_queue_nums: QUEUES,
+            perm: 6,
+            topic_sys_flag: 0,
+        }],
+        broker_datas: vec![BrokerData {
+            cluster: "DefaultCluster".into(),
+            broker_name: "broker-a".into(),
+            broker_addrs: BTreeMap::from([(0, broker_addr)]),
+            ..BrokerData::default()
+        }],
+        ..TopicRouteData::default()
+    };
+    let body = route.encode();
+    FakeServer::start(move |mut conn: ServerConn| {
+        while let Some(request) = conn.recv() {
+            let response = if request.ext_fields.get("topic") == Some(TOPIC) {
+                RemotingCommand::response_to(&request, ResponseCode::SUCCESS)
+                    .with_body(body.clone())
+            } else {
+                RemotingCommand::error_to(&request, ResponseCode::TOPIC_NOT_EXIST, "none")
+            };
+            conn.send(&response);
+        }
+    })
+}
+
+fn field<'a>(request: &'a RemotingCommand, key: &str) -> &'a str {
+    request
+        .ext_fields
+        .get(key)
+        .unwrap_or_else(|| panic!("missing {key}"))
+}
+
+fn offset_key(request: &RemotingCommand) -> (String, String, i32) {
+    (
+        field(request, "consumerGroup").into(),
+        field(request, "topic").into(),
+        field(request, "queueId").parse().unwrap(),
+    )
+}
+
+fn answer(state: &State, request: &RemotingCommand) -> Option<RemotingCommand> {
+    let ok = || RemotingCommand::response_to(request, ResponseCode::SUCCESS);
+    let mut s = state.lock().unwrap();
+    let response = match request.request_code() {
+        RequestCode::HEART_BEAT => {
+            let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+            let client = body["clientID"].as_str().unwrap().to_owned();
+            for consumer in body["consumerDataSet"].as_array().unwrap() {
+                let group = consumer["groupName"].as_str().unwrap().to_owned();
+                s.members.entry(group).or_default().insert(client.clone());
+            }
+            ok()
+        }
+        RequestCode::UNREGISTER_CLIENT => {
+            if let Some(group) = request.ext_fields.get("consumerGroup") {
+                let client = field(request, "clientID");
+                s.members.entry(group.into()).or_default().remove(client);
+            }
+            ok()
+        }
+        RequestCode::GET_CONSUMER_LIST_BY_GROUP => {
+            let members = s
+                .members
+                .get(field(request, "consumerGroup"))
+                .cloned()
+                .unwrap_or_default();
+            let body = serde_json::json!({ "consumerIdList": members });
+            ok().with_body(serde_json::to_vec(&body).unwrap())
+        }
+        RequestCode::QUERY_CONSUMER_OFFSET => match s.offsets.get(&offset_key(request)) {
+            Some(offset) => {
+                let mut response = ok();
+                response.ext_fields.insert("offset", offset.to_string());
+                response
+            }
+            None => RemotingCommand::error_to(request, ResponseCode::QUERY_NOT_FOUND, "none"),
+        },
+        RequestCode::UPDATE_CONSUMER_OFFSET => {
+            let offset = field(request, "commitOffset").parse().unwrap();
+            s.offsets.insert(offset_key(request), offset);
+            ok()
+        }
+        RequestCode::GET_MAX_OFFSET | RequestCode::GET_MIN_OFFSET => {
+            let key = (
+                field(request, "topic").to_owned(),
+                field(request, "queueId").parse().unwrap(),
+            );
+            let max = s.records.get(&key).map_or(0, Vec::len);
+            let mut response = ok();
+            let offset = if request.request_code() == RequestCode::GET_MAX_OFFSET {
+                max
+            } else {
+                0
+            };
+            response.ext_fields.insert("offset", offset.to_string());
+            response
+        }
+        RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => {
+            s.pulls += 1;
+            let (group, topic, queue_id) = offset_key(request);
+            let offset: usize = field(request, "queueOffset").parse().unwrap();
+            let max: usize = field(request, "maxMsgNums").parse().unwrap();
+            let sys_flag: i32 = field(request, "sysFlag").parse().unwrap();
+            if sys_flag & 1 != 0 {
+                let commit = field(request, "commitOffset").parse().unwrap();
+                s.offsets.insert((group, topic.clone(), queue_id), commit);
+            }
+            let records = s
+                .records
+                .get(&(topic, queue_id))
+                .cloned()
+                .unwrap_or_default();
+            let end = records.len().min(offset + max);
+            let (code, body) = if offset < end {
+                (ResponseCode::SUCCESS, records[offset..end].concat())
+            } else {
+                (ResponseCode::PULL_NOT_FOUND, Vec::new())
+            };
+            drop(s);
+            if code == ResponseCode::PULL_NOT_FOUND {
+                // Stands in for long polling so an idle client does not spin.
+                thread::sleep(Duration::from_millis(30));
+            }
+            let mut response = RemotingCommand::response_to(request, code).with_body(body);
+            let ext = &mut response.ext_fields;
+            ext.insert("suggestWhichBrokerId", "0");
+            ext.insert("nextBeginOffset", end.max(offset).to_string());
+            ext.insert("minOffset", "0");
+            ext.insert("maxOffset", records.len().to_string());
+            return Some(response);
+        }
+        RequestCode::CONSUMER_SEND_MSG_BACK => {
+            let fields = request
+                .ext_fields
+                .iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            s.send_backs.push(fields);
+            ok()
+        }
+        RequestCode::LOCK_BATCH_MQ | RequestCode::UNLOCK_BATCH_MQ => {
+            let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+            let client = body["clientId"].as_str().unwrap().to_owned();
+            let mut granted = Vec::new();
+            s.lock_requests += 1;
+            for mq in body["mqSet"].as_array().unwrap() {
+                let queue_id = mq["queueId"].as_i64().unwrap() as i32;
+                if request.request_code() == RequestCode::UNLOCK_BATCH_MQ {
+                    s.locks.remove(&queue_id);
+                    continue;
+                }
+                let holder = s.locks.entry(queue_id).or_insert_with(|| client.clone());
+                if *holder == client {
+                    granted.push(mq.clone());
+                }
+            }
+            ok().with_body(
+                serde_json::to_vec(&serde_json::json!({ "lockOKMQSet": granted })).unwrap(),
+            )
+        }
+        _ => RemotingCommand::not_supported_to(request),
+    };
+    Some(response)
+}
+
+fn broker(state: State) -> FakeServer {
+    FakeServer::start(move |mut conn: ServerConn| {
+        while let Some(request) = conn.recv() {
+            if let Some(response) = answer(&state, &request) {
+                if !request.is_oneway() {
+                    conn.send(&response);
+                }
+            }
+        }
+    })
+}
+
+fn consumer_config(namesrv: &FakeServer, group: &str) -> ConsumerConfig {
+    let mut client = ClientConfig::with_namesrv(namesrv.addr());
+    client.client_ip = Some("127.0.0.1".into());
+    let mut config = ConsumerConfig::new(group, client);
+    config.consume_from_where = ConsumeFromWhere::FirstOffset;
+    config.rebalance_interval = Duration::from_millis(300);
+    config.suspend = Duration::from_millis(100);
+    config.pull_delay_on_error = Duration::from_millis(50);
+    config
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// Proves the push consumer conversation: it joins the group by heartbeat, takes every queue,
+// starts at offset 0 (first offset, nothing committed), keeps only TagA messages (client-side
+// re-filter), sends a failed message back with its commit-log offset, and commits each
+// queue's offset past its last message at shutdown.
+#[test]
+fn push_consumer_consumes_filters_sends_back_and_commits() {
+    let state = State::default();
+    for queue_id in 0..QUEUES {
+        store(&state, queue_id, 10, &["TagA", "TagB"]);
+    }
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let received = Arc::new(Mutex::new(Vec::new()));
+    let sink = received.clone();
+    let listener = MessageListener::concurrently(move |messages, _queue| {
+        let mut sink = sink.lock().unwrap();
+        for message in messages {
+            sink.push((
+                message.tags().unwrap().to_owned(),
+                String::from_utf8_lossy(&message.body).into_owned(),
+            ));
+        }
+        if messages.iter().any(|m| &m.body[..] == b"q2-m4") {
+            return ConsumeConcurrentlyStatus::ReconsumeLater;
+        }
+        ConsumeConcurrentlyStatus::ConsumeSuccess
+    });
+    let consumer = PushConsumer::new(
+        PushConsumerConfig::new(consumer_config(&namesrv, "cg")),
+        listener,
+    )
+    .unwrap();
+    consumer.subscribe(TOPIC, "TagA").unwrap();
+    consumer.start().unwrap();
+    wait_for("20 TagA messages", || received.lock().unwrap().len() >= 20);
+    assert_eq!(consumer.assigned_queues().len(), QUEUES as usize);
+    // A few more (empty) pulls let each queue see its end past the filtered TagB tail.
+    thread::sleep(Duration::from_millis(300));
+    consumer.shutdown();
+    let received = received.lock().unwrap().clone();
+    assert_eq!(received.len(), 20, "{received:?}");
+    assert!(received.iter().all(|(tags, _)| tags == "TagA"));
+    let s = state.lock().unwrap();
+    assert_eq!(s.send_backs.len(), 1);
+    let send_back = &s.send_backs[0];
+    assert_eq!(send_back["offset"], (2 * 1_000_000 + 4 * 1000).to_string());
+    assert_eq!(send_back["group"], "cg");
+    assert_eq!(send_back["maxReconsumeTimes"], "16");
+    for queue_id in 0..QUEUES {
+        let offset = s.offsets.get(&("cg".into(), TOPIC.into(), queue_id));
+        assert_eq!(offset, Some(&10), "queue {queue_id}");
+    }
+    assert!(
+        s.members.get("cg").is_none_or(BTreeSet::is_empty),
+        "unregistered at shutdown"
+    );
+}
+
+// Proves two members of one group split the queues evenly and together see every message
+// once, and that the survivor takes over all queues after the other leaves.
+#[test]
+fn two_members_split_queues_and_take_over() {
+    let state = State::default();
+    for queue_id in 0..QUEUES {
+        store(&state, queue_id, 5, &["TagA"]);
+    }
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let start = |seen: Arc<Mutex<Vec<String>>>| {
+        let listener = MessageListener::concurrently(move |messages, _| {
+            let mut seen = seen.lock().unwrap();
+            seen.extend(
+                messages
+                    .iter()
+                    .map(|m| String::from_utf8_lossy(&m.body).into_owned()),
+            );
+            ConsumeConcurrentlyStatus::ConsumeSuccess
+        });
+        let consumer = PushConsumer::new(
+            PushConsumerConfig::new(consumer_config(&namesrv, "pair")),
+            listener,
+        )
+        .unwrap();
+        consumer.subscribe(TOPIC, "*").unwrap();
+        consumer.start().unwrap();
+        consumer
+    };
+    let first = start(seen.clone());
+    let second = start(seen.clone());
+    wait_for("an even split", || {
+        first.assigned_queues().len() == 2 && second.assigned_queues().len() == 2
+    });
+    wait_for("every message", || seen.lock().unwrap().len() >= 20);
+    second.shutdown();
+    wait_for("take-over", || {
+        first.assigned_queues().len() == QUEUES as usize
+    });
+    first.shutdown();
+    let seen = seen.lock().unwrap();
+    let distinct: BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(distinct.len(), 20);
+}
+
+// Proves the orderly listener locks queues before consuming and sees each queue's messages
+// in offset order, retrying a suspended batch in place.
+#[test]
+fn orderly_consumer_keeps_queue_order() {
+    let state = State::default();
+    for queue_id in 0..QUEUES {
+        store(&state, queue_id, 8, &["TagA"]);
+    }
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let per_queue: Arc<Mutex<HashMap<i32, Vec<i64>>>> = Arc::default();
+    let sink = per_queue.clone();
+    let suspended_once = Arc::new(Mutex::new(false));
+    let listener = MessageListener::orderly(move |messages, queue| {
+        let mut suspended = suspended_once.lock().unwrap();
+        if queue.queue_id == 1 && messages[0].queue_offset == 3 && !*suspended {
+            *suspended = true;
+            return ConsumeOrderlyStatus::SuspendCurrentQueueAMoment;
+        }
+        let mut sink = sink.lock().unwrap();
+        sink.entry(queue.queue_id)
+            .or_default()
+            .extend(messages.iter().map(|m| m.queue_offset));
+        ConsumeOrderlyStatus::Success
+    });
+    let mut config = PushConsumerConfig::new(consumer_config(&namesrv, "ordered"));
+    config.suspend_current_queue_time = Duration::from_millis(50);
+    let consumer = PushConsumer::new(config, listener).unwrap();
+    consumer.subscribe(TOPIC, "*").unwrap();
+    consumer.start().unwrap();
+    wait_for("32 ordered messages", || {
+        per_queue
+            .lock()
+            .unwrap()
+            .values()
+            .map(Vec::len)
+            .sum::<usize>()
+            >= 32
+    });
+    consumer.shutdown();
+    for (queue_id, offsets) in per_queue.lock().unwrap().iter() {
+        assert_eq!(offsets, &(0..8).collect::<Vec<i64>>(), "queue {queue_id}");
+    }
+    assert!(state.lock().unwrap().lock_requests >= 1);
+}
+
+// Proves the lite pull consumer: assigned queues are polled, manual commit persists the
+// polled position, and seek moves a queue back.
+#[test]
+fn lite_pull_poll_commit_seek() {
+    let state = State::default();
+    store(&state, 0, 6, &["TagA"]);
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let mut config = LitePullConfig::new(consumer_config(&namesrv, "lite"));
+    config.auto_commit = false;
+    let consumer = LitePullConsumer::new(config).unwrap();
+    let queue = MessageQueue::new(TOPIC, "broker-a", 0);
+    consumer.assign(vec![queue.clone()]);
+    consumer.start().unwrap();
+    let mut offsets = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while offsets.len() < 6 && Instant::now() < deadline {
+        offsets.extend(
+            consumer
+                .poll(Duration::from_millis(200))
+                .iter()
+                .map(|m| m.queue_offset),
+        );
+    }
+    assert_eq!(offsets, (0..6).collect::<Vec<i64>>());
+    consumer.commit().unwrap();
+    wait_for("the commit", || {
+        state
+            .lock()
+            .unwrap()
+            .offsets
+            .get(&("lite".into(), TOPIC.into(), 0))
+            == Some(&6)
+    });
+    consumer.seek(&queue, 2).unwrap();
+    let mut again = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while again.len() < 4 && Instant::now() < deadline {
+        again.extend(
+            consumer
+                .poll(Duration::from_millis(200))
+                .iter()
+                .map(|m| m.queue_offset),
+        );
+    }
+    assert_eq!(again, vec![2, 3, 4, 5]);
+    assert!(consumer.seek(&queue, 99).is_err());
+    consumer.shutdown();
+}
