@@ -336,3 +336,114 @@ fn check_client_and_topic_config_wrapper() {
     );
     round_trip(&wrapper);
 }
+
+// Proves ConsumerRunningInfo writes both queue tables with object keys and fastjson's
+// getter-derived names, and reads a Java sample (Properties values of mixed types, the
+// derived-looking keys ignored).
+#[test]
+fn consumer_running_info() {
+    let mut info = ConsumerRunningInfo::default();
+    info.properties.insert(
+        PROP_CONSUME_TYPE.into(),
+        serde_json::Value::String("CONSUME_PASSIVELY".into()),
+    );
+    info.mq_table.insert(
+        mq("T", 0),
+        ProcessQueueInfo {
+            commit_offset: 5,
+            cached_msg_size_in_mib: 1,
+            ..ProcessQueueInfo::default()
+        },
+    );
+    info.status_table.insert(
+        "T".into(),
+        ConsumeStatus {
+            pull_rt: 1.5,
+            consume_ok_tps: 2.0,
+            ..ConsumeStatus::default()
+        },
+    );
+    info.subscription_set.push(SubscriptionData::default());
+    let text = round_trip(&info);
+    assert!(text.contains(r#""mqTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:{"#));
+    assert!(text.contains(r#""cachedMsgSizeInMiB":1"#));
+    assert!(text.contains(r#""consumeOKTPS":2.0"#));
+    assert!(text.contains(r#""pullRT":1.5"#));
+    assert!(text.contains(r#""mqPopTable":{}"#));
+    let java = concat!(
+        r#"{"jstack":"main","mqPopTable":{},"mqTable":{{"brokerName":"b","queueId":1,"#,
+        r#""topic":"T"}:{"cachedMsgCount":3,"commitOffset":9,"locked":true}},"#,
+        r#""properties":{"PROP_CONSUMER_START_TIMESTAMP":1700000000000,"#,
+        r#""PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"},"statusTable":{},"subscriptionSet":[],"#,
+        r#""userConsumerInfo":{}}"#
+    );
+    let info = ConsumerRunningInfo::decode(java.as_bytes()).unwrap();
+    let queue = &info.mq_table[&MessageQueue::new("T", "b", 1)];
+    assert_eq!(
+        (queue.cached_msg_count, queue.commit_offset, queue.locked),
+        (3, 9, true)
+    );
+    assert_eq!(info.jstack.as_deref(), Some("main"));
+}
+
+// Proves the consume-directly result, the consumer-status body (object-keyed maps nested in
+// an ordinary map) and the time-span body.
+#[test]
+fn client_diagnostic_bodies() {
+    let result = ConsumeMessageDirectlyResult {
+        consume_result: Some(CMResult::CR_SUCCESS),
+        spent_time_mills: 3,
+        ..ConsumeMessageDirectlyResult::default()
+    };
+    assert_eq!(
+        round_trip(&result),
+        r#"{"autoCommit":true,"consumeResult":"CR_SUCCESS","order":false,"spentTimeMills":3}"#
+    );
+    let mut status = GetConsumerStatusBody::default();
+    status.message_queue_table.insert(mq("T", 0), 4);
+    let mut offsets = QueueOffsets::default();
+    offsets.0.insert(mq("T", 1), 8);
+    status.consumer_table.insert("client-1".into(), offsets);
+    assert_eq!(
+        round_trip(&status),
+        concat!(
+            r#"{"consumerTable":{"client-1":{{"brokerName":"broker-a","queueId":1,"#,
+            r#""topic":"T"}:8}},"messageQueueTable":{{"brokerName":"broker-a","queueId":0,"#,
+            r#""topic":"T"}:4}}"#
+        )
+    );
+    let span = QueryConsumeTimeSpanBody {
+        consume_time_span_set: vec![QueueTimeSpan {
+            consume_time_stamp: 1,
+            delay_time: 2,
+            max_time_stamp: 3,
+            message_queue: mq("T", 0),
+            min_time_stamp: 0,
+        }],
+    };
+    let text = round_trip(&span);
+    assert!(text.contains(r#""messageQueue":{"brokerName":"broker-a","queueId":0,"topic":"T"}"#));
+}
+
+// Proves the 5.x member-group body reads the name server's bare broker ids, and the list
+// request bodies round-trip.
+#[test]
+fn member_group_and_list_bodies() {
+    let java = br#"{"brokerMemberGroup":{"brokerAddrs":{0:"a:1",1:"a:2"},"brokerName":"b","cluster":"c"}}"#;
+    let body = GetBrokerMemberGroupResponseBody::decode(java).unwrap();
+    let group = body.broker_member_group.as_ref().unwrap();
+    assert_eq!(group.broker_addrs[&1], "a:2");
+    round_trip(&body);
+    assert_eq!(
+        round_trip(&GetBrokerMemberGroupResponseBody::default()),
+        "{}"
+    );
+    let topics = CreateTopicListRequestBody {
+        topic_config_list: vec![TopicConfig::new("A"), TopicConfig::new("B")],
+    };
+    assert!(round_trip(&topics).starts_with(r#"{"topicConfigList":[{"attributes":{}"#));
+    let groups = SubscriptionGroupList {
+        group_config_list: vec![SubscriptionGroupConfig::new("cg")],
+    };
+    assert!(round_trip(&groups).starts_with(r#"{"groupConfigList":[{"attributes":{}"#));
+}

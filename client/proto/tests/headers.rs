@@ -299,6 +299,44 @@ fn admin_headers_round_trip() {
         topic_sys_flag: Some(0),
         group_sys_flag: Some(0),
     });
+    check_header(&GetAllSubscriptionGroupRequestHeader {
+        group_seq: Some(0),
+        data_version: Some("{}".into()),
+        max_group_num: Some(50),
+    });
+    check_header(&GetAllSubscriptionGroupResponseHeader {
+        total_group_num: Some(4),
+    });
+    check_header(&QueryConsumeTimeSpanRequestHeader {
+        topic: "T".into(),
+        group: "cg".into(),
+    });
+    check_header(&ExchangeHAInfoRequestHeader {
+        master_ha_address: Some("a:10912".into()),
+        master_flush_offset: Some(100),
+        master_address: Some("a:10911".into()),
+    });
+    check_header(&ExchangeHAInfoResponseHeader {
+        master_ha_address: Some("a:10912".into()),
+        master_flush_offset: Some(100),
+        master_address: Some("a:10911".into()),
+    });
+    check_header(&ReplyMessageRequestHeader {
+        producer_group: "pg".into(),
+        topic: "T".into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        sys_flag: 0,
+        born_timestamp: 1,
+        flag: 0,
+        properties: Some("a\u{1}b\u{2}".into()),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        born_host: "127.0.0.1:5000".into(),
+        store_host: "127.0.0.1:10911".into(),
+        store_timestamp: 2,
+    });
     check_header(&GetConsumerStatusRequestHeader {
         topic: "T".into(),
         group: "cg".into(),

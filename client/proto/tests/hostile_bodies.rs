@@ -85,6 +85,8 @@ fn body_text() -> impl Strategy<Value = String> {
         Just("\"brokerAddrs\"".to_owned()),
         Just("\"brokerDatas\"".to_owned()),
         Just("\"topicConfigTable\"".to_owned()),
+        Just("\"mqTable\"".to_owned()),
+        Just("\"consumerTable\"".to_owned()),
     ];
     prop::collection::vec(token, 0..48).prop_map(|tokens| tokens.concat())
 }
@@ -129,6 +131,9 @@ proptest! {
         body_survives::<ConsumerOffsetSerializeWrapper>(&text)?;
         body_survives::<SubscriptionGroupWrapper>(&text)?;
         body_survives::<ConsumerConnection>(&text)?;
+        body_survives::<ConsumerRunningInfo>(&text)?;
+        body_survives::<GetConsumerStatusBody>(&text)?;
+        body_survives::<GetBrokerMemberGroupResponseBody>(&text)?;
     }
 
     // Proves the compressed register body decoder never panics on arbitrary bytes, raw or

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use super::{json_bodies, ConsumeFromWhere, ConsumeType, DataVersion, MessageModel};
-use super::{MessageQueue, SubscriptionData};
+use super::{MessageQueue, SubscriptionData, TopicConfig};
 use crate::code::LanguageCode;
 use crate::json::{lenient, object_key_map};
 
@@ -268,7 +268,27 @@ pub struct SubscriptionGroupWrapper {
     pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
 }
 
+/// UPDATE_AND_CREATE_TOPIC_LIST (18, 5.x) request body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CreateTopicListRequestBody {
+    /// Topics to create or update.
+    #[serde(rename = "topicConfigList")]
+    pub topic_config_list: Vec<TopicConfig>,
+}
+
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST (225, 5.x) request body.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubscriptionGroupList {
+    /// Groups to create or update.
+    #[serde(rename = "groupConfigList")]
+    pub group_config_list: Vec<SubscriptionGroupConfig>,
+}
+
 json_bodies!(
+    CreateTopicListRequestBody,
+    SubscriptionGroupList,
     OffsetWrapper,
     ConsumeStats,
     TopicOffset,

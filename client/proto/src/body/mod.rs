@@ -23,12 +23,14 @@ use thiserror::Error;
 use crate::json::{self, JsonError};
 
 pub mod admin;
+pub mod client;
 pub mod consumer;
 pub mod heartbeat;
 pub mod route;
 pub mod topic;
 
 pub use admin::*;
+pub use client::*;
 pub use consumer::*;
 pub use heartbeat::*;
 pub use route::*;

@@ -125,11 +125,36 @@ pub struct KVTable {
     pub table: BTreeMap<String, String>,
 }
 
+/// The members (master and slaves) of one logical broker, as the name server knows them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BrokerMemberGroup {
+    /// Broker id to `ip:port`.
+    #[serde(rename = "brokerAddrs")]
+    pub broker_addrs: BTreeMap<i64, String>,
+    /// Logical broker name.
+    #[serde(rename = "brokerName")]
+    pub broker_name: String,
+    /// Cluster name.
+    pub cluster: String,
+}
+
+/// GET_BROKER_MEMBER_GROUP (901, 5.x) response body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GetBrokerMemberGroupResponseBody {
+    /// The group; absent when the broker name is unknown.
+    #[serde(rename = "brokerMemberGroup", skip_serializing_if = "Option::is_none")]
+    pub broker_member_group: Option<BrokerMemberGroup>,
+}
+
 json_bodies!(
     TopicRouteData,
     QueueData,
     BrokerData,
     ClusterInfo,
     TopicList,
-    KVTable
+    KVTable,
+    BrokerMemberGroup,
+    GetBrokerMemberGroupResponseBody
 );

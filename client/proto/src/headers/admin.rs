@@ -177,3 +177,57 @@ command_header! {
         client_addr: Option<String> => "clientAddr",
     }
 }
+
+command_header! {
+    /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) request: 5.x paging keys, all optional.
+    pub struct GetAllSubscriptionGroupRequestHeader {
+        /// Index of the first group of the page.
+        group_seq: Option<i32> => "groupSeq",
+        /// DataVersion JSON the pages must belong to.
+        data_version: Option<String> => "dataVersion",
+        /// Page size.
+        max_group_num: Option<i32> => "maxGroupNum",
+    }
+}
+
+command_header! {
+    /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) response.
+    pub struct GetAllSubscriptionGroupResponseHeader {
+        /// 5.x: total groups when paging.
+        total_group_num: Option<i32> => "totalGroupNum",
+    }
+}
+
+command_header! {
+    /// QUERY_CONSUME_TIME_SPAN (303) request.
+    pub struct QueryConsumeTimeSpanRequestHeader {
+        /// Topic.
+        topic: String => "topic",
+        /// Consumer group.
+        group: String => "group",
+    }
+}
+
+command_header! {
+    /// EXCHANGE_BROKER_HA_INFO (906, 5.x) request; every key optional.
+    pub struct ExchangeHAInfoRequestHeader {
+        /// The master's HA address.
+        master_ha_address: Option<String> => "masterHaAddress",
+        /// The master's flushed commit-log offset.
+        master_flush_offset: Option<i64> => "masterFlushOffset",
+        /// The master's broker address.
+        master_address: Option<String> => "masterAddress",
+    }
+}
+
+command_header! {
+    /// EXCHANGE_BROKER_HA_INFO (906, 5.x) response; every key optional.
+    pub struct ExchangeHAInfoResponseHeader {
+        /// The master's HA address.
+        master_ha_address: Option<String> => "masterHaAddress",
+        /// The master's flushed commit-log offset.
+        master_flush_offset: Option<i64> => "masterFlushOffset",
+        /// The master's broker address.
+        master_address: Option<String> => "masterAddress",
+    }
+}

@@ -157,3 +157,38 @@ command_header! {
         recall_handle: Option<String> => "recallHandle",
     }
 }
+
+command_header! {
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT (326, broker to the requesting producer) request: the
+    /// reply message's send fields plus where and when it was stored.
+    pub struct ReplyMessageRequestHeader {
+        /// Producer group.
+        producer_group: String => "producerGroup",
+        /// Reply topic.
+        topic: String => "topic",
+        /// Template topic.
+        default_topic: String => "defaultTopic",
+        /// Default queue count.
+        default_topic_queue_nums: i32 => "defaultTopicQueueNums",
+        /// Queue id.
+        queue_id: i32 => "queueId",
+        /// MessageSysFlag bits.
+        sys_flag: i32 => "sysFlag",
+        /// Born timestamp, ms.
+        born_timestamp: i64 => "bornTimestamp",
+        /// Application flag.
+        flag: i32 => "flag",
+        /// Properties string.
+        properties: Option<String> => "properties",
+        /// Reconsume count.
+        reconsume_times: Option<i32> => "reconsumeTimes",
+        /// Unit mode.
+        unit_mode: Option<bool> => "unitMode",
+        /// Born host, `ip:port`.
+        born_host: String => "bornHost",
+        /// Store host, `ip:port`.
+        store_host: String => "storeHost",
+        /// Store timestamp, ms.
+        store_timestamp: i64 => "storeTimestamp",
+    }
+}
