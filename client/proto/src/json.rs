@@ -7,11 +7,11 @@
 //! rewrites it into standard JSON, which serde_json then decodes ([`from_slice`]):
 //!
 //! ```text
-//! fastjson                                        standard JSON after normalize
-//! {0:"127.0.0.1:10911"}                           {"0":"127.0.0.1:10911"}
-//! {{"brokerName":"b","queueId":0,"topic":"T"}:10}   {"{\"brokerName\":\"b\",\"queueId\":0,\"topic\":\"T\"}":10}
-//! {groupName:"g"}                                 {"groupName":"g"}
-//! [1,2,]  {"a":1,}                                [1,2]  {"a":1}
+//! fastjson                        standard JSON after normalize
+//! {0:"127.0.0.1:10911"}           {"0":"127.0.0.1:10911"}
+//! {{"queueId":0,"topic":"T"}:10}  {"{\"queueId\":0,\"topic\":\"T\"}":10}
+//! {groupName:"g"}                 {"groupName":"g"}
+//! [1,2,]  {"a":1,}                [1,2]  {"a":1}
 //! {"a":1}\n                                       {"a":1}
 //! ```
 //!

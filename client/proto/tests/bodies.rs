@@ -96,8 +96,13 @@ fn cpp_heartbeat_ordinals() {
         1_795_960_958_067
     );
     assert!(heartbeat.producer_data_set.is_empty());
-    let other = br#"{"clientID":"c","consumerDataSet":[{"consumeFromWhere":4,"consumeType":0,"messageModel":0}]}"#;
-    let consumer = &HeartbeatData::decode(other).unwrap().consumer_data_set[0];
+    let other = concat!(
+        r#"{"clientID":"c","consumerDataSet":[{"consumeFromWhere":4,"consumeType":0,"#,
+        r#""messageModel":0}]}"#
+    );
+    let consumer = &HeartbeatData::decode(other.as_bytes())
+        .unwrap()
+        .consumer_data_set[0];
     assert_eq!(consumer.consume_type, ConsumeType::CONSUME_ACTIVELY);
     assert_eq!(consumer.message_model, MessageModel::BROADCASTING);
     assert_eq!(
@@ -217,7 +222,11 @@ fn lock_bodies() {
             r#""queueId":0,"topic":"T"}],"onlyThisBroker":false}"#
         )
     );
-    let unlock = UnlockBatchRequestBody::decode(br#"{"clientId":"c","consumerGroup":"cg","mqSet":[{"brokerName":"b","queueId":3,"topic":"T"}]}"#).unwrap();
+    let unlock = concat!(
+        r#"{"clientId":"c","consumerGroup":"cg","mqSet":[{"brokerName":"b","queueId":3,"#,
+        r#""topic":"T"}]}"#
+    );
+    let unlock = UnlockBatchRequestBody::decode(unlock.as_bytes()).unwrap();
     assert_eq!(unlock.mq_set.len(), 1);
     let mut response = LockBatchResponseBody::default();
     response.lock_ok_mq_set.insert(mq("T", 2));
@@ -232,7 +241,12 @@ fn lock_bodies() {
 // newline before `}`, the leaked `groupTopicMap`) reads, and writes back with quoted ids.
 #[test]
 fn consumer_offset_file() {
-    let java = "{\n\t\"dataVersion\":{\n\t\t\"counter\":3,\n\t\t\"stateVersion\":0,\n\t\t\"timestamp\":1700000000000\n\t},\n\t\"groupTopicMap\":{\"cg1\":[\"TopicTest\"]},\n\t\"offsetTable\":{\n\t\t\"TopicTest@cg1\":{0:12,1:3\n\t\t}\n\t}\n}";
+    let java = concat!(
+        "{\n\t\"dataVersion\":{\n\t\t\"counter\":3,\n\t\t\"stateVersion\":0,\n",
+        "\t\t\"timestamp\":1700000000000\n\t},\n",
+        "\t\"groupTopicMap\":{\"cg1\":[\"TopicTest\"]},\n",
+        "\t\"offsetTable\":{\n\t\t\"TopicTest@cg1\":{0:12,1:3\n\t\t}\n\t}\n}"
+    );
     let wrapper = ConsumerOffsetSerializeWrapper::decode(java.as_bytes()).unwrap();
     let key = ConsumerOffsetSerializeWrapper::key("TopicTest", "cg1");
     assert_eq!(wrapper.offset_table[&key][&0], 12);
@@ -287,7 +301,10 @@ fn connections() {
     };
     assert_eq!(
         round_trip(&producers),
-        r#"{"connectionSet":[{"clientAddr":"127.0.0.1:5000","clientId":"c","language":"CPP","version":333}]}"#
+        concat!(
+            r#"{"connectionSet":[{"clientAddr":"127.0.0.1:5000","clientId":"c","#,
+            r#""language":"CPP","version":333}]}"#
+        )
     );
     let by_byte =
         Connection::decode(br#"{"clientAddr":"a","clientId":"c","language":9,"version":1}"#)
@@ -327,8 +344,13 @@ fn check_client_and_topic_config_wrapper() {
         },
     };
     round_trip(&body);
-    let java = br#"{"dataVersion":{"counter":1,"timestamp":2},"mappingDataVersion":{"counter":0,"timestamp":2},"topicConfigTable":{"T":{"perm":6,"readQueueNums":8,"topicName":"T","writeQueueNums":8}},"topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{},"extra":1}"#;
-    let wrapper = TopicConfigAndMappingSerializeWrapper::decode(java).unwrap();
+    let java = concat!(
+        r#"{"dataVersion":{"counter":1,"timestamp":2},"#,
+        r#""mappingDataVersion":{"counter":0,"timestamp":2},"topicConfigTable":{"T":{"perm":6,"#,
+        r#""readQueueNums":8,"topicName":"T","writeQueueNums":8}},"#,
+        r#""topicQueueMappingDetailMap":{},"topicQueueMappingInfoMap":{},"extra":1}"#
+    );
+    let wrapper = TopicConfigAndMappingSerializeWrapper::decode(java.as_bytes()).unwrap();
     assert_eq!(wrapper.topic_config_table["T"].read_queue_nums, 8);
     assert_eq!(
         wrapper.mapping_data_version.as_ref().map(|v| v.timestamp),
@@ -429,8 +451,11 @@ fn client_diagnostic_bodies() {
 // request bodies round-trip.
 #[test]
 fn member_group_and_list_bodies() {
-    let java = br#"{"brokerMemberGroup":{"brokerAddrs":{0:"a:1",1:"a:2"},"brokerName":"b","cluster":"c"}}"#;
-    let body = GetBrokerMemberGroupResponseBody::decode(java).unwrap();
+    let java = concat!(
+        r#"{"brokerMemberGroup":{"brokerAddrs":{0:"a:1",1:"a:2"},"brokerName":"b","#,
+        r#""cluster":"c"}}"#
+    );
+    let body = GetBrokerMemberGroupResponseBody::decode(java.as_bytes()).unwrap();
     let group = body.broker_member_group.as_ref().unwrap();
     assert_eq!(group.broker_addrs[&1], "a:2");
     round_trip(&body);

@@ -111,6 +111,11 @@ fn pull_and_offset_headers_round_trip() {
         broker_name: Some("b".into()),
     });
     check_header(&UpdateConsumerOffsetResponseHeader {});
+}
+
+// Proves the max/min/search/earliest offset and message lookup headers round-trip.
+#[test]
+fn offset_query_and_lookup_headers_round_trip() {
     check_header(&GetMaxOffsetRequestHeader {
         topic: "T".into(),
         queue_id: 0,
@@ -272,6 +277,11 @@ fn admin_headers_round_trip() {
     check_header(&GetProducerConnectionListRequestHeader {
         producer_group: "pg".into(),
     });
+}
+
+// Proves the reset, group, paging, HA, reply and diagnostic headers round-trip.
+#[test]
+fn admin_offset_and_diagnostic_headers_round_trip() {
     check_header(&ResetOffsetRequestHeader {
         topic: "T".into(),
         group: "cg".into(),
@@ -311,6 +321,11 @@ fn admin_headers_round_trip() {
         topic: "T".into(),
         group: "cg".into(),
     });
+}
+
+// Proves the 5.x HA-info, request-reply and consumer-status headers round-trip.
+#[test]
+fn ha_and_reply_headers_round_trip() {
     check_header(&ExchangeHAInfoRequestHeader {
         master_ha_address: Some("a:10912".into()),
         master_flush_offset: Some(100),
@@ -385,6 +400,11 @@ fn pop_headers_round_trip() {
         offset: 5,
         broker_name: Some("b".into()),
     });
+}
+
+// Proves the invisible-time, notification and polling headers round-trip.
+#[test]
+fn pop_ack_and_notification_headers_round_trip() {
     check_header(&ChangeInvisibleTimeRequestHeader {
         consumer_group: "cg".into(),
         topic: "T".into(),

@@ -55,6 +55,11 @@ fn namesrv_headers_round_trip() {
         broker_name: "b".into(),
     });
     check_header(&AddWritePermOfBrokerResponseHeader { add_topic_count: 2 });
+}
+
+// Proves the data-version, KV, topic and 5.x heartbeat headers round-trip and name missing keys.
+#[test]
+fn namesrv_version_kv_and_heartbeat_headers_round_trip() {
     check_header(&QueryDataVersionRequestHeader {
         broker_name: "b".into(),
         broker_addr: "a:1".into(),

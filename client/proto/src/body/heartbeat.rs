@@ -3,10 +3,13 @@
 //!
 //! Clients disagree on the heartbeat's JSON, so reading is lenient:
 //!
-//! | Client | Enums | `subVersion` | Missing members |
-//! | --- | --- | --- | --- |
-//! | Java, Go, Rust, ali-ons | names (`"CONSUME_PASSIVELY"`) | number | none, or 5.x keys |
-//! | C++ 1.x-3.x | Java ordinals (`"consumeType":1`) | string (`"1795960958067"`) | `classFilterMode`, `tagsSet`, `codeSet`, `expressionType`, `unitMode`, `producerDataSet` |
+//! | Client | Enums | `subVersion` |
+//! | --- | --- | --- |
+//! | Java, Go, Rust, ali-ons | names (`"CONSUME_PASSIVELY"`) | number |
+//! | C++ 1.x-3.x | Java ordinals (`"consumeType":1`) | string (`"1795960958067"`) |
+//!
+//! C++ clients also leave out `classFilterMode`, `tagsSet`, `codeSet`, `expressionType`,
+//! `unitMode` and `producerDataSet`; missing members take Java's field defaults.
 //!
 //! Ordinals map to the Java enums: ConsumeType CONSUME_ACTIVELY=0, CONSUME_PASSIVELY=1,
 //! CONSUME_POP=2; MessageModel BROADCASTING=0, CLUSTERING=1; ConsumeFromWhere by its Java

@@ -6,8 +6,10 @@
 //! ```text
 //! V2 key  a              b      c             d                     e        f
 //! V1 key  producerGroup  topic  defaultTopic  defaultTopicQueueNums queueId  sysFlag
-//! V2 key  g              h      i             j               k         l                  m      n
-//! V1 key  bornTimestamp  flag   properties    reconsumeTimes  unitMode  maxReconsumeTimes  batch  bname
+//! V2 key  g              h      i             j               k
+//! V1 key  bornTimestamp  flag   properties    reconsumeTimes  unitMode
+//! V2 key  l                  m      n
+//! V1 key  maxReconsumeTimes  batch  bname
 //! ```
 
 use super::command_header;
