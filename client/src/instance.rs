@@ -17,6 +17,8 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
+use comet_proto::body::JsonBody;
+
 use crate::protocol::{self, ConsumerData, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
@@ -244,7 +246,7 @@ impl ClientInstance {
 
     /// Sends one heartbeat to `addr` and records the broker's version.
     pub fn heartbeat_to(&self, addr: &str) -> Result<()> {
-        let body = protocol::encode_json(&self.heartbeat_data());
+        let body = self.heartbeat_data().encode();
         let request = RemotingCommand::request(RequestCode::HEART_BEAT, 0).with_body(body);
         let response = self.invoke_broker(addr, request, &[ResponseCode::SUCCESS])?;
         lock(&self.broker_versions).insert(addr.to_owned(), response.version);

@@ -2,47 +2,13 @@
 //! ([`MessageQueue`]) and what the broker said ([`SendResult`]). Received messages are
 //! [`comet_proto::message::MessageExt`], decoded from stored records.
 
-use std::fmt;
-
 use bytes::Bytes;
 use comet_proto::properties::{names, Properties, KEY_SEPARATOR};
-use serde::{Deserialize, Serialize};
 
 use crate::error::{ClientError, Result};
 
 /// One queue of a topic on one broker: the unit of ordering, allocation and offsets.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct MessageQueue {
-    /// Topic name.
-    pub topic: String,
-    /// Logical broker name.
-    #[serde(rename = "brokerName")]
-    pub broker_name: String,
-    /// Queue id within the topic on that broker.
-    #[serde(rename = "queueId")]
-    pub queue_id: i32,
-}
-
-impl MessageQueue {
-    /// A queue.
-    pub fn new(topic: &str, broker_name: &str, queue_id: i32) -> MessageQueue {
-        MessageQueue {
-            topic: topic.to_owned(),
-            broker_name: broker_name.to_owned(),
-            queue_id,
-        }
-    }
-}
-
-impl fmt::Display for MessageQueue {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "MessageQueue [topic={}, brokerName={}, queueId={}]",
-            self.topic, self.broker_name, self.queue_id
-        )
-    }
-}
+pub use comet_proto::body::MessageQueue;
 
 /// A message to send.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -31,7 +31,10 @@ use crate::config::now_ms;
 use crate::error::{ClientError, Result};
 use crate::instance::{ClientInstance, ConsumerMember};
 use crate::message::MessageQueue;
-use crate::protocol::{self, ConsumerData, PullRequest, PullResponseHeader, SubscriptionData};
+use crate::protocol::{
+    self, ConsumeType, ConsumerData, PullRequest, PullResponseHeader, SubscriptionData,
+    WireConsumeFromWhere, WireMessageModel,
+};
 use crate::rebalance::allocate::java_string_cmp;
 use crate::route;
 
@@ -283,8 +286,8 @@ impl ConsumerCore {
             protocol::get_consumer_list(&self.config.group),
             &[ResponseCode::SUCCESS],
         )?;
-        let list: protocol::ConsumerIdList =
-            protocol::decode_json("consumerIdList", &response.body)?;
+        let list: protocol::GetConsumerListByGroupResponseBody =
+            protocol::decode_body("consumerIdList", &response.body)?;
         let mut ids = list.consumer_id_list;
         if ids.is_empty() {
             return Err(ClientError::State(
@@ -340,7 +343,7 @@ impl ConsumerCore {
                     changed = true;
                 }
                 Err(error) => {
-                    log::warn!("no start offset for {queue}, retrying next rebalance: {error}")
+                    log::warn!("no start offset for {queue:?}, retrying next rebalance: {error}")
                 }
             }
         }
@@ -365,7 +368,7 @@ impl ConsumerCore {
         pq.set_dropped();
         if let Err(error) = self.offsets.persist(&pq.queue) {
             log::warn!(
-                "persisting the offset of dropped {} failed: {error}",
+                "persisting the offset of dropped {:?} failed: {error}",
                 pq.queue
             );
         }
@@ -453,7 +456,7 @@ impl ConsumerCore {
         let body = protocol::LockBatchRequestBody {
             client_id: self.instance.client_id().to_owned(),
             consumer_group: self.config.group.clone(),
-            mq_set: queues.to_vec(),
+            mq_set: queues.iter().cloned().collect(),
             only_this_broker: false,
         };
         let response = self.instance.invoke_broker(
@@ -462,8 +465,8 @@ impl ConsumerCore {
             &[ResponseCode::SUCCESS],
         )?;
         let locked: protocol::LockBatchResponseBody =
-            protocol::decode_json("lockOKMQSet", &response.body)?;
-        Ok(locked.lock_ok_mq_set)
+            protocol::decode_body("lockOKMQSet", &response.body)?;
+        Ok(locked.lock_ok_mq_set.into_iter().collect())
     }
 
     /// Renews the locks of every assigned queue, broker by broker.
@@ -493,10 +496,10 @@ impl ConsumerCore {
         let Ok(addr) = self.instance.master_addr(&first.broker_name, &first.topic) else {
             return;
         };
-        let body = protocol::LockBatchRequestBody {
+        let body = protocol::UnlockBatchRequestBody {
             client_id: self.instance.client_id().to_owned(),
             consumer_group: self.config.group.clone(),
-            mq_set: queues.to_vec(),
+            mq_set: queues.iter().cloned().collect(),
             only_this_broker: false,
         };
         if let Err(error) = self
@@ -542,7 +545,7 @@ impl ConsumerCore {
         match self.pull(pq, &subscription) {
             Ok(()) => None,
             Err(error) => {
-                log::debug!("pull of {} failed: {error}", pq.queue);
+                log::debug!("pull of {:?} failed: {error}", pq.queue);
                 if matches!(
                     error.response_code(),
                     Some(
@@ -596,7 +599,7 @@ impl ConsumerCore {
             ResponseCode::PULL_OFFSET_MOVED,
         ];
         let response = protocol::expect(&addr, response, &accepted)?;
-        let header = PullResponseHeader::decode(&response.ext_fields)?;
+        let header = protocol::pull_response_header(&response.ext_fields)?;
         if pq.is_dropped() {
             return Ok(());
         }
@@ -617,7 +620,7 @@ impl ConsumerCore {
             }
             ResponseCode::PULL_OFFSET_MOVED => {
                 log::warn!(
-                    "{queue}: offset {offset} moved to {}",
+                    "{queue:?}: offset {offset} moved to {}",
                     header.next_begin_offset
                 );
                 pq.next_offset
@@ -788,8 +791,8 @@ impl ConsumerMember for ConsumerCore {
                 class_filter_mode: false,
                 topic: topic.clone(),
                 sub_string: subscription.tags.expression().to_owned(),
-                tags_set: subscription.tags.tags().to_vec(),
-                code_set: subscription.tags.codes().to_vec(),
+                tags_set: subscription.tags.tags().iter().cloned().collect(),
+                code_set: subscription.tags.codes().iter().copied().collect(),
                 sub_version: subscription.sub_version,
                 expression_type: "TAG".into(),
             })
@@ -797,13 +800,19 @@ impl ConsumerMember for ConsumerCore {
         ConsumerData {
             group_name: self.config.group.clone(),
             consume_type: if self.lite {
-                "CONSUME_ACTIVELY"
+                ConsumeType::CONSUME_ACTIVELY
             } else {
-                "CONSUME_PASSIVELY"
-            }
-            .into(),
-            message_model: self.config.message_model.name().into(),
-            consume_from_where: self.config.consume_from_where.name().into(),
+                ConsumeType::CONSUME_PASSIVELY
+            },
+            message_model: match self.config.message_model {
+                MessageModel::Clustering => WireMessageModel::CLUSTERING,
+                MessageModel::Broadcasting => WireMessageModel::BROADCASTING,
+            },
+            consume_from_where: match self.config.consume_from_where {
+                ConsumeFromWhere::LastOffset => WireConsumeFromWhere::CONSUME_FROM_LAST_OFFSET,
+                ConsumeFromWhere::FirstOffset => WireConsumeFromWhere::CONSUME_FROM_FIRST_OFFSET,
+                ConsumeFromWhere::Timestamp => WireConsumeFromWhere::CONSUME_FROM_TIMESTAMP,
+            },
             subscription_data_set,
             unit_mode: false,
         }
@@ -821,7 +830,7 @@ impl ConsumerMember for ConsumerCore {
         let queues: Vec<String> = self
             .process_queues()
             .iter()
-            .map(|pq| pq.queue.to_string())
+            .map(|pq| format!("{:?}", pq.queue))
             .collect();
         serde_json::json!({
             "properties": {

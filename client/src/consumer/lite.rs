@@ -183,13 +183,13 @@ impl LitePullConsumer {
     pub fn seek(&self, queue: &MessageQueue, offset: i64) -> Result<()> {
         let core = &self.inner.core;
         let Some(old) = core.process_queue(queue) else {
-            return Err(ClientError::Invalid(format!("{queue} is not assigned")));
+            return Err(ClientError::Invalid(format!("{queue:?} is not assigned")));
         };
         let min = core.min_offset(queue)?;
         let max = core.max_offset(queue)?;
         if offset < min || offset > max {
             return Err(ClientError::Invalid(format!(
-                "offset {offset} of {queue} is outside [{min}, {max}]"
+                "offset {offset} of {queue:?} is outside [{min}, {max}]"
             )));
         }
         core.reset_queue(&old, offset);

@@ -150,7 +150,7 @@ impl OffsetStore {
                 let mut first_error = None;
                 for queue in queues {
                     if let Err(error) = self.persist(queue) {
-                        log::debug!("persisting the offset of {queue} failed: {error}");
+                        log::debug!("persisting the offset of {queue:?} failed: {error}");
                         first_error.get_or_insert(error);
                     }
                 }

@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use comet_proto::headers::ConsumerSendMsgBackRequestHeader;
 use comet_proto::message::MessageExt;
 use comet_proto::properties::names;
 use comet_proto::ResponseCode;
@@ -355,15 +356,16 @@ impl PushInner {
             .property(names::ORIGIN_MESSAGE_ID)
             .unwrap_or(&message.msg_id)
             .to_owned();
-        let request = protocol::consumer_send_msg_back(
-            &core.config.group,
-            message.commit_log_offset,
-            &origin_msg_id,
-            &message.topic,
+        let request = protocol::consumer_send_msg_back(ConsumerSendMsgBackRequestHeader {
+            offset: message.commit_log_offset,
+            group: core.config.group.clone(),
             delay_level,
-            self.config.max_reconsume_times,
-            &queue.broker_name,
-        );
+            origin_msg_id: Some(origin_msg_id),
+            origin_topic: Some(message.topic.clone()),
+            unit_mode: Some(false),
+            max_reconsume_times: Some(self.config.max_reconsume_times),
+            broker_name: Some(queue.broker_name.clone()),
+        });
         core.instance
             .invoke_broker(&addr, request, &[ResponseCode::SUCCESS])
             .map(|_| ())

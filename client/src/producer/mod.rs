@@ -32,10 +32,11 @@ use crate::error::{ClientError, Result};
 use crate::instance::ClientInstance;
 use crate::limits::{BATCH_BODY_BYTES_MAX, CALLBACKS_QUEUED_MAX, MESSAGE_BODY_BYTES_MAX};
 use crate::message::{Message, MessageQueue, SendResult, SendStatus};
-use crate::protocol::{self, SendHeader};
+use crate::protocol;
 use crate::route::{self, TopicRoute};
 use crate::util::{Executor, Oneshot};
 use crate::validate;
+use comet_proto::headers::SendMessageRequestHeaderV2;
 
 /// Producer settings (Java defaults, reference 7.3).
 #[derive(Clone, Debug)]
@@ -421,7 +422,7 @@ impl AsyncSend {
                     && self.attempts_left > 0
                     && Instant::now() < self.deadline =>
             {
-                log::debug!("async send to {queue} failed, retrying: {error}");
+                log::debug!("async send to {queue:?} failed, retrying: {error}");
                 self.avoid = Some(queue.broker_name);
                 self.attempt();
             }
@@ -706,7 +707,7 @@ impl ProducerInner {
     }
 
     fn build_request(&self, prepared: &Prepared, queue: &MessageQueue) -> RemotingCommand {
-        let header = SendHeader {
+        let header = SendMessageRequestHeaderV2 {
             producer_group: self.config.group.clone(),
             topic: prepared.topic.clone(),
             default_topic: self.config.create_topic_key.clone(),
@@ -715,11 +716,12 @@ impl ProducerInner {
             sys_flag: prepared.sys_flag,
             born_timestamp: now_ms(),
             flag: prepared.flag,
-            properties: prepared.properties.clone(),
-            reconsume_times: prepared.reconsume_times,
+            properties: Some(prepared.properties.clone()),
+            reconsume_times: Some(prepared.reconsume_times),
+            unit_mode: Some(false),
             max_reconsume_times: prepared.max_reconsume_times,
-            batch: prepared.batch,
-            broker_name: queue.broker_name.clone(),
+            batch: Some(prepared.batch),
+            broker_name: Some(queue.broker_name.clone()),
         };
         protocol::send_message(&header, prepared.body.clone())
     }
@@ -782,7 +784,10 @@ impl ProducerInner {
                 }
                 Ok(result) => return Ok(result),
                 Err(error) if is_retryable(&error) => {
-                    log::debug!("send to {queue} failed (attempt {}): {error}", attempt + 1);
+                    log::debug!(
+                        "send to {queue:?} failed (attempt {}): {error}",
+                        attempt + 1
+                    );
                     if error.is_transport() {
                         // The broker may be gone from the route; refresh it before retrying.
                         let _ = self.instance.update_route(&prepared.topic);
