@@ -206,6 +206,19 @@ fn topic_stats_and_reset_offset() {
     );
 }
 
+// Proves the C++ list form of the reset body converts both ways and has the Java shape.
+#[test]
+fn reset_offset_body_for_cpp() {
+    let mut reset = ResetOffsetBody::default();
+    reset.offset_table.insert(mq("T", 3), 99);
+    let cpp = ResetOffsetBodyForC::from(&reset);
+    assert_eq!(
+        round_trip(&cpp),
+        r#"{"offsetTable":[{"brokerName":"broker-a","offset":99,"queueId":3,"topic":"T"}]}"#
+    );
+    assert_eq!(ResetOffsetBody::from(cpp), reset);
+}
+
 // Proves the lock bodies, including the `lockOKMQSet` key spelling.
 #[test]
 fn lock_bodies() {

@@ -167,6 +167,30 @@ fn offset_query_and_lookup_headers_round_trip() {
     });
 }
 
+// Proves the 5.x base keys read from any request alongside its own header, and round-trip.
+#[test]
+fn rpc_base_keys() {
+    check_header(&RpcRequestBase {
+        namespace: Some("ns1".into()),
+        namespaced: Some(true),
+        broker_name: Some("broker-a".into()),
+        oneway: Some(false),
+        logical: Some(false),
+    });
+    let fields = ext(&[
+        ("topic", "T"),
+        ("queueId", "1"),
+        ("bname", "broker-b"),
+        ("oway", "true"),
+    ]);
+    let base = RpcRequestBase::from_ext_fields(&fields).unwrap();
+    assert_eq!(base.broker_name.as_deref(), Some("broker-b"));
+    assert_eq!(base.oneway, Some(true));
+    assert_eq!(base.namespace, None);
+    let own = GetMinOffsetRequestHeader::from_ext_fields(&fields).unwrap();
+    assert_eq!(own.broker_name, base.broker_name);
+}
+
 // Proves the boundary type enum is read case-insensitively and an unknown name is a typed
 // error naming the key.
 #[test]

@@ -101,6 +101,63 @@ pub struct ResetOffsetBody {
     pub offset_table: BTreeMap<MessageQueue, i64>,
 }
 
+/// One entry of [`ResetOffsetBodyForC`]: a queue with its target offset.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MessageQueueForC {
+    /// Logical broker name.
+    #[serde(rename = "brokerName")]
+    pub broker_name: String,
+    /// Target offset.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub offset: i64,
+    /// Queue id.
+    #[serde(rename = "queueId", deserialize_with = "lenient::i32")]
+    pub queue_id: i32,
+    /// Topic.
+    pub topic: String,
+}
+
+/// The list form of [`ResetOffsetBody`] a 4.x-style broker sends to C++ clients, which
+/// cannot parse object keys: `{"offsetTable":[{"brokerName":..,"offset":..,...}]}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResetOffsetBodyForC {
+    /// One entry per queue.
+    #[serde(rename = "offsetTable")]
+    pub offset_table: Vec<MessageQueueForC>,
+}
+
+impl From<&ResetOffsetBody> for ResetOffsetBodyForC {
+    fn from(body: &ResetOffsetBody) -> ResetOffsetBodyForC {
+        let offset_table = body
+            .offset_table
+            .iter()
+            .map(|(queue, offset)| MessageQueueForC {
+                broker_name: queue.broker_name.clone(),
+                offset: *offset,
+                queue_id: queue.queue_id,
+                topic: queue.topic.clone(),
+            })
+            .collect();
+        ResetOffsetBodyForC { offset_table }
+    }
+}
+
+impl From<ResetOffsetBodyForC> for ResetOffsetBody {
+    fn from(body: ResetOffsetBodyForC) -> ResetOffsetBody {
+        let offset_table = body
+            .offset_table
+            .into_iter()
+            .map(|entry| {
+                let queue = MessageQueue::new(entry.topic, entry.broker_name, entry.queue_id);
+                (queue, entry.offset)
+            })
+            .collect();
+        ResetOffsetBody { offset_table }
+    }
+}
+
 /// `consumerOffset.json` and the GET_ALL_CONSUMER_OFFSET body: `<topic>@<group>` to
 /// queue id to committed offset. Java writes the inner keys bare (`{0:12}`); both forms are
 /// read, quoted keys are written. The derived `groupTopicMap` Java leaks is ignored.
@@ -138,5 +195,7 @@ json_bodies!(
     UnlockBatchRequestBody,
     LockBatchResponseBody,
     ResetOffsetBody,
+    MessageQueueForC,
+    ResetOffsetBodyForC,
     ConsumerOffsetSerializeWrapper
 );

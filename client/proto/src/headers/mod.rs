@@ -19,18 +19,21 @@
 //!
 //! Submodules group headers by who talks to whom: [`namesrv`] (broker and admin to name
 //! server), [`send`] (producer to broker), [`consumer`] (pull, offsets, membership),
-//! [`admin`] (admin tool to broker, broker to client), [`pop`] (5.x pop consumption).
+//! [`admin`] (admin tool to broker, broker to client), [`pop`] (5.x pop consumption), and
+//! [`base`] (the 5.x keys every request may carry).
 
 use crate::error::HeaderError;
 use crate::ext::{parse_bool, parse_i32, parse_i64, ExtFields};
 
 pub mod admin;
+pub mod base;
 pub mod consumer;
 pub mod namesrv;
 pub mod pop;
 pub mod send;
 
 pub use admin::*;
+pub use base::*;
 pub use consumer::*;
 pub use namesrv::*;
 pub use pop::*;
