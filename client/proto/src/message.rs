@@ -11,8 +11,8 @@
 //!  8 BODYCRC i32            CRC-32/IEEE of the stored body, & 0x7FFFFFFF
 //! 12 QUEUEID i32
 //! 16 FLAG i32               application flag
-//! 20 QUEUEOFFSET i64        consume-queue offset       (patched at append: QUEUE_OFFSET_POSITION)
-//! 28 PHYSICALOFFSET i64     commit-log offset          (patched at append: PHYSICAL_OFFSET_POSITION)
+//! 20 QUEUEOFFSET i64        consume-queue offset  (patched: QUEUE_OFFSET_POSITION)
+//! 28 PHYSICALOFFSET i64     commit-log offset     (patched: PHYSICAL_OFFSET_POSITION)
 //! 36 SYSFLAG i32
 //! 40 BORNTIMESTAMP i64
 //! 48 BORNHOST               ip (4|16) + port i32

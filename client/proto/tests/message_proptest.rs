@@ -121,19 +121,26 @@ proptest! {
     // Proves RecordView::parse and decode_records never panic on arbitrary bytes.
     #[test]
     fn record_decoders_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        let _ = RecordView::parse(&bytes).map(|view| (view.born_host(), view.store_host(), view.body_crc_matches()));
+        if let Ok(view) = RecordView::parse(&bytes) {
+            let _ = (view.born_host(), view.store_host(), view.body_crc_matches());
+        }
         let _ = decode_records(Bytes::from(bytes));
     }
 
     // Proves parsing survives any single-byte mutation of a valid record: either an error or a
     // view whose accessors all work and whose size still matches record_length.
     #[test]
-    fn mutated_records_never_panic(input in record_input(), at in any::<prop::sample::Index>(), value in any::<u8>()) {
+    fn mutated_records_never_panic(
+        input in record_input(),
+        at in any::<prop::sample::Index>(),
+        value in any::<u8>(),
+    ) {
         let mut bytes = encode(&input).to_vec();
         let position = at.index(bytes.len());
         bytes[position] = value;
         if let Ok(view) = RecordView::parse(&bytes) {
-            let _ = (view.born_host(), view.store_host(), view.store_timestamp(), view.reconsume_times());
+            let _ = (view.born_host(), view.store_host(), view.store_timestamp());
+            let _ = (view.reconsume_times(), view.prepared_transaction_offset());
             let expected = record_length(view.sysflag(), view.body().len(), view.topic().len(),
                 view.properties().len(), view.magic() == MAGIC_V2);
             prop_assert_eq!(view.total_size(), expected);
@@ -171,7 +178,10 @@ proptest! {
     #[test]
     fn batch_round_trip(
         garbage in prop::collection::vec(any::<u8>(), 0..256),
-        bodies in prop::collection::vec((any::<i32>(), prop::collection::vec(any::<u8>(), 0..64), properties_map()), 0..8),
+        bodies in prop::collection::vec(
+            (any::<i32>(), prop::collection::vec(any::<u8>(), 0..64), properties_map()),
+            0..8,
+        ),
     ) {
         let _ = decode_batch(&garbage);
         let _ = iter_batch(&garbage).count();
@@ -200,7 +210,11 @@ proptest! {
     // Proves offset message ids round-trip for every address and offset, and decoding
     // arbitrary text never panics.
     #[test]
-    fn offset_msg_id_round_trip(host in socket_address(), offset in any::<i64>(), text in "\\PC{0,60}") {
+    fn offset_msg_id_round_trip(
+        host in socket_address(),
+        offset in any::<i64>(),
+        text in "\\PC{0,60}",
+    ) {
         let id = encode_offset_msg_id(host, offset);
         let decoded = decode_offset_msg_id(&id).unwrap();
         prop_assert_eq!((decoded.store_host, decoded.commit_log_offset), (host, offset));

@@ -27,7 +27,8 @@ fuzz_target!(|data: &[u8]| {
                 // A binary header whose code or version exceeds 16 bits travels as JSON.
                 command.serialize_type = effective_serialize_type(&command);
                 // JSON carries the language as a name; an unnamed code is written as OTHER.
-                if command.serialize_type == SerializeType::Json && command.language.name().is_none() {
+                let as_json = command.serialize_type == SerializeType::Json;
+                if as_json && command.language.name().is_none() {
                     command.language = LanguageCode::OTHER;
                 }
                 assert_eq!(round, command);
