@@ -32,7 +32,7 @@
 //! (route data `brokerAddrs`) are written with quoted keys `{"0":"..."}`, which every client
 //! accepts (trap T20).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -601,6 +601,30 @@ pub mod lenient {
     /// A string from a string, a number or boolean (their text), or null (empty).
     pub fn string<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
         deserializer.deserialize_any(StringVisitor)
+    }
+
+    /// A collection that may arrive as `null` (read as empty) instead of being omitted.
+    pub fn or_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: Deserialize<'de> + Default,
+    {
+        Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+    }
+
+    /// A set of Java `int`s whose elements may be numbers or numeric strings (the Go
+    /// client writes tag codes as `"codeSet":["2598919"]`), or `null` (empty).
+    pub fn i32_set<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<BTreeSet<::core::primitive::i32>, D::Error> {
+        struct Element(::core::primitive::i32);
+        impl<'de> Deserialize<'de> for Element {
+            fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Element, D::Error> {
+                i32(deserializer).map(Element)
+            }
+        }
+        let elements = Option::<Vec<Element>>::deserialize(deserializer)?.unwrap_or_default();
+        Ok(elements.into_iter().map(|element| element.0).collect())
     }
 
     struct IntegerVisitor;

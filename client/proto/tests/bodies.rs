@@ -114,6 +114,33 @@ fn cpp_heartbeat_ordinals() {
     }
 }
 
+// Proves the Go client's heartbeat shape reads: tag codes as strings, upper-cased model
+// names, `null` collections.
+#[test]
+fn go_heartbeat_shape() {
+    let go = concat!(
+        r#"{"clientID":"10.0.0.2@7@DEFAULT","producerDataSet":null,"consumerDataSet":[{"#,
+        r#""groupName":"g","consumeType":"CONSUME_PASSIVELY","messageModel":"CLUSTERING","#,
+        r#""consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"#,
+        r#""classFilterMode":false,"topic":"T","subString":"TagA || TagB","#,
+        r#""tagsSet":["TagA","TagB"],"codeSet":["2598919","2598920"],"#,
+        r#""subVersion":1700000000000000000,"expressionType":"TAG"}],"unitMode":false}]}"#
+    );
+    let heartbeat = HeartbeatData::decode(go.as_bytes()).unwrap();
+    assert!(heartbeat.producer_data_set.is_empty());
+    let subscription = &heartbeat.consumer_data_set[0].subscription_data_set[0];
+    assert_eq!(
+        subscription.code_set.iter().copied().collect::<Vec<_>>(),
+        [2_598_919, 2_598_920]
+    );
+    assert!(subscription.tags_set.contains("TagB"));
+    let bad = br#"{"consumerDataSet":[{"subscriptionDataSet":[{"codeSet":["x"]}]}]}"#;
+    assert!(HeartbeatData::decode(bad).is_err());
+    let nulls =
+        br#"{"consumerDataSet":[{"subscriptionDataSet":[{"tagsSet":null,"codeSet":null}]}]}"#;
+    assert!(HeartbeatData::decode(nulls).is_ok());
+}
+
 // Proves unknown enum names and out-of-range ordinals are typed errors, not panics.
 #[test]
 fn heartbeat_bad_enums() {

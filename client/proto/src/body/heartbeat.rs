@@ -8,7 +8,8 @@
 //! | Java, Go, Rust, ali-ons | names (`"CONSUME_PASSIVELY"`) | number |
 //! | C++ 1.x-3.x | Java ordinals (`"consumeType":1`) | string (`"1795960958067"`) |
 //!
-//! C++ clients also leave out `classFilterMode`, `tagsSet`, `codeSet`, `expressionType`,
+//! The Go client writes tag codes as strings (`"codeSet":["2598919"]`); any collection
+//! may arrive as `null`. C++ clients also leave out `classFilterMode`, `tagsSet`, `codeSet`, `expressionType`,
 //! `unitMode` and `producerDataSet`; missing members take Java's field defaults.
 //!
 //! Ordinals map to the Java enums: ConsumeType CONSUME_ACTIVELY=0, CONSUME_PASSIVELY=1,
@@ -85,7 +86,7 @@ pub struct SubscriptionData {
     #[serde(rename = "classFilterMode", deserialize_with = "lenient::bool")]
     pub class_filter_mode: bool,
     /// Tag hash codes (Java `String.hashCode` of each tag).
-    #[serde(rename = "codeSet")]
+    #[serde(rename = "codeSet", deserialize_with = "lenient::i32_set")]
     pub code_set: BTreeSet<i32>,
     /// `TAG` or `SQL92`.
     #[serde(rename = "expressionType", deserialize_with = "lenient::string")]
@@ -97,7 +98,7 @@ pub struct SubscriptionData {
     #[serde(rename = "subVersion", deserialize_with = "lenient::i64")]
     pub sub_version: i64,
     /// The tags of the expression.
-    #[serde(rename = "tagsSet")]
+    #[serde(rename = "tagsSet", deserialize_with = "lenient::or_default")]
     pub tags_set: BTreeSet<String>,
     /// Subscribed topic.
     #[serde(deserialize_with = "lenient::string")]
@@ -135,7 +136,10 @@ pub struct ConsumerData {
     #[serde(rename = "messageModel")]
     pub message_model: MessageModel,
     /// Subscriptions, one per topic.
-    #[serde(rename = "subscriptionDataSet")]
+    #[serde(
+        rename = "subscriptionDataSet",
+        deserialize_with = "lenient::or_default"
+    )]
     pub subscription_data_set: Vec<SubscriptionData>,
     /// Unit mode.
     #[serde(rename = "unitMode", deserialize_with = "lenient::bool")]
@@ -159,16 +163,20 @@ pub struct HeartbeatData {
     #[serde(rename = "clientID", deserialize_with = "lenient::string")]
     pub client_id: String,
     /// Consumer groups of this client.
-    #[serde(rename = "consumerDataSet")]
+    #[serde(rename = "consumerDataSet", deserialize_with = "lenient::or_default")]
     pub consumer_data_set: Vec<ConsumerData>,
     /// 5.x heartbeat V2 fingerprint; 0 for a full heartbeat.
     #[serde(rename = "heartbeatFingerprint", deserialize_with = "lenient::i32")]
     pub heartbeat_fingerprint: i32,
     /// Producer groups of this client.
-    #[serde(rename = "producerDataSet")]
+    #[serde(rename = "producerDataSet", deserialize_with = "lenient::or_default")]
     pub producer_data_set: Vec<ProducerData>,
     /// 5.x heartbeat V2: subscriptions omitted (Java getter `isWithoutSub`).
-    #[serde(rename = "withoutSub", deserialize_with = "lenient::bool")]
+    #[serde(
+        rename = "withoutSub",
+        alias = "isWithoutSub",
+        deserialize_with = "lenient::bool"
+    )]
     pub without_sub: bool,
 }
 
