@@ -6,10 +6,17 @@
 //!
 //! * [`remoting`]: the transport (connections, pipelining by opaque, timeouts, one-way,
 //!   broker → client requests).
+//! * [`producer`]: [`Producer`], sync/async/oneway/ordered/batch sends with fault tolerance.
+//! * [`consumer`]: [`PushConsumer`] (concurrent and orderly listeners) and
+//!   [`LitePullConsumer`] (poll, commit, seek), with rebalance and offset stores.
+//! * [`admin`]: [`Admin`], topics, cluster, runtime info, consumer progress, message lookup.
+//! * [`route`], [`instance`]: route cache, name-server fail-over, heartbeats.
+//! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod config;
 pub mod consumer;
 pub mod error;
@@ -24,6 +31,7 @@ pub mod route;
 pub mod util;
 pub mod validate;
 
+pub use admin::{Admin, TopicSpec};
 pub use config::ClientConfig;
 pub use consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,
@@ -34,3 +42,20 @@ pub use error::{ClientError, Result};
 pub use message::{Message, MessageQueue, SendResult, SendStatus};
 pub use producer::{Producer, ProducerConfig, SendFuture};
 pub use remoting::{Handled, RemotingClient, RequestHandler, ResponseFuture, TransportConfig};
+
+#[cfg(test)]
+mod tests {
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    // Proves at compile time that every public handle can be shared across threads.
+    #[test]
+    fn public_handles_are_send_and_sync() {
+        assert_send_sync::<crate::Producer>();
+        assert_send_sync::<crate::PushConsumer>();
+        assert_send_sync::<crate::LitePullConsumer>();
+        assert_send_sync::<crate::Admin>();
+        assert_send_sync::<crate::RemotingClient>();
+        assert_send_sync::<crate::SendFuture>();
+        assert_send_sync::<crate::ResponseFuture>();
+    }
+}

@@ -478,3 +478,71 @@ fn lite_pull_poll_commit_seek() {
     assert!(consumer.seek(&queue, 99).is_err());
     consumer.shutdown();
 }
+
+// Proves broadcasting: two members of one group each receive every message, nothing is
+// committed on the broker, and each keeps its offsets in its own local file.
+#[test]
+fn broadcasting_delivers_to_every_member() {
+    let state = State::default();
+    for queue_id in 0..QUEUES {
+        store(&state, queue_id, 3, &["TagA"]);
+    }
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let directory = tempfile::tempdir().unwrap();
+    let start = |instance: &str| {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let listener = MessageListener::concurrently(move |messages, _| {
+            sink.lock()
+                .unwrap()
+                .extend(messages.iter().map(|m| m.queue_offset));
+            ConsumeConcurrentlyStatus::ConsumeSuccess
+        });
+        let mut config = consumer_config(&namesrv, "everyone");
+        config.message_model = comet_client::MessageModel::Broadcasting;
+        config.local_offset_dir = directory.path().to_owned();
+        config.client.instance_name = instance.to_owned();
+        let consumer = PushConsumer::new(PushConsumerConfig::new(config), listener).unwrap();
+        consumer.subscribe(TOPIC, "*").unwrap();
+        consumer.start().unwrap();
+        (consumer, seen)
+    };
+    let (first, first_seen) = start("first");
+    let (second, second_seen) = start("second");
+    wait_for("both members to see all 12", || {
+        first_seen.lock().unwrap().len() >= 12 && second_seen.lock().unwrap().len() >= 12
+    });
+    first.shutdown();
+    second.shutdown();
+    assert!(
+        state.lock().unwrap().offsets.is_empty(),
+        "no broker offsets"
+    );
+    let files: Vec<_> = walk(directory.path())
+        .into_iter()
+        .filter(|p| p.ends_with("offsets.json"))
+        .collect();
+    assert_eq!(files.len(), 2, "{files:?}");
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            text.matches("\"offset\":3").count(),
+            QUEUES as usize,
+            "{text}"
+        );
+    }
+}
+
+fn walk(path: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(path).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}

@@ -1,0 +1,369 @@
+//! The admin API used by `comet-admin` and tests (mqadmin's jobs, reference 3.9, 3.10).
+//!
+//! Every call is a blocking request with the client's API timeout. Cluster-wide operations
+//! (create or delete a topic, consumer progress, offset reset) go to every master of the
+//! cluster or of the topic's route and merge the answers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use comet_proto::body::{
+    ClusterInfo, ConsumeStats, ConsumerConnection, JsonBody, KVTable, ResetOffsetBody, TopicList,
+    TopicRouteData, TopicStatsTable,
+};
+use comet_proto::headers::{
+    CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, ResetOffsetRequestHeader,
+    ViewMessageRequestHeader,
+};
+use comet_proto::message::{decode_records, MessageExt};
+use comet_proto::message_id::decode_offset_msg_id;
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+
+use crate::config::ClientConfig;
+use crate::error::{ClientError, Result};
+use crate::instance::ClientInstance;
+use crate::message::MessageQueue;
+use crate::protocol::{self, request};
+use crate::route;
+
+/// A topic to create or update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicSpec {
+    /// Topic name.
+    pub name: String,
+    /// Readable queues per broker.
+    pub read_queue_nums: i32,
+    /// Writable queues per broker.
+    pub write_queue_nums: i32,
+    /// Permission bits (6 = read and write).
+    pub perm: i32,
+    /// Ordered topic.
+    pub order: bool,
+}
+
+impl TopicSpec {
+    /// A read-write topic with `queues` queues per broker.
+    pub fn new(name: &str, queues: i32) -> TopicSpec {
+        TopicSpec {
+            name: name.to_owned(),
+            read_queue_nums: queues,
+            write_queue_nums: queues,
+            perm: route::PERM_READ | route::PERM_WRITE,
+            order: false,
+        }
+    }
+}
+
+/// Admin client. Thread-safe.
+pub struct Admin {
+    instance: Arc<ClientInstance>,
+}
+
+impl Admin {
+    /// An admin client on the given name servers (no background threads but the
+    /// transport's).
+    pub fn new(config: ClientConfig) -> Result<Admin> {
+        if config.namesrv_addrs.is_empty() {
+            return Err(ClientError::NameServer(
+                "no name server address configured".into(),
+            ));
+        }
+        Ok(Admin {
+            instance: ClientInstance::new(config),
+        })
+    }
+
+    /// Closes connections.
+    pub fn shutdown(&self) {
+        self.instance.shutdown();
+    }
+
+    fn namesrv_body<T: JsonBody>(&self, code: RequestCode, what: &'static str) -> Result<T> {
+        let request = RemotingCommand::request(code, 0);
+        let (addr, response) = self.instance.invoke_namesrv(request)?;
+        let response = protocol::expect(&addr, response, &[ResponseCode::SUCCESS])?;
+        protocol::decode_body(what, &response.body)
+    }
+
+    /// GET_BROKER_CLUSTER_INFO.
+    pub fn cluster_info(&self) -> Result<ClusterInfo> {
+        self.namesrv_body(RequestCode::GET_BROKER_CLUSTER_INFO, "ClusterInfo")
+    }
+
+    /// GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
+    pub fn list_topics(&self) -> Result<TopicList> {
+        self.namesrv_body(RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, "TopicList")
+    }
+
+    /// GET_ROUTEINFO_BY_TOPIC.
+    pub fn topic_route(&self, topic: &str) -> Result<TopicRouteData> {
+        match self.instance.update_route(topic)? {
+            Some(route) => Ok(route.data.clone()),
+            None => Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+                reason: "unknown to the name servers".into(),
+            }),
+        }
+    }
+
+    /// Master addresses of every broker of `cluster` (all clusters when `None`).
+    pub fn cluster_masters(&self, cluster: Option<&str>) -> Result<Vec<String>> {
+        let info = self.cluster_info()?;
+        let names: Vec<String> = match cluster {
+            Some(cluster) => info
+                .cluster_addr_table
+                .get(cluster)
+                .ok_or_else(|| ClientError::Invalid(format!("unknown cluster {cluster}")))?
+                .iter()
+                .cloned()
+                .collect(),
+            None => info.broker_addr_table.keys().cloned().collect(),
+        };
+        Ok(names
+            .iter()
+            .filter_map(|name| {
+                info.broker_addr_table
+                    .get(name)?
+                    .master_addr()
+                    .map(str::to_owned)
+            })
+            .collect())
+    }
+
+    /// UPDATE_AND_CREATE_TOPIC on one broker.
+    pub fn create_topic_on_broker(&self, broker_addr: &str, spec: &TopicSpec) -> Result<()> {
+        crate::validate::check_topic(&spec.name)?;
+        let header = CreateTopicRequestHeader {
+            topic: spec.name.clone(),
+            default_topic: "TBW102".into(),
+            read_queue_nums: spec.read_queue_nums,
+            write_queue_nums: spec.write_queue_nums,
+            perm: spec.perm,
+            topic_filter_type: "SINGLE_TAG".into(),
+            topic_sys_flag: Some(0),
+            order: spec.order,
+            attributes: None,
+            force: None,
+        };
+        let command = request(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);
+        self.instance
+            .invoke_broker(broker_addr, command, &[ResponseCode::SUCCESS])
+            .map(|_| ())
+    }
+
+    /// Creates or updates a topic on every master of `cluster`.
+    pub fn create_topic(&self, cluster: &str, spec: &TopicSpec) -> Result<()> {
+        let masters = self.cluster_masters(Some(cluster))?;
+        if masters.is_empty() {
+            return Err(ClientError::Invalid(format!(
+                "cluster {cluster} has no master"
+            )));
+        }
+        for addr in masters {
+            self.create_topic_on_broker(&addr, spec)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a topic from every master of `cluster` and from every name server.
+    pub fn delete_topic(&self, cluster: &str, topic: &str) -> Result<()> {
+        for addr in self.cluster_masters(Some(cluster))? {
+            let header = DeleteTopicRequestHeader {
+                topic: topic.to_owned(),
+            };
+            let command = request(RequestCode::DELETE_TOPIC_IN_BROKER, &header);
+            self.instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])?;
+        }
+        for addr in self.instance.name_servers().addrs() {
+            let header = DeleteTopicFromNamesrvRequestHeader {
+                topic: topic.to_owned(),
+                cluster_name: Some(cluster.to_owned()),
+            };
+            let command = request(RequestCode::DELETE_TOPIC_IN_NAMESRV, &header);
+            self.instance
+                .invoke_broker(addr, command, &[ResponseCode::SUCCESS])?;
+        }
+        self.instance.routes().remove(topic);
+        Ok(())
+    }
+
+    /// GET_BROKER_RUNTIME_INFO of one broker.
+    pub fn broker_runtime_info(&self, broker_addr: &str) -> Result<BTreeMap<String, String>> {
+        let command = RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO, 0);
+        let response =
+            self.instance
+                .invoke_broker(broker_addr, command, &[ResponseCode::SUCCESS])?;
+        let table: KVTable = protocol::decode_body("KVTable", &response.body)?;
+        Ok(table.table)
+    }
+
+    /// Masters of the brokers serving `topic`.
+    fn topic_masters(&self, topic: &str) -> Result<Vec<(String, String)>> {
+        let route = self.topic_route(topic)?;
+        Ok(route
+            .broker_datas
+            .iter()
+            .filter_map(|b| Some((b.broker_name.clone(), b.master_addr()?.to_owned())))
+            .collect())
+    }
+
+    /// GET_TOPIC_STATS_INFO merged over the topic's brokers: min/max offset per queue.
+    pub fn topic_stats(&self, topic: &str) -> Result<TopicStatsTable> {
+        let mut merged = TopicStatsTable::default();
+        for (broker_name, addr) in self.topic_masters(topic)? {
+            let header = GetTopicStatsInfoRequestHeader {
+                topic: topic.to_owned(),
+                broker_name: Some(broker_name),
+            };
+            let command = request(RequestCode::GET_TOPIC_STATS_INFO, &header);
+            let response = self
+                .instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])?;
+            let stats: TopicStatsTable = protocol::decode_body("TopicStatsTable", &response.body)?;
+            merged.offset_table.extend(stats.offset_table);
+            merged.topic_put_tps += stats.topic_put_tps;
+        }
+        Ok(merged)
+    }
+
+    /// Consumer progress and lag per queue: GET_CONSUME_STATS merged over the brokers of
+    /// `topic`.
+    pub fn consume_stats(&self, group: &str, topic: &str) -> Result<ConsumeStats> {
+        let mut merged = ConsumeStats::default();
+        for (broker_name, addr) in self.topic_masters(topic)? {
+            let header = GetConsumeStatsRequestHeader {
+                consumer_group: group.to_owned(),
+                topic: Some(topic.to_owned()),
+                topic_list: None,
+                broker_name: Some(broker_name),
+            };
+            let command = request(RequestCode::GET_CONSUME_STATS, &header);
+            let response = self
+                .instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])?;
+            let stats: ConsumeStats = protocol::decode_body("ConsumeStats", &response.body)?;
+            merged.offset_table.extend(stats.offset_table);
+            merged.consume_tps += stats.consume_tps;
+        }
+        Ok(merged)
+    }
+
+    /// Total lag of a group on a topic: sum of (broker offset - consumer offset).
+    pub fn consumer_lag(&self, group: &str, topic: &str) -> Result<i64> {
+        let stats = self.consume_stats(group, topic)?;
+        Ok(stats
+            .offset_table
+            .values()
+            .map(|w| (w.broker_offset - w.consumer_offset).max(0))
+            .sum())
+    }
+
+    /// GET_CONSUMER_CONNECTION_LIST from the first broker of `topic` that knows the group.
+    pub fn consumer_connections(&self, group: &str, topic: &str) -> Result<ConsumerConnection> {
+        let mut last_error = None;
+        for (_, addr) in self.topic_masters(topic)? {
+            let header = GetConsumerConnectionListRequestHeader {
+                consumer_group: group.to_owned(),
+            };
+            let command = request(RequestCode::GET_CONSUMER_CONNECTION_LIST, &header);
+            match self
+                .instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])
+            {
+                Ok(response) => return protocol::decode_body("ConsumerConnection", &response.body),
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ClientError::BrokerNotFound(topic.to_owned())))
+    }
+
+    /// QUERY_MESSAGE on every broker of `topic`, keeping messages whose keys include `key`.
+    pub fn query_messages_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: i32,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<MessageExt>> {
+        let mut found = Vec::new();
+        for (broker_name, addr) in self.topic_masters(topic)? {
+            let header = QueryMessageRequestHeader {
+                topic: topic.to_owned(),
+                key: key.to_owned(),
+                max_num,
+                begin_timestamp: begin_ms,
+                end_timestamp: end_ms,
+                unique_key_query: Some(false),
+                broker_name: Some(broker_name),
+            };
+            let command = request(RequestCode::QUERY_MESSAGE, &header);
+            let response = self.instance.invoke_broker(
+                &addr,
+                command,
+                &[ResponseCode::SUCCESS, ResponseCode::QUERY_NOT_FOUND],
+            )?;
+            if response.response_code() == ResponseCode::SUCCESS {
+                let messages = decode_records(response.body);
+                found.extend(messages.into_iter().filter(|m| m.keys().any(|k| k == key)));
+            }
+        }
+        Ok(found)
+    }
+
+    /// VIEW_MESSAGE_BY_ID with a broker offset message id (the send result's
+    /// `offset_msg_id`).
+    pub fn view_message(&self, offset_msg_id: &str) -> Result<MessageExt> {
+        let id = decode_offset_msg_id(offset_msg_id)
+            .map_err(|error| ClientError::Invalid(format!("bad offset message id: {error}")))?;
+        let header = ViewMessageRequestHeader {
+            offset: id.commit_log_offset,
+            topic: None,
+            broker_name: None,
+        };
+        let command = request(RequestCode::VIEW_MESSAGE_BY_ID, &header);
+        let addr = id.store_host.to_string();
+        let response = self
+            .instance
+            .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])?;
+        decode_records(response.body)
+            .into_iter()
+            .next()
+            .ok_or_else(|| ClientError::Invalid(format!("{addr} returned no message")))
+    }
+
+    /// Resets `group`'s offsets on `topic` to the first message stored at or after
+    /// `timestamp_ms` (-1: the end), on every broker of the topic.
+    pub fn reset_offset_by_timestamp(
+        &self,
+        group: &str,
+        topic: &str,
+        timestamp_ms: i64,
+        force: bool,
+    ) -> Result<BTreeMap<MessageQueue, i64>> {
+        let mut offsets = BTreeMap::new();
+        for (_, addr) in self.topic_masters(topic)? {
+            let header = ResetOffsetRequestHeader {
+                topic: topic.to_owned(),
+                group: group.to_owned(),
+                queue_id: None,
+                offset: None,
+                timestamp: timestamp_ms,
+                is_force: force,
+            };
+            let command = request(RequestCode::INVOKE_BROKER_TO_RESET_OFFSET, &header);
+            let response = self
+                .instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])?;
+            if !response.body.is_empty() {
+                let body: ResetOffsetBody =
+                    protocol::decode_body("ResetOffsetBody", &response.body)?;
+                offsets.extend(body.offset_table);
+            }
+        }
+        Ok(offsets)
+    }
+}
