@@ -113,6 +113,8 @@ pub fn normalize(input: &[u8]) -> Result<String, JsonError> {
     let text = std::str::from_utf8(input).map_err(|error| JsonError::Utf8 {
         valid_up_to: error.valid_up_to(),
     })?;
+    // A byte-order mark from a file written by another tool is not part of the value.
+    let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     let max = text
         .len()
         .saturating_mul(NORMALIZED_GROWTH_MAX)
@@ -835,6 +837,7 @@ mod tests {
             (" {\"a\" : [ ] , } \n", r#"{"a":[]}"#),
             (r#"{"s":"x\"}y"}"#, r#"{"s":"x\"}y"}"#),
             (r#"{-1:true}"#, r#"{"-1":true}"#),
+            ("\u{FEFF}{\"a\":1}", r#"{"a":1}"#),
         ];
         for (input, expected) in cases {
             assert_eq!(normalize(input.as_bytes()).unwrap(), *expected, "{input}");

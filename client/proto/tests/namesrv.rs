@@ -361,6 +361,16 @@ fn register_broker_body_compressed_errors() {
         Err(BodyError::TopicLine { .. })
     ));
     assert!(TopicConfig::from_line("t x 1 6 SINGLE_TAG").is_err());
+    let plain = TopicConfig::new("Plain");
+    assert_eq!(
+        plain.to_line(),
+        "Plain 16 16 6 SINGLE_TAG",
+        "4.x takes exactly 5 fields"
+    );
+    assert_eq!(
+        TopicConfig::from_line("Plain 16 16 6 SINGLE_TAG ").unwrap(),
+        plain
+    );
     assert!(TopicConfig::from_line("t 1 1 6 NO_SUCH").is_err());
 }
 

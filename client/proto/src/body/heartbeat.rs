@@ -9,8 +9,9 @@
 //! | C++ 1.x-3.x | Java ordinals (`"consumeType":1`) | string (`"1795960958067"`) |
 //!
 //! The Go client writes tag codes as strings (`"codeSet":["2598919"]`); any collection
-//! may arrive as `null`. C++ clients also leave out `classFilterMode`, `tagsSet`, `codeSet`, `expressionType`,
-//! `unitMode` and `producerDataSet`; missing members take Java's field defaults.
+//! may arrive as `null`. C++ clients leave out `classFilterMode`, `tagsSet`, `codeSet`,
+//! `expressionType`, `unitMode` and `producerDataSet`; missing members take Java's field
+//! defaults.
 //!
 //! Ordinals map to the Java enums: ConsumeType CONSUME_ACTIVELY=0, CONSUME_PASSIVELY=1,
 //! CONSUME_POP=2; MessageModel BROADCASTING=0, CLUSTERING=1; ConsumeFromWhere by its Java

@@ -101,18 +101,23 @@ impl TopicConfig {
         }
     }
 
-    /// The space-separated text form used by the compressed register body.
+    /// The space-separated text form used by the compressed register body. The attributes
+    /// field is written only when there are attributes: 4.x name servers accept exactly five
+    /// fields, 5.x ones five or six.
     pub fn to_line(&self) -> String {
-        let attributes = json::to_bytes(&self.attributes);
-        format!(
-            "{} {} {} {} {} {}",
+        let mut line = format!(
+            "{} {} {} {} {}",
             self.topic_name,
             self.read_queue_nums,
             self.write_queue_nums,
             self.perm,
             self.topic_filter_type.name(),
-            String::from_utf8_lossy(&attributes),
-        )
+        );
+        if !self.attributes.is_empty() {
+            line.push(' ');
+            line.push_str(&String::from_utf8_lossy(&json::to_bytes(&self.attributes)));
+        }
+        line
     }
 
     /// Parses the text form; fewer than five fields is an error, the sixth (attributes JSON,
