@@ -8,7 +8,7 @@
 //! group's rebalance, GET_CONSUMER_RUNNING_INFO gets a small JSON report, other codes get
 //! REQUEST_CODE_NOT_SUPPORTED. A new broker connection gets a heartbeat at once (5.x).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -17,7 +17,9 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
-use comet_proto::body::JsonBody;
+use crate::message::MessageQueue;
+use comet_proto::body::{JsonBody, ResetOffsetBody};
+use comet_proto::headers::ResetOffsetRequestHeader;
 
 use crate::protocol::{self, ConsumerData, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
@@ -36,6 +38,8 @@ pub(crate) trait ConsumerMember: Send + Sync {
     fn topics(&self) -> Vec<String>;
     /// The broker says the group's members changed.
     fn on_consumer_ids_changed(&self);
+    /// The broker resets the group's offsets (RESET_CONSUMER_CLIENT_OFFSET).
+    fn reset_offsets(&self, topic: &str, offsets: &BTreeMap<MessageQueue, i64>);
     /// Extra lines for GET_CONSUMER_RUNNING_INFO.
     fn running_info(&self) -> serde_json::Value;
 }
@@ -321,6 +325,10 @@ impl ClientInstance {
                 }
                 Handled::NoResponse
             }
+            RequestCode::RESET_CONSUMER_CLIENT_OFFSET => {
+                self.reset_offsets(request);
+                Handled::NoResponse
+            }
             RequestCode::GET_CONSUMER_RUNNING_INFO => {
                 let group = request.ext_fields.get("consumerGroup").unwrap_or_default();
                 let consumers = lock(&self.consumers).clone();
@@ -337,6 +345,24 @@ impl ClientInstance {
                 )
             }
             _ => Handled::NotSupported,
+        }
+    }
+
+    /// RESET_CONSUMER_CLIENT_OFFSET (4.x-style reset, reference 3.9): hand the offsets to
+    /// the group's consumer.
+    fn reset_offsets(&self, request: &RemotingCommand) {
+        let header: ResetOffsetRequestHeader = match request.decode_header() {
+            Ok(header) => header,
+            Err(error) => return log::warn!("bad reset-offset request: {error}"),
+        };
+        let body = match ResetOffsetBody::decode(&request.body) {
+            Ok(body) => body,
+            Err(error) => return log::warn!("bad reset-offset body: {error}"),
+        };
+        for consumer in lock(&self.consumers).clone() {
+            if consumer.group() == header.group {
+                consumer.reset_offsets(&header.topic, &body.offset_table);
+            }
         }
     }
 

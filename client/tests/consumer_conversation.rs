@@ -42,6 +42,8 @@ struct BrokerState {
     locks: HashMap<i32, String>,
     lock_requests: usize,
     pulls: usize,
+    /// A RESET_CONSUMER_CLIENT_OFFSET to send once the group pulled queue 0 past offset 5.
+    pending_reset: Option<(String, i64)>,
 }
 
 type State = Arc<Mutex<BrokerState>>;
@@ -123,10 +125,26 @@ fn offset_key(request: &RemotingCommand) -> (String, String, i32) {
     )
 }
 
-fn answer(state: &State, request: &RemotingCommand) -> Option<RemotingCommand> {
-    let ok = || RemotingCommand::response_to(request, ResponseCode::SUCCESS);
-    let mut s = state.lock().unwrap();
-    let response = match request.request_code() {
+fn ok(request: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+}
+
+fn answer(state: &State, request: &RemotingCommand) -> RemotingCommand {
+    match request.request_code() {
+        RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => pull(state, request),
+        RequestCode::LOCK_BATCH_MQ | RequestCode::UNLOCK_BATCH_MQ => {
+            lock_batch(&mut state.lock().unwrap(), request)
+        }
+        RequestCode::QUERY_CONSUMER_OFFSET
+        | RequestCode::UPDATE_CONSUMER_OFFSET
+        | RequestCode::GET_MAX_OFFSET
+        | RequestCode::GET_MIN_OFFSET => offsets(&mut state.lock().unwrap(), request),
+        _ => membership(&mut state.lock().unwrap(), request),
+    }
+}
+
+fn membership(s: &mut BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    match request.request_code() {
         RequestCode::HEART_BEAT => {
             let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
             let client = body["clientID"].as_str().unwrap().to_owned();
@@ -134,130 +152,156 @@ fn answer(state: &State, request: &RemotingCommand) -> Option<RemotingCommand> {
                 let group = consumer["groupName"].as_str().unwrap().to_owned();
                 s.members.entry(group).or_default().insert(client.clone());
             }
-            ok()
+            ok(request)
         }
         RequestCode::UNREGISTER_CLIENT => {
             if let Some(group) = request.ext_fields.get("consumerGroup") {
                 let client = field(request, "clientID");
                 s.members.entry(group.into()).or_default().remove(client);
             }
-            ok()
+            ok(request)
         }
         RequestCode::GET_CONSUMER_LIST_BY_GROUP => {
-            let members = s
-                .members
-                .get(field(request, "consumerGroup"))
-                .cloned()
-                .unwrap_or_default();
+            let group = field(request, "consumerGroup");
+            let members = s.members.get(group).cloned().unwrap_or_default();
             let body = serde_json::json!({ "consumerIdList": members });
-            ok().with_body(serde_json::to_vec(&body).unwrap())
+            ok(request).with_body(serde_json::to_vec(&body).unwrap())
         }
+        RequestCode::CONSUMER_SEND_MSG_BACK => {
+            let fields = request.ext_fields.iter();
+            s.send_backs
+                .push(fields.map(|(k, v)| (k.to_owned(), v.to_owned())).collect());
+            ok(request)
+        }
+        _ => RemotingCommand::not_supported_to(request),
+    }
+}
+
+fn offsets(s: &mut BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let mut response = ok(request);
+    match request.request_code() {
         RequestCode::QUERY_CONSUMER_OFFSET => match s.offsets.get(&offset_key(request)) {
-            Some(offset) => {
-                let mut response = ok();
-                response.ext_fields.insert("offset", offset.to_string());
-                response
+            Some(offset) => response.ext_fields.insert("offset", offset.to_string()),
+            None => {
+                return RemotingCommand::error_to(request, ResponseCode::QUERY_NOT_FOUND, "none")
             }
-            None => RemotingCommand::error_to(request, ResponseCode::QUERY_NOT_FOUND, "none"),
         },
         RequestCode::UPDATE_CONSUMER_OFFSET => {
             let offset = field(request, "commitOffset").parse().unwrap();
             s.offsets.insert(offset_key(request), offset);
-            ok()
         }
-        RequestCode::GET_MAX_OFFSET | RequestCode::GET_MIN_OFFSET => {
-            let key = (
-                field(request, "topic").to_owned(),
-                field(request, "queueId").parse().unwrap(),
-            );
+        code => {
+            let queue_id = field(request, "queueId").parse().unwrap();
+            let key = (field(request, "topic").to_owned(), queue_id);
             let max = s.records.get(&key).map_or(0, Vec::len);
-            let mut response = ok();
-            let offset = if request.request_code() == RequestCode::GET_MAX_OFFSET {
+            let offset = if code == RequestCode::GET_MAX_OFFSET {
                 max
             } else {
                 0
             };
             response.ext_fields.insert("offset", offset.to_string());
-            response
         }
-        RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => {
-            s.pulls += 1;
-            let (group, topic, queue_id) = offset_key(request);
-            let offset: usize = field(request, "queueOffset").parse().unwrap();
-            let max: usize = field(request, "maxMsgNums").parse().unwrap();
-            let sys_flag: i32 = field(request, "sysFlag").parse().unwrap();
-            if sys_flag & 1 != 0 {
-                let commit = field(request, "commitOffset").parse().unwrap();
-                s.offsets.insert((group, topic.clone(), queue_id), commit);
-            }
-            let records = s
-                .records
-                .get(&(topic, queue_id))
-                .cloned()
-                .unwrap_or_default();
-            let end = records.len().min(offset + max);
-            let (code, body) = if offset < end {
-                (ResponseCode::SUCCESS, records[offset..end].concat())
-            } else {
-                (ResponseCode::PULL_NOT_FOUND, Vec::new())
-            };
-            drop(s);
-            if code == ResponseCode::PULL_NOT_FOUND {
-                // Stands in for long polling so an idle client does not spin.
-                thread::sleep(Duration::from_millis(30));
-            }
-            let mut response = RemotingCommand::response_to(request, code).with_body(body);
-            let ext = &mut response.ext_fields;
-            ext.insert("suggestWhichBrokerId", "0");
-            ext.insert("nextBeginOffset", end.max(offset).to_string());
-            ext.insert("minOffset", "0");
-            ext.insert("maxOffset", records.len().to_string());
-            return Some(response);
-        }
-        RequestCode::CONSUMER_SEND_MSG_BACK => {
-            let fields = request
-                .ext_fields
-                .iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect();
-            s.send_backs.push(fields);
-            ok()
-        }
-        RequestCode::LOCK_BATCH_MQ | RequestCode::UNLOCK_BATCH_MQ => {
-            let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
-            let client = body["clientId"].as_str().unwrap().to_owned();
-            let mut granted = Vec::new();
-            s.lock_requests += 1;
-            for mq in body["mqSet"].as_array().unwrap() {
-                let queue_id = mq["queueId"].as_i64().unwrap() as i32;
-                if request.request_code() == RequestCode::UNLOCK_BATCH_MQ {
-                    s.locks.remove(&queue_id);
-                    continue;
-                }
-                let holder = s.locks.entry(queue_id).or_insert_with(|| client.clone());
-                if *holder == client {
-                    granted.push(mq.clone());
-                }
-            }
-            ok().with_body(
-                serde_json::to_vec(&serde_json::json!({ "lockOKMQSet": granted })).unwrap(),
-            )
-        }
-        _ => RemotingCommand::not_supported_to(request),
+    }
+    response
+}
+
+fn pull(state: &State, request: &RemotingCommand) -> RemotingCommand {
+    let mut s = state.lock().unwrap();
+    s.pulls += 1;
+    let (group, topic, queue_id) = offset_key(request);
+    let offset: usize = field(request, "queueOffset").parse().unwrap();
+    let max: usize = field(request, "maxMsgNums").parse().unwrap();
+    let sys_flag: i32 = field(request, "sysFlag").parse().unwrap();
+    if sys_flag & 1 != 0 {
+        let commit = field(request, "commitOffset").parse().unwrap();
+        s.offsets.insert((group, topic.clone(), queue_id), commit);
+    }
+    let records = s
+        .records
+        .get(&(topic, queue_id))
+        .cloned()
+        .unwrap_or_default();
+    drop(s);
+    let end = records.len().min(offset + max);
+    let (code, body) = if offset < end {
+        (ResponseCode::SUCCESS, records[offset..end].concat())
+    } else {
+        // Stands in for long polling so an idle client does not spin.
+        thread::sleep(Duration::from_millis(30));
+        (ResponseCode::PULL_NOT_FOUND, Vec::new())
     };
-    Some(response)
+    let mut response = RemotingCommand::response_to(request, code).with_body(body);
+    let ext = &mut response.ext_fields;
+    ext.insert("suggestWhichBrokerId", "0");
+    ext.insert("nextBeginOffset", end.max(offset).to_string());
+    ext.insert("minOffset", "0");
+    ext.insert("maxOffset", records.len().to_string());
+    response
+}
+
+fn lock_batch(s: &mut BrokerState, request: &RemotingCommand) -> RemotingCommand {
+    let body: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+    let client = body["clientId"].as_str().unwrap().to_owned();
+    let mut granted = Vec::new();
+    s.lock_requests += 1;
+    for mq in body["mqSet"].as_array().unwrap() {
+        let queue_id = mq["queueId"].as_i64().unwrap() as i32;
+        if request.request_code() == RequestCode::UNLOCK_BATCH_MQ {
+            s.locks.remove(&queue_id);
+            continue;
+        }
+        let holder = s.locks.entry(queue_id).or_insert_with(|| client.clone());
+        if *holder == client {
+            granted.push(mq.clone());
+        }
+    }
+    let body = serde_json::json!({ "lockOKMQSet": granted });
+    ok(request).with_body(serde_json::to_vec(&body).unwrap())
 }
 
 fn broker(state: State) -> FakeServer {
     FakeServer::start(move |mut conn: ServerConn| {
         while let Some(request) = conn.recv() {
-            if let Some(response) = answer(&state, &request) {
-                if !request.is_oneway() {
-                    conn.send(&response);
-                }
+            let response = answer(&state, &request);
+            if !request.is_oneway() {
+                conn.send(&response);
+            }
+            if let Some(reset) = due_reset(&state, &request) {
+                conn.send(&reset);
             }
         }
     })
+}
+
+/// The broker → client reset request, once its trigger (a pull of queue 0 at offset 5 or
+/// more by the group) is seen.
+fn due_reset(state: &State, request: &RemotingCommand) -> Option<RemotingCommand> {
+    if request.request_code() != RequestCode::PULL_MESSAGE {
+        return None;
+    }
+    let mut s = state.lock().unwrap();
+    let (group, _) = s.pending_reset.clone()?;
+    let at_end = field(request, "queueId") == "0"
+        && field(request, "queueOffset").parse::<i64>().unwrap() >= 5;
+    if field(request, "consumerGroup") != group || !at_end {
+        return None;
+    }
+    let (group, offset) = s.pending_reset.take()?;
+    let header = comet_proto::headers::ResetOffsetRequestHeader {
+        topic: TOPIC.into(),
+        group,
+        timestamp: 0,
+        is_force: true,
+        ..Default::default()
+    };
+    let body = comet_proto::body::ResetOffsetBody {
+        offset_table: BTreeMap::from([(MessageQueue::new(TOPIC, "broker-a", 0), offset)]),
+    };
+    let mut reset = RemotingCommand::request(RequestCode::RESET_CONSUMER_CLIENT_OFFSET, 77)
+        .with_header(&header)
+        .with_body(body.encode());
+    reset.set_oneway();
+    Some(reset)
 }
 
 fn consumer_config(namesrv: &FakeServer, group: &str) -> ConsumerConfig {
@@ -545,4 +589,32 @@ fn walk(path: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     found
+}
+
+// Proves the broker's RESET_CONSUMER_CLIENT_OFFSET moves a consuming queue back: after
+// consuming offsets 0-4 of queue 0, a reset to 2 redelivers 2, 3 and 4.
+#[test]
+fn broker_reset_moves_the_queue_back() {
+    let state = State::default();
+    store(&state, 0, 5, &["TagA"]);
+    state.lock().unwrap().pending_reset = Some(("resetme".into(), 2));
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let listener = MessageListener::concurrently(move |messages, _| {
+        sink.lock()
+            .unwrap()
+            .extend(messages.iter().map(|m| m.queue_offset));
+        ConsumeConcurrentlyStatus::ConsumeSuccess
+    });
+    let config = PushConsumerConfig::new(consumer_config(&namesrv, "resetme"));
+    let consumer = PushConsumer::new(config, listener).unwrap();
+    consumer.subscribe(TOPIC, "*").unwrap();
+    consumer.start().unwrap();
+    wait_for("5 messages and 3 again", || seen.lock().unwrap().len() >= 8);
+    consumer.shutdown();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    assert_eq!(seen, vec![0, 1, 2, 2, 3, 3, 4, 4]);
 }

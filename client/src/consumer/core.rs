@@ -57,6 +57,7 @@ pub(crate) struct Subscription {
 
 /// Shared consumer machinery.
 pub(crate) struct ConsumerCore {
+    weak_self: Weak<ConsumerCore>,
     pub config: ConsumerConfig,
     pub instance: Arc<ClientInstance>,
     pub offsets: OffsetStore,
@@ -101,7 +102,8 @@ impl ConsumerCore {
             ),
         };
         let offsets = OffsetStore::new(&config.group, instance.clone(), backend);
-        Ok(Arc::new(ConsumerCore {
+        Ok(Arc::new_cyclic(|weak_self| ConsumerCore {
+            weak_self: weak_self.clone(),
             config,
             instance,
             offsets,
@@ -117,6 +119,29 @@ impl ConsumerCore {
             signal: Mutex::new(false),
             wake: Condvar::new(),
         }))
+    }
+
+    /// Moves assigned queues of `topic` to the given offsets (the broker's
+    /// RESET_CONSUMER_CLIENT_OFFSET): each restarts pulling there and the offset is stored.
+    pub(crate) fn reset_offsets(&self, topic: &str, offsets: &BTreeMap<MessageQueue, i64>) {
+        let Some(core) = self.weak_self.upgrade() else {
+            return;
+        };
+        for pq in self.process_queues() {
+            if pq.queue.topic != topic {
+                continue;
+            }
+            if let Some(offset) = offsets.get(&pq.queue) {
+                log::info!("resetting {:?} to offset {offset}", pq.queue);
+                core.reset_queue(&pq, *offset);
+                if let Err(error) = self.offsets.persist(&pq.queue) {
+                    log::warn!(
+                        "persisting the reset offset of {:?} failed: {error}",
+                        pq.queue
+                    );
+                }
+            }
+        }
     }
 
     pub(crate) fn set_delivery(&self, delivery: Weak<dyn Delivery>) {
@@ -563,27 +588,7 @@ impl ConsumerCore {
     fn pull(&self, pq: &Arc<ProcessQueue>, subscription: &Subscription) -> Result<()> {
         let queue = &pq.queue;
         let offset = pq.next_offset.load(Ordering::Acquire);
-        let commit_offset = match self.config.message_model {
-            MessageModel::Clustering if !self.lite => self.offsets.read_memory(queue).unwrap_or(0),
-            _ => 0,
-        };
-        let mut sys_flag = pull_flag::build(commit_offset > 0, true, self.lite, false);
-        if self.lite {
-            sys_flag |= pull_flag::LITE_PULL;
-        }
-        let request = protocol::pull_message(&PullRequest {
-            group: self.config.group.clone(),
-            queue: queue.clone(),
-            offset,
-            max_messages: self.config.pull_batch_size,
-            max_bytes: self.config.pull_batch_bytes,
-            sys_flag,
-            commit_offset,
-            suspend: self.config.suspend,
-            subscription: self.lite.then(|| subscription.tags.expression().to_owned()),
-            sub_version: subscription.sub_version,
-            lite: self.lite,
-        });
+        let request = self.pull_request(queue, offset, subscription);
         let addr = self
             .instance
             .master_addr(&queue.broker_name, &queue.topic)?;
@@ -603,12 +608,12 @@ impl ConsumerCore {
         if pq.is_dropped() {
             return Ok(());
         }
+        pq.next_offset
+            .store(header.next_begin_offset, Ordering::Release);
         match code {
             ResponseCode::SUCCESS => {
                 let messages =
                     self.filter(decode_records(response.body), subscription, &header, offset);
-                pq.next_offset
-                    .store(header.next_begin_offset, Ordering::Release);
                 if messages.is_empty() {
                     self.correct_tags_offset(pq, header.next_begin_offset);
                 } else {
@@ -623,18 +628,42 @@ impl ConsumerCore {
                     "{queue:?}: offset {offset} moved to {}",
                     header.next_begin_offset
                 );
-                pq.next_offset
-                    .store(header.next_begin_offset, Ordering::Release);
                 self.offsets.update(queue, header.next_begin_offset, false);
                 let _ = self.offsets.persist(queue);
             }
-            _ => {
-                pq.next_offset
-                    .store(header.next_begin_offset, Ordering::Release);
-                self.correct_tags_offset(pq, header.next_begin_offset);
-            }
+            _ => self.correct_tags_offset(pq, header.next_begin_offset),
         }
         Ok(())
+    }
+
+    /// The pull request of reference 8.3 step 7 (push) or of the lite pull consumer.
+    fn pull_request(
+        &self,
+        queue: &MessageQueue,
+        offset: i64,
+        subscription: &Subscription,
+    ) -> comet_proto::RemotingCommand {
+        let commit_offset = match self.config.message_model {
+            MessageModel::Clustering if !self.lite => self.offsets.read_memory(queue).unwrap_or(0),
+            _ => 0,
+        };
+        let mut sys_flag = pull_flag::build(commit_offset > 0, true, self.lite, false);
+        if self.lite {
+            sys_flag |= pull_flag::LITE_PULL;
+        }
+        protocol::pull_message(&PullRequest {
+            group: self.config.group.clone(),
+            queue: queue.clone(),
+            offset,
+            max_messages: self.config.pull_batch_size,
+            max_bytes: self.config.pull_batch_bytes,
+            sys_flag,
+            commit_offset,
+            suspend: self.config.suspend,
+            subscription: self.lite.then(|| subscription.tags.expression().to_owned()),
+            sub_version: subscription.sub_version,
+            lite: self.lite,
+        })
     }
 
     /// Nothing is waiting for consumption, so everything before `next_offset` is done
@@ -824,6 +853,10 @@ impl ConsumerMember for ConsumerCore {
 
     fn on_consumer_ids_changed(&self) {
         self.request_rebalance();
+    }
+
+    fn reset_offsets(&self, topic: &str, offsets: &BTreeMap<MessageQueue, i64>) {
+        ConsumerCore::reset_offsets(self, topic, offsets);
     }
 
     fn running_info(&self) -> serde_json::Value {

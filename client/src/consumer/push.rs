@@ -75,9 +75,10 @@ impl MessageListener {
     }
 
     /// An orderly listener from a closure.
-    pub fn orderly(
-        listener: impl Fn(&[MessageExt], &MessageQueue) -> ConsumeOrderlyStatus + Send + Sync + 'static,
-    ) -> MessageListener {
+    pub fn orderly<F>(listener: F) -> MessageListener
+    where
+        F: Fn(&[MessageExt], &MessageQueue) -> ConsumeOrderlyStatus + Send + Sync + 'static,
+    {
         MessageListener::Orderly(Arc::new(listener))
     }
 }
