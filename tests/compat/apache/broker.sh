@@ -15,6 +15,8 @@
 #   --flush SYNC_FLUSH|ASYNC_FLUSH   flushDiskType (default ASYNC_FLUSH)
 #   --namesrv-port N       default 9876
 #   --broker-port N        default 10911 (the broker also takes N-2 and N+1, as RocketMQ does)
+#   --bind IP              loopback address both listen on (default 127.0.0.1); they still
+#                          advertise 127.0.0.1, so a relay there (tools/wiretap.py) sees all
 #   --keep                 (stop) keep DIR after stopping, for reading the logs
 #
 # Environment: ROCKETMQ_VERSION (default below), JAVA (default: java on PATH),
@@ -31,6 +33,7 @@ STOP_TIMEOUT_S=30
 NAMESRV_PORT=9876
 BROKER_PORT=10911
 FLUSH=ASYNC_FLUSH
+BIND=127.0.0.1
 DIR=""
 KEEP=0
 
@@ -58,7 +61,7 @@ fetch() {
   echo "$lib"
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/$BIND/$1") 2>/dev/null; }
 
 alive() { [[ -f "$1" ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -79,14 +82,14 @@ jvm_flags() {
 write_confs() {
   cat >"$DIR/namesrv.conf" <<EOF
 listenPort=$NAMESRV_PORT
-bindAddress=127.0.0.1
+bindAddress=$BIND
 EOF
   cat >"$DIR/broker.conf" <<EOF
 brokerClusterName=DefaultCluster
 brokerName=broker-a
 brokerId=0
 brokerIP1=127.0.0.1
-bindAddress=127.0.0.1
+bindAddress=$BIND
 namesrvAddr=127.0.0.1:$NAMESRV_PORT
 listenPort=$BROKER_PORT
 brokerRole=ASYNC_MASTER
@@ -118,7 +121,7 @@ start() {
   command -v "$JAVA" >/dev/null || die "java is required (Java 17)"
   local p
   for p in "$NAMESRV_PORT" "$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)); do
-    port_open "$p" && die "port $p on 127.0.0.1 is already in use (another broker running?)"
+    port_open "$p" && die "port $p on $BIND is in use (another broker running?)"
   done
   local lib; lib="$(fetch)"
   if [[ -d "$DIR" ]]; then
@@ -136,7 +139,7 @@ start() {
     -c "$DIR/namesrv.conf" >"$DIR/namesrv.out" 2>&1 </dev/null &
   echo $! >"$DIR/namesrv.pid"
   wait_port "name server" "$NAMESRV_PORT" "$DIR/namesrv.pid" "$DIR/namesrv.out"
-  log "name server up on 127.0.0.1:$NAMESRV_PORT (pid $(cat "$DIR/namesrv.pid"))"
+  log "name server up on $BIND:$NAMESRV_PORT (pid $(cat "$DIR/namesrv.pid"))"
 
   # shellcheck disable=SC2046
   setsid "$JAVA" $(jvm_flags 1g) -cp "$cp" org.apache.rocketmq.broker.BrokerStartup \
@@ -151,7 +154,7 @@ start() {
     (( SECONDS < deadline )) || die "broker did not report boot success in ${START_TIMEOUT_S}s"
     sleep 0.3
   done
-  log "broker up on 127.0.0.1:$BROKER_PORT ($FLUSH, RocketMQ $ROCKETMQ_VERSION, pid $(cat "$DIR/broker.pid"), dir $DIR)"
+  log "broker up on $BIND:$BROKER_PORT ($FLUSH, RocketMQ $ROCKETMQ_VERSION, pid $(cat "$DIR/broker.pid"), dir $DIR)"
 }
 
 # Sends TERM (RocketMQ's shutdown hooks flush and unregister), waits, then KILLs the group.
@@ -193,10 +196,12 @@ while (($#)); do
     --flush) FLUSH="$2"; shift 2 ;;
     --namesrv-port) NAMESRV_PORT="$2"; shift 2 ;;
     --broker-port) BROKER_PORT="$2"; shift 2 ;;
+    --bind) BIND="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     *) die "unknown option $1" ;;
   esac
 done
+[[ "$BIND" == 127.* ]] || die "--bind must be a loopback address (127.x.y.z)"
 DIR="${DIR:-${TMPDIR:-/tmp}/comet-compat-apache-$NAMESRV_PORT}"
 
 case "$cmd" in
@@ -204,5 +209,5 @@ case "$cmd" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) die "usage: broker.sh fetch|start|stop|status [--dir DIR] [--flush SYNC_FLUSH|ASYNC_FLUSH] [--namesrv-port N] [--broker-port N] [--keep]" ;;
+  *) die "usage: broker.sh fetch|start|stop|status [--dir DIR] [--flush SYNC_FLUSH|ASYNC_FLUSH] [--namesrv-port N] [--broker-port N] [--bind IP] [--keep]" ;;
 esac

@@ -38,10 +38,18 @@ final class Check {
   /** Polls {@code done} every 50 ms until it holds; fails after {@code timeoutMs}. */
   static void waitFor(String what, long timeoutMs, BooleanSupplier done)
       throws InterruptedException {
+    waitFor(what, timeoutMs, done, () -> "");
+  }
+
+  /** As above; {@code state} describes what was reached when the wait times out. */
+  static void waitFor(String what, long timeoutMs, BooleanSupplier done,
+                      java.util.function.Supplier<String> state) throws InterruptedException {
     long deadline = System.currentTimeMillis() + timeoutMs;
     while (!done.getAsBoolean()) {
       if (System.currentTimeMillis() > deadline) {
-        throw new Failure("timed out after " + timeoutMs + " ms waiting for " + what);
+        String reached = state.get();
+        throw new Failure("timed out after " + timeoutMs + " ms waiting for " + what
+            + (reached.isEmpty() ? "" : " (" + reached + ")"));
       }
       Thread.sleep(50);
     }
@@ -175,6 +183,18 @@ final class Check {
       that(seq == want, "order " + order + ": got seq " + seq + " where " + want + " was due");
       next.put(order, want + 1);
     }
+  }
+
+  /** The first delivery of each message, in arrival order (later re-deliveries dropped). */
+  static List<MessageExt> firstArrivals(List<MessageExt> got) {
+    java.util.Set<String> seen = new java.util.HashSet<>();
+    List<MessageExt> first = new ArrayList<>();
+    for (MessageExt m : got) {
+      if (seen.add(m.getUserProperty("cid"))) {
+        first.add(m);
+      }
+    }
+    return first;
   }
 
   /** Checks that within each queue the offsets (hence messages) arrived in increasing order. */

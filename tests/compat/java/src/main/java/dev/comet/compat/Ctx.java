@@ -39,14 +39,29 @@ final class Ctx implements AutoCloseable {
       admin.setInstanceName("compat-admin-" + runId);
       admin.setAdminExtGroup("compat_admin_" + runId);
       admin.start();
-      var cluster = admin.examineBrokerClusterInfo();
-      for (var broker : cluster.getBrokerAddrTable().values()) {
-        String master = broker.getBrokerAddrs().get(0L);
-        if (master != null) {
-          masterAddrs.add(master);
+      // A broker that has just started may not have registered yet: wait for a master.
+      long deadline = System.currentTimeMillis() + 30_000;
+      while (true) {
+        try {
+          var cluster = admin.examineBrokerClusterInfo();
+          for (var broker : cluster.getBrokerAddrTable().values()) {
+            String master = broker.getBrokerAddrs().get(0L);
+            if (master != null) {
+              masterAddrs.add(master);
+            }
+          }
+        } catch (Exception e) {
+          if (System.currentTimeMillis() > deadline) {
+            throw e;
+          }
         }
+        if (!masterAddrs.isEmpty()) {
+          return;
+        }
+        Check.that(System.currentTimeMillis() < deadline,
+            "the name server knows no master broker after 30 s");
+        Thread.sleep(200);
       }
-      Check.that(!masterAddrs.isEmpty(), "the name server knows no master broker");
     }
 
     @Override
@@ -130,6 +145,12 @@ final class Ctx implements AutoCloseable {
     c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
     closers.push(c::shutdown);
     return c;
+  }
+
+  /** True when the client on the class path is 5.x or later (not 4.9.x). */
+  static boolean client5() {
+    return org.apache.rocketmq.common.MQVersion.CURRENT_VERSION
+        >= org.apache.rocketmq.common.MQVersion.Version.V5_0_0.ordinal();
   }
 
   /** The queues this push consumer currently holds (live, not dropped) for {@code topic}. */

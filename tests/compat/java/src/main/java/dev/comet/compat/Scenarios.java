@@ -294,11 +294,19 @@ final class Scenarios {
         + (orderly ? ", in order" : "");
   }
 
-  /** Both members of a broadcasting group get every TagA message and nothing else. */
+  /**
+   * Both members of a broadcasting group get every TagA message and nothing else.
+   *
+   * <p>The 4.9.x client locks queues at the broker for orderly consumption even when
+   * broadcasting, and the broker grants a group's queue lock to one client only, so a second
+   * member would wait for the first one's lock to expire (60 s): the orderly variant runs one
+   * member on 4.9.x (5.x no longer locks when broadcasting).
+   */
   private static String pushBroadcasting(Ctx ctx, boolean orderly) throws Exception {
     String topic = ctx.createTopic(ctx.name("t"));
     String group = ctx.name("cg");
-    List<Collector> collectors = List.of(new Collector(), new Collector());
+    List<Collector> collectors = orderly && !Ctx.client5()
+        ? List.of(new Collector()) : List.of(new Collector(), new Collector());
     for (Collector col : collectors) {
       DefaultMQPushConsumer c = ctx.pushConsumer(group);
       Ctx.setBroadcasting(c);
@@ -320,10 +328,9 @@ final class Scenarios {
         expected.add(s);
       }
     }
-    for (Collector col : collectors) {
-      Check.waitFor(expected.size() + " messages at each member", ARRIVAL_TIMEOUT_MS,
-          () -> col.distinctCount() >= expected.size());
-    }
+    Check.waitFor(expected.size() + " messages at each member", ARRIVAL_TIMEOUT_MS,
+        () -> collectors.stream().allMatch(col -> col.distinctCount() >= expected.size()),
+        () -> "members got " + collectors.stream().map(col -> "" + col.distinctCount()).toList());
     Thread.sleep(500); // lets a wrongly delivered TagB message show up before the check
     String verdict = "";
     for (Collector col : collectors) {
@@ -332,7 +339,7 @@ final class Scenarios {
         inOrderWithGaps(col.arrivals());
       }
     }
-    return "each member: " + verdict + (orderly ? ", in order" : "");
+    return collectors.size() + " members, each: " + verdict + (orderly ? ", in order" : "");
   }
 
   /**
@@ -391,13 +398,19 @@ final class Scenarios {
     String group = ctx.name("cg");
     DefaultLitePullConsumer c = ctx.litePullConsumer(group);
     c.setAutoCommit(false);
-    c.setPersistConsumerOffsetInterval(1000);
     c.subscribe(topic, "*");
     c.start();
     List<MessageExt> got = pollUntil(c, sent.size());
     Check.inOrderPerQueue(got);
     String verdict = Check.verify(sent, got, false);
-    c.commitSync();
+    // Commit the next offset of every queue and persist it to the broker now (the periodic
+    // persist starts only 10 s after the client does).
+    Map<MessageQueue, Long> next = new HashMap<>();
+    for (MessageExt m : got) {
+      next.merge(new MessageQueue(topic, m.getBrokerName(), m.getQueueId()),
+          m.getQueueOffset() + 1, Math::max);
+    }
+    c.commitSync(next, true);
     Check.waitFor("committed offsets to reach the end of every queue", 15_000, () -> {
       try {
         var stats = ctx.shared.admin.examineConsumeStats(group);
@@ -423,7 +436,7 @@ final class Scenarios {
     return verdict + ", in order per queue, offsets committed";
   }
 
-  /** Assign mode: explicit queues, seek to 0, no group coordination. */
+  /** Assign mode: explicit queues, seek to 0 (checked against min/max offsets), no rebalance. */
   private static String litePullAssign(Ctx ctx) throws Exception {
     String topic = ctx.createTopic(ctx.name("t"));
     List<Check.Sent> sent = sendAllSync(ctx, topic, 200);
@@ -437,7 +450,10 @@ final class Scenarios {
       c.seek(mq, 0);
     }
     List<MessageExt> got = pollUntil(c, sent.size());
-    Check.inOrderPerQueue(got);
-    return Check.verify(sent, got, false) + ", in order per queue";
+    // assign() starts pulling at once from the group's start offset, so the seek(0) that
+    // follows may deliver the first messages of a queue again: order is checked on first
+    // deliveries, and those re-deliveries are allowed.
+    Check.inOrderPerQueue(Check.firstArrivals(got));
+    return Check.verify(sent, got, true) + ", in order per queue";
   }
 }

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Runs the compatibility suites (real RocketMQ clients and tools) against one broker.
+#
+#   run.sh --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911]   a broker already running
+#   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
+#   run.sh --against comet                                        target/release/comet-broker
+#   common: [--suites java5,java4,admin5,admin4,go] [--keep-logs]
+#
+# --against starts the broker on loopback (name server 127.0.0.1:9876, broker :10911) in a
+# temporary folder, runs the suites and stops it, whatever happens. A missing prerequisite
+# (java, mvn, go, the comet-broker binary) fails the run: nothing is ever skipped silently.
+# Prints a summary table and "N passed, N failed" over all scenarios; exits 1 when any
+# scenario or suite failed, 2 on bad arguments.
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd "$HERE/../.." && pwd)"
+
+NAMESRV=""
+BROKER=""
+AGAINST=""
+FLUSH=ASYNC_FLUSH
+SUITES="java5,java4,admin5,admin4,go"
+KEEP=0
+NAMESRV_PORT=9876
+BROKER_PORT=10911
+START_TIMEOUT_S=90
+
+die() { echo "compat: error: $1" >&2; exit "${2:-1}"; }
+
+while (($#)); do
+  case "$1" in
+    --namesrv) NAMESRV="$2"; shift 2 ;;
+    --broker) BROKER="$2"; shift 2 ;;
+    --against) AGAINST="$2"; shift 2 ;;
+    --flush) FLUSH="$2"; shift 2 ;;
+    --suites) SUITES="$2"; shift 2 ;;
+    --keep-logs) KEEP=1; shift ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) die "unknown option $1 (see --help)" 2 ;;
+  esac
+done
+if [[ -n "$AGAINST" && -n "$NAMESRV" ]]; then die "give --namesrv or --against, not both" 2; fi
+if [[ -z "$AGAINST" && -z "$NAMESRV" ]]; then die "give --namesrv HOST:PORT or --against apache|comet" 2; fi
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/comet-compat.XXXXXX")"
+BROKER_PID=""
+cleanup() {
+  local rc=$?
+  case "$AGAINST" in
+    apache) "$HERE/apache/broker.sh" stop --dir "$WORK/apache" $( ((KEEP)) && echo --keep) || true ;;
+    comet) stop_comet ;;
+  esac
+  if ((KEEP)); then echo "compat: logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+start_comet() {
+  local bin="$REPO/target/release/comet-broker"
+  [[ -x "$bin" ]] || die "the Comet broker binary is missing: $bin
+  build it first with: cargo build --release -p comet-broker"
+  local p
+  for p in "$NAMESRV_PORT" "$BROKER_PORT"; do
+    port_open "$p" && die "port $p on 127.0.0.1 is already in use (another broker running?)"
+  done
+  mkdir -p "$WORK/comet"
+  # shellcheck disable=SC2086 # COMET_BROKER_ARGS holds extra flags, split on purpose
+  (cd "$WORK/comet" && exec setsid "$bin" --standalone ${COMET_BROKER_ARGS:-} \
+    >"$WORK/comet/broker.out" 2>&1 </dev/null) &
+  BROKER_PID=$!
+  local deadline=$((SECONDS + START_TIMEOUT_S))
+  until port_open "$NAMESRV_PORT" && port_open "$BROKER_PORT"; do
+    if ! kill -0 "$BROKER_PID" 2>/dev/null; then
+      tail -30 "$WORK/comet/broker.out" >&2 || true
+      die "comet-broker exited during start-up (output above)"
+    fi
+    ((SECONDS < deadline)) || die "comet-broker not listening on $NAMESRV_PORT and $BROKER_PORT after ${START_TIMEOUT_S}s"
+    sleep 0.2
+  done
+  echo "compat: comet-broker up (pid $BROKER_PID, dir $WORK/comet)" >&2
+}
+
+stop_comet() {
+  [[ -n "$BROKER_PID" ]] || return 0
+  kill -TERM "$BROKER_PID" 2>/dev/null || true
+  local deadline=$((SECONDS + 30))
+  while kill -0 "$BROKER_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+  if kill -0 "$BROKER_PID" 2>/dev/null; then
+    echo "compat: comet-broker ignored TERM for 30 s; killing it" >&2
+    kill -KILL "$BROKER_PID" 2>/dev/null || true
+  fi
+  wait "$BROKER_PID" 2>/dev/null || true
+  BROKER_PID=""
+}
+
+case "$AGAINST" in
+  "") ;;
+  apache)
+    "$HERE/apache/broker.sh" start --dir "$WORK/apache" --flush "$FLUSH" \
+      --namesrv-port "$NAMESRV_PORT" --broker-port "$BROKER_PORT"
+    NAMESRV="127.0.0.1:$NAMESRV_PORT"; BROKER="127.0.0.1:$BROKER_PORT" ;;
+  comet)
+    start_comet
+    NAMESRV="127.0.0.1:$NAMESRV_PORT"; BROKER="127.0.0.1:$BROKER_PORT" ;;
+  *) die "--against must be apache or comet" 2 ;;
+esac
+BROKER="${BROKER:-${NAMESRV%:*}:$BROKER_PORT}"
+
+# suite id -> command line
+suite_cmd() {
+  case "$1" in
+    java5) echo "$HERE/java/run.sh --client 5 --suite clients --namesrv $NAMESRV" ;;
+    java4) echo "$HERE/java/run.sh --client 4 --suite clients --namesrv $NAMESRV" ;;
+    admin5) echo "$HERE/java/run.sh --client 5 --suite admin --namesrv $NAMESRV" ;;
+    admin4) echo "$HERE/java/run.sh --client 4 --suite admin --namesrv $NAMESRV" ;;
+    go) echo "$HERE/go/run.sh --namesrv $NAMESRV --broker $BROKER" ;;
+    *) return 1 ;;
+  esac
+}
+suite_title() {
+  case "$1" in
+    java5) echo "Java rocketmq-client 5.x" ;;
+    java4) echo "Java rocketmq-client 4.9.x" ;;
+    admin5) echo "mqadmin (rocketmq-tools 5.x)" ;;
+    admin4) echo "mqadmin (rocketmq-tools 4.9.x)" ;;
+    go) echo "Go rocketmq-client-go v2" ;;
+  esac
+}
+
+IFS=',' read -r -a SUITE_LIST <<<"$SUITES"
+for s in "${SUITE_LIST[@]}"; do suite_cmd "$s" >/dev/null || die "unknown suite $s" 2; done
+
+total_pass=0
+total_fail=0
+rows=()
+for s in "${SUITE_LIST[@]}"; do
+  log="$WORK/$s.log"
+  echo "== $(suite_title "$s")"
+  start=$SECONDS
+  set +e
+  # shellcheck disable=SC2046
+  $(suite_cmd "$s") 2>"$WORK/$s.err" | tee "$log"
+  rc=${PIPESTATUS[0]}
+  set -e
+  secs=$((SECONDS - start))
+  pass=$(grep -c '^PASS ' "$log" || true)
+  fail=$(grep -c '^FAIL ' "$log" || true)
+  status=ok
+  if ((rc != 0 || fail > 0 || pass == 0)); then
+    status=FAILED
+    # A suite that crashed or ran nothing counts as one failure even without FAIL lines.
+    ((fail > 0)) || fail=1
+    echo "-- $(suite_title "$s") exited $rc; its stderr ends with:"
+    tail -20 "$WORK/$s.err" | sed 's/^/   /'
+  fi
+  total_pass=$((total_pass + pass))
+  total_fail=$((total_fail + fail))
+  rows+=("$(printf '%-32s %6d %6d %6ds  %s' "$(suite_title "$s")" "$pass" "$fail" "$secs" "$status")")
+done
+
+echo
+echo "== compatibility summary (name server $NAMESRV${AGAINST:+, against $AGAINST}${AGAINST:+ $([[ $AGAINST == apache ]] && echo "$FLUSH")})"
+printf '%-32s %6s %6s %7s  %s\n' suite passed failed time status
+for r in "${rows[@]}"; do echo "$r"; done
+echo "compat: $total_pass passed, $total_fail failed"
+((total_fail == 0))
