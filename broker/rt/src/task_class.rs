@@ -189,6 +189,16 @@ pub async fn yield_if_needed() {
     glommio::yield_if_needed().await;
 }
 
+/// Runs blocking work (small file writes such as a persisted config) on the executor's
+/// blocking thread, so the shard keeps serving while it runs.
+pub async fn run_blocking<F, R>(work: F) -> R
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    glommio::executor().spawn_blocking(work).await
+}
+
 /// A timeout expired before the future finished.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("timed out after {after:?}")]
@@ -237,6 +247,7 @@ mod tests {
     fn timeout_limits_a_future() {
         run_on_current_thread(&ExecutorOptions::default(), async {
             assert_eq!(timeout(Duration::from_secs(1), async { 5 }).await, Ok(5));
+            assert_eq!(run_blocking(|| 6).await, 6);
             let late = timeout(Duration::from_millis(5), sleep(Duration::from_secs(5))).await;
             assert_eq!(
                 late,

@@ -1,0 +1,83 @@
+//! `comet-nameserver`: the name server binary. Reads `-c namesrv.properties` like `mqnamesrv
+//! -c`, applies command-line overrides, and serves on one executor until killed.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use comet_nameserver::{NameServerError, NameServerThread, NamesrvConfig};
+use comet_rt::fatal::{fatal, FatalReason};
+
+/// Command-line flags; each overrides the config file's key of the same meaning.
+#[derive(Parser, Debug)]
+#[command(
+    name = "comet-nameserver",
+    version,
+    about = "Comet name server (RocketMQ-compatible)"
+)]
+struct Args {
+    /// A namesrv.properties file (Java properties syntax).
+    #[arg(short = 'c', long = "config")]
+    config: Option<PathBuf>,
+    /// Port to listen on (`listenPort`, default 9876).
+    #[arg(short = 'p', long = "listen-port")]
+    listen_port: Option<u16>,
+    /// Address to listen on (`bindAddress`, default 0.0.0.0).
+    #[arg(long = "bind-address")]
+    bind_address: Option<std::net::IpAddr>,
+    /// Where the KV config is persisted (`kvConfigPath`).
+    #[arg(long = "kv-config-path")]
+    kv_config_path: Option<PathBuf>,
+    /// Liveness scan period in ms (`scanNotActiveBrokerInterval`).
+    #[arg(long = "scan-interval-ms")]
+    scan_interval_ms: Option<u64>,
+    /// Expiry of brokers that do not say their own, in ms (`brokerExpiryMs`).
+    #[arg(long = "broker-expiry-ms")]
+    broker_expiry_ms: Option<u64>,
+}
+
+fn load(args: &Args) -> Result<NamesrvConfig, NameServerError> {
+    let mut config = match &args.config {
+        Some(path) => NamesrvConfig::from_file(path)?,
+        None => NamesrvConfig::default(),
+    };
+    let overrides = [
+        ("listenPort", args.listen_port.map(|v| v.to_string())),
+        ("bindAddress", args.bind_address.map(|v| v.to_string())),
+        (
+            "kvConfigPath",
+            args.kv_config_path
+                .as_ref()
+                .map(|v| v.display().to_string()),
+        ),
+        (
+            "scanNotActiveBrokerInterval",
+            args.scan_interval_ms.map(|v| v.to_string()),
+        ),
+        (
+            "brokerExpiryMs",
+            args.broker_expiry_ms.map(|v| v.to_string()),
+        ),
+    ];
+    for (key, value) in overrides {
+        if let Some(value) = value {
+            config.apply(key, &value)?;
+        }
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let args = Args::parse();
+    let config = load(&args).unwrap_or_else(|error| fatal(FatalReason::Config, &error.to_string()));
+    let name_server = match NameServerThread::spawn(config) {
+        Ok(name_server) => name_server,
+        Err(error @ NameServerError::Bind { .. }) => fatal(FatalReason::Bind, &error.to_string()),
+        Err(error) => fatal(FatalReason::Config, &error.to_string()),
+    };
+    log::info!("comet-nameserver listening on {}", name_server.addr());
+    if let Err(error) = name_server.wait() {
+        fatal(FatalReason::Config, &error.to_string());
+    }
+}
