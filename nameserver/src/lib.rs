@@ -102,6 +102,7 @@ impl NameServer {
             connections_max: config.connections_max,
             frame_bytes_max: config.frame_bytes_max,
             inflight_requests_max: limits::INFLIGHT_REQUESTS_PER_CONNECTION_MAX,
+            task_class: TaskClass::NameServer,
             ..ServerConfig::default()
         };
         let mut server = Server::new(self.shard, dispatch_table(&self.state), server_config);

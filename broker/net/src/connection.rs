@@ -83,6 +83,8 @@ pub struct ConnectionLimits {
     pub inflight_requests_max: usize,
     /// Close after this long without receiving anything.
     pub idle_timeout: Duration,
+    /// The task queue the writer and the processors run in.
+    pub task_class: TaskClass,
 }
 
 struct Shared {
@@ -238,7 +240,7 @@ pub(crate) async fn run_connection(
 ) {
     let writer = connection.clone();
     let (writer_done, writer_finished) = oneshot::<()>();
-    spawn_detached(TaskClass::Request, async move {
+    spawn_detached(limits.task_class, async move {
         write_loop(&writer).await;
         writer_done.send(());
     });
@@ -308,7 +310,7 @@ async fn drain_frames(
                 if connection.is_closed() {
                     return Ok(());
                 }
-                start_request(connection, table, command);
+                start_request(connection, table, command, limits.task_class);
             }
         }
     }
@@ -340,6 +342,7 @@ fn start_request(
     connection: &ConnectionHandle,
     table: &Rc<DispatchTable>,
     request: RemotingCommand,
+    class: TaskClass,
 ) {
     let shared = &connection.shared;
     shared.inflight.set(shared.inflight.get() + 1);
@@ -348,7 +351,7 @@ fn start_request(
         shard: connection.id().shard,
     };
     let table = table.clone();
-    spawn_detached(TaskClass::Request, async move {
+    spawn_detached(class, async move {
         let oneway = request.is_oneway();
         let response = table.dispatch(context.clone(), request).await;
         let connection = context.connection;

@@ -32,6 +32,10 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// How long a stop waits for connections to finish.
     pub drain_wait_max: Duration,
+    /// The task queue connections and processors run in ([`TaskClass::Request`] for the
+    /// broker; an embedded name server uses [`TaskClass::NameServer`] so route lookups never
+    /// compete with produce and pull at equal shares).
+    pub task_class: TaskClass,
 }
 
 impl Default for ServerConfig {
@@ -42,6 +46,7 @@ impl Default for ServerConfig {
             inflight_requests_max: INFLIGHT_REQUESTS_PER_CONNECTION_MAX_DEFAULT,
             idle_timeout: IDLE_TIMEOUT_DEFAULT,
             drain_wait_max: DRAIN_WAIT_MAX_DEFAULT,
+            task_class: TaskClass::Request,
         }
     }
 }
@@ -150,6 +155,7 @@ impl Server {
             frame_bytes_max: self.config.frame_bytes_max,
             inflight_requests_max: self.config.inflight_requests_max,
             idle_timeout: self.config.idle_timeout,
+            task_class: self.config.task_class,
         };
         let table = self.table.clone();
         let connections = self.connections.clone();
