@@ -6,6 +6,8 @@
 
 pub mod clock;
 pub mod fatal;
+pub mod io;
+pub mod local;
 pub mod mesh;
 pub mod net;
 pub mod pool;

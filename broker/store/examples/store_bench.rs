@@ -1,0 +1,147 @@
+//! Appender benchmark (issue 3, point 10): 1 KiB records from N concurrent appenders under
+//! SYNC_FLUSH and ASYNC_FLUSH, on the disk under `--dir`. Prints appends/s, MB/s, fsyncs/s and
+//! records per fsync as a Markdown table. Run with `--release`:
+//!
+//! ```text
+//! cargo run --release -p comet-store --example store_bench -- --dir target/bench-store
+//! ```
+
+use std::cell::Cell;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use clap::Parser;
+use comet_proto::message::{encode_record, RecordSpec};
+use comet_store::{FlushPolicy, LogId, Store, StoreConfig};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Directory for the benchmark stores (a real file system, not tmpfs).
+    #[arg(long, default_value = "target/bench-store")]
+    dir: PathBuf,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Record body bytes (the stored record is ~100 bytes larger).
+    #[arg(long, default_value_t = 1024)]
+    body_bytes: usize,
+    /// Concurrent appender counts to measure.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,256,1024")]
+    appenders: Vec<u64>,
+    /// Policies to measure: sync, async.
+    #[arg(long, value_delimiter = ',', default_value = "sync,async")]
+    policies: Vec<String>,
+}
+
+struct Row {
+    policy: &'static str,
+    appenders: u64,
+    appends_per_second: f64,
+    megabytes_per_second: f64,
+    fsyncs_per_second: f64,
+    records_per_fsync: f64,
+}
+
+fn encoded_record(body_bytes: usize) -> BytesMut {
+    let host = "127.0.0.1:10911".parse().expect("address");
+    let body = vec![0x5Au8; body_bytes];
+    let spec = RecordSpec {
+        topic: "BenchTopic",
+        queue_id: 0,
+        flag: 0,
+        sysflag: 0,
+        born_timestamp: 1_700_000_000_000,
+        born_host: host,
+        store_host: host,
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body: &body,
+        properties: "",
+    };
+    let mut buffer = BytesMut::new();
+    encode_record(&spec, 0, 0, 0, &mut buffer).expect("encodable");
+    buffer
+}
+
+async fn measure(args: &Args, policy: FlushPolicy, appenders: u64) -> Row {
+    let root = args.dir.join(format!("{policy:?}-{appenders}"));
+    let _ = std::fs::remove_dir_all(&root);
+    let mut config = StoreConfig::new(&root, LogId::new(0).expect("id"));
+    config.flush_policy = policy;
+    config.flush_interval_ms = 10;
+    let store = Store::open(config).await.expect("open store");
+    let record = Rc::new(encoded_record(args.body_bytes));
+    let stop = Rc::new(Cell::new(false));
+    let before = store.stats();
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for appender in 0..appenders {
+        let (store, stop) = (store.clone(), stop.clone());
+        let mut one = BytesMut::from(&record[..]);
+        // Spread appenders over 8 queues (QUEUEID is at byte 12).
+        one[12..16].copy_from_slice(&((appender % 8) as i32).to_be_bytes());
+        tasks.push(comet_rt::local::spawn(async move {
+            while !stop.get() {
+                store.append(&[&one[..]]).await.expect("append");
+            }
+        }));
+    }
+    comet_rt::local::sleep(Duration::from_secs_f64(args.seconds)).await;
+    stop.set(true);
+    for task in tasks {
+        task.await;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let after = store.stats();
+    store.shutdown().await.expect("shutdown");
+    let _ = std::fs::remove_dir_all(&root);
+    let records = (after.appended_records - before.appended_records) as f64;
+    let bytes = (after.appended_bytes - before.appended_bytes) as f64;
+    let fsyncs = (after.fdatasyncs - before.fdatasyncs) as f64;
+    Row {
+        policy: if policy == FlushPolicy::Sync {
+            "SYNC_FLUSH"
+        } else {
+            "ASYNC_FLUSH"
+        },
+        appenders,
+        appends_per_second: records / elapsed,
+        megabytes_per_second: bytes / elapsed / 1e6,
+        fsyncs_per_second: fsyncs / elapsed,
+        records_per_fsync: if fsyncs > 0.0 { records / fsyncs } else { 0.0 },
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    std::fs::create_dir_all(&args.dir).expect("bench dir");
+    let rows = comet_rt::local::run_local("store-bench", async {
+        let mut rows = Vec::new();
+        for policy in &args.policies {
+            let policy = match policy.as_str() {
+                "sync" => FlushPolicy::Sync,
+                "async" => FlushPolicy::Async,
+                other => panic!("unknown policy {other}"),
+            };
+            for &appenders in &args.appenders {
+                rows.push(measure(&args, policy, appenders).await);
+            }
+        }
+        rows
+    });
+    println!("| policy | appenders | appends/s | MB/s | fsyncs/s | records/fsync |");
+    println!("|---|---|---|---|---|---|");
+    for row in rows {
+        println!(
+            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} |",
+            row.policy,
+            row.appenders,
+            row.appends_per_second,
+            row.megabytes_per_second,
+            row.fsyncs_per_second,
+            row.records_per_fsync
+        );
+    }
+}

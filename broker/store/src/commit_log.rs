@@ -1,0 +1,385 @@
+//! The commit log of one shard: fixed-size preallocated segments written with direct I/O
+//! from aligned in-memory chunks.
+//!
+//! ```text
+//!  segment files   |00000000000000000000|00000000000001048576|0000...2097152 (spare)|
+//!  records          [r0][r1][r2]...[rk][BLANK] [r k+1][r k+2]...
+//!  positions        0 ............................... durable ..... write
+//!  chunks (memory)        [ sealed ][ sealed ]     [ sealed ][  open   ]
+//! ```
+//!
+//! Invariants (asserted where they are relied on):
+//! - `dispatched <= durable <= write`: consumers see only durable records (the dispatcher
+//!   builds consume-queue entries up to `durable`), and durable only moves forward.
+//! - Chunks are ordered; inside one segment they are contiguous, and the first cached chunk
+//!   of the segment holding `durable` starts at or before `align_down(durable)`, so a flush can
+//!   always rebuild the partial tail page from memory (STYLE B2: the tail page is rewritten,
+//!   never read-modify-written from disk).
+//! - A chunk never spans segments; a record never spans chunks or segments. When a record plus
+//!   the 8-byte end marker does not fit the rest of a segment, the marker (`maxBlank`,
+//!   BLANK_MAGIC) ends it and the record goes to the next one (reference 6.2).
+//! - The next segment (the spare) is created and preallocated in the background before it is
+//!   needed, so a roll never waits for the file system (STYLE B3).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use comet_rt::io::{AlignedBuffer, DirectFile};
+
+use crate::limits::PAGE_BYTES;
+use crate::offset::{LogId, PhysicalOffset};
+
+/// Bytes of the end-of-segment marker.
+pub(crate) const BLANK_BYTES: u64 = comet_proto::message::BLANK_MARKER_BYTES as u64;
+
+pub(crate) fn align_down(value: u64) -> u64 {
+    value - value % PAGE_BYTES
+}
+
+pub(crate) fn align_up(value: u64) -> u64 {
+    value.div_ceil(PAGE_BYTES) * PAGE_BYTES
+}
+
+/// One in-memory run of log bytes.
+pub(crate) struct Chunk {
+    start: u64,
+    data: ChunkData,
+}
+
+enum ChunkData {
+    /// Still appended to; readers get copies.
+    Open(BytesMut),
+    /// Full; readers get zero-copy slices.
+    Sealed(Bytes),
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        match &self.data {
+            ChunkData::Open(open) => open,
+            ChunkData::Sealed(sealed) => sealed,
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.start + self.bytes().len() as u64
+    }
+}
+
+/// The appender needs the spare segment (a roll) and it is not ready yet.
+#[derive(Debug)]
+pub(crate) struct NeedSpare;
+
+/// One aligned write of a flush.
+pub(crate) struct FlushWrite {
+    pub(crate) file: Rc<DirectFile>,
+    pub(crate) file_position: u64,
+    pub(crate) buffer: AlignedBuffer,
+}
+
+/// What one flush writes, and the position it makes durable.
+pub(crate) struct FlushPlan {
+    pub(crate) target: u64,
+    pub(crate) writes: Vec<FlushWrite>,
+}
+
+/// State of the commit log (see the module docs). Lives on one shard; mutated only by its
+/// store.
+pub(crate) struct CommitLog {
+    pub(crate) dir: PathBuf,
+    pub(crate) log_id: LogId,
+    pub(crate) segment_bytes: u64,
+    chunk_bytes: usize,
+    read_cache_bytes: usize,
+    pub(crate) segments: BTreeMap<u64, Rc<DirectFile>>,
+    pub(crate) spare: Option<Rc<DirectFile>>,
+    pub(crate) spare_creating: bool,
+    pub(crate) write: u64,
+    pub(crate) durable: u64,
+    pub(crate) dispatched: u64,
+    chunks: VecDeque<Chunk>,
+    cached_bytes: usize,
+}
+
+/// Sizes a [`CommitLog`] is built with.
+pub(crate) struct CommitLogShape {
+    pub(crate) dir: PathBuf,
+    pub(crate) log_id: LogId,
+    pub(crate) segment_bytes: u64,
+    pub(crate) chunk_bytes: usize,
+    pub(crate) read_cache_bytes: usize,
+}
+
+impl CommitLog {
+    /// A log whose valid data ends at `end`; `tail_page` holds the bytes of
+    /// `[align_down(end), end)` read back from disk (STYLE B2: read the tail page after a
+    /// reopen, before the next append).
+    pub(crate) fn new(
+        shape: CommitLogShape,
+        segments: BTreeMap<u64, Rc<DirectFile>>,
+        end: u64,
+        tail_page: &[u8],
+    ) -> CommitLog {
+        let tail_start = align_down(end);
+        assert_eq!(tail_page.len() as u64, end - tail_start, "tail page length");
+        assert!(segments.contains_key(&(end - end % shape.segment_bytes)));
+        let mut open = BytesMut::with_capacity(shape.chunk_bytes);
+        open.extend_from_slice(tail_page);
+        let mut chunks = VecDeque::new();
+        chunks.push_back(Chunk {
+            start: tail_start,
+            data: ChunkData::Open(open),
+        });
+        CommitLog {
+            dir: shape.dir,
+            log_id: shape.log_id,
+            segment_bytes: shape.segment_bytes,
+            chunk_bytes: shape.chunk_bytes,
+            read_cache_bytes: shape.read_cache_bytes,
+            segments,
+            spare: None,
+            spare_creating: false,
+            write: end,
+            durable: end,
+            dispatched: end,
+            chunks,
+            cached_bytes: tail_page.len(),
+        }
+    }
+
+    /// Start of the segment holding `position`.
+    pub(crate) fn segment_start(&self, position: u64) -> u64 {
+        position - position % self.segment_bytes
+    }
+
+    /// The physical offset of `position`.
+    pub(crate) fn physical(&self, position: u64) -> PhysicalOffset {
+        PhysicalOffset::new(self.log_id, position)
+    }
+
+    /// First position still on disk (start of the oldest segment).
+    pub(crate) fn min_position(&self) -> u64 {
+        self.segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.segment_start(self.write))
+    }
+
+    /// Start of the segment the spare becomes.
+    pub(crate) fn spare_start(&self) -> u64 {
+        self.segment_start(self.write) + self.segment_bytes
+    }
+
+    /// Whether records of `lengths` fit without a roll, need one (the spare must be ready),
+    /// or need more than one (refused by the caller's size limit before this point).
+    pub(crate) fn rolls_needed(&self, lengths: impl Iterator<Item = usize>) -> u32 {
+        let mut position = self.write;
+        let mut rolls = 0;
+        for length in lengths {
+            let length = length as u64;
+            let end = self.segment_start(position) + self.segment_bytes;
+            if position + length + BLANK_BYTES > end {
+                position = end;
+                rolls += 1;
+            }
+            position += length;
+        }
+        rolls
+    }
+
+    /// Appends one record, rolling to the spare if needed; `patch` gets the record's bytes in
+    /// the chunk and its position (to fill in offsets). Returns the position.
+    pub(crate) fn append_record(
+        &mut self,
+        record: &[u8],
+        patch: impl FnOnce(&mut [u8], u64),
+    ) -> Result<u64, NeedSpare> {
+        let length = record.len() as u64;
+        assert!(
+            length + BLANK_BYTES <= self.segment_bytes,
+            "record larger than a segment"
+        );
+        let segment_end = self.segment_start(self.write) + self.segment_bytes;
+        if self.write + length + BLANK_BYTES > segment_end {
+            self.roll(segment_end)?;
+        }
+        let position = self.write;
+        let open = self.open_chunk_for(record.len());
+        let at = open.len();
+        open.extend_from_slice(record);
+        patch(&mut open[at..], position);
+        self.write += length;
+        self.cached_bytes += record.len();
+        assert!(self.write <= self.segment_start(position) + self.segment_bytes - BLANK_BYTES);
+        Ok(position)
+    }
+
+    /// Ends the current segment with the blank marker and continues in the spare.
+    fn roll(&mut self, segment_end: u64) -> Result<(), NeedSpare> {
+        let spare = self.spare.take().ok_or(NeedSpare)?;
+        let blank = segment_end - self.write;
+        assert!(
+            blank >= BLANK_BYTES,
+            "a segment always keeps room for its end marker"
+        );
+        let mut marker = [0u8; 8];
+        let blank_i32 = i32::try_from(blank).expect("segments are below 2 GiB per blank");
+        marker[..4].copy_from_slice(&blank_i32.to_be_bytes());
+        marker[4..].copy_from_slice(&comet_proto::message::BLANK_MAGIC.to_be_bytes());
+        let open = self.open_chunk_for(marker.len());
+        open.extend_from_slice(&marker);
+        self.cached_bytes += marker.len();
+        self.seal_open_chunk();
+        self.segments.insert(segment_end, spare);
+        self.write = segment_end;
+        self.chunks.push_back(Chunk {
+            start: segment_end,
+            data: ChunkData::Open(BytesMut::with_capacity(self.chunk_bytes)),
+        });
+        Ok(())
+    }
+
+    fn seal_open_chunk(&mut self) {
+        let last = self
+            .chunks
+            .back_mut()
+            .expect("one open chunk always exists");
+        if let ChunkData::Open(open) = &mut last.data {
+            let sealed = std::mem::take(open).freeze();
+            last.data = ChunkData::Sealed(sealed);
+        }
+    }
+
+    /// The open chunk, replaced by a fresh one first if `length` more bytes do not fit.
+    fn open_chunk_for(&mut self, length: usize) -> &mut BytesMut {
+        let full = match &self.chunks.back().expect("open chunk").data {
+            ChunkData::Open(open) => open.capacity() - open.len() < length,
+            ChunkData::Sealed(_) => true,
+        };
+        if full {
+            self.seal_open_chunk();
+            let capacity = self.chunk_bytes.max(length);
+            self.chunks.push_back(Chunk {
+                start: self.write,
+                data: ChunkData::Open(BytesMut::with_capacity(capacity)),
+            });
+        }
+        match &mut self.chunks.back_mut().expect("open chunk").data {
+            ChunkData::Open(open) => open,
+            ChunkData::Sealed(_) => unreachable!("just opened"),
+        }
+    }
+
+    /// The writes that make `[durable, target)` durable, or `None` when nothing is dirty.
+    /// At most `flush_bytes_max` bytes of log are covered; the tail page is rewritten.
+    pub(crate) fn plan_flush(&self, flush_bytes_max: usize) -> Option<FlushPlan> {
+        if self.durable == self.write {
+            return None;
+        }
+        let from = align_down(self.durable);
+        let budget_end = from + flush_bytes_max as u64;
+        let mut groups: Vec<(u64, u64, u64)> = Vec::new(); // (segment start, low, high)
+        for chunk in self.chunks.iter().filter(|chunk| chunk.end() > from) {
+            let low = chunk.start.max(from);
+            let high = chunk.end().min(budget_end);
+            if low >= high {
+                break;
+            }
+            let segment = self.segment_start(chunk.start);
+            match groups.last_mut() {
+                Some(group) if group.0 == segment => {
+                    assert_eq!(group.2, low, "chunks of a segment are contiguous");
+                    group.2 = high;
+                }
+                _ => groups.push((segment, low, high)),
+            }
+        }
+        let target = groups.last().map(|group| group.2)?;
+        assert!(target > self.durable && target <= self.write);
+        let writes = groups
+            .iter()
+            .map(|&(segment, low, high)| self.flush_write(segment, low, high))
+            .collect();
+        Some(FlushPlan { target, writes })
+    }
+
+    fn flush_write(&self, segment: u64, low: u64, high: u64) -> FlushWrite {
+        assert_eq!((low - segment) % PAGE_BYTES, 0, "a flush starts on a page");
+        let file = Rc::clone(
+            self.segments
+                .get(&segment)
+                .expect("segment of cached chunk"),
+        );
+        let length = usize::try_from(align_up(high - low)).expect("flush fits memory");
+        let mut buffer = file.alloc_buffer(length);
+        let target = buffer.as_mut_slice();
+        for chunk in self.chunks.iter() {
+            let overlap_low = chunk.start.max(low);
+            let overlap_high = chunk.end().min(high);
+            if overlap_low >= overlap_high {
+                continue;
+            }
+            let source = &chunk.bytes()[to_index(overlap_low - chunk.start)..]
+                [..to_index(overlap_high - overlap_low)];
+            target[to_index(overlap_low - low)..][..source.len()].copy_from_slice(source);
+        }
+        FlushWrite {
+            file,
+            file_position: low - segment,
+            buffer,
+        }
+    }
+
+    /// Bytes of the cached chunk holding `position`, from `position` to the chunk's end.
+    pub(crate) fn cached_from(&self, position: u64) -> Option<&[u8]> {
+        let index = self.chunks.partition_point(|chunk| chunk.start <= position);
+        let chunk = self.chunks.get(index.checked_sub(1)?)?;
+        if position >= chunk.end() {
+            return None;
+        }
+        Some(&chunk.bytes()[to_index(position - chunk.start)..])
+    }
+
+    /// `length` bytes at `position` from memory (zero-copy from sealed chunks), if cached.
+    pub(crate) fn read_cached(&self, position: u64, length: usize) -> Option<Bytes> {
+        let index = self.chunks.partition_point(|chunk| chunk.start <= position);
+        let chunk = self.chunks.get(index.checked_sub(1)?)?;
+        if position + length as u64 > chunk.end() {
+            return None;
+        }
+        let from = to_index(position - chunk.start);
+        match &chunk.data {
+            ChunkData::Sealed(sealed) => Some(sealed.slice(from..from + length)),
+            ChunkData::Open(open) => Some(Bytes::copy_from_slice(&open[from..from + length])),
+        }
+    }
+
+    /// Drops the oldest sealed chunks beyond the cache budget that no flush or dispatch needs.
+    pub(crate) fn evict(&mut self) {
+        let keep_from = align_down(self.durable).min(self.dispatched);
+        while self.cached_bytes > self.read_cache_bytes && self.chunks.len() > 1 {
+            let front = self.chunks.front().expect("non-empty");
+            if front.end() > keep_from || matches!(front.data, ChunkData::Open(_)) {
+                break;
+            }
+            self.cached_bytes -= front.bytes().len();
+            self.chunks.pop_front();
+        }
+    }
+
+    /// The segment holding `position`: its start and file.
+    pub(crate) fn segment_of(&self, position: u64) -> Option<(u64, Rc<DirectFile>)> {
+        let (start, file) = self.segments.range(..=position).next_back()?;
+        if position >= start + self.segment_bytes {
+            return None;
+        }
+        Some((*start, Rc::clone(file)))
+    }
+}
+
+pub(crate) fn to_index(value: u64) -> usize {
+    usize::try_from(value).expect("in-memory index fits usize")
+}

@@ -1,0 +1,130 @@
+//! Store configuration. Format-defining values (segment size, consume-queue file size) must
+//! not change for an existing store; tunables (flush interval, cache sizes) may.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use comet_rt::io::FaultInjector;
+
+use crate::error::StoreError;
+use crate::limits;
+use crate::offset::LogId;
+
+/// When an append is acknowledged (RocketMQ `flushDiskType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlushPolicy {
+    /// Acknowledge after the fdatasync covering the record (group commit). The default.
+    Sync,
+    /// Acknowledge after the in-memory append; flush every `flush_interval_ms`, or sooner when
+    /// `flush_least_bytes` are pending.
+    Async,
+}
+
+/// Everything a store needs to open.
+#[derive(Clone)]
+pub struct StoreConfig {
+    /// Store root (`storePathRootDir`).
+    pub root: PathBuf,
+    /// The id of this store's commit log (top bits of its physical offsets).
+    pub log_id: LogId,
+    /// Commit-log segment size; a multiple of the page.
+    pub segment_bytes: u64,
+    /// When appends are acknowledged.
+    pub flush_policy: FlushPolicy,
+    /// ASYNC_FLUSH: longest time dirty data waits for its flush.
+    pub flush_interval_ms: u64,
+    /// ASYNC_FLUSH: pending bytes that start a flush before the interval ends.
+    pub flush_least_bytes: usize,
+    /// Size of one in-memory append chunk.
+    pub chunk_bytes: usize,
+    /// Bytes of recent chunks kept for tailing readers.
+    pub read_cache_bytes: usize,
+    /// Entries per consume-queue file; a multiple of 1024 (whole pages).
+    pub cq_entries_per_file: u64,
+    /// How often consume queues, the key index and the checkpoint are flushed.
+    pub cq_flush_interval_ms: u64,
+    /// Segments older than this are deleted at `delete_when_hour` (`fileReservedTime`).
+    pub file_reserved_hours: u64,
+    /// Hour of the day (UTC) when expired segments are deleted (`deleteWhen`).
+    pub delete_when_hour: u32,
+    /// Disk use fraction above which the oldest segments go at once (`diskMaxUsedSpaceRatio`).
+    pub disk_high_ratio: f64,
+    /// Disk use fraction above which appends are refused.
+    pub disk_hard_ratio: f64,
+    /// How often retention and disk use are checked.
+    pub retention_check_interval_ms: u64,
+    /// Delay of each delay level, ms (`messageDelayLevel`); the schedule topic's consume-queue
+    /// tag field holds store time plus this delay.
+    pub delay_levels_ms: Vec<i64>,
+    /// Test-only fault injection for every file the store opens.
+    pub faults: Option<Rc<FaultInjector>>,
+}
+
+/// RocketMQ's default `messageDelayLevel`: 1s 5s 10s 30s 1m 2m ... 2h.
+pub fn default_delay_levels_ms() -> Vec<i64> {
+    let seconds: [i64; 18] = [
+        1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+    ];
+    seconds.iter().map(|s| s * 1000).collect()
+}
+
+impl StoreConfig {
+    /// Defaults for a store at `root` with log id `log_id`.
+    pub fn new(root: impl Into<PathBuf>, log_id: LogId) -> StoreConfig {
+        StoreConfig {
+            root: root.into(),
+            log_id,
+            segment_bytes: limits::SEGMENT_BYTES_DEFAULT,
+            flush_policy: FlushPolicy::Sync,
+            flush_interval_ms: 200,
+            flush_least_bytes: 16 * 1024,
+            chunk_bytes: limits::CHUNK_BYTES_DEFAULT,
+            read_cache_bytes: limits::READ_CACHE_BYTES_DEFAULT,
+            cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
+            cq_flush_interval_ms: 1000,
+            file_reserved_hours: 72,
+            delete_when_hour: 4,
+            disk_high_ratio: 0.85,
+            disk_hard_ratio: 0.90,
+            retention_check_interval_ms: 10_000,
+            delay_levels_ms: default_delay_levels_ms(),
+            faults: None,
+        }
+    }
+
+    /// Checks every value and relation; called by `Store::open`.
+    pub fn validate(&self) -> Result<(), StoreError> {
+        let page = limits::PAGE_BYTES;
+        let bad = |what: String| Err(StoreError::Config(what));
+        if self.segment_bytes % page != 0
+            || !(limits::SEGMENT_BYTES_MIN..=limits::SEGMENT_BYTES_MAX)
+                .contains(&self.segment_bytes)
+        {
+            return bad(format!("segment_bytes {} invalid", self.segment_bytes));
+        }
+        if self.cq_entries_per_file == 0 || self.cq_entries_per_file % 1024 != 0 {
+            return bad(format!(
+                "cq_entries_per_file {} must be a positive multiple of 1024",
+                self.cq_entries_per_file
+            ));
+        }
+        if self.chunk_bytes < 64 * 1024 {
+            return bad(format!("chunk_bytes {} below 64 KiB", self.chunk_bytes));
+        }
+        if !(0.0..=1.0).contains(&self.disk_high_ratio)
+            || !(0.0..=1.0).contains(&self.disk_hard_ratio)
+        {
+            return bad("disk ratios must lie in [0, 1]".to_string());
+        }
+        if self.delete_when_hour > 23 || self.flush_interval_ms == 0 {
+            return bad("delete_when_hour above 23 or flush_interval_ms zero".to_string());
+        }
+        Ok(())
+    }
+
+    /// Largest record the appender accepts (must fit a segment with its end marker).
+    pub fn record_bytes_max(&self) -> usize {
+        let segment_limit = usize::try_from(self.segment_bytes / 2).unwrap_or(usize::MAX);
+        limits::RECORD_BYTES_MAX.min(segment_limit)
+    }
+}

@@ -1,0 +1,64 @@
+//! Structural bounds of the store, each with what it bounds and what it costs.
+
+/// Direct-I/O page: positions and lengths of every write are multiples of it. Devices with a
+/// larger logical block are refused at open.
+pub const PAGE_BYTES: u64 = 4096;
+
+/// Default commit-log segment size (RocketMQ's `mappedFileSizeCommitLog`).
+pub const SEGMENT_BYTES_DEFAULT: u64 = 1 << 30;
+
+/// Smallest segment accepted (tests roll at small sizes); must hold the largest record.
+pub const SEGMENT_BYTES_MIN: u64 = 64 * 1024;
+
+/// Largest segment: positions are 56-bit, and a segment is addressed with u64 offsets.
+pub const SEGMENT_BYTES_MAX: u64 = 1 << 40;
+
+/// Largest single record accepted by the appender (RocketMQ's 4 MiB body limit plus headers
+/// and properties).
+pub const RECORD_BYTES_MAX: usize = 4 * 1024 * 1024 + 64 * 1024;
+
+/// Default size of one in-memory append chunk. Each chunk is one allocation; tailing reads are
+/// served from chunks.
+pub const CHUNK_BYTES_DEFAULT: usize = 4 * 1024 * 1024;
+
+/// Default bytes of recently written chunks kept in memory for tailing readers.
+pub const READ_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
+
+/// Most bytes one flush writes before it syncs; bounds the extra buffer a flush allocates and
+/// the range a crash can tear (recovery zeroes this much past the last valid record).
+pub const FLUSH_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// Bytes of one consume-queue entry (reference 6.3).
+pub const CQ_ENTRY_BYTES: u64 = 20;
+
+/// Entries per consume-queue file by default: a multiple of 1024 so a file is whole pages
+/// (20 × 1024 = 5 pages), the nearest such value to RocketMQ's 300,000.
+pub const CQ_ENTRIES_PER_FILE_DEFAULT: u64 = 288 * 1024;
+
+/// Bytes of one key-index entry (see `index`): 32 divides the page.
+pub const INDEX_ENTRY_BYTES: u64 = 32;
+
+/// Bytes read at once when a pull reads older data from disk (read-ahead).
+pub const READ_AHEAD_BYTES: usize = 256 * 1024;
+
+/// Bytes read per step while recovery scans the commit log.
+pub const RECOVERY_READ_BYTES: usize = 4 * 1024 * 1024;
+
+/// Most records a single `get_messages` returns.
+pub const PULL_RECORDS_MAX: usize = 1024;
+
+/// Most results of one query by key.
+pub const QUERY_RESULTS_MAX: usize = 64 * 1024;
+
+/// Bytes of one checkpoint copy; two copies alternate.
+pub const CHECKPOINT_SLOT_BYTES: u64 = PAGE_BYTES;
+
+const _: () = assert!(SEGMENT_BYTES_DEFAULT % PAGE_BYTES == 0);
+const _: () = assert!(SEGMENT_BYTES_MIN % PAGE_BYTES == 0);
+const _: () = assert!((CQ_ENTRIES_PER_FILE_DEFAULT * CQ_ENTRY_BYTES) % PAGE_BYTES == 0);
+const _: () = assert!(PAGE_BYTES % INDEX_ENTRY_BYTES == 0);
+const _: () = assert!(FLUSH_BYTES_MAX as u64 % PAGE_BYTES == 0);
+const _: () = assert!((RECORD_BYTES_MAX as u64) < SEGMENT_BYTES_DEFAULT);
+
+/// Most consume-queue entries one pull examines (RocketMQ's `maxFilterMessageCount`).
+pub const PULL_SCAN_ENTRIES_MAX: usize = 16_000;

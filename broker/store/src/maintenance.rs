@@ -1,0 +1,318 @@
+//! Background work besides the flusher: the lazy flush of consume queues and the index
+//! followed by a checkpoint, retention (expired segments, disk-use marks), and shutdown.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use comet_rt::io::{DirectFile, OpenMode};
+
+use crate::checkpoint::Checkpoint;
+use crate::consume_queue::FileWrite;
+use crate::error::StoreError;
+use crate::flush::{fail, run_flusher};
+use crate::store::{Shared, Store};
+
+/// Exclusive right to run maintenance I/O (checkpoint, derived-file flushes, deletes).
+struct MaintenanceGuard<'s> {
+    shared: &'s Shared,
+}
+
+impl Drop for MaintenanceGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.maintenance_busy.set(false);
+        self.shared.maintenance_free.wake_all();
+    }
+}
+
+struct MaintenanceLock<'s> {
+    shared: &'s Shared,
+}
+
+impl<'s> Future for MaintenanceLock<'s> {
+    type Output = MaintenanceGuard<'s>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<MaintenanceGuard<'s>> {
+        if !self.shared.maintenance_busy.get() {
+            self.shared.maintenance_busy.set(true);
+            return Poll::Ready(MaintenanceGuard {
+                shared: self.shared,
+            });
+        }
+        self.shared.maintenance_free.register(cx.waker());
+        Poll::Pending
+    }
+}
+
+impl Store {
+    pub(crate) fn start_tasks(&self) {
+        let flusher = comet_rt::local::spawn(run_flusher(Rc::clone(&self.shared)));
+        let store = self.internal();
+        let maintenance = comet_rt::local::spawn(async move { store.run_maintenance().await });
+        let store = self.internal();
+        let retention = comet_rt::local::spawn(async move { store.run_retention().await });
+        // Maintenance and retention stop by themselves once they see `closed`; shutdown
+        // waits only for the flusher (and takes the maintenance lock for its own checkpoint).
+        maintenance.detach();
+        retention.detach();
+        self.shared.tasks.borrow_mut().push(flusher);
+    }
+
+    /// A handle for the store's own tasks, which does not keep the store open.
+    pub(crate) fn internal(&self) -> Store {
+        Store {
+            shared: Rc::clone(&self.shared),
+            counted: false,
+        }
+    }
+
+    async fn run_maintenance(&self) {
+        let interval = Duration::from_millis(self.shared.config.cq_flush_interval_ms);
+        while !self.shared.closed.get() {
+            comet_rt::local::sleep(interval).await;
+            if self.shared.closed.get() || self.shared.failure.borrow().is_some() {
+                return;
+            }
+            if let Err(error) = self.write_maintenance_checkpoint().await {
+                fail(&self.shared, error.to_string());
+                return;
+            }
+        }
+    }
+
+    /// Flushes consume queues and the index, then writes a checkpoint saying everything
+    /// dispatched before the flush began is durable in them.
+    pub(crate) async fn write_maintenance_checkpoint(&self) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        let _guard = MaintenanceLock { shared }.await;
+        let (dispatched, durable) = {
+            let log = shared.log.borrow();
+            (log.dispatched, log.durable)
+        };
+        self.flush_derived().await?;
+        let checkpoint = Checkpoint {
+            sequence: 0,
+            log_durable_position: durable,
+            dispatch_durable_position: dispatched,
+            last_store_timestamp_ms: shared.last_store_timestamp_ms.get(),
+        };
+        let mut file = shared
+            .checkpoint
+            .borrow_mut()
+            .take()
+            .ok_or(StoreError::Closed)?;
+        let written = file.write(checkpoint).await;
+        *shared.checkpoint.borrow_mut() = Some(file);
+        written
+    }
+
+    async fn flush_derived(&self) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        let faults = shared.config.faults.clone();
+        let missing = self.missing_derived_files();
+        for (kind, topic, queue_id, start, path) in missing {
+            let file = create_derived_file(&path, &faults).await?;
+            let file = Rc::new(file);
+            if kind == DerivedKind::Queue {
+                let mut queues = shared.queues.borrow_mut();
+                let queue = queues
+                    .get_mut(&topic)
+                    .and_then(|queues| queues.get_mut(&queue_id))
+                    .expect("queues are never removed");
+                queue.consume_queue.attach_file(start, file);
+            } else {
+                shared.index.borrow_mut().attach_file(start, file);
+            }
+        }
+        let writes = self.plan_derived_writes();
+        write_and_sync(writes).await
+    }
+
+    fn missing_derived_files(&self) -> Vec<(DerivedKind, String, i32, u64, PathBuf)> {
+        let mut missing = Vec::new();
+        for (topic, queues) in self.shared.queues.borrow().iter() {
+            for (queue_id, queue) in queues {
+                for (start, path) in queue.consume_queue.missing_files() {
+                    missing.push((DerivedKind::Queue, topic.clone(), *queue_id, start, path));
+                }
+            }
+        }
+        for (start, path) in self.shared.index.borrow().missing_files() {
+            missing.push((DerivedKind::Index, String::new(), 0, start, path));
+        }
+        missing
+    }
+
+    fn plan_derived_writes(&self) -> Vec<FileWrite> {
+        let mut writes = Vec::new();
+        for queues in self.shared.queues.borrow_mut().values_mut() {
+            for queue in queues.values_mut() {
+                if queue.consume_queue.is_dirty() {
+                    writes.extend(queue.consume_queue.plan_flush());
+                }
+            }
+        }
+        writes.extend(self.shared.index.borrow_mut().plan_flush());
+        writes
+    }
+
+    /// Flushes everything, writes the checkpoint, removes `abort` and releases the lock.
+    /// Appends after this fail with [`StoreError::Closed`].
+    pub async fn shutdown(&self) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        if shared.closed.replace(true) {
+            return Ok(());
+        }
+        shared.flush_wanted.wake_all();
+        let tasks: Vec<_> = shared.tasks.borrow_mut().drain(..).collect();
+        for task in tasks {
+            task.await;
+        }
+        if let Some(reason) = shared.failure.borrow().clone() {
+            return Err(StoreError::WriteFailed { reason });
+        }
+        self.write_maintenance_checkpoint().await?;
+        let abort = shared.config.root.join("abort");
+        std::fs::remove_file(&abort).map_err(|error| crate::error::setup_error(&abort, error))?;
+        shared.lock_file.borrow_mut().take();
+        shared.arrivals_wake_all();
+        Ok(())
+    }
+}
+
+impl Shared {
+    /// Wakes every reader waiting for new data (shutdown).
+    pub(crate) fn arrivals_wake_all(&self) {
+        for queues in self.queues.borrow().values() {
+            for queue in queues.values() {
+                queue.arrivals.wake_all();
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DerivedKind {
+    Queue,
+    Index,
+}
+
+async fn create_derived_file(
+    path: &std::path::Path,
+    faults: &Option<Rc<comet_rt::io::FaultInjector>>,
+) -> Result<DirectFile, StoreError> {
+    let dir = path.parent().expect("derived files live in a directory");
+    std::fs::create_dir_all(dir).map_err(|error| crate::error::setup_error(dir, error))?;
+    let file = DirectFile::open(path, OpenMode::CreateReadWrite, faults.clone()).await?;
+    comet_rt::io::sync_directory(dir).await?;
+    Ok(file)
+}
+
+async fn write_and_sync(writes: Vec<FileWrite>) -> Result<(), StoreError> {
+    let mut files: Vec<Rc<DirectFile>> = Vec::new();
+    for write in writes {
+        write.file.write_at(write.buffer, write.position).await?;
+        if !files.iter().any(|file| Rc::ptr_eq(file, &write.file)) {
+            files.push(write.file);
+        }
+    }
+    for file in files {
+        file.fdatasync().await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    async fn run_retention(&self) {
+        let interval = Duration::from_millis(self.shared.config.retention_check_interval_ms);
+        while !self.shared.closed.get() {
+            if let Err(error) = self
+                .run_retention_once(comet_rt::clock::wall_clock_ms())
+                .await
+            {
+                log::error!("retention pass failed: {error}");
+            }
+            comet_rt::local::sleep(interval).await;
+        }
+    }
+
+    /// One retention pass as of `now_ms`: updates the disk-full state, then deletes expired
+    /// segments at `delete_when_hour` (UTC), or the oldest one at once above the high mark.
+    /// Returns how many segments went.
+    pub async fn run_retention_once(&self, now_ms: i64) -> Result<u32, StoreError> {
+        let config = &self.shared.config;
+        let used = comet_rt::io::disk_used_ratio(&config.root)?;
+        let percent = |ratio: f64| (ratio * 100.0).round() as u32;
+        let full = (used >= config.disk_hard_ratio)
+            .then(|| (percent(used), percent(config.disk_hard_ratio)));
+        if full.is_some() && self.shared.disk_full.get().is_none() {
+            log::error!(
+                "disk use {:.1}% past the hard mark; refusing writes",
+                used * 100.0
+            );
+        }
+        self.shared.disk_full.set(full);
+        let forced = used >= config.disk_high_ratio;
+        let hour = u32::try_from(now_ms.div_euclid(3_600_000).rem_euclid(24)).expect("hour");
+        let reserved_ms = i64::try_from(config.file_reserved_hours * 3_600_000).unwrap_or(i64::MAX);
+        let expiry_ms = now_ms.saturating_sub(reserved_ms);
+        let mut deleted = 0;
+        for (start, path) in self.deletable_segments() {
+            let modified_ms = modified_ms(&path).unwrap_or(i64::MAX);
+            let expired = hour == config.delete_when_hour && modified_ms <= expiry_ms;
+            if !expired && !(forced && deleted == 0) {
+                break;
+            }
+            self.delete_segment(start).await?;
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
+    /// Sealed segments, oldest first, whose records are all durable and dispatched.
+    fn deletable_segments(&self) -> Vec<(u64, PathBuf)> {
+        let log = self.shared.log.borrow();
+        let done = log.dispatched.min(log.durable);
+        log.segments
+            .iter()
+            .filter(|(start, _)| **start + log.segment_bytes <= done)
+            .map(|(start, file)| (*start, file.path().to_path_buf()))
+            .collect()
+    }
+
+    /// Deletes the oldest segment (which starts at `start`) with its index file, and the
+    /// consume-queue entries and files pointing into it; min offsets move.
+    async fn delete_segment(&self, start: u64) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        let _guard = MaintenanceLock { shared }.await;
+        let (file, new_min) = {
+            let mut log = shared.log.borrow_mut();
+            assert_eq!(log.min_position(), start, "segments go oldest first");
+            let file = log.segments.remove(&start).expect("listed segment");
+            (file, start + log.segment_bytes)
+        };
+        log::info!("retention deletes segment {}", file.path().display());
+        comet_rt::io::remove_file(file.path()).await?;
+        let mut dropped = shared.index.borrow_mut().drop_below(new_min);
+        for queues in shared.queues.borrow_mut().values_mut() {
+            for queue in queues.values_mut() {
+                let log_id = shared.config.log_id;
+                dropped.extend(queue.consume_queue.drop_below(log_id, new_min));
+            }
+        }
+        for file in dropped {
+            comet_rt::io::remove_file(file.path()).await?;
+        }
+        Ok(())
+    }
+}
+
+/// Last modification time of `path`, ms since the epoch (a metadata-only syscall).
+fn modified_ms(path: &std::path::Path) -> Option<i64> {
+    let modified = std::fs::metadata(path).ok()?.modified().ok()?;
+    let since_epoch = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+    i64::try_from(since_epoch.as_millis()).ok()
+}

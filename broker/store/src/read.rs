@@ -1,0 +1,525 @@
+//! The read path: pulls by queue offset (with tag filtering), lookups by time, by physical
+//! offset (view by id) and by key, and the wait for new data that long polling uses.
+//!
+//! Records come from the in-memory chunks when still cached (tailing consumers never touch
+//! the disk) and otherwise from the segment files with read-ahead; disk reads are verified
+//! (magic, lengths, body CRC) before they are returned (STYLE B5). Only durable, dispatched
+//! records are ever reachable.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use comet_proto::message::RecordView;
+use comet_rt::io::{DirectFile, OpenMode};
+
+use crate::commit_log::to_index;
+use crate::consume_queue::CqEntry;
+use crate::error::StoreError;
+use crate::limits::{PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX, QUERY_RESULTS_MAX, READ_AHEAD_BYTES};
+use crate::offset::{file_name, PhysicalOffset, QueueOffset};
+use crate::store::Store;
+
+/// Which records a pull wants.
+#[derive(Clone, Copy, Debug)]
+pub enum MessageFilter<'a> {
+    /// Every record.
+    All,
+    /// Records whose consume-queue tag code is one of these (RocketMQ's broker-side tag
+    /// filter; hash collisions pass, the client re-filters by tag string).
+    TagCodes(&'a [i64]),
+}
+
+impl MessageFilter<'_> {
+    fn accepts(&self, entry: &CqEntry) -> bool {
+        match self {
+            MessageFilter::All => true,
+            MessageFilter::TagCodes(codes) => {
+                // Compared as i32, like the Java broker (reference 7.1).
+                let code = entry.tag_code as i32;
+                codes.iter().any(|wanted| *wanted as i32 == code)
+            }
+        }
+    }
+}
+
+/// Outcome of a pull, as RocketMQ's GetMessageStatus.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GetStatus {
+    /// Records returned.
+    Found,
+    /// Entries were scanned but none passed the filter.
+    NoMatchedMessage,
+    /// The queue has no records.
+    NoMessageInQueue,
+    /// The offset is below the queue's min.
+    OffsetTooSmall,
+    /// The offset equals the max (nothing new yet).
+    OffsetOverflowOne,
+    /// The offset is past the max.
+    OffsetOverflowBadly,
+}
+
+/// What a pull returns.
+#[derive(Clone, Debug)]
+pub struct GetResult {
+    /// Outcome.
+    pub status: GetStatus,
+    /// Stored record bytes, in queue order, ready to send.
+    pub records: Vec<Bytes>,
+    /// Where the next pull should start.
+    pub next_offset: QueueOffset,
+    /// The queue's min offset.
+    pub min_offset: QueueOffset,
+    /// The queue's max offset (one past the last entry).
+    pub max_offset: QueueOffset,
+}
+
+/// Which entry `offset_by_timestamp` picks when several records share a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeBoundary {
+    /// The first record stored at or after the time.
+    Lower,
+    /// The last record stored at or before the time.
+    Upper,
+}
+
+/// A bounded window of bytes read from disk, reused for neighbouring records.
+struct ReadWindow {
+    position: u64,
+    bytes: Bytes,
+}
+
+impl Store {
+    /// One past the last entry of (topic, queue_id); 0 for an unknown queue.
+    pub fn max_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+        self.with_queue(topic, queue_id, |queue| queue.max_offset())
+    }
+
+    /// The first entry of (topic, queue_id) that has a record.
+    pub fn min_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+        self.with_queue(topic, queue_id, |queue| queue.min_offset())
+    }
+
+    fn with_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        read: impl FnOnce(&crate::consume_queue::ConsumeQueue) -> u64,
+    ) -> QueueOffset {
+        let queues = self.shared.queues.borrow();
+        let offset = queues
+            .get(topic)
+            .and_then(|queues| queues.get(&queue_id))
+            .map_or(0, |queue| read(&queue.consume_queue));
+        QueueOffset(offset)
+    }
+
+    /// Reads up to `max_count` records (at most `max_bytes`, but always at least one) from
+    /// (topic, queue_id) starting at `offset`, keeping those `filter` accepts.
+    pub async fn get_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        max_count: usize,
+        max_bytes: usize,
+        filter: MessageFilter<'_>,
+    ) -> Result<GetResult, StoreError> {
+        let min = self.min_offset(topic, queue_id);
+        let max = self.max_offset(topic, queue_id);
+        let mut result = GetResult {
+            status: GetStatus::Found,
+            records: Vec::new(),
+            next_offset: offset,
+            min_offset: min,
+            max_offset: max,
+        };
+        if let Some((status, next)) = offset_status(offset, min, max) {
+            result.status = status;
+            result.next_offset = next;
+            return Ok(result);
+        }
+        let (chosen, next) =
+            self.choose_entries(topic, queue_id, offset, max_count, max_bytes, filter);
+        result.next_offset = next;
+        if chosen.is_empty() {
+            result.status = GetStatus::NoMatchedMessage;
+            return Ok(result);
+        }
+        let mut window = None;
+        for entry in chosen {
+            let size = to_index(u64::from(entry.size));
+            result
+                .records
+                .push(self.read_span(entry.physical, size, &mut window).await?);
+        }
+        Ok(result)
+    }
+
+    fn choose_entries(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+        max_count: usize,
+        max_bytes: usize,
+        filter: MessageFilter<'_>,
+    ) -> (Vec<CqEntry>, QueueOffset) {
+        let queues = self.shared.queues.borrow();
+        let queue = &queues[topic][&queue_id].consume_queue;
+        let max_count = max_count.clamp(1, PULL_RECORDS_MAX);
+        let (mut chosen, mut bytes, mut next) = (Vec::new(), 0usize, offset.0);
+        for scanned in 0..PULL_SCAN_ENTRIES_MAX {
+            let Some(entry) = queue.entry(offset.0 + scanned as u64) else {
+                break;
+            };
+            let size = to_index(u64::from(entry.size));
+            if entry.is_placeholder() || !filter.accepts(&entry) {
+                next += 1;
+                continue;
+            }
+            if !chosen.is_empty() && (chosen.len() >= max_count || bytes + size > max_bytes) {
+                break;
+            }
+            bytes += size;
+            chosen.push(entry);
+            next += 1;
+        }
+        (chosen, QueueOffset(next))
+    }
+
+    /// Reads `size` bytes of the record at `physical`: cache, window, or disk (read-ahead).
+    async fn read_span(
+        &self,
+        physical: PhysicalOffset,
+        size: usize,
+        window: &mut Option<ReadWindow>,
+    ) -> Result<Bytes, StoreError> {
+        let position = physical.position();
+        if physical.log_id() != self.shared.config.log_id {
+            return self.read_foreign(physical, size).await;
+        }
+        if let Some(bytes) = self.shared.log.borrow().read_cached(position, size) {
+            return Ok(bytes);
+        }
+        if let Some(window) = window.as_ref() {
+            let end = window.position + window.bytes.len() as u64;
+            if position >= window.position && position + size as u64 <= end {
+                let from = to_index(position - window.position);
+                return verified(window.bytes.slice(from..from + size), physical);
+            }
+        }
+        let (segment_start, file, limit) = {
+            let log = self.shared.log.borrow();
+            let (start, file) = log.segment_of(position).ok_or_else(|| missing(physical))?;
+            (start, file, log.durable.min(start + log.segment_bytes))
+        };
+        let length = size
+            .max(READ_AHEAD_BYTES)
+            .min(to_index(limit - position))
+            .max(size);
+        let bytes = Bytes::from(file.read_at(position - segment_start, length).await?);
+        if bytes.len() < size {
+            return Err(missing(physical));
+        }
+        let record = bytes.slice(..size);
+        *window = Some(ReadWindow { position, bytes });
+        verified(record, physical)
+    }
+
+    /// Reads a record of another commit log (queues whose owner moved): sealed segments are
+    /// readable from any shard.
+    async fn read_foreign(
+        &self,
+        physical: PhysicalOffset,
+        size: usize,
+    ) -> Result<Bytes, StoreError> {
+        let segment_bytes = self.shared.config.segment_bytes;
+        let position = physical.position();
+        let start = position - position % segment_bytes;
+        let path = self
+            .shared
+            .config
+            .root
+            .join("commitlog")
+            .join(physical.log_id().to_string())
+            .join(file_name(start));
+        let file = DirectFile::open(&path, OpenMode::Read, None).await?;
+        let bytes = file.read_at(position - start, size).await;
+        file.close().await?;
+        verified(Bytes::from(bytes?), physical)
+    }
+
+    /// The record at `physical` (view by offset message id), if it is durable and still
+    /// stored.
+    pub async fn read_record(&self, physical: PhysicalOffset) -> Result<Option<Bytes>, StoreError> {
+        let position = physical.position();
+        if physical.log_id() == self.shared.config.log_id {
+            let log = self.shared.log.borrow();
+            if position < log.min_position() || position >= log.dispatched {
+                return Ok(None);
+            }
+        }
+        let mut window = None;
+        let head = self.read_span_prefix(physical, &mut window).await?;
+        let Some((size, _)) = comet_proto::message::peek_total_size_and_magic(&head) else {
+            return Ok(None);
+        };
+        let Ok(size) = usize::try_from(size) else {
+            return Ok(None);
+        };
+        if size < comet_proto::message::RECORD_BYTES_MIN || size > crate::limits::RECORD_BYTES_MAX {
+            return Ok(None);
+        }
+        match self.read_span(physical, size, &mut window).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(StoreError::Corrupt { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    async fn read_span_prefix(
+        &self,
+        physical: PhysicalOffset,
+        window: &mut Option<ReadWindow>,
+    ) -> Result<Bytes, StoreError> {
+        if let Some(bytes) = self.shared.log.borrow().read_cached(physical.position(), 8) {
+            return Ok(bytes);
+        }
+        let (segment_start, file) = {
+            let log = self.shared.log.borrow();
+            log.segment_of(physical.position())
+                .ok_or_else(|| missing(physical))?
+        };
+        if physical.log_id() != self.shared.config.log_id {
+            return Ok(Bytes::from(self.read_foreign_raw(physical, 8).await?));
+        }
+        let position = physical.position();
+        let bytes = Bytes::from(
+            file.read_at(position - segment_start, READ_AHEAD_BYTES)
+                .await?,
+        );
+        *window = Some(ReadWindow {
+            position,
+            bytes: bytes.clone(),
+        });
+        Ok(bytes)
+    }
+
+    async fn read_foreign_raw(
+        &self,
+        physical: PhysicalOffset,
+        size: usize,
+    ) -> Result<Vec<u8>, StoreError> {
+        let segment_bytes = self.shared.config.segment_bytes;
+        let position = physical.position();
+        let start = position - position % segment_bytes;
+        let path = self
+            .shared
+            .config
+            .root
+            .join("commitlog")
+            .join(physical.log_id().to_string())
+            .join(file_name(start));
+        let file = DirectFile::open(&path, OpenMode::Read, None).await?;
+        let bytes = file.read_at(position - start, size).await;
+        file.close().await?;
+        Ok(bytes?)
+    }
+
+    /// Store time of the record an entry points at.
+    async fn store_time_of(&self, entry: CqEntry) -> Result<i64, StoreError> {
+        let mut window = None;
+        let bytes = self
+            .read_span(entry.physical, to_index(u64::from(entry.size)), &mut window)
+            .await?;
+        let view = RecordView::parse(&bytes).map_err(|error| corrupt(entry.physical, error))?;
+        Ok(view.store_timestamp())
+    }
+
+    /// The queue offset of the first (`Lower`) or last (`Upper`) record of (topic, queue_id)
+    /// stored at `timestamp_ms`, by binary search; if no record has exactly that time,
+    /// `Lower` gives the first later record and `Upper` the last earlier one (clamped to
+    /// the queue's min and max).
+    pub async fn offset_by_timestamp(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        timestamp_ms: i64,
+        boundary: TimeBoundary,
+    ) -> Result<QueueOffset, StoreError> {
+        let min = self.min_offset(topic, queue_id).0;
+        let max = self.max_offset(topic, queue_id).0;
+        // Find the first offset whose time is > t (Upper) or >= t (Lower).
+        let (mut low, mut high) = (min, max);
+        while low < high {
+            let middle = low + (high - low) / 2;
+            let Some(entry) = self.entry_at(topic, queue_id, middle) else {
+                break;
+            };
+            let time = self.store_time_of(entry).await?;
+            let before = match boundary {
+                TimeBoundary::Lower => time < timestamp_ms,
+                TimeBoundary::Upper => time <= timestamp_ms,
+            };
+            if before {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        let offset = match boundary {
+            TimeBoundary::Lower => low,
+            TimeBoundary::Upper => low.saturating_sub(1).max(min),
+        };
+        Ok(QueueOffset(offset.min(max)))
+    }
+
+    fn entry_at(&self, topic: &str, queue_id: i32, offset: u64) -> Option<CqEntry> {
+        let queues = self.shared.queues.borrow();
+        let entry = queues
+            .get(topic)?
+            .get(&queue_id)?
+            .consume_queue
+            .entry(offset)?;
+        (!entry.is_placeholder()).then_some(entry)
+    }
+
+    /// Store time of the oldest record of (topic, queue_id), or `None` when it is empty.
+    pub async fn earliest_store_time(
+        &self,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Option<i64>, StoreError> {
+        let min = self.min_offset(topic, queue_id).0;
+        match self.entry_at(topic, queue_id, min) {
+            Some(entry) => Ok(Some(self.store_time_of(entry).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Records of `topic` whose `UNIQ_KEY` or one of whose `KEYS` equals `key`, stored within
+    /// `[begin_ms, end_ms]`, newest first, at most `max`.
+    pub async fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Result<Vec<Bytes>, StoreError> {
+        let max = max.min(QUERY_RESULTS_MAX);
+        let found = self
+            .shared
+            .index
+            .borrow()
+            .lookup(topic, key, max, begin_ms, end_ms);
+        let mut records = Vec::new();
+        for physical in found {
+            let Some(bytes) = self.read_record(physical).await? else {
+                continue;
+            };
+            let view = RecordView::parse(&bytes).map_err(|error| corrupt(physical, error))?;
+            if view.topic() == topic && record_has_key(&view, key) {
+                records.push(bytes);
+            }
+        }
+        Ok(records)
+    }
+
+    /// Resolves once (topic, queue_id) has an entry at or past `offset` (its max offset is
+    /// above `offset`), or the store shuts down. Long polling races it with its timeout.
+    pub fn wait_for_message(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+    ) -> MessageWait<'_> {
+        MessageWait {
+            store: self,
+            topic: topic.to_string(),
+            queue_id,
+            offset,
+        }
+    }
+}
+
+/// Future of [`Store::wait_for_message`].
+pub struct MessageWait<'s> {
+    store: &'s Store,
+    topic: String,
+    queue_id: i32,
+    offset: QueueOffset,
+}
+
+impl Future for MessageWait<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let shared = &self.store.shared;
+        if shared.closed.get() || self.store.max_offset(&self.topic, self.queue_id) > self.offset {
+            return Poll::Ready(());
+        }
+        let mut queues = shared.queues.borrow_mut();
+        let queue =
+            crate::store::queue_state(&mut queues, &shared.config, &self.topic, self.queue_id);
+        queue.arrivals.register(cx.waker());
+        Poll::Pending
+    }
+}
+
+fn record_has_key(view: &RecordView<'_>, key: &str) -> bool {
+    use comet_proto::properties::names;
+    view.property(names::UNIQ_KEY) == Some(key)
+        || view
+            .property(names::KEYS)
+            .is_some_and(|keys| keys.split(' ').any(|word| word == key))
+}
+
+fn offset_status(
+    offset: QueueOffset,
+    min: QueueOffset,
+    max: QueueOffset,
+) -> Option<(GetStatus, QueueOffset)> {
+    if max.0 == 0 || max == min && offset <= max {
+        return Some((
+            GetStatus::NoMessageInQueue,
+            QueueOffset(max.0.min(offset.0).max(min.0)),
+        ));
+    }
+    if offset < min {
+        return Some((GetStatus::OffsetTooSmall, min));
+    }
+    if offset == max {
+        return Some((GetStatus::OffsetOverflowOne, offset));
+    }
+    if offset > max {
+        return Some((GetStatus::OffsetOverflowBadly, max));
+    }
+    None
+}
+
+fn missing(physical: PhysicalOffset) -> StoreError {
+    StoreError::Corrupt {
+        path: std::path::PathBuf::from(format!("commitlog/{}", physical.log_id())),
+        reason: format!("record at {physical} is not stored"),
+    }
+}
+
+fn corrupt(physical: PhysicalOffset, error: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt {
+        path: std::path::PathBuf::from(format!("commitlog/{}", physical.log_id())),
+        reason: format!("record at {physical}: {error}"),
+    }
+}
+
+/// Checks a record read from disk before it is handed out (STYLE B5).
+fn verified(bytes: Bytes, physical: PhysicalOffset) -> Result<Bytes, StoreError> {
+    let view = RecordView::parse(&bytes).map_err(|error| corrupt(physical, error))?;
+    if view.total_size() != bytes.len() || !view.body_crc_matches() {
+        return Err(corrupt(physical, "length or body CRC mismatch"));
+    }
+    Ok(bytes)
+}

@@ -1,0 +1,491 @@
+//! Opening a store: lock, load, recover, start the background tasks.
+//!
+//! Recovery scans the commit log from the checkpoint's dispatch position (after a crash, from
+//! no later than the start of the last segment, so recently written data is always
+//! re-verified), checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that
+//! its queue offset continues its queue), and ends the log at the first record that fails.
+//! Consume queues and the index are cut back to the scan start and rebuilt from the scan.
+//! After a crash the bytes past the end are zeroed (as far as one flush can have reached), so
+//! a torn write can never reappear behind newer records.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use comet_proto::message::{peek_total_size_and_magic, RecordView, BLANK_MAGIC};
+use comet_rt::io::{DirectFile, OpenMode};
+
+use crate::checkpoint::CheckpointFile;
+use crate::commit_log::{align_down, align_up, to_index, CommitLog, CommitLogShape};
+use crate::config::StoreConfig;
+use crate::consume_queue::ConsumeQueue;
+use crate::error::{setup_error, StoreError};
+use crate::index::KeyIndex;
+use crate::limits::{FLUSH_BYTES_MAX, RECOVERY_READ_BYTES};
+use crate::offset::{file_name, parse_file_name};
+use crate::store::{dispatch_record, QueueState, Queues, Shared, Store, StoreStats};
+use crate::sync::{PositionWaiters, WakerList};
+
+/// Paths of one store.
+pub(crate) struct Layout {
+    pub(crate) commit_log: PathBuf,
+    pub(crate) index: PathBuf,
+    pub(crate) checkpoint: PathBuf,
+    pub(crate) abort: PathBuf,
+    pub(crate) lock: PathBuf,
+}
+
+impl Layout {
+    pub(crate) fn new(config: &StoreConfig) -> Layout {
+        let log = config.log_id.to_string();
+        Layout {
+            commit_log: config.root.join("commitlog").join(&log),
+            index: config.root.join("index").join(&log),
+            checkpoint: config.root.join("checkpoint").join(&log),
+            abort: config.root.join("abort"),
+            lock: config.root.join("lock"),
+        }
+    }
+}
+
+/// What recovery found, for the log line and tests.
+struct Recovered {
+    log: CommitLog,
+    queues: Queues,
+    index: KeyIndex,
+    checkpoint: CheckpointFile,
+    end: u64,
+    crashed: bool,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store, recovering after a crash, and starts its
+    /// flusher, maintenance and retention tasks. Must run on the shard that will own it.
+    ///
+    /// Start-up uses blocking file-system calls (directory listings, the lock) before the
+    /// store serves anything.
+    pub async fn open(config: StoreConfig) -> Result<Store, StoreError> {
+        config.validate()?;
+        let started = comet_rt::clock::monotonic_now();
+        let layout = Layout::new(&config);
+        for dir in [
+            &layout.commit_log,
+            &layout.index,
+            layout.checkpoint.parent().expect("dir"),
+        ] {
+            std::fs::create_dir_all(dir).map_err(|error| setup_error(dir, error))?;
+        }
+        let lock_file = take_lock(&layout.lock)?;
+        let recovered = recover(&config, &layout).await?;
+        std::fs::write(&layout.abort, std::process::id().to_string())
+            .map_err(|error| setup_error(&layout.abort, error))?;
+        log::info!(
+            "store {} log {} recovered in {} ms (crashed: {}, end position {}, {} queues)",
+            config.root.display(),
+            config.log_id,
+            started.elapsed().as_millis(),
+            recovered.crashed,
+            recovered.end,
+            recovered.queues.values().map(HashMap::len).sum::<usize>(),
+        );
+        let store = Store::from_recovered(config, recovered, lock_file);
+        store.write_maintenance_checkpoint().await?;
+        store.start_tasks();
+        Ok(store)
+    }
+
+    fn from_recovered(config: StoreConfig, recovered: Recovered, lock: std::fs::File) -> Store {
+        let shared = Shared {
+            config,
+            log: RefCell::new(recovered.log),
+            queues: RefCell::new(recovered.queues),
+            index: RefCell::new(recovered.index),
+            checkpoint: RefCell::new(Some(recovered.checkpoint)),
+            failure: RefCell::new(None),
+            spare_failure: RefCell::new(None),
+            disk_full: Cell::new(None),
+            closed: Cell::new(false),
+            abandoned: Cell::new(false),
+            handles: Cell::new(1),
+            durable_waiters: PositionWaiters::default(),
+            flush_wanted: WakerList::default(),
+            spare_ready: WakerList::default(),
+            maintenance_busy: Cell::new(false),
+            maintenance_free: WakerList::default(),
+            last_store_timestamp_ms: Cell::new(0),
+            stats: Cell::new(StoreStats::default()),
+            tasks: RefCell::new(Vec::new()),
+            lock_file: RefCell::new(Some(lock)),
+        };
+        Store {
+            shared: Rc::new(shared),
+            counted: true,
+        }
+    }
+}
+
+/// Takes the exclusive lock on `lock` (byte 0, like RocketMQ) or fails with `Locked`.
+fn take_lock(path: &Path) -> Result<std::fs::File, StoreError> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|error| setup_error(path, error))?;
+    // SAFETY: flock on a valid descriptor owned by `file`.
+    let status = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if status != 0 {
+        return Err(StoreError::Locked {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(file)
+}
+
+fn list_numbered(dir: &Path) -> Result<Vec<u64>, StoreError> {
+    let mut starts = Vec::new();
+    for item in std::fs::read_dir(dir).map_err(|error| setup_error(dir, error))? {
+        let item = item.map_err(|error| setup_error(dir, error))?;
+        if let Some(start) = item.file_name().to_str().and_then(parse_file_name) {
+            starts.push(start);
+        }
+    }
+    starts.sort_unstable();
+    Ok(starts)
+}
+
+async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, StoreError> {
+    let crashed = layout.abort.exists();
+    let checkpoint = CheckpointFile::open(&layout.checkpoint, config.faults.clone()).await?;
+    let mut segments = open_segments(config, layout).await?;
+    let mut queues = load_queues(config).await?;
+    let mut index = KeyIndex::new(layout.index.clone(), config.log_id, config.segment_bytes);
+    index.load(&config.faults).await?;
+    let first = segments.keys().next().copied().unwrap_or(0);
+    let last = segments.keys().next_back().copied().unwrap_or(0);
+    let mut scan_start = checkpoint.last().dispatch_durable_position.max(first);
+    if crashed || scan_start > last + config.segment_bytes {
+        scan_start = scan_start.min(last);
+    }
+    truncate_derived(&mut queues, &mut index, config, scan_start);
+    let end = scan(config, &segments, scan_start, &mut queues, &mut index).await?;
+    if crashed {
+        zero_past_end(config, &segments, end).await?;
+    }
+    drop_segments_past(&mut segments, config, end).await?;
+    ensure_segment(config, layout, &mut segments, end).await?;
+    truncate_derived(&mut queues, &mut index, config, end);
+    let tail_page = read_tail_page(config, &segments, end).await?;
+    let shape = CommitLogShape {
+        dir: layout.commit_log.clone(),
+        log_id: config.log_id,
+        segment_bytes: config.segment_bytes,
+        chunk_bytes: config.chunk_bytes,
+        read_cache_bytes: config.read_cache_bytes,
+    };
+    let log = CommitLog::new(shape, segments, end, &tail_page);
+    Ok(Recovered {
+        log,
+        queues,
+        index,
+        checkpoint,
+        end,
+        crashed,
+    })
+}
+
+async fn open_segments(
+    config: &StoreConfig,
+    layout: &Layout,
+) -> Result<BTreeMap<u64, Rc<DirectFile>>, StoreError> {
+    let mut segments = BTreeMap::new();
+    for start in list_numbered(&layout.commit_log)? {
+        let path = layout.commit_log.join(file_name(start));
+        if start % config.segment_bytes != 0 {
+            return Err(StoreError::corrupt(
+                path,
+                "segment start is not a segment boundary",
+            ));
+        }
+        let file = DirectFile::open(&path, OpenMode::ReadWrite, config.faults.clone()).await?;
+        if file.alignment() > crate::limits::PAGE_BYTES {
+            return Err(StoreError::Config(format!(
+                "{}: device alignment {} above the page",
+                path.display(),
+                file.alignment()
+            )));
+        }
+        segments.insert(start, Rc::new(file));
+    }
+    Ok(segments)
+}
+
+async fn load_queues(config: &StoreConfig) -> Result<Queues, StoreError> {
+    let mut queues = Queues::new();
+    let root = config.root.join("consumequeue");
+    let Ok(topics) = std::fs::read_dir(&root) else {
+        return Ok(queues);
+    };
+    for topic in topics.flatten() {
+        let Some(topic_name) = topic.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let Ok(queue_dirs) = std::fs::read_dir(topic.path()) else {
+            continue;
+        };
+        for queue_dir in queue_dirs.flatten() {
+            let Some(queue_id) = queue_dir.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let mut queue = ConsumeQueue::new(queue_dir.path(), config.cq_entries_per_file);
+            queue.load(&config.faults).await?;
+            let state = QueueState {
+                next_offset: queue.max_offset(),
+                consume_queue: queue,
+                arrivals: WakerList::default(),
+            };
+            queues
+                .entry(topic_name.clone())
+                .or_default()
+                .insert(queue_id, state);
+        }
+    }
+    Ok(queues)
+}
+
+/// Cuts consume queues and index back to entries of records below `position`.
+fn truncate_derived(queues: &mut Queues, index: &mut KeyIndex, config: &StoreConfig, at: u64) {
+    for topic_queues in queues.values_mut() {
+        for queue in topic_queues.values_mut() {
+            queue.consume_queue.truncate_from(config.log_id, at);
+            queue.next_offset = queue.consume_queue.max_offset();
+        }
+    }
+    index.truncate_from(at);
+}
+
+/// Scans and dispatches records from `start`; returns the end of valid data.
+async fn scan(
+    config: &StoreConfig,
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
+    start: u64,
+    queues: &mut Queues,
+    index: &mut KeyIndex,
+) -> Result<u64, StoreError> {
+    let mut position = start;
+    loop {
+        let segment_start = position - position % config.segment_bytes;
+        let Some(file) = segments.get(&segment_start) else {
+            return Ok(position);
+        };
+        let segment_end = segment_start + config.segment_bytes;
+        match scan_segment(config, file, segment_start, position, queues, index).await? {
+            SegmentScan::EndsAt(end) => return Ok(end),
+            SegmentScan::Continues => position = segment_end,
+        }
+        comet_rt::local::yield_if_needed().await;
+    }
+}
+
+enum SegmentScan {
+    EndsAt(u64),
+    Continues,
+}
+
+async fn scan_segment(
+    config: &StoreConfig,
+    file: &DirectFile,
+    segment_start: u64,
+    from: u64,
+    queues: &mut Queues,
+    index: &mut KeyIndex,
+) -> Result<SegmentScan, StoreError> {
+    let segment_end = segment_start + config.segment_bytes;
+    let mut position = from;
+    let mut window_start = position;
+    let mut window: Vec<u8> = Vec::new();
+    loop {
+        let offset = to_index(position - window_start);
+        let available = &window[offset.min(window.len())..];
+        match check_record(config, available, position, segment_end, queues) {
+            Check::NeedMore(length) => {
+                let read_length = length.max(RECOVERY_READ_BYTES);
+                let read_length = read_length.min(to_index(segment_end - position));
+                if length > read_length {
+                    return Ok(SegmentScan::EndsAt(position));
+                }
+                window = file.read_at(position - segment_start, read_length).await?;
+                window_start = position;
+                if window.len() < length {
+                    return Ok(SegmentScan::EndsAt(position));
+                }
+            }
+            Check::Blank => return Ok(SegmentScan::Continues),
+            Check::Invalid(reason) => {
+                log::warn!("commit log ends at {position}: {reason}");
+                return Ok(SegmentScan::EndsAt(position));
+            }
+            Check::Valid(size) => {
+                let view = RecordView::parse(&available[..size]).expect("checked");
+                dispatch_record(&view, position, queues, index, config);
+                position += size as u64;
+                comet_rt::local::yield_if_needed().await;
+            }
+        }
+    }
+}
+
+enum Check {
+    NeedMore(usize),
+    Blank,
+    Invalid(String),
+    Valid(usize),
+}
+
+/// Verifies the record at the start of `bytes` (at log `position`).
+fn check_record(
+    config: &StoreConfig,
+    bytes: &[u8],
+    position: u64,
+    segment_end: u64,
+    queues: &mut Queues,
+) -> Check {
+    let Some((size, magic)) = peek_total_size_and_magic(bytes) else {
+        return Check::NeedMore(8);
+    };
+    if magic == BLANK_MAGIC {
+        return match u64::try_from(size) {
+            Ok(blank) if position + blank == segment_end => Check::Blank,
+            _ => Check::Invalid(format!(
+                "blank marker of {size} bytes does not end the segment"
+            )),
+        };
+    }
+    let Ok(size) = usize::try_from(size) else {
+        return Check::Invalid(format!("negative size {size}"));
+    };
+    if size < comet_proto::message::RECORD_BYTES_MIN || position + size as u64 > segment_end {
+        return Check::Invalid(format!("size {size} impossible here"));
+    }
+    if bytes.len() < size {
+        return Check::NeedMore(size);
+    }
+    let view = match RecordView::parse(&bytes[..size]) {
+        Ok(view) => view,
+        Err(error) => return Check::Invalid(error.to_string()),
+    };
+    if !view.body_crc_matches() {
+        return Check::Invalid("body CRC mismatch".to_string());
+    }
+    let physical = crate::offset::PhysicalOffset::new(config.log_id, position).as_i64();
+    if view.physical_offset() != physical {
+        return Check::Invalid(format!(
+            "PHYSICALOFFSET {} is stale",
+            view.physical_offset()
+        ));
+    }
+    if !continues_queue(&view, queues) {
+        return Check::Invalid(format!("queue offset {} is stale", view.queue_offset()));
+    }
+    Check::Valid(size)
+}
+
+fn continues_queue(view: &RecordView<'_>, queues: &Queues) -> bool {
+    let transaction = view.sysflag() & (0x3 << 2);
+    if transaction == 0x1 << 2 || transaction == 0x3 << 2 {
+        return true;
+    }
+    let max = queues
+        .get(view.topic())
+        .and_then(|queues| queues.get(&view.queue_id()))
+        .map_or(0, |queue| queue.consume_queue.max_offset());
+    u64::try_from(view.queue_offset()).is_ok_and(|offset| offset >= max)
+}
+
+/// Zeroes what the last, possibly torn, flush may have written past `end`.
+async fn zero_past_end(
+    config: &StoreConfig,
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
+    end: u64,
+) -> Result<(), StoreError> {
+    let segment_start = end - end % config.segment_bytes;
+    let Some(file) = segments.get(&segment_start) else {
+        return Ok(());
+    };
+    let page_start = align_down(end);
+    let limit = (segment_start + config.segment_bytes).min(end + 2 * FLUSH_BYTES_MAX as u64);
+    let length = align_up(limit) - page_start;
+    if length == 0 {
+        return Ok(());
+    }
+    let kept = file
+        .read_at(page_start - segment_start, to_index(end - page_start))
+        .await?;
+    let mut buffer = file.alloc_buffer(to_index(length));
+    buffer.as_mut_slice()[..kept.len()].copy_from_slice(&kept);
+    file.write_at(buffer, page_start - segment_start).await?;
+    file.fdatasync().await?;
+    Ok(())
+}
+
+/// Removes segments entirely past the one holding `end` (they hold nothing valid).
+async fn drop_segments_past(
+    segments: &mut BTreeMap<u64, Rc<DirectFile>>,
+    config: &StoreConfig,
+    end: u64,
+) -> Result<(), StoreError> {
+    let keep_below = end - end % config.segment_bytes + config.segment_bytes;
+    let dropped = segments.split_off(&keep_below);
+    for file in dropped.values() {
+        log::warn!(
+            "removing segment {} past the end of the log",
+            file.path().display()
+        );
+        comet_rt::io::remove_file(file.path()).await?;
+    }
+    Ok(())
+}
+
+/// Creates the segment that will hold `end` when it does not exist (a new store, or a crash
+/// right after a roll).
+async fn ensure_segment(
+    config: &StoreConfig,
+    layout: &Layout,
+    segments: &mut BTreeMap<u64, Rc<DirectFile>>,
+    end: u64,
+) -> Result<(), StoreError> {
+    let start = end - end % config.segment_bytes;
+    if segments.contains_key(&start) {
+        return Ok(());
+    }
+    let path = layout.commit_log.join(file_name(start));
+    let file = DirectFile::open(&path, OpenMode::CreateReadWrite, config.faults.clone()).await?;
+    file.preallocate(config.segment_bytes).await?;
+    file.fdatasync().await?;
+    comet_rt::io::sync_directory(&layout.commit_log).await?;
+    segments.insert(start, Rc::new(file));
+    Ok(())
+}
+
+async fn read_tail_page(
+    config: &StoreConfig,
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
+    end: u64,
+) -> Result<Vec<u8>, StoreError> {
+    let segment_start = end - end % config.segment_bytes;
+    let file = segments.get(&segment_start).expect("ensured");
+    let page_start = align_down(end);
+    let bytes = file
+        .read_at(page_start - segment_start, to_index(end - page_start))
+        .await?;
+    if bytes.len() as u64 != end - page_start {
+        return Err(StoreError::corrupt(
+            file.path(),
+            "tail page shorter than the log end",
+        ));
+    }
+    Ok(bytes)
+}

@@ -1,0 +1,69 @@
+//! Tiny shard-local wake-up primitives (single-threaded, no locks): a list of wakers that a
+//! state change wakes. Futures re-check their condition when polled, so spurious wake-ups are
+//! harmless and a missed registration cannot happen (registration and the check are one
+//! synchronous step on the shard thread).
+
+use std::cell::RefCell;
+use std::task::Waker;
+
+/// Wakers waiting for "something changed".
+#[derive(Default)]
+pub(crate) struct WakerList {
+    wakers: RefCell<Vec<Waker>>,
+}
+
+impl WakerList {
+    /// Registers `waker` to be woken by the next [`WakerList::wake_all`].
+    pub(crate) fn register(&self, waker: &Waker) {
+        let mut wakers = self.wakers.borrow_mut();
+        if !wakers.iter().any(|known| known.will_wake(waker)) {
+            wakers.push(waker.clone());
+        }
+    }
+
+    /// Wakes every registered waker.
+    pub(crate) fn wake_all(&self) {
+        let wakers = std::mem::take(&mut *self.wakers.borrow_mut());
+        for waker in wakers {
+            waker.wake();
+        }
+    }
+}
+
+/// Wakers ordered by the log position they wait for; positions arrive in ascending order
+/// because appends are assigned positions in order.
+#[derive(Default)]
+pub(crate) struct PositionWaiters {
+    waiters: RefCell<std::collections::VecDeque<(u64, Waker)>>,
+}
+
+impl PositionWaiters {
+    /// Registers `waker` for when the durable position reaches `end`.
+    pub(crate) fn register(&self, end: u64, waker: &Waker) {
+        let mut waiters = self.waiters.borrow_mut();
+        let position = waiters.partition_point(|(known, _)| *known <= end);
+        waiters.insert(position, (end, waker.clone()));
+    }
+
+    /// Wakes every waiter whose position is at or below `durable`.
+    pub(crate) fn wake_up_to(&self, durable: u64) {
+        let mut woken = Vec::new();
+        {
+            let mut waiters = self.waiters.borrow_mut();
+            while waiters.front().is_some_and(|(end, _)| *end <= durable) {
+                woken.push(waiters.pop_front().expect("front exists").1);
+            }
+        }
+        for waker in woken {
+            waker.wake();
+        }
+    }
+
+    /// Wakes every waiter (failure or shutdown).
+    pub(crate) fn wake_all(&self) {
+        let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
+        for (_, waker) in waiters {
+            waker.wake();
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! Functional tests of the store on a real file system: appends, batches, rolls at small
+//! segment sizes, reads from memory and disk, lookups, reopen, retention, async flush.
+
+mod common;
+
+use std::time::Duration;
+
+use comet_proto::message::RecordView;
+use comet_store::{
+    FlushPolicy, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig, TimeBoundary,
+};
+use common::{body, properties, record, small_config, TestDir};
+
+fn run<T>(future: impl std::future::Future<Output = T>) -> T {
+    comet_rt::local::run_local("store-test", future)
+}
+
+async fn read_all(store: &Store, topic: &str, queue_id: i32) -> Vec<bytes::Bytes> {
+    let mut records = Vec::new();
+    let mut offset = store.min_offset(topic, queue_id);
+    loop {
+        let got = store
+            .get_messages(topic, queue_id, offset, 64, 1 << 20, MessageFilter::All)
+            .await
+            .expect("get");
+        if got.status != GetStatus::Found {
+            return records;
+        }
+        records.extend(got.records);
+        offset = got.next_offset;
+    }
+}
+
+fn body_tag(record: &[u8]) -> u64 {
+    let view = RecordView::parse(record).expect("valid record");
+    u64::from_be_bytes(view.body()[..8].try_into().expect("8 bytes"))
+}
+
+// Proves offsets are dense per queue across many appends that roll several 256 KiB segments,
+// that every record reads back intact (some from memory, most from disk after eviction), and
+// that a clean reopen keeps everything and continues the offsets.
+#[test]
+fn rolls_reads_and_reopen() {
+    let dir = TestDir::new("rolls");
+    let config = small_config(&dir.path);
+    run(async {
+        let store = Store::open(config.clone()).await.expect("open");
+        for index in 0..1200u64 {
+            let queue_id = (index % 3) as i32;
+            let one = record("Rolls", queue_id, &body(index, 700), "");
+            let appended = store.append(&[one]).await.expect("append");
+            assert_eq!(appended[0].queue_offset, QueueOffset(index / 3));
+        }
+        let segments = std::fs::read_dir(dir.path.join("commitlog/3"))
+            .expect("ls")
+            .count();
+        assert!(
+            segments >= 4,
+            "1200 x ~800 bytes roll 256 KiB segments: {segments}"
+        );
+        for queue_id in 0..3 {
+            let records = read_all(&store, "Rolls", queue_id).await;
+            assert_eq!(records.len(), 400);
+            for (offset, bytes) in records.iter().enumerate() {
+                assert_eq!(body_tag(bytes), offset as u64 * 3 + queue_id as u64);
+                let view = RecordView::parse(bytes).expect("parse");
+                assert_eq!(view.queue_offset(), offset as i64);
+            }
+        }
+        store.shutdown().await.expect("shutdown");
+    });
+    assert!(
+        !dir.path.join("abort").exists(),
+        "clean shutdown removes abort"
+    );
+    run(async {
+        let store = Store::open(config).await.expect("reopen");
+        assert_eq!(store.max_offset("Rolls", 2), QueueOffset(400));
+        let appended = store
+            .append(&[record("Rolls", 2, &body(9999, 10), "")])
+            .await;
+        assert_eq!(appended.expect("append")[0].queue_offset, QueueOffset(400));
+        assert_eq!(read_all(&store, "Rolls", 1).await.len(), 400);
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves a batch gets consecutive offsets and one result per record, and that many
+// concurrent appenders all get distinct dense offsets.
+#[test]
+fn batches_and_concurrent_appenders() {
+    let dir = TestDir::new("batch");
+    run(async {
+        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let batch: Vec<_> = (0..10)
+            .map(|i| record("Batch", 0, &body(i, 50), ""))
+            .collect();
+        let appended = store.append(&batch).await.expect("batch");
+        let offsets: Vec<u64> = appended.iter().map(|a| a.queue_offset.0).collect();
+        assert_eq!(offsets, (0..10).collect::<Vec<_>>());
+        let mut tasks = Vec::new();
+        for task in 0..64u64 {
+            let store = store.clone();
+            tasks.push(comet_rt::local::spawn(async move {
+                let mut offsets = Vec::new();
+                for step in 0..10 {
+                    let one = record("Batch", 1, &body(task * 100 + step, 200), "");
+                    offsets.push(
+                        store.append(&[one]).await.expect("append")[0]
+                            .queue_offset
+                            .0,
+                    );
+                }
+                offsets
+            }));
+        }
+        let mut all = Vec::new();
+        for task in tasks {
+            all.extend(task.await);
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..640).collect::<Vec<_>>());
+        let stats = store.stats();
+        assert!(
+            stats.fdatasyncs < stats.appended_records,
+            "group commit shares syncs"
+        );
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves tag filtering by code, lookups by key and unique key, by physical offset, by time,
+// and the earliest store time.
+#[test]
+fn filters_and_lookups() {
+    let dir = TestDir::new("lookups");
+    run(async {
+        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let mut physical = Vec::new();
+        for index in 0..20u64 {
+            let tag = if index % 2 == 0 { "TagA" } else { "TagB" };
+            let unique = format!("UNIQ{index}");
+            let keys = format!("order{index} shared");
+            let props = properties(&[("TAGS", tag), ("UNIQ_KEY", &unique), ("KEYS", &keys)]);
+            let one = record("Look", 0, &body(index, 64), &props);
+            physical.push(store.append(&[one]).await.expect("append")[0]);
+            if index == 9 {
+                comet_rt::local::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        let codes = [comet_store::consume_queue::tag_code("TagB")];
+        let got = store
+            .get_messages(
+                "Look",
+                0,
+                QueueOffset(0),
+                100,
+                1 << 20,
+                MessageFilter::TagCodes(&codes),
+            )
+            .await
+            .expect("get");
+        assert_eq!(got.records.len(), 10);
+        assert!(got.records.iter().all(|r| body_tag(r) % 2 == 1));
+        assert_eq!(got.next_offset, QueueOffset(20));
+        let found = store
+            .query_by_key("Look", "UNIQ7", 10, 0, i64::MAX)
+            .await
+            .expect("q");
+        assert_eq!(found.len(), 1);
+        assert_eq!(body_tag(&found[0]), 7);
+        let shared = store
+            .query_by_key("Look", "shared", 5, 0, i64::MAX)
+            .await
+            .expect("q");
+        assert_eq!(shared.len(), 5);
+        let by_id = store
+            .read_record(physical[4].physical_offset)
+            .await
+            .expect("read");
+        assert_eq!(body_tag(&by_id.expect("stored")), 4);
+        let split_time = physical[10].store_timestamp_ms;
+        let lower = store
+            .offset_by_timestamp("Look", 0, split_time, TimeBoundary::Lower)
+            .await
+            .expect("time");
+        assert!(lower.0 <= 10 && lower.0 >= 1, "lower {lower:?}");
+        let upper = store
+            .offset_by_timestamp("Look", 0, split_time, TimeBoundary::Upper)
+            .await
+            .expect("time");
+        assert!(upper.0 >= 10, "upper {upper:?}");
+        let earliest = store
+            .earliest_store_time("Look", 0)
+            .await
+            .expect("earliest");
+        assert_eq!(earliest, Some(physical[0].store_timestamp_ms));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves pull statuses for an empty queue and offsets below, at and past the max, and that
+// a waiter for new data wakes when a record for its queue becomes durable.
+#[test]
+fn statuses_and_long_poll_wake() {
+    let dir = TestDir::new("wake");
+    run(async {
+        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let empty = store
+            .get_messages("Wake", 0, QueueOffset(0), 1, 1024, MessageFilter::All)
+            .await
+            .expect("get");
+        assert_eq!(empty.status, GetStatus::NoMessageInQueue);
+        let waiter = {
+            let store = store.clone();
+            comet_rt::local::spawn(async move {
+                store.wait_for_message("Wake", 0, QueueOffset(0)).await;
+                store.max_offset("Wake", 0)
+            })
+        };
+        comet_rt::local::sleep(Duration::from_millis(10)).await;
+        store
+            .append(&[record("Wake", 0, b"hello-wake", "")])
+            .await
+            .expect("append");
+        assert_eq!(waiter.await, QueueOffset(1));
+        let at_max = store
+            .get_messages("Wake", 0, QueueOffset(1), 1, 1024, MessageFilter::All)
+            .await
+            .expect("get");
+        assert_eq!(at_max.status, GetStatus::OffsetOverflowOne);
+        let past = store
+            .get_messages("Wake", 0, QueueOffset(5), 1, 1024, MessageFilter::All)
+            .await
+            .expect("get");
+        assert_eq!(past.status, GetStatus::OffsetOverflowBadly);
+        assert_eq!(past.next_offset, QueueOffset(1));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves ASYNC_FLUSH acknowledges before the flush and makes records visible only after
+// the interval flush, never before.
+#[test]
+fn async_flush_visibility() {
+    let dir = TestDir::new("async");
+    let mut config = small_config(&dir.path);
+    config.flush_policy = FlushPolicy::Async;
+    config.flush_interval_ms = 100;
+    run(async {
+        let store = Store::open(config).await.expect("open");
+        store
+            .append(&[record("Async", 0, b"x-async-body", "")])
+            .await
+            .expect("append");
+        assert_eq!(
+            store.max_offset("Async", 0),
+            QueueOffset(0),
+            "not durable yet"
+        );
+        comet_rt::local::sleep(Duration::from_millis(300)).await;
+        assert_eq!(store.max_offset("Async", 0), QueueOffset(1));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves the schedule topic's consume-queue tag is the due time and that prepared
+// transaction records take no queue offset.
+#[test]
+fn schedule_due_time_and_prepared_records() {
+    let dir = TestDir::new("schedule");
+    run(async {
+        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let props = properties(&[("DELAY", "3")]);
+        let delayed = record("SCHEDULE_TOPIC_XXXX", 2, b"later", &props);
+        let appended = store.append(&[delayed]).await.expect("append");
+        let mut prepared = record("Tx", 0, b"half", "");
+        prepared[36..40].copy_from_slice(&(1i32 << 2).to_be_bytes());
+        let half = store.append(&[prepared]).await.expect("append prepared");
+        assert_eq!(half[0].queue_offset, QueueOffset(0));
+        assert_eq!(store.max_offset("Tx", 0), QueueOffset(0));
+        store.shutdown().await.expect("shutdown");
+        drop(store);
+        let due = appended[0].store_timestamp_ms + 10_000;
+        let queue = dir
+            .path
+            .join("consumequeue/SCHEDULE_TOPIC_XXXX/2/00000000000000000000");
+        let bytes = std::fs::read(queue).expect("cq file");
+        assert_eq!(
+            i64::from_be_bytes(bytes[12..20].try_into().expect("8")),
+            due
+        );
+    });
+}
+
+// Proves a second open of a locked store fails with Locked, and that retention deletes
+// expired segments (and consume-queue files pointing only into them), moving min offsets.
+#[test]
+fn lock_and_retention() {
+    let dir = TestDir::new("retention");
+    let mut config = small_config(&dir.path);
+    config.file_reserved_hours = 0;
+    config.retention_check_interval_ms = 3_600_000;
+    run(async {
+        let store = Store::open(config.clone()).await.expect("open");
+        let second = Store::open(config.clone()).await;
+        assert!(matches!(
+            second,
+            Err(comet_store::StoreError::Locked { .. })
+        ));
+        for index in 0..2400u64 {
+            store
+                .append(&[record("Old", 0, &body(index, 700), "")])
+                .await
+                .expect("append");
+        }
+        comet_rt::local::sleep(Duration::from_millis(120)).await;
+        let hour_ms = i64::from(config.delete_when_hour) * 3_600_000;
+        let now = comet_rt::clock::wall_clock_ms();
+        let at_delete_hour = now - now.rem_euclid(86_400_000) + 86_400_000 + hour_ms;
+        let deleted = store
+            .run_retention_once(at_delete_hour)
+            .await
+            .expect("retention");
+        assert!(deleted >= 5, "deleted {deleted}");
+        let min = store.min_offset("Old", 0);
+        assert!(min.0 > 1024, "min moved: {min:?}");
+        let got = store
+            .get_messages("Old", 0, QueueOffset(0), 1, 1 << 20, MessageFilter::All)
+            .await
+            .expect("get");
+        assert_eq!(got.status, GetStatus::OffsetTooSmall);
+        assert_eq!(read_all(&store, "Old", 0).await.len() as u64, 2400 - min.0);
+        let cq_dir = dir.path.join("consumequeue/Old/0");
+        assert!(
+            !cq_dir.join("00000000000000000000").exists(),
+            "first cq file deleted"
+        );
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves invalid input is refused with a typed error and writes nothing.
+#[test]
+fn invalid_records_are_refused() {
+    let dir = TestDir::new("invalid");
+    run(async {
+        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let mut bad_crc = record("Bad", 0, b"payload", "");
+        bad_crc[8] ^= 0x01;
+        let refused = store.append(&[bad_crc]).await;
+        assert!(matches!(
+            refused,
+            Err(comet_store::StoreError::RecordInvalid { .. })
+        ));
+        let refused = store.append(&[&b"short"[..]]).await;
+        assert!(matches!(
+            refused,
+            Err(comet_store::StoreError::RecordInvalid { .. })
+        ));
+        let huge = record("Bad", 0, &vec![0u8; 200 * 1024], "");
+        let refused = store.append(&[huge]).await;
+        assert!(matches!(
+            refused,
+            Err(comet_store::StoreError::RecordTooLarge { .. })
+        ));
+        assert_eq!(store.max_offset("Bad", 0), QueueOffset(0));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+#[allow(dead_code)]
+fn unused(_: StoreConfig) {}
