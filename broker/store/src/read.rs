@@ -220,6 +220,7 @@ impl Store {
             .max(READ_AHEAD_BYTES)
             .min(to_index(limit - position))
             .max(size);
+        self.count_disk_read();
         let bytes = Bytes::from(file.read_at(position - segment_start, length).await?);
         if bytes.len() < size {
             return Err(missing(physical));
@@ -297,6 +298,7 @@ impl Store {
             return Ok(Bytes::from(self.read_foreign_raw(physical, 8).await?));
         }
         let position = physical.position();
+        self.count_disk_read();
         let bytes = Bytes::from(
             file.read_at(position - segment_start, READ_AHEAD_BYTES)
                 .await?,

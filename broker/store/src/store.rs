@@ -66,6 +66,8 @@ pub struct StoreStats {
     pub fdatasyncs: u64,
     /// Bytes written to commit-log segments (tail pages count each time).
     pub written_bytes: u64,
+    /// Reads of commit-log data from disk (cache misses of the read path).
+    pub disk_reads: u64,
 }
 
 /// State of one queue owned by this store.
@@ -276,6 +278,12 @@ impl Store {
             self.request_spare();
         }
         Ok((appended, end))
+    }
+
+    pub(crate) fn count_disk_read(&self) {
+        let mut stats = self.shared.stats.get();
+        stats.disk_reads += 1;
+        self.shared.stats.set(stats);
     }
 
     fn count_appended(&self, incoming: &[Incoming<'_>]) {

@@ -369,5 +369,38 @@ fn invalid_records_are_refused() {
     });
 }
 
-#[allow(dead_code)]
-fn unused(_: StoreConfig) {}
+// Proves tailing reads (a consumer reading what was just written) are served from memory
+// with no disk read, and that older data, evicted from the cache, is read from disk.
+#[test]
+fn tailing_reads_cost_no_disk_io() {
+    let dir = TestDir::new("tailing");
+    let config: StoreConfig = small_config(&dir.path);
+    run(async {
+        let store = Store::open(config).await.expect("open");
+        let mut next = QueueOffset(0);
+        for index in 0..600u64 {
+            store
+                .append(&[record("Tail", 0, &body(index, 900), "")])
+                .await
+                .expect("append");
+            let got = store
+                .get_messages("Tail", 0, next, 32, 1 << 20, MessageFilter::All)
+                .await
+                .expect("get");
+            assert_eq!(got.records.len(), 1);
+            next = got.next_offset;
+        }
+        assert_eq!(store.stats().disk_reads, 0, "tailing reads stay in memory");
+        let old = store
+            .get_messages("Tail", 0, QueueOffset(0), 4, 1 << 20, MessageFilter::All)
+            .await
+            .expect("get");
+        assert_eq!(old.records.len(), 4);
+        assert!(
+            store.stats().disk_reads >= 1,
+            "evicted data comes from disk: {:?}",
+            store.stats()
+        );
+        store.shutdown().await.expect("shutdown");
+    });
+}
