@@ -1,0 +1,350 @@
+//! End-to-end tests against a running RocketMQ-compatible name server and broker on
+//! 127.0.0.1 (Comet's, or Apache RocketMQ's for the reverse-direction check). They need a
+//! broker, so they are ignored by default; run them with
+//!
+//! ```text
+//! COMET_E2E_NAMESRV=127.0.0.1:9876 cargo test -p comet-client --test e2e -- --ignored
+//! ```
+//!
+//! Every test uses fresh topic and group names (auto-created through `TBW102`), so runs do
+//! not interfere. Without `COMET_E2E_NAMESRV` an ignored test run fails loudly instead of
+//! passing vacuously.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use comet_client::{
+    ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus,
+    ConsumerConfig, Message, MessageListener, MessageModel, Producer, ProducerConfig, PushConsumer,
+    PushConsumerConfig,
+};
+
+fn namesrv() -> String {
+    std::env::var("COMET_E2E_NAMESRV")
+        .expect("set COMET_E2E_NAMESRV=host:port of a running name server with a broker")
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}_{}", nanos % 1_000_000_000_000)
+}
+
+fn client() -> ClientConfig {
+    let mut config = ClientConfig::with_namesrv(&namesrv());
+    config.poll_name_server_interval = Duration::from_secs(2);
+    config
+}
+
+fn producer(queues: i32) -> Producer {
+    let mut config = ProducerConfig::new(&unique("e2e_pg"), client());
+    config.default_topic_queue_nums = queues;
+    let producer = Producer::new(config).unwrap();
+    producer.start().unwrap();
+    producer
+}
+
+fn consumer_config(group: &str) -> ConsumerConfig {
+    let mut config = ConsumerConfig::new(group, client());
+    config.consume_from_where = ConsumeFromWhere::FirstOffset;
+    config.rebalance_interval = Duration::from_secs(2);
+    config
+}
+
+type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A concurrent consumer recording (UNIQ_KEY, body) of everything it consumes.
+fn recording_consumer(config: ConsumerConfig, topic: &str) -> (PushConsumer, Seen) {
+    let seen: Seen = Arc::default();
+    let sink = seen.clone();
+    let listener = MessageListener::concurrently(move |messages, _| {
+        let mut sink = sink.lock().unwrap();
+        for message in messages {
+            let body = String::from_utf8_lossy(&message.body).into_owned();
+            sink.push((message.client_msg_id().to_owned(), body));
+        }
+        ConsumeConcurrentlyStatus::ConsumeSuccess
+    });
+    let consumer = PushConsumer::new(PushConsumerConfig::new(config), listener).unwrap();
+    consumer.subscribe(topic, "*").unwrap();
+    consumer.start().unwrap();
+    (consumer, seen)
+}
+
+fn wait_for(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn distinct_bodies(seen: &Seen) -> BTreeSet<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|(_, body)| body.clone())
+        .collect()
+}
+
+// Proves every send mode stores its messages: sync, async, one-way, batch and ordered
+// sends are all consumed back, each exactly as sent.
+#[test]
+#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
+fn all_send_modes_round_trip() {
+    let topic = unique("E2eModes");
+    let producer = producer(4);
+    for i in 0..10 {
+        producer
+            .send(Message::new(topic.as_str(), format!("sync-{i}")))
+            .unwrap();
+    }
+    let futures: Vec<_> = (0..10)
+        .map(|i| producer.send_async_future(Message::new(topic.as_str(), format!("async-{i}"))))
+        .collect();
+    for future in futures {
+        future.unwrap().wait().unwrap();
+    }
+    for i in 0..10 {
+        producer
+            .send_oneway(Message::new(topic.as_str(), format!("oneway-{i}")))
+            .unwrap();
+    }
+    let batch = (0..10)
+        .map(|i| Message::new(topic.as_str(), format!("batch-{i}")))
+        .collect();
+    producer.send_batch(batch).unwrap();
+    for i in 0..10 {
+        let message = Message::new(topic.as_str(), format!("ordered-{i}"));
+        producer.send_orderly(message, "key").unwrap();
+    }
+    let big = "z".repeat(10_000);
+    producer
+        .send(Message::new(topic.as_str(), big.clone()))
+        .unwrap();
+    let (consumer, seen) = recording_consumer(consumer_config(&unique("e2e_cg")), &topic);
+    wait_for("51 messages", 60, || distinct_bodies(&seen).len() >= 51);
+    consumer.shutdown();
+    producer.shutdown();
+    let bodies = distinct_bodies(&seen);
+    for kind in ["sync", "async", "oneway", "batch", "ordered"] {
+        for i in 0..10 {
+            assert!(
+                bodies.contains(&format!("{kind}-{i}")),
+                "{kind}-{i} missing"
+            );
+        }
+    }
+    assert!(
+        bodies.contains(&big),
+        "the compressed body came back inflated"
+    );
+}
+
+// Proves ordered messages stay in order per sharding key through a consumer restart: a
+// second orderly consumer of the group continues where the first stopped.
+#[test]
+#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
+fn ordered_per_key_through_a_consumer_restart() {
+    let topic = unique("E2eOrder");
+    let group = unique("e2e_order");
+    let producer = producer(4);
+    let send = |range: std::ops::Range<usize>| {
+        for i in range {
+            let key = format!("k{}", i % 4);
+            let message = Message::new(topic.as_str(), format!("{key}:{i}"));
+            producer.send_orderly(message, &key).unwrap();
+        }
+    };
+    send(0..40);
+    let per_key: Arc<Mutex<BTreeMap<String, Vec<usize>>>> = Arc::default();
+    let start = || {
+        let sink = per_key.clone();
+        let listener = MessageListener::orderly(move |messages, _| {
+            let mut sink = sink.lock().unwrap();
+            for message in messages {
+                let body = String::from_utf8_lossy(&message.body).into_owned();
+                let (key, index) = body.split_once(':').unwrap();
+                sink.entry(key.to_owned())
+                    .or_default()
+                    .push(index.parse().unwrap());
+            }
+            ConsumeOrderlyStatus::Success
+        });
+        let config = PushConsumerConfig::new(consumer_config(&group));
+        let consumer = PushConsumer::new(config, listener).unwrap();
+        consumer.subscribe(&topic, "*").unwrap();
+        consumer.start().unwrap();
+        consumer
+    };
+    let count = |map: &Arc<Mutex<BTreeMap<String, Vec<usize>>>>| {
+        map.lock().unwrap().values().map(Vec::len).sum::<usize>()
+    };
+    let first = start();
+    wait_for("the first 40", 60, || count(&per_key) >= 40);
+    first.shutdown();
+    send(40..80);
+    let second = start();
+    wait_for("all 80", 60, || count(&per_key) >= 80);
+    second.shutdown();
+    producer.shutdown();
+    for (key, indexes) in per_key.lock().unwrap().iter() {
+        assert!(
+            indexes.windows(2).all(|w| w[0] < w[1]),
+            "{key} out of order: {indexes:?}"
+        );
+        assert_eq!(indexes.len(), 20, "{key}: {indexes:?}");
+    }
+}
+
+// Proves three members of one group split 8 queues 3/3/2 and the two survivors take over a
+// stopped member's queues.
+#[test]
+#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
+fn three_members_split_evenly_and_take_over() {
+    let topic = unique("E2eSplit");
+    let group = unique("e2e_split");
+    let producer = producer(8);
+    producer
+        .send(Message::new(topic.as_str(), "create"))
+        .unwrap();
+    let members: Vec<(PushConsumer, Seen)> = (0..3)
+        .map(|_| recording_consumer(consumer_config(&group), &topic))
+        .collect();
+    let owned = |members: &[(PushConsumer, Seen)]| -> Vec<usize> {
+        let mut sizes: Vec<usize> = members
+            .iter()
+            .map(|(c, _)| {
+                c.assigned_queues()
+                    .iter()
+                    .filter(|q| q.topic == topic)
+                    .count()
+            })
+            .collect();
+        sizes.sort_unstable();
+        sizes
+    };
+    wait_for("a 2/3/3 split", 60, || owned(&members) == [2, 3, 3]);
+    let mut members = members;
+    let (stopped, _) = members.remove(0);
+    stopped.shutdown();
+    wait_for("a 4/4 take-over", 30, || owned(&members) == [4, 4]);
+    for i in 0..40 {
+        producer
+            .send(Message::new(topic.as_str(), format!("after-{i}")))
+            .unwrap();
+    }
+    wait_for("every message after the take-over", 60, || {
+        let union: BTreeSet<String> = members
+            .iter()
+            .flat_map(|(_, s)| distinct_bodies(s))
+            .collect();
+        (0..40).all(|i| union.contains(&format!("after-{i}")))
+    });
+    for (consumer, _) in members {
+        consumer.shutdown();
+    }
+    producer.shutdown();
+}
+
+// Proves broadcasting delivers every message to every member of the group.
+#[test]
+#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
+fn broadcasting_reaches_every_member() {
+    let topic = unique("E2eBroadcast");
+    let group = unique("e2e_broadcast");
+    let producer = producer(4);
+    producer
+        .send(Message::new(topic.as_str(), "create"))
+        .unwrap();
+    let directory = std::env::temp_dir().join(unique("comet-e2e-offsets"));
+    let members: Vec<(PushConsumer, Seen)> = (0..2)
+        .map(|index| {
+            let mut config = consumer_config(&group);
+            config.message_model = MessageModel::Broadcasting;
+            config.local_offset_dir = directory.clone();
+            config.client.instance_name = format!("member{index}");
+            recording_consumer(config, &topic)
+        })
+        .collect();
+    for i in 0..20 {
+        producer
+            .send(Message::new(topic.as_str(), format!("b-{i}")))
+            .unwrap();
+    }
+    for (_, seen) in &members {
+        wait_for("20 messages at each member", 60, || {
+            let bodies = distinct_bodies(seen);
+            (0..20).all(|i| bodies.contains(&format!("b-{i}")))
+        });
+    }
+    for (consumer, _) in members {
+        consumer.shutdown();
+    }
+    producer.shutdown();
+    let _ = std::fs::remove_dir_all(directory);
+}
+
+// Proves at-least-once across a consumer crash: a consumer process killed with SIGKILL in
+// the middle of the stream loses nothing; the next member of the group consumes the rest
+// (duplicates allowed, only around the crash).
+#[test]
+#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
+fn nothing_lost_across_a_consumer_crash() {
+    let topic = unique("E2eCrash");
+    let group = unique("e2e_crash");
+    let producer = producer(4);
+    for i in 0..200 {
+        producer
+            .send(Message::new(topic.as_str(), format!("c-{i}")))
+            .unwrap();
+    }
+    let examples = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples");
+    let mut child = Command::new(examples.join("push_consumer"))
+        .args([
+            "--namesrv",
+            &namesrv(),
+            "--topic",
+            &topic,
+            "--group",
+            &group,
+            "--seconds",
+            "60",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the push_consumer example (built by cargo test)");
+    let mut before_crash = BTreeSet::new();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.map_while(Result::ok) {
+        if let Some(body) = line.split("body=").nth(1) {
+            before_crash.insert(body.to_owned());
+        }
+        if before_crash.len() >= 60 {
+            break;
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let (consumer, seen) = recording_consumer(consumer_config(&group), &topic);
+    wait_for("the rest after the crash", 90, || {
+        let mut all = distinct_bodies(&seen);
+        all.extend(before_crash.iter().cloned());
+        (0..200).all(|i| all.contains(&format!("c-{i}")))
+    });
+    consumer.shutdown();
+    producer.shutdown();
+}
