@@ -43,7 +43,7 @@ impl NameServers {
         let start = if addrs.is_empty() {
             0
         } else {
-            random_u64() as usize % addrs.len()
+            random_index(addrs.len())
         };
         NameServers {
             addrs,
@@ -271,6 +271,12 @@ pub fn random_u64() -> u64 {
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_usize(COUNTER.fetch_add(1, Ordering::Relaxed));
     hasher.finish()
+}
+
+/// A random index below `len` (0 when `len` is 0).
+pub fn random_index(len: usize) -> usize {
+    let len = u64::try_from(len.max(1)).unwrap_or(u64::MAX);
+    usize::try_from(random_u64() % len).unwrap_or(0)
 }
 
 /// Turns a GET_ROUTEINFO_BY_TOPIC response into a route: `None` for TOPIC_NOT_EXIST.

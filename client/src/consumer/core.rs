@@ -300,7 +300,7 @@ impl ConsumerCore {
                     .master_addr()
                     .or(broker.broker_addrs.values().next().map(String::as_str))
             })
-            .nth(route::random_u64() as usize % route.data.broker_datas.len().max(1))
+            .nth(route::random_index(route.data.broker_datas.len()))
             .map(str::to_owned)
             .ok_or_else(|| ClientError::NoRoute {
                 topic: topic.to_owned(),
@@ -471,7 +471,7 @@ impl ConsumerCore {
 
     /// LOCK_BATCH_MQ for one queue; true when the broker granted it.
     pub(crate) fn lock_queue(&self, queue: &MessageQueue) -> bool {
-        self.lock_batch(&queue.broker_name, &[queue.clone()])
+        self.lock_batch(&queue.broker_name, std::slice::from_ref(queue))
             .is_ok_and(|locked| locked.contains(queue))
     }
 

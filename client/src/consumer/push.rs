@@ -390,12 +390,11 @@ impl PushInner {
             return;
         }
         match reschedule {
-            Some(delay) => {
-                if !queue.consume_scheduled.swap(true, Ordering::AcqRel) {
-                    let (inner, queue) = (self.clone(), queue.clone());
-                    self.submit_later(delay, Box::new(move || inner.consume_orderly(&queue)));
-                }
+            Some(delay) if !queue.consume_scheduled.swap(true, Ordering::AcqRel) => {
+                let (inner, queue) = (self.clone(), queue.clone());
+                self.submit_later(delay, Box::new(move || inner.consume_orderly(&queue)));
             }
+            Some(_) => {}
             None if !queue.is_empty() => self.schedule_orderly(queue),
             None => {}
         }

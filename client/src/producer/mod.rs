@@ -168,14 +168,18 @@ impl Producer {
             .next()
             .and_then(|ip| ip.parse().ok())
             .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-        let random = route::random_u64() as i32;
+        let random = i32::from_ne_bytes(
+            route::random_u64().to_ne_bytes()[..4]
+                .try_into()
+                .expect("4 bytes"),
+        );
         let ids = UniqueKeyGenerator::new(ip, std::process::id(), random);
         Ok(Producer {
             inner: Arc::new(ProducerInner {
                 config,
                 instance,
                 faults: LatencyFaultTolerance::default(),
-                counter: AtomicUsize::new(route::random_u64() as usize),
+                counter: AtomicUsize::new(route::random_index(usize::MAX)),
                 ids,
                 callbacks: Executor::new("comet-callbacks", CALLBACKS_QUEUED_MAX),
                 state: Mutex::new(State::Created),
