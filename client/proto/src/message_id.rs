@@ -155,6 +155,23 @@ impl UniqueKeyGenerator {
         }
     }
 
+    /// A generator for this process at `ip`: its own pid, and a random value taken from the
+    /// standard library's per-process random hash keys (no extra dependency, and different in
+    /// every process, which is all the field needs).
+    pub fn for_this_process(ip: IpAddr) -> UniqueKeyGenerator {
+        use std::hash::{BuildHasher, Hasher};
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u32(std::process::id());
+        let random_bits = hasher.finish().to_be_bytes();
+        let random = i32::from_be_bytes([
+            random_bits[0],
+            random_bits[1],
+            random_bits[2],
+            random_bits[3],
+        ]);
+        UniqueKeyGenerator::new(ip, std::process::id(), random)
+    }
+
     /// The fixed per-process prefix (20 hex characters for IPv4).
     pub fn prefix(&self) -> &str {
         &self.prefix
@@ -347,6 +364,19 @@ mod tests {
             let (y, m, d) = civil_from_days(days);
             assert_eq!(days_from_civil(y, m, d), days);
         }
+    }
+
+    // Proves two generators of one process draw different random fields, as two processes
+    // would, and that an IPv6 address gives 56-character keys.
+    #[test]
+    fn per_process_random_field() {
+        let ip: IpAddr = "10.1.1.1".parse().unwrap();
+        let first = UniqueKeyGenerator::for_this_process(ip);
+        let second = UniqueKeyGenerator::for_this_process(ip);
+        assert_eq!(first.prefix()[..12], second.prefix()[..12]);
+        assert_ne!(first.prefix()[12..], second.prefix()[12..]);
+        let v6 = UniqueKeyGenerator::for_this_process("2001:db8::1".parse().unwrap());
+        assert_eq!(v6.next(0).len(), 56);
     }
 
     // Proves keys stay unique across threads sharing one generator.
