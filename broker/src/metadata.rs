@@ -28,6 +28,8 @@ pub struct Metadata {
     locks: Mutex<LockTable>,
     topics_changed: AtomicBool,
     config_dir: PathBuf,
+    /// Serializes writers of the config files (they share temporary file names).
+    persist_lock: Mutex<()>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -56,6 +58,7 @@ impl Metadata {
             locks: Mutex::new(LockTable::new()),
             topics_changed: AtomicBool::new(true),
             config_dir,
+            persist_lock: Mutex::new(()),
         })
     }
 
@@ -98,12 +101,14 @@ impl Metadata {
     pub fn persist_topics(&self) -> std::io::Result<()> {
         // Persist the topics' own permissions; the broker permission masks only what name
         // servers are told.
+        let _writer = lock(&self.persist_lock);
         let wrapper = self.topics().to_wrapper(crate::topic::perm::READ_WRITE);
         persist::write_atomic(&self.config_dir.join("topics.json"), &wrapper.encode())
     }
 
     /// Writes `subscriptionGroup.json` when it changed.
     pub fn persist_groups(&self) -> std::io::Result<()> {
+        let _writer = lock(&self.persist_lock);
         let snapshot = {
             let mut groups = self.groups();
             if !groups.is_changed() {

@@ -45,59 +45,92 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, CallError> {
         .map_err(|_| CallError::Address(text.to_owned()))
 }
 
-/// Sends `request` to `addr` and waits up to `limit` for the response with its opaque.
-pub async fn call(
+/// A long-lived connection to one name server. Name servers drop a broker the moment its
+/// connection closes (reference 3.10), so registration keeps one link per name server open
+/// and reconnects only after a failure.
+pub struct NameServerLink {
     addr: SocketAddr,
-    request: &RemotingCommand,
-    limit: Duration,
-) -> Result<RemotingCommand, CallError> {
-    match timeout(limit, exchange(addr, request)).await {
-        Ok(result) => result,
-        Err(_) => Err(CallError::Timeout(addr)),
-    }
+    stream: Option<Stream>,
+    buffer: BytesMut,
 }
 
-async fn exchange(
-    addr: SocketAddr,
-    request: &RemotingCommand,
-) -> Result<RemotingCommand, CallError> {
-    let io = |source| CallError::Io { addr, source };
-    let stream = Stream::connect(addr).await.map_err(io)?;
-    let mut frame = BytesMut::new();
-    encode(request, &mut frame);
-    stream.write_all(&frame).await.map_err(io)?;
-    let decoder = FrameDecoder::default();
-    let mut buffer = BytesMut::with_capacity(4096);
-    let mut chunk = vec![0u8; 64 * 1024];
-    loop {
-        while let Some(decoded) =
-            decoder
-                .decode(&mut buffer)
-                .map_err(|error| CallError::Malformed {
-                    addr,
-                    reason: error.to_string(),
-                })?
-        {
-            match decoded {
-                Decoded::Command(response)
-                    if response.is_response() && response.opaque == request.opaque =>
-                {
-                    stream.shutdown();
-                    return Ok(response);
-                }
-                Decoded::Command(_) => continue,
-                Decoded::Malformed(error) => {
-                    return Err(CallError::Malformed {
+impl NameServerLink {
+    /// A link to `addr`, connected on first use.
+    pub fn new(addr: SocketAddr) -> NameServerLink {
+        NameServerLink {
+            addr,
+            stream: None,
+            buffer: BytesMut::new(),
+        }
+    }
+
+    /// The name server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Sends `request` and waits up to `limit` for the response with its opaque. Any failure
+    /// drops the connection; the next call reconnects.
+    pub async fn call(
+        &mut self,
+        request: &RemotingCommand,
+        limit: Duration,
+    ) -> Result<RemotingCommand, CallError> {
+        let addr = self.addr;
+        let outcome = match timeout(limit, self.exchange(request)).await {
+            Ok(result) => result,
+            Err(_) => Err(CallError::Timeout(addr)),
+        };
+        if outcome.is_err() {
+            if let Some(stream) = self.stream.take() {
+                stream.shutdown();
+            }
+            self.buffer.clear();
+        }
+        outcome
+    }
+
+    async fn exchange(&mut self, request: &RemotingCommand) -> Result<RemotingCommand, CallError> {
+        let addr = self.addr;
+        let io = |source| CallError::Io { addr, source };
+        if self.stream.is_none() {
+            self.stream = Some(Stream::connect(addr).await.map_err(io)?);
+        }
+        let stream = self.stream.clone().expect("connected above");
+        let mut frame = BytesMut::new();
+        encode(request, &mut frame);
+        stream.write_all(&frame).await.map_err(io)?;
+        let decoder = FrameDecoder::default();
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            while let Some(decoded) =
+                decoder
+                    .decode(&mut self.buffer)
+                    .map_err(|error| CallError::Malformed {
                         addr,
                         reason: error.to_string(),
-                    })
+                    })?
+            {
+                match decoded {
+                    Decoded::Command(response)
+                        if response.is_response() && response.opaque == request.opaque =>
+                    {
+                        return Ok(response);
+                    }
+                    Decoded::Command(_) => continue,
+                    Decoded::Malformed(error) => {
+                        return Err(CallError::Malformed {
+                            addr,
+                            reason: error.to_string(),
+                        })
+                    }
                 }
             }
+            let read = stream.read(&mut chunk).await.map_err(io)?;
+            if read == 0 {
+                return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
+            }
+            self.buffer.extend_from_slice(&chunk[..read]);
         }
-        let read = stream.read(&mut chunk).await.map_err(io)?;
-        if read == 0 {
-            return Err(io(std::io::ErrorKind::UnexpectedEof.into()));
-        }
-        buffer.extend_from_slice(&chunk[..read]);
     }
 }

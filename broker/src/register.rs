@@ -9,7 +9,7 @@ use comet_proto::headers::{RegisterBrokerRequestHeader, UnRegisterBrokerRequestH
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::BrokerConfig;
-use crate::namesrv_client::{call, parse_addr};
+use crate::namesrv_client::{parse_addr, NameServerLink};
 
 /// How long one registration may take (RocketMQ uses 24 s; a local name server answers in
 /// microseconds, so a shorter bound keeps shutdown prompt).
@@ -47,50 +47,60 @@ pub fn register_request(
         .with_body(body)
 }
 
+/// Links to every configured name server (addresses that do not parse are reported once
+/// and skipped).
+pub fn links(config: &BrokerConfig) -> Vec<NameServerLink> {
+    config
+        .namesrv_addrs
+        .iter()
+        .filter_map(|text| match parse_addr(text) {
+            Ok(addr) => Some(NameServerLink::new(addr)),
+            Err(error) => {
+                log::error!("{error}: this name server is skipped");
+                None
+            }
+        })
+        .collect()
+}
+
 /// Registers with every name server; returns how many accepted. Failures are logged: the
 /// next period retries, and a name server that is down must not stop the broker.
 pub async fn register_all(
     config: &BrokerConfig,
+    links: &mut [NameServerLink],
     topics: &TopicConfigSerializeWrapper,
     opaque: i32,
 ) -> usize {
     let mut accepted = 0;
-    for text in &config.namesrv_addrs {
+    for link in links.iter_mut() {
         let request = register_request(config, topics.clone(), opaque);
-        let outcome = match parse_addr(text) {
-            Ok(addr) => call(addr, &request, REGISTER_TIMEOUT).await,
-            Err(error) => Err(error),
-        };
-        match outcome {
+        match link.call(&request, REGISTER_TIMEOUT).await {
             Ok(response) if response.response_code() == ResponseCode::SUCCESS => accepted += 1,
             Ok(response) => log::warn!(
-                "name server {text} refused registration: {} {:?}",
+                "name server {} refused registration: {} {:?}",
+                link.addr(),
                 response.response_code(),
                 response.remark
             ),
-            Err(error) => log::warn!("registration with {text} failed: {error}"),
+            Err(error) => log::warn!("registration failed: {error}"),
         }
     }
     accepted
 }
 
 /// Unregisters from every name server (shutdown); errors are logged.
-pub async fn unregister_all(config: &BrokerConfig, opaque: i32) {
+pub async fn unregister_all(config: &BrokerConfig, links: &mut [NameServerLink], opaque: i32) {
     let header = UnRegisterBrokerRequestHeader {
         broker_name: config.broker_name.clone(),
         broker_addr: config.broker_addr(),
         cluster_name: config.cluster_name.clone(),
         broker_id: config.broker_id,
     };
-    for text in &config.namesrv_addrs {
+    for link in links.iter_mut() {
         let request =
             RemotingCommand::request(RequestCode::UNREGISTER_BROKER, opaque).with_header(&header);
-        let outcome = match parse_addr(text) {
-            Ok(addr) => call(addr, &request, REGISTER_TIMEOUT).await,
-            Err(error) => Err(error),
-        };
-        if let Err(error) = outcome {
-            log::warn!("unregistration from {text} failed: {error}");
+        if let Err(error) = link.call(&request, REGISTER_TIMEOUT).await {
+            log::warn!("unregistration failed: {error}");
         }
     }
 }

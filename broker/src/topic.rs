@@ -178,12 +178,12 @@ impl TopicTable {
         requested_queue_nums: i32,
         topic_sys_flag: i32,
         auto_create_enabled: bool,
-    ) -> Result<TopicConfig, AutoCreateError> {
+    ) -> Result<(TopicConfig, bool), AutoCreateError> {
         if let Some(existing) = self.topics.get(topic) {
-            return Ok(existing.clone());
+            return Ok((existing.clone(), false));
         }
         if validation::is_retry_topic(topic) {
-            return Ok(self.ensure_system_topic(topic, 1));
+            return Ok((self.ensure_system_topic(topic, 1), true));
         }
         let template = self
             .topics
@@ -207,7 +207,7 @@ impl TopicTable {
             ..TopicConfig::new(topic)
         };
         self.upsert(config.clone());
-        Ok(config)
+        Ok((config, true))
     }
 
     /// Returns `topic`, creating it read-write with `queue_nums` queues when missing (retry
@@ -261,10 +261,11 @@ mod tests {
         let created = table
             .create_on_send("TopicTest", "TBW102", 4, 0, true)
             .unwrap();
-        assert_eq!(created.write_queue_nums, 4);
-        assert_eq!(created.perm, 6);
+        assert_eq!(created.0.write_queue_nums, 4);
+        assert_eq!(created.0.perm, 6);
+        assert!(created.1);
         assert!(table.data_version().counter > version);
-        let capped = table.create_on_send("Wide", "TBW102", 64, 0, true).unwrap();
+        let (capped, _) = table.create_on_send("Wide", "TBW102", 64, 0, true).unwrap();
         assert_eq!(capped.write_queue_nums, 8);
         assert_eq!(
             table.create_on_send("X", "NoSuchTemplate", 4, 0, true),
@@ -273,7 +274,7 @@ mod tests {
         let retry = table
             .create_on_send("%RETRY%cg", "NoSuchTemplate", 4, 0, true)
             .unwrap();
-        assert_eq!(retry.read_queue_nums, 1);
+        assert_eq!(retry.0.read_queue_nums, 1);
         assert!(table.delete("TopicTest"));
         assert!(table.get("TopicTest").is_none());
     }

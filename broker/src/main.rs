@@ -1,0 +1,137 @@
+//! `comet-broker`: runs a broker, as RocketMQ's `mqbroker`.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use comet_broker::config::BrokerConfig;
+use comet_broker::runtime::{run, RunOptions};
+use comet_broker::standalone::DEFAULT_NAMESRV_ADDR;
+use comet_rt::fatal::{fatal, FatalReason};
+use comet_rt::shutdown::RemoteStop;
+
+/// A RocketMQ-compatible broker, thread-per-core on io_uring.
+#[derive(Parser, Debug)]
+#[command(name = "comet-broker", version)]
+struct Args {
+    /// A RocketMQ broker.conf (Java properties); flags override its keys.
+    #[arg(short = 'c', long = "config")]
+    config: Option<PathBuf>,
+    /// Run the name server inside this process at `namesrvAddr` (default 127.0.0.1:9876).
+    #[arg(long)]
+    standalone: bool,
+    /// Shards (pinned executors); default: every available core.
+    #[arg(long)]
+    cores: Option<usize>,
+    /// Do not pin shards to cores (shared machines, tests).
+    #[arg(long)]
+    no_pin: bool,
+    /// `namesrvAddr`: name servers to register with, `;`-separated.
+    #[arg(short = 'n', long = "namesrv")]
+    namesrv: Option<String>,
+    /// `listenPort`.
+    #[arg(long)]
+    listen_port: Option<u16>,
+    /// `storePathRootDir`.
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// `flushDiskType`: SYNC_FLUSH or ASYNC_FLUSH.
+    #[arg(long)]
+    flush: Option<String>,
+    /// `brokerIP1`: the address clients are given.
+    #[arg(long)]
+    broker_ip: Option<String>,
+    /// Any other key, as `key=value` (repeatable).
+    #[arg(short = 'o', long = "option")]
+    options: Vec<String>,
+}
+
+fn load_config(args: &Args) -> Result<BrokerConfig, String> {
+    let mut config = BrokerConfig::default();
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        pairs.extend(comet_proto::java_properties::parse(&text));
+    }
+    let flags = [
+        ("namesrvAddr", args.namesrv.clone()),
+        ("listenPort", args.listen_port.map(|port| port.to_string())),
+        (
+            "storePathRootDir",
+            args.store.as_ref().map(|path| path.display().to_string()),
+        ),
+        ("flushDiskType", args.flush.clone()),
+        ("brokerIP1", args.broker_ip.clone()),
+    ];
+    pairs.extend(
+        flags
+            .into_iter()
+            .filter_map(|(key, value)| value.map(|value| (key.to_owned(), value))),
+    );
+    for option in &args.options {
+        let (key, value) = option
+            .split_once('=')
+            .ok_or_else(|| format!("option {option:?} is not key=value"))?;
+        pairs.push((key.trim().to_owned(), value.trim().to_owned()));
+    }
+    let unknown = config
+        .apply_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .map_err(|e| e.to_string())?;
+    for key in unknown {
+        log::warn!("ignoring broker config key `{key}`: Comet does not use it");
+    }
+    if args.standalone && config.namesrv_addrs.is_empty() {
+        config.namesrv_addrs.push(DEFAULT_NAMESRV_ADDR.to_owned());
+    }
+    Ok(config)
+}
+
+fn install_signal_handlers(stop: RemoteStop) {
+    // A dedicated thread waits for SIGTERM/SIGINT with sigwait, so the shards never see the
+    // signal and shutdown runs through the normal stop sequence.
+    // SAFETY: sigset manipulation on a local set; pthread_sigmask on the main thread before
+    // any other thread exists, so every thread inherits the blocked mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        std::thread::Builder::new()
+            .name("comet-signals".to_owned())
+            .spawn(move || {
+                let mut signal: libc::c_int = 0;
+                libc::sigwait(&set, &mut signal);
+                log::info!("signal {signal} received: stopping");
+                stop.request();
+            })
+            .expect("spawn the signal thread");
+    }
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let args = Args::parse();
+    let config = load_config(&args).unwrap_or_else(|e| fatal(FatalReason::Config, &e));
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let shard_count = args.cores.unwrap_or(cores).clamp(1, 128);
+    let stop = RemoteStop::new();
+    install_signal_handlers(stop.clone());
+    log::info!(
+        "comet-broker {} starting: {} shards, store {}, {:?}, listen port {}",
+        env!("CARGO_PKG_VERSION"),
+        shard_count,
+        config.store_root.display(),
+        config.flush_disk_type,
+        config.listen_port
+    );
+    let options = RunOptions {
+        shard_count,
+        pinned: !args.no_pin && shard_count <= cores,
+        standalone: args.standalone,
+        stop,
+    };
+    if let Err(e) = run(config, options) {
+        fatal(FatalReason::StorageIo, &e);
+    }
+    log::info!("comet-broker stopped cleanly");
+}

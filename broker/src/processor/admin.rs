@@ -1,0 +1,415 @@
+//! Admin requests (reference 3.9): topics, subscription groups, statistics, connections and
+//! broker configuration. Per-queue figures come from each queue's owner shard.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use comet_proto::body::{
+    Connection, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KVTable, MessageQueue,
+    OffsetWrapper, ProducerConnection, SubscriptionGroupConfig, TopicConfig, TopicFilterType,
+    TopicList, TopicOffset, TopicStatsTable,
+};
+use comet_proto::headers::{
+    CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
+    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
+    GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryConsumerOffsetRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+};
+use comet_proto::{java_properties, CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+
+use crate::processor::call_owner;
+use crate::shard::ShardBroker;
+use crate::validation;
+
+fn error(
+    request: &RemotingCommand,
+    code: ResponseCode,
+    remark: impl Into<String>,
+) -> RemotingCommand {
+    RemotingCommand::error_to(request, code, remark)
+}
+
+fn ok(request: &RemotingCommand) -> RemotingCommand {
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+}
+
+/// UPDATE_AND_CREATE_TOPIC (17).
+pub fn create_topic(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match CreateTopicRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    if let Err(reason) = validation::check_topic(&header.topic) {
+        return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
+    }
+    if validation::is_send_forbidden(&header.topic) {
+        return error(
+            request,
+            ResponseCode::INVALID_PARAMETER,
+            format!("the topic[{}] is conflict with system topic", header.topic),
+        );
+    }
+    if header.read_queue_nums <= 0
+        || header.write_queue_nums <= 0
+        || header.read_queue_nums > 1024
+        || header.write_queue_nums > 1024
+    {
+        return error(
+            request,
+            ResponseCode::INVALID_PARAMETER,
+            "queue counts must be within 1..=1024",
+        );
+    }
+    let topic_filter_type = match TopicFilterType::from_name(&header.topic_filter_type) {
+        Some(filter) => filter,
+        None => {
+            return error(
+                request,
+                ResponseCode::INVALID_PARAMETER,
+                format!("unknown topicFilterType {}", header.topic_filter_type),
+            )
+        }
+    };
+    let config = TopicConfig {
+        read_queue_nums: header.read_queue_nums,
+        write_queue_nums: header.write_queue_nums,
+        perm: header.perm,
+        topic_filter_type,
+        topic_sys_flag: header.topic_sys_flag.unwrap_or(0),
+        order: header.order,
+        ..TopicConfig::new(header.topic.clone())
+    };
+    broker.metadata.topics().upsert(config);
+    broker.metadata.mark_topics_changed();
+    ok(request)
+}
+
+/// DELETE_TOPIC_IN_BROKER (215).
+pub fn delete_topic(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match DeleteTopicRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    if broker.metadata.topics().delete(&header.topic) {
+        broker.metadata.mark_topics_changed();
+    }
+    ok(request)
+}
+
+/// GET_ALL_TOPIC_CONFIG (21).
+pub fn all_topic_config(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let wrapper = broker
+        .metadata
+        .topics()
+        .to_wrapper(crate::topic::perm::READ_WRITE);
+    ok(request).with_body(wrapper.encode())
+}
+
+/// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305).
+pub fn system_topics(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let topics = broker.metadata.topics();
+    let topic_list = topics
+        .iter()
+        .map(|config| config.topic_name.clone())
+        .filter(|name| {
+            validation::is_send_forbidden(name) || name.starts_with("rmq_sys_") || name == "TBW102"
+        })
+        .collect();
+    let body = TopicList {
+        topic_list,
+        broker_addr: Some(broker.config.broker_addr()),
+    };
+    ok(request).with_body(body.encode())
+}
+
+/// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200).
+pub fn create_group(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let config = match SubscriptionGroupConfig::decode(&request.body) {
+        Ok(config) => config,
+        Err(e) => {
+            return error(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                format!("malformed group config: {e}"),
+            )
+        }
+    };
+    if let Err(reason) = validation::check_group(&config.group_name) {
+        return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
+    }
+    broker.metadata.groups().upsert(config);
+    ok(request)
+}
+
+/// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
+pub fn all_groups(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let wrapper = broker.metadata.groups().to_wrapper();
+    ok(request).with_body(wrapper.encode())
+}
+
+/// DELETE_SUBSCRIPTIONGROUP (207). Offsets of the group are forgotten on every shard at the
+/// next persist when `cleanOffset` is set.
+pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match DeleteSubscriptionGroupRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    broker.metadata.groups().delete(&header.group_name);
+    if header.clean_offset == Some(true) {
+        broker.offsets.borrow_mut().remove_group(&header.group_name);
+    }
+    ok(request)
+}
+
+fn internal_request<H: CommandHeader>(code: RequestCode, header: &H) -> RemotingCommand {
+    RemotingCommand::request(code, 0).with_header(header)
+}
+
+async fn owner_offset(
+    broker: &ShardBroker,
+    topic: &str,
+    queue_id: i32,
+    request: RemotingCommand,
+) -> Option<i64> {
+    let response = call_owner(broker, topic, queue_id, request).await?;
+    if response.response_code() != ResponseCode::SUCCESS {
+        return None;
+    }
+    response.ext_fields.optional_i64("offset").ok().flatten()
+}
+
+async fn queue_min_max(broker: &ShardBroker, topic: &str, queue_id: i32) -> (i64, i64) {
+    let min = GetMinOffsetRequestHeader {
+        topic: topic.to_owned(),
+        queue_id,
+        broker_name: None,
+        logical: None,
+    };
+    let max = GetMaxOffsetRequestHeader {
+        topic: topic.to_owned(),
+        queue_id,
+        committed: None,
+        broker_name: None,
+        logical: None,
+    };
+    let min = owner_offset(
+        broker,
+        topic,
+        queue_id,
+        internal_request(RequestCode::GET_MIN_OFFSET, &min),
+    )
+    .await;
+    let max = owner_offset(
+        broker,
+        topic,
+        queue_id,
+        internal_request(RequestCode::GET_MAX_OFFSET, &max),
+    )
+    .await;
+    (min.unwrap_or(0), max.unwrap_or(0))
+}
+
+fn message_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> MessageQueue {
+    MessageQueue {
+        topic: topic.to_owned(),
+        broker_name: broker.config.broker_name.clone(),
+        queue_id,
+    }
+}
+
+/// GET_TOPIC_STATS_INFO (202).
+pub async fn topic_stats(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match GetTopicStatsInfoRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let config = broker.metadata.topics().get(&header.topic).cloned();
+    let Some(config) = config else {
+        return error(
+            request,
+            ResponseCode::TOPIC_NOT_EXIST,
+            format!("topic[{}] not exist", header.topic),
+        );
+    };
+    let mut offset_table = BTreeMap::new();
+    for queue_id in 0..config.read_queue_nums.max(config.write_queue_nums) {
+        let (min_offset, max_offset) = queue_min_max(broker, &header.topic, queue_id).await;
+        let offset = TopicOffset {
+            min_offset,
+            max_offset,
+            last_update_timestamp: 0,
+        };
+        offset_table.insert(message_queue(broker, &header.topic, queue_id), offset);
+    }
+    ok(request).with_body(
+        TopicStatsTable {
+            offset_table,
+            topic_put_tps: 0.0,
+        }
+        .encode(),
+    )
+}
+
+/// GET_CONSUME_STATS (208): per readable queue, the queue's max offset and the group's
+/// committed offset.
+pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match GetConsumeStatsRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let topics: Vec<String> = match (&header.topic, &header.topic_list) {
+        (Some(topic), _) if !topic.is_empty() => vec![topic.clone()],
+        (_, Some(list)) if !list.is_empty() => list.split(';').map(str::to_owned).collect(),
+        _ => subscribed_topics(broker, &header.consumer_group),
+    };
+    let mut offset_table = BTreeMap::new();
+    for topic in topics {
+        let read_queue_nums = broker
+            .metadata
+            .topics()
+            .get(&topic)
+            .map_or(0, |config| config.read_queue_nums);
+        for queue_id in 0..read_queue_nums {
+            let (_, broker_offset) = queue_min_max(broker, &topic, queue_id).await;
+            let query = QueryConsumerOffsetRequestHeader {
+                consumer_group: header.consumer_group.clone(),
+                topic: topic.clone(),
+                queue_id,
+                set_zero_if_not_found: Some(false),
+                broker_name: None,
+            };
+            let request = internal_request(RequestCode::QUERY_CONSUMER_OFFSET, &query);
+            let consumer_offset = owner_offset(broker, &topic, queue_id, request)
+                .await
+                .unwrap_or(0);
+            let wrapper = OffsetWrapper {
+                broker_offset,
+                consumer_offset,
+                pull_offset: consumer_offset,
+                last_timestamp: 0,
+            };
+            offset_table.insert(message_queue(broker, &topic, queue_id), wrapper);
+        }
+    }
+    ok(request).with_body(
+        ConsumeStats {
+            consume_tps: 0.0,
+            offset_table,
+        }
+        .encode(),
+    )
+}
+
+fn subscribed_topics(broker: &ShardBroker, group: &str) -> Vec<String> {
+    let clients = broker.metadata.clients();
+    clients
+        .consumer_group(group)
+        .map(|consumers| consumers.subscriptions.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// GET_CONSUMER_CONNECTION_LIST (203).
+pub fn consumer_connections(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match GetConsumerConnectionListRequestHeader::from_ext_fields(&request.ext_fields)
+    {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let clients = broker.metadata.clients();
+    let Some(group) = clients.consumer_group(&header.consumer_group) else {
+        return error(
+            request,
+            ResponseCode::CONSUMER_NOT_ONLINE,
+            format!("the consumer group[{}] not online", header.consumer_group),
+        );
+    };
+    let connection_set = group
+        .channels()
+        .into_iter()
+        .map(|(client_id, channel)| Connection {
+            client_addr: channel.client_addr.to_string(),
+            client_id,
+            language: channel.language,
+            version: channel.version,
+        })
+        .collect();
+    let body = ConsumerConnection {
+        connection_set,
+        consume_from_where: Some(group.consume_from_where),
+        consume_type: Some(group.consume_type),
+        message_model: Some(group.message_model),
+        subscription_table: group.subscriptions.clone(),
+    };
+    ok(request).with_body(body.encode())
+}
+
+/// GET_PRODUCER_CONNECTION_LIST (204).
+pub fn producer_connections(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match GetProducerConnectionListRequestHeader::from_ext_fields(&request.ext_fields)
+    {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let connection_set = broker
+        .metadata
+        .clients()
+        .producer_channels(&header.producer_group)
+        .into_iter()
+        .map(|(client_id, channel)| Connection {
+            client_addr: channel.client_addr.to_string(),
+            client_id,
+            language: channel.language,
+            version: channel.version,
+        })
+        .collect();
+    ok(request).with_body(ProducerConnection { connection_set }.encode())
+}
+
+/// QUERY_TOPIC_CONSUME_BY_WHO (300): groups subscribed now or holding offsets on this shard.
+pub fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match QueryTopicConsumeByWhoRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let mut group_list: BTreeSet<String> = broker
+        .metadata
+        .clients()
+        .groups_subscribed_to(&header.topic)
+        .into_iter()
+        .collect();
+    group_list.extend(broker.offsets.borrow().groups_of_topic(&header.topic));
+    ok(request).with_body(GroupList { group_list }.encode())
+}
+
+/// GET_BROKER_CONFIG (26): the configuration as Java properties text.
+pub fn broker_config(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let pairs = broker.config.to_pairs();
+    let text = java_properties::write(pairs.iter().map(|(key, value)| (*key, value.as_str())));
+    ok(request).with_body(text.into_bytes())
+}
+
+/// GET_BROKER_RUNTIME_INFO (28): a KVTable of string figures (this shard's store counters).
+pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let stats = broker.store.stats();
+    let mut table = BTreeMap::new();
+    table.insert("brokerVersionDesc".to_owned(), "V5_3_3".to_owned());
+    table.insert(
+        "brokerVersion".to_owned(),
+        comet_proto::code::version::CURRENT.to_string(),
+    );
+    table.insert(
+        "msgPutTotalTodayNow".to_owned(),
+        stats.appended_records.to_string(),
+    );
+    table.insert("msgGetTotalTodayNow".to_owned(), "0".to_owned());
+    table.insert("commitLogDirCapacity".to_owned(), "0".to_owned());
+    table.insert("shardCount".to_owned(), broker.shard_count.to_string());
+    table.insert("fdatasyncCount".to_owned(), stats.fdatasyncs.to_string());
+    table.insert("putTps".to_owned(), "0.0 0.0 0.0".to_owned());
+    table.insert("getTransferredTps".to_owned(), "0.0 0.0 0.0".to_owned());
+    table.insert(
+        "bootTimestamp".to_owned(),
+        broker.boot_timestamp_ms.to_string(),
+    );
+    ok(request).with_body(KVTable { table }.encode())
+}

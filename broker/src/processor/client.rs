@@ -1,0 +1,320 @@
+//! Client management (reference 3.5, 3.8): HEART_BEAT, UNREGISTER_CLIENT,
+//! GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ, CHECK_CLIENT_CONFIG, and the
+//! NOTIFY_CONSUMER_IDS_CHANGED the broker sends when a group's membership changes.
+
+use comet_net::ConnectionId;
+use comet_proto::body::{
+    CheckClientRequestBody, ConsumeType, GetConsumerListByGroupResponseBody, HeartbeatData,
+    JsonBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody,
+};
+use comet_proto::headers::{
+    GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
+    UnregisterClientRequestHeader,
+};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+
+use crate::clients::ChannelRef;
+use crate::lock::QueueKey;
+use crate::shard::{RequestContext, ShardBroker, ShardCall};
+use crate::validation;
+
+fn error(
+    request: &RemotingCommand,
+    code: ResponseCode,
+    remark: impl Into<String>,
+) -> RemotingCommand {
+    RemotingCommand::error_to(request, code, remark)
+}
+
+fn channel_of(context: RequestContext, request: &RemotingCommand) -> ChannelRef {
+    ChannelRef {
+        shard: context.connection.shard,
+        connection_id: context.connection.serial,
+        client_addr: context.peer,
+        language: request.language,
+        version: request.version,
+    }
+}
+
+/// HEART_BEAT (34): registers producers and consumers, auto-creates groups and retry topics,
+/// and tells a group's members when its membership changed.
+pub async fn heartbeat(
+    broker: &ShardBroker,
+    context: RequestContext,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let data = match HeartbeatData::decode(&request.body) {
+        Ok(data) => data,
+        Err(e) => {
+            return error(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                format!("malformed heartbeat body: {e}"),
+            )
+        }
+    };
+    let now_ms = comet_rt::clock::wall_clock_ms();
+    let channel = channel_of(context, request);
+    let mut changed_groups = Vec::new();
+    let mut topics_created = false;
+    for consumer in &data.consumer_data_set {
+        if validation::check_group(&consumer.group_name).is_err() {
+            continue;
+        }
+        let group = broker.metadata.groups().get_or_create(
+            &consumer.group_name,
+            broker.config.auto_create_subscription_group,
+        );
+        let Some(group) = group else { continue };
+        if consumer.consume_type != ConsumeType::CONSUME_POP {
+            let retry = validation::retry_topic(&consumer.group_name);
+            let exists = broker.metadata.topics().get(&retry).is_some();
+            if !exists {
+                broker
+                    .metadata
+                    .topics()
+                    .ensure_system_topic(&retry, group.retry_queue_nums.max(1));
+                broker.metadata.mark_topics_changed();
+                topics_created = true;
+            }
+        }
+        let change = broker.metadata.clients().register_consumer(
+            &data.client_id,
+            consumer,
+            channel.clone(),
+            now_ms,
+        );
+        if change.members_changed && group.notify_consumer_ids_changed_enable {
+            changed_groups.push(consumer.group_name.clone());
+        }
+    }
+    for producer in &data.producer_data_set {
+        broker.metadata.clients().register_producer(
+            &producer.group_name,
+            &data.client_id,
+            channel.clone(),
+            now_ms,
+        );
+    }
+    if topics_created {
+        if let Err(e) = crate::processor::persist_topics_now(broker).await {
+            log::error!("cannot persist retry topics: {e}");
+        }
+    }
+    for group in changed_groups {
+        notify_consumer_ids_changed(broker, &group).await;
+    }
+    let mut response = RemotingCommand::response_to(request, ResponseCode::SUCCESS);
+    response
+        .ext_fields
+        .insert("IS_SUPPORT_HEART_BEAT_V2", "false");
+    response.ext_fields.insert("IS_SUB_CHANGE", "true");
+    response
+}
+
+/// UNREGISTER_CLIENT (35).
+pub async fn unregister(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match UnregisterClientRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    if let Some(group) = &header.producer_group {
+        broker
+            .metadata
+            .clients()
+            .unregister_producer(group, &header.client_id);
+    }
+    if let Some(group) = &header.consumer_group {
+        let removed = broker
+            .metadata
+            .clients()
+            .unregister_consumer(group, &header.client_id);
+        if removed {
+            notify_consumer_ids_changed(broker, group).await;
+        }
+    }
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+}
+
+/// A client connection closed: its registrations go, and the groups it left are told.
+pub async fn connection_closed(broker: &ShardBroker, connection: ConnectionId) {
+    let changed = broker
+        .metadata
+        .clients()
+        .connection_closed(connection.shard, connection.serial);
+    for group in changed {
+        notify_consumer_ids_changed(broker, &group).await;
+    }
+}
+
+/// GET_CONSUMER_LIST_BY_GROUP (38).
+pub fn consumer_list(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match GetConsumerListByGroupRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let ids = broker
+        .metadata
+        .clients()
+        .consumer_group(&header.consumer_group)
+        .map(|group| group.client_ids());
+    match ids {
+        Some(consumer_id_list) if !consumer_id_list.is_empty() => {
+            let body = GetConsumerListByGroupResponseBody { consumer_id_list };
+            RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body.encode())
+        }
+        _ => error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            format!("no consumer for this group, {}", header.consumer_group),
+        ),
+    }
+}
+
+/// Sends NOTIFY_CONSUMER_IDS_CHANGED (one-way) to every member of `group`, on whichever
+/// shard its connection lives.
+pub async fn notify_consumer_ids_changed(broker: &ShardBroker, group: &str) {
+    let channels = match broker.metadata.clients().consumer_group(group) {
+        Some(consumers) => consumers.channels(),
+        None => return,
+    };
+    let header = NotifyConsumerIdsChangedRequestHeader {
+        consumer_group: group.to_owned(),
+    };
+    for (_, channel) in channels {
+        let mut command = RemotingCommand::request(RequestCode::NOTIFY_CONSUMER_IDS_CHANGED, 0)
+            .with_header(&header);
+        command.set_oneway();
+        let connection = ConnectionId {
+            shard: channel.shard,
+            serial: channel.connection_id,
+        };
+        send_to_client(broker, connection, command).await;
+    }
+}
+
+/// Sends a one-way request to a client connection, crossing the mesh when the connection
+/// lives on another shard. A closed connection is not an error: the client is gone.
+pub async fn send_to_client(
+    broker: &ShardBroker,
+    connection: ConnectionId,
+    command: RemotingCommand,
+) {
+    if connection.shard == broker.shard {
+        deliver_locally(broker, connection, command);
+        return;
+    }
+    let call = ShardCall::ToClient {
+        connection,
+        command,
+    };
+    if broker.mesh().call(connection.shard, call).await.is_err() {
+        log::debug!("could not reach {connection} across the mesh");
+    }
+}
+
+/// Writes a one-way request to a connection of this shard.
+pub fn deliver_locally(broker: &ShardBroker, connection: ConnectionId, command: RemotingCommand) {
+    let handle = broker
+        .server
+        .get()
+        .and_then(|server| server.connection(connection));
+    match handle {
+        Some(handle) => {
+            if let Err(e) = handle.send_oneway(command) {
+                log::debug!("notification to {connection} not sent: {e}");
+            }
+        }
+        None => log::debug!("connection {connection} is gone"),
+    }
+}
+
+fn queue_keys(queues: &[MessageQueue]) -> Vec<QueueKey> {
+    queues
+        .iter()
+        .map(|queue| QueueKey {
+            topic: queue.topic.clone(),
+            broker_name: queue.broker_name.clone(),
+            queue_id: queue.queue_id,
+        })
+        .collect()
+}
+
+/// LOCK_BATCH_MQ (41).
+pub fn lock_batch(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let body = match LockBatchRequestBody::decode(&request.body) {
+        Ok(body) => body,
+        Err(e) => {
+            return error(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                format!("malformed lock body: {e}"),
+            )
+        }
+    };
+    let queues: Vec<MessageQueue> = body.mq_set.iter().cloned().collect();
+    let now_ms = comet_rt::clock::wall_clock_ms();
+    let granted = broker.metadata.locks().lock_batch(
+        &body.consumer_group,
+        &body.client_id,
+        &queue_keys(&queues),
+        now_ms,
+    );
+    let lock_ok_mq_set = queues
+        .into_iter()
+        .filter(|queue| {
+            granted.iter().any(|key| {
+                key.topic == queue.topic
+                    && key.queue_id == queue.queue_id
+                    && key.broker_name == queue.broker_name
+            })
+        })
+        .collect();
+    let response_body = LockBatchResponseBody { lock_ok_mq_set };
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(response_body.encode())
+}
+
+/// UNLOCK_BATCH_MQ (42).
+pub fn unlock_batch(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let body = match UnlockBatchRequestBody::decode(&request.body) {
+        Ok(body) => body,
+        Err(e) => {
+            return error(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                format!("malformed unlock body: {e}"),
+            )
+        }
+    };
+    let queues: Vec<MessageQueue> = body.mq_set.iter().cloned().collect();
+    broker.metadata.locks().unlock_batch(
+        &body.consumer_group,
+        &body.client_id,
+        &queue_keys(&queues),
+    );
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+}
+
+/// CHECK_CLIENT_CONFIG (46): only TAG subscriptions are supported.
+pub fn check_client_config(request: &RemotingCommand) -> RemotingCommand {
+    let body = match CheckClientRequestBody::decode(&request.body) {
+        Ok(body) => body,
+        Err(e) => {
+            return error(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                format!("malformed body: {e}"),
+            )
+        }
+    };
+    let expression_type = Some(body.subscription_data.expression_type.as_str());
+    if comet_proto::filter::is_tag_type(expression_type) {
+        RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+    } else {
+        error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "the broker does not support consumer to filter message by SQL92",
+        )
+    }
+}

@@ -1,0 +1,300 @@
+//! Request processing: routing to the owner shard, then the processor for the code.
+//!
+//! [`handle`] runs on the shard whose connection carried the request. Requests bound to one
+//! queue (sends, pulls, offsets) go to the queue's owner; key queries go to every shard (each
+//! has its own index); a view by id goes to the shard whose log the offset names; the rest
+//! (client management, admin) run in place against the shared metadata. [`handle_local`]
+//! runs a request on the current shard without routing, and is what a forwarded request
+//! runs on its target.
+
+pub mod admin;
+pub mod client;
+pub mod offsets;
+pub mod pull;
+pub mod query;
+pub mod send;
+
+use std::net::SocketAddr;
+
+use comet_net::ConnectionId;
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_rt::ShardId;
+
+use crate::shard::{RequestContext, ShardBroker, ShardCall};
+
+/// Serves one request that arrived on this shard.
+pub async fn handle(
+    broker: &ShardBroker,
+    context: RequestContext,
+    request: RemotingCommand,
+) -> Option<RemotingCommand> {
+    use RequestCode::*;
+    match request.request_code() {
+        SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE => {
+            let mut request = request;
+            match send::route(broker, &mut request) {
+                Ok(route) => {
+                    if route.topic_created {
+                        if let Err(e) = persist_topics_now(broker).await {
+                            let remark = format!("cannot persist the new topic: {e}");
+                            return Some(RemotingCommand::error_to(
+                                &request,
+                                ResponseCode::SYSTEM_ERROR,
+                                remark,
+                            ));
+                        }
+                    }
+                    on_owner(broker, context, &route.topic, route.queue_id, request).await
+                }
+                Err(response) => Some(response),
+            }
+        }
+        PULL_MESSAGE
+        | LITE_PULL_MESSAGE
+        | QUERY_CONSUMER_OFFSET
+        | UPDATE_CONSUMER_OFFSET
+        | GET_MAX_OFFSET
+        | GET_MIN_OFFSET
+        | SEARCH_OFFSET_BY_TIMESTAMP
+        | GET_EARLIEST_MSG_STORETIME => {
+            match queue_of(&request) {
+                Some((topic, queue_id)) => {
+                    on_owner(broker, context, &topic, queue_id, request).await
+                }
+                // No usable topic/queue: the local processor answers with the header error.
+                None => handle_local(broker, context, request).await,
+            }
+        }
+        QUERY_MESSAGE => Some(query_all_shards(broker, context, request).await),
+        VIEW_MESSAGE_BY_ID => {
+            let offset = request.ext_fields.optional_i64("offset").ok().flatten();
+            match offset.and_then(|offset| query::shard_of_offset(offset, broker.shard_count)) {
+                Some(index) => on_shard(broker, context, shard_id(index), request).await,
+                None => Some(RemotingCommand::error_to(
+                    &request,
+                    ResponseCode::SYSTEM_ERROR,
+                    "no message at that offset",
+                )),
+            }
+        }
+        _ => handle_local(broker, context, request).await,
+    }
+}
+
+/// Writes `config/topics.json` now (off the shard thread) and waits for it: topic changes a
+/// client was told about must survive a crash.
+pub async fn persist_topics_now(broker: &ShardBroker) -> std::io::Result<()> {
+    let metadata = broker.metadata.clone();
+    comet_rt::task_class::run_blocking(move || metadata.persist_topics()).await
+}
+
+fn shard_id(index: usize) -> ShardId {
+    ShardId(u16::try_from(index).expect("shard count is bounded"))
+}
+
+fn queue_of(request: &RemotingCommand) -> Option<(String, i32)> {
+    let topic = request.ext_fields.get("topic")?;
+    let queue_id = request.ext_fields.optional_i32("queueId").ok().flatten()?;
+    (queue_id >= 0).then(|| (topic.to_owned(), queue_id))
+}
+
+/// Runs `request` on the owner of `(topic, queue_id)`.
+pub async fn on_owner(
+    broker: &ShardBroker,
+    context: RequestContext,
+    topic: &str,
+    queue_id: i32,
+    request: RemotingCommand,
+) -> Option<RemotingCommand> {
+    on_shard(broker, context, broker.owner_of(topic, queue_id), request).await
+}
+
+async fn on_shard(
+    broker: &ShardBroker,
+    context: RequestContext,
+    target: ShardId,
+    request: RemotingCommand,
+) -> Option<RemotingCommand> {
+    if target == broker.shard {
+        broker.local_requests.set(broker.local_requests.get() + 1);
+        // Boxed: admin processors call back into routing for per-queue figures, and the
+        // cycle needs one indirection to have a finite future type.
+        return Box::pin(handle_local(broker, context, request)).await;
+    }
+    broker
+        .forwarded_requests
+        .set(broker.forwarded_requests.get() + 1);
+    let opaque = request.opaque;
+    let serialize_type = request.serialize_type;
+    match broker
+        .mesh()
+        .call(
+            target,
+            ShardCall::Request {
+                context,
+                command: request,
+            },
+        )
+        .await
+    {
+        Ok(reply) => reply,
+        Err(e) => {
+            log::warn!("hand-off to {target} failed: {e}");
+            let mut busy = RemotingCommand::request(RequestCode::Unknown(0), opaque);
+            busy.serialize_type = serialize_type;
+            Some(RemotingCommand::error_to(
+                &busy,
+                ResponseCode::SYSTEM_BUSY,
+                "[OVERLOAD] shard hand-off failed",
+            ))
+        }
+    }
+}
+
+/// Runs an internal request (built by the broker itself) on the owner of the queue.
+pub async fn call_owner(
+    broker: &ShardBroker,
+    topic: &str,
+    queue_id: i32,
+    request: RemotingCommand,
+) -> Option<RemotingCommand> {
+    let context = internal_context(broker);
+    on_owner(broker, context, topic, queue_id, request).await
+}
+
+fn internal_context(broker: &ShardBroker) -> RequestContext {
+    RequestContext {
+        peer: broker.store_host,
+        connection: ConnectionId {
+            shard: broker.shard,
+            serial: u64::MAX,
+        },
+    }
+}
+
+async fn query_all_shards(
+    broker: &ShardBroker,
+    context: RequestContext,
+    request: RemotingCommand,
+) -> RemotingCommand {
+    let mut records = Vec::new();
+    let mut last = None;
+    for index in 0..broker.shard_count {
+        let copy = request.clone();
+        let Some(response) = on_shard(broker, context, shard_id(index), copy).await else {
+            continue;
+        };
+        if response.response_code() == ResponseCode::SUCCESS {
+            records.push(response.body.clone());
+        }
+        last = Some(response);
+    }
+    if records.is_empty() {
+        return last.unwrap_or_else(|| {
+            RemotingCommand::error_to(&request, ResponseCode::QUERY_NOT_FOUND, "no message found")
+        });
+    }
+    query::found_response(&request, &records)
+}
+
+/// Runs `request` on this shard.
+pub async fn handle_local(
+    broker: &ShardBroker,
+    context: RequestContext,
+    request: RemotingCommand,
+) -> Option<RemotingCommand> {
+    use RequestCode::*;
+    let response = match request.request_code() {
+        SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE => {
+            send::process(broker, context, request).await
+        }
+        PULL_MESSAGE | LITE_PULL_MESSAGE => pull::process(broker, request).await,
+        QUERY_CONSUMER_OFFSET => offsets::query_consumer_offset(broker, &request),
+        UPDATE_CONSUMER_OFFSET => offsets::update_consumer_offset(broker, &request),
+        GET_MAX_OFFSET => offsets::max_offset(broker, &request),
+        GET_MIN_OFFSET => offsets::min_offset(broker, &request),
+        SEARCH_OFFSET_BY_TIMESTAMP => offsets::search_offset(broker, &request).await,
+        GET_EARLIEST_MSG_STORETIME => offsets::earliest_store_time(broker, &request).await,
+        QUERY_MESSAGE => query::query_local(broker, &request).await,
+        VIEW_MESSAGE_BY_ID => query::view_local(broker, &request).await,
+        HEART_BEAT => client::heartbeat(broker, context, &request).await,
+        UNREGISTER_CLIENT => client::unregister(broker, &request).await,
+        GET_CONSUMER_LIST_BY_GROUP => client::consumer_list(broker, &request),
+        LOCK_BATCH_MQ => client::lock_batch(broker, &request),
+        UNLOCK_BATCH_MQ => client::unlock_batch(broker, &request),
+        CHECK_CLIENT_CONFIG => client::check_client_config(&request),
+        UPDATE_AND_CREATE_TOPIC => persisted(broker, admin::create_topic(broker, &request)).await,
+        DELETE_TOPIC_IN_BROKER => persisted(broker, admin::delete_topic(broker, &request)).await,
+        GET_ALL_TOPIC_CONFIG => admin::all_topic_config(broker, &request),
+        GET_SYSTEM_TOPIC_LIST_FROM_BROKER => admin::system_topics(broker, &request),
+        UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => admin::create_group(broker, &request),
+        GET_ALL_SUBSCRIPTIONGROUP_CONFIG => admin::all_groups(broker, &request),
+        DELETE_SUBSCRIPTIONGROUP => admin::delete_group(broker, &request),
+        GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request).await,
+        GET_CONSUME_STATS => admin::consume_stats(broker, &request).await,
+        GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
+        GET_PRODUCER_CONNECTION_LIST => admin::producer_connections(broker, &request),
+        QUERY_TOPIC_CONSUME_BY_WHO => admin::consumed_by_who(broker, &request),
+        GET_BROKER_CONFIG => admin::broker_config(broker, &request),
+        GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
+        _ => RemotingCommand::not_supported_to(&request),
+    };
+    Some(response)
+}
+
+/// Persists the topic table before a successful topic change is acknowledged.
+async fn persisted(broker: &ShardBroker, response: RemotingCommand) -> RemotingCommand {
+    if response.response_code() != ResponseCode::SUCCESS {
+        return response;
+    }
+    match persist_topics_now(broker).await {
+        Ok(()) => response,
+        Err(e) => RemotingCommand {
+            code: ResponseCode::SYSTEM_ERROR.value(),
+            remark: Some(format!("cannot persist topics: {e}")),
+            ..response
+        },
+    }
+}
+
+/// The codes [`handle`] serves; everything else is answered REQUEST_CODE_NOT_SUPPORTED.
+pub const SUPPORTED_CODES: &[RequestCode] = &[
+    RequestCode::SEND_MESSAGE,
+    RequestCode::SEND_MESSAGE_V2,
+    RequestCode::SEND_BATCH_MESSAGE,
+    RequestCode::PULL_MESSAGE,
+    RequestCode::LITE_PULL_MESSAGE,
+    RequestCode::QUERY_CONSUMER_OFFSET,
+    RequestCode::UPDATE_CONSUMER_OFFSET,
+    RequestCode::GET_MAX_OFFSET,
+    RequestCode::GET_MIN_OFFSET,
+    RequestCode::SEARCH_OFFSET_BY_TIMESTAMP,
+    RequestCode::GET_EARLIEST_MSG_STORETIME,
+    RequestCode::QUERY_MESSAGE,
+    RequestCode::VIEW_MESSAGE_BY_ID,
+    RequestCode::HEART_BEAT,
+    RequestCode::UNREGISTER_CLIENT,
+    RequestCode::GET_CONSUMER_LIST_BY_GROUP,
+    RequestCode::LOCK_BATCH_MQ,
+    RequestCode::UNLOCK_BATCH_MQ,
+    RequestCode::CHECK_CLIENT_CONFIG,
+    RequestCode::UPDATE_AND_CREATE_TOPIC,
+    RequestCode::DELETE_TOPIC_IN_BROKER,
+    RequestCode::GET_ALL_TOPIC_CONFIG,
+    RequestCode::GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
+    RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+    RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    RequestCode::DELETE_SUBSCRIPTIONGROUP,
+    RequestCode::GET_TOPIC_STATS_INFO,
+    RequestCode::GET_CONSUME_STATS,
+    RequestCode::GET_CONSUMER_CONNECTION_LIST,
+    RequestCode::GET_PRODUCER_CONNECTION_LIST,
+    RequestCode::QUERY_TOPIC_CONSUME_BY_WHO,
+    RequestCode::GET_BROKER_CONFIG,
+    RequestCode::GET_BROKER_RUNTIME_INFO,
+];
+
+/// A context for tests and internal callers: `peer` as the born host.
+pub fn context_for(peer: SocketAddr, connection: ConnectionId) -> RequestContext {
+    RequestContext { peer, connection }
+}

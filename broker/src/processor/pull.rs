@@ -1,0 +1,297 @@
+//! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), reference 3.2, on the queue's owner shard.
+//!
+//! Long polling: when nothing is there yet and the request allows suspension, the pull
+//! waits on the store's arrival notifier for the queue (woken by the dispatch of the next
+//! durable record) or until `suspendTimeoutMillis`, then runs once more and answers, so a
+//! tailing consumer sees a message within the flush that made it durable.
+
+use std::time::Duration;
+
+use comet_proto::bytes::{Bytes, BytesMut};
+use comet_proto::filter::TagSubscription;
+use comet_proto::flags::pull as pull_sys_flag;
+use comet_proto::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
+use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
+use comet_rt::task_class::timeout;
+use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset};
+
+use crate::shard::ShardBroker;
+use crate::topic::perm;
+
+/// Longest hold a client may ask for; the Java client asks 15 s and times out at 30 s.
+pub const SUSPEND_MAX: Duration = Duration::from_secs(30);
+/// Default byte budget of one pull (Java push consumer: 256 KiB).
+pub const PULL_BYTES_DEFAULT: usize = 256 * 1024;
+/// Largest byte budget a client may ask for.
+pub const PULL_BYTES_MAX: usize = 4 * 1024 * 1024;
+/// Largest message count a client may ask for.
+pub const PULL_MESSAGES_MAX: usize = 1024;
+
+fn error(
+    request: &RemotingCommand,
+    code: ResponseCode,
+    remark: impl Into<String>,
+) -> RemotingCommand {
+    RemotingCommand::error_to(request, code, remark)
+}
+
+/// Serves one pull.
+pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> RemotingCommand {
+    let header = match PullMessageRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(&request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let subscription = match check(broker, &request, &header) {
+        Ok(subscription) => subscription,
+        Err(response) => return response,
+    };
+    if header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
+        broker.offsets.borrow_mut().commit(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            header.commit_offset,
+        );
+    }
+    let mut result = match read(broker, &header, &subscription).await {
+        Ok(result) => result,
+        Err(response) => return error(&request, ResponseCode::SYSTEM_ERROR, response),
+    };
+    let suspend = header.sys_flag & pull_sys_flag::SUSPEND != 0;
+    if suspend && would_be_not_found(&header, &result) {
+        let hold = hold_time(broker, &header);
+        let offset = QueueOffset(u64::try_from(header.queue_offset).unwrap_or(0));
+        let _ = timeout(
+            hold,
+            broker
+                .store
+                .wait_for_message(&header.topic, header.queue_id, offset),
+        )
+        .await;
+        result = match read(broker, &header, &subscription).await {
+            Ok(result) => result,
+            Err(response) => return error(&request, ResponseCode::SYSTEM_ERROR, response),
+        };
+    }
+    respond(&request, &header, result)
+}
+
+fn hold_time(broker: &ShardBroker, header: &PullMessageRequestHeader) -> Duration {
+    if broker.config.long_polling_enable {
+        Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
+            .min(SUSPEND_MAX)
+    } else {
+        Duration::from_millis(broker.config.short_polling_ms)
+    }
+}
+
+/// Permission, topic, group and subscription checks, in RocketMQ's order.
+fn check(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+) -> Result<TagSubscription, RemotingCommand> {
+    if !perm::is_readable(broker.config.broker_permission) {
+        return Err(error(
+            request,
+            ResponseCode::NO_PERMISSION,
+            "the broker pulling message is forbidden",
+        ));
+    }
+    let group = broker.metadata.groups().get_or_create(
+        &header.consumer_group,
+        broker.config.auto_create_subscription_group,
+    );
+    let Some(group) = group else {
+        let remark = format!(
+            "subscription group [{}] does not exist",
+            header.consumer_group
+        );
+        return Err(error(
+            request,
+            ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
+            remark,
+        ));
+    };
+    if !group.consume_enable {
+        return Err(error(
+            request,
+            ResponseCode::NO_PERMISSION,
+            "subscription group no permission",
+        ));
+    }
+    let topic = broker.metadata.topics().get(&header.topic).cloned();
+    let Some(topic) = topic else {
+        let remark = format!("topic[{}] not exist, apply first please!", header.topic);
+        return Err(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
+    };
+    if !perm::is_readable(topic.perm) {
+        return Err(error(
+            request,
+            ResponseCode::NO_PERMISSION,
+            "the topic pulling message is forbidden",
+        ));
+    }
+    if header.queue_id < 0 || header.queue_id >= topic.read_queue_nums {
+        let remark = format!(
+            "queueId[{}] is illegal, topic read queue nums {}",
+            header.queue_id, topic.read_queue_nums
+        );
+        return Err(error(request, ResponseCode::INVALID_PARAMETER, remark));
+    }
+    subscription_of(broker, request, header)
+}
+
+fn subscription_of(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+) -> Result<TagSubscription, RemotingCommand> {
+    if header.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
+        if !comet_proto::filter::is_tag_type(header.expression_type.as_deref()) {
+            return Err(error(
+                request,
+                ResponseCode::SUBSCRIPTION_PARSE_FAILED,
+                "only TAG expressions are supported",
+            ));
+        }
+        return Ok(TagSubscription::parse(header.subscription.as_deref()));
+    }
+    let clients = broker.metadata.clients();
+    let Some(group) = clients.consumer_group(&header.consumer_group) else {
+        let remark = format!(
+            "the consumer's group info not exist, group: {}",
+            header.consumer_group
+        );
+        return Err(error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark));
+    };
+    let Some(subscription) = group.subscriptions.get(&header.topic) else {
+        let remark = format!(
+            "the consumer's subscription not exist, topic: {}",
+            header.topic
+        );
+        return Err(error(request, ResponseCode::SUBSCRIPTION_NOT_EXIST, remark));
+    };
+    if subscription.sub_version < header.sub_version {
+        return Err(error(
+            request,
+            ResponseCode::SUBSCRIPTION_NOT_LATEST,
+            "the consumer's subscription not latest",
+        ));
+    }
+    Ok(TagSubscription::parse(Some(
+        subscription.sub_string.as_str(),
+    )))
+}
+
+async fn read(
+    broker: &ShardBroker,
+    header: &PullMessageRequestHeader,
+    subscription: &TagSubscription,
+) -> Result<GetResult, String> {
+    let codes: Vec<i64> = subscription
+        .codes()
+        .iter()
+        .map(|code| i64::from(*code))
+        .collect();
+    let filter = if subscription.is_all() {
+        MessageFilter::All
+    } else {
+        MessageFilter::TagCodes(&codes)
+    };
+    let max_count = usize::try_from(header.max_msg_nums)
+        .unwrap_or(1)
+        .clamp(1, PULL_MESSAGES_MAX);
+    let max_bytes = header
+        .max_msg_bytes
+        .and_then(|bytes| usize::try_from(bytes).ok())
+        .unwrap_or(PULL_BYTES_DEFAULT)
+        .clamp(1, PULL_BYTES_MAX);
+    let offset = QueueOffset(u64::try_from(header.queue_offset).unwrap_or(0));
+    broker
+        .store
+        .get_messages(
+            &header.topic,
+            header.queue_id,
+            offset,
+            max_count,
+            max_bytes,
+            filter,
+        )
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn would_be_not_found(header: &PullMessageRequestHeader, result: &GetResult) -> bool {
+    match result.status {
+        GetStatus::OffsetOverflowOne => true,
+        GetStatus::NoMessageInQueue => header.queue_offset == 0,
+        _ => false,
+    }
+}
+
+fn status_name(status: GetStatus) -> &'static str {
+    match status {
+        GetStatus::Found => "FOUND",
+        GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+        GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+        GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+        GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+        GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+    }
+}
+
+/// Maps the store's outcome to RocketMQ's response code and next offset (reference 3.2).
+fn respond(
+    request: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+    result: GetResult,
+) -> RemotingCommand {
+    let (code, next_begin_offset) = match result.status {
+        GetStatus::Found => (ResponseCode::SUCCESS, result.next_offset.as_i64()),
+        GetStatus::NoMatchedMessage => (
+            ResponseCode::PULL_RETRY_IMMEDIATELY,
+            result.next_offset.as_i64(),
+        ),
+        GetStatus::NoMessageInQueue if header.queue_offset == 0 => {
+            (ResponseCode::PULL_NOT_FOUND, 0)
+        }
+        GetStatus::NoMessageInQueue => (ResponseCode::PULL_OFFSET_MOVED, 0),
+        GetStatus::OffsetTooSmall => (ResponseCode::PULL_OFFSET_MOVED, result.min_offset.as_i64()),
+        GetStatus::OffsetOverflowOne => (ResponseCode::PULL_NOT_FOUND, header.queue_offset),
+        GetStatus::OffsetOverflowBadly => {
+            (ResponseCode::PULL_OFFSET_MOVED, result.max_offset.as_i64())
+        }
+    };
+    let response_header = PullMessageResponseHeader {
+        suggest_which_broker_id: 0,
+        next_begin_offset,
+        min_offset: result.min_offset.as_i64(),
+        max_offset: result.max_offset.as_i64(),
+        offset_delta: None,
+        topic_sys_flag: Some(0),
+        group_sys_flag: Some(0),
+        forbidden_type: None,
+    };
+    let body = if code == ResponseCode::SUCCESS {
+        concatenate(&result.records)
+    } else {
+        Bytes::new()
+    };
+    RemotingCommand::response_to(request, code)
+        .with_header(&response_header)
+        .with_remark(status_name(result.status))
+        .with_body(body)
+}
+
+fn concatenate(records: &[Bytes]) -> Bytes {
+    if records.len() == 1 {
+        return records[0].clone();
+    }
+    let total = records.iter().map(Bytes::len).sum();
+    let mut body = BytesMut::with_capacity(total);
+    for record in records {
+        body.extend_from_slice(record);
+    }
+    body.freeze()
+}

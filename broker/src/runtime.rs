@@ -1,0 +1,433 @@
+//! Running a broker: one shard per core, each with its store, its server on the shared port
+//! (SO_REUSEPORT) and its end of the mesh; shard 0 also runs the broker-wide housekeeping
+//! (registration with name servers, persisting topics and groups, expiring clients and
+//! locks) and, in standalone mode, the embedded name server.
+//!
+//! Stop order (every phase bounded): stop accepting and drain connections, persist offsets
+//! and metadata, unregister from name servers, shut the store down (final flush,
+//! checkpoint, `abort` removed).
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use comet_net::{DispatchTable, Server, ServerConfig};
+use comet_proto::message_id::UniqueKeyGenerator;
+use comet_rt::mesh::{LocalBoxFuture, Mesh, MeshHandler};
+use comet_rt::net::{Listener, PortReservation};
+use comet_rt::pool::{CpuPlacement, ExecutorOptions, Pool, PoolConfig, ShardContext};
+use comet_rt::shutdown::{RemoteStop, StopSignal};
+use comet_rt::task_class::{sleep, spawn, spawn_detached, timeout, TaskClass, TaskHandle};
+use comet_rt::ShardId;
+use comet_store::{FlushPolicy, LogId, Store, StoreConfig};
+
+use crate::config::{BrokerConfig, FlushDiskType};
+use crate::metadata::Metadata;
+use crate::offset::{OffsetFile, OffsetTable};
+use crate::processor::{self, client};
+use crate::shard::{RequestContext, ShardBroker, ShardCall, ShardReply};
+use crate::{persist, register};
+
+/// Slots per ordered pair of shards in the mesh: bounds cross-shard requests in flight, so a
+/// hot shard pushes back on the others instead of queueing without limit.
+pub const MESH_CAPACITY: usize = 1024;
+/// How often shard 0 looks for topic changes to persist and re-register.
+pub const METADATA_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// io_uring registered memory per shard (see comet_rt::pool: counts against `ulimit -l`).
+pub const SHARD_IO_MEMORY_BYTES: usize = 1024 * 1024;
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Number of shards (executors).
+    pub shard_count: usize,
+    /// Pin shard `i` to CPU `i`.
+    pub pinned: bool,
+    /// Run the name server inside this process at the first `namesrvAddr`.
+    pub standalone: bool,
+    /// Tripped by a signal handler (or a test) to stop.
+    pub stop: RemoteStop,
+}
+
+/// The per-shard store directory: each shard has its own commit log and lock.
+pub fn shard_store_root(config: &BrokerConfig, shard: ShardId) -> PathBuf {
+    config.store_root.join(format!("shard-{}", shard.0))
+}
+
+fn store_config(config: &BrokerConfig, shard: ShardId) -> StoreConfig {
+    let log_id = LogId::new(u8::try_from(shard.0).unwrap_or(u8::MAX)).expect("at most 128 shards");
+    let mut store = StoreConfig::new(shard_store_root(config, shard), log_id);
+    store.segment_bytes = config.commit_log_segment_bytes;
+    store.flush_policy = match config.flush_disk_type {
+        FlushDiskType::SyncFlush => FlushPolicy::Sync,
+        FlushDiskType::AsyncFlush => FlushPolicy::Async,
+    };
+    store.flush_interval_ms = config.flush_interval_ms;
+    store.file_reserved_hours = config.file_reserved_hours;
+    store.delete_when_hour = u32::from(config.delete_when_hours.first().copied().unwrap_or(4));
+    store.disk_high_ratio = f64::from(config.disk_used_high_percent) / 100.0;
+    store
+}
+
+/// Runs the broker until `options.stop` is tripped; returns once every shard stopped.
+pub fn run(config: BrokerConfig, options: RunOptions) -> Result<(), String> {
+    let shard_count = options.shard_count;
+    assert!(shard_count >= 1);
+    std::fs::create_dir_all(&config.store_root)
+        .map_err(|e| format!("{}: {e}", config.store_root.display()))?;
+    let listen: SocketAddr =
+        SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), config.listen_port);
+    let reservation =
+        PortReservation::new(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let metadata = Arc::new(Metadata::load(&config)?);
+    let config = Arc::new(config);
+    let mesh: Mesh<ShardCall, ShardReply> = Mesh::new(shard_count, MESH_CAPACITY);
+    let unique_keys = Arc::new(UniqueKeyGenerator::new(
+        config.broker_ip,
+        std::process::id(),
+        random_i32(),
+    ));
+    let pool_config = PoolConfig {
+        shard_count,
+        placement: if options.pinned {
+            CpuPlacement::Pinned { first_cpu: 0 }
+        } else {
+            CpuPlacement::Unbound
+        },
+        executor: ExecutorOptions {
+            name: "comet-shard".to_owned(),
+            io_memory_bytes: SHARD_IO_MEMORY_BYTES,
+            ..ExecutorOptions::default()
+        },
+    };
+    let start = Arc::new(ShardStart {
+        config,
+        metadata,
+        unique_keys,
+        listen: reservation.addr(),
+        options,
+    });
+    let pool = Pool::start(&pool_config, move |context: ShardContext| {
+        let start = start.clone();
+        let mesh = mesh.clone();
+        async move { run_shard(context, start, mesh).await }
+    })
+    .map_err(|e| e.to_string())?;
+    let mut failures = Vec::new();
+    for result in pool.join() {
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(message)) => failures.push(message),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    drop(reservation);
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
+}
+
+fn random_i32() -> i32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given.
+    let written = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if written != 4 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .subsec_nanos();
+        return (nanos ^ std::process::id()) as i32;
+    }
+    i32::from_be_bytes(bytes)
+}
+
+struct ShardStart {
+    config: Arc<BrokerConfig>,
+    metadata: Arc<Metadata>,
+    unique_keys: Arc<UniqueKeyGenerator>,
+    listen: SocketAddr,
+    options: RunOptions,
+}
+
+async fn run_shard(
+    context: ShardContext,
+    start: Arc<ShardStart>,
+    mesh: Mesh<ShardCall, ShardReply>,
+) -> Result<(), String> {
+    let shard = context.shard;
+    let store = Store::open(store_config(&start.config, shard))
+        .await
+        .map_err(|e| format!("{shard}: store: {e}"))?;
+    let broker = Rc::new(ShardBroker {
+        shard,
+        shard_count: context.shard_count,
+        config: start.config.clone(),
+        metadata: start.metadata.clone(),
+        store,
+        offsets: RefCell::new(OffsetTable::new()),
+        store_host: SocketAddr::new(start.config.broker_ip, start.config.listen_port),
+        unique_keys: start.unique_keys.clone(),
+        server: OnceCell::new(),
+        mesh: OnceCell::new(),
+        boot_timestamp_ms: comet_rt::clock::wall_clock_ms(),
+        queue_cursor: Cell::new(u32::from(shard.0)),
+        forwarded_requests: Cell::new(0),
+        local_requests: Cell::new(0),
+    });
+    load_offsets(&broker).await;
+    let peer = mesh
+        .join(mesh_handler(broker.clone()))
+        .await
+        .map_err(|e| format!("{shard}: mesh: {e}"))?;
+    let _ = broker.mesh.set(peer);
+    let server = Rc::new(build_server(&broker));
+    let _ = broker.server.set(server.clone());
+    let stop = StopSignal::new();
+    stop.follow(start.options.stop.clone());
+    if start.options.standalone && shard.0 == 0 {
+        crate::standalone::spawn_name_server(&start.config, stop.clone())?;
+    }
+    let metadata_task = spawn_housekeeping(&broker, &stop, !start.options.standalone);
+    let listener =
+        Listener::bind(start.listen).map_err(|e| format!("{shard}: bind {}: {e}", start.listen))?;
+    log::info!(
+        "{shard} serving on {} (store {})",
+        start.listen,
+        shard_store_root(&start.config, shard).display()
+    );
+    server.serve(listener, stop.clone()).await;
+    if let Some(task) = metadata_task {
+        task.await;
+    }
+    shutdown_shard(&broker).await
+}
+
+fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
+    Rc::new(
+        move |_source: ShardId, call: ShardCall| -> LocalBoxFuture<ShardReply> {
+            let broker = broker.clone();
+            Box::pin(async move {
+                match call {
+                    ShardCall::Request { context, command } => {
+                        processor::handle_local(&broker, context, command).await
+                    }
+                    ShardCall::ToClient {
+                        connection,
+                        command,
+                    } => {
+                        client::deliver_locally(&broker, connection, command);
+                        None
+                    }
+                }
+            })
+        },
+    )
+}
+
+fn build_server(broker: &Rc<ShardBroker>) -> Server {
+    let mut table = DispatchTable::new();
+    for code in processor::SUPPORTED_CODES {
+        let broker = broker.clone();
+        table.register_fn(*code, move |context: comet_net::RequestContext, request| {
+            let broker = broker.clone();
+            async move {
+                let context = RequestContext {
+                    peer: context.peer_addr(),
+                    connection: context.connection.id(),
+                };
+                processor::handle(&broker, context, request).await
+            }
+        });
+    }
+    let config = ServerConfig {
+        idle_timeout: Duration::from_millis(broker.config.channel_idle_ms),
+        ..ServerConfig::default()
+    };
+    let mut server = Server::new(broker.shard, table, config);
+    let closed_broker = broker.clone();
+    server.on_connection_closed(Rc::new(move |connection| {
+        let broker = closed_broker.clone();
+        let id = connection.id();
+        spawn_detached(TaskClass::Admin, async move {
+            client::connection_closed(&broker, id).await
+        });
+    }));
+    server
+}
+
+fn offsets_path(broker: &ShardBroker, shard: ShardId) -> PathBuf {
+    broker
+        .metadata
+        .config_dir()
+        .join(format!("consumerOffset-{}.json", shard.0))
+}
+
+/// Reads every shard's offset file and keeps the entries this shard owns, so a changed core
+/// count loses no committed offset.
+async fn load_offsets(broker: &Rc<ShardBroker>) {
+    let directory = broker.metadata.config_dir().to_path_buf();
+    let files: Vec<OffsetFile> =
+        comet_rt::task_class::run_blocking(move || read_offset_files(&directory)).await;
+    let mut offsets = broker.offsets.borrow_mut();
+    for file in files {
+        offsets.load(file, |topic, queue_id| broker.owns(topic, queue_id));
+    }
+    offsets.take_snapshot();
+}
+
+fn read_offset_files(directory: &std::path::Path) -> Vec<OffsetFile> {
+    let Ok(entries) = std::fs::read_dir(directory) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.starts_with("consumerOffset") && name.ends_with(".json")
+        })
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .filter_map(|path| {
+            persist::read_json(path, |bytes| {
+                serde_json::from_slice::<OffsetFile>(bytes).map_err(|e| e.to_string())
+            })
+            .unwrap_or_else(|e| {
+                log::warn!("ignoring {}: {e}", path.display());
+                None
+            })
+        })
+        .collect()
+}
+
+async fn persist_offsets(broker: &ShardBroker) {
+    let snapshot = {
+        let mut offsets = broker.offsets.borrow_mut();
+        if !offsets.is_changed() {
+            return;
+        }
+        offsets.take_snapshot()
+    };
+    let path = offsets_path(broker, broker.shard);
+    let bytes = match serde_json::to_vec(&snapshot) {
+        Ok(bytes) => bytes,
+        Err(e) => return log::error!("cannot encode consumer offsets: {e}"),
+    };
+    let written =
+        comet_rt::task_class::run_blocking(move || persist::write_atomic(&path, &bytes)).await;
+    if let Err(e) = written {
+        log::error!("cannot persist consumer offsets: {e}");
+    }
+}
+
+async fn persist_groups(broker: &ShardBroker) {
+    let metadata = broker.metadata.clone();
+    if let Err(e) = comet_rt::task_class::run_blocking(move || metadata.persist_groups()).await {
+        log::error!("cannot persist subscription groups: {e}");
+    }
+}
+
+async fn persist_metadata(broker: &ShardBroker) {
+    let metadata = broker.metadata.clone();
+    let written = comet_rt::task_class::run_blocking(move || {
+        metadata
+            .persist_topics()
+            .and_then(|()| metadata.persist_groups())
+    })
+    .await;
+    if let Err(e) = written {
+        log::error!("cannot persist topics or groups: {e}");
+    }
+}
+
+/// Starts the periodic tasks; on shard 0 returns the metadata task, which unregisters from
+/// the name servers (when `unregister_at_stop`) before it ends.
+fn spawn_housekeeping(
+    broker: &Rc<ShardBroker>,
+    stop: &StopSignal,
+    unregister_at_stop: bool,
+) -> Option<TaskHandle<()>> {
+    let offsets_broker = broker.clone();
+    let offsets_stop = stop.clone();
+    spawn_detached(TaskClass::Housekeeping, async move {
+        let interval = Duration::from_millis(offsets_broker.config.persist_interval_ms);
+        while !offsets_stop.is_triggered() {
+            sleep(interval.min(Duration::from_secs(1))).await;
+            persist_offsets(&offsets_broker).await;
+        }
+    });
+    if broker.shard.0 != 0 {
+        return None;
+    }
+    let broker = broker.clone();
+    let stop = stop.clone();
+    Some(spawn(TaskClass::Housekeeping, async move {
+        metadata_loop(&broker, &stop, unregister_at_stop).await
+    }))
+}
+
+/// Shard 0: registration (every period, and within a second of a topic change), metadata
+/// persistence, client and lock expiry.
+async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_stop: bool) {
+    let mut links = register::links(&broker.config);
+    let period = Duration::from_millis(broker.config.register_period_ms);
+    let mut since_register = period;
+    let mut opaque = 0i32;
+    while !stop.is_triggered() {
+        let changed = broker.metadata.take_topics_changed();
+        if changed || since_register >= period {
+            if changed {
+                persist_metadata(broker).await;
+            }
+            let wrapper = broker
+                .metadata
+                .topics()
+                .to_wrapper(broker.config.broker_permission);
+            opaque = opaque.wrapping_add(1);
+            register::register_all(&broker.config, &mut links, &wrapper, opaque).await;
+            since_register = Duration::ZERO;
+        }
+        let now_ms = comet_rt::clock::wall_clock_ms();
+        let expired = broker.metadata.clients().expire(now_ms);
+        broker.metadata.locks().expire(now_ms);
+        for group in expired {
+            client::notify_consumer_ids_changed(broker, &group).await;
+        }
+        persist_groups(broker).await;
+        let _ = timeout(METADATA_CHECK_INTERVAL, stop.wait()).await;
+        since_register += METADATA_CHECK_INTERVAL;
+    }
+    if unregister_at_stop {
+        register::unregister_all(&broker.config, &mut links, opaque.wrapping_add(1)).await;
+    }
+}
+
+async fn shutdown_shard(broker: &ShardBroker) -> Result<(), String> {
+    log::info!(
+        "{} stopping: persisting offsets and flushing the store",
+        broker.shard
+    );
+    persist_offsets(broker).await;
+    if broker.shard.0 == 0 {
+        persist_metadata(broker).await;
+    }
+    broker
+        .store
+        .shutdown()
+        .await
+        .map_err(|e| format!("{}: store shutdown: {e}", broker.shard))?;
+    log::info!(
+        "{} stopped ({} requests handled in place, {} handed to other shards)",
+        broker.shard,
+        broker.local_requests.get(),
+        broker.forwarded_requests.get()
+    );
+    Ok(())
+}

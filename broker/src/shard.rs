@@ -1,0 +1,105 @@
+//! Per-shard broker state: the shard's store, the consumer offsets of the queues it owns,
+//! and its end of the mesh to the other shards.
+//!
+//! A `ShardBroker` lives on exactly one shard (it is `Rc`, not `Send`); only its shard's
+//! tasks touch it. Broker-wide state is in [`Metadata`], shared by all shards.
+
+use std::cell::{Cell, OnceCell, RefCell};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use comet_net::{ConnectionId, Server};
+use comet_proto::message_id::UniqueKeyGenerator;
+use comet_proto::RemotingCommand;
+use comet_rt::mesh::MeshPeer;
+use comet_rt::ShardId;
+use comet_store::Store;
+
+use crate::config::BrokerConfig;
+use crate::metadata::Metadata;
+use crate::offset::OffsetTable;
+use crate::ownership::owner_shard;
+
+/// Who sent a request: the connection it arrived on. Plain data, so it can cross shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestContext {
+    /// The client's address (the born host of what it sends).
+    pub peer: SocketAddr,
+    /// The connection (and the shard that owns it).
+    pub connection: ConnectionId,
+}
+
+/// What travels between shards.
+pub enum ShardCall {
+    /// A client request for a queue the target shard owns; the reply is the response
+    /// (`None` for one-way requests).
+    Request {
+        /// Where it came from.
+        context: RequestContext,
+        /// The request.
+        command: RemotingCommand,
+    },
+    /// A broker-to-client request for a connection that lives on the target shard.
+    ToClient {
+        /// Target connection.
+        connection: ConnectionId,
+        /// The request (one-way ones get no reply).
+        command: RemotingCommand,
+    },
+}
+
+/// The reply to a [`ShardCall`].
+pub type ShardReply = Option<RemotingCommand>;
+
+/// This shard's end of the mesh.
+pub type ShardMesh = Rc<MeshPeer<ShardCall, ShardReply>>;
+
+/// The broker as one shard sees it.
+pub struct ShardBroker {
+    /// This shard.
+    pub shard: ShardId,
+    /// Number of shards.
+    pub shard_count: usize,
+    /// Start-up configuration (shared, immutable).
+    pub config: Arc<BrokerConfig>,
+    /// Broker-wide tables.
+    pub metadata: Arc<Metadata>,
+    /// This shard's store (its own commit log).
+    pub store: Store,
+    /// Consumer offsets of the queues this shard owns.
+    pub offsets: RefCell<OffsetTable>,
+    /// `brokerIP1:listenPort`, written into every record as its store host.
+    pub store_host: SocketAddr,
+    /// Generates `UNIQ_KEY` for messages that arrive without one.
+    pub unique_keys: Arc<UniqueKeyGenerator>,
+    /// This shard's remoting server (its connections).
+    pub server: OnceCell<Rc<Server>>,
+    /// The mesh, set once every shard has joined.
+    pub mesh: OnceCell<ShardMesh>,
+    /// Wall clock at start-up, ms.
+    pub boot_timestamp_ms: i64,
+    /// Round-robin cursor for sends that let the broker pick the queue.
+    pub queue_cursor: Cell<u32>,
+    /// Requests this shard handed to another shard (for the crossed-cores ratio).
+    pub forwarded_requests: Cell<u64>,
+    /// Requests this shard handled for its own connections.
+    pub local_requests: Cell<u64>,
+}
+
+impl ShardBroker {
+    /// The shard owning `(topic, queue_id)`.
+    pub fn owner_of(&self, topic: &str, queue_id: i32) -> ShardId {
+        owner_shard(topic, queue_id, self.shard_count)
+    }
+
+    /// True when this shard owns `(topic, queue_id)`.
+    pub fn owns(&self, topic: &str, queue_id: i32) -> bool {
+        self.owner_of(topic, queue_id) == self.shard
+    }
+
+    /// The mesh; present once start-up finished.
+    pub fn mesh(&self) -> &ShardMesh {
+        self.mesh.get().expect("mesh joined before serving")
+    }
+}

@@ -1,0 +1,335 @@
+//! End-to-end tests of the broker: a real `comet-broker --standalone` process on loopback,
+//! driven over sockets with comet-proto frames.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use comet_proto::body::{JsonBody, TopicRouteData};
+use comet_proto::headers::{
+    CreateTopicRequestHeader, GetRouteInfoRequestHeader, PullMessageRequestHeader,
+    QueryConsumerOffsetRequestHeader, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+};
+use comet_proto::message::decode_records;
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use common::{send_request, Broker, Client, TempDir};
+
+fn create_topic(client: &mut Client, topic: &str, queues: i32) {
+    let header = CreateTopicRequestHeader {
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        read_queue_nums: queues,
+        write_queue_nums: queues,
+        perm: 6,
+        topic_filter_type: "SINGLE_TAG".into(),
+        topic_sys_flag: Some(0),
+        order: false,
+        attributes: None,
+        force: None,
+    };
+    let response = client.call(
+        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header),
+    );
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+}
+
+fn pull_request(
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    suspend_ms: i64,
+) -> RemotingCommand {
+    let header = PullMessageRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 32,
+        sys_flag: if suspend_ms > 0 { 2 | 4 } else { 4 },
+        commit_offset: 0,
+        suspend_timeout_millis: suspend_ms,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        max_msg_bytes: None,
+        request_source: None,
+        proxy_froward_client_id: None,
+        broker_name: None,
+        logical: None,
+    };
+    RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header)
+}
+
+/// Pulls a whole queue from offset 0: returns (queue offset, body) of every message.
+fn drain_queue(client: &mut Client, topic: &str, queue_id: i32) -> Vec<(i64, Vec<u8>)> {
+    let mut messages = Vec::new();
+    let mut offset = 0;
+    loop {
+        let response = client.call(pull_request("drain_group", topic, queue_id, offset, 0));
+        match response.response_code() {
+            ResponseCode::SUCCESS => {
+                for message in decode_records(response.body.clone()) {
+                    messages.push((message.queue_offset, message.body.to_vec()));
+                }
+                offset = response
+                    .ext_fields
+                    .optional_i64("nextBeginOffset")
+                    .unwrap()
+                    .unwrap();
+            }
+            ResponseCode::PULL_NOT_FOUND | ResponseCode::PULL_OFFSET_MOVED => return messages,
+            other => panic!("pull failed: {other} {:?}", response.remark),
+        }
+    }
+}
+
+// Proves that thousands of messages sent to an 8-queue topic over two shards are all
+// acknowledged with dense per-queue offsets and read back intact, in queue order.
+#[test]
+fn produce_and_consume_across_queues_and_shards() {
+    let directory = TempDir::new("e2e-produce");
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client, "E2ETopic", 8);
+    let total = 2000;
+    let mut expected: BTreeMap<i32, Vec<Vec<u8>>> = BTreeMap::new();
+    for window in 0..(total / 50) {
+        let mut pending = Vec::new();
+        for index in 0..50 {
+            let number = window * 50 + index;
+            let queue_id = number % 8;
+            let body = format!("message-{number}").into_bytes();
+            expected.entry(queue_id).or_default().push(body.clone());
+            client.send(send_request(
+                "E2ETopic",
+                queue_id,
+                &body,
+                Some("TagA"),
+                Some("k1"),
+            ));
+            pending.push(queue_id);
+        }
+        for _ in pending {
+            let response = client.receive();
+            assert_eq!(
+                response.response_code(),
+                ResponseCode::SUCCESS,
+                "{:?}",
+                response.remark
+            );
+            let header = SendMessageResponseHeader::from_ext_fields(&response.ext_fields).unwrap();
+            assert_eq!(header.msg_id.len(), 32);
+            assert!(response.ext_fields.get("MSG_REGION").is_some());
+        }
+    }
+    for (queue_id, bodies) in &expected {
+        let messages = drain_queue(&mut client, "E2ETopic", *queue_id);
+        let offsets: Vec<i64> = messages.iter().map(|(offset, _)| *offset).collect();
+        let dense: Vec<i64> = (0..bodies.len() as i64).collect();
+        assert_eq!(offsets, dense, "queue {queue_id} offsets");
+        let read: Vec<Vec<u8>> = messages.into_iter().map(|(_, body)| body).collect();
+        assert_eq!(&read, bodies, "queue {queue_id} bodies");
+    }
+}
+
+// Proves a pull parked at the end of a queue answers within milliseconds of a send, not at
+// the end of its suspend time.
+#[test]
+fn long_polling_wakes_on_arrival() {
+    let directory = TempDir::new("e2e-longpoll");
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut producer = broker.client();
+    create_topic(&mut producer, "PollTopic", 2);
+    let mut consumer = broker.client();
+    let started = Instant::now();
+    consumer.send(pull_request("poll_group", "PollTopic", 1, 0, 20_000));
+    std::thread::sleep(Duration::from_millis(300));
+    let sent_at = Instant::now();
+    let response = producer.call(send_request("PollTopic", 1, b"wake up", None, None));
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    let pulled = consumer.receive();
+    let waited = sent_at.elapsed();
+    assert_eq!(
+        pulled.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        pulled.remark
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "the pull did not wait"
+    );
+    assert!(waited < Duration::from_secs(2), "woke after {waited:?}");
+    let messages = decode_records(pulled.body.clone());
+    assert_eq!(messages.len(), 1);
+    assert_eq!(&messages[0].body[..], b"wake up");
+}
+
+// Proves the broker registers with its embedded name server and an auto-created topic gets
+// a route that lists this broker.
+#[test]
+fn auto_created_topic_gets_a_route() {
+    let directory = TempDir::new("e2e-route");
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    let response = client.call(send_request("AutoTopic", -1, b"hello", None, None));
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    let mut namesrv = broker.namesrv_client();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let header = GetRouteInfoRequestHeader {
+            topic: "AutoTopic".into(),
+            accept_standard_json_only: None,
+        };
+        let response = namesrv.call(
+            RemotingCommand::request(RequestCode::GET_ROUTEINFO_BY_TOPIC, 0).with_header(&header),
+        );
+        if response.response_code() == ResponseCode::SUCCESS {
+            let route = TopicRouteData::decode(&response.body).unwrap();
+            assert_eq!(route.queue_datas.len(), 1);
+            assert_eq!(route.queue_datas[0].write_queue_nums, 8);
+            let addr = route.broker_datas[0].broker_addrs.get(&0).unwrap();
+            assert!(
+                addr.ends_with(&format!(":{}", broker.broker_addr.port())),
+                "{addr}"
+            );
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no route after 10 s: {:?}",
+            response.remark
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+// Proves bad input gets RocketMQ's error codes and never stops the broker serving others:
+// an unknown code, a bad topic name, an empty and an oversized body, a malformed header, and
+// an oversized frame (which closes only its own connection).
+#[test]
+fn bad_input_gets_errors_and_the_broker_keeps_serving() {
+    let directory = TempDir::new("e2e-bad");
+    let broker = Broker::start(&directory.0, 2, &["-o", "maxMessageSize=1024"]);
+    let mut client = broker.client();
+    let unknown = client.call(RemotingCommand {
+        code: 9999,
+        ..RemotingCommand::request(RequestCode::HEART_BEAT, 0)
+    });
+    assert_eq!(
+        unknown.response_code(),
+        ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+    );
+    let bad_name = client.call(send_request("bad topic!", 0, b"x", None, None));
+    assert_eq!(bad_name.response_code(), ResponseCode::INVALID_PARAMETER);
+    let empty = client.call(send_request("BadInput", 0, b"", None, None));
+    assert_eq!(empty.response_code(), ResponseCode::MESSAGE_ILLEGAL);
+    let large = client.call(send_request("BadInput", 0, &[7u8; 2048], None, None));
+    assert_eq!(large.response_code(), ResponseCode::MESSAGE_ILLEGAL);
+    let mut missing = send_request("BadInput", 0, b"x", None, None);
+    missing.ext_fields.remove("a");
+    let missing = client.call(missing);
+    assert_eq!(missing.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(missing.remark.unwrap_or_default().contains("`a`"));
+    use std::io::Write;
+    let mut garbage = broker.client();
+    garbage
+        .stream
+        .write_all(&[0, 0, 0, 9, 0, 0, 0, 5, b'{', b'x', b'}', b'!', b'!'])
+        .unwrap();
+    let mut oversized = broker.client();
+    oversized
+        .stream
+        .write_all(&(64u32 << 20).to_be_bytes())
+        .unwrap();
+    let ok = client.call(send_request("BadInput", 0, b"still serving", None, None));
+    assert_eq!(ok.response_code(), ResponseCode::SUCCESS);
+    let after_garbage = garbage.call(send_request("BadInput", 0, b"same connection", None, None));
+    assert_eq!(after_garbage.response_code(), ResponseCode::SUCCESS);
+}
+
+fn query_offset(client: &mut Client, group: &str, topic: &str, queue_id: i32) -> RemotingCommand {
+    let header = QueryConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        set_zero_if_not_found: Some(false),
+        broker_name: None,
+    };
+    client
+        .call(RemotingCommand::request(RequestCode::QUERY_CONSUMER_OFFSET, 0).with_header(&header))
+}
+
+// Proves committed consumer offsets and stored messages survive a clean restart.
+#[test]
+fn offsets_and_messages_survive_a_restart() {
+    let directory = TempDir::new("e2e-restart");
+    let mut broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client, "RestartTopic", 4);
+    for queue_id in 0..4 {
+        for index in 0..5 {
+            let body = format!("q{queue_id}-{index}");
+            assert_eq!(
+                client
+                    .call(send_request(
+                        "RestartTopic",
+                        queue_id,
+                        body.as_bytes(),
+                        None,
+                        None
+                    ))
+                    .response_code(),
+                ResponseCode::SUCCESS
+            );
+        }
+        let header = UpdateConsumerOffsetRequestHeader {
+            consumer_group: "restart_group".into(),
+            topic: "RestartTopic".into(),
+            queue_id,
+            commit_offset: i64::from(queue_id) + 1,
+            broker_name: None,
+        };
+        let response = client.call(
+            RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, 0).with_header(&header),
+        );
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+    assert_eq!(
+        query_offset(&mut client, "restart_group", "RestartTopic", 2).response_code(),
+        ResponseCode::SUCCESS
+    );
+    drop(client);
+    assert!(broker.stop().success());
+    assert!(
+        !directory.0.join("shard-0").join("abort").exists(),
+        "clean stop leaves no abort file"
+    );
+    broker.restart(2);
+    let mut client = broker.client();
+    for queue_id in 0..4 {
+        let response = query_offset(&mut client, "restart_group", "RestartTopic", queue_id);
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::SUCCESS,
+            "queue {queue_id}"
+        );
+        assert_eq!(
+            response.ext_fields.optional_i64("offset").unwrap(),
+            Some(i64::from(queue_id) + 1)
+        );
+        assert_eq!(drain_queue(&mut client, "RestartTopic", queue_id).len(), 5);
+    }
+}
