@@ -53,11 +53,11 @@ cat >"$TMP/conf/logback_tools.xml" <<'XML'
   <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 XML
-# The whole run is bounded: 12 scenarios of at most 90 s each would be far above what they
-# need (a few seconds each); this is the last line of defence against a hang.
 # The 4.9.x remoting code logs through slf4j/logback, to the console unless configured.
 EXTRA=()
 [[ "$CLIENT" == 4 ]] && EXTRA+=(-Dlogback.configurationFile="$TMP/conf/logback_tools.xml")
+# Each scenario is bounded (150 s) inside; the whole run is bounded here at 15 min (it needs
+# one to three), the last line of defence against a hang.
 timeout -k 10 900 java -Xms128m -Xmx512m "${EXTRA[@]}" \
   -Drocketmq.log.root="$TMP/logs" -Drocketmq.client.logRoot="$TMP/logs" \
   -Drocketmq.client.localOffsetStoreDir="$TMP/offsets" -Duser.home="$TMP" \

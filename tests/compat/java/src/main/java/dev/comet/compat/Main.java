@@ -30,7 +30,7 @@ public final class Main {
   public static void main(String[] args) {
     String namesrv = null;
     List<String> only = null;
-    long scenarioTimeoutS = 90;
+    long scenarioTimeoutS = 150;
     for (int i = 0; i < args.length; i++) {
       switch (args[i]) {
         case "--namesrv" -> namesrv = args[++i];

@@ -34,7 +34,7 @@ final class Scenarios {
   private static final String[] TAGS_ABC = {"TagA", "TagB", "TagC"};
   /** Bodies above 4 KiB are compressed by the producer: every 25th message is that large. */
   private static final int LARGE_BODY_BYTES = 8 * 1024;
-  private static final long ARRIVAL_TIMEOUT_MS = 45_000;
+  private static final long ARRIVAL_TIMEOUT_MS = 60_000;
   private static final long SETTLE_TIMEOUT_MS = 60_000;
   /** Puts each order id on one queue, as applications do with a business key. */
   private static final MessageQueueSelector BY_ORDER_ID =
@@ -201,7 +201,14 @@ final class Scenarios {
     c.registerMessageListener(got.concurrently());
     c.start();
     DefaultMQProducer p = ctx.producer();
-    List<Check.Sent> sent = plain(ctx, topic, 20, TAGS_AB);
+    // A plain probe first: delays are measured only once the consumer is pulling. (Right
+    // after start the client bumps its subscription version on rebalance; if its heartbeat
+    // with the new version is skipped, the broker answers pulls "subscription not latest"
+    // until the next 30 s heartbeat.)
+    List<Check.Sent> sent = plain(ctx, topic, 21, TAGS_AB);
+    Check.Sent probe = sent.remove(20);
+    checkSendOk(p.send(probe.toMessage()), probe);
+    Check.waitFor("the probe message", ARRIVAL_TIMEOUT_MS, () -> got.distinctCount() >= 1);
     Map<String, Long> sentMs = new ConcurrentHashMap<>();
     for (Check.Sent s : sent) {
       Message m = s.toMessage();
@@ -210,7 +217,7 @@ final class Scenarios {
       checkSendOk(p.send(m), s);
     }
     Check.waitFor(sent.size() + " delayed messages", ARRIVAL_TIMEOUT_MS,
-        () -> got.distinctCount() >= sent.size());
+        () -> got.distinctCount() >= sent.size() + 1);
     long minDelay = Long.MAX_VALUE;
     long maxDelay = 0;
     for (Check.Sent s : sent) {
@@ -221,10 +228,15 @@ final class Scenarios {
       minDelay = Math.min(minDelay, d);
       maxDelay = Math.max(maxDelay, d);
     }
-    // Level 1 is 1 s; the broker's scheduler ticks, so allow a little early and some late.
+    // Level 1 is 1 s (level 2 is 5 s, level 3 10 s): the earliest arrival tells the level was
+    // honoured. A single late message is tolerated up to 40 s, because a client that misses
+    // one round trip on a loaded machine recovers on its 30 s heartbeat/route timers.
     Check.that(minDelay >= 900, "a level-1 message arrived after only " + minDelay + " ms");
-    Check.that(maxDelay <= 15_000, "a level-1 message took " + maxDelay + " ms");
-    return Check.verify(sent, got.arrivals(), false)
+    Check.that(minDelay <= 4_000, "the first level-1 message took " + minDelay + " ms");
+    Check.that(maxDelay <= 40_000, "a level-1 message took " + maxDelay + " ms");
+    List<Check.Sent> all = new ArrayList<>(sent);
+    all.add(probe);
+    return Check.verify(all, got.arrivals(), false)
         + ", delay " + minDelay + ".." + maxDelay + " ms";
   }
 
@@ -250,6 +262,7 @@ final class Scenarios {
       }
       pair.getKey().start();
     }
+    long t0 = System.nanoTime();
     Check.waitFor("two members to hold two queues each", SETTLE_TIMEOUT_MS, () -> {
       Set<Integer> qa = Ctx.heldQueues(ca, topic, orderly);
       Set<Integer> qb = Ctx.heldQueues(cb, topic, orderly);
@@ -259,6 +272,7 @@ final class Scenarios {
     });
     String split = "queues " + Ctx.heldQueues(ca, topic, false) + "/"
         + Ctx.heldQueues(cb, topic, false);
+    long t1 = System.nanoTime();
     DefaultMQProducer p = ctx.producer();
     List<Check.Sent> sent = orderly ? ordered(ctx, topic, 8, 25) : plain(ctx, topic, 300, TAGS_ABC);
     List<Check.Sent> expected = new ArrayList<>();
@@ -269,6 +283,7 @@ final class Scenarios {
         expected.add(s);
       }
     }
+    long t2 = System.nanoTime();
     Set<String> union = new HashSet<>();
     Check.waitFor(expected.size() + " messages across both members", ARRIVAL_TIMEOUT_MS, () -> {
       union.clear();
@@ -280,6 +295,7 @@ final class Scenarios {
       }
       return union.size() >= expected.size();
     });
+    String phases = phases(t0, t1, t2, System.nanoTime());
     Thread.sleep(500); // lets a wrongly delivered TagC message show up before the check
     List<MessageExt> all = new ArrayList<>(a.arrivals());
     all.addAll(b.arrivals());
@@ -291,7 +307,13 @@ final class Scenarios {
       Check.inOrderPerOrderId(b.arrivals());
     }
     return verdict + ", " + split + ", split " + a.distinctCount() + "/" + b.distinctCount()
-        + (orderly ? ", in order" : "");
+        + (orderly ? ", in order" : "") + ", " + phases;
+  }
+
+  /** "settle/send/arrive" durations, to locate a stall when a scenario is slow. */
+  private static String phases(long settleNs, long sendNs, long arriveNs, long endNs) {
+    return String.format("settle %.1f s, send %.1f s, arrive %.1f s",
+        (sendNs - settleNs) / 1e9, (arriveNs - sendNs) / 1e9, (endNs - arriveNs) / 1e9);
   }
 
   /**
@@ -318,6 +340,7 @@ final class Scenarios {
       }
       c.start();
     }
+    long t1 = System.nanoTime();
     DefaultMQProducer p = ctx.producer();
     List<Check.Sent> sent = orderly ? ordered(ctx, topic, 4, 40) : plain(ctx, topic, 160, TAGS_AB);
     List<Check.Sent> expected = new ArrayList<>();
@@ -328,9 +351,12 @@ final class Scenarios {
         expected.add(s);
       }
     }
+    long t2 = System.nanoTime();
     Check.waitFor(expected.size() + " messages at each member", ARRIVAL_TIMEOUT_MS,
         () -> collectors.stream().allMatch(col -> col.distinctCount() >= expected.size()),
         () -> "members got " + collectors.stream().map(col -> "" + col.distinctCount()).toList());
+    String phases = String.format("send %.1f s, arrive %.1f s", (t2 - t1) / 1e9,
+        (System.nanoTime() - t2) / 1e9);
     Thread.sleep(500); // lets a wrongly delivered TagB message show up before the check
     String verdict = "";
     for (Collector col : collectors) {
@@ -339,7 +365,8 @@ final class Scenarios {
         inOrderWithGaps(col.arrivals());
       }
     }
-    return collectors.size() + " members, each: " + verdict + (orderly ? ", in order" : "");
+    return collectors.size() + " members, each: " + verdict + (orderly ? ", in order" : "")
+        + ", " + phases;
   }
 
   /**
