@@ -21,13 +21,7 @@ use crate::processor::call_owner;
 use crate::shard::ShardBroker;
 use crate::validation;
 
-fn error(
-    request: &RemotingCommand,
-    code: ResponseCode,
-    remark: impl Into<String>,
-) -> RemotingCommand {
-    RemotingCommand::error_to(request, code, remark)
-}
+use super::error;
 
 fn ok(request: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(request, ResponseCode::SUCCESS)

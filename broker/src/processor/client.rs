@@ -18,13 +18,7 @@ use crate::lock::QueueKey;
 use crate::shard::{RequestContext, ShardBroker, ShardCall};
 use crate::validation;
 
-fn error(
-    request: &RemotingCommand,
-    code: ResponseCode,
-    remark: impl Into<String>,
-) -> RemotingCommand {
-    RemotingCommand::error_to(request, code, remark)
-}
+use super::error;
 
 fn channel_of(context: RequestContext, request: &RemotingCommand) -> ChannelRef {
     ChannelRef {

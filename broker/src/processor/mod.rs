@@ -81,6 +81,15 @@ pub async fn handle(
     }
 }
 
+/// The error answer to `request` with a remark.
+pub(crate) fn error(
+    request: &RemotingCommand,
+    code: ResponseCode,
+    remark: impl Into<String>,
+) -> RemotingCommand {
+    RemotingCommand::error_to(request, code, remark)
+}
+
 /// Writes `config/topics.json` now (off the shard thread) and waits for it: topic changes a
 /// client was told about must survive a crash.
 pub async fn persist_topics_now(broker: &ShardBroker) -> std::io::Result<()> {

@@ -27,13 +27,7 @@ pub const PULL_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Largest message count a client may ask for.
 pub const PULL_MESSAGES_MAX: usize = 1024;
 
-fn error(
-    request: &RemotingCommand,
-    code: ResponseCode,
-    remark: impl Into<String>,
-) -> RemotingCommand {
-    RemotingCommand::error_to(request, code, remark)
-}
+use super::error;
 
 /// Serves one pull.
 pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> RemotingCommand {

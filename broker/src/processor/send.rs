@@ -29,13 +29,7 @@ use crate::validation;
 /// Largest number of messages in one batch send.
 pub const BATCH_MESSAGES_MAX: usize = 10_000;
 
-fn error(
-    request: &RemotingCommand,
-    code: ResponseCode,
-    remark: impl Into<String>,
-) -> RemotingCommand {
-    RemotingCommand::error_to(request, code, remark)
-}
+use super::error;
 
 /// Where a validated send goes.
 pub struct Route {
