@@ -197,7 +197,7 @@ pub struct RecordSpec<'a> {
     pub queue_id: i32,
     /// Application flag.
     pub flag: i32,
-    /// Message sysflag; the IPv6 bits are recomputed from the addresses.
+    /// Message sysflag; the IPv6 bits are recomputed from the addresses (see [`stored_ip`]).
     pub sysflag: i32,
     /// Producer wall clock, ms.
     pub born_timestamp: i64,
@@ -219,10 +219,10 @@ impl RecordSpec<'_> {
     /// The sysflag with the host bits set from the addresses, as it will be stored.
     pub fn stored_sysflag(&self) -> i32 {
         let mut sysflag = self.sysflag & !(BORN_HOST_V6 | STORE_HOST_V6);
-        if self.born_host.is_ipv6() {
+        if stored_ip(self.born_host).is_ipv6() {
             sysflag |= BORN_HOST_V6;
         }
-        if self.store_host.is_ipv6() {
+        if stored_ip(self.store_host).is_ipv6() {
             sysflag |= STORE_HOST_V6;
         }
         sysflag
@@ -267,8 +267,14 @@ impl RecordSpec<'_> {
     }
 }
 
+/// The address as a record stores it: an IPv4-mapped IPv6 address (what a dual-stack socket
+/// reports for an IPv4 peer) is stored as IPv4, as Java's `InetAddress` would see it.
+pub fn stored_ip(host: SocketAddr) -> IpAddr {
+    host.ip().to_canonical()
+}
+
 fn put_host(dst: &mut BytesMut, host: SocketAddr) {
-    match host.ip() {
+    match stored_ip(host) {
         IpAddr::V4(ip) => dst.put_slice(&ip.octets()),
         IpAddr::V6(ip) => dst.put_slice(&ip.octets()),
     }
@@ -891,6 +897,20 @@ mod tests {
             assert_eq!(view.property("TAGS"), Some("TagA"));
             assert!(view.body_crc_matches());
         }
+    }
+
+    // Proves an IPv4-mapped IPv6 peer is stored as 4-byte IPv4 without the IPv6 bit.
+    #[test]
+    fn mapped_addresses_are_stored_as_ipv4() {
+        let mut record_spec = spec("T", b"", "");
+        record_spec.born_host = "[::ffff:192.168.0.10]:50000".parse().unwrap();
+        record_spec.sysflag = BORN_HOST_V6;
+        let mut buffer = BytesMut::new();
+        encode_record(&record_spec, 0, 0, 0, &mut buffer).unwrap();
+        let view = RecordView::parse(&buffer).unwrap();
+        assert_eq!(view.sysflag() & BORN_HOST_V6, 0);
+        assert_eq!(view.born_host(), "192.168.0.10:50000".parse().unwrap());
+        assert_eq!(view.total_size(), record_length(0, 0, 1, 0, false));
     }
 
     // Proves topics over 127 bytes use V2, over 255 bytes and huge properties are refused.

@@ -8,7 +8,7 @@ use comet_proto::batch::{decode_batch, encode_batch};
 use comet_proto::bytes::{Bytes, BytesMut};
 use comet_proto::filter::TagSubscription;
 use comet_proto::message::{
-    decode_records_with, encode_record, DecodeOptions, RecordSpec, RecordView, MAGIC_V2,
+    decode_records_with, encode_record, stored_ip, DecodeOptions, RecordSpec, RecordView, MAGIC_V2,
 };
 use comet_proto::message_id::decode_offset_msg_id;
 use comet_proto::properties::{self, Properties};
@@ -31,10 +31,13 @@ fn check_record(data: &[u8]) {
         body: view.body(),
         properties: view.properties(),
     };
-    // The encoder writes the real CRC and picks V2 only for long topics; records that
-    // agree with both must come back byte for byte.
+    // The encoder writes the real CRC, picks V2 only for long topics and stores IPv4-mapped
+    // IPv6 hosts as IPv4; records that agree with all three must come back byte for byte.
     let canonical_magic = (view.magic() == MAGIC_V2) == spec.needs_magic_v2();
-    if view.body_crc_matches() && canonical_magic {
+    let canonical_hosts = [view.born_host(), view.store_host()]
+        .iter()
+        .all(|host| stored_ip(*host) == host.ip());
+    if view.body_crc_matches() && canonical_magic && canonical_hosts {
         let mut again = BytesMut::new();
         let length = encode_record(
             &spec,
@@ -51,7 +54,10 @@ fn check_record(data: &[u8]) {
 
 fuzz_target!(|data: &[u8]| {
     check_record(data);
-    let options = DecodeOptions { decompress_body: true, decompressed_body_bytes_max: 1 << 16 };
+    let options = DecodeOptions {
+        decompress_body: true,
+        decompressed_body_bytes_max: 1 << 16,
+    };
     let _ = decode_records_with(Bytes::copy_from_slice(data), &options);
     if let Ok(entries) = decode_batch(data) {
         let mut again = BytesMut::new();
@@ -59,7 +65,10 @@ fuzz_target!(|data: &[u8]| {
         // Magic and CRC words are ignored on decode and written as 0, so compare the
         // entries and the length rather than the bytes.
         assert_eq!(again.len(), data.len());
-        assert_eq!(decode_batch(&again).expect("re-encoded batch decodes"), entries);
+        assert_eq!(
+            decode_batch(&again).expect("re-encoded batch decodes"),
+            entries
+        );
     }
     if let Ok(text) = std::str::from_utf8(data) {
         let decoded = Properties::decode(text);
