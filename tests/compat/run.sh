@@ -3,9 +3,10 @@
 #
 #   run.sh --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911]   a broker already running
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
-#   run.sh --against comet                                        target/release/comet-broker
+#   run.sh --against comet [--flush ...]                          target/release/comet-broker
 #   common: [--suites java5,java4,admin5,admin4,go] [--keep-logs]
 #
+# --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
 # --against starts the broker on loopback (name server 127.0.0.1:9876, broker :10911) in a
 # temporary folder, runs the suites and stops it, whatever happens. A missing prerequisite
 # (java, mvn, go, the comet-broker binary) fails the run: nothing is ever skipped silently.
@@ -18,7 +19,7 @@ REPO="$(cd "$HERE/../.." && pwd)"
 NAMESRV=""
 BROKER=""
 AGAINST=""
-FLUSH=ASYNC_FLUSH
+FLUSH=""
 SUITES="java5,java4,admin5,admin4,go"
 KEEP=0
 NAMESRV_PORT=9876
@@ -68,7 +69,9 @@ start_comet() {
   done
   mkdir -p "$WORK/comet"
   # shellcheck disable=SC2086 # COMET_BROKER_ARGS holds extra flags, split on purpose
-  (cd "$WORK/comet" && exec setsid "$bin" --standalone ${COMET_BROKER_ARGS:-} \
+  local flush=()
+  [[ -n "$FLUSH" ]] && flush=(--flush "$FLUSH")
+  (cd "$WORK/comet" && exec setsid "$bin" --standalone "${flush[@]}" ${COMET_BROKER_ARGS:-} \
     >"$WORK/comet/broker.out" 2>&1 </dev/null) &
   BROKER_PID=$!
   local deadline=$((SECONDS + START_TIMEOUT_S))
@@ -99,6 +102,7 @@ stop_comet() {
 case "$AGAINST" in
   "") ;;
   apache)
+    FLUSH="${FLUSH:-ASYNC_FLUSH}"
     "$HERE/apache/broker.sh" start --dir "$WORK/apache" --flush "$FLUSH" \
       --namesrv-port "$NAMESRV_PORT" --broker-port "$BROKER_PORT"
     NAMESRV="127.0.0.1:$NAMESRV_PORT"; BROKER="127.0.0.1:$BROKER_PORT" ;;
@@ -162,7 +166,7 @@ for s in "${SUITE_LIST[@]}"; do
 done
 
 echo
-echo "== compatibility summary (name server $NAMESRV${AGAINST:+, against $AGAINST}${AGAINST:+ $([[ $AGAINST == apache ]] && echo "$FLUSH")})"
+echo "== compatibility summary (name server $NAMESRV${AGAINST:+, against $AGAINST}${FLUSH:+, $FLUSH})"
 printf '%-32s %6s %6s %7s  %s\n' suite passed failed time status
 for r in "${rows[@]}"; do echo "$r"; done
 echo "compat: $total_pass passed, $total_fail failed"
