@@ -937,6 +937,30 @@ mod tests {
         ));
     }
 
+    // Proves LZ4 bodies stay compressed with a flag (sysflag bit 0 kept) and an unknown
+    // compression type stops decoding with a typed error.
+    #[test]
+    fn unsupported_compression_is_flagged() {
+        let mut buffer = BytesMut::new();
+        let mut lz4 = spec("T", b"\x04\x22\x4d\x18", "");
+        lz4.sysflag = 0x101;
+        encode_record(&lz4, 0, 0, 0, &mut buffer).unwrap();
+        let messages = decode_records(buffer.split().freeze());
+        assert_eq!(messages[0].body_compression, Some(CompressionType::Lz4));
+        assert_eq!(messages[0].sysflag, 0x101);
+        assert_eq!(&messages[0].body[..], b"\x04\x22\x4d\x18");
+        let mut unknown = lz4;
+        unknown.sysflag = 0x401;
+        encode_record(&unknown, 0, 0, 0, &mut buffer).unwrap();
+        let (messages, stop) = decode_records_with(buffer.freeze(), &DecodeOptions::default());
+        assert!(messages.is_empty());
+        let error = stop.unwrap().error;
+        assert_eq!(
+            error,
+            RecordError::Compression(CompressionError::TypeUnknown { bits: 4 })
+        );
+    }
+
     // Proves the blank marker and unknown magics are reported, not misread.
     #[test]
     fn blank_and_unknown_magic() {

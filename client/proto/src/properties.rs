@@ -282,6 +282,9 @@ fn split_segment(segment: &str) -> Option<(&str, &str)> {
     Some((name, value))
 }
 
+/// Most entries [`Properties::decode`] reserves before parsing.
+const PROPERTIES_CAPACITY_MAX: usize = 16;
+
 /// Appends one encoded entry: `name 0x01 value 0x02`.
 pub fn push_entry(dst: &mut String, name: &str, value: &str) {
     dst.push_str(name);
@@ -307,7 +310,13 @@ impl Properties {
 
     /// Decodes a properties string with Java's rules.
     pub fn decode(text: &str) -> Properties {
-        let mut properties = Properties::new();
+        // Usually one allocation for the vector; capped so a string of bare separators cannot
+        // reserve more than a typical message's worth of entries up front.
+        let separators = text.bytes().filter(|byte| *byte == 2).count();
+        let capacity = (separators + 1).min(PROPERTIES_CAPACITY_MAX);
+        let mut properties = Properties {
+            entries: Vec::with_capacity(capacity),
+        };
         for (name, value) in iter(text) {
             properties.insert(name, value);
         }
