@@ -18,12 +18,7 @@ fn namesrv(broker_addr: String) -> FakeServer {
         while let Some(request) = conn.recv() {
             let ok = RemotingCommand::response_to(&request, ResponseCode::SUCCESS);
             let response = match request.request_code() {
-                // fastjson's default flavour: bare numeric keys (trap T4).
-                RequestCode::GET_BROKER_CLUSTER_INFO => ok.with_body(format!(
-                    "{{\"brokerAddrTable\":{{\"broker-a\":{{\"brokerAddrs\":{{0:\"{broker_addr}\"}},\
-                     \"brokerName\":\"broker-a\",\"cluster\":\"DefaultCluster\"}}}},\
-                     \"clusterAddrTable\":{{\"DefaultCluster\":[\"broker-a\"]}}}}"
-                )),
+                RequestCode::GET_BROKER_CLUSTER_INFO => ok.with_body(cluster_info(&broker_addr)),
                 RequestCode::GET_ALL_TOPIC_LIST_FROM_NAMESERVER => {
                     ok.with_body("{\"topicList\":[\"TopicTest\",\"TBW102\"]}")
                 }
@@ -34,6 +29,23 @@ fn namesrv(broker_addr: String) -> FakeServer {
         }
     })
 }
+
+/// fastjson's default flavour: bare numeric keys (trap T4).
+fn cluster_info(broker_addr: &str) -> String {
+    let table = r#"{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"ADDR"},"#;
+    let rest = r#""brokerName":"broker-a","cluster":"DefaultCluster"}},"#;
+    let clusters = r#""clusterAddrTable":{"DefaultCluster":["broker-a"]}}"#;
+    format!("{}{rest}{clusters}", table.replace("ADDR", broker_addr))
+}
+
+/// fastjson writes MessageQueue-keyed maps with the object itself as the key (trap T4).
+const CONSUME_STATS: &str = concat!(
+    r#"{"consumeTps":1.5,"offsetTable":{"#,
+    r#"{"brokerName":"broker-a","queueId":0,"topic":"TopicTest"}:"#,
+    r#"{"brokerOffset":10,"consumerOffset":4,"lastTimestamp":0,"pullOffset":6},"#,
+    r#"{"brokerName":"broker-a","queueId":1,"topic":"TopicTest"}:"#,
+    r#"{"brokerOffset":3,"consumerOffset":3,"lastTimestamp":0,"pullOffset":3}}}"#,
+);
 
 fn route(broker_addr: &str) -> TopicRouteData {
     TopicRouteData {
@@ -64,16 +76,9 @@ fn broker(created: Arc<Mutex<Vec<RemotingCommand>>>) -> FakeServer {
                     ok
                 }
                 RequestCode::GET_BROKER_RUNTIME_INFO => {
-                    ok.with_body("{\"table\":{\"brokerVersionDesc\":\"V5_3_3\",\"putTps\":\"0.0\"}}")
+                    ok.with_body(r#"{"table":{"brokerVersionDesc":"V5_3_3","putTps":"0.0"}}"#)
                 }
-                // fastjson writes MessageQueue-keyed maps with the object itself as the key.
-                RequestCode::GET_CONSUME_STATS => ok.with_body(
-                    "{\"consumeTps\":1.5,\"offsetTable\":{\
-                     {\"brokerName\":\"broker-a\",\"queueId\":0,\"topic\":\"TopicTest\"}:\
-                     {\"brokerOffset\":10,\"consumerOffset\":4,\"lastTimestamp\":0,\"pullOffset\":6},\
-                     {\"brokerName\":\"broker-a\",\"queueId\":1,\"topic\":\"TopicTest\"}:\
-                     {\"brokerOffset\":3,\"consumerOffset\":3,\"lastTimestamp\":0,\"pullOffset\":3}}}",
-                ),
+                RequestCode::GET_CONSUME_STATS => ok.with_body(CONSUME_STATS),
                 _ => RemotingCommand::not_supported_to(&request),
             };
             conn.send(&response);

@@ -239,7 +239,11 @@ impl ConsumerCore {
     }
 
     /// One rebalance pass over every subscribed topic.
-    pub(crate) fn rebalance(self: &Arc<Self>) {
+    /// Returns false when a subscribed topic (other than the retry topic, which appears
+    /// only after the broker creates it) could not be allocated, so the caller retries
+    /// soon instead of after the full interval (as the 5.x client does when unbalanced).
+    pub(crate) fn rebalance(self: &Arc<Self>) -> bool {
+        let mut balanced = true;
         let mut created = Vec::new();
         let mut changed_topics = Vec::new();
         let fixed = lock(&self.assigned).clone();
@@ -261,7 +265,10 @@ impl ConsumerCore {
                     }
                     created.append(&mut new);
                 }
-                Err(error) => log::debug!("rebalance of {topic} skipped: {error}"),
+                Err(error) => {
+                    log::debug!("rebalance of {topic} skipped: {error}");
+                    balanced &= topic.starts_with("%RETRY%");
+                }
             }
         }
         self.drop_unsubscribed();
@@ -279,6 +286,7 @@ impl ConsumerCore {
         for queue in created {
             self.start_pulling(queue);
         }
+        balanced
     }
 
     /// Queues of `topic` this consumer owns now.
@@ -772,6 +780,9 @@ fn pull_loop(core: &Arc<ConsumerCore>, pq: &Arc<ProcessQueue>) {
     }
 }
 
+/// Next rebalance after one that could not allocate a topic (5.x `minInterval`).
+const REBALANCE_RETRY_INTERVAL: Duration = Duration::from_secs(1);
+
 fn service_main(core: Weak<ConsumerCore>) {
     let start = Instant::now();
     let mut next_rebalance = start;
@@ -785,8 +796,12 @@ fn service_main(core: Weak<ConsumerCore>) {
         let requested = std::mem::take(&mut *lock(&core.signal));
         let now = Instant::now();
         if requested || now >= next_rebalance {
-            core.rebalance();
-            next_rebalance = Instant::now() + core.config.rebalance_interval;
+            let wait = if core.rebalance() {
+                core.config.rebalance_interval
+            } else {
+                REBALANCE_RETRY_INTERVAL.min(core.config.rebalance_interval)
+            };
+            next_rebalance = Instant::now() + wait;
         }
         if now >= next_persist {
             core.persist_all();
