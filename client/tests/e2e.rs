@@ -450,3 +450,55 @@ fn admin_round_trip() {
     admin.shutdown();
     producer.shutdown();
 }
+
+// Proves a producer keeps sending through a broker restart and loses nothing it was told
+// was sent: sends run while `COMET_E2E_RESTART_CMD` restarts the broker (keeping its
+// store); every acknowledged message is consumed afterwards, and sends succeed again once
+// the broker is back.
+#[test]
+#[ignore = "needs a running broker and COMET_E2E_RESTART_CMD"]
+fn producer_survives_a_broker_restart() {
+    let restart = std::env::var("COMET_E2E_RESTART_CMD")
+        .expect("set COMET_E2E_RESTART_CMD to a command restarting the broker with its store");
+    let topic = unique("E2eRestart");
+    let producer = producer(4);
+    producer
+        .send(Message::new(topic.as_str(), "create"))
+        .unwrap();
+    let restarter = thread::spawn(move || {
+        thread::sleep(Duration::from_secs(2));
+        let status = Command::new("sh").arg("-c").arg(&restart).status().unwrap();
+        assert!(status.success(), "restart command failed");
+    });
+    let mut acknowledged = BTreeSet::new();
+    let mut failures = 0;
+    let mut index = 0;
+    while !restarter.is_finished() || acknowledged.len() < 50 {
+        let body = format!("r-{index}");
+        index += 1;
+        match producer.send(Message::new(topic.as_str(), body.clone())) {
+            Ok(_) => {
+                acknowledged.insert(body);
+            }
+            Err(_) => failures += 1,
+        }
+        thread::sleep(Duration::from_millis(20));
+        assert!(index < 20_000, "no progress after the restart");
+    }
+    restarter.join().unwrap();
+    let after = producer
+        .send(Message::new(topic.as_str(), "after"))
+        .unwrap();
+    assert_eq!(after.status, comet_client::SendStatus::SendOk);
+    eprintln!(
+        "sent {index}, acknowledged {}, failed {failures}",
+        acknowledged.len()
+    );
+    let (consumer, seen) = recording_consumer(consumer_config(&unique("e2e_restart")), &topic);
+    wait_for("every acknowledged message", 90, || {
+        let bodies = distinct_bodies(&seen);
+        acknowledged.iter().all(|body| bodies.contains(body))
+    });
+    consumer.shutdown();
+    producer.shutdown();
+}
