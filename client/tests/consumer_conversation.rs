@@ -44,6 +44,10 @@ struct BrokerState {
     pulls: usize,
     /// A RESET_CONSUMER_CLIENT_OFFSET to send once the group pulled queue 0 past offset 5.
     pending_reset: Option<(String, i64)>,
+    /// Answer CONSUMER_SEND_MSG_BACK with SYSTEM_ERROR.
+    refuse_send_back: bool,
+    /// SEND_MESSAGE_V2 requests received.
+    sends: Vec<RemotingCommand>,
 }
 
 type State = Arc<Mutex<BrokerState>>;
@@ -99,7 +103,8 @@ fn namesrv(broker_addr: String) -> FakeServer {
     let body = route.encode();
     FakeServer::start(move |mut conn: ServerConn| {
         while let Some(request) = conn.recv() {
-            let response = if request.ext_fields.get("topic") == Some(TOPIC) {
+            let topic = request.ext_fields.get("topic");
+            let response = if topic == Some(TOPIC) || topic == Some("%RETRY%fallback") {
                 RemotingCommand::response_to(&request, ResponseCode::SUCCESS)
                     .with_body(body.clone())
             } else {
@@ -166,6 +171,18 @@ fn membership(s: &mut BrokerState, request: &RemotingCommand) -> RemotingCommand
             let members = s.members.get(group).cloned().unwrap_or_default();
             let body = serde_json::json!({ "consumerIdList": members });
             ok(request).with_body(serde_json::to_vec(&body).unwrap())
+        }
+        RequestCode::CONSUMER_SEND_MSG_BACK if s.refuse_send_back => {
+            RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, "refused")
+        }
+        RequestCode::SEND_MESSAGE_V2 => {
+            s.sends.push(request.clone());
+            let mut response = ok(request);
+            let ext = &mut response.ext_fields;
+            ext.insert("msgId", "7F00000100002A9F0000000000000000");
+            ext.insert("queueId", field(request, "e"));
+            ext.insert("queueOffset", "0");
+            response
         }
         RequestCode::CONSUMER_SEND_MSG_BACK => {
             let fields = request.ext_fields.iter();
@@ -617,4 +634,37 @@ fn broker_reset_moves_the_queue_back() {
     let mut seen = seen.lock().unwrap().clone();
     seen.sort_unstable();
     assert_eq!(seen, vec![0, 1, 2, 2, 3, 3, 4, 4]);
+}
+
+// Proves the send-back fallback of reference 3.6: when the broker refuses
+// CONSUMER_SEND_MSG_BACK, the failed message is sent to %RETRY%<group> with the original
+// topic and id, reconsume count 1 (header j), max reconsume times (header l) and delay 3.
+#[test]
+fn refused_send_back_falls_back_to_the_retry_topic() {
+    let state = State::default();
+    store(&state, 0, 1, &["TagA"]);
+    state.lock().unwrap().refuse_send_back = true;
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let listener = MessageListener::concurrently(|_, _| ConsumeConcurrentlyStatus::ReconsumeLater);
+    let config = PushConsumerConfig::new(consumer_config(&namesrv, "fallback"));
+    let consumer = PushConsumer::new(config, listener).unwrap();
+    consumer.subscribe(TOPIC, "*").unwrap();
+    consumer.start().unwrap();
+    wait_for("the retry send", || !state.lock().unwrap().sends.is_empty());
+    consumer.shutdown();
+    let send = state.lock().unwrap().sends[0].clone();
+    assert_eq!(field(&send, "b"), "%RETRY%fallback");
+    assert_eq!(field(&send, "j"), "1");
+    assert_eq!(field(&send, "l"), "16");
+    let properties = Properties::decode(field(&send, "i"));
+    assert_eq!(properties.get(names::RETRY_TOPIC), Some(TOPIC));
+    assert_eq!(properties.get(names::DELAY), Some("3"));
+    assert_eq!(properties.get(names::UNIQ_KEY), Some("KEY-0-0"));
+    assert!(properties.get(names::ORIGIN_MESSAGE_ID).is_some());
+    assert!(
+        properties.get(names::RECONSUME_TIME).is_none(),
+        "moved to header j"
+    );
+    assert_eq!(&send.body[..], b"q0-m0");
 }

@@ -5,8 +5,10 @@
 //!   messages, consumed on any pool thread. Success removes the chunk from its process
 //!   queue and moves the offset to the oldest unfinished message. `ReconsumeLater` (or a
 //!   panicking listener) sends each message back with CONSUMER_SEND_MSG_BACK in clustering
-//!   mode (the broker redelivers through `%RETRY%<group>`, reference 7.5); a message whose
-//!   send-back fails stays in the queue and is consumed again locally after 5 s.
+//!   mode (the broker redelivers through `%RETRY%<group>`, reference 7.5); when the broker
+//!   refuses, the message is sent to `%RETRY%<group>` by an internal producer (the Java
+//!   fallback of reference 3.6); if that fails too it stays in the queue and is consumed
+//!   again locally after 5 s.
 //!   Broadcasting drops failed messages, as Java does.
 //! * Orderly listener: one task per queue at a time, in offset order, only while the broker
 //!   lock is held (clustering). `SuspendCurrentQueueAMoment` puts the batch back and retries
@@ -29,7 +31,8 @@ use super::core::{ConsumerCore, Delivery};
 use super::process_queue::ProcessQueue;
 use super::{ConsumerConfig, MessageModel};
 use crate::error::{ClientError, Result};
-use crate::message::MessageQueue;
+use crate::message::{Message, MessageQueue};
+use crate::producer::{Producer, ProducerConfig};
 use crate::protocol;
 
 /// Result of a concurrent listener.
@@ -127,6 +130,7 @@ struct PushInner {
     workers: Mutex<Vec<JoinHandle<()>>>,
     started: Mutex<bool>,
     weak_self: Weak<PushInner>,
+    retry_producer: Mutex<Option<Producer>>,
 }
 
 /// Queued consume tasks; beyond this, delivering pull threads wait (flow control already
@@ -155,6 +159,7 @@ impl PushConsumer {
             workers: Mutex::new(Vec::new()),
             started: Mutex::new(false),
             weak_self: weak_self.clone(),
+            retry_producer: Mutex::new(None),
         });
         let delivery: Arc<dyn Delivery> = inner.clone();
         inner.core.set_delivery(Arc::downgrade(&delivery));
@@ -209,6 +214,15 @@ impl PushConsumer {
                 let _ = worker.join();
             }
         });
+        let retry_producer = self
+            .inner
+            .retry_producer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(producer) = retry_producer {
+            producer.shutdown();
+        }
     }
 
     /// The client id this consumer registers under.
@@ -342,8 +356,72 @@ impl PushInner {
     }
 
     /// CONSUMER_SEND_MSG_BACK (reference 3.6); `delay_level` 0 lets the broker choose,
-    /// -1 sends to the DLQ at once.
+    /// -1 sends to the DLQ at once. When the broker refuses, a redelivery is sent to
+    /// `%RETRY%<group>` directly, as the Java client's fallback does.
     fn send_back(
+        &self,
+        queue: &MessageQueue,
+        message: &MessageExt,
+        delay_level: i32,
+    ) -> Result<()> {
+        match self.send_back_to_broker(queue, message, delay_level) {
+            Ok(()) => Ok(()),
+            Err(error) if delay_level >= 0 => {
+                log::debug!("send-back refused ({error}); sending to the retry topic");
+                self.send_to_retry_topic(message)
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The fallback of reference 3.6: a normal send to `%RETRY%<group>` carrying the
+    /// original topic and id, the next reconsume count and its delay level.
+    fn send_to_retry_topic(&self, message: &MessageExt) -> Result<()> {
+        let producer = self.retry_producer()?;
+        let mut properties = message.properties.clone();
+        if properties.get(names::RETRY_TOPIC).is_none() {
+            properties.insert(names::RETRY_TOPIC, message.topic.clone());
+        }
+        if properties.get(names::ORIGIN_MESSAGE_ID).is_none() {
+            properties.insert(names::ORIGIN_MESSAGE_ID, message.msg_id.clone());
+        }
+        let reconsume_times = message.reconsume_times + 1;
+        properties.insert(names::RECONSUME_TIME, reconsume_times.to_string());
+        let max = self.config.max_reconsume_times;
+        properties.insert(names::MAX_RECONSUME_TIMES, max.to_string());
+        properties.insert(names::DELAY, (3 + message.reconsume_times).to_string());
+        properties.remove(names::TRAN_MSG);
+        properties.remove(names::MIN_OFFSET);
+        properties.remove(names::MAX_OFFSET);
+        let retry = Message {
+            topic: super::retry_topic(&self.core.config.group),
+            flag: message.flag,
+            body: message.body.clone(),
+            properties,
+        };
+        producer.send(retry).map(|_| ())
+    }
+
+    /// The internal producer of the fallback, started on first use.
+    fn retry_producer(&self) -> Result<Producer> {
+        let mut slot = self
+            .retry_producer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(producer) = slot.as_ref() {
+            return Ok(producer.clone());
+        }
+        let mut client = self.core.config.client.clone();
+        client.instance_name =
+            format!("{}-retry", self.core.instance.client_id().replace('@', "-"));
+        let group = crate::instance::CLIENT_INNER_PRODUCER_GROUP;
+        let producer = Producer::new(ProducerConfig::new(group, client))?;
+        producer.start()?;
+        *slot = Some(producer.clone());
+        Ok(producer)
+    }
+
+    fn send_back_to_broker(
         &self,
         queue: &MessageQueue,
         message: &MessageExt,
