@@ -131,3 +131,25 @@ fn admin_reads_cluster_topics_stats_and_creates_topics() {
     assert_eq!(admin.consumer_lag("cg", "TopicTest").unwrap(), 6);
     admin.shutdown();
 }
+
+// Proves name-server fail-over: with a dead address listed next to a live one, every call
+// succeeds whichever address the client starts with.
+#[test]
+fn name_server_fail_over() {
+    let live = namesrv("127.0.0.1:1".to_owned());
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    for _ in 0..4 {
+        let list = format!("{dead_addr};{}", live.addr());
+        let admin = Admin::new(ClientConfig::with_namesrv(&list)).unwrap();
+        for _ in 0..3 {
+            assert!(admin
+                .list_topics()
+                .unwrap()
+                .topic_list
+                .contains("TopicTest"));
+        }
+        admin.shutdown();
+    }
+}

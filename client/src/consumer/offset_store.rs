@@ -188,3 +188,30 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
     fs::write(&temporary, bytes).map_err(|e| local_error(&temporary, &e.to_string()))?;
     fs::rename(&temporary, path).map_err(|e| local_error(path, &e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClientConfig;
+
+    // Proves the broadcasting file round trip: offsets persisted by one store are loaded by
+    // the next, increase-only updates never move backwards, and a missing file is empty.
+    #[test]
+    fn local_file_round_trip() {
+        let directory = tempfile::tempdir().unwrap();
+        let path = directory.path().join("group").join("offsets.json");
+        let instance = ClientInstance::new(ClientConfig::with_namesrv("127.0.0.1:9876"));
+        let queue = MessageQueue::new("T", "broker-a", 1);
+        let first = OffsetStore::new("g", instance.clone(), Backend::Local(path.clone()));
+        first.load().unwrap();
+        assert_eq!(first.read_store(&queue).unwrap(), None);
+        first.update(&queue, 7, true);
+        first.update(&queue, 5, true);
+        assert_eq!(first.read_memory(&queue), Some(7));
+        first.persist_all(&[]).unwrap();
+        let second = OffsetStore::new("g", instance.clone(), Backend::Local(path));
+        second.load().unwrap();
+        assert_eq!(second.read_store(&queue).unwrap(), Some(7));
+        instance.shutdown();
+    }
+}
