@@ -160,6 +160,7 @@ impl DirectFile {
         mode: OpenMode,
         faults: Option<Rc<FaultInjector>>,
     ) -> Result<DirectFile, IoError> {
+        let path = &absolute(path);
         prime_iopoll_probe(path).await;
         let mut options = OpenOptions::new();
         match mode {
@@ -290,6 +291,12 @@ impl DirectFile {
     }
 }
 
+/// glommio resolves paths against no directory (a relative path fails with EBADF), so every
+/// path is made absolute against the working directory first.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 /// glommio decides per device (and per thread), on the first direct-I/O open, whether the
 /// device supports polled I/O by reading the first block of that file. On an empty file the
 /// read succeeds trivially, so devices without polling support (virtio disks, for example)
@@ -348,6 +355,7 @@ async fn prime_iopoll_probe(path: &Path) {
 
 /// Removes a file without blocking the executor thread.
 pub async fn remove_file(path: &Path) -> Result<(), IoError> {
+    let path = &absolute(path);
     glommio::io::remove(path)
         .await
         .map_err(|error| IoError::new("remove", path, 0, glommio_error(error)))
@@ -388,6 +396,7 @@ fn unsafe_zeroed_statvfs() -> libc::statvfs {
 /// Makes the directory entries of `path` (a directory) durable: needed after creating a
 /// file whose existence must survive a crash.
 pub async fn sync_directory(path: &Path) -> Result<(), IoError> {
+    let path = &absolute(path);
     let directory = glommio::io::Directory::open(path)
         .await
         .map_err(|error| IoError::new("open directory", path, 0, glommio_error(error)))?;

@@ -42,6 +42,18 @@ struct Row {
     megabytes_per_second: f64,
     fsyncs_per_second: f64,
     records_per_fsync: f64,
+    cpu_us_per_record: f64,
+}
+
+/// CPU time (user + system) this thread has used, in microseconds. The machine may be shared,
+/// so CPU per record is reported beside the wall-clock rates.
+fn thread_cpu_us() -> f64 {
+    // SAFETY: getrusage fills the zeroed struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-parameter, RUSAGE_THREAD is supported on Linux.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    let micros = |time: libc::timeval| time.tv_sec as f64 * 1e6 + time.tv_usec as f64;
+    micros(usage.ru_utime) + micros(usage.ru_stime)
 }
 
 fn encoded_record(body_bytes: usize) -> BytesMut {
@@ -75,6 +87,7 @@ async fn measure(args: &Args, policy: FlushPolicy, appenders: u64) -> Row {
     let record = Rc::new(encoded_record(args.body_bytes));
     let stop = Rc::new(Cell::new(false));
     let before = store.stats();
+    let cpu_before = thread_cpu_us();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for appender in 0..appenders {
@@ -94,6 +107,7 @@ async fn measure(args: &Args, policy: FlushPolicy, appenders: u64) -> Row {
         task.await;
     }
     let elapsed = started.elapsed().as_secs_f64();
+    let cpu_us = thread_cpu_us() - cpu_before;
     let after = store.stats();
     store.shutdown().await.expect("shutdown");
     let _ = std::fs::remove_dir_all(&root);
@@ -111,6 +125,7 @@ async fn measure(args: &Args, policy: FlushPolicy, appenders: u64) -> Row {
         megabytes_per_second: bytes / elapsed / 1e6,
         fsyncs_per_second: fsyncs / elapsed,
         records_per_fsync: if fsyncs > 0.0 { records / fsyncs } else { 0.0 },
+        cpu_us_per_record: cpu_us / records.max(1.0),
     }
 }
 
@@ -131,17 +146,20 @@ fn main() {
         }
         rows
     });
-    println!("| policy | appenders | appends/s | MB/s | fsyncs/s | records/fsync |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| policy | appenders | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for row in rows {
         println!(
-            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} |",
+            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} |",
             row.policy,
             row.appenders,
             row.appends_per_second,
             row.megabytes_per_second,
             row.fsyncs_per_second,
-            row.records_per_fsync
+            row.records_per_fsync,
+            row.cpu_us_per_record
         );
     }
 }

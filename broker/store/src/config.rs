@@ -35,6 +35,9 @@ pub struct StoreConfig {
     pub flush_interval_ms: u64,
     /// ASYNC_FLUSH: pending bytes that start a flush before the interval ends.
     pub flush_least_bytes: usize,
+    /// ASYNC_FLUSH: most bytes appended but not yet durable before appends wait (bounds
+    /// memory when producers outpace the disk).
+    pub async_dirty_bytes_max: u64,
     /// Size of one in-memory append chunk.
     pub chunk_bytes: usize,
     /// Bytes of recent chunks kept for tailing readers.
@@ -78,6 +81,7 @@ impl StoreConfig {
             flush_policy: FlushPolicy::Sync,
             flush_interval_ms: 200,
             flush_least_bytes: 16 * 1024,
+            async_dirty_bytes_max: limits::ASYNC_DIRTY_BYTES_MAX_DEFAULT,
             chunk_bytes: limits::CHUNK_BYTES_DEFAULT,
             read_cache_bytes: limits::READ_CACHE_BYTES_DEFAULT,
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,

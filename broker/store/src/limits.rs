@@ -28,6 +28,9 @@ pub const READ_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// the range a crash can tear (recovery zeroes this much past the last valid record).
 pub const FLUSH_BYTES_MAX: usize = 8 * 1024 * 1024;
 
+/// Default most bytes waiting for the disk under ASYNC_FLUSH before appends wait.
+pub const ASYNC_DIRTY_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
+
 /// Bytes of one consume-queue entry (reference 6.3).
 pub const CQ_ENTRY_BYTES: u64 = 20;
 

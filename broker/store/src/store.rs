@@ -171,6 +171,12 @@ impl Store {
         &self.shared.config
     }
 
+    /// Bytes appended but not yet durable.
+    pub fn unflushed_bytes(&self) -> u64 {
+        let log = self.shared.log.borrow();
+        log.write - log.durable
+    }
+
     /// Counters since open.
     pub fn stats(&self) -> StoreStats {
         self.shared.stats.get()
@@ -194,12 +200,22 @@ impl Store {
             }
         };
         self.shared.flush_wanted.wake_all();
-        if self.shared.config.flush_policy == FlushPolicy::Sync {
+        let wait_until = match self.shared.config.flush_policy {
+            FlushPolicy::Sync => end,
+            // Back-pressure: an ASYNC append waits only when more than
+            // `async_dirty_bytes_max` would be waiting for the disk, so memory stays bounded.
+            FlushPolicy::Async => end.saturating_sub(self.shared.config.async_dirty_bytes_max),
+        };
+        if self.shared.log.borrow().durable < wait_until {
             DurableWait {
                 shared: &self.shared,
-                end,
+                end: wait_until,
             }
             .await?;
+        } else if self.shared.config.flush_policy == FlushPolicy::Async {
+            // An ASYNC append completes without suspending; let the flusher and other tasks
+            // run when this task has used its time slice.
+            comet_rt::local::yield_if_needed().await;
         }
         Ok(appended)
     }
@@ -465,6 +481,8 @@ pub(crate) fn dispatch_record(
         };
         queue.consume_queue.push(offset, entry);
         queue.next_offset = queue.next_offset.max(offset + 1);
+        // Wake long-polling readers of this queue (a no-op without waiters, as in recovery).
+        queue.arrivals.wake_all();
     }
     if transaction != TRANSACTION_ROLLBACK {
         index_keys(view, physical, index);
@@ -501,12 +519,11 @@ fn consume_queue_tag(view: &RecordView<'_>, config: &StoreConfig) -> i64 {
     view.property(names::TAGS).map_or(0, tag_code)
 }
 
-/// Dispatches every durable record not yet dispatched; wakes readers of touched queues.
+/// Dispatches every durable record not yet dispatched (waking readers of their queues).
 pub(crate) fn dispatch_durable(shared: &Shared) {
     let mut log = shared.log.borrow_mut();
     let mut queues = shared.queues.borrow_mut();
     let mut index = shared.index.borrow_mut();
-    let mut touched: Vec<(String, i32)> = Vec::new();
     while log.dispatched < log.durable {
         let position = log.dispatched;
         let bytes = log
@@ -530,20 +547,9 @@ pub(crate) fn dispatch_durable(shared: &Shared) {
         let dispatched = dispatch_record(&view, position, &mut queues, &mut index, &shared.config);
         assert!(dispatched, "live records continue their queue");
         shared.last_store_timestamp_ms.set(view.store_timestamp());
-        if touched
-            .last()
-            .is_none_or(|(t, q)| t != view.topic() || *q != view.queue_id())
-        {
-            touched.push((view.topic().to_string(), view.queue_id()));
-        }
         log.dispatched = position + size;
     }
     log.evict();
-    for (topic, queue_id) in touched {
-        if let Some(queue) = queues.get(&topic).and_then(|queues| queues.get(&queue_id)) {
-            queue.arrivals.wake_all();
-        }
-    }
 }
 
 /// Resolves when the log is durable up to `end`, or fails with the store's failure.

@@ -264,6 +264,36 @@ fn async_flush_visibility() {
     });
 }
 
+// Proves ASYNC_FLUSH bounds memory: a producer that never yields on its own still cannot
+// get more than `async_dirty_bytes_max` ahead of the disk, and every record becomes visible.
+#[test]
+fn async_flush_back_pressure() {
+    let dir = TestDir::new("async-pressure");
+    let mut config = small_config(&dir.path);
+    config.flush_policy = FlushPolicy::Async;
+    config.flush_interval_ms = 5;
+    config.async_dirty_bytes_max = 64 * 1024;
+    run(async {
+        let store = Store::open(config).await.expect("open");
+        for index in 0..3000u64 {
+            store
+                .append(&[record("Pressure", 0, &body(index, 1000), "")])
+                .await
+                .expect("append");
+            assert!(
+                store.unflushed_bytes() <= 64 * 1024 + 1200,
+                "{}",
+                store.unflushed_bytes()
+            );
+        }
+        store
+            .wait_for_message("Pressure", 0, QueueOffset(2999))
+            .await;
+        assert_eq!(store.max_offset("Pressure", 0), QueueOffset(3000));
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
 // Proves the schedule topic's consume-queue tag is the due time and that prepared
 // transaction records take no queue offset.
 #[test]
