@@ -65,15 +65,21 @@ public final class AdminSuite {
     System.arraycopy(args, 0, full, 0, args.length);
     full[args.length] = "-n";
     full[args.length + 1] = namesrv;
+    // Standard error is captured too: a failing command prints its exception there, and the
+    // failure message should say why.
     ByteArrayOutputStream buf = new ByteArrayOutputStream();
-    PrintStream original = System.out;
+    PrintStream originalOut = System.out;
+    PrintStream originalErr = System.err;
     synchronized (System.class) {
-      System.setOut(new PrintStream(buf, true, StandardCharsets.UTF_8));
+      PrintStream capture = new PrintStream(buf, true, StandardCharsets.UTF_8);
+      System.setOut(capture);
+      System.setErr(capture);
       try {
         MQAdminStartup.main0(full, null);
       } finally {
-        System.out.flush();
-        System.setOut(original);
+        capture.flush();
+        System.setOut(originalOut);
+        System.setErr(originalErr);
       }
     }
     String out = buf.toString(StandardCharsets.UTF_8);
@@ -107,8 +113,11 @@ public final class AdminSuite {
     results.put(name, failure);
   }
 
+  /** A short view of a command's output: its "Caused by" line if it failed, else its start. */
   private static String firstLines(String out) {
-    String flat = out.strip().replace('\n', '|');
+    String cause = out.lines().filter(l -> l.startsWith("Caused by:")).reduce((a, b) -> b)
+        .orElse(null);
+    String flat = cause != null ? cause : out.strip().replace('\n', '|');
     return flat.length() > 300 ? flat.substring(0, 300) + "..." : flat;
   }
 
@@ -239,7 +248,7 @@ public final class AdminSuite {
       pushed.getDefaultMQPushConsumerImpl().persistConsumerOffset();
       out[0] = mqadmin("consumerProgress", "-g", group);
       return Pattern.compile("Diff Total:\\s*0\\b").matcher(out[0]).find();
-    });
+    }, () -> "last output: " + firstLines(out[0]));
     long rows = out[0].lines().filter(l -> l.startsWith(topic)).count();
     Check.that(rows == 4, "expected 4 rows for " + topic + ", got " + rows + ": "
         + firstLines(out[0]));
