@@ -71,8 +71,8 @@ start_comet() {
   # shellcheck disable=SC2086 # COMET_BROKER_ARGS holds extra flags, split on purpose
   local flush=()
   [[ -n "$FLUSH" ]] && flush=(--flush "$FLUSH")
-  # The store path is given absolute: a relative one (the default "store") currently fails to
-  # open under io_uring (EBADF), which is a broker bug reported separately, not a client matter.
+  # The store path is given absolute and explicit, inside this run's temporary folder (early
+  # brokers failed to open a relative one under io_uring).
   (cd "$WORK/comet" && exec setsid "$bin" --standalone --store "$WORK/comet/store" \
     "${flush[@]}" ${COMET_BROKER_ARGS:-} \
     >"$WORK/comet/broker.out" 2>&1 </dev/null) &
