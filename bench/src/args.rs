@@ -1,0 +1,376 @@
+//! The command line (clap). Every flag of a run is echoed in the JSON report's `params`.
+//!
+//! With no subcommand the tool runs the canonical workload: `produce` with its defaults
+//! (1 KiB bodies, 64 sync sender threads, 10 seconds, topic `BenchmarkTest`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use serde::Serialize;
+
+use crate::error::{BenchError, Result};
+use crate::limits::{BATCH_MAX, INFLIGHT_MAX, MESSAGE_BYTES_MAX, THREADS_MAX};
+
+/// Load generator for RocketMQ-protocol brokers (Comet, Apache RocketMQ, ...).
+#[derive(Parser, Debug, Clone, Serialize)]
+#[command(name = "comet-bench", version)]
+pub struct Cli {
+    /// Name server address(es), `host:port;host:port`.
+    #[arg(long, global = true, default_value = "127.0.0.1:9876")]
+    pub namesrv: String,
+    /// Also write the summary as JSON to this file.
+    #[arg(long, global = true)]
+    pub json: Option<PathBuf>,
+    /// No progress lines (the summary is still printed).
+    #[arg(long, global = true)]
+    pub quiet: bool,
+    /// Report the CPU time this process (e.g. the broker) used during the run (repeatable).
+    #[arg(long = "watch-pid", global = true)]
+    pub watch_pids: Vec<u32>,
+    /// What to run; `produce` with its defaults when absent.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// The kinds of run.
+#[derive(Subcommand, Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Command {
+    /// Send messages and measure send latency and throughput.
+    Produce(ProduceArgs),
+    /// Consume a topic and measure rate and end-to-end latency from the born time.
+    Consume(ConsumeArgs),
+    /// Produce at a fixed rate while consuming; end-to-end latency percentiles.
+    E2e(E2eArgs),
+}
+
+impl Command {
+    /// The canonical workload: `produce` with every default.
+    pub fn canonical() -> Command {
+        let command = ProduceArgs::augment_args(clap::Command::new("produce"));
+        let matches = command.get_matches_from(["produce"]);
+        let args =
+            ProduceArgs::from_arg_matches(&matches).expect("produce's defaults always parse");
+        Command::Produce(args)
+    }
+
+    /// The subcommand's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Produce(_) => "produce",
+            Command::Consume(_) => "consume",
+            Command::E2e(_) => "e2e",
+        }
+    }
+}
+
+/// How a sending run ends.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct FinishArgs {
+    /// Run for this many seconds (default 10 when --messages is not given either).
+    #[arg(long = "duration")]
+    pub duration_s: Option<f64>,
+    /// Stop after exactly this many messages.
+    #[arg(long)]
+    pub messages: Option<u64>,
+}
+
+impl FinishArgs {
+    /// The run's duration limit: the given one, 10 s when neither limit is given.
+    pub fn duration(&self) -> Result<Option<Duration>> {
+        match (self.duration_s, self.messages) {
+            (None, None) => Ok(Some(Duration::from_secs(10))),
+            (None, Some(_)) => Ok(None),
+            (Some(seconds), _) => {
+                if !seconds.is_finite() || seconds <= 0.0 || seconds > 1e7 {
+                    return Err(BenchError::Args(format!(
+                        "--duration must be a positive number of seconds, not {seconds}"
+                    )));
+                }
+                Ok(Some(Duration::from_secs_f64(seconds)))
+            }
+        }
+    }
+}
+
+/// What and how to send.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct SendArgs {
+    /// Topic.
+    #[arg(long, default_value = "BenchmarkTest")]
+    pub topic: String,
+    /// Body bytes per message.
+    #[arg(long = "size", default_value_t = 1024)]
+    pub size_bytes: usize,
+    /// Sync sender threads (ignored with --inflight).
+    #[arg(long, default_value_t = 64)]
+    pub threads: usize,
+    /// Async sends kept in flight (one driver thread, callbacks) instead of sync threads.
+    #[arg(long)]
+    pub inflight: Option<usize>,
+    /// Messages per request (a RocketMQ batch) when above 1; sync senders only.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Open loop: this many messages per second in total, latency from the intended time.
+    #[arg(long = "rate")]
+    pub rate_msgs_per_s: Option<f64>,
+    /// Give every message a unique key (indexed by the broker).
+    #[arg(long)]
+    pub keys: bool,
+    /// Tag of every message.
+    #[arg(long)]
+    pub tags: Option<String>,
+    /// Compress bodies (zlib, every single message; batches are never compressed).
+    #[arg(long)]
+    pub compress: bool,
+    /// Create (or update) the topic with this many queues per broker before sending.
+    #[arg(long)]
+    pub queues: Option<i32>,
+    /// Producer group.
+    #[arg(long, default_value = "comet_bench_producer")]
+    pub producer_group: String,
+    /// Timeout of one send, retries included.
+    #[arg(long = "send-timeout-ms", default_value_t = 3000)]
+    pub send_timeout_ms: u64,
+}
+
+impl SendArgs {
+    /// Checks the sending flags against the limits and each other.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |what: String| Err(BenchError::Args(what));
+        if !(1..=MESSAGE_BYTES_MAX).contains(&self.size_bytes) {
+            return bad(format!("--size must be 1..={MESSAGE_BYTES_MAX} bytes"));
+        }
+        if !(1..=THREADS_MAX).contains(&self.threads) {
+            return bad(format!("--threads must be 1..={THREADS_MAX}"));
+        }
+        if let Some(inflight) = self.inflight {
+            if !(1..=INFLIGHT_MAX).contains(&inflight) {
+                return bad(format!("--inflight must be 1..={INFLIGHT_MAX}"));
+            }
+            if self.batch > 1 {
+                return bad("--batch needs sync senders; drop --inflight".into());
+            }
+        }
+        if !(1..=BATCH_MAX).contains(&self.batch) {
+            return bad(format!("--batch must be 1..={BATCH_MAX}"));
+        }
+        if self
+            .queues
+            .is_some_and(|queues| !(1..=1024).contains(&queues))
+        {
+            return bad("--queues must be 1..=1024".into());
+        }
+        if self.send_timeout_ms == 0 {
+            return bad("--send-timeout-ms must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// `produce`.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct ProduceArgs {
+    /// What and how to send.
+    #[command(flatten)]
+    pub send: SendArgs,
+    /// When to stop.
+    #[command(flatten)]
+    pub finish: FinishArgs,
+}
+
+/// Push or lite pull.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConsumeMode {
+    /// `PushConsumer` with a concurrent listener.
+    Push,
+    /// `LitePullConsumer` polled by the consume threads.
+    Lite,
+}
+
+/// Where a group with no stored offset starts.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartFrom {
+    /// The queues' beginning (drain a backlog).
+    First,
+    /// The queues' end (new messages only).
+    Last,
+}
+
+/// How to receive.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct ReceiveArgs {
+    /// Push or lite-pull consumer.
+    #[arg(long, value_enum, default_value_t = ConsumeMode::Push)]
+    pub mode: ConsumeMode,
+    /// Messages per pull request.
+    #[arg(long, default_value_t = 32)]
+    pub pull_batch: i32,
+    /// Messages per listener call (push) or per poll (lite).
+    #[arg(long, default_value_t = 32)]
+    pub consume_batch: usize,
+}
+
+impl ReceiveArgs {
+    /// Checks the receiving flags.
+    pub fn validate(&self) -> Result<()> {
+        if !(1..=1024).contains(&self.pull_batch) || !(1..=1024).contains(&self.consume_batch) {
+            return Err(BenchError::Args(
+                "--pull-batch and --consume-batch must be 1..=1024".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `consume`.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct ConsumeArgs {
+    /// Topic.
+    #[arg(long, default_value = "BenchmarkTest")]
+    pub topic: String,
+    /// Consumer group.
+    #[arg(long, default_value = "comet_bench_consumer")]
+    pub group: String,
+    /// Consume threads (push listener pool, or lite-pull polling threads).
+    #[arg(long, default_value_t = 20)]
+    pub threads: usize,
+    /// Where a group without stored offsets starts.
+    #[arg(long, value_enum, default_value_t = StartFrom::Last)]
+    pub from: StartFrom,
+    /// Stop once no message arrived for this many seconds (after the first one).
+    #[arg(long = "idle-exit")]
+    pub idle_exit_s: Option<f64>,
+    /// How to receive.
+    #[command(flatten)]
+    pub receive: ReceiveArgs,
+    /// When to stop.
+    #[command(flatten)]
+    pub finish: FinishArgs,
+}
+
+/// `e2e`.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct E2eArgs {
+    /// What and how to send (`--rate` defaults to 1000 msgs/s here).
+    #[command(flatten)]
+    pub send: SendArgs,
+    /// Consumer group (default: a new group per run).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Consume threads.
+    #[arg(long, default_value_t = 20)]
+    pub consume_threads: usize,
+    /// How to receive.
+    #[command(flatten)]
+    pub receive: ReceiveArgs,
+    /// When to stop sending.
+    #[command(flatten)]
+    pub finish: FinishArgs,
+}
+
+/// Checks a thread count.
+pub fn check_threads(flag: &str, threads: usize) -> Result<()> {
+    if (1..=THREADS_MAX).contains(&threads) {
+        Ok(())
+    } else {
+        Err(BenchError::Args(format!(
+            "{flag} must be 1..={THREADS_MAX}"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the canonical workload's defaults: 1 KiB, 64 sync threads, 10 s, closed loop.
+    #[test]
+    fn canonical_workload_defaults() {
+        let Command::Produce(args) = Command::canonical() else {
+            panic!("canonical workload is produce");
+        };
+        assert_eq!(args.send.size_bytes, 1024);
+        assert_eq!(args.send.threads, 64);
+        assert_eq!(args.send.inflight, None);
+        assert_eq!(args.send.rate_msgs_per_s, None);
+        assert_eq!(
+            args.finish.duration().unwrap(),
+            Some(Duration::from_secs(10))
+        );
+        let cli = Cli::try_parse_from(["comet-bench", "--namesrv", "127.0.0.1:1"]).unwrap();
+        assert!(cli.command.is_none());
+    }
+
+    // Proves every flag of issue 7 parses, and contradictory or out-of-range flags are
+    // refused with a typed error.
+    #[test]
+    fn flags_parse_and_validate() {
+        let cli = Cli::try_parse_from([
+            "comet-bench",
+            "produce",
+            "--topic",
+            "T",
+            "--size",
+            "128",
+            "--threads",
+            "8",
+            "--batch",
+            "32",
+            "--rate",
+            "5000",
+            "--keys",
+            "--tags",
+            "TagA",
+            "--compress",
+            "--queues",
+            "8",
+            "--messages",
+            "100",
+            "--json",
+            "out.json",
+        ])
+        .unwrap();
+        let Some(Command::Produce(args)) = cli.command else {
+            panic!("produce")
+        };
+        args.send.validate().unwrap();
+        assert_eq!(args.finish.duration().unwrap(), None);
+        assert_eq!(args.send.rate_msgs_per_s, Some(5000.0));
+        let mut bad = args.send.clone();
+        bad.inflight = Some(64);
+        assert!(matches!(bad.validate(), Err(BenchError::Args(_))));
+        bad.batch = 1;
+        bad.size_bytes = 0;
+        assert!(bad.validate().is_err());
+        let zero = FinishArgs {
+            duration_s: Some(0.0),
+            messages: None,
+        };
+        assert!(zero.duration().is_err());
+        let cli = Cli::try_parse_from([
+            "comet-bench",
+            "consume",
+            "--group",
+            "g",
+            "--threads",
+            "4",
+            "--mode",
+            "lite",
+            "--from",
+            "first",
+            "--idle-exit",
+            "2",
+        ])
+        .unwrap();
+        assert!(
+            matches!(cli.command, Some(Command::Consume(ref c)) if c.receive.mode == ConsumeMode::Lite)
+        );
+        let cli = Cli::try_parse_from(["comet-bench", "e2e", "--rate", "100", "--inflight", "16"]);
+        assert!(cli.is_ok());
+        assert!(check_threads("--threads", 0).is_err());
+    }
+}

@@ -1,0 +1,317 @@
+//! `produce`: sync sender threads or an async window, closed or open loop.
+//!
+//! * Sync senders (`--threads N`): each thread claims messages from the finish condition,
+//!   waits for its slot when a rate is set, sends (one message or a batch) and records the
+//!   latency.
+//! * Async window (`--inflight N`): one driver thread keeps up to N sends in flight; the
+//!   client's callback thread records each outcome and frees its place in the window.
+//! * Latency is measured from the intended time in open loop (`--rate`), from the moment
+//!   the request is issued otherwise. A send answered with a non-OK status (such as
+//!   FLUSH_DISK_TIMEOUT) counts as an error: the message was not durable in time.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use comet_client::{ClientConfig, Message, Producer, ProducerConfig, SendResult, SendStatus};
+
+use crate::args::{Cli, ProduceArgs, SendArgs};
+use crate::error::{BenchError, Result};
+use crate::finish_condition::FinishCondition;
+use crate::limits::DRAIN_GRACE;
+use crate::payload::{self, Stamp, WallClock};
+use crate::rate_limiter::{sleep_until, RateLimiter};
+use crate::report::Outcome;
+use crate::stats::{Collector, Stats};
+use crate::summary::{LatencySummary, PhaseSummary};
+use crate::topic;
+
+/// Runs `produce`.
+pub fn run(cli: &Cli, args: &ProduceArgs) -> Result<Outcome> {
+    args.send.validate()?;
+    let duration = args.finish.duration()?;
+    if let Some(queues) = args.send.queues {
+        topic::ensure_topic(&cli.namesrv, &args.send.topic, queues)?;
+    }
+    let producer = start_producer(&cli.namesrv, &args.send)?;
+    let run_id = payload::new_run_id();
+    warm_up(&producer, &args.send, run_id)?;
+    let started = Instant::now();
+    let stats = Stats::new()?;
+    let context = SendContext::new(&producer, &args.send, run_id, started, stats.clone())?;
+    let finish = FinishCondition::new(started, duration, args.finish.messages);
+    let mut phases = [("send", Collector::new(stats, started)?)];
+    with_progress_send(&mut phases, cli.quiet, &context, &finish)?;
+    let ended = Instant::now();
+    producer.shutdown();
+    let [(_, collector)] = phases;
+    let main = send_summary(collector, started, ended)?;
+    Ok(Outcome {
+        main,
+        others: Vec::new(),
+        extra: serde_json::Map::new(),
+    })
+}
+
+fn with_progress_send(
+    phases: &mut [(&str, Collector)],
+    quiet: bool,
+    context: &SendContext<'_>,
+    finish: &FinishCondition,
+) -> Result<()> {
+    super::with_progress(phases, quiet, || send_all(context, finish))?
+}
+
+/// The summary of a sending phase that ran from `started` to `ended`.
+pub fn send_summary(
+    collector: Collector,
+    started: Instant,
+    ended: Instant,
+) -> Result<PhaseSummary> {
+    let (counters, histogram, first_error) = collector.finish(ended)?;
+    Ok(PhaseSummary {
+        name: "send",
+        elapsed: ended - started,
+        counters,
+        latency: LatencySummary::of(&histogram),
+        latency_meaning: "send (request to acknowledgement)",
+        first_error,
+    })
+}
+
+/// A started producer configured from the flags.
+pub fn start_producer(namesrv: &str, args: &SendArgs) -> Result<Producer> {
+    let mut config = ProducerConfig::new(&args.producer_group, ClientConfig::with_namesrv(namesrv));
+    config.send_timeout = Duration::from_millis(args.send_timeout_ms);
+    // The client compresses bodies at or above this size; without --compress never.
+    config.compress_over_bytes = if args.compress { 0 } else { usize::MAX };
+    if let Some(queues) = args.queues {
+        config.default_topic_queue_nums = queues;
+    }
+    let producer = Producer::new(config)?;
+    producer.start()?;
+    Ok(producer)
+}
+
+/// One unmeasured send, so that route lookup and topic auto-creation are not in the figures.
+pub fn warm_up(producer: &Producer, args: &SendArgs, run_id: u64) -> Result<()> {
+    let stamp = Stamp {
+        run_id: run_id ^ 1,
+        intended_unix_ns: payload::unix_ns_now(),
+    };
+    let message = Message::new(args.topic.as_str(), payload::body(args.size_bytes, stamp));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match producer.send(message.clone()) {
+            Ok(_) => return Ok(()),
+            Err(error) if Instant::now() >= deadline => return Err(BenchError::Client(error)),
+            Err(error) => {
+                log::warn!("warm-up send failed, retrying: {error}");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+}
+
+/// What every sender of a run shares.
+pub struct SendContext<'a> {
+    producer: &'a Producer,
+    args: &'a SendArgs,
+    run_id: u64,
+    wall: WallClock,
+    limiter: Option<RateLimiter>,
+    stats: Arc<Stats>,
+}
+
+impl<'a> SendContext<'a> {
+    /// A context whose schedule (when `--rate` is set) starts at `started`.
+    pub fn new(
+        producer: &'a Producer,
+        args: &'a SendArgs,
+        run_id: u64,
+        started: Instant,
+        stats: Arc<Stats>,
+    ) -> Result<SendContext<'a>> {
+        let limiter = match args.rate_msgs_per_s {
+            // One slot per request: a batch of 32 takes one slot of rate/32.
+            Some(rate) => Some(RateLimiter::new(started, rate / args.batch as f64)?),
+            None => None,
+        };
+        Ok(SendContext {
+            producer,
+            args,
+            run_id,
+            wall: WallClock::new(),
+            limiter,
+            stats,
+        })
+    }
+
+    /// Waits for the next slot (open loop) and returns the time latency is measured from.
+    fn next_start(&self) -> Instant {
+        match &self.limiter {
+            Some(limiter) => {
+                let intended = limiter.claim();
+                sleep_until(intended);
+                intended
+            }
+            None => Instant::now(),
+        }
+    }
+
+    fn message(&self, intended: Instant, thread: usize, sequence: u64) -> Message {
+        let stamp = Stamp {
+            run_id: self.run_id,
+            intended_unix_ns: self.wall.unix_ns(intended),
+        };
+        let body = payload::body(self.args.size_bytes, stamp);
+        let mut message = Message::new(self.args.topic.as_str(), body);
+        if let Some(tags) = &self.args.tags {
+            message = message.with_tags(tags.as_str());
+        }
+        if self.args.keys {
+            message = message.with_keys([format!("{:x}-{thread}-{sequence}", self.run_id)]);
+        }
+        message
+    }
+}
+
+/// Sends until `finish` says stop, with the configured senders.
+pub fn send_all(context: &SendContext<'_>, finish: &FinishCondition) -> Result<()> {
+    match context.args.inflight {
+        Some(window) => async_driver(context, finish, window),
+        None => std::thread::scope(|scope| {
+            for thread in 0..context.args.threads {
+                std::thread::Builder::new()
+                    .name(format!("bench-send-{thread}"))
+                    .spawn_scoped(scope, move || sync_sender(context, finish, thread))
+                    .map_err(|error| BenchError::Thread(error.to_string()))?;
+            }
+            Ok(())
+        }),
+    }
+}
+
+fn check_statuses(results: &[SendResult]) -> std::result::Result<(), String> {
+    match results
+        .iter()
+        .find(|result| result.status != SendStatus::SendOk)
+    {
+        Some(result) => Err(format!("broker answered {}", result.status.name())),
+        None => Ok(()),
+    }
+}
+
+fn sync_sender(context: &SendContext<'_>, finish: &FinishCondition, thread: usize) {
+    let batch = context.args.batch as u64;
+    let mut sequence = 0u64;
+    while let Some(count) = finish.claim(batch) {
+        let start = context.next_start();
+        let messages: Vec<Message> = (0..count)
+            .map(|index| context.message(start, thread, sequence + index))
+            .collect();
+        sequence += count;
+        let outcome = if batch == 1 {
+            let message = messages
+                .into_iter()
+                .next()
+                .expect("a claim grants one message");
+            context.producer.send(message).map(|result| vec![result])
+        } else {
+            context.producer.send_batch(messages)
+        };
+        let bytes = count * context.args.size_bytes as u64;
+        match outcome
+            .map_err(|error| error.to_string())
+            .and_then(|r| check_statuses(&r))
+        {
+            Ok(()) => context.stats.record_ok(start.elapsed(), count, bytes),
+            Err(error) => context.stats.record_error(&error),
+        }
+    }
+}
+
+/// Places in an async window: acquire before a send, release in its callback.
+struct Window {
+    free: Mutex<usize>,
+    changed: Condvar,
+    size: usize,
+}
+
+impl Window {
+    fn acquire(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free == 0 {
+            free = self.changed.wait(free).unwrap_or_else(|p| p.into_inner());
+        }
+        *free -= 1;
+    }
+
+    fn release(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(
+            *free < self.size,
+            "released more places than the window has"
+        );
+        *free += 1;
+        self.changed.notify_all();
+    }
+
+    /// Waits until every place is free again, at most `limit`; false on time-out.
+    fn wait_empty(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        while *free < self.size {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            free = self
+                .changed
+                .wait_timeout(free, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+fn async_driver(context: &SendContext<'_>, finish: &FinishCondition, size: usize) -> Result<()> {
+    let window = Arc::new(Window {
+        free: Mutex::new(size),
+        changed: Condvar::new(),
+        size,
+    });
+    let bytes = context.args.size_bytes as u64;
+    let mut sequence = 0u64;
+    while finish.claim(1).is_some() {
+        let intended = context.next_start();
+        window.acquire();
+        let start = if context.limiter.is_some() {
+            intended
+        } else {
+            Instant::now()
+        };
+        let message = context.message(intended, 0, sequence);
+        sequence += 1;
+        let (stats, place) = (context.stats.clone(), window.clone());
+        let sent = context.producer.send_async(message, move |outcome| {
+            let checked = outcome
+                .map_err(|error| error.to_string())
+                .and_then(|result| check_statuses(std::slice::from_ref(&result)));
+            match checked {
+                Ok(()) => stats.record_ok(start.elapsed(), 1, bytes),
+                Err(error) => stats.record_error(&error),
+            }
+            place.release();
+        });
+        if let Err(error) = sent {
+            context.stats.record_error(&error);
+            window.release();
+        }
+    }
+    let limit = Duration::from_millis(context.args.send_timeout_ms) + DRAIN_GRACE;
+    if !window.wait_empty(limit) {
+        log::warn!("async sends still unanswered {limit:?} after the run ended");
+    }
+    Ok(())
+}
