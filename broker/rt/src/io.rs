@@ -380,12 +380,14 @@ pub fn disk_used_ratio(path: &Path) -> Result<f64, IoError> {
             std::io::Error::last_os_error(),
         ));
     }
-    let total = stat.f_blocks as f64;
-    if total <= 0.0 {
+    // As df computes "Use%": blocks in use over blocks in use plus blocks available to
+    // unprivileged users (reserved blocks count as neither).
+    let used = stat.f_blocks.saturating_sub(stat.f_bfree) as f64;
+    let usable = used + stat.f_bavail as f64;
+    if usable <= 0.0 {
         return Ok(0.0);
     }
-    let available = stat.f_bavail as f64;
-    Ok(((total - available) / total).clamp(0.0, 1.0))
+    Ok((used / usable).clamp(0.0, 1.0))
 }
 
 fn unsafe_zeroed_statvfs() -> libc::statvfs {

@@ -275,8 +275,8 @@ impl ConsumeQueue {
         self.files.insert(file_start, file);
     }
 
-    /// The writes that put unwritten entries (and zeros over stale ones) into the files; the
-    /// queue counts them as flushed (the caller stops the store if a write fails).
+    /// The writes that put unwritten entries (and zeros over stale ones) into the files that
+    /// exist; the queue counts them as flushed (the caller stops the store if a write fails).
     pub(crate) fn plan_flush(&mut self) -> Vec<FileWrite> {
         let end = self.max_offset().max(self.disk_end);
         let mut from = self.flushed.max(self.base);
@@ -284,12 +284,18 @@ impl ConsumeQueue {
         while from < end {
             let file_start = from - from % self.entries_per_file;
             let file_end = (file_start + self.entries_per_file).min(end);
-            let file = Rc::clone(self.files.get(&file_start).expect("missing files attached"));
+            // Entries dispatched while the missing files were being created may need a file
+            // that does not exist yet: they wait for the next flush.
+            let Some(file) = self.files.get(&file_start).map(Rc::clone) else {
+                break;
+            };
             writes.push(self.write_range(file, file_start, from, file_end));
             from = file_end;
         }
-        self.flushed = self.max_offset();
-        self.disk_end = self.flushed;
+        if from >= end {
+            self.disk_end = self.max_offset();
+        }
+        self.flushed = from.min(self.max_offset());
         writes
     }
 

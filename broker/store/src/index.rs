@@ -303,10 +303,12 @@ impl KeyIndex {
             if next_first <= self.flushed || first >= next_first {
                 continue;
             }
-            let file = self.files[start]
-                .file
-                .clone()
-                .expect("missing files attached");
+            // Entries dispatched while missing files were being created wait for the next
+            // flush when their file does not exist yet.
+            let Some(file) = self.files[start].file.clone() else {
+                self.flushed = self.flushed.max(first);
+                return writes;
+            };
             let from = self.flushed.max(first);
             writes.push(self.write_range(file, first, from, next_first));
         }
