@@ -1,0 +1,210 @@
+//! Smoke test of every bench mode against a real `comet-broker --standalone` on loopback.
+//!
+//! The broker binary is the workspace's own build (`target/<profile>/comet-broker`, found
+//! next to this test's directory), or `COMET_BROKER_BIN`. `cargo test --workspace` builds it;
+//! when it is missing the test fails and says how to build it, it never skips.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Longest a bench run of this test may take before it is killed and the test fails.
+const RUN_LIMIT: Duration = Duration::from_secs(60);
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
+    listener.local_addr().expect("local address").port()
+}
+
+fn broker_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("COMET_BROKER_BIN") {
+        let binary = PathBuf::from(path);
+        assert!(
+            binary.is_file(),
+            "COMET_BROKER_BIN={} is not a file",
+            binary.display()
+        );
+        return binary;
+    }
+    // This test runs as target/<profile>/deps/smoke-<hash>; binaries sit in target/<profile>.
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test executable lives in target/<profile>/deps");
+    let binary = profile_dir.join("comet-broker");
+    assert!(
+        binary.is_file(),
+        "comet-broker binary not found at {}: build it first with `cargo build -p comet-broker` \
+         (`cargo test --workspace` builds it too), or set COMET_BROKER_BIN",
+        binary.display()
+    );
+    binary
+}
+
+/// A standalone broker (embedded name server) on free ports with a temporary store; killed
+/// on drop.
+struct Broker {
+    child: Child,
+    namesrv: SocketAddr,
+}
+
+impl Broker {
+    fn start(store: &Path) -> Broker {
+        let broker_port = free_port();
+        let namesrv: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let child = Command::new(broker_binary())
+            .arg("--standalone")
+            .arg("--no-pin")
+            .args(["--cores", "1"])
+            .args(["--listen-port", &broker_port.to_string()])
+            .args(["--namesrv", &namesrv.to_string()])
+            .args(["--store", &store.display().to_string()])
+            .args(["-o", "mappedFileSizeCommitLog=16777216"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start comet-broker");
+        let mut broker = Broker { child, namesrv };
+        broker.wait_for_port(SocketAddr::from(([127, 0, 0, 1], broker_port)));
+        broker.wait_for_port(namesrv);
+        broker
+    }
+
+    fn wait_for_port(&mut self, addr: SocketAddr) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("comet-broker exited during start-up: {status}");
+            }
+            assert!(Instant::now() < deadline, "{addr} did not open within 20 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs comet-bench with `args` (plus --namesrv, --quiet, --json), bounded in time, and
+/// returns its JSON report.
+fn bench(broker: &Broker, dir: &Path, name: &str, args: &[&str]) -> Value {
+    let json = dir.join(format!("{name}.json"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_comet-bench"))
+        .args(["--namesrv", &broker.namesrv.to_string(), "--quiet"])
+        .args(["--json", &json.display().to_string()])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start comet-bench");
+    let deadline = Instant::now() + RUN_LIMIT;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll comet-bench") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("comet-bench {name} ran past {RUN_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "comet-bench {name} failed: {status}");
+    let text = std::fs::read_to_string(&json).expect("read the JSON report");
+    serde_json::from_str(&text).expect("the report is JSON")
+}
+
+fn number(report: &Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{field} missing in {report}"))
+}
+
+// Proves that produce (sync and async window), consume (push drain and lite pull) and e2e
+// each move messages through a real broker with zero errors, and that the reports carry
+// the unit-suffixed percentile fields.
+#[test]
+fn every_mode_moves_messages_without_errors() {
+    let dir = tempfile::Builder::new()
+        .prefix("bench-smoke-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("temp dir on the target's file system (O_DIRECT needs a real one)");
+    let store = dir.path().join("store");
+    let broker = Broker::start(&store);
+    let topic = ["--topic", "BenchSmoke"];
+
+    let sync = [
+        &topic[..],
+        &["--queues", "4", "--threads", "8", "--duration", "2"],
+    ]
+    .concat();
+    let produced = bench(
+        &broker,
+        dir.path(),
+        "produce",
+        &[&["produce"], &sync[..]].concat(),
+    );
+    assert!(number(&produced, "messages_total") > 0, "{produced}");
+    assert_eq!(number(&produced, "errors_total"), 0, "{produced}");
+    assert!(number(&produced, "latency_us_p99") >= number(&produced, "latency_us_p50"));
+    assert!(produced["throughput_msgs_per_s"].as_f64().unwrap() > 0.0);
+
+    let window = [&topic[..], &["--inflight", "32", "--messages", "500"]].concat();
+    let windowed = bench(
+        &broker,
+        dir.path(),
+        "window",
+        &[&["produce"], &window[..]].concat(),
+    );
+    assert_eq!(number(&windowed, "messages_total"), 500, "{windowed}");
+    assert_eq!(number(&windowed, "errors_total"), 0, "{windowed}");
+
+    let total = number(&produced, "messages_total") + 500;
+    let drain = [
+        &topic[..],
+        &["--from", "first", "--idle-exit", "1", "--duration", "20"],
+    ]
+    .concat();
+    let pushed = bench(
+        &broker,
+        dir.path(),
+        "push",
+        &[&["consume", "--group", "smoke_push"], &drain[..]].concat(),
+    );
+    assert!(
+        number(&pushed, "messages_total") >= total,
+        "push drained too few: {pushed}"
+    );
+    assert_eq!(number(&pushed, "errors_total"), 0, "{pushed}");
+    let lite = [
+        &["consume", "--group", "smoke_lite", "--mode", "lite"],
+        &drain[..],
+    ]
+    .concat();
+    let pulled = bench(&broker, dir.path(), "lite", &lite);
+    assert!(
+        number(&pulled, "messages_total") >= total,
+        "lite drained too few: {pulled}"
+    );
+
+    let e2e = [
+        &["e2e"],
+        &topic[..],
+        &["--rate", "200", "--threads", "4", "--duration", "2"],
+    ]
+    .concat();
+    let end_to_end = bench(&broker, dir.path(), "e2e", &e2e);
+    assert!(number(&end_to_end, "messages_total") > 0, "{end_to_end}");
+    assert_eq!(number(&end_to_end, "send_errors_total"), 0, "{end_to_end}");
+    assert_eq!(number(&end_to_end, "e2e_missing_total"), 0, "{end_to_end}");
+    assert!(number(&end_to_end, "latency_us_p999") > 0, "{end_to_end}");
+}
