@@ -438,6 +438,7 @@ final class Scenarios {
           m.getQueueOffset() + 1, Math::max);
     }
     c.commitSync(next, true);
+    AtomicReference<String> lastState = new AtomicReference<>("");
     Check.waitFor("committed offsets to reach the end of every queue", 15_000, () -> {
       try {
         var stats = ctx.shared.admin.examineConsumeStats(group);
@@ -449,17 +450,13 @@ final class Scenarios {
             lag += e.getValue().getBrokerOffset() - e.getValue().getConsumerOffset();
           }
         }
-        if (System.getenv("COMPAT_DEBUG") != null) {
-          System.out.println("  consume stats: " + queues + " queues, lag " + lag);
-        }
+        lastState.set("consume stats: " + queues + " queues, lag " + lag);
         return queues == Ctx.QUEUES && lag == 0;
       } catch (Exception notYet) {
-        if (System.getenv("COMPAT_DEBUG") != null) {
-          System.out.println("  consume stats not yet: " + notYet);
-        }
+        lastState.set("consume stats failed: " + notYet);
         return false;
       }
-    });
+    }, lastState::get);
     return verdict + ", in order per queue, offsets committed";
   }
 
