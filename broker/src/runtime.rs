@@ -69,6 +69,7 @@ fn store_config(config: &BrokerConfig, shard: ShardId) -> StoreConfig {
     store.file_reserved_hours = config.file_reserved_hours;
     store.delete_when_hour = u32::from(config.delete_when_hours.first().copied().unwrap_or(4));
     store.disk_high_ratio = f64::from(config.disk_used_high_percent) / 100.0;
+    store.delay_levels_ms = crate::schedule::delay_levels_ms(config);
     store
 }
 
@@ -76,6 +77,7 @@ fn store_config(config: &BrokerConfig, shard: ShardId) -> StoreConfig {
 pub fn run(config: BrokerConfig, options: RunOptions) -> Result<(), String> {
     let shard_count = options.shard_count;
     assert!(shard_count >= 1);
+    crate::schedule::parse_delay_levels(&config.message_delay_levels).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&config.store_root)
         .map_err(|e| format!("{}: {e}", config.store_root.display()))?;
     let listen: SocketAddr =
@@ -193,6 +195,8 @@ async fn run_shard(
         crate::standalone::spawn_name_server(&start.config, stop.clone())?;
     }
     let metadata_task = spawn_housekeeping(&broker, &stop, !start.options.standalone);
+    let schedule_task = crate::schedule::delivery::spawn_delivery(&broker, &stop);
+    let transaction_task = crate::transaction::check::spawn_checker(&broker, &stop);
     let listener =
         Listener::bind(start.listen).map_err(|e| format!("{shard}: bind {}: {e}", start.listen))?;
     log::info!(
@@ -202,6 +206,9 @@ async fn run_shard(
     );
     server.serve(listener, stop.clone()).await;
     if let Some(task) = metadata_task {
+        task.await;
+    }
+    for task in [schedule_task, transaction_task].into_iter().flatten() {
         task.await;
     }
     shutdown_shard(&broker).await
@@ -222,6 +229,9 @@ fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
                     } => {
                         client::deliver_locally(&broker, connection, command);
                         None
+                    }
+                    ShardCall::Append { records } => {
+                        Some(crate::reappend::append_local(&broker, records).await)
                     }
                 }
             })

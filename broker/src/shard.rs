@@ -47,6 +47,13 @@ pub enum ShardCall {
         /// The request (one-way ones get no reply).
         command: RemotingCommand,
     },
+    /// Records the broker built itself (scheduled delivery, retries, transaction commits) for
+    /// queues the target shard owns; the reply is a response whose code says whether the
+    /// append is durable.
+    Append {
+        /// Encoded records (see `crate::reappend`).
+        records: Vec<comet_proto::bytes::BytesMut>,
+    },
 }
 
 /// The reply to a [`ShardCall`].

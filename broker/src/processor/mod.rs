@@ -9,10 +9,12 @@
 
 pub mod admin;
 pub mod client;
+pub mod end_transaction;
 pub mod offsets;
 pub mod pull;
 pub mod query;
 pub mod send;
+pub mod send_back;
 
 use std::net::SocketAddr;
 
@@ -66,8 +68,13 @@ pub async fn handle(
             }
         }
         QUERY_MESSAGE => Some(query_all_shards(broker, context, request).await),
-        VIEW_MESSAGE_BY_ID => {
-            let offset = request.ext_fields.optional_i64("offset").ok().flatten();
+        VIEW_MESSAGE_BY_ID | CONSUMER_SEND_MSG_BACK | END_TRANSACTION => {
+            let key = if request.request_code() == END_TRANSACTION {
+                "commitLogOffset"
+            } else {
+                "offset"
+            };
+            let offset = request.ext_fields.optional_i64(key).ok().flatten();
             match offset.and_then(|offset| query::shard_of_offset(offset, broker.shard_count)) {
                 Some(index) => on_shard(broker, context, shard_id(index), request).await,
                 None => Some(RemotingCommand::error_to(
@@ -213,6 +220,9 @@ pub async fn handle_local(
     request: RemotingCommand,
 ) -> Option<RemotingCommand> {
     use RequestCode::*;
+    if request.request_code() == END_TRANSACTION {
+        return end_transaction::process(broker, &request).await;
+    }
     let response = match request.request_code() {
         SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE => {
             send::process(broker, context, request).await
@@ -226,6 +236,7 @@ pub async fn handle_local(
         GET_EARLIEST_MSG_STORETIME => offsets::earliest_store_time(broker, &request).await,
         QUERY_MESSAGE => query::query_local(broker, &request).await,
         VIEW_MESSAGE_BY_ID => query::view_local(broker, &request).await,
+        CONSUMER_SEND_MSG_BACK => send_back::process(broker, &request).await,
         HEART_BEAT => client::heartbeat(broker, context, &request).await,
         UNREGISTER_CLIENT => client::unregister(broker, &request).await,
         GET_CONSUMER_LIST_BY_GROUP => client::consumer_list(broker, &request),
@@ -281,6 +292,8 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_EARLIEST_MSG_STORETIME,
     RequestCode::QUERY_MESSAGE,
     RequestCode::VIEW_MESSAGE_BY_ID,
+    RequestCode::CONSUMER_SEND_MSG_BACK,
+    RequestCode::END_TRANSACTION,
     RequestCode::HEART_BEAT,
     RequestCode::UNREGISTER_CLIENT,
     RequestCode::GET_CONSUMER_LIST_BY_GROUP,

@@ -92,6 +92,32 @@ pub fn route(
             format!("request queueId[{queue_id}] is illegal, topic has {queue_count} queues");
         return Err(error(request, ResponseCode::INVALID_PARAMETER, remark));
     }
+    if let Some((dead_letter, created)) =
+        super::send_back::dead_letter_on_send(broker, request, &header)
+    {
+        return Ok(Route {
+            topic: dead_letter.topic,
+            queue_id: dead_letter.queue_id,
+            topic_created: topic_created || created,
+        });
+    }
+    if let Some(half) = crate::transaction::half_send(broker, request, &header, queue_id) {
+        return Ok(Route {
+            topic: half.topic,
+            queue_id: half.queue_id,
+            topic_created,
+        });
+    }
+    let level_count = broker.store.config().delay_levels_ms.len();
+    if let Some(rewritten) =
+        crate::schedule::rewrite::rewrite_delayed_send(request, &header, queue_id, level_count)
+    {
+        return Ok(Route {
+            topic: rewritten.topic,
+            queue_id: rewritten.queue_id,
+            topic_created,
+        });
+    }
     Ok(Route {
         topic,
         queue_id,

@@ -1,0 +1,120 @@
+//! END_TRANSACTION (37, reference 3.7, 7.6): the producer's commit or rollback of a half
+//! message, run on the shard whose commit log holds the half (the half queue's owner).
+
+use comet_proto::flags::message as message_sys_flag;
+use comet_proto::headers::EndTransactionRequestHeader;
+use comet_proto::message::RecordView;
+use comet_proto::properties::names;
+use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
+use comet_store::PhysicalOffset;
+
+use crate::shard::ShardBroker;
+use crate::transaction;
+
+fn reply(request: &RemotingCommand, code: ResponseCode, remark: &str) -> Option<RemotingCommand> {
+    if request.is_oneway() {
+        if code != ResponseCode::SUCCESS {
+            log::warn!("END_TRANSACTION refused: {remark}");
+        }
+        return None;
+    }
+    Some(RemotingCommand::error_to(request, code, remark))
+}
+
+/// Serves END_TRANSACTION; `None` for the one-way form (the Java producer's).
+pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
+    let header = match EndTransactionRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return reply(request, ResponseCode::SYSTEM_ERROR, &e.to_string()),
+    };
+    let commit = match header.commit_or_rollback {
+        message_sys_flag::TRANSACTION_NOT_TYPE => return None,
+        message_sys_flag::TRANSACTION_COMMIT_TYPE => true,
+        message_sys_flag::TRANSACTION_ROLLBACK_TYPE => false,
+        other => {
+            let remark = format!("commitOrRollback {other} is not 0, 8 or 12");
+            return reply(request, ResponseCode::SYSTEM_ERROR, &remark);
+        }
+    };
+    let half = match PhysicalOffset::from_i64(header.commit_log_offset) {
+        Some(physical) => broker.store.read_record(physical).await.ok().flatten(),
+        None => None,
+    };
+    let Some(half) = half else {
+        return reply(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "find prepared transaction message failed",
+        );
+    };
+    let Ok(view) = RecordView::parse(&half) else {
+        return reply(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "prepared message unreadable",
+        );
+    };
+    if let Err(remark) = check_half(&view, &header) {
+        return reply(request, ResponseCode::SYSTEM_ERROR, remark);
+    }
+    match decide(broker, &view, commit).await {
+        Ok(()) => reply(request, ResponseCode::SUCCESS, ""),
+        Err(remark) => reply(request, ResponseCode::SYSTEM_ERROR, &remark),
+    }
+}
+
+fn check_half(
+    view: &RecordView<'_>,
+    header: &EndTransactionRequestHeader,
+) -> Result<(), &'static str> {
+    if view.topic() != crate::topic::TRANS_HALF_TOPIC {
+        return Err("the message at commitLogOffset is not a half message");
+    }
+    if view.property(names::PGROUP) != Some(header.producer_group.as_str()) {
+        return Err("The producer group wrong");
+    }
+    if view.queue_offset() != header.tran_state_table_offset {
+        return Err("The transaction state table offset wrong");
+    }
+    if view.physical_offset() != header.commit_log_offset {
+        return Err("The commit log offset wrong");
+    }
+    Ok(())
+}
+
+/// Stores the decision for a half once: the committed message (commit only), then the op
+/// record. A half already resolved is left alone.
+pub async fn decide(
+    broker: &ShardBroker,
+    half: &RecordView<'_>,
+    commit: bool,
+) -> Result<(), String> {
+    let queue_offset = half.queue_offset();
+    if !transaction::mark_resolved(queue_offset) {
+        return Ok(());
+    }
+    let result = store_decision(broker, half, commit).await;
+    if result.is_err() {
+        transaction::unmark_resolved(queue_offset);
+    }
+    result
+}
+
+async fn store_decision(
+    broker: &ShardBroker,
+    half: &RecordView<'_>,
+    commit: bool,
+) -> Result<(), String> {
+    if commit {
+        let level_count = broker.store.config().delay_levels_ms.len();
+        let record = transaction::committed_record(broker, half, level_count)
+            .ok_or("the half message has no REAL_TOPIC/REAL_QID")?;
+        crate::reappend::append_on_owners(broker, vec![record])
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let op = transaction::op_record(broker, half.queue_offset());
+    crate::reappend::append_on_owners(broker, vec![op])
+        .await
+        .map_err(|e| e.to_string())
+}

@@ -1,0 +1,200 @@
+//! CONSUMER_SEND_MSG_BACK (36) and the retry/dead-letter rules (reference 3.6, 7.5).
+//!
+//! A consumer that failed a message sends back its physical offset; the request runs on the
+//! shard whose commit log that offset names. The record is re-stored as a new message for
+//! `%RETRY%<group>` with `reconsumeTimes + 1` and the next delay level, which the delay
+//! rewrite (`crate::schedule::rewrite`) moves to the schedule topic first; past the group's
+//! limit it goes to `%DLQ%<group>` instead, which nobody subscribes to.
+//!
+//! The same limit is applied to the Java client's fallback path (a plain send to the retry
+//! topic): [`dead_letter_on_send`].
+
+use comet_proto::bytes::BytesMut;
+use comet_proto::headers::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
+use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::properties::{names, Properties};
+use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
+use comet_store::PhysicalOffset;
+
+use crate::schedule::rewrite::{retarget, to_schedule, Rewritten};
+use crate::shard::ShardBroker;
+use crate::validation;
+
+/// `maxReconsumeTimes` when neither the request nor the group sets one.
+pub const MAX_RECONSUME_TIMES_DEFAULT: i32 = 16;
+/// Queues of a dead-letter topic.
+pub const DLQ_QUEUE_NUMS: i32 = 1;
+
+fn error(
+    request: &RemotingCommand,
+    code: ResponseCode,
+    remark: impl Into<String>,
+) -> RemotingCommand {
+    RemotingCommand::error_to(request, code, remark)
+}
+
+/// Where a failed message goes next.
+enum Target {
+    /// Retry queue through the schedule topic at this level.
+    Retry { queue_id: i32, level: i32 },
+    /// Dead-letter queue.
+    DeadLetter,
+}
+
+/// Serves CONSUMER_SEND_MSG_BACK on the shard whose log holds the message.
+pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match ConsumerSendMsgBackRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let group = broker
+        .metadata
+        .groups()
+        .get_or_create(&header.group, broker.config.auto_create_subscription_group);
+    let Some(group) = group else {
+        let remark = format!("subscription group not exist, {}", header.group);
+        return error(request, ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, remark);
+    };
+    if group.retry_queue_nums <= 0 {
+        return RemotingCommand::response_to(request, ResponseCode::SUCCESS);
+    }
+    let record = match PhysicalOffset::from_i64(header.offset) {
+        Some(physical) => broker.store.read_record(physical).await.ok().flatten(),
+        None => None,
+    };
+    let Some(record) = record else {
+        let remark = format!("look message by offset failed, {}", header.offset);
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    };
+    let Ok(view) = RecordView::parse(&record) else {
+        return error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "stored message unreadable",
+        );
+    };
+    let max_reconsume_times = header.max_reconsume_times.unwrap_or(group.retry_max_times);
+    let target = if view.reconsume_times() >= max_reconsume_times || header.delay_level < 0 {
+        Target::DeadLetter
+    } else {
+        let level = if header.delay_level > 0 {
+            header.delay_level
+        } else {
+            3 + view.reconsume_times()
+        };
+        let queue_id = next_queue(broker, group.retry_queue_nums);
+        Target::Retry { queue_id, level }
+    };
+    match store_again(broker, &header.group, &view, target, group.retry_queue_nums).await {
+        Ok(()) => RemotingCommand::response_to(request, ResponseCode::SUCCESS),
+        Err(remark) => error(request, ResponseCode::SYSTEM_ERROR, remark),
+    }
+}
+
+fn next_queue(broker: &ShardBroker, queue_nums: i32) -> i32 {
+    let cursor = broker.queue_cursor.get();
+    broker.queue_cursor.set(cursor.wrapping_add(1));
+    (cursor % queue_nums.max(1) as u32) as i32
+}
+
+/// Ensures the retry or dead-letter topic exists (persisted before the record is stored).
+async fn ensure_topic(broker: &ShardBroker, topic: &str, queue_nums: i32) -> Result<(), String> {
+    let exists = broker.metadata.topics().get(topic).is_some();
+    if exists {
+        return Ok(());
+    }
+    broker
+        .metadata
+        .topics()
+        .ensure_system_topic(topic, queue_nums);
+    broker.metadata.mark_topics_changed();
+    super::persist_topics_now(broker)
+        .await
+        .map_err(|e| format!("cannot persist {topic}: {e}"))
+}
+
+async fn store_again(
+    broker: &ShardBroker,
+    group: &str,
+    view: &RecordView<'_>,
+    target: Target,
+    retry_queue_nums: i32,
+) -> Result<(), String> {
+    let mut properties = Properties::decode(view.properties());
+    if properties.get(names::RETRY_TOPIC).is_none() {
+        properties.insert(names::RETRY_TOPIC, view.topic());
+    }
+    if properties.get(names::ORIGIN_MESSAGE_ID).is_none() {
+        properties.insert(names::ORIGIN_MESSAGE_ID, view.offset_msg_id());
+    }
+    properties.remove(crate::schedule::SCHEDULE_ORIGIN);
+    let level_count = broker.store.config().delay_levels_ms.len();
+    let destination = match target {
+        Target::DeadLetter => {
+            let topic = validation::dlq_topic(group);
+            ensure_topic(broker, &topic, DLQ_QUEUE_NUMS).await?;
+            properties.remove(names::DELAY);
+            Rewritten { topic, queue_id: 0 }
+        }
+        Target::Retry { queue_id, level } => {
+            let topic = validation::retry_topic(group);
+            ensure_topic(broker, &topic, retry_queue_nums).await?;
+            to_schedule(&mut properties, &topic, queue_id, level, level_count)
+        }
+    };
+    let properties = properties.encode();
+    let spec = RecordSpec {
+        topic: &destination.topic,
+        queue_id: destination.queue_id,
+        flag: view.flag(),
+        sysflag: view.sysflag(),
+        born_timestamp: view.born_timestamp(),
+        born_host: view.born_host(),
+        store_host: broker.store_host,
+        reconsume_times: view.reconsume_times().saturating_add(1),
+        prepared_transaction_offset: 0,
+        body: view.body(),
+        properties: &properties,
+    };
+    let mut record = BytesMut::new();
+    encode_record(&spec, 0, 0, 0, &mut record).map_err(|e| e.to_string())?;
+    crate::reappend::append_on_owners(broker, vec![record])
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The client's fallback send to `%RETRY%<group>`: past the limit (`reconsumeTimes >
+/// maxReconsumeTimes`) the send goes to `%DLQ%<group>` queue 0 without delay. Returns the new
+/// destination and whether the DLQ topic was created.
+pub fn dead_letter_on_send(
+    broker: &ShardBroker,
+    request: &mut RemotingCommand,
+    header: &SendMessageRequestHeader,
+) -> Option<(Rewritten, bool)> {
+    let group = header.topic.strip_prefix(validation::RETRY_PREFIX)?;
+    let reconsume_times = header.reconsume_times.unwrap_or(0);
+    let max = header.max_reconsume_times.unwrap_or_else(|| {
+        broker
+            .metadata
+            .groups()
+            .get(group)
+            .map_or(MAX_RECONSUME_TIMES_DEFAULT, |config| config.retry_max_times)
+    });
+    if reconsume_times <= max {
+        return None;
+    }
+    let topic = validation::dlq_topic(group);
+    let created = broker.metadata.topics().get(&topic).is_none();
+    if created {
+        broker
+            .metadata
+            .topics()
+            .ensure_system_topic(&topic, DLQ_QUEUE_NUMS);
+        broker.metadata.mark_topics_changed();
+    }
+    let mut properties = Properties::decode(header.properties.as_deref().unwrap_or(""));
+    properties.remove(names::DELAY);
+    let rewritten = Rewritten { topic, queue_id: 0 };
+    retarget(request, &rewritten, &properties);
+    Some((rewritten, created))
+}

@@ -1,0 +1,145 @@
+//! Re-storing records the broker builds itself: scheduled deliveries, consumer retries,
+//! dead letters and committed transactions.
+//!
+//! Each record names its queue; it is appended by the shard owning that queue, crossing the
+//! mesh as [`ShardCall::Append`] when that is another shard. Records for one owner go in as
+//! few `Store::append` calls as the size limit allows, so one group commit (one fdatasync)
+//! covers many of them. [`append_on_owners`] resolves once every record is durable under the
+//! flush policy (SYNC_FLUSH: on disk), which is what lets callers advance persisted cursors
+//! only after what they delivered cannot be lost.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use comet_proto::bytes::BytesMut;
+use comet_proto::message::RecordView;
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_rt::task_class::timeout;
+use comet_rt::ShardId;
+
+use crate::shard::{ShardBroker, ShardCall};
+
+/// Bytes of records handed to one `Store::append` call (well under the store's per-call
+/// limit, so a call never spans more than one segment roll).
+pub const APPEND_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Why re-stored records are not durable.
+#[derive(Debug, thiserror::Error)]
+pub enum ReappendError {
+    /// A record does not parse (a bug in the caller).
+    #[error("record {index} is malformed: {reason}")]
+    Malformed {
+        /// Position in the call.
+        index: usize,
+        /// Parser message.
+        reason: String,
+    },
+    /// The owner's store refused or timed out.
+    #[error("append on {shard} failed: {reason}")]
+    Append {
+        /// The owner shard.
+        shard: ShardId,
+        /// Its explanation.
+        reason: String,
+    },
+}
+
+/// The shard owning the queue `record` names.
+pub fn owner_of_record(broker: &ShardBroker, record: &[u8]) -> Result<ShardId, String> {
+    let view = RecordView::parse(record).map_err(|e| e.to_string())?;
+    Ok(broker.owner_of(view.topic(), view.queue_id()))
+}
+
+/// Appends `records` (any queues) on their owners; resolves when all are durable. On error,
+/// some owners may have stored theirs: callers must tolerate a retry storing them again or
+/// detect it (the schedule service does, see `crate::schedule`).
+pub async fn append_on_owners(
+    broker: &ShardBroker,
+    records: Vec<BytesMut>,
+) -> Result<(), ReappendError> {
+    let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
+    for (index, record) in records.into_iter().enumerate() {
+        let owner = owner_of_record(broker, &record)
+            .map_err(|reason| ReappendError::Malformed { index, reason })?;
+        by_owner.entry(owner).or_default().push(record);
+    }
+    for (owner, records) in by_owner {
+        for chunk in chunks(records) {
+            append_chunk(broker, owner, chunk).await?;
+        }
+    }
+    Ok(())
+}
+
+fn chunks(records: Vec<BytesMut>) -> Vec<Vec<BytesMut>> {
+    let mut chunks = Vec::new();
+    let mut current = Vec::new();
+    let mut bytes = 0;
+    for record in records {
+        if !current.is_empty() && bytes + record.len() > APPEND_CHUNK_BYTES {
+            chunks.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        bytes += record.len();
+        current.push(record);
+    }
+    if !current.is_empty() {
+        chunks.push(current);
+    }
+    chunks
+}
+
+async fn append_chunk(
+    broker: &ShardBroker,
+    owner: ShardId,
+    records: Vec<BytesMut>,
+) -> Result<(), ReappendError> {
+    assert!(!records.is_empty());
+    let response = if owner == broker.shard {
+        append_local(broker, records).await
+    } else {
+        match broker
+            .mesh()
+            .call(owner, ShardCall::Append { records })
+            .await
+        {
+            Ok(Some(response)) => response,
+            Ok(None) => status(ResponseCode::SYSTEM_ERROR, "no reply"),
+            Err(e) => status(ResponseCode::SYSTEM_BUSY, &e.to_string()),
+        }
+    };
+    if response.response_code() == ResponseCode::SUCCESS {
+        return Ok(());
+    }
+    Err(ReappendError::Append {
+        shard: owner,
+        reason: response.remark.unwrap_or_default(),
+    })
+}
+
+fn status(code: ResponseCode, remark: &str) -> RemotingCommand {
+    let request = RemotingCommand::request(RequestCode::Unknown(0), 0);
+    RemotingCommand::response_to(&request, code).with_remark(remark)
+}
+
+/// Appends records for queues this shard owns; SUCCESS once durable.
+pub async fn append_local(broker: &ShardBroker, records: Vec<BytesMut>) -> RemotingCommand {
+    for record in &records {
+        match owner_of_record(broker, record) {
+            Ok(owner) => assert_eq!(owner, broker.shard, "re-stored record sent to a non-owner"),
+            Err(reason) => return status(ResponseCode::SYSTEM_ERROR, &reason),
+        }
+    }
+    let limit = Duration::from_millis(broker.config.sync_flush_timeout_ms);
+    match timeout(limit, broker.store.append(&records)).await {
+        Ok(Ok(appended)) => {
+            assert_eq!(appended.len(), records.len());
+            status(ResponseCode::SUCCESS, "")
+        }
+        Ok(Err(e)) => status(ResponseCode::SYSTEM_ERROR, &e.to_string()),
+        Err(_) => status(
+            ResponseCode::FLUSH_DISK_TIMEOUT,
+            "flush did not complete in time",
+        ),
+    }
+}

@@ -1,0 +1,325 @@
+//! The per-shard delivery loop of delayed messages (see the module docs of `schedule` for
+//! the cursor and exactly-once rules).
+//!
+//! One task per shard serves every level whose schedule queue the shard owns. A round reads
+//! each level from its cursor, rebuilds every due record for its real queue, appends them all
+//! on their owners (`crate::reappend`, durable when it resolves), then persists the cursors.
+//! When nothing is due the task sleeps until the earliest due time, at most
+//! [`POLL_INTERVAL_MS`](super::POLL_INTERVAL_MS).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+use comet_proto::bytes::BytesMut;
+use comet_proto::headers::QueryMessageRequestHeader;
+use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::properties::{names, Properties};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_rt::shutdown::StopSignal;
+use comet_rt::task_class::{run_blocking, spawn, timeout, TaskClass, TaskHandle};
+use comet_store::{GetStatus, MessageFilter, QueueOffset};
+
+use super::{cursor, POLL_INTERVAL_MS, ROUND_ENTRIES_MAX, SCHEDULE_ORIGIN};
+use crate::shard::ShardBroker;
+use crate::topic::SCHEDULE_TOPIC;
+
+/// Records read from a schedule queue per store read.
+const READ_RECORDS_MAX: usize = 256;
+/// Bytes read from a schedule queue per store read.
+const READ_BYTES_MAX: usize = 4 * 1024 * 1024;
+
+/// One shard's delivery state.
+struct Scheduler {
+    broker: Rc<ShardBroker>,
+    /// Delay of each level, ms (index = schedule queue id).
+    levels_ms: Vec<i64>,
+    /// Schedule queues this shard owns.
+    owned: Vec<i32>,
+    /// Next offset to deliver, per owned queue (what is persisted).
+    cursors: BTreeMap<i32, i64>,
+    /// Entries below this offset may have been delivered before a crash: check first.
+    verify_until: BTreeMap<i32, i64>,
+    path: PathBuf,
+}
+
+/// What one level contributes to a round.
+struct LevelRound {
+    records: Vec<BytesMut>,
+    next_offset: i64,
+    next_due_ms: Option<i64>,
+}
+
+/// Starts the delivery task when this shard owns a schedule queue; it ends after `stop`.
+pub fn spawn_delivery(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHandle<()>> {
+    let levels_ms = broker.store.config().delay_levels_ms.clone();
+    let owned: Vec<i32> = (0..levels_ms.len())
+        .filter_map(|level| i32::try_from(level).ok())
+        .filter(|queue_id| broker.owns(SCHEDULE_TOPIC, *queue_id))
+        .collect();
+    if owned.is_empty() {
+        return None;
+    }
+    let broker = broker.clone();
+    let stop = stop.clone();
+    Some(spawn(TaskClass::Produce, async move {
+        let config_dir = broker.metadata.config_dir().to_path_buf();
+        let loaded = run_blocking(move || cursor::load_all(&config_dir)).await;
+        let path = cursor::path(broker.metadata.config_dir(), broker.shard.0);
+        let cursors: BTreeMap<i32, i64> = owned
+            .iter()
+            .map(|queue_id| (*queue_id, loaded.get(queue_id).copied().unwrap_or(0)))
+            .collect();
+        let verify_until = cursors
+            .iter()
+            .map(|(queue_id, offset)| (*queue_id, offset + ROUND_ENTRIES_MAX as i64))
+            .collect();
+        let mut scheduler = Scheduler {
+            broker,
+            levels_ms,
+            owned,
+            cursors,
+            verify_until,
+            path,
+        };
+        scheduler.run(&stop).await;
+    }))
+}
+
+impl Scheduler {
+    async fn run(&mut self, stop: &StopSignal) {
+        while !stop.is_triggered() {
+            let next_due_ms = match self.round().await {
+                Ok(next_due_ms) => next_due_ms,
+                Err(e) => {
+                    log::warn!("{} delayed delivery round failed: {e}", self.broker.shard);
+                    None
+                }
+            };
+            let now_ms = comet_rt::clock::wall_clock_ms();
+            let wait_ms = match next_due_ms {
+                Some(due_ms) if due_ms <= now_ms => continue,
+                Some(due_ms) => (due_ms - now_ms).min(POLL_INTERVAL_MS as i64),
+                None => POLL_INTERVAL_MS as i64,
+            };
+            let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1).max(1));
+            let _ = timeout(wait, stop.wait()).await;
+        }
+    }
+
+    /// Delivers what is due on every owned level; returns the earliest due time left
+    /// (`Some(past)` when a level stopped at its round limit with more due).
+    async fn round(&mut self) -> Result<Option<i64>, String> {
+        let now_ms = comet_rt::clock::wall_clock_ms();
+        let mut records = Vec::new();
+        let mut advanced = BTreeMap::new();
+        let mut next_due_ms: Option<i64> = None;
+        for queue_id in self.owned.clone() {
+            let level = self.collect_level(queue_id, now_ms).await?;
+            records.extend(level.records);
+            if let Some(due_ms) = level.next_due_ms {
+                next_due_ms = Some(next_due_ms.map_or(due_ms, |current| current.min(due_ms)));
+            }
+            if level.next_offset != self.cursors[&queue_id] {
+                advanced.insert(queue_id, level.next_offset);
+            }
+        }
+        if advanced.is_empty() {
+            return Ok(next_due_ms);
+        }
+        if let Err(e) = crate::reappend::append_on_owners(&self.broker, records).await {
+            // Some owners may have stored their part: check those entries on the retry.
+            for (queue_id, next_offset) in &advanced {
+                let until = self.verify_until.entry(*queue_id).or_insert(0);
+                *until = (*until).max(*next_offset);
+            }
+            return Err(e.to_string());
+        }
+        self.cursors.extend(advanced);
+        self.persist().await;
+        Ok(next_due_ms)
+    }
+
+    /// Persists the cursors; retries until it works, because the next round must not start
+    /// while delivered entries are not covered by a persisted cursor.
+    async fn persist(&self) {
+        loop {
+            let path = self.path.clone();
+            let cursors = self.cursors.clone();
+            match run_blocking(move || cursor::store(&path, &cursors)).await {
+                Ok(()) => return,
+                Err(e) => {
+                    log::error!("cannot persist delay cursors: {e}");
+                    comet_rt::task_class::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// Reads one level from its cursor: due records rebuilt for their real queues, up to the
+    /// round limit.
+    async fn collect_level(&self, queue_id: i32, now_ms: i64) -> Result<LevelRound, String> {
+        let start = self.cursors[&queue_id];
+        let delay_ms = self.levels_ms[usize::try_from(queue_id).expect("queue id >= 0")];
+        let mut round = LevelRound {
+            records: Vec::new(),
+            next_offset: start,
+            next_due_ms: None,
+        };
+        while round.next_offset - start < ROUND_ENTRIES_MAX as i64 {
+            let offset = QueueOffset(u64::try_from(round.next_offset).unwrap_or(0));
+            let result = self
+                .broker
+                .store
+                .get_messages(
+                    SCHEDULE_TOPIC,
+                    queue_id,
+                    offset,
+                    READ_RECORDS_MAX,
+                    READ_BYTES_MAX,
+                    MessageFilter::All,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            match result.status {
+                GetStatus::Found => {}
+                GetStatus::OffsetTooSmall => {
+                    round.next_offset = result.min_offset.as_i64();
+                    continue;
+                }
+                GetStatus::NoMatchedMessage => {
+                    round.next_offset = result.next_offset.as_i64();
+                    continue;
+                }
+                GetStatus::OffsetOverflowBadly => {
+                    log::warn!("delay cursor {queue_id} past the queue end; moving to it");
+                    round.next_offset = result.max_offset.as_i64();
+                    return Ok(round);
+                }
+                GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne => return Ok(round),
+            }
+            let reached_undue = self
+                .take_due(queue_id, &result.records, delay_ms, now_ms, &mut round)
+                .await;
+            if reached_undue {
+                return Ok(round);
+            }
+            round.next_offset = round.next_offset.max(result.next_offset.as_i64());
+        }
+        round.next_due_ms = Some(now_ms);
+        Ok(round)
+    }
+
+    /// Moves the due records of `records` into `round`; true when it met one not yet due.
+    async fn take_due(
+        &self,
+        queue_id: i32,
+        records: &[comet_proto::bytes::Bytes],
+        delay_ms: i64,
+        now_ms: i64,
+        round: &mut LevelRound,
+    ) -> bool {
+        let start = self.cursors[&queue_id];
+        for bytes in records {
+            let Ok(view) = RecordView::parse(bytes) else {
+                log::error!("unreadable record in {SCHEDULE_TOPIC} queue {queue_id}; skipped");
+                round.next_offset += 1;
+                continue;
+            };
+            if view.queue_offset() - start >= ROUND_ENTRIES_MAX as i64 {
+                round.next_due_ms = Some(now_ms);
+                return true;
+            }
+            let due_ms = view.store_timestamp().saturating_add(delay_ms);
+            if due_ms > now_ms {
+                round.next_due_ms = Some(due_ms);
+                return true;
+            }
+            round.next_offset = view.queue_offset() + 1;
+            let Some(record) = delivered_record(&self.broker, &view) else {
+                log::error!(
+                    "scheduled record {} has no REAL_TOPIC/REAL_QID; dropped",
+                    view.physical_offset()
+                );
+                continue;
+            };
+            let suspect = view.queue_offset() < self.verify_until[&queue_id];
+            if suspect && already_delivered(&self.broker, &view).await {
+                continue;
+            }
+            round.records.push(record);
+        }
+        false
+    }
+}
+
+/// The delivered form of a schedule record: real topic and queue, `DELAY` and timer
+/// properties removed, [`SCHEDULE_ORIGIN`] added. `None` when the real queue is missing.
+pub fn delivered_record(broker: &ShardBroker, view: &RecordView<'_>) -> Option<BytesMut> {
+    let mut properties = Properties::decode(view.properties());
+    let topic = properties.get(names::REAL_TOPIC)?.to_owned();
+    let queue_id: i32 = properties.get(names::REAL_QID)?.trim().parse().ok()?;
+    properties.remove(names::DELAY);
+    properties.remove(names::TIMER_DELIVER_MS);
+    properties.remove(names::TIMER_DELAY_SEC);
+    properties.remove(names::TIMER_DELAY_MS);
+    properties.insert(SCHEDULE_ORIGIN, view.physical_offset().to_string());
+    let properties = properties.encode();
+    let spec = RecordSpec {
+        topic: &topic,
+        queue_id,
+        flag: view.flag(),
+        sysflag: view.sysflag(),
+        born_timestamp: view.born_timestamp(),
+        born_host: view.born_host(),
+        store_host: broker.store_host,
+        reconsume_times: view.reconsume_times(),
+        prepared_transaction_offset: view.prepared_transaction_offset(),
+        body: view.body(),
+        properties: &properties,
+    };
+    let mut record = BytesMut::new();
+    encode_record(&spec, 0, 0, 0, &mut record).ok()?;
+    Some(record)
+}
+
+/// True when the real queue's owner already holds the delivery of this schedule record.
+async fn already_delivered(broker: &ShardBroker, view: &RecordView<'_>) -> bool {
+    let properties = Properties::decode(view.properties());
+    let (Some(topic), Some(queue_id), Some(key)) = (
+        properties.get(names::REAL_TOPIC),
+        properties
+            .get(names::REAL_QID)
+            .and_then(|q| q.trim().parse::<i32>().ok()),
+        properties.get(names::UNIQ_KEY),
+    ) else {
+        return false;
+    };
+    let header = QueryMessageRequestHeader {
+        topic: topic.to_owned(),
+        key: key.to_owned(),
+        max_num: crate::processor::query::QUERY_MAX,
+        begin_timestamp: view.store_timestamp(),
+        end_timestamp: i64::MAX,
+        unique_key_query: None,
+        broker_name: None,
+    };
+    let request = RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header);
+    let response = crate::processor::call_owner(broker, topic, queue_id, request).await;
+    let Some(response) = response else {
+        return false;
+    };
+    if response.response_code() != ResponseCode::SUCCESS {
+        return false;
+    }
+    let origin = view.physical_offset().to_string();
+    let mut rest: &[u8] = &response.body;
+    while let Ok(found) = RecordView::parse(rest) {
+        if found.property(SCHEDULE_ORIGIN) == Some(origin.as_str()) {
+            return true;
+        }
+        rest = &rest[found.total_size()..];
+    }
+    false
+}

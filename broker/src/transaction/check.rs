@@ -1,0 +1,396 @@
+//! The check-back service: on the shard owning the half queue, every
+//! `transactionCheckInterval` it replays new op records, then walks the half queue from its
+//! cursor (the `CID_RMQ_SYS_TRANS` offset on the half queue, persisted with the shard's
+//! consumer offsets). A pending half older than `transactionTimeOut` (or its
+//! `CHECK_IMMUNITY_TIME_IN_SECONDS`) is:
+//! * resolved quietly when its committed message is found (crash between commit and op);
+//! * discarded to `TRANS_CHECK_MAX_TIME_TOPIC` after `transactionCheckMax` checks;
+//! * otherwise re-appended with `TRANSACTION_CHECK_TIMES` + 1 (the old copy gets an op
+//!   record, so a late decision naming it is ignored) and CHECK_TRANSACTION_STATE is sent
+//!   one-way to a live producer connection of its `PGROUP`, naming the new copy.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use comet_net::ConnectionId;
+use comet_proto::bytes::{Bytes, BytesMut};
+use comet_proto::headers::{
+    CheckTransactionStateRequestHeader, PullMessageRequestHeader, QueryMessageRequestHeader,
+};
+use comet_proto::message::{decode_records, encode_record, RecordSpec, RecordView};
+use comet_proto::message_id::encode_offset_msg_id;
+use comet_proto::properties::{names, Properties};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_rt::shutdown::StopSignal;
+use comet_rt::task_class::{spawn, timeout, TaskClass, TaskHandle};
+use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset};
+
+use super::{is_resolved, mark_resolved, op_offsets, op_record, unmark_resolved, SYSTEM_GROUP};
+use crate::shard::ShardBroker;
+use crate::topic::{TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
+
+/// Half records read per store read.
+const READ_RECORDS_MAX: usize = 256;
+
+/// Starts the checker when this shard owns the half queue; it ends after `stop`.
+pub fn spawn_checker(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHandle<()>> {
+    if !broker.owns(TRANS_HALF_TOPIC, 0) {
+        return None;
+    }
+    let broker = broker.clone();
+    let stop = stop.clone();
+    Some(spawn(TaskClass::Housekeeping, async move {
+        let mut op_cursor = 0i64;
+        let interval = Duration::from_millis(broker.config.transaction_check_interval_ms.max(100));
+        while !stop.is_triggered() {
+            op_cursor = replay_ops(&broker, op_cursor).await;
+            if let Err(e) = check_halves(&broker).await {
+                log::warn!("transaction check failed: {e}");
+            }
+            let _ = timeout(interval, stop.wait()).await;
+        }
+    }))
+}
+
+/// Reads op records from `cursor` (on the op queue's owner) and marks their halves
+/// resolved; returns the next op offset.
+async fn replay_ops(broker: &ShardBroker, mut cursor: i64) -> i64 {
+    loop {
+        let header = PullMessageRequestHeader {
+            consumer_group: SYSTEM_GROUP.into(),
+            topic: TRANS_OP_HALF_TOPIC.into(),
+            queue_id: 0,
+            queue_offset: cursor,
+            max_msg_nums: 1024,
+            sys_flag: 4,
+            commit_offset: 0,
+            suspend_timeout_millis: 0,
+            subscription: Some("*".into()),
+            sub_version: 0,
+            expression_type: None,
+            max_msg_bytes: Some(4 * 1024 * 1024),
+            request_source: None,
+            proxy_froward_client_id: None,
+            broker_name: None,
+            logical: None,
+        };
+        let request = RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header);
+        let Some(response) =
+            crate::processor::call_owner(broker, TRANS_OP_HALF_TOPIC, 0, request).await
+        else {
+            return cursor;
+        };
+        if response.response_code() != ResponseCode::SUCCESS {
+            return cursor;
+        }
+        for message in decode_records(response.body.clone()) {
+            for offset in op_offsets(&message.body) {
+                mark_resolved(offset);
+            }
+        }
+        match response.ext_fields.optional_i64("nextBeginOffset") {
+            Ok(Some(next)) if next > cursor => cursor = next,
+            _ => return cursor,
+        }
+    }
+}
+
+async fn check_halves(broker: &ShardBroker) -> Result<(), String> {
+    let start = broker
+        .offsets
+        .borrow()
+        .query(SYSTEM_GROUP, TRANS_HALF_TOPIC, 0)
+        .unwrap_or(0);
+    let mut cursor = start;
+    let mut contiguous = true;
+    let now_ms = comet_rt::clock::wall_clock_ms();
+    let end = broker.store.max_offset(TRANS_HALF_TOPIC, 0).as_i64();
+    let mut offset = start;
+    'scan: while offset < end {
+        let records = read_halves(broker, offset).await?;
+        if records.is_empty() {
+            break;
+        }
+        for bytes in records {
+            let view = RecordView::parse(&bytes).map_err(|e| e.to_string())?;
+            let queue_offset = view.queue_offset();
+            offset = queue_offset + 1;
+            if is_resolved(queue_offset) {
+                if contiguous {
+                    cursor = offset;
+                }
+                continue;
+            }
+            if !is_due(broker, &view, now_ms) {
+                break 'scan;
+            }
+            if check_one(broker, &view).await? {
+                if contiguous {
+                    cursor = offset;
+                }
+            } else {
+                contiguous = false;
+            }
+        }
+    }
+    if cursor != start {
+        broker
+            .offsets
+            .borrow_mut()
+            .commit(SYSTEM_GROUP, TRANS_HALF_TOPIC, 0, cursor);
+    }
+    Ok(())
+}
+
+async fn read_halves(broker: &ShardBroker, offset: i64) -> Result<Vec<Bytes>, String> {
+    let result = broker
+        .store
+        .get_messages(
+            TRANS_HALF_TOPIC,
+            0,
+            QueueOffset(u64::try_from(offset).unwrap_or(0)),
+            READ_RECORDS_MAX,
+            4 * 1024 * 1024,
+            MessageFilter::All,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    match result.status {
+        GetStatus::Found => Ok(result.records),
+        _ => Ok(Vec::new()),
+    }
+}
+
+fn is_due(broker: &ShardBroker, half: &RecordView<'_>, now_ms: i64) -> bool {
+    let immunity_ms = half
+        .property(names::CHECK_IMMUNITY_TIME_IN_SECONDS)
+        .and_then(|seconds| seconds.trim().parse::<i64>().ok())
+        .map_or(
+            i64::try_from(broker.config.transaction_timeout_ms).unwrap_or(i64::MAX),
+            |seconds| seconds.saturating_mul(1000),
+        );
+    now_ms - half.store_timestamp() >= immunity_ms
+}
+
+/// Handles one due pending half; true when it is resolved afterwards (this copy).
+async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, String> {
+    let queue_offset = half.queue_offset();
+    if already_committed(broker, half).await {
+        log::info!("half {queue_offset} was committed before a crash; writing its op record");
+        return resolve_with(broker, half, None).await.map(|_| true);
+    }
+    let times: i32 = half
+        .property(names::TRANSACTION_CHECK_TIMES)
+        .and_then(|times| times.trim().parse().ok())
+        .unwrap_or(0);
+    if times >= broker.config.transaction_check_max {
+        ensure_discard_topic(broker).await?;
+        let discarded = copy_of(broker, half, TRANS_CHECK_MAX_TIME_TOPIC, times);
+        log::info!("half {queue_offset} checked {times} times; discarded");
+        return resolve_with(broker, half, Some(discarded))
+            .await
+            .map(|_| true);
+    }
+    let copy = copy_of(broker, half, TRANS_HALF_TOPIC, times + 1);
+    let appended = resolve_with(broker, half, Some(copy.clone())).await?;
+    if let Some(appended) = appended {
+        send_check(broker, half, &copy, appended).await;
+    }
+    Ok(true)
+}
+
+/// Creates `TRANS_CHECK_MAX_TIME_TOPIC` (1 queue) on first use, persisted before use.
+async fn ensure_discard_topic(broker: &ShardBroker) -> Result<(), String> {
+    if broker
+        .metadata
+        .topics()
+        .get(TRANS_CHECK_MAX_TIME_TOPIC)
+        .is_some()
+    {
+        return Ok(());
+    }
+    broker
+        .metadata
+        .topics()
+        .ensure_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1);
+    broker.metadata.mark_topics_changed();
+    crate::processor::persist_topics_now(broker)
+        .await
+        .map_err(|e| format!("cannot persist {TRANS_CHECK_MAX_TIME_TOPIC}: {e}"))
+}
+
+/// Marks the half resolved, appends `replacement` (locally when it is a new half copy) and
+/// the op record; returns where a local replacement went.
+async fn resolve_with(
+    broker: &ShardBroker,
+    half: &RecordView<'_>,
+    replacement: Option<BytesMut>,
+) -> Result<Option<AppendedRecord>, String> {
+    let queue_offset = half.queue_offset();
+    if !mark_resolved(queue_offset) {
+        return Ok(None);
+    }
+    let result = append_resolution(broker, queue_offset, replacement).await;
+    if result.is_err() {
+        unmark_resolved(queue_offset);
+    }
+    result
+}
+
+async fn append_resolution(
+    broker: &ShardBroker,
+    queue_offset: i64,
+    replacement: Option<BytesMut>,
+) -> Result<Option<AppendedRecord>, String> {
+    let mut appended = None;
+    if let Some(record) = replacement {
+        let view = RecordView::parse(&record).map_err(|e| e.to_string())?;
+        if view.topic() == TRANS_HALF_TOPIC {
+            let mut stored = broker
+                .store
+                .append(&[record])
+                .await
+                .map_err(|e| e.to_string())?;
+            appended = stored.pop();
+        } else {
+            crate::reappend::append_on_owners(broker, vec![record])
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    let op = op_record(broker, queue_offset);
+    crate::reappend::append_on_owners(broker, vec![op])
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(appended)
+}
+
+/// The half copied to `topic` queue 0 with its check counter set to `times`.
+fn copy_of(broker: &ShardBroker, half: &RecordView<'_>, topic: &str, times: i32) -> BytesMut {
+    let mut properties = Properties::decode(half.properties());
+    properties.insert(names::TRANSACTION_CHECK_TIMES, times.to_string());
+    let properties = properties.encode();
+    let spec = RecordSpec {
+        topic,
+        queue_id: 0,
+        flag: half.flag(),
+        sysflag: half.sysflag(),
+        born_timestamp: half.born_timestamp(),
+        born_host: half.born_host(),
+        store_host: broker.store_host,
+        reconsume_times: half.reconsume_times(),
+        prepared_transaction_offset: 0,
+        body: half.body(),
+        properties: &properties,
+    };
+    let mut record = BytesMut::new();
+    encode_record(&spec, 0, 0, 0, &mut record).expect("a stored half re-encodes");
+    record
+}
+
+/// CHECK_TRANSACTION_STATE to one live producer connection of the half's group.
+async fn send_check(
+    broker: &ShardBroker,
+    half: &RecordView<'_>,
+    copy: &[u8],
+    appended: AppendedRecord,
+) {
+    let Some(group) = half.property(names::PGROUP) else {
+        return;
+    };
+    let channels = broker.metadata.clients().producer_channels(group);
+    let Some((_, channel)) = channels.first() else {
+        log::debug!("no live producer of {group} to check a half with");
+        return;
+    };
+    let Some(body) = check_body(half, copy, appended) else {
+        return;
+    };
+    let unique_key = half.property(names::UNIQ_KEY).map(str::to_owned);
+    let physical = appended.physical_offset.as_i64();
+    let header = CheckTransactionStateRequestHeader {
+        topic: half.property(names::REAL_TOPIC).map(str::to_owned),
+        tran_state_table_offset: appended.queue_offset.as_i64(),
+        commit_log_offset: physical,
+        msg_id: unique_key.clone(),
+        transaction_id: half
+            .property(names::TRANSACTION_ID)
+            .map(str::to_owned)
+            .or(unique_key),
+        offset_msg_id: Some(encode_offset_msg_id(broker.store_host, physical)),
+        broker_name: Some(broker.config.broker_name.clone()),
+    };
+    let mut command = RemotingCommand::request(RequestCode::CHECK_TRANSACTION_STATE, 0)
+        .with_header(&header)
+        .with_body(body);
+    command.set_oneway();
+    let connection = ConnectionId {
+        shard: channel.shard,
+        serial: channel.connection_id,
+    };
+    crate::processor::client::send_to_client(broker, connection, command).await;
+}
+
+/// The new half copy re-encoded as a stored record under its real topic and queue, with the
+/// copy's offsets and store time.
+fn check_body(half: &RecordView<'_>, copy: &[u8], appended: AppendedRecord) -> Option<Bytes> {
+    let copy = RecordView::parse(copy).ok()?;
+    let topic = half.property(names::REAL_TOPIC)?;
+    let queue_id: i32 = half.property(names::REAL_QID)?.trim().parse().ok()?;
+    let spec = RecordSpec {
+        topic,
+        queue_id,
+        flag: copy.flag(),
+        sysflag: copy.sysflag(),
+        born_timestamp: copy.born_timestamp(),
+        born_host: copy.born_host(),
+        store_host: copy.store_host(),
+        reconsume_times: copy.reconsume_times(),
+        prepared_transaction_offset: 0,
+        body: copy.body(),
+        properties: copy.properties(),
+    };
+    let mut record = BytesMut::new();
+    encode_record(
+        &spec,
+        appended.queue_offset.as_i64(),
+        appended.physical_offset.as_i64(),
+        appended.store_timestamp_ms,
+        &mut record,
+    )
+    .ok()?;
+    Some(record.freeze())
+}
+
+/// True when the real topic already holds this half's committed message.
+async fn already_committed(broker: &ShardBroker, half: &RecordView<'_>) -> bool {
+    let (Some(topic), Some(queue_id), Some(key)) = (
+        half.property(names::REAL_TOPIC),
+        half.property(names::REAL_QID)
+            .and_then(|q| q.trim().parse::<i32>().ok()),
+        half.property(names::UNIQ_KEY),
+    ) else {
+        return false;
+    };
+    let header = QueryMessageRequestHeader {
+        topic: topic.to_owned(),
+        key: key.to_owned(),
+        max_num: crate::processor::query::QUERY_MAX,
+        begin_timestamp: half.store_timestamp(),
+        end_timestamp: i64::MAX,
+        unique_key_query: None,
+        broker_name: None,
+    };
+    let request = RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header);
+    let Some(response) = crate::processor::call_owner(broker, topic, queue_id, request).await
+    else {
+        return false;
+    };
+    if response.response_code() != ResponseCode::SUCCESS {
+        return false;
+    }
+    let physical = half.physical_offset();
+    decode_records(response.body.clone())
+        .iter()
+        .any(|message| message.prepared_transaction_offset == physical)
+}

@@ -1,0 +1,132 @@
+//! Consumer retry and dead letters end to end (issue 9, point 3), with short delay levels.
+
+mod common;
+mod sched_common;
+
+use std::time::{Duration, Instant};
+
+use comet_proto::headers::ConsumerSendMsgBackRequestHeader;
+use comet_proto::message::MessageExt;
+use comet_proto::properties::{names, Properties};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use common::{Broker, Client, TempDir};
+use sched_common::{collect, drain, send_with};
+
+const MAX_RECONSUME_TIMES: i32 = 3;
+
+fn send_back(client: &mut Client, message: &MessageExt, group: &str) {
+    let header = ConsumerSendMsgBackRequestHeader {
+        offset: message.commit_log_offset,
+        group: group.into(),
+        delay_level: 0,
+        origin_msg_id: None,
+        origin_topic: Some(message.topic.clone()),
+        unit_mode: Some(false),
+        max_reconsume_times: Some(MAX_RECONSUME_TIMES),
+        broker_name: None,
+    };
+    let request =
+        RemotingCommand::request(RequestCode::CONSUMER_SEND_MSG_BACK, 0).with_header(&header);
+    let response = client.call(request);
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+}
+
+// Proves a message failed by its consumer every time is seen maxReconsumeTimes + 1 times
+// (original + 3 retries) through %RETRY%<group>, each retry after its level's delay
+// (levels 3, 4, 5 = 1 s, 2 s, 3 s: growing), with reconsumeTimes counting up and the original
+// topic in RETRY_TOPIC; the last failure lands it in %DLQ%<group>, where it stays.
+#[test]
+fn failing_consumer_sees_retries_with_growing_delays_then_dead_letter() {
+    let directory = TempDir::new("e2e-retry");
+    let broker = Broker::start(&directory.0, 2, &["-o", "messageDelayLevel=1s 1s 1s 2s 3s"]);
+    let mut client = broker.client();
+    let mut properties = Properties::new();
+    properties.insert(names::TAGS, "t");
+    let response = client.call(send_with("RetryTopic", 0, b"fragile", &properties, 0, "pg"));
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    let original = collect(&mut client, "RetryTopic", 0, 1, Duration::from_secs(5));
+    assert_eq!(original.len(), 1);
+    let mut current = original[0].0.clone();
+    let retry_topic = "%RETRY%retry_cg";
+    let mut sightings = 1;
+    for attempt in 1..=MAX_RECONSUME_TIMES {
+        let sent_back = Instant::now();
+        send_back(&mut client, &current, "retry_cg");
+        let seen = collect(
+            &mut client,
+            retry_topic,
+            0,
+            attempt as usize,
+            Duration::from_secs(10),
+        );
+        assert_eq!(seen.len(), attempt as usize, "retry {attempt} never came");
+        let (message, at) = seen.last().unwrap().clone();
+        let delay = at.duration_since(sent_back);
+        let expected = Duration::from_secs(attempt as u64);
+        assert!(
+            delay + Duration::from_millis(20) >= expected,
+            "retry {attempt} early: {delay:?}"
+        );
+        assert!(
+            delay <= expected + Duration::from_secs(1),
+            "retry {attempt} late: {delay:?}"
+        );
+        assert_eq!(message.body.as_ref(), b"fragile");
+        assert_eq!(message.reconsume_times, attempt);
+        assert_eq!(message.property(names::RETRY_TOPIC), Some("RetryTopic"));
+        assert_eq!(message.uniq_key(), original[0].0.uniq_key());
+        sightings += 1;
+        current = message;
+    }
+    assert_eq!(sightings, MAX_RECONSUME_TIMES + 1);
+    send_back(&mut client, &current, "retry_cg");
+    let dead = collect(&mut client, "%DLQ%retry_cg", 0, 1, Duration::from_secs(3));
+    assert_eq!(
+        dead.len(),
+        1,
+        "the message did not reach the dead-letter queue"
+    );
+    assert_eq!(dead[0].0.body.as_ref(), b"fragile");
+    assert_eq!(dead[0].0.reconsume_times, MAX_RECONSUME_TIMES + 1);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        drain(&mut client, retry_topic, 0).len(),
+        MAX_RECONSUME_TIMES as usize,
+        "a retry was delivered after the message went to the DLQ"
+    );
+}
+
+// Proves the Java client's fallback path: a plain send to %RETRY%<group> whose
+// reconsumeTimes exceeds maxReconsumeTimes is stored in %DLQ%<group> instead.
+#[test]
+fn fallback_send_past_the_limit_goes_to_the_dead_letter_queue() {
+    let directory = TempDir::new("e2e-retry-fallback");
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    let mut properties = Properties::new();
+    properties.insert(names::DELAY, "3");
+    let mut request = send_with("%RETRY%fallback_cg", 0, b"late", &properties, 0, "pg");
+    request.ext_fields.insert("j", "17");
+    request.ext_fields.insert("l", "16");
+    let response = client.call(request);
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    let dead = collect(
+        &mut client,
+        "%DLQ%fallback_cg",
+        0,
+        1,
+        Duration::from_secs(3),
+    );
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].0.body.as_ref(), b"late");
+}

@@ -1,0 +1,140 @@
+//! Helpers shared by the delayed-message, retry and transaction end-to-end tests: typed
+//! sends with properties, and pulls that decode every message of a queue.
+
+#![allow(dead_code)]
+
+use std::time::{Duration, Instant};
+
+use comet_proto::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
+use comet_proto::message::{decode_records, MessageExt};
+use comet_proto::properties::Properties;
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+
+use crate::common::Client;
+
+/// A SEND_MESSAGE_V2 with the given properties, sysflag and reconsume fields.
+pub fn send_with(
+    topic: &str,
+    queue_id: i32,
+    body: &[u8],
+    properties: &Properties,
+    sys_flag: i32,
+    producer_group: &str,
+) -> RemotingCommand {
+    let header = SendMessageRequestHeaderV2 {
+        producer_group: producer_group.into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        sys_flag,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(properties.encode()),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        max_reconsume_times: None,
+        batch: Some(false),
+        broker_name: None,
+    };
+    RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, 0)
+        .with_header(&header)
+        .with_body(body.to_vec())
+}
+
+/// Pulls (topic, queue) from `offset` once, without waiting; messages and next offset.
+pub fn pull_once(
+    client: &mut Client,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+) -> (Vec<MessageExt>, i64) {
+    let header = PullMessageRequestHeader {
+        consumer_group: "sched_check".into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 256,
+        sys_flag: 4,
+        commit_offset: 0,
+        suspend_timeout_millis: 0,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: None,
+        max_msg_bytes: None,
+        request_source: None,
+        proxy_froward_client_id: None,
+        broker_name: None,
+        logical: None,
+    };
+    let response =
+        client.call(RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header));
+    if response.response_code() != ResponseCode::SUCCESS {
+        return (Vec::new(), offset);
+    }
+    let next = response
+        .ext_fields
+        .optional_i64("nextBeginOffset")
+        .unwrap()
+        .unwrap();
+    (decode_records(response.body.clone()), next)
+}
+
+/// Every message of (topic, queue) from offset 0.
+pub fn drain(client: &mut Client, topic: &str, queue_id: i32) -> Vec<MessageExt> {
+    let mut all = Vec::new();
+    let mut offset = 0;
+    loop {
+        let (messages, next) = pull_once(client, topic, queue_id, offset);
+        if messages.is_empty() {
+            return all;
+        }
+        all.extend(messages);
+        offset = next;
+    }
+}
+
+/// Polls (topic, queue) until `count` messages arrived past `offset` or `limit` passed;
+/// returns each with the instant it was first seen.
+pub fn collect(
+    client: &mut Client,
+    topic: &str,
+    queue_id: i32,
+    count: usize,
+    limit: Duration,
+) -> Vec<(MessageExt, Instant)> {
+    let deadline = Instant::now() + limit;
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    while seen.len() < count && Instant::now() < deadline {
+        let (messages, next) = pull_once(client, topic, queue_id, offset);
+        let now = Instant::now();
+        offset = next;
+        if messages.is_empty() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen.extend(messages.into_iter().map(|message| (message, now)));
+    }
+    seen
+}
+
+/// Waits until a fresh connection gets an answer: right after a restart the first
+/// connection can be reset while the shards' listeners come up (seen on a loaded machine).
+pub fn wait_until_serving(broker_addr: std::net::SocketAddr) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let answered = std::panic::catch_unwind(|| {
+            let mut client = Client::connect(broker_addr);
+            let request = RemotingCommand::request(RequestCode::GET_BROKER_CONFIG, 0);
+            client.call(request).response_code()
+        });
+        if answered.is_ok() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "broker at {broker_addr} never answered"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,282 @@
+//! Transactional messages end to end (issue 9, point 4): commit, rollback, unknown then
+//! check-back, and a producer that restarts between its half message and its decision.
+
+mod common;
+mod sched_common;
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use comet_proto::body::{HeartbeatData, JsonBody, ProducerData};
+use comet_proto::bytes::BytesMut;
+use comet_proto::frame::FrameDecoder;
+use comet_proto::headers::{
+    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, SendMessageResponseHeader,
+};
+use comet_proto::message::decode_records;
+use comet_proto::message_id::decode_offset_msg_id;
+use comet_proto::properties::{names, Properties};
+use comet_proto::{CommandHeader, Decoded, RemotingCommand, RequestCode, ResponseCode};
+use common::{Broker, Client, TempDir};
+use sched_common::{collect, drain, send_with};
+
+const GROUP: &str = "tx_pg";
+const PREPARED: i32 = 0x4;
+const COMMIT: i32 = 8;
+const ROLLBACK: i32 = 12;
+const UNKNOWN: i32 = 0;
+
+/// A half message as it is known to the producer after its send.
+struct Half {
+    unique_key: String,
+    queue_offset: i64,
+    commit_log_offset: i64,
+}
+
+fn send_half(client: &mut Client, topic: &str, body: &str) -> Half {
+    let mut properties = Properties::new();
+    properties.insert(names::TRAN_MSG, "true");
+    properties.insert(names::PGROUP, GROUP);
+    let response = client.call(send_with(
+        topic,
+        0,
+        body.as_bytes(),
+        &properties,
+        PREPARED,
+        GROUP,
+    ));
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    let header = SendMessageResponseHeader::from_ext_fields(&response.ext_fields).unwrap();
+    Half {
+        unique_key: header.transaction_id.unwrap(),
+        queue_offset: header.queue_offset,
+        commit_log_offset: decode_offset_msg_id(&header.msg_id)
+            .unwrap()
+            .commit_log_offset,
+    }
+}
+
+fn end(client: &mut Client, topic: &str, half: &Half, decision: i32, from_check: bool) {
+    let header = EndTransactionRequestHeader {
+        topic: Some(topic.into()),
+        producer_group: GROUP.into(),
+        tran_state_table_offset: half.queue_offset,
+        commit_log_offset: half.commit_log_offset,
+        commit_or_rollback: decision,
+        from_transaction_check: Some(from_check),
+        msg_id: half.unique_key.clone(),
+        transaction_id: Some(half.unique_key.clone()),
+        broker_name: None,
+    };
+    let mut request =
+        RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header);
+    request.set_oneway();
+    client.send(request);
+}
+
+/// A producer connection: registered by heartbeat, reads the broker's check-backs.
+struct Producer {
+    client: Client,
+    reader: TcpStream,
+    buffer: BytesMut,
+}
+
+impl Producer {
+    fn connect(broker: &Broker, client_id: &str) -> Producer {
+        let mut client = broker.client();
+        let data = HeartbeatData {
+            client_id: client_id.into(),
+            producer_data_set: vec![ProducerData {
+                group_name: GROUP.into(),
+            }],
+            ..HeartbeatData::default()
+        };
+        let request = RemotingCommand::request(RequestCode::HEART_BEAT, 0).with_body(data.encode());
+        assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
+        let reader = client.stream.try_clone().unwrap();
+        Producer {
+            client,
+            reader,
+            buffer: BytesMut::new(),
+        }
+    }
+
+    /// The next CHECK_TRANSACTION_STATE within `limit`.
+    fn next_check(&mut self, limit: Duration) -> Option<RemotingCommand> {
+        let deadline = Instant::now() + limit;
+        let decoder = FrameDecoder::default();
+        loop {
+            while let Some(Decoded::Command(command)) = decoder.decode(&mut self.buffer).unwrap() {
+                if command.request_code() == RequestCode::CHECK_TRANSACTION_STATE {
+                    return Some(command);
+                }
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            self.reader
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .unwrap();
+            let mut chunk = [0u8; 65536];
+            match self.reader.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(read) => self.buffer.extend_from_slice(&chunk[..read]),
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+fn check_broker(directory: &TempDir) -> Broker {
+    Broker::start(
+        &directory.0,
+        2,
+        &[
+            "-o",
+            "transactionCheckInterval=300",
+            "-o",
+            "transactionTimeOut=1000",
+        ],
+    )
+}
+
+// Proves commit and rollback: a half message is invisible until END_TRANSACTION commits it;
+// the committed message carries the COMMIT type, the half's offset and no TRAN_MSG; a rolled
+// back half never appears; neither is checked back later.
+#[test]
+fn commit_and_rollback() {
+    let directory = TempDir::new("e2e-tx-commit");
+    let broker = check_broker(&directory);
+    let mut producer = Producer::connect(&broker, "127.0.0.1@tx-commit");
+    let committed = send_half(&mut producer.client, "TxTopic", "yes");
+    let rolled_back = send_half(&mut producer.client, "TxTopic", "no");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut reader = broker.client();
+    assert!(
+        drain(&mut reader, "TxTopic", 0).is_empty(),
+        "a half message is visible"
+    );
+    end(&mut producer.client, "TxTopic", &committed, COMMIT, false);
+    end(
+        &mut producer.client,
+        "TxTopic",
+        &rolled_back,
+        ROLLBACK,
+        false,
+    );
+    let seen = collect(&mut reader, "TxTopic", 0, 1, Duration::from_secs(5));
+    assert_eq!(seen.len(), 1);
+    let message = &seen[0].0;
+    assert_eq!(message.body.as_ref(), b"yes");
+    assert_eq!(message.sysflag & 0xC, COMMIT);
+    assert_eq!(
+        message.prepared_transaction_offset,
+        committed.commit_log_offset
+    );
+    assert_eq!(message.property(names::TRAN_MSG), None);
+    assert_eq!(message.uniq_key(), Some(committed.unique_key.as_str()));
+    // Past the timeout, nothing is pending: no check-back, and still one message.
+    assert!(producer.next_check(Duration::from_millis(2500)).is_none());
+    end(&mut producer.client, "TxTopic", &committed, COMMIT, false);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        drain(&mut reader, "TxTopic", 0).len(),
+        1,
+        "a commit was applied twice"
+    );
+}
+
+fn answer_check(producer: &mut Producer, check: &RemotingCommand, decision: i32) -> String {
+    let header = CheckTransactionStateRequestHeader::from_ext_fields(&check.ext_fields).unwrap();
+    let messages = decode_records(check.body.clone());
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].topic, "TxCheck");
+    assert_eq!(messages[0].property(names::PGROUP), Some(GROUP));
+    let half = Half {
+        unique_key: header.msg_id.clone().unwrap(),
+        queue_offset: header.tran_state_table_offset,
+        commit_log_offset: header.commit_log_offset,
+    };
+    end(&mut producer.client, "TxCheck", &half, decision, true);
+    String::from_utf8(messages[0].body.to_vec()).unwrap()
+}
+
+// Proves an UNKNOWN decision leaves the half pending, the broker checks it back on the
+// producer's connection after transactionTimeOut, and the COMMIT answer stores it once.
+#[test]
+fn unknown_then_check_back_commits() {
+    let directory = TempDir::new("e2e-tx-check");
+    let broker = check_broker(&directory);
+    let mut producer = Producer::connect(&broker, "127.0.0.1@tx-check");
+    let half = send_half(&mut producer.client, "TxCheck", "checked");
+    end(&mut producer.client, "TxCheck", &half, UNKNOWN, false);
+    let check = producer
+        .next_check(Duration::from_secs(10))
+        .expect("a check-back");
+    assert_eq!(answer_check(&mut producer, &check, COMMIT), "checked");
+    let mut reader = broker.client();
+    let seen = collect(&mut reader, "TxCheck", 0, 1, Duration::from_secs(5));
+    assert_eq!(seen.len(), 1);
+    assert!(producer.next_check(Duration::from_millis(2500)).is_none());
+    assert_eq!(drain(&mut reader, "TxCheck", 0).len(), 1);
+}
+
+// Proves a producer that goes away between its half message and its decision is asked
+// again on its new connection (same group) and its answer commits the message exactly
+// once, also across a broker restart with the half pending.
+#[test]
+fn producer_restart_between_half_and_decision() {
+    let directory = TempDir::new("e2e-tx-restart");
+    let mut broker = check_broker(&directory);
+    let first = Producer::connect(&broker, "127.0.0.1@tx-first");
+    let mut first = first;
+    send_half(&mut first.client, "TxCheck", "survivor");
+    drop(first);
+    broker.stop();
+    broker.restart(2);
+    let mut second = Producer::connect(&broker, "127.0.0.1@tx-second");
+    let check = second
+        .next_check(Duration::from_secs(10))
+        .expect("a check-back on the new connection");
+    assert_eq!(answer_check(&mut second, &check, COMMIT), "survivor");
+    let mut reader = broker.client();
+    let seen = collect(&mut reader, "TxCheck", 0, 1, Duration::from_secs(5));
+    assert_eq!(seen.len(), 1);
+    assert!(second.next_check(Duration::from_millis(2500)).is_none());
+    assert_eq!(drain(&mut reader, "TxCheck", 0).len(), 1);
+}
+
+// Proves a half never resolved is checked transactionCheckMax times and then discarded to
+// TRANS_CHECK_MAX_TIME_TOPIC, never reaching its topic.
+#[test]
+fn unanswered_half_is_discarded_after_check_max() {
+    let directory = TempDir::new("e2e-tx-max");
+    let broker = Broker::start(
+        &directory.0,
+        2,
+        &[
+            "-o",
+            "transactionCheckInterval=200",
+            "-o",
+            "transactionTimeOut=300",
+            "-o",
+            "transactionCheckMax=2",
+        ],
+    );
+    let mut producer = Producer::connect(&broker, "127.0.0.1@tx-max");
+    send_half(&mut producer.client, "TxMax", "abandoned");
+    let mut checks = 0;
+    while producer.next_check(Duration::from_secs(3)).is_some() {
+        checks += 1;
+        assert!(checks <= 2, "checked more than transactionCheckMax times");
+    }
+    assert_eq!(checks, 2);
+    let mut reader = broker.client();
+    let discarded = drain(&mut reader, "TRANS_CHECK_MAX_TIME_TOPIC", 0);
+    assert_eq!(discarded.len(), 1);
+    assert!(drain(&mut reader, "TxMax", 0).is_empty());
+}
