@@ -1,0 +1,291 @@
+//! `comet-admin`: the everyday jobs of RocketMQ's `mqadmin`, against any RocketMQ-protocol
+//! cluster (Comet or Apache RocketMQ), built on comet-client's admin API.
+//!
+//! Output is plain text meant for people and for `grep`: one line per row, columns separated
+//! by spaces, the figures RocketMQ's tool prints under the same names.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use comet_client::{Admin, ClientConfig, TopicSpec};
+use comet_proto::message::MessageExt;
+
+/// Administers a RocketMQ-protocol cluster through its name servers.
+#[derive(Parser, Debug)]
+#[command(name = "comet-admin", version)]
+struct Args {
+    /// Name server addresses, `;`-separated.
+    #[arg(
+        short = 'n',
+        long = "namesrv",
+        global = true,
+        default_value = "127.0.0.1:9876"
+    )]
+    namesrv: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Clusters, their brokers and addresses.
+    ClusterList,
+    /// Every topic the name servers know.
+    TopicList,
+    /// A topic's route: queue data and broker addresses.
+    TopicRoute {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Min and max offsets of every queue of a topic.
+    TopicStatus {
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Creates or updates a topic on every master of a cluster.
+    UpdateTopic {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'c', long, default_value = "DefaultCluster")]
+        cluster: String,
+        /// Read and write queues per broker.
+        #[arg(short = 'q', long, default_value_t = 8)]
+        queues: i32,
+        /// Permission bits: 6 read-write, 4 read-only, 2 write-only.
+        #[arg(short = 'p', long, default_value_t = 6)]
+        perm: i32,
+        /// Ordered topic.
+        #[arg(short = 'o', long)]
+        order: bool,
+    },
+    /// Deletes a topic from a cluster's brokers and the name servers.
+    DeleteTopic {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'c', long, default_value = "DefaultCluster")]
+        cluster: String,
+    },
+    /// A broker's runtime figures.
+    BrokerStatus {
+        /// Broker address `ip:port`.
+        #[arg(short = 'b', long)]
+        broker: String,
+    },
+    /// Per-queue progress and lag of a consumer group on a topic.
+    ConsumerProgress {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Online members of a consumer group.
+    ConsumerConnection {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+    },
+    /// Messages whose key (KEYS or UNIQ_KEY) matches, stored in the last `hours`.
+    QueryMsgByKey {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'k', long)]
+        key: String,
+        #[arg(long, default_value_t = 72)]
+        hours: i64,
+    },
+    /// One message by its broker offset message id.
+    QueryMsgById {
+        #[arg(short = 'i', long)]
+        id: String,
+    },
+    /// Moves a group's offsets on a topic to a time (ms since the epoch; -1 = the end).
+    ResetOffsetByTime {
+        #[arg(short = 'g', long)]
+        group: String,
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 's', long)]
+        timestamp: i64,
+    },
+}
+
+fn print_message(message: &MessageExt) {
+    println!(
+        "msgId={} offsetMsgId={} topic={} queueId={} queueOffset={} tags={} keys={} bornTimestamp={} storeTimestamp={} bodyBytes={}",
+        message.uniq_key().unwrap_or("-"),
+        message.msg_id,
+        message.topic,
+        message.queue_id,
+        message.queue_offset,
+        message.tags().unwrap_or("-"),
+        message.keys().collect::<Vec<_>>().join(" "),
+        message.born_timestamp,
+        message.store_timestamp,
+        message.body.len()
+    );
+}
+
+fn run(admin: &Admin, command: Command) -> comet_client::Result<()> {
+    match command {
+        Command::ClusterList => {
+            let info = admin.cluster_info()?;
+            println!("#Cluster #BrokerName #BrokerId #Addr");
+            for (cluster, brokers) in &info.cluster_addr_table {
+                for broker_name in brokers {
+                    let Some(data) = info.broker_addr_table.get(broker_name) else {
+                        continue;
+                    };
+                    for (id, addr) in &data.broker_addrs {
+                        println!("{cluster} {broker_name} {id} {addr}");
+                    }
+                }
+            }
+        }
+        Command::TopicList => {
+            for topic in admin.list_topics()?.topic_list {
+                println!("{topic}");
+            }
+        }
+        Command::TopicRoute { topic } => {
+            let route = admin.topic_route(&topic)?;
+            println!("#BrokerName #ReadQueues #WriteQueues #Perm");
+            for queue in &route.queue_datas {
+                println!(
+                    "{} {} {} {}",
+                    queue.broker_name, queue.read_queue_nums, queue.write_queue_nums, queue.perm
+                );
+            }
+            println!("#BrokerName #BrokerId #Addr");
+            for broker in &route.broker_datas {
+                for (id, addr) in &broker.broker_addrs {
+                    println!("{} {id} {addr}", broker.broker_name);
+                }
+            }
+        }
+        Command::TopicStatus { topic } => {
+            let stats = admin.topic_stats(&topic)?;
+            println!("#BrokerName #QueueId #MinOffset #MaxOffset");
+            for (queue, offset) in &stats.offset_table {
+                println!(
+                    "{} {} {} {}",
+                    queue.broker_name, queue.queue_id, offset.min_offset, offset.max_offset
+                );
+            }
+        }
+        Command::UpdateTopic {
+            topic,
+            cluster,
+            queues,
+            perm,
+            order,
+        } => {
+            let spec = TopicSpec {
+                perm,
+                order,
+                ..TopicSpec::new(&topic, queues)
+            };
+            admin.create_topic(&cluster, &spec)?;
+            println!("topic {topic} created or updated on cluster {cluster} with {queues} queues");
+        }
+        Command::DeleteTopic { topic, cluster } => {
+            admin.delete_topic(&cluster, &topic)?;
+            println!("topic {topic} deleted from cluster {cluster}");
+        }
+        Command::BrokerStatus { broker } => {
+            for (key, value) in admin.broker_runtime_info(&broker)? {
+                println!("{key:<32}: {value}");
+            }
+        }
+        Command::ConsumerProgress { group, topic } => {
+            let stats = admin.consume_stats(&group, &topic)?;
+            println!("#Topic #BrokerName #QueueId #BrokerOffset #ConsumerOffset #Diff");
+            let mut total = 0;
+            for (queue, offset) in &stats.offset_table {
+                let diff = offset.broker_offset - offset.consumer_offset;
+                total += diff;
+                println!(
+                    "{} {} {} {} {} {diff}",
+                    queue.topic,
+                    queue.broker_name,
+                    queue.queue_id,
+                    offset.broker_offset,
+                    offset.consumer_offset
+                );
+            }
+            println!("Diff Total: {total}");
+        }
+        Command::ConsumerConnection { group, topic } => {
+            let connections = admin.consumer_connections(&group, &topic)?;
+            println!("#ClientId #ClientAddr #Language #Version");
+            for connection in &connections.connection_set {
+                println!(
+                    "{} {} {:?} {}",
+                    connection.client_id,
+                    connection.client_addr,
+                    connection.language,
+                    connection.version
+                );
+            }
+        }
+        Command::QueryMsgByKey { topic, key, hours } => {
+            let end = now_ms();
+            let messages =
+                admin.query_messages_by_key(&topic, &key, 64, end - hours * 3_600_000, end)?;
+            for message in &messages {
+                print_message(message);
+            }
+            println!("{} message(s)", messages.len());
+        }
+        Command::QueryMsgById { id } => print_message(&admin.view_message(&id)?),
+        Command::ResetOffsetByTime {
+            group,
+            topic,
+            timestamp,
+        } => {
+            let offsets = admin.reset_offset_by_timestamp(&group, &topic, timestamp, true)?;
+            println!("#BrokerName #QueueId #Offset");
+            for (queue, offset) in offsets {
+                println!("{} {} {offset}", queue.broker_name, queue.queue_id);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let config = ClientConfig {
+        namesrv_addrs: args
+            .namesrv
+            .split(';')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        ..ClientConfig::default()
+    };
+    let admin = match Admin::new(config) {
+        Ok(admin) => admin,
+        Err(error) => {
+            eprintln!("comet-admin: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let outcome = run(&admin, args.command);
+    admin.shutdown();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("comet-admin: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
