@@ -223,7 +223,9 @@ impl ConnectionHandle {
         self.shared.pending.borrow_mut().clear();
         self.shared.output_ready.notify();
         self.shared.inflight_released.notify();
-        self.shared.stream.shutdown();
+        // Only the read side: the reader ends, the writer still flushes queued answers, and
+        // run_connection shuts the socket fully once it has.
+        self.shared.stream.shutdown_read();
     }
 
     /// Number of requests being processed.

@@ -13,22 +13,30 @@
 //!
 //! Channels are bounded (`capacity` per ordered pair of shards), so a busy target pushes back
 //! on its callers instead of queueing without limit. A request that cannot be handed over is
-//! returned to the caller ([`MeshError::Closed`]); a reply that never comes (the target shut
-//! down after taking the request) is [`MeshError::ReplyLost`], after which the request may or
-//! may not have run. A call to the local shard runs the handler in place.
+//! returned to the caller ([`MeshError::Closed`]). When a target closes its end
+//! ([`MeshPeer::close`], or drops its peer) while calls to it are in flight, those calls end
+//! with [`MeshError::ReplyLost`]: the request may or may not have run. A target that stops
+//! without closing cannot be noticed here, so callers that must not wait forever wrap the call
+//! in [`crate::task_class::timeout`]. A call to the local shard runs the handler in place.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
+use std::future::{poll_fn, Future};
+use std::pin::{pin, Pin};
 use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
 
-use glommio::channels::channel_mesh::{Full, MeshBuilder, Receivers, Senders};
+use std::sync::{Arc, Mutex};
+
 use glommio::channels::local_channel::{self, LocalSender};
+use glommio::channels::shared_channel::{self, ConnectedReceiver, ConnectedSender};
+use glommio::channels::shared_channel::{SharedReceiver, SharedSender};
 use thiserror::Error;
 
+use crate::pool::current_shard;
 use crate::shard_id::ShardId;
-use crate::task_class::{spawn_detached, TaskClass};
+use crate::task_class::{sleep, spawn, spawn_detached, TaskClass};
 
 /// A boxed, non-`Send` future: what a mesh handler returns.
 pub type LocalBoxFuture<T> = Pin<Box<dyn Future<Output = T>>>;
@@ -63,64 +71,200 @@ struct Reply<Resp> {
 }
 
 /// The unjoined mesh; clone it into every shard's start function, then [`Mesh::join`] on
-/// every shard (joins wait for each other).
+/// every shard of a [`crate::pool::Pool`] (joins wait for each other).
+///
+/// Every channel is created up front by [`Mesh::new`] on the calling thread; a shard takes its
+/// row of senders and its column of receivers when it joins. (glommio's own `MeshBuilder`
+/// shares a non-atomic `Rc` between threads, which we measured hanging joins; this mesh only
+/// shares an `Arc<Mutex<_>>` of channel ends.)
 pub struct Mesh<Req: Send + 'static, Resp: Send + 'static> {
-    requests: MeshBuilder<Envelope<Req>, Full>,
-    replies: MeshBuilder<Reply<Resp>, Full>,
+    slots: Arc<Mutex<Slots<Req, Resp>>>,
+    shard_count: usize,
 }
 
 impl<Req: Send + 'static, Resp: Send + 'static> Clone for Mesh<Req, Resp> {
     fn clone(&self) -> Self {
         Mesh {
-            requests: self.requests.clone(),
-            replies: self.replies.clone(),
+            slots: self.slots.clone(),
+            shard_count: self.shard_count,
         }
     }
 }
 
-type Pending<Resp> = Rc<RefCell<HashMap<u64, LocalSender<Resp>>>>;
+/// Channel ends not yet taken, indexed `[source][target]`.
+struct Slots<Req: Send + 'static, Resp: Send + 'static> {
+    request_senders: Vec<Vec<Option<SharedSender<Envelope<Req>>>>>,
+    request_receivers: Vec<Vec<Option<SharedReceiver<Envelope<Req>>>>>,
+    reply_senders: Vec<Vec<Option<SharedSender<Reply<Resp>>>>>,
+    reply_receivers: Vec<Vec<Option<SharedReceiver<Reply<Resp>>>>>,
+}
+
+type Grid<T> = (
+    Vec<Vec<Option<SharedSender<T>>>>,
+    Vec<Vec<Option<SharedReceiver<T>>>>,
+);
+
+fn grid<T: Send + 'static>(shard_count: usize, capacity: usize) -> Grid<T> {
+    let mut senders = Vec::with_capacity(shard_count);
+    let mut receivers = Vec::with_capacity(shard_count);
+    for source in 0..shard_count {
+        let mut sender_row = Vec::with_capacity(shard_count);
+        let mut receiver_row = Vec::with_capacity(shard_count);
+        for target in 0..shard_count {
+            if source == target {
+                sender_row.push(None);
+                receiver_row.push(None);
+            } else {
+                let (sender, receiver) = shared_channel::new_bounded(capacity);
+                sender_row.push(Some(sender));
+                receiver_row.push(Some(receiver));
+            }
+        }
+        senders.push(sender_row);
+        receivers.push(receiver_row);
+    }
+    (senders, receivers)
+}
+
+fn take_column<T>(grid: &mut [Vec<Option<T>>], column: usize) -> Vec<Option<T>> {
+    grid.iter_mut().map(|row| row[column].take()).collect()
+}
+
+/// Polls `future` at least every millisecond until it completes.
+///
+/// glommio's shared-channel connect registers its waker with its own reactor only, and the
+/// other side connecting does not wake it; an idle executor then parks forever and the join
+/// hangs (we saw this with glommio's MeshBuilder too). Re-polling on a short timer while
+/// joining (once, at start-up) makes the connect see its peer.
+async fn repolled<F: Future>(future: F) -> F::Output {
+    let mut future = pin!(future);
+    loop {
+        let mut timer = pin!(sleep(Duration::from_millis(1)));
+        let outcome = poll_fn(|cx| {
+            if let Poll::Ready(value) = future.as_mut().poll(cx) {
+                return Poll::Ready(Some(value));
+            }
+            if timer.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await;
+        if let Some(value) = outcome {
+            return value;
+        }
+    }
+}
+
+/// Connects channel ends concurrently (a connect waits for the other side's).
+async fn connect_all<T: Send + 'static>(
+    senders: Vec<Option<SharedSender<T>>>,
+    receivers: Vec<Option<SharedReceiver<T>>>,
+) -> (
+    Vec<Option<ConnectedSender<T>>>,
+    Vec<Option<ConnectedReceiver<T>>>,
+) {
+    let sender_tasks: Vec<_> = senders
+        .into_iter()
+        .map(|end| end.map(|end| spawn(TaskClass::Request, repolled(end.connect()))))
+        .collect();
+    let receiver_tasks: Vec<_> = receivers
+        .into_iter()
+        .map(|end| end.map(|end| spawn(TaskClass::Request, repolled(end.connect()))))
+        .collect();
+    let mut connected_senders = Vec::with_capacity(sender_tasks.len());
+    for task in sender_tasks {
+        connected_senders.push(match task {
+            Some(task) => Some(task.await),
+            None => None,
+        });
+    }
+    let mut connected_receivers = Vec::with_capacity(receiver_tasks.len());
+    for task in receiver_tasks {
+        connected_receivers.push(match task {
+            Some(task) => Some(task.await),
+            None => None,
+        });
+    }
+    (connected_senders, connected_receivers)
+}
+
+/// Calls awaiting replies: call id -> (target shard index, reply slot).
+type Pending<Resp> = Rc<RefCell<HashMap<u64, (usize, LocalSender<Resp>)>>>;
 
 /// One shard's end of a joined mesh.
 pub struct MeshPeer<Req: Send + 'static, Resp: Send + 'static> {
     shard: ShardId,
     shard_count: usize,
-    senders: Senders<Envelope<Req>>,
+    senders: Vec<Option<ConnectedSender<Envelope<Req>>>>,
+    reply_senders: Rc<Vec<Option<ConnectedSender<Reply<Resp>>>>>,
     pending: Pending<Resp>,
+    gone_peers: GonePeers,
     next_call_id: Cell<u64>,
     handler: MeshHandler<Req, Resp>,
 }
+
+/// Peers whose reply stream has ended (they closed or stopped): calls to them fail at once.
+type GonePeers = Rc<RefCell<std::collections::HashSet<usize>>>;
 
 impl<Req: Send + 'static, Resp: Send + 'static> Mesh<Req, Resp> {
     /// A mesh between `shard_count` shards with `capacity` slots per ordered pair.
     pub fn new(shard_count: usize, capacity: usize) -> Mesh<Req, Resp> {
         assert!(shard_count >= 1);
         assert!(capacity >= 1);
+        let (request_senders, request_receivers) = grid(shard_count, capacity);
+        let (reply_senders, reply_receivers) = grid(shard_count, capacity);
         Mesh {
-            requests: MeshBuilder::full(shard_count, capacity),
-            replies: MeshBuilder::full(shard_count, capacity),
+            slots: Arc::new(Mutex::new(Slots {
+                request_senders,
+                request_receivers,
+                reply_senders,
+                reply_receivers,
+            })),
+            shard_count,
         }
     }
 
-    /// Joins from the current shard, starting the receiver tasks that run `handler` for
-    /// incoming requests and complete this shard's calls.
+    /// Joins from the current shard (of a [`crate::pool::Pool`]), starting the receiver tasks
+    /// that run `handler` for incoming requests and complete this shard's calls.
     pub async fn join(
         self,
         handler: MeshHandler<Req, Resp>,
     ) -> Result<Rc<MeshPeer<Req, Resp>>, MeshError<Req>> {
-        let shard_count = self.requests.nr_peers();
-        let (senders, receivers) = self.requests.join().await.map_err(|_| MeshError::Join)?;
-        let (reply_senders, reply_receivers) =
-            self.replies.join().await.map_err(|_| MeshError::Join)?;
-        assert_eq!(senders.peer_id(), reply_senders.peer_id());
-        let shard = ShardId(u16::try_from(senders.peer_id()).map_err(|_| MeshError::Join)?);
+        let context = current_shard().ok_or(MeshError::Join)?;
+        if context.shard_count != self.shard_count {
+            return Err(MeshError::Join);
+        }
+        let me = context.shard.index();
+        let taken = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let request_receivers = take_column(&mut slots.request_receivers, me);
+            let reply_receivers = take_column(&mut slots.reply_receivers, me);
+            (
+                std::mem::take(&mut slots.request_senders[me]),
+                request_receivers,
+                std::mem::take(&mut slots.reply_senders[me]),
+                reply_receivers,
+            )
+        };
+        let (request_senders, request_receivers, reply_senders, reply_receivers) = taken;
+        if request_senders.len() != self.shard_count {
+            return Err(MeshError::Join);
+        }
+        let (senders, receivers) = connect_all(request_senders, request_receivers).await;
+        let (reply_senders, reply_receivers) = connect_all(reply_senders, reply_receivers).await;
         let pending: Pending<Resp> = Rc::new(RefCell::new(HashMap::new()));
-        serve_requests(receivers, Rc::new(reply_senders), handler.clone());
-        serve_replies(reply_receivers, pending.clone());
+        let gone_peers: GonePeers = Rc::default();
+        let reply_senders = Rc::new(reply_senders);
+        serve_requests(receivers, reply_senders.clone(), handler.clone());
+        serve_replies(reply_receivers, pending.clone(), gone_peers.clone());
         Ok(Rc::new(MeshPeer {
-            shard,
-            shard_count,
+            shard: context.shard,
+            shard_count: self.shard_count,
             senders,
+            reply_senders,
             pending,
+            gone_peers,
             next_call_id: Cell::new(0),
             handler,
         }))
@@ -128,11 +272,12 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mesh<Req, Resp> {
 }
 
 fn serve_requests<Req: Send + 'static, Resp: Send + 'static>(
-    mut receivers: Receivers<Envelope<Req>>,
-    reply_senders: Rc<Senders<Reply<Resp>>>,
+    receivers: Vec<Option<ConnectedReceiver<Envelope<Req>>>>,
+    reply_senders: Rc<Vec<Option<ConnectedSender<Reply<Resp>>>>>,
     handler: MeshHandler<Req, Resp>,
 ) {
-    for (source, receiver) in receivers.streams() {
+    let streams = receivers.into_iter().enumerate();
+    for (source, receiver) in streams.filter_map(|(index, end)| end.map(|end| (index, end))) {
         let reply_senders = reply_senders.clone();
         let handler = handler.clone();
         spawn_detached(TaskClass::Request, async move {
@@ -146,8 +291,10 @@ fn serve_requests<Req: Send + 'static, Resp: Send + 'static>(
                         call_id,
                         response: response.await,
                     };
-                    // A closed reply mesh means the caller's shard is stopping; nothing waits.
-                    let _ = reply_senders.send_to(source, reply).await;
+                    // A closed reply channel means the caller's shard is stopping; nothing waits.
+                    if let Some(Some(sender)) = reply_senders.get(source) {
+                        let _ = sender.send(reply).await;
+                    }
                 });
             }
         });
@@ -155,19 +302,28 @@ fn serve_requests<Req: Send + 'static, Resp: Send + 'static>(
 }
 
 fn serve_replies<Resp: Send + 'static>(
-    mut receivers: Receivers<Reply<Resp>>,
+    receivers: Vec<Option<ConnectedReceiver<Reply<Resp>>>>,
     pending: Pending<Resp>,
+    gone_peers: GonePeers,
 ) {
-    for (_, receiver) in receivers.streams() {
+    let streams = receivers.into_iter().enumerate();
+    for (peer, receiver) in streams.filter_map(|(index, end)| end.map(|end| (index, end))) {
         let pending = pending.clone();
+        let gone_peers = gone_peers.clone();
         spawn_detached(TaskClass::Request, async move {
             while let Some(reply) = receiver.recv().await {
                 let waiter = pending.borrow_mut().remove(&reply.call_id);
-                if let Some(waiter) = waiter {
+                if let Some((_, waiter)) = waiter {
                     // The caller may have given up (dropped its future); that is fine.
                     let _ = waiter.try_send(reply.response);
                 }
             }
+            // The peer is gone: its outstanding calls will never be answered. Dropping their
+            // reply slots wakes the callers with ReplyLost.
+            gone_peers.borrow_mut().insert(peer);
+            pending
+                .borrow_mut()
+                .retain(|_, (target, _)| *target != peer);
         });
     }
 }
@@ -188,15 +344,24 @@ impl<Req: Send + 'static, Resp: Send + 'static> MeshPeer<Req, Resp> {
         if target == self.shard {
             return Ok((self.handler)(self.shard, request).await);
         }
-        if target.index() >= self.shard_count {
+        let gone = self.gone_peers.borrow().contains(&target.index());
+        if target.index() >= self.shard_count || gone {
             return Err(MeshError::Closed(request));
         }
         let call_id = self.next_call_id.get();
         self.next_call_id.set(call_id.wrapping_add(1));
         let (sender, receiver) = local_channel::new_bounded(1);
-        assert!(self.pending.borrow_mut().insert(call_id, sender).is_none());
+        let previous = self
+            .pending
+            .borrow_mut()
+            .insert(call_id, (target.index(), sender));
+        assert!(previous.is_none(), "call ids are unique");
         let envelope = Envelope { call_id, request };
-        if let Err(error) = self.senders.send_to(target.index(), envelope).await {
+        let Some(Some(sender)) = self.senders.get(target.index()) else {
+            self.pending.borrow_mut().remove(&call_id);
+            return Err(MeshError::Closed(envelope.request));
+        };
+        if let Err(error) = sender.send(envelope).await {
             self.pending.borrow_mut().remove(&call_id);
             return match error {
                 glommio::GlommioError::Closed(glommio::ResourceType::Channel(envelope)) => {
@@ -210,9 +375,22 @@ impl<Req: Send + 'static, Resp: Send + 'static> MeshPeer<Req, Resp> {
         response.ok_or(MeshError::ReplyLost)
     }
 
-    /// Closes this shard's outgoing request channels; peers' receiver tasks then end.
+    /// Closes this shard's outgoing channels: peers' receiver tasks end and their calls to
+    /// this shard fail (`ReplyLost` for calls in flight, `Closed` afterwards). A stopping shard
+    /// calls this, and dropping the peer does it too.
     pub fn close(&self) {
-        self.senders.close();
+        for sender in self.senders.iter().flatten() {
+            sender.close();
+        }
+        for sender in self.reply_senders.iter().flatten() {
+            sender.close();
+        }
+    }
+}
+
+impl<Req: Send + 'static, Resp: Send + 'static> Drop for MeshPeer<Req, Resp> {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -233,8 +411,10 @@ mod tests {
             placement: CpuPlacement::Unbound,
             executor: ExecutorOptions::default(),
         };
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let pool = Pool::start(&config, move |context| {
             let mesh = mesh.clone();
+            let done = done.clone();
             async move {
                 let me = context.shard.0;
                 let handler: MeshHandler<u64, (u16, u16, u64)> = Rc::new(move |source, value| {
@@ -247,8 +427,11 @@ mod tests {
                     let answer = peer.call(ShardId(target), value).await.unwrap();
                     answers.push(answer);
                 }
-                // Stay alive until every peer has had its answers.
-                crate::task_class::sleep(std::time::Duration::from_millis(200)).await;
+                // Keep serving until every shard has had its answers.
+                done.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                while done.load(std::sync::atomic::Ordering::Acquire) < shard_count {
+                    crate::task_class::sleep(std::time::Duration::from_millis(2)).await;
+                }
                 answers
             }
         })

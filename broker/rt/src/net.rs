@@ -127,11 +127,21 @@ impl Stream {
 
     /// Shuts both directions down: a pending read on another clone returns end of stream.
     pub fn shutdown(&self) {
+        self.shutdown_how(libc::SHUT_RDWR);
+    }
+
+    /// Shuts the read side down only: a pending read returns end of stream while writes
+    /// still go out (a connection closing after it has flushed its answers).
+    pub fn shutdown_read(&self) {
+        self.shutdown_how(libc::SHUT_RD);
+    }
+
+    fn shutdown_how(&self, how: libc::c_int) {
         let stream = self.inner.borrow();
         let fd = std::os::unix::io::AsRawFd::as_raw_fd(&*stream);
         // SAFETY: `fd` is a socket owned by `stream`, alive for this call. A failure means the
         // connection is already gone, which is what the caller wants.
-        let _ = unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+        let _ = unsafe { libc::shutdown(fd, how) };
     }
 }
 

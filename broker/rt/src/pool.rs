@@ -148,6 +148,15 @@ fn placement_of(placement: CpuPlacement, shard: ShardId) -> Placement {
     }
 }
 
+thread_local! {
+    static CURRENT_SHARD: std::cell::Cell<Option<ShardContext>> = const { std::cell::Cell::new(None) };
+}
+
+/// The shard the calling thread runs, when it is an executor started by this module.
+pub fn current_shard() -> Option<ShardContext> {
+    CURRENT_SHARD.with(std::cell::Cell::get)
+}
+
 /// A running executor thread.
 pub struct ShardHandle<T: Send + 'static> {
     shard: ShardId,
@@ -187,7 +196,10 @@ where
     let name = format!("{}-{}", options.name, context.shard.0);
     let builder = builder(options, placement_of(placement, context.shard), &name);
     let handle = builder
-        .spawn(move || make(context))
+        .spawn(move || {
+            CURRENT_SHARD.with(|current| current.set(Some(context)));
+            make(context)
+        })
         .map_err(|error| PoolError::Start {
             shard: context.shard,
             message: error.to_string(),
@@ -259,7 +271,14 @@ where
             shard,
             message: error.to_string(),
         })?;
-    Ok(executor.run(future))
+    let context = ShardContext {
+        shard,
+        shard_count: 1,
+    };
+    let previous = CURRENT_SHARD.with(|current| current.replace(Some(context)));
+    let output = executor.run(future);
+    CURRENT_SHARD.with(|current| current.set(previous));
+    Ok(output)
 }
 
 #[cfg(test)]
