@@ -382,28 +382,55 @@ pub fn broker_config(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
     ok(request).with_body(text.into_bytes())
 }
 
-/// GET_BROKER_RUNTIME_INFO (28): a KVTable of string figures (this shard's store counters).
+/// GET_BROKER_RUNTIME_INFO (28): a KVTable of string figures, under the keys RocketMQ's
+/// `brokerStatus` prints (commit-log figures are this shard's log; every shard has one).
 pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let stats = broker.store.stats();
-    let mut table = BTreeMap::new();
-    table.insert("brokerVersionDesc".to_owned(), "V5_3_3".to_owned());
-    table.insert(
-        "brokerVersion".to_owned(),
-        comet_proto::code::version::CURRENT.to_string(),
-    );
-    table.insert(
-        "msgPutTotalTodayNow".to_owned(),
-        stats.appended_records.to_string(),
-    );
-    table.insert("msgGetTotalTodayNow".to_owned(), "0".to_owned());
-    table.insert("commitLogDirCapacity".to_owned(), "0".to_owned());
-    table.insert("shardCount".to_owned(), broker.shard_count.to_string());
-    table.insert("fdatasyncCount".to_owned(), stats.fdatasyncs.to_string());
-    table.insert("putTps".to_owned(), "0.0 0.0 0.0".to_owned());
-    table.insert("getTransferredTps".to_owned(), "0.0 0.0 0.0".to_owned());
-    table.insert(
-        "bootTimestamp".to_owned(),
-        broker.boot_timestamp_ms.to_string(),
-    );
+    let figures: [(&str, String); 14] = [
+        ("brokerVersionDesc", "V5_3_3".to_owned()),
+        (
+            "brokerVersion",
+            comet_proto::code::version::CURRENT.to_string(),
+        ),
+        ("bootTimestamp", broker.boot_timestamp_ms.to_string()),
+        ("msgPutTotalTodayNow", stats.appended_records.to_string()),
+        ("msgGetTotalTodayNow", "0".to_owned()),
+        ("msgPutTotalYesterdayMorning", "0".to_owned()),
+        ("msgPutTotalTodayMorning", "0".to_owned()),
+        ("putTps", "0.0 0.0 0.0".to_owned()),
+        ("getTransferredTps", "0.0 0.0 0.0".to_owned()),
+        (
+            "commitLogMaxOffset",
+            broker.store.durable_end_offset().as_i64().to_string(),
+        ),
+        (
+            "commitLogMinOffset",
+            broker.store.min_physical_offset().as_i64().to_string(),
+        ),
+        ("dispatchBehindBytes", "0".to_owned()),
+        ("shardCount", broker.shard_count.to_string()),
+        ("fdatasyncCount", stats.fdatasyncs.to_string()),
+    ];
+    let table = figures
+        .into_iter()
+        .map(|(key, value)| (key.to_owned(), value))
+        .collect();
     ok(request).with_body(KVTable { table }.encode())
+}
+
+/// GET_TOPIC_CONFIG (351, 5.x): one topic's config (Java's TopicConfigAndQueueMapping; the
+/// static-topic mapping part is absent, Comet has no static topics).
+pub fn topic_config(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let topic = match request.ext_fields.required_str("topic") {
+        Ok(topic) => topic,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    match broker.metadata.topics().get(topic) {
+        Some(config) => ok(request).with_body(config.encode()),
+        None => error(
+            request,
+            ResponseCode::TOPIC_NOT_EXIST,
+            format!("No topic in this broker. topic: {topic}"),
+        ),
+    }
 }

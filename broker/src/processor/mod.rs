@@ -257,6 +257,7 @@ pub async fn handle_local(
         QUERY_TOPIC_CONSUME_BY_WHO => admin::consumed_by_who(broker, &request),
         GET_BROKER_CONFIG => admin::broker_config(broker, &request),
         GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
+        GET_TOPIC_CONFIG => admin::topic_config(broker, &request),
         _ => RemotingCommand::not_supported_to(&request),
     };
     Some(response)
@@ -314,6 +315,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::QUERY_TOPIC_CONSUME_BY_WHO,
     RequestCode::GET_BROKER_CONFIG,
     RequestCode::GET_BROKER_RUNTIME_INFO,
+    RequestCode::GET_TOPIC_CONFIG,
 ];
 
 /// A context for tests and internal callers: `peer` as the born host.

@@ -177,6 +177,19 @@ impl Store {
         log.write - log.durable
     }
 
+    /// One past the last durable byte of this store's commit log, as a physical offset
+    /// (RocketMQ's `commitLogMaxOffset`).
+    pub fn durable_end_offset(&self) -> PhysicalOffset {
+        let log = self.shared.log.borrow();
+        log.physical(log.durable)
+    }
+
+    /// The first byte still held by this store's commit log (`commitLogMinOffset`).
+    pub fn min_physical_offset(&self) -> PhysicalOffset {
+        let log = self.shared.log.borrow();
+        log.physical(log.min_position())
+    }
+
     /// Counters since open.
     pub fn stats(&self) -> StoreStats {
         self.shared.stats.get()
