@@ -37,7 +37,8 @@ impl Drop for Running {
 }
 
 fn wait_for(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    // Generous: a loaded machine can take a while to start every shard.
+    let deadline = Instant::now() + Duration::from_secs(60);
     while TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(Instant::now() < deadline, "port {port} never opened");
         std::thread::sleep(Duration::from_millis(20));

@@ -45,6 +45,9 @@ impl Drop for TempDir {
     }
 }
 
+/// How long a broker may take to open its ports.
+pub const STARTUP_LIMIT: Duration = Duration::from_secs(60);
+
 /// A running broker process; killed on drop.
 pub struct Broker {
     pub child: Option<Child>,
@@ -88,9 +91,23 @@ impl Broker {
             )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
-        self.child = Some(command.spawn().expect("start comet-broker"));
-        wait_for_port(self.broker_addr, Duration::from_secs(20));
-        wait_for_port(self.namesrv_addr, Duration::from_secs(20));
+        let mut child = command.spawn().expect("start comet-broker");
+        // Generous: a loaded machine (parallel tests, other builds) can take a while to start
+        // every shard; an early exit is reported at once instead of waiting it out.
+        for addr in [self.broker_addr, self.namesrv_addr] {
+            let deadline = Instant::now() + STARTUP_LIMIT;
+            while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("comet-broker exited during start-up: {status}");
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{addr} did not open within {STARTUP_LIMIT:?}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.child = Some(child);
     }
 
     /// Restarts on the same store and ports after a stop or kill.
