@@ -121,7 +121,7 @@ pub fn collect(
 /// Waits until a fresh connection gets an answer: right after a restart the first
 /// connection can be reset while the shards' listeners come up (seen on a loaded machine).
 pub fn wait_until_serving(broker_addr: std::net::SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let answered = std::panic::catch_unwind(|| {
             let mut client = Client::connect(broker_addr);
