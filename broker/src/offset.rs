@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default)]
 pub struct OffsetTable {
     offsets: HashMap<(String, String), BTreeMap<i32, i64>>,
+    /// One-shot reset markers (5.x server-side reset): the next pull of the queue by the
+    /// group is answered PULL_OFFSET_MOVED to this offset.
+    resets: HashMap<(String, String, i32), i64>,
     changed: bool,
 }
 
@@ -42,6 +45,20 @@ impl OffsetTable {
         if queues.insert(queue_id, offset) != Some(offset) {
             self.changed = true;
         }
+    }
+
+    /// Resets a group's offset (INVOKE_BROKER_TO_RESET_OFFSET): commits `offset` and marks
+    /// the queue so its next pull tells the consumer to move there.
+    pub fn reset(&mut self, group: &str, topic: &str, queue_id: i32, offset: i64) {
+        self.commit(group, topic, queue_id, offset);
+        self.resets
+            .insert((topic.to_owned(), group.to_owned(), queue_id), offset);
+    }
+
+    /// Takes the pending reset of a queue for a group, if any.
+    pub fn take_reset(&mut self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.resets
+            .remove(&(topic.to_owned(), group.to_owned(), queue_id))
     }
 
     /// The committed offset, if any.
@@ -161,5 +178,13 @@ mod tests {
         );
         reloaded.remove_group("g");
         assert_eq!(reloaded.query("g", "t", 0), None);
+        reloaded.reset("g", "t", 1, 4);
+        assert_eq!(reloaded.query("g", "t", 1), Some(4));
+        assert_eq!(reloaded.take_reset("g", "t", 1), Some(4));
+        assert_eq!(
+            reloaded.take_reset("g", "t", 1),
+            None,
+            "a reset is taken once"
+        );
     }
 }

@@ -333,3 +333,62 @@ fn offsets_and_messages_survive_a_restart() {
         assert_eq!(drain_queue(&mut client, "RestartTopic", queue_id).len(), 5);
     }
 }
+
+// Proves the 5.x server-side offset reset: INVOKE_BROKER_TO_RESET_OFFSET to a time before
+// every message moves the group's committed offset of each queue back to 0 and answers the
+// new offsets; the group's next pull is told PULL_OFFSET_MOVED to 0, once.
+#[test]
+fn server_side_offset_reset() {
+    let directory = TempDir::new("e2e-reset");
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client, "ResetTopic", 2);
+    for index in 0..3 {
+        let body = format!("m{index}");
+        let sent = client.call(send_request("ResetTopic", 0, body.as_bytes(), None, None));
+        assert_eq!(sent.response_code(), ResponseCode::SUCCESS);
+    }
+    let commit = UpdateConsumerOffsetRequestHeader {
+        consumer_group: "reset_group".into(),
+        topic: "ResetTopic".into(),
+        queue_id: 0,
+        commit_offset: 3,
+        broker_name: None,
+    };
+    let request =
+        RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, 0).with_header(&commit);
+    assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
+    let mut reset = RemotingCommand::request(RequestCode::INVOKE_BROKER_TO_RESET_OFFSET, 0);
+    for (key, value) in [
+        ("topic", "ResetTopic"),
+        ("group", "reset_group"),
+        ("timestamp", "0"),
+        ("isForce", "true"),
+    ] {
+        reset.ext_fields.insert(key, value);
+    }
+    let answer = client.call(reset);
+    assert_eq!(
+        answer.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        answer.remark
+    );
+    let body = comet_proto::body::ResetOffsetBody::decode(&answer.body).unwrap();
+    assert_eq!(body.offset_table.len(), 2);
+    assert!(body.offset_table.values().all(|offset| *offset == 0));
+    let committed = query_offset(&mut client, "reset_group", "ResetTopic", 0);
+    assert_eq!(
+        committed.ext_fields.optional_i64("offset").unwrap(),
+        Some(0)
+    );
+    let moved = client.call(pull_request("reset_group", "ResetTopic", 0, 3, 0));
+    assert_eq!(moved.response_code(), ResponseCode::PULL_OFFSET_MOVED);
+    assert_eq!(
+        moved.ext_fields.optional_i64("nextBeginOffset").unwrap(),
+        Some(0)
+    );
+    let again = client.call(pull_request("reset_group", "ResetTopic", 0, 0, 0));
+    assert_eq!(again.response_code(), ResponseCode::SUCCESS);
+    assert_eq!(decode_records(again.body.clone()).len(), 3);
+}

@@ -67,6 +67,10 @@ pub async fn handle(
                 None => handle_local(broker, context, request).await,
             }
         }
+        INVOKE_BROKER_TO_RESET_OFFSET => match queue_of(&request) {
+            Some((topic, queue_id)) => on_owner(broker, context, &topic, queue_id, request).await,
+            None => Some(reset_all_queues(broker, context, request).await),
+        },
         QUERY_MESSAGE => Some(query_all_shards(broker, context, request).await),
         VIEW_MESSAGE_BY_ID | CONSUMER_SEND_MSG_BACK | END_TRANSACTION => {
             let key = if request.request_code() == END_TRANSACTION {
@@ -188,6 +192,63 @@ fn internal_context(broker: &ShardBroker) -> RequestContext {
     }
 }
 
+/// INVOKE_BROKER_TO_RESET_OFFSET without a queue: every readable queue of the topic is
+/// reset on its owner; the answer is the ResetOffsetBody of the new offsets.
+async fn reset_all_queues(
+    broker: &ShardBroker,
+    context: RequestContext,
+    request: RemotingCommand,
+) -> RemotingCommand {
+    let Some(topic) = request.ext_fields.get("topic").map(str::to_owned) else {
+        return error(
+            &request,
+            ResponseCode::SYSTEM_ERROR,
+            "missing required header field `topic`",
+        );
+    };
+    let queue_count = broker
+        .metadata
+        .topics()
+        .get(&topic)
+        .map(|config| config.read_queue_nums);
+    let Some(queue_count) = queue_count else {
+        return error(
+            &request,
+            ResponseCode::TOPIC_NOT_EXIST,
+            format!("topic[{topic}] not exist"),
+        );
+    };
+    let mut offset_table = std::collections::BTreeMap::new();
+    for queue_id in 0..queue_count {
+        let mut per_queue = request.clone();
+        per_queue.ext_fields.insert("queueId", queue_id.to_string());
+        let Some(response) = on_owner(broker, context, &topic, queue_id, per_queue).await else {
+            continue;
+        };
+        if response.response_code() != ResponseCode::SUCCESS {
+            return RemotingCommand {
+                opaque: request.opaque,
+                ..response
+            };
+        }
+        let offset = response
+            .ext_fields
+            .optional_i64("offset")
+            .ok()
+            .flatten()
+            .unwrap_or(0);
+        let queue = comet_proto::body::MessageQueue {
+            topic: topic.clone(),
+            broker_name: broker.config.broker_name.clone(),
+            queue_id,
+        };
+        offset_table.insert(queue, offset);
+    }
+    let body = comet_proto::body::ResetOffsetBody { offset_table };
+    RemotingCommand::response_to(&request, ResponseCode::SUCCESS)
+        .with_body(comet_proto::body::JsonBody::encode(&body))
+}
+
 async fn query_all_shards(
     broker: &ShardBroker,
     context: RequestContext,
@@ -234,6 +295,7 @@ pub async fn handle_local(
         GET_MIN_OFFSET => offsets::min_offset(broker, &request),
         SEARCH_OFFSET_BY_TIMESTAMP => offsets::search_offset(broker, &request).await,
         GET_EARLIEST_MSG_STORETIME => offsets::earliest_store_time(broker, &request).await,
+        INVOKE_BROKER_TO_RESET_OFFSET => offsets::reset_offset_of_queue(broker, &request).await,
         QUERY_MESSAGE => query::query_local(broker, &request).await,
         VIEW_MESSAGE_BY_ID => query::view_local(broker, &request).await,
         CONSUMER_SEND_MSG_BACK => send_back::process(broker, &request).await,
@@ -291,6 +353,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_MIN_OFFSET,
     RequestCode::SEARCH_OFFSET_BY_TIMESTAMP,
     RequestCode::GET_EARLIEST_MSG_STORETIME,
+    RequestCode::INVOKE_BROKER_TO_RESET_OFFSET,
     RequestCode::QUERY_MESSAGE,
     RequestCode::VIEW_MESSAGE_BY_ID,
     RequestCode::CONSUMER_SEND_MSG_BACK,

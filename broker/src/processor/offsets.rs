@@ -5,8 +5,8 @@ use comet_proto::headers::{
     BoundaryType, GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, GetMinOffsetRequestHeader,
     GetMinOffsetResponseHeader, QueryConsumerOffsetRequestHeader,
-    QueryConsumerOffsetResponseHeader, SearchOffsetRequestHeader, SearchOffsetResponseHeader,
-    UpdateConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader, ResetOffsetRequestHeader, SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use comet_proto::{CommandHeader, HeaderError, RemotingCommand, ResponseCode};
 use comet_store::TimeBoundary;
@@ -150,4 +150,61 @@ pub async fn earliest_store_time(
         ),
         Err(e) => RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     }
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET (222) for one queue, on its owner: the target is the
+/// explicit `offset`, the queue's max for timestamp -1, or the first message stored at or
+/// after `timestamp`; it becomes the group's committed offset and the next pull of the queue
+/// moves the consumer there. Answers the offset in the `offset` ext field.
+pub async fn reset_offset_of_queue(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match ResetOffsetRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return bad_header(request, e),
+    };
+    let Some(queue_id) = header.queue_id.filter(|queue| *queue >= 0) else {
+        return RemotingCommand::error_to(
+            request,
+            ResponseCode::INVALID_PARAMETER,
+            "queueId is required here",
+        );
+    };
+    let max = broker.store.max_offset(&header.topic, queue_id).as_i64();
+    let min = broker.store.min_offset(&header.topic, queue_id).as_i64();
+    let target = match header.offset {
+        Some(offset) if offset < min || offset > max => {
+            let remark = format!("offset {offset} is outside [{min}, {max}]");
+            return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
+        }
+        Some(offset) => offset,
+        None if header.timestamp < 0 => max,
+        None => match broker
+            .store
+            .offset_by_timestamp(
+                &header.topic,
+                queue_id,
+                header.timestamp,
+                TimeBoundary::Lower,
+            )
+            .await
+        {
+            Ok(offset) => offset.as_i64(),
+            Err(e) => {
+                return RemotingCommand::error_to(
+                    request,
+                    ResponseCode::SYSTEM_ERROR,
+                    e.to_string(),
+                )
+            }
+        },
+    };
+    broker
+        .offsets
+        .borrow_mut()
+        .reset(&header.group, &header.topic, queue_id, target);
+    let mut response = RemotingCommand::response_to(request, ResponseCode::SUCCESS);
+    response.ext_fields.insert("offset", target.to_string());
+    response
 }

@@ -39,6 +39,14 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         Ok(subscription) => subscription,
         Err(response) => return response,
     };
+    let reset = broker.offsets.borrow_mut().take_reset(
+        &header.consumer_group,
+        &header.topic,
+        header.queue_id,
+    );
+    if let Some(offset) = reset {
+        return reset_response(broker, &request, &header, offset);
+    }
     if header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
         broker.offsets.borrow_mut().commit(
             &header.consumer_group,
@@ -68,6 +76,34 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         };
     }
     respond(&request, &header, result)
+}
+
+/// A pending server-side reset: PULL_OFFSET_MOVED to the reset offset (reference 3.2).
+fn reset_response(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+    offset: i64,
+) -> RemotingCommand {
+    let response_header = PullMessageResponseHeader {
+        suggest_which_broker_id: 0,
+        next_begin_offset: offset,
+        min_offset: broker
+            .store
+            .min_offset(&header.topic, header.queue_id)
+            .as_i64(),
+        max_offset: broker
+            .store
+            .max_offset(&header.topic, header.queue_id)
+            .as_i64(),
+        offset_delta: None,
+        topic_sys_flag: Some(0),
+        group_sys_flag: Some(0),
+        forbidden_type: None,
+    };
+    RemotingCommand::response_to(request, ResponseCode::PULL_OFFSET_MOVED)
+        .with_header(&response_header)
+        .with_remark("OFFSET_RESET")
 }
 
 fn hold_time(broker: &ShardBroker, header: &PullMessageRequestHeader) -> Duration {
