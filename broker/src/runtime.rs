@@ -338,6 +338,10 @@ async fn persist_offsets(broker: &ShardBroker) {
 }
 
 async fn persist_groups(broker: &ShardBroker) {
+    // Checked here so an unchanged table costs no trip to the blocking pool every second.
+    if !broker.metadata.groups().is_changed() {
+        return;
+    }
     let metadata = broker.metadata.clone();
     if let Err(e) = comet_rt::task_class::run_blocking(move || metadata.persist_groups()).await {
         log::error!("cannot persist subscription groups: {e}");

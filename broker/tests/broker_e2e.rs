@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use comet_proto::body::{JsonBody, TopicRouteData};
 use comet_proto::headers::{
-    CreateTopicRequestHeader, GetRouteInfoRequestHeader, PullMessageRequestHeader,
-    QueryConsumerOffsetRequestHeader, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+    CreateTopicRequestHeader, GetRouteInfoRequestHeader, QueryConsumerOffsetRequestHeader,
+    SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
-use common::{send_request, Broker, Client, TempDir};
+use common::{pull_request, send_request, Broker, Client, TempDir};
 
 fn create_topic(client: &mut Client, topic: &str, queues: i32) {
     let header = CreateTopicRequestHeader {
@@ -39,40 +39,12 @@ fn create_topic(client: &mut Client, topic: &str, queues: i32) {
     );
 }
 
-fn pull_request(
-    group: &str,
-    topic: &str,
-    queue_id: i32,
-    offset: i64,
-    suspend_ms: i64,
-) -> RemotingCommand {
-    let header = PullMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        queue_offset: offset,
-        max_msg_nums: 32,
-        sys_flag: if suspend_ms > 0 { 2 | 4 } else { 4 },
-        commit_offset: 0,
-        suspend_timeout_millis: suspend_ms,
-        subscription: Some("*".into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        max_msg_bytes: None,
-        request_source: None,
-        proxy_froward_client_id: None,
-        broker_name: None,
-        logical: None,
-    };
-    RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header)
-}
-
 /// Pulls a whole queue from offset 0: returns (queue offset, body) of every message.
 fn drain_queue(client: &mut Client, topic: &str, queue_id: i32) -> Vec<(i64, Vec<u8>)> {
     let mut messages = Vec::new();
     let mut offset = 0;
     loop {
-        let response = client.call(pull_request("drain_group", topic, queue_id, offset, 0));
+        let response = client.call(pull_request("drain_group", topic, queue_id, offset, 32, 0));
         match response.response_code() {
             ResponseCode::SUCCESS => {
                 for message in decode_records(response.body.clone()) {
@@ -149,7 +121,7 @@ fn long_polling_wakes_on_arrival() {
     create_topic(&mut producer, "PollTopic", 2);
     let mut consumer = broker.client();
     let started = Instant::now();
-    consumer.send(pull_request("poll_group", "PollTopic", 1, 0, 20_000));
+    consumer.send(pull_request("poll_group", "PollTopic", 1, 0, 32, 20_000));
     std::thread::sleep(Duration::from_millis(300));
     let sent_at = Instant::now();
     let response = producer.call(send_request("PollTopic", 1, b"wake up", None, None));
@@ -382,13 +354,13 @@ fn server_side_offset_reset() {
         committed.ext_fields.optional_i64("offset").unwrap(),
         Some(0)
     );
-    let moved = client.call(pull_request("reset_group", "ResetTopic", 0, 3, 0));
+    let moved = client.call(pull_request("reset_group", "ResetTopic", 0, 3, 32, 0));
     assert_eq!(moved.response_code(), ResponseCode::PULL_OFFSET_MOVED);
     assert_eq!(
         moved.ext_fields.optional_i64("nextBeginOffset").unwrap(),
         Some(0)
     );
-    let again = client.call(pull_request("reset_group", "ResetTopic", 0, 0, 0));
+    let again = client.call(pull_request("reset_group", "ResetTopic", 0, 0, 32, 0));
     assert_eq!(again.response_code(), ResponseCode::SUCCESS);
     assert_eq!(decode_records(again.body.clone()).len(), 3);
 }

@@ -6,12 +6,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use comet_proto::headers::{
-    CreateTopicRequestHeader, PullMessageRequestHeader, SendMessageResponseHeader,
-};
+use comet_proto::headers::{CreateTopicRequestHeader, SendMessageResponseHeader};
 use comet_proto::message::decode_records;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
-use common::{send_request, Broker, Client, TempDir};
+use common::{pull_request, send_request, Broker, Client, TempDir};
 
 const QUEUES: i32 = 8;
 const SENDERS: usize = 16;
@@ -67,26 +65,14 @@ fn drain(client: &mut Client, queue_id: i32) -> Vec<(i64, String)> {
     let mut messages = Vec::new();
     let mut offset = 0;
     loop {
-        let header = PullMessageRequestHeader {
-            consumer_group: "crash_check".into(),
-            topic: "CrashTopic".into(),
+        let response = client.call(pull_request(
+            "crash_check",
+            "CrashTopic",
             queue_id,
-            queue_offset: offset,
-            max_msg_nums: 32,
-            sys_flag: 4,
-            commit_offset: 0,
-            suspend_timeout_millis: 0,
-            subscription: Some("*".into()),
-            sub_version: 0,
-            expression_type: None,
-            max_msg_bytes: None,
-            request_source: None,
-            proxy_froward_client_id: None,
-            broker_name: None,
-            logical: None,
-        };
-        let response = client
-            .call(RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header));
+            offset,
+            32,
+            0,
+        ));
         if response.response_code() != ResponseCode::SUCCESS {
             return messages;
         }

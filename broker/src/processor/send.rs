@@ -343,7 +343,7 @@ async fn append_and_respond(
     let limit = Duration::from_millis(broker.config.sync_flush_timeout_ms);
     let appended = match timeout(limit, broker.store.append(&records)).await {
         Ok(Ok(appended)) => appended,
-        Ok(Err(store_error)) => return store_error_response(request, &store_error),
+        Ok(Err(store_error)) => return store_error_response(broker, request, &store_error),
         Err(_) => {
             return error(
                 request,
@@ -378,6 +378,7 @@ async fn append_and_respond(
 
 /// Maps a store failure to the response RocketMQ gives for it.
 pub fn store_error_response(
+    broker: &ShardBroker,
     request: &RemotingCommand,
     store_error: &StoreError,
 ) -> RemotingCommand {
@@ -390,7 +391,13 @@ pub fn store_error_response(
     };
     log::warn!("send refused by the store: {store_error}");
     let mut response = error(request, code, store_error.to_string());
-    response.ext_fields.insert(EXT_MSG_REGION, "DefaultRegion");
-    response.ext_fields.insert(EXT_TRACE_ON, "true");
+    // Every send answer carries the broker's region and trace switch (trap T5), from its
+    // configuration like the success answer, not fixed strings.
+    response
+        .ext_fields
+        .insert(EXT_MSG_REGION, broker.config.region_id.clone());
+    response
+        .ext_fields
+        .insert(EXT_TRACE_ON, broker.config.trace_on.to_string());
     response
 }

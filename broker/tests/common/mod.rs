@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::{encode, FrameDecoder};
-use comet_proto::headers::SendMessageRequestHeaderV2;
+use comet_proto::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{Decoded, RemotingCommand, RequestCode};
 
@@ -266,4 +266,35 @@ pub fn send_request(
     RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, 0)
         .with_header(&header)
         .with_body(body.to_vec())
+}
+
+/// A PULL_MESSAGE for `group` with the `*` subscription in the request (sysflag bit 2), at
+/// most `max_msg_nums` messages; long-polls for `suspend_ms` when it is above 0.
+pub fn pull_request(
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+    offset: i64,
+    max_msg_nums: i32,
+    suspend_ms: i64,
+) -> RemotingCommand {
+    let header = PullMessageRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums,
+        sys_flag: if suspend_ms > 0 { 2 | 4 } else { 4 },
+        commit_offset: 0,
+        suspend_timeout_millis: suspend_ms,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        max_msg_bytes: None,
+        request_source: None,
+        proxy_froward_client_id: None,
+        broker_name: None,
+        logical: None,
+    };
+    RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header)
 }

@@ -5,12 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use comet_proto::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
+use comet_proto::headers::SendMessageRequestHeaderV2;
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::Properties;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
-use crate::common::Client;
+use crate::common::{pull_request, Client};
 
 /// A SEND_MESSAGE_V2 with the given properties, sysflag and reconsume fields.
 pub fn send_with(
@@ -49,26 +49,7 @@ pub fn pull_once(
     queue_id: i32,
     offset: i64,
 ) -> (Vec<MessageExt>, i64) {
-    let header = PullMessageRequestHeader {
-        consumer_group: "sched_check".into(),
-        topic: topic.into(),
-        queue_id,
-        queue_offset: offset,
-        max_msg_nums: 256,
-        sys_flag: 4,
-        commit_offset: 0,
-        suspend_timeout_millis: 0,
-        subscription: Some("*".into()),
-        sub_version: 0,
-        expression_type: None,
-        max_msg_bytes: None,
-        request_source: None,
-        proxy_froward_client_id: None,
-        broker_name: None,
-        logical: None,
-    };
-    let response =
-        client.call(RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header));
+    let response = client.call(pull_request("sched_check", topic, queue_id, offset, 256, 0));
     if response.response_code() != ResponseCode::SUCCESS {
         return (Vec::new(), offset);
     }
