@@ -5,6 +5,7 @@
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
 #   common: [--suites java5,java4,admin5,admin4,go] [--keep-logs]
+#   also: python, node-cpp, node-ons (C++ client 1.x via Python, C++ client 3.0 and ali-ons via npm)
 #
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
 # --against starts the broker on loopback (name server 127.0.0.1:9876, broker :10911) in a
@@ -124,6 +125,9 @@ suite_cmd() {
     admin5) echo "$HERE/java/run.sh --client 5 --suite admin --namesrv $NAMESRV" ;;
     admin4) echo "$HERE/java/run.sh --client 4 --suite admin --namesrv $NAMESRV" ;;
     go) echo "$HERE/go/run.sh --namesrv $NAMESRV --broker $BROKER" ;;
+    python) echo "$HERE/python/run.sh --namesrv $NAMESRV --broker $BROKER" ;;
+    node-cpp) echo "$HERE/node/run.sh --client cpp --namesrv $NAMESRV --broker $BROKER" ;;
+    node-ons) echo "$HERE/node/run.sh --client ons --namesrv $NAMESRV --broker $BROKER" ;;
     *) return 1 ;;
   esac
 }
@@ -134,6 +138,9 @@ suite_title() {
     admin5) echo "mqadmin (rocketmq-tools 5.x)" ;;
     admin4) echo "mqadmin (rocketmq-tools 4.9.x)" ;;
     go) echo "Go rocketmq-client-go v2" ;;
+    python) echo "C++ client 1.x (Python binding)" ;;
+    node-cpp) echo "C++ client 3.0 (rocketmq-nodejs)" ;;
+    node-ons) echo "ali-ons (pure JavaScript)" ;;
   esac
 }
 
