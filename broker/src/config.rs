@@ -242,6 +242,27 @@ impl BrokerConfig {
         Ok(true)
     }
 
+    /// True for keys whose new value the broker uses at once when changed at run time
+    /// (UPDATE_BROKER_CONFIG): they are read on every request. The others are read when the
+    /// broker starts (listeners, store, name-server links, periodic tasks) and take effect at
+    /// the next start.
+    pub fn is_live_key(key: &str) -> bool {
+        matches!(
+            key,
+            "autoCreateTopicEnable"
+                | "autoCreateSubscriptionGroup"
+                | "brokerPermission"
+                | "maxMessageSize"
+                | "syncFlushTimeout"
+                | "regionId"
+                | "traceOn"
+                | "longPollingEnable"
+                | "shortPollingTimeMills"
+                | "transactionTimeOut"
+                | "transactionCheckMax"
+        )
+    }
+
     /// The address registered with name servers and handed to clients: `brokerIP1:listenPort`.
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip, self.listen_port)

@@ -8,6 +8,7 @@
 
 pub mod clients;
 pub mod config;
+pub mod live_config;
 pub mod lock;
 pub mod metadata;
 pub mod namesrv_client;
@@ -23,5 +24,6 @@ pub mod shard;
 pub mod standalone;
 pub mod subscription;
 pub mod topic;
+pub mod traffic;
 pub mod transaction;
 pub mod validation;

@@ -1,9 +1,11 @@
 //! `comet-broker`: runs a broker, as RocketMQ's `mqbroker`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Parser;
 use comet_broker::config::BrokerConfig;
+use comet_broker::live_config::{overrides_path, read_overrides, LiveConfig};
 use comet_broker::runtime::{run, RunOptions};
 use comet_broker::standalone::DEFAULT_NAMESRV_ADDR;
 use comet_rt::fatal::{fatal, FatalReason};
@@ -45,13 +47,55 @@ struct Args {
     options: Vec<String>,
 }
 
-fn load_config(args: &Args) -> Result<BrokerConfig, String> {
-    let mut config = BrokerConfig::default();
-    let mut pairs: Vec<(String, String)> = Vec::new();
+/// The configuration in force: defaults, then the `-c` file, then the updates operators made
+/// at run time (kept under the store root by UPDATE_BROKER_CONFIG), then command-line flags.
+/// Returns it with those run-time updates, which the live config keeps adding to.
+fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), String> {
+    let mut file_pairs: Vec<(String, String)> = Vec::new();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        pairs.extend(comet_proto::java_properties::parse(&text));
+        file_pairs.extend(comet_proto::java_properties::parse(&text));
     }
+    let flag_pairs = flag_pairs(args)?;
+    // The overrides file lives under the store root, which the file or a flag may name.
+    let mut located = BrokerConfig::default();
+    located
+        .apply_pairs(
+            file_pairs
+                .iter()
+                .chain(&flag_pairs)
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        )
+        .map_err(|e| e.to_string())?;
+    let overrides = read_overrides(&located.store_root)?;
+    if !overrides.is_empty() {
+        log::info!(
+            "applying {} broker config keys changed at run time ({})",
+            overrides.len(),
+            overrides_path(&located.store_root).display()
+        );
+    }
+    let mut config = BrokerConfig::default();
+    let unknown = config
+        .apply_pairs(
+            file_pairs
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .chain(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .chain(flag_pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        )
+        .map_err(|e| e.to_string())?;
+    for key in unknown {
+        log::warn!("ignoring broker config key `{key}`: Comet does not use it");
+    }
+    if args.standalone && config.namesrv_addrs.is_empty() {
+        config.namesrv_addrs.push(DEFAULT_NAMESRV_ADDR.to_owned());
+    }
+    Ok((config, overrides))
+}
+
+/// The keys the command line sets, in order: named flags, then `-o key=value` options.
+fn flag_pairs(args: &Args) -> Result<Vec<(String, String)>, String> {
     let flags = [
         ("namesrvAddr", args.namesrv.clone()),
         ("listenPort", args.listen_port.map(|port| port.to_string())),
@@ -62,27 +106,17 @@ fn load_config(args: &Args) -> Result<BrokerConfig, String> {
         ("flushDiskType", args.flush.clone()),
         ("brokerIP1", args.broker_ip.clone()),
     ];
-    pairs.extend(
-        flags
-            .into_iter()
-            .filter_map(|(key, value)| value.map(|value| (key.to_owned(), value))),
-    );
+    let mut pairs: Vec<(String, String)> = flags
+        .into_iter()
+        .filter_map(|(key, value)| value.map(|value| (key.to_owned(), value)))
+        .collect();
     for option in &args.options {
         let (key, value) = option
             .split_once('=')
             .ok_or_else(|| format!("option {option:?} is not key=value"))?;
         pairs.push((key.trim().to_owned(), value.trim().to_owned()));
     }
-    let unknown = config
-        .apply_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .map_err(|e| e.to_string())?;
-    for key in unknown {
-        log::warn!("ignoring broker config key `{key}`: Comet does not use it");
-    }
-    if args.standalone && config.namesrv_addrs.is_empty() {
-        config.namesrv_addrs.push(DEFAULT_NAMESRV_ADDR.to_owned());
-    }
-    Ok(config)
+    Ok(pairs)
 }
 
 fn install_signal_handlers(stop: RemoteStop) {
@@ -111,7 +145,7 @@ fn install_signal_handlers(stop: RemoteStop) {
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
-    let config = load_config(&args).unwrap_or_else(|e| fatal(FatalReason::Config, &e));
+    let (config, overrides) = load_config(&args).unwrap_or_else(|e| fatal(FatalReason::Config, &e));
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let shard_count = args.cores.unwrap_or(cores).clamp(1, 128);
     let stop = RemoteStop::new();
@@ -130,7 +164,7 @@ fn main() {
         standalone: args.standalone,
         stop,
     };
-    if let Err(e) = run(config, options) {
+    if let Err(e) = run(LiveConfig::new(config, overrides), options) {
         fatal(FatalReason::StorageIo, &e);
     }
     log::info!("comet-broker stopped cleanly");

@@ -25,10 +25,12 @@ use comet_rt::ShardId;
 use comet_store::{FlushPolicy, LogId, Store, StoreConfig};
 
 use crate::config::{BrokerConfig, FlushDiskType};
+use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
 use crate::offset::{OffsetFile, OffsetTable};
 use crate::processor::{self, client};
 use crate::shard::{RequestContext, ShardBroker, ShardCall, ShardReply};
+use crate::traffic::Traffic;
 use crate::{persist, register};
 
 /// Slots per ordered pair of shards in the mesh: bounds cross-shard requests in flight, so a
@@ -38,6 +40,8 @@ pub const MESH_CAPACITY: usize = 1024;
 pub const METADATA_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// io_uring registered memory per shard (see comet_rt::pool: counts against `ulimit -l`).
 pub const SHARD_IO_MEMORY_BYTES: usize = 1024 * 1024;
+/// How often traffic counters are published and sampled (rates are per second).
+pub const TRAFFIC_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -74,7 +78,7 @@ fn store_config(config: &BrokerConfig, shard: ShardId) -> StoreConfig {
 }
 
 /// Runs the broker until `options.stop` is tripped; returns once every shard stopped.
-pub fn run(config: BrokerConfig, options: RunOptions) -> Result<(), String> {
+pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), String> {
     let shard_count = options.shard_count;
     assert!(shard_count >= 1);
     crate::schedule::parse_delay_levels(&config.message_delay_levels).map_err(|e| e.to_string())?;
@@ -107,6 +111,7 @@ pub fn run(config: BrokerConfig, options: RunOptions) -> Result<(), String> {
     };
     let start = Arc::new(ShardStart {
         config,
+        traffic: Arc::new(Traffic::new(shard_count)),
         metadata,
         unique_keys,
         listen: reservation.addr(),
@@ -149,7 +154,8 @@ fn random_i32() -> i32 {
 }
 
 struct ShardStart {
-    config: Arc<BrokerConfig>,
+    config: Arc<LiveConfig>,
+    traffic: Arc<Traffic>,
     metadata: Arc<Metadata>,
     unique_keys: Arc<UniqueKeyGenerator>,
     listen: SocketAddr,
@@ -178,8 +184,7 @@ async fn run_shard(
         mesh: OnceCell::new(),
         boot_timestamp_ms: comet_rt::clock::wall_clock_ms(),
         queue_cursor: Cell::new(u32::from(shard.0)),
-        forwarded_requests: Cell::new(0),
-        local_requests: Cell::new(0),
+        traffic: start.traffic.clone(),
     });
     load_offsets(&broker).await;
     let peer = mesh
@@ -377,6 +382,15 @@ fn spawn_housekeeping(
             persist_offsets(&offsets_broker).await;
         }
     });
+    let traffic_broker = broker.clone();
+    let traffic_stop = stop.clone();
+    spawn_detached(TaskClass::Housekeeping, async move {
+        // The first sample is taken at start-up, so rates count from boot.
+        while !traffic_stop.is_triggered() {
+            sample_traffic(&traffic_broker);
+            sleep(TRAFFIC_SAMPLE_INTERVAL).await;
+        }
+    });
     if broker.shard.0 != 0 {
         return None;
     }
@@ -385,6 +399,21 @@ fn spawn_housekeeping(
     Some(spawn(TaskClass::Housekeeping, async move {
         metadata_loop(&broker, &stop, unregister_at_stop).await
     }))
+}
+
+/// Publishes this shard's stored-message count; shard 0 then records the broker-wide totals
+/// for the rates GET_BROKER_RUNTIME_INFO reports (a shard's count may be up to one interval
+/// old in that sample, which evens out over the 10 s and longer windows).
+fn sample_traffic(broker: &ShardBroker) {
+    broker
+        .traffic()
+        .set_put(broker.store.stats().appended_records);
+    if broker.shard.0 == 0 {
+        let now_ms = comet_rt::clock::wall_clock_ms();
+        broker
+            .traffic
+            .sample(now_ms, crate::traffic::local_day(now_ms));
+    }
 }
 
 /// Shard 0: registration (every period, and within a second of a topic change), metadata
@@ -437,11 +466,10 @@ async fn shutdown_shard(broker: &ShardBroker) -> Result<(), String> {
         .shutdown()
         .await
         .map_err(|e| format!("{}: store shutdown: {e}", broker.shard))?;
+    let (in_place, forwarded) = broker.traffic().requests();
     log::info!(
-        "{} stopped ({} requests handled in place, {} handed to other shards)",
+        "{} stopped ({in_place} requests handled in place, {forwarded} handed to other shards)",
         broker.shard,
-        broker.local_requests.get(),
-        broker.forwarded_requests.get()
     );
     Ok(())
 }

@@ -16,10 +16,11 @@ use comet_rt::mesh::MeshPeer;
 use comet_rt::ShardId;
 use comet_store::Store;
 
-use crate::config::BrokerConfig;
+use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
 use crate::offset::OffsetTable;
 use crate::ownership::owner_shard;
+use crate::traffic::{ShardTraffic, Traffic};
 
 /// Who sent a request: the connection it arrived on. Plain data, so it can cross shards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,8 +69,9 @@ pub struct ShardBroker {
     pub shard: ShardId,
     /// Number of shards.
     pub shard_count: usize,
-    /// Start-up configuration (shared, immutable).
-    pub config: Arc<BrokerConfig>,
+    /// The configuration as it is now (shared; dereferences to a `BrokerConfig`, changes
+    /// with UPDATE_BROKER_CONFIG).
+    pub config: Arc<LiveConfig>,
     /// Broker-wide tables.
     pub metadata: Arc<Metadata>,
     /// This shard's store (its own commit log).
@@ -88,10 +90,8 @@ pub struct ShardBroker {
     pub boot_timestamp_ms: i64,
     /// Round-robin cursor for sends that let the broker pick the queue.
     pub queue_cursor: Cell<u32>,
-    /// Requests this shard handed to another shard (for the crossed-cores ratio).
-    pub forwarded_requests: Cell<u64>,
-    /// Requests this shard handled for its own connections.
-    pub local_requests: Cell<u64>,
+    /// Broker-wide traffic counters (this shard writes only its own slot).
+    pub traffic: Arc<Traffic>,
 }
 
 impl ShardBroker {
@@ -103,6 +103,11 @@ impl ShardBroker {
     /// True when this shard owns `(topic, queue_id)`.
     pub fn owns(&self, topic: &str, queue_id: i32) -> bool {
         self.owner_of(topic, queue_id) == self.shard
+    }
+
+    /// This shard's traffic counters.
+    pub fn traffic(&self) -> &ShardTraffic {
+        self.traffic.shard(self.shard.index())
     }
 
     /// The mesh; present once start-up finished.

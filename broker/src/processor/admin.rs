@@ -15,10 +15,11 @@ use comet_proto::headers::{
     GetTopicStatsInfoRequestHeader, QueryConsumerOffsetRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
 };
-use comet_proto::{java_properties, CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::processor::call_owner;
 use crate::shard::ShardBroker;
+use crate::traffic::format_tps;
 use crate::validation;
 
 use super::error;
@@ -375,30 +376,45 @@ pub fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) -> Remot
     ok(request).with_body(GroupList { group_list }.encode())
 }
 
-/// GET_BROKER_CONFIG (26): the configuration as Java properties text.
-pub fn broker_config(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let pairs = broker.config.to_pairs();
-    let text = java_properties::write(pairs.iter().map(|(key, value)| (*key, value.as_str())));
-    ok(request).with_body(text.into_bytes())
-}
-
 /// GET_BROKER_RUNTIME_INFO (28): a KVTable of string figures, under the keys RocketMQ's
-/// `brokerStatus` prints (commit-log figures are this shard's log; every shard has one).
+/// `brokerStatus` prints and `clusterList` reads. Traffic figures are broker-wide (every
+/// shard); commit-log offsets are this shard's log (every shard has one).
 pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let stats = broker.store.stats();
-    let figures: [(&str, String); 14] = [
+    let traffic = broker.traffic.report();
+    let requests = traffic.now.in_place + traffic.now.forwarded;
+    let forwarded_percent = if requests == 0 {
+        0.0
+    } else {
+        traffic.now.forwarded as f64 * 100.0 / requests as f64
+    };
+    let figures: [(&str, String); 19] = [
         ("brokerVersionDesc", "V5_3_3".to_owned()),
         (
             "brokerVersion",
             comet_proto::code::version::CURRENT.to_string(),
         ),
         ("bootTimestamp", broker.boot_timestamp_ms.to_string()),
-        ("msgPutTotalTodayNow", stats.appended_records.to_string()),
-        ("msgGetTotalTodayNow", "0".to_owned()),
-        ("msgPutTotalYesterdayMorning", "0".to_owned()),
-        ("msgPutTotalTodayMorning", "0".to_owned()),
-        ("putTps", "0.0 0.0 0.0".to_owned()),
-        ("getTransferredTps", "0.0 0.0 0.0".to_owned()),
+        ("msgPutTotalTodayNow", traffic.now.put.to_string()),
+        ("msgGetTotalTodayNow", traffic.now.got.to_string()),
+        (
+            "msgPutTotalTodayMorning",
+            traffic.today_morning.put.to_string(),
+        ),
+        (
+            "msgGetTotalTodayMorning",
+            traffic.today_morning.got.to_string(),
+        ),
+        (
+            "msgPutTotalYesterdayMorning",
+            traffic.yesterday_morning.put.to_string(),
+        ),
+        (
+            "msgGetTotalYesterdayMorning",
+            traffic.yesterday_morning.got.to_string(),
+        ),
+        ("putTps", format_tps(&traffic.put_tps)),
+        ("getTransferredTps", format_tps(&traffic.got_tps)),
         (
             "commitLogMaxOffset",
             broker.store.durable_end_offset().as_i64().to_string(),
@@ -410,6 +426,15 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         ("dispatchBehindBytes", "0".to_owned()),
         ("shardCount", broker.shard_count.to_string()),
         ("fdatasyncCount", stats.fdatasyncs.to_string()),
+        ("requestsHandledInPlace", traffic.now.in_place.to_string()),
+        (
+            "requestsForwardedToOwnerShard",
+            traffic.now.forwarded.to_string(),
+        ),
+        (
+            "requestsForwardedPercent",
+            format!("{forwarded_percent:.2}"),
+        ),
     ];
     let table = figures
         .into_iter()

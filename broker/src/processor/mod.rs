@@ -8,6 +8,7 @@
 //! runs on its target.
 
 pub mod admin;
+pub mod broker_config;
 pub mod client;
 pub mod end_transaction;
 pub mod offsets;
@@ -136,14 +137,12 @@ async fn on_shard(
     request: RemotingCommand,
 ) -> Option<RemotingCommand> {
     if target == broker.shard {
-        broker.local_requests.set(broker.local_requests.get() + 1);
+        broker.traffic().add_in_place();
         // Boxed: admin processors call back into routing for per-queue figures, and the
         // cycle needs one indirection to have a finite future type.
         return Box::pin(handle_local(broker, context, request)).await;
     }
-    broker
-        .forwarded_requests
-        .set(broker.forwarded_requests.get() + 1);
+    broker.traffic().add_forwarded();
     let opaque = request.opaque;
     let serialize_type = request.serialize_type;
     match broker
@@ -317,7 +316,8 @@ pub async fn handle_local(
         GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
         GET_PRODUCER_CONNECTION_LIST => admin::producer_connections(broker, &request),
         QUERY_TOPIC_CONSUME_BY_WHO => admin::consumed_by_who(broker, &request),
-        GET_BROKER_CONFIG => admin::broker_config(broker, &request),
+        GET_BROKER_CONFIG => broker_config::get(broker, &request),
+        UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
         GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
         GET_TOPIC_CONFIG => admin::topic_config(broker, &request),
         _ => RemotingCommand::not_supported_to(&request),
@@ -377,6 +377,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_PRODUCER_CONNECTION_LIST,
     RequestCode::QUERY_TOPIC_CONSUME_BY_WHO,
     RequestCode::GET_BROKER_CONFIG,
+    RequestCode::UPDATE_BROKER_CONFIG,
     RequestCode::GET_BROKER_RUNTIME_INFO,
     RequestCode::GET_TOPIC_CONFIG,
 ];

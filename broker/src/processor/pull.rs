@@ -75,6 +75,9 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
             Err(response) => return error(&request, ResponseCode::SYSTEM_ERROR, response),
         };
     }
+    if result.status == GetStatus::Found {
+        broker.traffic().add_got(result.records.len() as u64);
+    }
     respond(&request, &header, result)
 }
 
