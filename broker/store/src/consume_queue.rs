@@ -223,16 +223,21 @@ impl ConsumeQueue {
             ));
         }
         let start = start_byte / CQ_ENTRY_BYTES;
-        let file = DirectFile::open(&path, OpenMode::ReadWrite, faults.clone()).await?;
-        let bytes = file.read_at(0, to_index(file_bytes)).await?;
-        if self.entries.is_empty() {
+        // The first file (by start) fixes the base, even when it holds no entry: a flush
+        // killed after creating its files but before writing them leaves empty files, and
+        // letting a later file become the base would put the queue's max above records that
+        // recovery then rejects as stale, ending the commit log early.
+        if self.files.is_empty() {
             self.base = start;
             self.min = start;
         } else if start != self.max_offset() {
-            // A gap between files (or data after a torn file): later files are not trusted;
-            // recovery rebuilds from the commit log.
+            // A gap between files (or data after a short or torn file): later files are not
+            // trusted; recovery rebuilds their entries from the commit log.
             return Ok(());
         }
+        let file = DirectFile::open(&path, OpenMode::ReadWrite, faults.clone()).await?;
+        let bytes = file.read_at(0, to_index(file_bytes)).await?;
+        assert_eq!(self.max_offset(), start, "loaded entries are dense");
         for raw in bytes.chunks_exact(to_index(CQ_ENTRY_BYTES)) {
             match CqEntry::decode(raw) {
                 Some(entry) => self.entries.push_back(entry),

@@ -5,6 +5,10 @@
 //! re-verified), checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that
 //! its queue offset continues its queue), and ends the log at the first record that fails.
 //! Consume queues and the index are cut back to the scan start and rebuilt from the scan.
+//! The checkpoint promises every consume-queue entry of records below its dispatch position
+//! is on disk; if a scanned record shows a queue's loaded entries fall short of that (it
+//! skips offsets), every queue is cut back to the oldest segment and the whole log is
+//! rescanned, so a short queue file never hides records behind placeholders.
 //! After a crash the bytes past the end are zeroed (as far as one flush can have reached), so
 //! a torn write can never reappear behind newer records.
 
@@ -171,7 +175,15 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         scan_start = scan_start.min(last);
     }
     truncate_derived(&mut queues, &mut index, config, scan_start);
-    let end = scan(config, &segments, scan_start, &mut queues, &mut index).await?;
+    let end = scan_with_rebuild(
+        config,
+        layout,
+        &segments,
+        scan_start,
+        &mut queues,
+        &mut index,
+    )
+    .await?;
     if crashed {
         zero_past_end(config, &segments, end).await?;
     }
@@ -267,23 +279,65 @@ fn truncate_derived(queues: &mut Queues, index: &mut KeyIndex, config: &StoreCon
     index.truncate_from(at);
 }
 
-/// Scans and dispatches records from `start`; returns the end of valid data.
+/// Scans from `scan_start`; if the consume queues prove shorter than the checkpoint said,
+/// cuts them back to the oldest segment and scans the whole log instead. Returns the end.
+async fn scan_with_rebuild(
+    config: &StoreConfig,
+    layout: &Layout,
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
+    scan_start: u64,
+    queues: &mut Queues,
+    index: &mut KeyIndex,
+) -> Result<u64, StoreError> {
+    let what = match scan(config, segments, scan_start, queues, index, true).await? {
+        ScanEnd::At(end) => return Ok(end),
+        ScanEnd::QueueGap(what) => what,
+    };
+    // Placeholders would hide records the log still has: rebuild instead (slow, but only
+    // when a consume-queue file lost entries it had synced).
+    let first = segments.keys().next().copied().unwrap_or(0);
+    log::error!("consume queues short of the checkpoint ({what}); rebuilding from {first}");
+    truncate_derived(queues, index, config, first);
+    match scan(config, segments, first, queues, index, false).await? {
+        ScanEnd::At(end) => Ok(end),
+        ScanEnd::QueueGap(what) => Err(StoreError::corrupt(&layout.commit_log, what)),
+    }
+}
+
+/// How a scan ended.
+enum ScanEnd {
+    /// Valid data ends here.
+    At(u64),
+    /// A record skips queue offsets its (non-empty) consume queue lacks: the queue on disk
+    /// is shorter than the checkpoint says, and the scan must restart earlier.
+    QueueGap(String),
+}
+
+/// Scans and dispatches records from `start`. With `stop_at_gap`, a record skipping
+/// offsets of a non-empty queue stops the scan; without, the gap becomes placeholders.
 async fn scan(
     config: &StoreConfig,
     segments: &BTreeMap<u64, Rc<DirectFile>>,
     start: u64,
     queues: &mut Queues,
     index: &mut KeyIndex,
-) -> Result<u64, StoreError> {
+    stop_at_gap: bool,
+) -> Result<ScanEnd, StoreError> {
     let mut position = start;
+    let mut scanner = Scanner {
+        config,
+        queues,
+        index,
+        stop_at_gap,
+    };
     loop {
         let segment_start = position - position % config.segment_bytes;
         let Some(file) = segments.get(&segment_start) else {
-            return Ok(position);
+            return Ok(ScanEnd::At(position));
         };
         let segment_end = segment_start + config.segment_bytes;
-        match scan_segment(config, file, segment_start, position, queues, index).await? {
-            SegmentScan::EndsAt(end) => return Ok(end),
+        match scanner.segment(file, segment_start, position).await? {
+            SegmentScan::Ends(end) => return Ok(end),
             SegmentScan::Continues => position = segment_end,
         }
         comet_rt::local::yield_if_needed().await;
@@ -291,48 +345,64 @@ async fn scan(
 }
 
 enum SegmentScan {
-    EndsAt(u64),
+    Ends(ScanEnd),
     Continues,
 }
 
-async fn scan_segment(
-    config: &StoreConfig,
-    file: &DirectFile,
-    segment_start: u64,
-    from: u64,
-    queues: &mut Queues,
-    index: &mut KeyIndex,
-) -> Result<SegmentScan, StoreError> {
-    let segment_end = segment_start + config.segment_bytes;
-    let mut position = from;
-    let mut window_start = position;
-    let mut window: Vec<u8> = Vec::new();
-    loop {
-        let offset = to_index(position - window_start);
-        let available = &window[offset.min(window.len())..];
-        match check_record(config, available, position, segment_end, queues) {
-            Check::NeedMore(length) => {
-                let read_length = length.max(RECOVERY_READ_BYTES);
-                let read_length = read_length.min(to_index(segment_end - position));
-                if length > read_length {
-                    return Ok(SegmentScan::EndsAt(position));
+/// What a scan dispatches into, and how it treats gaps.
+struct Scanner<'a> {
+    config: &'a StoreConfig,
+    queues: &'a mut Queues,
+    index: &'a mut KeyIndex,
+    stop_at_gap: bool,
+}
+
+impl Scanner<'_> {
+    /// Scans one segment from `from`.
+    async fn segment(
+        &mut self,
+        file: &DirectFile,
+        segment_start: u64,
+        from: u64,
+    ) -> Result<SegmentScan, StoreError> {
+        let config = self.config;
+        let segment_end = segment_start + config.segment_bytes;
+        let ends_at = |position| Ok(SegmentScan::Ends(ScanEnd::At(position)));
+        let mut position = from;
+        let mut window_start = position;
+        let mut window: Vec<u8> = Vec::new();
+        loop {
+            let offset = to_index(position - window_start);
+            let available = &window[offset.min(window.len())..];
+            match check_record(config, available, position, segment_end, self.queues) {
+                Check::NeedMore(length) => {
+                    let read_length = length.max(RECOVERY_READ_BYTES);
+                    let read_length = read_length.min(to_index(segment_end - position));
+                    if length > read_length {
+                        return ends_at(position);
+                    }
+                    window = file.read_at(position - segment_start, read_length).await?;
+                    window_start = position;
+                    if window.len() < length {
+                        return ends_at(position);
+                    }
                 }
-                window = file.read_at(position - segment_start, read_length).await?;
-                window_start = position;
-                if window.len() < length {
-                    return Ok(SegmentScan::EndsAt(position));
+                Check::Blank => return Ok(SegmentScan::Continues),
+                Check::Invalid(reason) => {
+                    log::warn!("commit log ends at {position}: {reason}");
+                    return ends_at(position);
                 }
-            }
-            Check::Blank => return Ok(SegmentScan::Continues),
-            Check::Invalid(reason) => {
-                log::warn!("commit log ends at {position}: {reason}");
-                return Ok(SegmentScan::EndsAt(position));
-            }
-            Check::Valid(size) => {
-                let view = RecordView::parse(&available[..size]).expect("checked");
-                dispatch_record(&view, position, queues, index, config);
-                position += size as u64;
-                comet_rt::local::yield_if_needed().await;
+                Check::Gap { what, .. } if self.stop_at_gap => {
+                    return Ok(SegmentScan::Ends(ScanEnd::QueueGap(format!(
+                        "{what} at log position {position}"
+                    ))));
+                }
+                Check::Valid(size) | Check::Gap { size, .. } => {
+                    let view = RecordView::parse(&available[..size]).expect("checked");
+                    dispatch_record(&view, position, self.queues, self.index, config);
+                    position += size as u64;
+                    comet_rt::local::yield_if_needed().await;
+                }
             }
         }
     }
@@ -343,6 +413,11 @@ enum Check {
     Blank,
     Invalid(String),
     Valid(usize),
+    /// Valid, but it skips offsets its non-empty queue lacks.
+    Gap {
+        size: usize,
+        what: String,
+    },
 }
 
 /// Verifies the record at the start of `bytes` (at log `position`).
@@ -387,22 +462,48 @@ fn check_record(
             view.physical_offset()
         ));
     }
-    if !continues_queue(&view, queues) {
-        return Check::Invalid(format!("queue offset {} is stale", view.queue_offset()));
+    match queue_continuation(&view, queues) {
+        Continuation::Stale => {
+            Check::Invalid(format!("queue offset {} is stale", view.queue_offset()))
+        }
+        Continuation::Gap(max) => Check::Gap {
+            size,
+            what: format!(
+                "{}/{} offset {} follows max {max}",
+                view.topic(),
+                view.queue_id(),
+                view.queue_offset()
+            ),
+        },
+        Continuation::Next => Check::Valid(size),
     }
-    Check::Valid(size)
 }
 
-fn continues_queue(view: &RecordView<'_>, queues: &Queues) -> bool {
+enum Continuation {
+    /// The record continues its queue (or gets no queue entry).
+    Next,
+    /// Its offset is below the queue's max: left from before a truncation.
+    Stale,
+    /// Its offset lies past the max of a queue holding entries (the max).
+    Gap(u64),
+}
+
+fn queue_continuation(view: &RecordView<'_>, queues: &Queues) -> Continuation {
     let transaction = view.sysflag() & (0x3 << 2);
     if transaction == 0x1 << 2 || transaction == 0x3 << 2 {
-        return true;
+        return Continuation::Next;
     }
     let max = queues
         .get(view.topic())
         .and_then(|queues| queues.get(&view.queue_id()))
         .map_or(0, |queue| queue.consume_queue.max_offset());
-    u64::try_from(view.queue_offset()).is_ok_and(|offset| offset >= max)
+    match u64::try_from(view.queue_offset()) {
+        Ok(offset) if offset == max => Continuation::Next,
+        // A queue without entries may start anywhere (its older records were deleted).
+        Ok(offset) if offset > max && max == 0 => Continuation::Next,
+        Ok(offset) if offset > max => Continuation::Gap(max),
+        _ => Continuation::Stale,
+    }
 }
 
 /// Zeroes what the last, possibly torn, flush may have written past `end`.

@@ -168,3 +168,95 @@ fn torn_checkpoint_copy() {
     file.sync_all().expect("sync");
     reopen_and_check(&config, RECORDS);
 }
+
+// Proves the crash-test loss (acknowledged records gone, queue max 0) cannot recur: a
+// consume-queue flush that created a queue's first two files and was killed before writing
+// either leaves both empty; loading them must not start the queue at the second file (which
+// made recovery call every record below it "stale" and end the commit log at the first one).
+#[test]
+fn empty_consume_queue_files_from_a_killed_flush() {
+    let dir = TestDir::new("crash-empty-cq");
+    let mut config = small_config(&dir.path);
+    // No lazy flush after the one at open: the files below stand for the only flush.
+    config.cq_flush_interval_ms = 3_600_000;
+    let records: u64 = 1100;
+    assert!(
+        records > config.cq_entries_per_file,
+        "entries reach the second file"
+    );
+    comet_rt::local::run_local("empty-cq-writer", async {
+        let store = Store::open(config.clone()).await.expect("open");
+        for index in 0..records {
+            let one = record("Crash", 0, &body(index, 100), "");
+            store.append(&[one]).await.expect("append");
+        }
+    });
+    let queue_dir = dir.path.join("consumequeue/Crash/0");
+    std::fs::create_dir_all(&queue_dir).expect("queue dir");
+    let second_file_byte = config.cq_entries_per_file * 20;
+    for start_byte in [0, second_file_byte] {
+        std::fs::File::create(queue_dir.join(format!("{start_byte:020}"))).expect("file");
+    }
+    reopen_and_read_all(&config, records);
+}
+
+// Proves recovery does not hide acknowledged records behind placeholders when a consume
+// queue on disk holds fewer entries than the checkpoint promises (here its file lost the
+// entries from 500 on): the scan meets a record that skips offsets and rebuilds every queue
+// from the oldest segment.
+#[test]
+fn short_consume_queue_is_rebuilt_from_the_log() {
+    let dir = TestDir::new("crash-short-cq");
+    let mut config = small_config(&dir.path);
+    let (first_run, second_run): (u64, u64) = (1000, 100);
+    let append_range = |config: &StoreConfig, range: std::ops::Range<u64>, crash: bool| {
+        comet_rt::local::run_local("short-cq-writer", async move {
+            let store = Store::open(config.clone()).await.expect("open");
+            for index in range {
+                let one = record("Crash", 0, &body(index, 300), "");
+                store.append(&[one]).await.expect("append");
+            }
+            if !crash {
+                store.shutdown().await.expect("shutdown");
+            }
+        })
+    };
+    // A clean run: queue files and checkpoint cover every record.
+    append_range(&config, 0..first_run, false);
+    // A crashed run with no lazy flush: its records lie past the checkpoint.
+    config.cq_flush_interval_ms = 3_600_000;
+    append_range(&config, first_run..first_run + second_run, true);
+    let queue_file = dir.path.join("consumequeue/Crash/0/00000000000000000000");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(queue_file)
+        .expect("queue file");
+    file.seek(SeekFrom::Start(500 * 20)).expect("seek");
+    file.write_all(&[0u8; 524 * 20]).expect("zero");
+    file.sync_all().expect("sync");
+    reopen_and_read_all(&config, first_run + second_run);
+}
+
+/// Reopens and reads queue Crash/0 back, checking each of `records` records at its offset.
+fn reopen_and_read_all(config: &StoreConfig, records: u64) {
+    comet_rt::local::run_local("reread", async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        assert_eq!(store.max_offset("Crash", 0), QueueOffset(records));
+        assert_eq!(store.min_offset("Crash", 0), QueueOffset(0));
+        let mut offset = QueueOffset(0);
+        while offset.0 < records {
+            let got = store
+                .get_messages("Crash", 0, offset, 1000, 1 << 20, MessageFilter::All)
+                .await
+                .expect("get");
+            assert_eq!(got.status, GetStatus::Found, "at {offset:?}");
+            for bytes in &got.records {
+                let view = RecordView::parse(bytes).expect("parse");
+                assert_eq!(view.queue_offset(), offset.as_i64());
+                assert_eq!(&view.body()[..8], &offset.0.to_be_bytes());
+                offset.0 += 1;
+            }
+        }
+        store.shutdown().await.expect("shutdown");
+    });
+}
