@@ -130,3 +130,70 @@ fn fallback_send_past_the_limit_goes_to_the_dead_letter_queue() {
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].0.body.as_ref(), b"late");
 }
+
+/// A CONSUMER_SEND_MSG_BACK frame as npm ali-ons 3.12.0 writes it (header layout of the
+/// frames captured from that client: language JAVA, version 121, numbers and booleans
+/// unquoted), with `offset` as JavaScript prints a commit-log offset it holds in a double.
+fn ali_ons_send_back(offset_text: &str, group: &str, topic: &str) -> RemotingCommand {
+    let header = format!(
+        "{{\"code\":36,\"language\":\"JAVA\",\"opaque\":7,\"flag\":0,\"version\":121,\
+         \"extFields\":{{\"offset\":{offset_text},\"group\":\"{group}\",\"delayLevel\":0,\
+         \"originMsgId\":\"7F000001000078BF000000000004A926\",\"originTopic\":\"{topic}\",\
+         \"unitMode\":false,\"maxReconsumeTimes\":16}}}}"
+    );
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    frame.extend_from_slice(header.as_bytes());
+    comet_proto::frame::decode_frame_payload(frame.into()).expect("the frame decodes")
+}
+
+// Proves a send-back from a JavaScript client finds its message on a shard whose offsets
+// exceed 2^53: ali-ons rounds commitLogOffset to a double (log 1 starts at 2^56, where
+// doubles are 16 apart) and sends that double's shortest decimal; the broker stores the retry
+// anyway, with the original body and a raised reconsume count. It failed with "look message
+// by offset failed" before the broker searched within the rounding distance.
+#[test]
+fn javascript_rounded_offset_still_finds_the_message() {
+    let directory = TempDir::new("e2e-retry-js");
+    let broker = Broker::start(&directory.0, 2, &["-o", "messageDelayLevel=1s 1s 1s"]);
+    let mut client = broker.client();
+    let topic = "JsRetryTopic";
+    let mut found = None;
+    'search: for round in 0..8usize {
+        for queue_id in 0..4i32 {
+            let pad = "x".repeat(round * 3 + queue_id as usize);
+            let body = format!("js-{round}-{queue_id}-{pad}");
+            let response = client.call(send_with(
+                topic,
+                queue_id,
+                body.as_bytes(),
+                &Properties::new(),
+                0,
+                "pg",
+            ));
+            assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+            for message in drain(&mut client, topic, queue_id) {
+                let offset = message.commit_log_offset;
+                if offset >> 56 == 1 && (offset as f64) as i64 != offset {
+                    found = Some(message);
+                    break 'search;
+                }
+            }
+        }
+    }
+    let message = found.expect("a message on log 1 at an offset no double holds exactly");
+    let rounded = format!("{}", message.commit_log_offset as f64);
+    assert_ne!(rounded, message.commit_log_offset.to_string());
+    let response = client.call(ali_ons_send_back(&rounded, "js_cg", topic));
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    let retried = collect(&mut client, "%RETRY%js_cg", 0, 1, Duration::from_secs(10));
+    assert_eq!(retried.len(), 1, "the retry never came");
+    assert_eq!(retried[0].0.body, message.body);
+    assert_eq!(retried[0].0.reconsume_times, 1);
+    assert_eq!(retried[0].0.property(names::RETRY_TOPIC), Some(topic));
+}

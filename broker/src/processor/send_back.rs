@@ -8,6 +8,13 @@
 //!
 //! The same limit is applied to the Java client's fallback path (a plain send to the retry
 //! topic): [`dead_letter_on_send`].
+//!
+//! JavaScript clients (npm `ali-ons`) hold `commitLogOffset` in a double, exact only below
+//! 2^53; a physical offset of log 1 or above (log id in bits 56..62) reaches them rounded and
+//! comes back as the shortest decimal of that double, up to one unit in the last place (ulp:
+//! 16 for log 1, 1024 for log 127) away from the record. When the offset as sent names no
+//! record, the positions within one ulp of it are tried, nearest first, and a record counts
+//! only if its own PHYSICALOFFSET field says it lives there (see [`lookup`]).
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::headers::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
@@ -19,6 +26,9 @@ use comet_store::PhysicalOffset;
 use crate::schedule::rewrite::{retarget, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
 use crate::validation;
+
+/// Largest value a double (a JavaScript number) holds exactly: 2^53.
+const F64_EXACT_MAX: i64 = 1 << 53;
 
 /// `maxReconsumeTimes` when neither the request nor the group sets one.
 pub const MAX_RECONSUME_TIMES_DEFAULT: i32 = 16;
@@ -58,11 +68,7 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
     if group.retry_queue_nums <= 0 {
         return RemotingCommand::response_to(request, ResponseCode::SUCCESS);
     }
-    let record = match PhysicalOffset::from_i64(header.offset) {
-        Some(physical) => broker.store.read_record(physical).await.ok().flatten(),
-        None => None,
-    };
-    let Some(record) = record else {
+    let Some(record) = lookup(broker, header.offset).await else {
         let remark = format!("look message by offset failed, {}", header.offset);
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     };
@@ -89,6 +95,41 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         Ok(()) => RemotingCommand::response_to(request, ResponseCode::SUCCESS),
         Err(remark) => error(request, ResponseCode::SYSTEM_ERROR, remark),
     }
+}
+
+/// The record at `offset`, or, past 2^53, the one a double-rounded `offset` stands for.
+async fn lookup(broker: &ShardBroker, offset: i64) -> Option<comet_proto::bytes::Bytes> {
+    let physical = PhysicalOffset::from_i64(offset)?;
+    if let Some(record) = broker.store.read_record(physical).await.ok().flatten() {
+        return Some(record);
+    }
+    for candidate in rounding_candidates(offset) {
+        let Some(physical) = PhysicalOffset::from_i64(candidate) else {
+            continue;
+        };
+        let Some(record) = broker.store.read_record(physical).await.ok().flatten() else {
+            continue;
+        };
+        // Away from a record boundary the bytes may still parse by chance; a record's own
+        // PHYSICALOFFSET field is where it was stored.
+        if RecordView::parse(&record).is_ok_and(|view| view.physical_offset() == candidate) {
+            return Some(record);
+        }
+    }
+    None
+}
+
+/// The other values within one ulp of `offset` as a double, nearest first; none below 2^53,
+/// where doubles are exact.
+fn rounding_candidates(offset: i64) -> impl Iterator<Item = i64> {
+    let ulp = if offset < F64_EXACT_MAX {
+        0
+    } else {
+        // A double has 52 fraction bits: its spacing at 2^e is 2^(e - 52).
+        let exponent = 63 - offset.leading_zeros() as i64;
+        1i64 << (exponent - 52)
+    };
+    (1..=ulp).flat_map(move |distance| [offset - distance, offset.saturating_add(distance)])
 }
 
 fn next_queue(broker: &ShardBroker, queue_nums: i32) -> i32 {
@@ -197,4 +238,34 @@ pub fn dead_letter_on_send(
     let rewritten = Rewritten { topic, queue_id: 0 };
     retarget(request, &rewritten, &properties);
     Some((rewritten, created))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the search covers what a double does to an offset: below 2^53 nothing is tried;
+    // past it, the true offset is among the candidates of the value JavaScript sends back
+    // (the shortest decimal of the rounded double), for log 1 and for the largest log id.
+    #[test]
+    fn candidates_cover_the_double_rounding() {
+        assert_eq!(rounding_candidates(F64_EXACT_MAX - 1).count(), 0);
+        for log_id in [1i64, 2, 127] {
+            for position in [293_105i64, 7, (1 << 40) + 12_345] {
+                let offset = (log_id << 56) | position;
+                let sent: i64 = format!("{}", offset as f64).parse().expect("an integer");
+                let candidates: Vec<i64> = rounding_candidates(sent).collect();
+                assert!(
+                    sent == offset || candidates.contains(&offset),
+                    "{offset} not reached from {sent}"
+                );
+                assert!(candidates.len() <= 2048);
+            }
+        }
+        let first: Vec<i64> = rounding_candidates(1 << 56).take(4).collect();
+        assert_eq!(
+            first,
+            [(1 << 56) - 1, (1 << 56) + 1, (1 << 56) - 2, (1 << 56) + 2]
+        );
+    }
 }

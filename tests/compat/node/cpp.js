@@ -24,14 +24,18 @@ async function startProducer(env, scenario) {
 }
 
 // Members of one group need distinct instance names, or they would share a client id.
+// A collector with retryFirst(rec) answers ack.done(false) to the first delivery of the
+// messages it picks, so the client sends them back for a later retry.
 async function startConsumer(env, group, member, topic, expr, collector) {
   const pc = new PushConsumer(group, `${group}_${member}`,
     { nameServer: env.namesrv, threadCount: 2, logLevel: LOG_LEVEL });
   pc.subscribe(topic, expr);
   pc.on('message', (msg, ack) => {
-    collector.add({ cid: c.cidOfBody(msg.body), topic: msg.topic, tags: msg.tags, keys: msg.keys,
-      body: msg.body, msgId: msg.msgId, props: null });
-    ack.done();
+    const rec = { cid: c.cidOfBody(msg.body), topic: msg.topic, tags: msg.tags, keys: msg.keys,
+      body: msg.body, msgId: msg.msgId, props: null };
+    const first = !collector.cids.has(rec.cid);
+    collector.add(rec);
+    ack.done(!(first && collector.retryFirst && collector.retryFirst(rec)));
   });
   await pc.start();
   env.started.push(() => pc.shutdown());
@@ -101,10 +105,44 @@ async function pushClustering(env, scenario) {
   return `${detail}, split ${a.distinct()}/${b.distinct()}`;
 }
 
+// A new group that starts after the messages were stored still gets all of them.
+async function lateConsumer(env, scenario) {
+  const topic = c.createTopic(env, c.name(env, 't', scenario));
+  const p = await startProducer(env, scenario);
+  const msgs = c.makeMessages(env, topic, 40, [ 'TagA' ]);
+  for (const s of msgs) checkResult(s, await send(p, s));
+  const col = new c.Collector();
+  await startConsumer(env, c.name(env, 'cg', scenario), 'm1', topic, '*', col);
+  await c.waitFor(`${msgs.length} messages`, c.ARRIVAL_TIMEOUT_MS, () => col.distinct() >= msgs.length);
+  await c.sleep(500);
+  return c.verify(msgs, col.got, false);
+}
+
+// A failed consumption (ack.done(false)) sends the message back; it comes again, intact.
+async function retry(env, scenario) {
+  const topic = c.createTopic(env, c.name(env, 't', scenario));
+  const col = new c.Collector();
+  col.retryFirst = rec => Number(rec.cid.slice(rec.cid.lastIndexOf('-') + 1)) % 5 === 0;
+  await startConsumer(env, c.name(env, 'cg', scenario), 'm1', topic, '*', col);
+  const p = await startProducer(env, scenario);
+  await c.sleep(c.SETTLE_MS);
+  const msgs = c.makeMessages(env, topic, 20, [ 'TagA' ]);
+  for (const s of msgs) checkResult(s, await send(p, s));
+  const retried = msgs.filter(s => s.idx % 5 === 0);
+  const again = s => col.got.filter(r => r.cid === s.cid).slice(1);
+  await c.waitFor(`${retried.length} redeliveries (retry delay level 3 is 10 s)`, c.ARRIVAL_TIMEOUT_MS,
+    () => col.distinct() >= msgs.length && retried.every(s => again(s).length > 0));
+  const detail = c.verify(msgs, col.got, true);
+  for (const s of retried) c.verify([ s ], again(s).slice(0, 1), false); // the redelivery is intact
+  return `${detail}, ${retried.length} redelivered intact`;
+}
+
 const SCENARIOS = [
   { name: 'cpp3_producer_sequential', run: producerSequential },
   { name: 'cpp3_producer_concurrent', run: producerConcurrent },
   { name: 'cpp3_push_clustering', run: pushClustering },
+  { name: 'cpp3_late_consumer', run: lateConsumer },
+  { name: 'cpp3_retry', run: retry },
 ];
 
 // The addon's static EventLoop destructor joins a thread parked in epoll_wait, so a normal

@@ -20,10 +20,15 @@ const httpclient = {
   request() { throw new c.Failure('ali-ons asked the address service although nameSrv is set'); },
 };
 
-// ali-ons logs to the console by default; keep errors only, so PASS/FAIL lines stay readable.
+// ali-ons logs to the console by default; it stays quiet unless COMPAT_NODE_LOG is set
+// (error, or info for everything), on stderr so PASS/FAIL lines stay readable.
+const LOG = process.env.COMPAT_NODE_LOG || '';
+const stamp = (level, args) => console.error(new Date().toISOString(), level, ...args);
 const logger = {
-  info() {}, debug() {}, warn() {},
-  error(...args) { if (process.env.COMPAT_NODE_LOG) console.error(...args); },
+  debug(...args) { if (LOG === 'info') stamp('DEBUG', args); },
+  info(...args) { if (LOG === 'info') stamp('INFO', args); },
+  warn(...args) { if (LOG === 'info') stamp('WARN', args); },
+  error(...args) { if (LOG) stamp('ERROR', args); },
 };
 
 function clientOptions(env, instanceName) {
@@ -45,12 +50,20 @@ async function startConsumer(env, group, member, topic, expr, collector) {
     // ali-ons ignores the broker's NOTIFY_CONSUMER_IDS_CHANGED and rebalances on a timer
     // (10 s by default); 1 s lets a second member take its queues within the settle time.
     { consumerGroup: group, rebalanceInterval: 1000 }));
-  pc.on('error', err => collector.errors.push(err.message));
+  pc.on('error', err => {
+    collector.errors.push(err.message);
+    logger.error(err.message);
+  });
+  // A collector with retryFirst(rec) returns ACTION_RETRY for the first delivery of the
+  // messages it picks, so the client sends them back for a later retry.
   pc.subscribe(topic, expr, async msg => {
     const body = msg.body.toString('utf8');
-    collector.add({ cid: (msg.properties || {}).cid, topic: msg.topic, tags: msg.tags, keys: msg.keys,
+    const rec = { cid: (msg.properties || {}).cid, topic: msg.topic, tags: msg.tags, keys: msg.keys,
       body, msgId: msg.msgId, props: msg.properties || {}, queueId: msg.queueId,
-      queueOffset: Number(msg.queueOffset) });
+      queueOffset: Number(msg.queueOffset), reconsumeTimes: msg.reconsumeTimes };
+    const first = !collector.cids.has(rec.cid);
+    collector.add(rec);
+    if (first && collector.retryFirst && collector.retryFirst(rec)) return Consumer.ACTION_RETRY;
   });
   await pc.ready();
   env.started.push(() => pc.close());
@@ -140,10 +153,50 @@ async function pushClustering(env, scenario) {
   return `${detail}, split ${a.distinct()}/${b.distinct()}`;
 }
 
+// A new group that starts after the messages were stored still gets all of them.
+async function lateConsumer(env, scenario) {
+  const topic = c.createTopic(env, c.name(env, 't', scenario));
+  const p = await startProducer(env, scenario);
+  const msgs = c.makeMessages(env, topic, 40, [ 'TagA' ]);
+  for (const s of msgs) checkResult(s, await p.send(toMessage(s)));
+  const col = newCollector();
+  await startConsumer(env, c.name(env, 'cg', scenario), 'm1', topic, '*', col);
+  await c.waitFor(`${msgs.length} messages`, c.ARRIVAL_TIMEOUT_MS, () => col.distinct() >= msgs.length);
+  await c.sleep(500);
+  return c.verify(msgs, col.got, false);
+}
+
+// ACTION_RETRY sends the message back (CONSUMER_SEND_MSG_BACK); it comes again through the
+// group's retry topic, intact, with its reconsume count raised.
+async function retry(env, scenario) {
+  const topic = c.createTopic(env, c.name(env, 't', scenario));
+  const col = newCollector();
+  col.retryFirst = rec => Number(rec.props.idx) % 5 === 0;
+  await startConsumer(env, c.name(env, 'cg', scenario), 'm1', topic, '*', col);
+  const p = await startProducer(env, scenario);
+  await c.sleep(c.SETTLE_MS);
+  const msgs = c.makeMessages(env, topic, 20, [ 'TagA' ]);
+  for (const s of msgs) checkResult(s, await p.send(toMessage(s)));
+  const retried = msgs.filter(s => s.idx % 5 === 0);
+  const again = s => col.got.filter(r => r.cid === s.cid).slice(1);
+  await c.waitFor(`${retried.length} redeliveries (retry delay level 3 is 10 s)`, c.ARRIVAL_TIMEOUT_MS,
+    () => col.distinct() >= msgs.length && retried.every(s => again(s).length > 0));
+  const detail = c.verify(msgs, col.got, true);
+  for (const s of retried) {
+    c.verify([ s ], again(s).slice(0, 1), false); // the redelivery is intact
+    if (!(again(s)[0].reconsumeTimes >= 1)) {
+      throw new c.Failure(`cid=${s.cid}: redelivered with reconsume times ${again(s)[0].reconsumeTimes}`);
+    }
+  }
+  return `${detail}, ${retried.length} redelivered intact`;
+}
+
 const SCENARIOS = [
   { name: 'ons_producer_sequential', run: producerSequential },
   { name: 'ons_producer_concurrent', run: producerConcurrent },
   { name: 'ons_push_clustering', run: pushClustering },
+  { name: 'ons_late_consumer', run: lateConsumer },
+  { name: 'ons_retry', run: retry },
 ];
 
 // The client's internal default producer (shared by every consumer) is never closed by the

@@ -79,9 +79,11 @@ class Collector(object):
     """Records arrivals of one consumer member; fields are copied inside the callback
     because the native message lives only that long."""
 
-    def __init__(self):
+    def __init__(self, retry_first=None):
         self.lock = threading.Lock()
         self.got = []
+        # retry_first(rec) -> True: answer RECONSUME_LATER to that message's first delivery.
+        self.retry_first = retry_first
 
     def callback(self, msg):
         from rocketmq.client import ConsumeStatus
@@ -89,11 +91,14 @@ class Collector(object):
             "topic": msg.topic, "tags": _text(msg.tags), "keys": _text(msg.keys),
             "body": msg.body, "id": msg.id, "queue_id": msg.queue_id,
             "queue_offset": msg.queue_offset, "born": msg.born_timestamp,
-            "stored": msg.store_timestamp,
+            "stored": msg.store_timestamp, "reconsume": msg.reconsume_times,
             "props": {k: _text(msg.get_property(k)) for k in PROPERTY_NAMES},
         }
         with self.lock:
+            first = all(r["props"]["cid"] != rec["props"]["cid"] for r in self.got)
             self.got.append(rec)
+        if first and self.retry_first is not None and self.retry_first(rec):
+            return ConsumeStatus.RECONSUME_LATER
         return ConsumeStatus.CONSUME_SUCCESS
 
     def arrivals(self):
@@ -315,11 +320,87 @@ def push_clustering(env, name):
     return "%s, split %d/%d" % (detail, a.distinct(), b.distinct())
 
 
+def late_consumer(env, name):
+    """A new group that starts after the messages were stored still gets all of them (the
+    broker answers its first offset query with 0 while the queue's messages are at hand)."""
+    topic = env.topic(name)
+    p = env.producer(name)
+    msgs = make_messages(env.run_id, topic, 40, ["TagA"])
+    for s in msgs:
+        send_checked(p, s)
+    c = Collector()
+    env.consumer(env.name("cg", name), "m1", topic, "*", c)
+    wait_for("%d messages" % len(msgs), ARRIVAL_TIMEOUT_S, lambda: c.distinct() >= len(msgs))
+    time.sleep(0.5)
+    return verify(msgs, c.arrivals(), False)
+
+
+def resume(env, name):
+    """A group's committed offsets survive its members: a consumer that stops after the first
+    batch and a new member that starts later get each message once between them."""
+    topic = env.topic(name)
+    group = env.name("cg", name)
+    p = env.producer(name)
+    msgs = make_messages(env.run_id, topic, 60, ["TagA"])
+    first, second = msgs[:30], msgs[30:]
+    c1 = Collector()
+    member1 = env.consumer(group, "m1", topic, "*", c1)
+    time.sleep(SETTLE_S)
+    for s in first:
+        send_checked(p, s)
+    wait_for("first %d messages" % len(first), ARRIVAL_TIMEOUT_S, lambda: c1.distinct() >= len(first))
+    env.started.remove(member1)
+    member1.shutdown()  # commits the group's offsets at the broker
+    for s in second:
+        send_checked(p, s)
+    c2 = Collector()
+    env.consumer(group, "m2", topic, "*", c2)
+    wait_for("second %d messages" % len(second), ARRIVAL_TIMEOUT_S, lambda: c2.distinct() >= len(second))
+    time.sleep(1.0)  # lets a wrongly redelivered first-batch message show up
+    d1 = verify(first, c1.arrivals(), False)
+    d2 = verify(second, c2.arrivals(), False)
+    return "first member: %s; second member: %s" % (d1, d2)
+
+
+def retry(env, name):
+    """RECONSUME_LATER sends a message back (CONSUMER_SEND_MSG_BACK): it comes again through
+    the group's retry topic, intact, with its reconsume count raised."""
+    topic = env.topic(name)
+    c = Collector(retry_first=lambda rec: int(rec["props"]["idx"]) % 5 == 0)
+    env.consumer(env.name("cg", name), "m1", topic, "*", c)
+    p = env.producer(name)
+    time.sleep(SETTLE_S)
+    msgs = make_messages(env.run_id, topic, 20, ["TagA"])
+    for s in msgs:
+        send_checked(p, s)
+    retried = [s for s in msgs if s.idx % 5 == 0]
+
+    def redelivered():
+        got = c.arrivals()
+        return sum(1 for s in retried if sum(r["props"]["cid"] == s.cid for r in got) >= 2)
+    wait_for("%d redeliveries (retry delay level 3 is 10 s)" % len(retried), ARRIVAL_TIMEOUT_S,
+             lambda: redelivered() >= len(retried) and c.distinct() >= len(msgs))
+    got = c.arrivals()
+    detail = verify(msgs, got, True)
+    problems = []
+    for s in retried:
+        again = [r for r in got if r["props"]["cid"] == s.cid][1:]
+        problems.extend(compare(s, again[0]))
+        if again[0]["reconsume"] < 1:
+            problems.append("cid=%s: redelivered with reconsume times %d" % (s.cid, again[0]["reconsume"]))
+    if problems:
+        raise Failure("; ".join(problems[:8]))
+    return "%s, %d redelivered intact" % (detail, len(retried))
+
+
 SCENARIOS = [
     ("py_producer_sync", producer_sync),
     ("py_producer_oneway", producer_oneway),
     ("py_orderly", orderly),
     ("py_push_clustering", push_clustering),
+    ("py_late_consumer", late_consumer),
+    ("py_resume", resume),
+    ("py_retry", retry),
 ]
 
 
