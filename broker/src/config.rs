@@ -112,6 +112,10 @@ pub struct BrokerConfig {
     pub transaction_timeout_ms: u64,
     /// `transactionCheckMax`.
     pub transaction_check_max: i32,
+    /// `timerWheelEnable`: timed messages (TIMER_DELIVER_MS, ...) are accepted.
+    pub timer_wheel_enable: bool,
+    /// `timerMaxDelaySec`: the furthest a timed message may be scheduled ahead.
+    pub timer_max_delay_sec: u64,
     /// `regionId`, echoed in send responses as `MSG_REGION`.
     pub region_id: String,
     /// `traceOn`, echoed in send responses as `TRACE_ON`.
@@ -157,6 +161,8 @@ impl Default for BrokerConfig {
             transaction_check_interval_ms: 60_000,
             transaction_timeout_ms: 6000,
             transaction_check_max: 15,
+            timer_wheel_enable: true,
+            timer_max_delay_sec: 3 * 24 * 3600,
             region_id: "DefaultRegion".to_owned(),
             trace_on: true,
             channel_idle_ms: 120_000,
@@ -231,6 +237,8 @@ impl BrokerConfig {
             }
             "transactionTimeOut" => self.transaction_timeout_ms = parse(key, value, "ms")?,
             "transactionCheckMax" => self.transaction_check_max = parse(key, value, "a count")?,
+            "timerWheelEnable" => self.timer_wheel_enable = parse_bool(key, value)?,
+            "timerMaxDelaySec" => self.timer_max_delay_sec = parse(key, value, "seconds")?,
             "regionId" => self.region_id = non_empty(key, value)?,
             "traceOn" => self.trace_on = parse_bool(key, value)?,
             "serverChannelMaxIdleTimeSeconds" => {
@@ -339,6 +347,8 @@ impl BrokerConfig {
                 "transactionCheckMax",
                 self.transaction_check_max.to_string(),
             ),
+            ("timerWheelEnable", self.timer_wheel_enable.to_string()),
+            ("timerMaxDelaySec", self.timer_max_delay_sec.to_string()),
             ("regionId", self.region_id.clone()),
             ("traceOn", self.trace_on.to_string()),
         ]

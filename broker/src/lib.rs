@@ -23,6 +23,7 @@ pub mod schedule;
 pub mod shard;
 pub mod standalone;
 pub mod subscription;
+pub mod timer;
 pub mod topic;
 pub mod traffic;
 pub mod transaction;

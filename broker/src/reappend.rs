@@ -71,7 +71,8 @@ pub async fn append_on_owners(
     Ok(())
 }
 
-fn chunks(records: Vec<BytesMut>) -> Vec<Vec<BytesMut>> {
+/// Splits records into runs of at most [`APPEND_CHUNK_BYTES`] (one record when larger).
+pub(crate) fn chunks(records: Vec<BytesMut>) -> Vec<Vec<BytesMut>> {
     let mut chunks = Vec::new();
     let mut current = Vec::new();
     let mut bytes = 0;
@@ -89,7 +90,8 @@ fn chunks(records: Vec<BytesMut>) -> Vec<Vec<BytesMut>> {
     chunks
 }
 
-async fn append_chunk(
+/// Appends one chunk of records on `owner` (across the mesh when it is another shard).
+pub(crate) async fn append_chunk(
     broker: &ShardBroker,
     owner: ShardId,
     records: Vec<BytesMut>,

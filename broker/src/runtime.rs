@@ -202,6 +202,7 @@ async fn run_shard(
     let metadata_task = spawn_housekeeping(&broker, &stop, !start.options.standalone);
     let schedule_task = crate::schedule::delivery::spawn_delivery(&broker, &stop);
     let transaction_task = crate::transaction::check::spawn_checker(&broker, &stop);
+    let timer_task = crate::timer::wheel::spawn_wheel(&broker, &stop);
     let listener =
         Listener::bind(start.listen).map_err(|e| format!("{shard}: bind {}: {e}", start.listen))?;
     log::info!(
@@ -213,7 +214,10 @@ async fn run_shard(
     if let Some(task) = metadata_task {
         task.await;
     }
-    for task in [schedule_task, transaction_task].into_iter().flatten() {
+    for task in [schedule_task, transaction_task, timer_task]
+        .into_iter()
+        .flatten()
+    {
         task.await;
     }
     shutdown_shard(&broker).await

@@ -98,6 +98,11 @@ impl TopicTable {
         add(topic(&config.broker_name, 1, broker_perm));
         add(topic("OFFSET_MOVED_EVENT", 1, perm::READ_WRITE));
         add(topic(SCHEDULE_TOPIC, 18, perm::READ_WRITE));
+        add(topic(
+            crate::timer::TIMER_TOPIC,
+            crate::timer::limits::TIMER_QUEUES,
+            perm::READ_WRITE,
+        ));
         if config.trace_topic_enable {
             add(topic("RMQ_SYS_TRACE_TOPIC", 1, perm::READ_WRITE));
         }

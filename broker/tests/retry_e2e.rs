@@ -15,6 +15,18 @@ use sched_common::{collect, drain, send_with};
 const MAX_RECONSUME_TIMES: i32 = 3;
 
 fn send_back(client: &mut Client, message: &MessageExt, group: &str) {
+    send_back_as(client, message, group, MAX_RECONSUME_TIMES, None);
+}
+
+/// CONSUMER_SEND_MSG_BACK with the client's `maxReconsumeTimes`, from a client at `version`
+/// (Comet's own when `None`).
+fn send_back_as(
+    client: &mut Client,
+    message: &MessageExt,
+    group: &str,
+    max_reconsume_times: i32,
+    version: Option<i32>,
+) {
     let header = ConsumerSendMsgBackRequestHeader {
         offset: message.commit_log_offset,
         group: group.into(),
@@ -22,11 +34,14 @@ fn send_back(client: &mut Client, message: &MessageExt, group: &str) {
         origin_msg_id: None,
         origin_topic: Some(message.topic.clone()),
         unit_mode: Some(false),
-        max_reconsume_times: Some(MAX_RECONSUME_TIMES),
+        max_reconsume_times: Some(max_reconsume_times),
         broker_name: None,
     };
-    let request =
+    let mut request =
         RemotingCommand::request(RequestCode::CONSUMER_SEND_MSG_BACK, 0).with_header(&header);
+    if let Some(version) = version {
+        request.version = version;
+    }
     let response = client.call(request);
     assert_eq!(
         response.response_code(),
@@ -196,4 +211,45 @@ fn javascript_rounded_offset_still_finds_the_message() {
     assert_eq!(retried[0].0.body, message.body);
     assert_eq!(retried[0].0.reconsume_times, 1);
     assert_eq!(retried[0].0.property(names::RETRY_TOPIC), Some(topic));
+}
+// Proves the client version check Apache applies to CONSUMER_SEND_MSG_BACK: an orderly
+// consumer past its local retries sends back with its own maxReconsumeTimes (here 0, so the
+// first send-back is past the limit) and, from a V3_4_9+ client, the message goes straight to
+// %DLQ%<group>; the same request from an older client is judged by the group's
+// retryMaxTimes (16) instead and goes to %RETRY%<group>.
+#[test]
+fn send_back_limit_from_the_header_only_for_new_clients() {
+    let directory = TempDir::new("e2e-retry-version");
+    let broker = Broker::start(&directory.0, 2, &["-o", "messageDelayLevel=1s 1s 1s"]);
+    let mut client = broker.client();
+    for body in ["orderly-new", "orderly-old"] {
+        let response = client.call(send_with(
+            "OrderlyTopic",
+            0,
+            body.as_bytes(),
+            &Properties::new(),
+            0,
+            "pg",
+        ));
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+    let original = collect(&mut client, "OrderlyTopic", 0, 2, Duration::from_secs(5));
+    assert_eq!(original.len(), 2);
+    send_back_as(&mut client, &original[0].0, "orderly_cg", 0, None);
+    send_back_as(&mut client, &original[1].0, "orderly_cg", 0, Some(120));
+    let dead = collect(&mut client, "%DLQ%orderly_cg", 0, 1, Duration::from_secs(3));
+    assert_eq!(dead.len(), 1);
+    assert_eq!(dead[0].0.body.as_ref(), b"orderly-new");
+    let retried = collect(
+        &mut client,
+        "%RETRY%orderly_cg",
+        0,
+        1,
+        Duration::from_secs(5),
+    );
+    assert_eq!(retried.len(), 1);
+    assert_eq!(retried[0].0.body.as_ref(), b"orderly-old");
+    assert_eq!(retried[0].0.reconsume_times, 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(drain(&mut client, "%DLQ%orderly_cg", 0).len(), 1);
 }

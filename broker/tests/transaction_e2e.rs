@@ -80,6 +80,32 @@ fn end(client: &mut Client, topic: &str, half: &Half, decision: i32, from_check:
     client.send(request);
 }
 
+/// END_TRANSACTION as a two-way request (as non-Java clients may send it); its answer.
+fn end_two_way(client: &mut Client, topic: &str, half: &Half, decision: i32) -> RemotingCommand {
+    let header = EndTransactionRequestHeader {
+        topic: Some(topic.into()),
+        producer_group: GROUP.into(),
+        tran_state_table_offset: half.queue_offset,
+        commit_log_offset: half.commit_log_offset,
+        commit_or_rollback: decision,
+        from_transaction_check: Some(false),
+        msg_id: half.unique_key.clone(),
+        transaction_id: Some(half.unique_key.clone()),
+        broker_name: None,
+    };
+    client.call(RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header))
+}
+
+/// Asserts that a decision for an already resolved half is refused as Apache refuses a half
+/// it cannot find.
+fn assert_refused(response: &RemotingCommand) {
+    assert_eq!(response.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert_eq!(
+        response.remark.as_deref(),
+        Some("Find prepared transaction message failed")
+    );
+}
+
 /// A producer connection: registered by heartbeat, reads the broker's check-backs.
 struct Producer {
     client: Client,
@@ -182,6 +208,10 @@ fn commit_and_rollback() {
     // Past the timeout, nothing is pending: no check-back, and still one message.
     assert!(producer.next_check(Duration::from_millis(2500)).is_none());
     end(&mut producer.client, "TxTopic", &committed, COMMIT, false);
+    // Two-way decisions for resolved halves are answered with an error and change nothing.
+    assert_refused(&end_two_way(&mut reader, "TxTopic", &committed, COMMIT));
+    assert_refused(&end_two_way(&mut reader, "TxTopic", &committed, ROLLBACK));
+    assert_refused(&end_two_way(&mut reader, "TxTopic", &rolled_back, COMMIT));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         drain(&mut reader, "TxTopic", 0).len(),
@@ -251,7 +281,8 @@ fn producer_restart_between_half_and_decision() {
 }
 
 // Proves a half never resolved is checked transactionCheckMax times and then discarded to
-// TRANS_CHECK_MAX_TIME_TOPIC, never reaching its topic.
+// TRANS_CHECK_MAX_TIME_TOPIC, never reaching its topic, and that a commit arriving after the
+// discard is refused.
 #[test]
 fn unanswered_half_is_discarded_after_check_max() {
     let directory = TempDir::new("e2e-tx-max");
@@ -268,7 +299,7 @@ fn unanswered_half_is_discarded_after_check_max() {
         ],
     );
     let mut producer = Producer::connect(&broker, "127.0.0.1@tx-max");
-    send_half(&mut producer.client, "TxMax", "abandoned");
+    let half = send_half(&mut producer.client, "TxMax", "abandoned");
     let mut checks = 0;
     while producer.next_check(Duration::from_secs(3)).is_some() {
         checks += 1;
@@ -278,5 +309,7 @@ fn unanswered_half_is_discarded_after_check_max() {
     let mut reader = broker.client();
     let discarded = drain(&mut reader, "TRANS_CHECK_MAX_TIME_TOPIC", 0);
     assert_eq!(discarded.len(), 1);
+    assert_refused(&end_two_way(&mut reader, "TxMax", &half, COMMIT));
+    std::thread::sleep(Duration::from_millis(300));
     assert!(drain(&mut reader, "TxMax", 0).is_empty());
 }

@@ -58,9 +58,29 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Option<
         return reply(request, ResponseCode::SYSTEM_ERROR, remark);
     }
     match decide(broker, &view, commit).await {
-        Ok(()) => reply(request, ResponseCode::SUCCESS, ""),
+        Ok(Decision::Stored) => reply(request, ResponseCode::SUCCESS, ""),
+        // Apache keeps no guard here (a second commit would store the message again); Comet
+        // never applies a second decision, and answers as Apache does for a half it cannot
+        // use, so a two-way caller learns its decision was not applied.
+        Ok(Decision::AlreadyResolved) => {
+            reply(request, ResponseCode::SYSTEM_ERROR, ALREADY_RESOLVED_REMARK)
+        }
         Err(remark) => reply(request, ResponseCode::SYSTEM_ERROR, &remark),
     }
+}
+
+/// The remark of the answer to a decision for a half that already has one (committed,
+/// rolled back, or discarded after `transactionCheckMax` checks): Apache's wording for a half
+/// it cannot find.
+pub const ALREADY_RESOLVED_REMARK: &str = "Find prepared transaction message failed";
+
+/// What [`decide`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// The decision was stored.
+    Stored,
+    /// The half already had a decision; nothing was stored.
+    AlreadyResolved,
 }
 
 fn check_half(
@@ -88,16 +108,16 @@ pub async fn decide(
     broker: &ShardBroker,
     half: &RecordView<'_>,
     commit: bool,
-) -> Result<(), String> {
+) -> Result<Decision, String> {
     let queue_offset = half.queue_offset();
     if !transaction::mark_resolved(queue_offset) {
-        return Ok(());
+        return Ok(Decision::AlreadyResolved);
     }
     let result = store_decision(broker, half, commit).await;
     if result.is_err() {
         transaction::unmark_resolved(queue_offset);
     }
-    result
+    result.map(|()| Decision::Stored)
 }
 
 async fn store_decision(

@@ -118,6 +118,17 @@ pub fn route(
             topic_created,
         });
     }
+    match crate::timer::rewrite_timer_send(broker, request, &header, queue_id) {
+        Ok(Some(rewritten)) => {
+            return Ok(Route {
+                topic: rewritten.topic,
+                queue_id: rewritten.queue_id,
+                topic_created,
+            })
+        }
+        Ok(None) => {}
+        Err(refused) => return Err(refused),
+    }
     Ok(Route {
         topic,
         queue_id,

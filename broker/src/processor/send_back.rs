@@ -79,7 +79,8 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
             "stored message unreadable",
         );
     };
-    let max_reconsume_times = header.max_reconsume_times.unwrap_or(group.retry_max_times);
+    let max_reconsume_times =
+        max_reconsume_times(request, header.max_reconsume_times, group.retry_max_times);
     let target = if view.reconsume_times() >= max_reconsume_times || header.delay_level < 0 {
         Target::DeadLetter
     } else {
@@ -130,6 +131,21 @@ fn rounding_candidates(offset: i64) -> impl Iterator<Item = i64> {
         1i64 << (exponent - 52)
     };
     (1..=ulp).flat_map(move |distance| [offset - distance, offset.saturating_add(distance)])
+}
+
+/// The limit Apache applies: the request's `maxReconsumeTimes` when the client is V3_4_9 or
+/// newer and sent one, else the group's `retryMaxTimes`. An orderly consumer relies on this:
+/// after its local retries it sends the message back with its own limit (and a delay level
+/// of 3 + reconsume times), which must route it to the DLQ.
+pub fn max_reconsume_times(
+    request: &RemotingCommand,
+    requested: Option<i32>,
+    group_retry_max_times: i32,
+) -> i32 {
+    match requested {
+        Some(times) if request.version >= comet_proto::code::version::V3_4_9 => times,
+        _ => group_retry_max_times,
+    }
 }
 
 fn next_queue(broker: &ShardBroker, queue_nums: i32) -> i32 {
@@ -205,8 +221,10 @@ async fn store_again(
 }
 
 /// The client's fallback send to `%RETRY%<group>`: past the limit (`reconsumeTimes >
-/// maxReconsumeTimes`) the send goes to `%DLQ%<group>` queue 0 without delay. Returns the new
-/// destination and whether the DLQ topic was created.
+/// maxReconsumeTimes`, the limit chosen as in [`max_reconsume_times`]), or at once while the
+/// group holds unexpired queue locks (an orderly group, as Apache 5.x does), the send goes to
+/// `%DLQ%<group>` queue 0 without delay. Returns the new destination and whether the DLQ
+/// topic was created.
 pub fn dead_letter_on_send(
     broker: &ShardBroker,
     request: &mut RemotingCommand,
@@ -214,14 +232,15 @@ pub fn dead_letter_on_send(
 ) -> Option<(Rewritten, bool)> {
     let group = header.topic.strip_prefix(validation::RETRY_PREFIX)?;
     let reconsume_times = header.reconsume_times.unwrap_or(0);
-    let max = header.max_reconsume_times.unwrap_or_else(|| {
-        broker
-            .metadata
-            .groups()
-            .get(group)
-            .map_or(MAX_RECONSUME_TIMES_DEFAULT, |config| config.retry_max_times)
-    });
-    if reconsume_times <= max {
+    let group_max = broker
+        .metadata
+        .groups()
+        .get(group)
+        .map_or(MAX_RECONSUME_TIMES_DEFAULT, |config| config.retry_max_times);
+    let max = max_reconsume_times(request, header.max_reconsume_times, group_max);
+    let now_ms = comet_rt::clock::wall_clock_ms();
+    let orderly = broker.metadata.locks().group_holds_locks(group, now_ms);
+    if reconsume_times <= max && !orderly {
         return None;
     }
     let topic = validation::dlq_topic(group);

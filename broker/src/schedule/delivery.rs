@@ -285,7 +285,7 @@ pub fn delivered_record(broker: &ShardBroker, view: &RecordView<'_>) -> Option<B
 }
 
 /// True when the real queue's owner already holds the delivery of this schedule record.
-async fn already_delivered(broker: &ShardBroker, view: &RecordView<'_>) -> bool {
+pub(crate) async fn already_delivered(broker: &ShardBroker, view: &RecordView<'_>) -> bool {
     let properties = Properties::decode(view.properties());
     let (Some(topic), Some(queue_id), Some(key)) = (
         properties.get(names::REAL_TOPIC),
@@ -296,24 +296,52 @@ async fn already_delivered(broker: &ShardBroker, view: &RecordView<'_>) -> bool 
     ) else {
         return false;
     };
+    let copy = DeliveredCopy {
+        topic,
+        queue_id,
+        unique_key: key,
+        origin: view.physical_offset(),
+        since_ms: view.store_timestamp(),
+    };
+    delivered_copy_exists(broker, &copy).await
+}
+
+/// A delivery to look for: its queue, `UNIQ_KEY`, the physical offset of the record it was
+/// delivered from (its [`SCHEDULE_ORIGIN`]) and a time it was stored at or after.
+pub(crate) struct DeliveredCopy<'a> {
+    /// Real topic.
+    pub topic: &'a str,
+    /// Real queue.
+    pub queue_id: i32,
+    /// `UNIQ_KEY`.
+    pub unique_key: &'a str,
+    /// Physical offset of the source record.
+    pub origin: i64,
+    /// Lower bound of the delivery's store time, ms.
+    pub since_ms: i64,
+}
+
+/// True when the queue's owner holds a record with the copy's key and origin (searched in
+/// the owner's index by `UNIQ_KEY`).
+pub(crate) async fn delivered_copy_exists(broker: &ShardBroker, copy: &DeliveredCopy<'_>) -> bool {
     let header = QueryMessageRequestHeader {
-        topic: topic.to_owned(),
-        key: key.to_owned(),
+        topic: copy.topic.to_owned(),
+        key: copy.unique_key.to_owned(),
         max_num: crate::processor::query::QUERY_MAX,
-        begin_timestamp: view.store_timestamp(),
+        begin_timestamp: copy.since_ms,
         end_timestamp: i64::MAX,
         unique_key_query: None,
         broker_name: None,
     };
     let request = RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header);
-    let response = crate::processor::call_owner(broker, topic, queue_id, request).await;
+    let response = crate::processor::call_owner(broker, copy.topic, copy.queue_id, request).await;
     let Some(response) = response else {
         return false;
     };
     if response.response_code() != ResponseCode::SUCCESS {
         return false;
     }
-    let origin = view.physical_offset().to_string();
+    let origin = copy.origin.to_string();
     let mut rest: &[u8] = &response.body;
     while let Ok(found) = RecordView::parse(rest) {
         if found.property(SCHEDULE_ORIGIN) == Some(origin.as_str()) {

@@ -1,0 +1,171 @@
+//! Turning wheel entries into delivered records and appending them: batched reads of timer
+//! records, the delivered form, and many group-committed appends in flight at once.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+
+use comet_proto::bytes::BytesMut;
+use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::properties::{names, Properties};
+use comet_rt::task_class::{spawn, yield_if_needed, TaskClass, TaskHandle};
+use comet_rt::ShardId;
+use comet_store::{GetStatus, MessageFilter, QueueOffset};
+
+use super::limits::{APPENDS_IN_FLIGHT_MAX, READ_BYTES_MAX, READ_RECORDS_MAX};
+use super::TIMER_TOPIC;
+use crate::reappend::{self, ReappendError};
+use crate::schedule::SCHEDULE_ORIGIN;
+use crate::shard::ShardBroker;
+
+/// A delivered record ready to append, with what identifies its timer record.
+pub struct Built {
+    /// The record for its real queue.
+    pub record: BytesMut,
+    /// Physical offset of the timer record (its [`SCHEDULE_ORIGIN`]).
+    pub origin: i64,
+}
+
+/// The delivered form of a timer record due at `due_ms` (see the module docs of `timer`);
+/// `None` when it names no real queue.
+pub fn delivered_record(
+    broker: &ShardBroker,
+    view: &RecordView<'_>,
+    due_ms: i64,
+) -> Option<BytesMut> {
+    let mut properties = Properties::decode(view.properties());
+    let topic = properties.remove(names::REAL_TOPIC)?;
+    let queue_id: i32 = properties.remove(names::REAL_QID)?.trim().parse().ok()?;
+    properties.insert(names::TIMER_ENQUEUE_MS, view.store_timestamp().to_string());
+    properties.insert(names::TIMER_DEQUEUE_MS, due_ms.to_string());
+    properties.insert(SCHEDULE_ORIGIN, view.physical_offset().to_string());
+    let properties = properties.encode();
+    let spec = RecordSpec {
+        topic: &topic,
+        queue_id,
+        flag: view.flag(),
+        sysflag: view.sysflag(),
+        born_timestamp: view.born_timestamp(),
+        born_host: view.born_host(),
+        store_host: broker.store_host,
+        reconsume_times: view.reconsume_times(),
+        prepared_transaction_offset: view.prepared_transaction_offset(),
+        body: view.body(),
+        properties: &properties,
+    };
+    let mut record = BytesMut::with_capacity(view.total_size() + 64);
+    encode_record(&spec, 0, 0, 0, &mut record).ok()?;
+    Some(record)
+}
+
+/// Reads the timer records at `wanted` offsets of `queue_id` (any order) and builds each
+/// one's delivered form with `build`; offsets whose record is gone or unusable are missing
+/// from the result (and logged). Consecutive offsets share store reads.
+pub async fn read_and_build<F>(
+    broker: &ShardBroker,
+    queue_id: i32,
+    wanted: &mut [(i64, i64)],
+    mut build: F,
+) -> HashMap<i64, Built>
+where
+    F: FnMut(&RecordView<'_>, i64) -> Option<BytesMut>,
+{
+    wanted.sort_unstable();
+    let mut built = HashMap::with_capacity(wanted.len());
+    let mut index = 0;
+    while index < wanted.len() {
+        let start = wanted[index].0;
+        let mut run = 1;
+        while index + run < wanted.len()
+            && run < READ_RECORDS_MAX
+            && wanted[index + run].0 == start + run as i64
+        {
+            run += 1;
+        }
+        let offset = QueueOffset(u64::try_from(start).unwrap_or(0));
+        let read = broker
+            .store
+            .get_messages(
+                TIMER_TOPIC,
+                queue_id,
+                offset,
+                run,
+                READ_BYTES_MAX,
+                MessageFilter::All,
+            )
+            .await;
+        match read {
+            Ok(result) if result.status == GetStatus::Found => {
+                for bytes in &result.records {
+                    let Ok(view) = RecordView::parse(bytes) else {
+                        continue;
+                    };
+                    let Ok(at) = wanted[index..index + run]
+                        .binary_search_by_key(&view.queue_offset(), |(offset, _)| *offset)
+                    else {
+                        continue;
+                    };
+                    let due_ms = wanted[index + at].1;
+                    if let Some(record) = build(&view, due_ms) {
+                        let origin = view.physical_offset();
+                        built.insert(view.queue_offset(), Built { record, origin });
+                    }
+                }
+            }
+            Ok(result) => log::warn!(
+                "timer queue {queue_id} offset {start}: {:?}, {run} entries skipped",
+                result.status
+            ),
+            Err(e) => log::error!("timer queue {queue_id} offset {start}: read failed: {e}"),
+        }
+        index += run;
+        yield_if_needed().await;
+    }
+    built
+}
+
+/// Appends `records` (any real queues) on their owners, up to [`APPENDS_IN_FLIGHT_MAX`]
+/// chunk appends in flight at once so every owner's group commit covers many chunks;
+/// resolves when all are durable. On error some chunks may be stored (the caller treats the
+/// whole set as possibly delivered).
+pub async fn append_concurrently(
+    broker: &Rc<ShardBroker>,
+    records: Vec<BytesMut>,
+) -> Result<(), ReappendError> {
+    let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
+    for (index, record) in records.into_iter().enumerate() {
+        let owner = reappend::owner_of_record(broker, &record)
+            .map_err(|reason| ReappendError::Malformed { index, reason })?;
+        by_owner.entry(owner).or_default().push(record);
+    }
+    let mut queues: Vec<(ShardId, VecDeque<Vec<BytesMut>>)> = by_owner
+        .into_iter()
+        .map(|(owner, records)| (owner, reappend::chunks(records).into()))
+        .collect();
+    let mut in_flight: VecDeque<TaskHandle<Result<(), ReappendError>>> = VecDeque::new();
+    let mut first_error = None;
+    // Round robin over owners, so every owner has appends in flight from the start.
+    while queues.iter().any(|(_, chunks)| !chunks.is_empty()) {
+        for (owner, chunks) in &mut queues {
+            let Some(chunk) = chunks.pop_front() else {
+                continue;
+            };
+            if in_flight.len() >= APPENDS_IN_FLIGHT_MAX {
+                let done = in_flight.pop_front().expect("in flight");
+                if let Err(e) = done.await {
+                    first_error.get_or_insert(e);
+                }
+            }
+            let broker = broker.clone();
+            let owner = *owner;
+            in_flight.push_back(spawn(TaskClass::Produce, async move {
+                reappend::append_chunk(&broker, owner, chunk).await
+            }));
+        }
+    }
+    for done in in_flight {
+        if let Err(e) = done.await {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}

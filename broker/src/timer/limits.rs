@@ -1,0 +1,46 @@
+//! Bounds of the timing wheel. Each says what it bounds and what it costs.
+
+/// Queues of the timer topic. A timed send is stored in a queue the receiving shard owns, so
+/// every shard's wheel gets a share; with at least as many queues as shards every shard owns
+/// one. Apache uses one queue; nobody consumes this topic, so the count is internal.
+pub const TIMER_QUEUES: i32 = 32;
+
+/// How far ahead of its second a slot is loaded into memory with its delivered records
+/// built, ms. Costs memory (every record due within this window is held built) and buys
+/// punctuality: a storm of records due in one second is read and rebuilt before it is due,
+/// so at its due time only the appends remain.
+pub const PREFETCH_MS: i64 = 5_000;
+
+/// Records built ahead of time per shard; a slot loaded past this bound keeps the rest as
+/// bare entries that are read at delivery time (late rather than out of memory).
+pub const PREFETCH_RECORDS_MAX: usize = 4_000_000;
+
+/// Timer-topic records read into slot files per enqueue step (bounds one step's memory and
+/// how long delivery waits behind enqueueing).
+pub const ENQUEUE_RECORDS_MAX: usize = 65_536;
+
+/// Records read per store call when enqueueing or loading a slot.
+pub const READ_RECORDS_MAX: usize = 1024;
+
+/// Bytes read per store call when enqueueing or loading a slot.
+pub const READ_BYTES_MAX: usize = 8 * 1024 * 1024;
+
+/// Appends of delivered records in flight at once per shard (each at most
+/// `crate::reappend::APPEND_CHUNK_BYTES`): enough to keep every owner's group commit full,
+/// bounded so one storm cannot queue unbounded work on the mesh.
+pub const APPENDS_IN_FLIGHT_MAX: usize = 64;
+
+/// The wheel looks for new timer records and due entries this often when idle, ms: the
+/// lateness of a record whose due time is under this after its send.
+pub const TICK_MS: u64 = 10;
+
+/// Bytes of one slot-file entry.
+pub const SLOT_ENTRY_BYTES: usize = 24;
+
+/// Largest slot file read back (a torn or foreign file past it is refused, not allocated):
+/// 64 M entries.
+pub const SLOT_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024 * SLOT_ENTRY_BYTES as u64;
+
+const _: () = assert!(TIMER_QUEUES > 0);
+const _: () = assert!(PREFETCH_MS >= 1000);
+const _: () = assert!(READ_RECORDS_MAX <= ENQUEUE_RECORDS_MAX);

@@ -1,0 +1,284 @@
+//! Timed messages (RocketMQ 5.x, reference 7.4): a send carrying `TIMER_DELIVER_MS` (absolute
+//! epoch ms), `TIMER_DELAY_SEC` or `TIMER_DELAY_MS` (relative to its arrival) is delivered to
+//! its topic at that time, to the millisecond, from a persistent timing wheel per shard.
+//!
+//! Send side ([`rewrite_timer_send`], as Apache's `HookUtils.transformTimerMessage`): only
+//! non-transactional or committed single sends without a `DELAY` level (a level wins, and
+//! the delay rewrite has already dropped the timer properties). The due time is
+//! `now + TIMER_DELAY_SEC * 1000`, else `now + TIMER_DELAY_MS`, else `TIMER_DELIVER_MS`; an
+//! unparsable value, or a due time more than `timerMaxDelaySec` ahead, is refused with
+//! MESSAGE_ILLEGAL and Apache's remark; with `timerWheelEnable=false` the send fails with
+//! SYSTEM_ERROR. A due time not in the future is stored directly in the real topic, as Apache
+//! does. Otherwise `TIMER_OUT_MS` (the due time), `REAL_TOPIC` and `REAL_QID` are added and
+//! the message is stored in [`TIMER_TOPIC`], in a queue the receiving shard owns, and
+//! answered like any send (its msgId is the stored timer record's). Unlike Apache, the due
+//! time is not rounded down to a 1 s precision: Comet delivers at the exact millisecond.
+//!
+//! Delivery side ([`wheel`]): each shard's wheel reads the timer queues it owns into slot
+//! files ([`slot`], one per queue and due second), keeps the slots due within
+//! [`limits::PREFETCH_MS`] in memory with their delivered records already built, and at the
+//! due time appends them all to their real queues on their owner shards, many group-committed
+//! appends in flight at once. The delivered record is the timer record with its real topic
+//! and queue, `REAL_TOPIC`/`REAL_QID` removed (as Apache's `convertMessage`),
+//! `TIMER_ENQUEUE_MS` (the timer record's store time) and `TIMER_DEQUEUE_MS` (its due time)
+//! added, `UNIQ_KEY` and the timer properties kept, and
+//! [`SCHEDULE_ORIGIN`](crate::schedule::SCHEDULE_ORIGIN) = the timer record's physical offset
+//! (what makes a redelivery after a crash detectable). Cursors ([`cursor`]) make delivery
+//! exactly once across clean restarts and crashes; see [`wheel`] for the argument.
+
+pub mod cursor;
+pub mod deliver;
+pub mod limits;
+pub mod slot;
+pub mod wheel;
+
+use comet_proto::flags::message as message_sys_flag;
+use comet_proto::headers::SendMessageRequestHeader;
+use comet_proto::properties::{names, Properties};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use thiserror::Error;
+
+use crate::schedule::rewrite::{retarget, Rewritten};
+use crate::shard::ShardBroker;
+
+/// The system topic timed messages wait in (Apache's `TimerMessageStore.TIMER_TOPIC`).
+pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
+
+/// Why a timed send is refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TimerError {
+    /// A timer property is not a number, or the due time overflows.
+    #[error("timer property {name} = {value:?} is not a valid number")]
+    Unparsable {
+        /// The property.
+        name: &'static str,
+        /// Its value.
+        value: String,
+    },
+    /// The due time is further ahead than `timerMaxDelaySec`.
+    #[error("due in {delay_ms} ms, over the {max_delay_ms} ms maximum")]
+    TooFar {
+        /// Requested delay.
+        delay_ms: i64,
+        /// The limit.
+        max_delay_ms: i64,
+    },
+    /// A timer-deletion message whose time is not in the future.
+    #[error("a timer deletion must be due in the future")]
+    DeletionInThePast,
+}
+
+/// True when the message asks for a timer (and is not already a timer record).
+pub fn is_timed(topic: &str, properties: &Properties) -> bool {
+    if topic == TIMER_TOPIC || properties.get(names::TIMER_OUT_MS).is_some() {
+        return false;
+    }
+    [
+        names::TIMER_DELIVER_MS,
+        names::TIMER_DELAY_SEC,
+        names::TIMER_DELAY_MS,
+    ]
+    .iter()
+    .any(|name| properties.get(name).is_some())
+}
+
+fn parse_property(properties: &Properties, name: &'static str) -> Result<Option<i64>, TimerError> {
+    let Some(value) = properties.get(name) else {
+        return Ok(None);
+    };
+    value
+        .parse::<i64>()
+        .map(Some)
+        .map_err(|_| TimerError::Unparsable {
+            name,
+            value: value.to_owned(),
+        })
+}
+
+/// The due time of a timed message arriving at `now_ms` (Apache's precedence: delay in
+/// seconds, then delay in ms, then the absolute time).
+pub fn due_ms(properties: &Properties, now_ms: i64) -> Result<i64, TimerError> {
+    let overflow = |name: &'static str| TimerError::Unparsable {
+        name,
+        value: properties.get(name).unwrap_or("").to_owned(),
+    };
+    if let Some(seconds) = parse_property(properties, names::TIMER_DELAY_SEC)? {
+        return seconds
+            .checked_mul(1000)
+            .and_then(|ms| now_ms.checked_add(ms))
+            .ok_or_else(|| overflow(names::TIMER_DELAY_SEC));
+    }
+    if let Some(ms) = parse_property(properties, names::TIMER_DELAY_MS)? {
+        return now_ms
+            .checked_add(ms)
+            .ok_or_else(|| overflow(names::TIMER_DELAY_MS));
+    }
+    parse_property(properties, names::TIMER_DELIVER_MS)?
+        .ok_or_else(|| overflow(names::TIMER_DELIVER_MS))
+}
+
+/// What the send path does with a timed message: `Ok(Some(due))` to store it in the timer
+/// topic, `Ok(None)` to store it as it is (due now or in the past).
+pub fn classify(
+    properties: &Properties,
+    now_ms: i64,
+    max_delay_sec: u64,
+) -> Result<Option<i64>, TimerError> {
+    let due = due_ms(properties, now_ms)?;
+    if due <= now_ms {
+        if properties.get(names::TIMER_DEL_UNIQKEY).is_some() {
+            return Err(TimerError::DeletionInThePast);
+        }
+        return Ok(None);
+    }
+    let max_delay_ms = i64::try_from(max_delay_sec.saturating_mul(1000)).unwrap_or(i64::MAX);
+    if due - now_ms > max_delay_ms {
+        return Err(TimerError::TooFar {
+            delay_ms: due - now_ms,
+            max_delay_ms,
+        });
+    }
+    Ok(Some(due))
+}
+
+/// Apache's remark for an illegal timer message.
+pub fn illegal_remark(max_delay_sec: u64) -> String {
+    format!(
+        "timer message illegal, the delay time should not be bigger than the max delay {}ms; \
+         or if set del msg, the delay time should be bigger than the current time",
+        max_delay_sec.saturating_mul(1000)
+    )
+}
+
+/// Rewrites a timed single send to the timer topic (see the module docs). `Ok(None)` when
+/// the send is not timed or is due already; `Err` is the refusal to answer with.
+pub fn rewrite_timer_send(
+    broker: &ShardBroker,
+    request: &mut RemotingCommand,
+    header: &SendMessageRequestHeader,
+    queue_id: i32,
+) -> Result<Option<Rewritten>, RemotingCommand> {
+    if request.request_code() == RequestCode::SEND_BATCH_MESSAGE {
+        return Ok(None);
+    }
+    let transaction = message_sys_flag::transaction_type(header.sys_flag);
+    if transaction != message_sys_flag::TRANSACTION_NOT_TYPE
+        && transaction != message_sys_flag::TRANSACTION_COMMIT_TYPE
+    {
+        return Ok(None);
+    }
+    let mut properties = Properties::decode(header.properties.as_deref().unwrap_or(""));
+    if !is_timed(&header.topic, &properties) {
+        return Ok(None);
+    }
+    if !broker.config.timer_wheel_enable {
+        let remark = "accurate timer message is not enabled, timerWheelEnable is false";
+        return Err(RemotingCommand::error_to(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            remark,
+        ));
+    }
+    let max_delay_sec = broker.config.timer_max_delay_sec;
+    let due = match classify(&properties, comet_rt::clock::wall_clock_ms(), max_delay_sec) {
+        Ok(Some(due)) => due,
+        Ok(None) => return Ok(None),
+        Err(e) => {
+            log::debug!("timed send refused: {e}");
+            return Err(RemotingCommand::error_to(
+                request,
+                ResponseCode::MESSAGE_ILLEGAL,
+                illegal_remark(max_delay_sec),
+            ));
+        }
+    };
+    properties.insert(names::TIMER_OUT_MS, due.to_string());
+    properties.insert(names::REAL_TOPIC, header.topic.clone());
+    properties.insert(names::REAL_QID, queue_id.to_string());
+    let rewritten = Rewritten {
+        topic: TIMER_TOPIC.to_owned(),
+        queue_id: timer_queue(broker),
+    };
+    retarget(request, &rewritten, &properties);
+    Ok(Some(rewritten))
+}
+
+/// A timer queue this shard owns (round robin), so the shard's own wheel serves the send;
+/// any queue when it owns none.
+fn timer_queue(broker: &ShardBroker) -> i32 {
+    let cursor = broker.queue_cursor.get();
+    broker.queue_cursor.set(cursor.wrapping_add(1));
+    let local: Vec<i32> = (0..limits::TIMER_QUEUES)
+        .filter(|queue_id| broker.owns(TIMER_TOPIC, *queue_id))
+        .collect();
+    if local.is_empty() {
+        (cursor % limits::TIMER_QUEUES as u32) as i32
+    } else {
+        local[cursor as usize % local.len()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn props(pairs: &[(&str, &str)]) -> Properties {
+        let mut properties = Properties::new();
+        for (name, value) in pairs {
+            properties.insert(*name, *value);
+        }
+        properties
+    }
+
+    // Proves Apache's precedence and arithmetic for the three timer properties, the refusal
+    // of unparsable values, over-max delays and past deletions, and that a past or present
+    // due time is stored as it is.
+    #[test]
+    fn due_times_and_refusals() {
+        let now = 1_700_000_000_000;
+        let max = 3 * 24 * 3600;
+        let both = props(&[(names::TIMER_DELAY_SEC, "2"), (names::TIMER_DELAY_MS, "5")]);
+        assert_eq!(classify(&both, now, max), Ok(Some(now + 2000)));
+        let ms = props(&[
+            (names::TIMER_DELAY_MS, "250"),
+            (names::TIMER_DELIVER_MS, "1"),
+        ]);
+        assert_eq!(classify(&ms, now, max), Ok(Some(now + 250)));
+        let at = props(&[(names::TIMER_DELIVER_MS, "1700000000500")]);
+        assert_eq!(classify(&at, now, max), Ok(Some(now + 500)));
+        let past = props(&[(names::TIMER_DELIVER_MS, "1")]);
+        assert_eq!(classify(&past, now, max), Ok(None));
+        let bad = props(&[(names::TIMER_DELAY_SEC, "soon")]);
+        assert!(matches!(
+            classify(&bad, now, max),
+            Err(TimerError::Unparsable { .. })
+        ));
+        let huge = props(&[(names::TIMER_DELAY_SEC, "9223372036854775807")]);
+        assert!(matches!(
+            classify(&huge, now, max),
+            Err(TimerError::Unparsable { .. })
+        ));
+        let far = props(&[(names::TIMER_DELAY_SEC, &(max + 1).to_string())]);
+        assert!(matches!(
+            classify(&far, now, max),
+            Err(TimerError::TooFar { .. })
+        ));
+        let edge = props(&[(names::TIMER_DELAY_SEC, &max.to_string())]);
+        assert_eq!(classify(&edge, now, max), Ok(Some(now + max as i64 * 1000)));
+        let delete = props(&[
+            (names::TIMER_DELIVER_MS, "1"),
+            (names::TIMER_DEL_UNIQKEY, "k"),
+        ]);
+        assert_eq!(
+            classify(&delete, now, max),
+            Err(TimerError::DeletionInThePast)
+        );
+        assert!(is_timed("T", &at));
+        assert!(!is_timed(TIMER_TOPIC, &at));
+        let mut already = at.clone();
+        already.insert(names::TIMER_OUT_MS, "5");
+        assert!(!is_timed("T", &already));
+        assert!(!is_timed("T", &Properties::new()));
+        assert!(illegal_remark(max).contains("259200000ms"));
+    }
+}

@@ -1,0 +1,718 @@
+//! The per-shard timing wheel: one task per shard serves the timer queues the shard owns.
+//!
+//! Each tick runs three steps in order, in one task (so they never interleave):
+//!
+//! 1. **Enqueue**: new records of the owned timer queues (from each queue's
+//!    `enqueuedOffset`) become slot-file entries keyed by their *effective* due time,
+//!    `max(TIMER_OUT_MS, floor + 1)` where `floor` is the queue's highest delivered or
+//!    in-flight time: an entry that arrives after its time has passed is due at once, in a
+//!    second not yet delivered. The entries are fsynced, then the cursor file is written with
+//!    the new `enqueuedOffset`, then entries whose second is already in memory join it.
+//! 2. **Load**: every slot due within [`PREFETCH_MS`] is read into memory (entries at or
+//!    before `deliveredMs` skipped, duplicates dropped) with its delivered records built.
+//! 3. **Deliver**: every entry due at or before `now` is taken; the cursor file is written
+//!    with `inFlightUntilMs = now`; all records are appended on their owners at once; when
+//!    that is durable, `deliveredMs = now` (persisted with the next write, at most
+//!    [`PERSIST_IDLE_MS`] later, and at a clean stop), and slot files of fully delivered
+//!    seconds are deleted.
+//!
+//! Why nothing is lost: an entry is delivered only after its slot-file entry and the
+//! enqueue cursor past it are durable, and an entry's file is deleted only after its
+//! delivery is durable; after a crash, records past `enqueuedOffset` are enqueued again and
+//! entries due after `deliveredMs` are delivered.
+//!
+//! Why nothing is delivered twice: after a clean stop, `deliveredMs` covers everything
+//! delivered and `inFlightUntilMs` is not above it. After a crash, only entries due in
+//! (`deliveredMs`, `inFlightUntilMs`] can have been delivered: that is the one delivery in
+//! flight at the crash plus, at most, the deliveries of the last [`PERSIST_IDLE_MS`]. Each of
+//! those is checked against its real queue (the index lookup of its `UNIQ_KEY`, matching
+//! the timer record's offset in `SCHEDULE_ORIGIN_OFFSET`) before it is delivered again. An
+//! entry written twice to slot files (a crash after the fsync, before the cursor moved; the
+//! second copy may land in another second since the floor moved) is dropped by the
+//! start-up set of re-enqueued offsets. Under ASYNC_FLUSH a delivered record may be lost in a
+//! crash after the cursor moved past it, as any acknowledged message can be.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
+
+use comet_proto::bytes::BytesMut;
+use comet_proto::message::RecordView;
+use comet_proto::properties::names;
+use comet_rt::shutdown::StopSignal;
+use comet_rt::task_class::{run_blocking, spawn, timeout, yield_if_needed, TaskClass, TaskHandle};
+use comet_store::{GetStatus, MessageFilter, QueueOffset};
+
+use super::cursor::{self, QueueCursor};
+use super::deliver::{append_concurrently, delivered_record, read_and_build};
+use super::limits::{
+    ENQUEUE_RECORDS_MAX, PREFETCH_MS, PREFETCH_RECORDS_MAX, READ_BYTES_MAX, READ_RECORDS_MAX,
+    TICK_MS, TIMER_QUEUES,
+};
+use super::slot::{self, second_of, SlotEntry};
+use super::TIMER_TOPIC;
+use crate::schedule::delivery::{delivered_copy_exists, DeliveredCopy};
+use crate::shard::ShardBroker;
+
+/// Longest time an advanced `deliveredMs` stays unpersisted while the wheel is idle, ms.
+pub const PERSIST_IDLE_MS: i64 = 1000;
+
+/// One entry in memory.
+struct Pending {
+    queue_id: i32,
+    queue_offset: i64,
+    due_ms: i64,
+    /// The delivered record, once built.
+    record: Option<BytesMut>,
+    /// Physical offset of the timer record (known once built).
+    origin: i64,
+    /// May have been delivered before a crash: check before delivering.
+    suspect: bool,
+}
+
+/// One second's entries in memory.
+#[derive(Default)]
+struct Slot {
+    entries: Vec<Pending>,
+}
+
+impl Slot {
+    fn min_due_ms(&self) -> Option<i64> {
+        self.entries.iter().map(|entry| entry.due_ms).min()
+    }
+}
+
+/// One shard's wheel.
+struct Wheel {
+    broker: Rc<ShardBroker>,
+    store_root: PathBuf,
+    cursor_path: PathBuf,
+    /// Owned timer queues.
+    queues: Vec<i32>,
+    /// Current cursors of the owned queues.
+    cursors: BTreeMap<i32, QueueCursor>,
+    /// What the cursor file holds.
+    persisted: BTreeMap<i32, QueueCursor>,
+    persisted_at_ms: i64,
+    /// Per queue, the due range that may have been delivered before a crash.
+    suspect_range: BTreeMap<i32, (i64, i64)>,
+    /// Per queue, offsets below this may already have a slot entry: re-enqueued ones are
+    /// remembered in `seen` so that a second copy is dropped.
+    rescan_until: BTreeMap<i32, i64>,
+    seen: HashSet<(i32, i64)>,
+    /// Seconds in memory: every slot at or before `loaded_until` is here.
+    slots: BTreeMap<i64, Slot>,
+    loaded_until: i64,
+    /// Seconds with slot files not yet in memory, and their queues.
+    on_disk: BTreeMap<i64, BTreeSet<i32>>,
+    /// Seconds with slot files, loaded or not (to delete once delivered).
+    files: BTreeMap<i64, BTreeSet<i32>>,
+    /// Delivered records built and held in memory.
+    built: usize,
+}
+
+/// Starts this shard's wheel when it owns a timer queue; it ends after `stop`.
+pub fn spawn_wheel(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHandle<()>> {
+    let queues: Vec<i32> = (0..TIMER_QUEUES)
+        .filter(|queue_id| broker.owns(TIMER_TOPIC, *queue_id))
+        .collect();
+    if queues.is_empty() {
+        return None;
+    }
+    let broker = broker.clone();
+    let stop = stop.clone();
+    Some(spawn(TaskClass::Produce, async move {
+        let mut wheel = match Wheel::open(broker, queues).await {
+            Ok(wheel) => wheel,
+            Err(e) => {
+                log::error!("timer wheel cannot start: {e}");
+                return;
+            }
+        };
+        wheel.run(&stop).await;
+    }))
+}
+
+impl Wheel {
+    async fn open(broker: Rc<ShardBroker>, queues: Vec<i32>) -> Result<Wheel, String> {
+        let store_root = broker.config.store_root.clone();
+        let root = store_root.clone();
+        let owned = queues.clone();
+        let (loaded, listed) = run_blocking(move || {
+            let loaded = cursor::load_all(&root);
+            let listed: Result<Vec<(i32, Vec<i64>)>, String> = owned
+                .iter()
+                .map(|q| {
+                    slot::list_seconds(&root, *q)
+                        .map(|s| (*q, s))
+                        .map_err(|e| e.to_string())
+                })
+                .collect();
+            (loaded, listed)
+        })
+        .await;
+        let cursors: BTreeMap<i32, QueueCursor> = queues
+            .iter()
+            .map(|q| (*q, loaded.get(q).copied().unwrap_or_default()))
+            .collect();
+        let mut wheel = Wheel {
+            cursor_path: cursor::path(&store_root, broker.shard.0),
+            store_root,
+            suspect_range: cursors
+                .iter()
+                .filter(|(_, c)| c.in_flight_until_ms > c.delivered_ms)
+                .map(|(q, c)| (*q, (c.delivered_ms, c.in_flight_until_ms)))
+                .collect(),
+            rescan_until: cursors
+                .iter()
+                .map(|(q, c)| (*q, c.enqueued_offset + ENQUEUE_RECORDS_MAX as i64))
+                .collect(),
+            persisted: cursors.clone(),
+            persisted_at_ms: comet_rt::clock::wall_clock_ms(),
+            cursors,
+            broker,
+            queues,
+            seen: HashSet::new(),
+            slots: BTreeMap::new(),
+            loaded_until: i64::MIN,
+            on_disk: BTreeMap::new(),
+            files: BTreeMap::new(),
+            built: 0,
+        };
+        wheel.adopt_files(listed?).await;
+        wheel.loaded_until = wheel.delivered_second() - 1;
+        Ok(wheel)
+    }
+
+    /// Registers existing slot files; deletes those wholly delivered.
+    async fn adopt_files(&mut self, listed: Vec<(i32, Vec<i64>)>) {
+        let mut delivered_files = Vec::new();
+        for (queue_id, seconds) in listed {
+            let delivered_ms = self.cursors[&queue_id].delivered_ms;
+            for second in seconds {
+                if second.saturating_add(1).saturating_mul(1000) - 1 <= delivered_ms {
+                    delivered_files.push((queue_id, second));
+                } else {
+                    self.on_disk.entry(second).or_default().insert(queue_id);
+                    self.files.entry(second).or_default().insert(queue_id);
+                }
+            }
+        }
+        self.remove_files(delivered_files).await;
+    }
+
+    /// The earliest second some owned queue has not fully delivered.
+    fn delivered_second(&self) -> i64 {
+        self.cursors
+            .values()
+            .map(|c| second_of(c.delivered_ms))
+            .min()
+            .unwrap_or(0)
+    }
+
+    fn floor_ms(&self, queue_id: i32) -> i64 {
+        let cursor = self.cursors[&queue_id];
+        cursor.delivered_ms.max(cursor.in_flight_until_ms)
+    }
+
+    async fn run(&mut self, stop: &StopSignal) {
+        // Catch up with what arrived while the broker was down before loading any slot, so
+        // re-enqueued entries are all known before the first delivery.
+        loop {
+            match self.enqueue_step().await {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    log::warn!("{} timer enqueue failed: {e}", self.broker.shard);
+                    break;
+                }
+            }
+        }
+        while !stop.is_triggered() {
+            let more = match self.tick().await {
+                Ok(more) => more,
+                Err(e) => {
+                    log::warn!("{} timer wheel step failed: {e}", self.broker.shard);
+                    false
+                }
+            };
+            if more {
+                yield_if_needed().await;
+                continue;
+            }
+            let now_ms = comet_rt::clock::wall_clock_ms();
+            let wait_ms = match self.next_due_ms() {
+                Some(due_ms) if due_ms > now_ms => (due_ms - now_ms).min(TICK_MS as i64),
+                _ => TICK_MS as i64,
+            };
+            let wait = Duration::from_millis(u64::try_from(wait_ms).unwrap_or(1).max(1));
+            let _ = timeout(wait, stop.wait()).await;
+        }
+        let now_ms = comet_rt::clock::wall_clock_ms();
+        self.advance_idle(now_ms);
+        if let Err(e) = self.persist().await {
+            log::error!(
+                "{} timer cursors not persisted at stop: {e}",
+                self.broker.shard
+            );
+        }
+    }
+
+    /// One round of enqueue, load, deliver; true when more enqueue work is waiting.
+    async fn tick(&mut self) -> Result<bool, String> {
+        let enqueued = self.enqueue_step().await?;
+        let now_ms = comet_rt::clock::wall_clock_ms();
+        self.load_until(second_of(now_ms.saturating_add(PREFETCH_MS)))
+            .await?;
+        self.deliver_due(now_ms).await?;
+        if now_ms - self.persisted_at_ms >= PERSIST_IDLE_MS && self.cursors != self.persisted {
+            self.persist().await?;
+        }
+        Ok(enqueued >= ENQUEUE_RECORDS_MAX)
+    }
+
+    fn next_due_ms(&self) -> Option<i64> {
+        self.slots.values().find_map(Slot::min_due_ms)
+    }
+
+    async fn persist(&mut self) -> Result<(), String> {
+        let path = self.cursor_path.clone();
+        let cursors = self.cursors.clone();
+        run_blocking(move || cursor::store(&path, &cursors))
+            .await
+            .map_err(|e| format!("cannot persist timer cursors: {e}"))?;
+        self.persisted = self.cursors.clone();
+        self.persisted_at_ms = comet_rt::clock::wall_clock_ms();
+        Ok(())
+    }
+}
+
+/// What one enqueue step read from one queue.
+struct QueueRead {
+    next_offset: i64,
+    entries: Vec<(SlotEntry, Option<(BytesMut, i64)>)>,
+}
+
+impl Wheel {
+    /// Moves new timer records into slot files; returns how many.
+    async fn enqueue_step(&mut self) -> Result<usize, String> {
+        let mut batch: BTreeMap<(i32, i64), Vec<SlotEntry>> = BTreeMap::new();
+        let mut to_memory = Vec::new();
+        let mut moved = BTreeMap::new();
+        let mut count = 0;
+        for queue_id in self.queues.clone() {
+            if count >= ENQUEUE_RECORDS_MAX {
+                break;
+            }
+            let read = self
+                .read_queue(queue_id, ENQUEUE_RECORDS_MAX - count)
+                .await?;
+            if read.next_offset != self.cursors[&queue_id].enqueued_offset {
+                moved.insert(queue_id, read.next_offset);
+            }
+            count += read.entries.len();
+            for (entry, built) in read.entries {
+                let second = second_of(entry.due_ms);
+                batch.entry((queue_id, second)).or_default().push(entry);
+                to_memory.push((queue_id, entry, built));
+            }
+        }
+        if moved.is_empty() {
+            return Ok(0);
+        }
+        if !batch.is_empty() {
+            let root = self.store_root.clone();
+            let keys: Vec<(i32, i64)> = batch.keys().copied().collect();
+            run_blocking(move || slot::append(&root, &batch))
+                .await
+                .map_err(|e| format!("cannot write slot files: {e}"))?;
+            for (queue_id, second) in keys {
+                self.files.entry(second).or_default().insert(queue_id);
+                if second > self.loaded_until {
+                    self.on_disk.entry(second).or_default().insert(queue_id);
+                }
+            }
+        }
+        for (queue_id, offset) in moved {
+            self.cursors
+                .get_mut(&queue_id)
+                .expect("owned")
+                .enqueued_offset = offset;
+        }
+        self.persist().await?;
+        for (queue_id, entry, built) in to_memory {
+            if second_of(entry.due_ms) <= self.loaded_until {
+                self.admit(queue_id, entry, built);
+            } else if built.is_some() {
+                self.built -= 1;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Reads up to `budget` new records of one timer queue as slot entries (with the
+    /// delivered record built when its second is already in memory).
+    async fn read_queue(&mut self, queue_id: i32, budget: usize) -> Result<QueueRead, String> {
+        let mut read = QueueRead {
+            next_offset: self.cursors[&queue_id].enqueued_offset,
+            entries: Vec::new(),
+        };
+        let floor_ms = self.floor_ms(queue_id);
+        while read.entries.len() < budget {
+            let offset = QueueOffset(u64::try_from(read.next_offset).unwrap_or(0));
+            let count = READ_RECORDS_MAX.min(budget - read.entries.len());
+            let result = self
+                .broker
+                .store
+                .get_messages(
+                    TIMER_TOPIC,
+                    queue_id,
+                    offset,
+                    count,
+                    READ_BYTES_MAX,
+                    MessageFilter::All,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            match result.status {
+                GetStatus::Found => {}
+                GetStatus::OffsetTooSmall => {
+                    read.next_offset = result.min_offset.as_i64();
+                    continue;
+                }
+                GetStatus::NoMatchedMessage => {
+                    read.next_offset = result.next_offset.as_i64();
+                    continue;
+                }
+                GetStatus::OffsetOverflowBadly => {
+                    log::warn!("timer cursor of queue {queue_id} past the queue end; moving to it");
+                    read.next_offset = result.max_offset.as_i64();
+                    return Ok(read);
+                }
+                GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne => return Ok(read),
+            }
+            for bytes in &result.records {
+                let Ok(view) = RecordView::parse(bytes) else {
+                    log::error!("unreadable record in {TIMER_TOPIC} queue {queue_id}; skipped");
+                    continue;
+                };
+                let due_ms = timer_out_ms(&view).max(floor_ms.saturating_add(1));
+                let entry = SlotEntry {
+                    due_ms,
+                    queue_offset: view.queue_offset(),
+                };
+                let built = if second_of(due_ms) <= self.loaded_until
+                    && self.built < PREFETCH_RECORDS_MAX
+                {
+                    delivered_record(&self.broker, &view, due_ms).map(|record| {
+                        self.built += 1;
+                        (record, view.physical_offset())
+                    })
+                } else {
+                    None
+                };
+                read.entries.push((entry, built));
+            }
+            read.next_offset = read.next_offset.max(result.next_offset.as_i64());
+            yield_if_needed().await;
+        }
+        Ok(read)
+    }
+
+    /// Adds an entry to its in-memory slot, unless it is a second copy or already delivered.
+    fn admit(&mut self, queue_id: i32, entry: SlotEntry, built: Option<(BytesMut, i64)>) {
+        let cursor = self.cursors[&queue_id];
+        let duplicate = entry.due_ms <= cursor.delivered_ms
+            || (entry.queue_offset < self.rescan_until[&queue_id]
+                && !self.seen.insert((queue_id, entry.queue_offset)));
+        if duplicate {
+            if built.is_some() {
+                self.built -= 1;
+            }
+            return;
+        }
+        let suspect = self
+            .suspect_range
+            .get(&queue_id)
+            .is_some_and(|(from, to)| entry.due_ms > *from && entry.due_ms <= *to);
+        let (record, origin) = match built {
+            Some((record, origin)) => (Some(record), origin),
+            None => (None, -1),
+        };
+        self.slots
+            .entry(second_of(entry.due_ms))
+            .or_default()
+            .entries
+            .push(Pending {
+                queue_id,
+                queue_offset: entry.queue_offset,
+                due_ms: entry.due_ms,
+                record,
+                origin,
+                suspect,
+            });
+    }
+}
+
+/// The due time a timer record carries; a record without a usable `TIMER_OUT_MS` is due at
+/// once (logged).
+fn timer_out_ms(view: &RecordView<'_>) -> i64 {
+    match view
+        .property(names::TIMER_OUT_MS)
+        .and_then(|value| value.trim().parse::<i64>().ok())
+    {
+        Some(due_ms) => due_ms,
+        None => {
+            log::error!(
+                "timer record {} has no usable {}; delivered at once",
+                view.physical_offset(),
+                names::TIMER_OUT_MS
+            );
+            i64::MIN
+        }
+    }
+}
+
+impl Wheel {
+    /// Brings every slot up to `target_second` into memory with its records built.
+    async fn load_until(&mut self, target_second: i64) -> Result<(), String> {
+        if target_second <= self.loaded_until {
+            return Ok(());
+        }
+        let due: Vec<(i64, BTreeSet<i32>)> = self
+            .on_disk
+            .range(..=target_second)
+            .map(|(second, queues)| (*second, queues.clone()))
+            .collect();
+        for (second, queues) in due {
+            for queue_id in queues {
+                self.load_slot(queue_id, second).await?;
+            }
+            self.on_disk.remove(&second);
+        }
+        self.loaded_until = target_second;
+        Ok(())
+    }
+
+    async fn load_slot(&mut self, queue_id: i32, second: i64) -> Result<(), String> {
+        let path = slot::slot_path(&self.store_root, queue_id, second);
+        let entries = run_blocking(move || slot::read(&path))
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut unique: HashMap<i64, i64> = HashMap::with_capacity(entries.len());
+        for entry in entries {
+            unique.entry(entry.queue_offset).or_insert(entry.due_ms);
+        }
+        let mut wanted: Vec<(i64, i64)> = unique.into_iter().collect();
+        let budget = PREFETCH_RECORDS_MAX.saturating_sub(self.built);
+        let mut built = if wanted.len() <= budget {
+            let broker = self.broker.clone();
+            read_and_build(&self.broker, queue_id, &mut wanted, |view, due_ms| {
+                delivered_record(&broker, view, due_ms)
+            })
+            .await
+        } else {
+            HashMap::new()
+        };
+        for (queue_offset, due_ms) in wanted {
+            let entry = SlotEntry {
+                due_ms,
+                queue_offset,
+            };
+            let record = built.remove(&queue_offset).map(|b| {
+                self.built += 1;
+                (b.record, b.origin)
+            });
+            self.admit(queue_id, entry, record);
+        }
+        Ok(())
+    }
+}
+
+impl Wheel {
+    /// Delivers every entry due at or before `now_ms`.
+    async fn deliver_due(&mut self, now_ms: i64) -> Result<(), String> {
+        let mut due = self.take_due(now_ms);
+        if due.is_empty() {
+            self.advance_idle(now_ms);
+            return self.remove_delivered_files(now_ms).await;
+        }
+        self.materialize(&mut due).await;
+        self.drop_already_delivered(&mut due).await;
+        for cursor in self.cursors.values_mut() {
+            cursor.in_flight_until_ms = cursor.in_flight_until_ms.max(now_ms);
+        }
+        self.persist().await?;
+        let count = due.len();
+        let records: Vec<BytesMut> = due.iter_mut().filter_map(|p| p.record.take()).collect();
+        self.built = self.built.saturating_sub(count);
+        let started = std::time::Instant::now();
+        if let Err(e) = append_concurrently(&self.broker, records).await {
+            // Some may be stored: put all back as suspects, to be checked and retried.
+            for mut pending in due {
+                pending.suspect = true;
+                self.slots
+                    .entry(second_of(pending.due_ms))
+                    .or_default()
+                    .entries
+                    .push(pending);
+            }
+            return Err(format!("timer delivery failed: {e}"));
+        }
+        if count >= 10_000 {
+            log::info!(
+                "{} delivered {count} timed messages in {} ms",
+                self.broker.shard,
+                started.elapsed().as_millis()
+            );
+        }
+        for cursor in self.cursors.values_mut() {
+            cursor.delivered_ms = cursor.delivered_ms.max(now_ms);
+        }
+        self.remove_delivered_files(now_ms).await
+    }
+
+    /// Nothing in memory is due at or before `now_ms`: every queue has delivered up to it.
+    fn advance_idle(&mut self, now_ms: i64) {
+        let earliest = self.next_due_ms().unwrap_or(i64::MAX);
+        let delivered = now_ms.min(earliest.saturating_sub(1));
+        for cursor in self.cursors.values_mut() {
+            cursor.delivered_ms = cursor.delivered_ms.max(delivered);
+        }
+    }
+
+    fn take_due(&mut self, now_ms: i64) -> Vec<Pending> {
+        let mut due = Vec::new();
+        let now_second = second_of(now_ms);
+        let seconds: Vec<i64> = self.slots.range(..=now_second).map(|(s, _)| *s).collect();
+        for second in seconds {
+            let slot = self.slots.get_mut(&second).expect("listed");
+            if second < now_second {
+                due.append(&mut slot.entries);
+            } else {
+                let (ready, later) = std::mem::take(&mut slot.entries)
+                    .into_iter()
+                    .partition(|p| p.due_ms <= now_ms);
+                slot.entries = later;
+                due.extend::<Vec<Pending>>(ready);
+            }
+            if slot.entries.is_empty() {
+                self.slots.remove(&second);
+            }
+        }
+        due
+    }
+
+    /// Builds the records of entries that have none yet (loaded past the prefetch bound).
+    async fn materialize(&mut self, due: &mut Vec<Pending>) {
+        let mut by_queue: BTreeMap<i32, Vec<(i64, i64)>> = BTreeMap::new();
+        for pending in due.iter().filter(|p| p.record.is_none()) {
+            by_queue
+                .entry(pending.queue_id)
+                .or_default()
+                .push((pending.queue_offset, pending.due_ms));
+        }
+        for (queue_id, mut wanted) in by_queue {
+            let broker = self.broker.clone();
+            let mut built = read_and_build(&self.broker, queue_id, &mut wanted, |view, due_ms| {
+                delivered_record(&broker, view, due_ms)
+            })
+            .await;
+            for pending in due
+                .iter_mut()
+                .filter(|p| p.queue_id == queue_id && p.record.is_none())
+            {
+                if let Some(b) = built.remove(&pending.queue_offset) {
+                    pending.record = Some(b.record);
+                    pending.origin = b.origin;
+                    self.built += 1;
+                }
+            }
+        }
+        due.retain(|p| p.record.is_some());
+    }
+
+    /// Drops suspects whose delivery is already in their real queue.
+    async fn drop_already_delivered(&mut self, due: &mut Vec<Pending>) {
+        let mut keep = Vec::with_capacity(due.len());
+        let (mut checked, mut found) = (0usize, 0usize);
+        for pending in due.drain(..) {
+            if pending.suspect {
+                checked += 1;
+                if self.was_delivered(&pending).await {
+                    found += 1;
+                    self.built = self.built.saturating_sub(1);
+                    continue;
+                }
+            }
+            keep.push(pending);
+        }
+        if checked > 0 {
+            log::info!(
+                "{}: {checked} timers possibly delivered before a crash checked, {found} were",
+                self.broker.shard
+            );
+        }
+        *due = keep;
+    }
+
+    async fn was_delivered(&self, pending: &Pending) -> bool {
+        let Some(record) = pending.record.as_ref() else {
+            return false;
+        };
+        let Ok(view) = RecordView::parse(record) else {
+            return false;
+        };
+        let (Some(unique_key), Some(since_ms)) = (
+            view.property(names::UNIQ_KEY),
+            view.property(names::TIMER_ENQUEUE_MS)
+                .and_then(|value| value.parse::<i64>().ok()),
+        ) else {
+            return false;
+        };
+        let copy = DeliveredCopy {
+            topic: view.topic(),
+            queue_id: view.queue_id(),
+            unique_key,
+            origin: pending.origin,
+            since_ms,
+        };
+        delivered_copy_exists(&self.broker, &copy).await
+    }
+
+    async fn remove_delivered_files(&mut self, delivered_ms: i64) -> Result<(), String> {
+        let done: Vec<i64> = self
+            .files
+            .keys()
+            .copied()
+            .take_while(|second| second.saturating_add(1).saturating_mul(1000) - 1 <= delivered_ms)
+            .filter(|second| !self.slots.contains_key(second) && !self.on_disk.contains_key(second))
+            .collect();
+        let mut removals = Vec::new();
+        for second in done {
+            for queue_id in self.files.remove(&second).unwrap_or_default() {
+                removals.push((queue_id, second));
+            }
+        }
+        self.remove_files(removals).await;
+        Ok(())
+    }
+
+    async fn remove_files(&self, removals: Vec<(i32, i64)>) {
+        if removals.is_empty() {
+            return;
+        }
+        let root = self.store_root.clone();
+        let failed = run_blocking(move || {
+            removals
+                .iter()
+                .filter(|(queue_id, second)| slot::remove(&root, *queue_id, *second).is_err())
+                .count()
+        })
+        .await;
+        if failed > 0 {
+            log::warn!("{failed} delivered slot files could not be deleted");
+        }
+    }
+}
