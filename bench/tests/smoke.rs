@@ -1,105 +1,25 @@
 //! Smoke test of every bench mode against a real `comet-broker --standalone` on loopback.
 //!
-//! The broker binary is the workspace's own build (`target/<profile>/comet-broker`, found
-//! next to this test's directory), or `COMET_BROKER_BIN`. `cargo test --workspace` builds it;
-//! when it is missing the test fails and says how to build it, it never skips.
+//! The broker is started and stopped by comet-test-support: the workspace's own build
+//! (`target/<profile>/comet-broker`) or `COMET_BROKER_BIN`. `cargo test --workspace` builds
+//! it; when it is missing the test fails and says how to build it, it never skips.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use comet_test_support::Broker;
 use serde_json::Value;
 
 /// Longest a bench run of this test may take before it is killed and the test fails.
 const RUN_LIMIT: Duration = Duration::from_secs(60);
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local address").port()
-}
-
-fn broker_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("COMET_BROKER_BIN") {
-        let binary = PathBuf::from(path);
-        assert!(
-            binary.is_file(),
-            "COMET_BROKER_BIN={} is not a file",
-            binary.display()
-        );
-        return binary;
-    }
-    // This test runs as target/<profile>/deps/smoke-<hash>; binaries sit in target/<profile>.
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test executable lives in target/<profile>/deps");
-    let binary = profile_dir.join("comet-broker");
-    assert!(
-        binary.is_file(),
-        "comet-broker binary not found at {}: build it first with `cargo build -p comet-broker` \
-         (`cargo test --workspace` builds it too), or set COMET_BROKER_BIN",
-        binary.display()
-    );
-    binary
-}
-
-/// A standalone broker (embedded name server) on free ports with a temporary store; killed
-/// on drop.
-struct Broker {
-    child: Child,
-    namesrv: SocketAddr,
-}
-
-impl Broker {
-    fn start(store: &Path) -> Broker {
-        let broker_port = free_port();
-        let namesrv: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = Command::new(broker_binary())
-            .arg("--standalone")
-            .arg("--no-pin")
-            .args(["--cores", "1"])
-            .args(["--listen-port", &broker_port.to_string()])
-            .args(["--namesrv", &namesrv.to_string()])
-            .args(["--store", &store.display().to_string()])
-            .args(["-o", "mappedFileSizeCommitLog=16777216"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start comet-broker");
-        let mut broker = Broker { child, namesrv };
-        broker.wait_for_port(SocketAddr::from(([127, 0, 0, 1], broker_port)));
-        broker.wait_for_port(namesrv);
-        broker
-    }
-
-    fn wait_for_port(&mut self, addr: SocketAddr) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("comet-broker exited during start-up: {status}");
-            }
-            assert!(Instant::now() < deadline, "{addr} did not open within 60 s");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Runs comet-bench with `args` (plus --namesrv, --quiet, --json), bounded in time, and
 /// returns its JSON report.
 fn bench(broker: &Broker, dir: &Path, name: &str, args: &[&str]) -> Value {
     let json = dir.join(format!("{name}.json"));
     let mut child = Command::new(env!("CARGO_BIN_EXE_comet-bench"))
-        .args(["--namesrv", &broker.namesrv.to_string(), "--quiet"])
+        .args(["--namesrv", &broker.namesrv(), "--quiet"])
         .args(["--json", &json.display().to_string()])
         .args(args)
         .stdout(Stdio::null())
@@ -139,7 +59,7 @@ fn every_mode_moves_messages_without_errors() {
         .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
         .expect("temp dir on the target's file system (O_DIRECT needs a real one)");
     let store = dir.path().join("store");
-    let broker = Broker::start(&store);
+    let broker = Broker::start(&store, 1, &[]);
     let topic = ["--topic", "BenchSmoke"];
 
     let sync = [

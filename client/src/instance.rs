@@ -5,8 +5,9 @@
 //! background thread (`comet-client-tasks`) that refreshes routes (every 30 s, first after
 //! 10 ms) and heartbeats every known broker (every 30 s, first after 1 s). It also answers
 //! broker → client requests (reference 3.12): NOTIFY_CONSUMER_IDS_CHANGED triggers the
-//! group's rebalance, GET_CONSUMER_RUNNING_INFO gets a small JSON report, other codes get
-//! REQUEST_CODE_NOT_SUPPORTED. A new broker connection gets a heartbeat at once (5.x).
+//! group's rebalance, GET_CONSUMER_RUNNING_INFO gets a small JSON report,
+//! CHECK_TRANSACTION_STATE goes to the transactional producer of the half message's group
+//! (`PGROUP` of the message in the body), other codes get REQUEST_CODE_NOT_SUPPORTED. A new broker connection gets a heartbeat at once (5.x).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
@@ -20,6 +21,8 @@ use crate::error::{ClientError, Result};
 use crate::message::MessageQueue;
 use comet_proto::body::{JsonBody, ResetOffsetBody};
 use comet_proto::headers::ResetOffsetRequestHeader;
+use comet_proto::message::{decode_records, MessageExt};
+use comet_proto::properties::names;
 
 use crate::protocol::{self, ConsumerData, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
@@ -44,6 +47,14 @@ pub(crate) trait ConsumerMember: Send + Sync {
     fn running_info(&self) -> serde_json::Value;
 }
 
+/// A transactional producer registered with an instance: answers the broker's check-backs.
+pub(crate) trait TransactionChecker: Send + Sync {
+    /// CHECK_TRANSACTION_STATE from the broker at `addr` about the half `message` (one-way:
+    /// the answer is a later END_TRANSACTION). Must return quickly: it runs on the
+    /// transport's inbound thread.
+    fn check(&self, addr: &str, request: &RemotingCommand, message: MessageExt);
+}
+
 /// Shared state of one client instance.
 pub struct ClientInstance {
     config: ClientConfig,
@@ -53,6 +64,7 @@ pub struct ClientInstance {
     routes: RouteCache,
     producer_groups: Mutex<BTreeSet<String>>,
     consumers: Mutex<Vec<Arc<dyn ConsumerMember>>>,
+    checkers: Mutex<HashMap<String, Arc<dyn TransactionChecker>>>,
     publish_topics: Mutex<BTreeSet<String>>,
     broker_versions: Mutex<HashMap<String, i32>>,
     stopped: Mutex<bool>,
@@ -101,6 +113,7 @@ impl ClientInstance {
             routes: RouteCache::default(),
             producer_groups: Mutex::new(BTreeSet::new()),
             consumers: Mutex::new(Vec::new()),
+            checkers: Mutex::new(HashMap::new()),
             publish_topics: Mutex::new(BTreeSet::new()),
             broker_versions: Mutex::new(HashMap::new()),
             stopped: Mutex::new(false),
@@ -174,6 +187,14 @@ impl ClientInstance {
 
     pub(crate) fn register_producer(&self, group: &str) {
         lock(&self.producer_groups).insert(group.to_owned());
+    }
+
+    pub(crate) fn register_checker(&self, group: &str, checker: Arc<dyn TransactionChecker>) {
+        lock(&self.checkers).insert(group.to_owned(), checker);
+    }
+
+    pub(crate) fn unregister_checker(&self, group: &str) {
+        lock(&self.checkers).remove(group);
     }
 
     pub(crate) fn register_consumer(&self, member: Arc<dyn ConsumerMember>) {
@@ -310,12 +331,17 @@ impl ClientInstance {
             }
         }
         self.remoting.shutdown();
-        // Consumers hold the instance; forgetting them breaks the reference cycle.
+        // Consumers and checkers hold the instance; forgetting them breaks the cycle.
         lock(&self.consumers).clear();
+        lock(&self.checkers).clear();
     }
 
-    fn handle_request(&self, _addr: &str, request: &RemotingCommand) -> Handled {
+    fn handle_request(&self, addr: &str, request: &RemotingCommand) -> Handled {
         match request.request_code() {
+            RequestCode::CHECK_TRANSACTION_STATE => {
+                self.check_transaction(addr, request);
+                Handled::NoResponse
+            }
             RequestCode::NOTIFY_CONSUMER_IDS_CHANGED => {
                 let group = request.ext_fields.get("consumerGroup").unwrap_or_default();
                 for consumer in lock(&self.consumers).clone() {
@@ -345,6 +371,23 @@ impl ClientInstance {
                 )
             }
             _ => Handled::NotSupported,
+        }
+    }
+
+    /// CHECK_TRANSACTION_STATE: the body is the half message as a stored record; its
+    /// `PGROUP` names the producer group whose checker answers (Java's
+    /// `ClientRemotingProcessor.checkTransactionState`).
+    fn check_transaction(&self, addr: &str, request: &RemotingCommand) {
+        let Some(message) = decode_records(request.body.clone()).into_iter().next() else {
+            return log::warn!("check-back from {addr}: the body holds no message");
+        };
+        let Some(group) = message.property(names::PGROUP).map(str::to_owned) else {
+            return log::warn!("check-back from {addr}: the message names no producer group");
+        };
+        let checker = lock(&self.checkers).get(&group).cloned();
+        match checker {
+            Some(checker) => checker.check(addr, request, message),
+            None => log::debug!("check-back from {addr}: no transactional producer of {group}"),
         }
     }
 

@@ -6,7 +6,8 @@
 //!
 //! * [`remoting`]: the transport (connections, pipelining by opaque, timeouts, one-way,
 //!   broker → client requests).
-//! * [`producer`]: [`Producer`], sync/async/oneway/ordered/batch sends with fault tolerance.
+//! * [`producer`]: [`Producer`], sync/async/oneway/ordered/batch sends with fault tolerance;
+//!   [`TransactionProducer`], half messages, local transactions and check-backs.
 //! * [`consumer`]: [`PushConsumer`] (concurrent and orderly listeners) and
 //!   [`LitePullConsumer`] (poll, commit, seek), with rebalance and offset stores.
 //! * [`admin`]: [`Admin`], topics, cluster, runtime info, consumer progress, message lookup.
@@ -40,6 +41,9 @@ pub use consumer::{
 };
 pub use error::{ClientError, Result};
 pub use message::{Message, MessageQueue, SendResult, SendStatus};
+pub use producer::transaction::{
+    LocalTransactionState, TransactionProducer, TransactionProducerConfig, TransactionSendResult,
+};
 pub use producer::{Producer, ProducerConfig, SendFuture};
 pub use remoting::{Handled, RemotingClient, RequestHandler, ResponseFuture, TransportConfig};
 
@@ -51,6 +55,7 @@ mod tests {
     #[test]
     fn public_handles_are_send_and_sync() {
         assert_send_sync::<crate::Producer>();
+        assert_send_sync::<crate::TransactionProducer>();
         assert_send_sync::<crate::PushConsumer>();
         assert_send_sync::<crate::LitePullConsumer>();
         assert_send_sync::<crate::Admin>();

@@ -17,6 +17,11 @@ pub const INBOUND_REQUESTS_QUEUED_MAX: usize = 1024;
 /// Callbacks of asynchronous sends queued for the callback thread.
 pub const CALLBACKS_QUEUED_MAX: usize = 65_536;
 
+/// Transaction check-backs queued for a transactional producer's check thread (Java's
+/// `checkRequestHolder` of 2000). Beyond it a check is dropped: the broker checks the half
+/// again at its next interval, so nothing is lost but time.
+pub const TRANSACTION_CHECKS_QUEUED_MAX: usize = 2000;
+
 /// Largest message body, before compression (reference 7.8).
 pub const MESSAGE_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 

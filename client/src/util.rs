@@ -92,6 +92,22 @@ impl Executor {
         }
     }
 
+    /// Queues a job without blocking; returns it back when the queue is full or the
+    /// executor is stopped (for callers that must never wait, like transport threads).
+    pub fn try_submit(&self, job: Job) -> Result<(), Job> {
+        let sender = self
+            .sender
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        match sender {
+            Some(sender) => sender.try_send(job).map_err(|error| match error {
+                mpsc::TrySendError::Full(job) | mpsc::TrySendError::Disconnected(job) => job,
+            }),
+            None => Err(job),
+        }
+    }
+
     /// Runs what is queued, then stops the thread (unless called from it).
     pub fn shutdown(&self) {
         self.sender.lock().unwrap_or_else(|p| p.into_inner()).take();

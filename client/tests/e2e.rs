@@ -1,105 +1,41 @@
-//! End-to-end tests against a running RocketMQ-compatible name server and broker on
-//! 127.0.0.1 (Comet's, or Apache RocketMQ's for the reverse-direction check). They need a
-//! broker, so they are ignored by default; run them with
+//! End-to-end tests against a real Comet broker: each test starts its own
+//! `comet-broker --standalone` (embedded name server) on free loopback ports with a temporary
+//! store (`live`), and the broker is killed when the test ends. The broker binary is the
+//! workspace's build (`cargo test --workspace` builds it; `cargo build -p comet-broker` before
+//! `cargo test -p comet-client`), or `COMET_BROKER_BIN`.
 //!
-//! ```text
-//! COMET_E2E_NAMESRV=127.0.0.1:9876 cargo test -p comet-client --test e2e -- --ignored
-//! ```
-//!
-//! Every test uses fresh topic and group names (auto-created through `TBW102`), so runs do
-//! not interfere. Without `COMET_E2E_NAMESRV` an ignored test run fails loudly instead of
-//! passing vacuously.
+//! Every test uses fresh topic and group names (auto-created through `TBW102`).
+
+mod live;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comet_client::{
-    ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus,
-    ConsumerConfig, Message, MessageListener, MessageModel, Producer, ProducerConfig, PushConsumer,
-    PushConsumerConfig,
+    ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, Message, MessageListener, MessageModel,
+    Producer, ProducerConfig, PushConsumer, PushConsumerConfig,
 };
+use live::{consumer_config, distinct_bodies, recording_consumer, unique, wait_for, Live, Seen};
 
-fn namesrv() -> String {
-    std::env::var("COMET_E2E_NAMESRV")
-        .expect("set COMET_E2E_NAMESRV=host:port of a running name server with a broker")
-}
-
-fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}_{}", nanos % 1_000_000_000_000)
-}
-
-fn client() -> ClientConfig {
-    let mut config = ClientConfig::with_namesrv(&namesrv());
-    config.poll_name_server_interval = Duration::from_secs(2);
-    config
-}
-
-fn producer(queues: i32) -> Producer {
-    let mut config = ProducerConfig::new(&unique("e2e_pg"), client());
+fn producer(live: &Live, queues: i32) -> Producer {
+    let mut config = ProducerConfig::new(&unique("e2e_pg"), live.client());
     config.default_topic_queue_nums = queues;
     let producer = Producer::new(config).unwrap();
     producer.start().unwrap();
     producer
 }
 
-fn consumer_config(group: &str) -> ConsumerConfig {
-    let mut config = ConsumerConfig::new(group, client());
-    config.consume_from_where = ConsumeFromWhere::FirstOffset;
-    config.rebalance_interval = Duration::from_secs(2);
-    config
-}
-
-type Seen = Arc<Mutex<Vec<(String, String)>>>;
-
-/// A concurrent consumer recording (UNIQ_KEY, body) of everything it consumes.
-fn recording_consumer(config: ConsumerConfig, topic: &str) -> (PushConsumer, Seen) {
-    let seen: Seen = Arc::default();
-    let sink = seen.clone();
-    let listener = MessageListener::concurrently(move |messages, _| {
-        let mut sink = sink.lock().unwrap();
-        for message in messages {
-            let body = String::from_utf8_lossy(&message.body).into_owned();
-            sink.push((message.client_msg_id().to_owned(), body));
-        }
-        ConsumeConcurrentlyStatus::ConsumeSuccess
-    });
-    let consumer = PushConsumer::new(PushConsumerConfig::new(config), listener).unwrap();
-    consumer.subscribe(topic, "*").unwrap();
-    consumer.start().unwrap();
-    (consumer, seen)
-}
-
-fn wait_for(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn distinct_bodies(seen: &Seen) -> BTreeSet<String> {
-    seen.lock()
-        .unwrap()
-        .iter()
-        .map(|(_, body)| body.clone())
-        .collect()
-}
-
 // Proves every send mode stores its messages: sync, async, one-way, batch and ordered
 // sends are all consumed back, each exactly as sent.
 #[test]
-#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
 fn all_send_modes_round_trip() {
+    let live = Live::start("client-e2e", &[]);
     let topic = unique("E2eModes");
-    let producer = producer(4);
+    let producer = producer(&live, 4);
     for i in 0..10 {
         producer
             .send(Message::new(topic.as_str(), format!("sync-{i}")))
@@ -128,7 +64,7 @@ fn all_send_modes_round_trip() {
     producer
         .send(Message::new(topic.as_str(), big.clone()))
         .unwrap();
-    let (consumer, seen) = recording_consumer(consumer_config(&unique("e2e_cg")), &topic);
+    let (consumer, seen) = recording_consumer(consumer_config(&live, &unique("e2e_cg")), &topic);
     wait_for("51 messages", 60, || distinct_bodies(&seen).len() >= 51);
     consumer.shutdown();
     producer.shutdown();
@@ -150,11 +86,11 @@ fn all_send_modes_round_trip() {
 // Proves ordered messages stay in order per sharding key through a consumer restart: a
 // second orderly consumer of the group continues where the first stopped.
 #[test]
-#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
 fn ordered_per_key_through_a_consumer_restart() {
+    let live = Live::start("client-e2e", &[]);
     let topic = unique("E2eOrder");
     let group = unique("e2e_order");
-    let producer = producer(4);
+    let producer = producer(&live, 4);
     let send = |range: std::ops::Range<usize>| {
         for i in range {
             let key = format!("k{}", i % 4);
@@ -177,7 +113,7 @@ fn ordered_per_key_through_a_consumer_restart() {
             }
             ConsumeOrderlyStatus::Success
         });
-        let config = PushConsumerConfig::new(consumer_config(&group));
+        let config = PushConsumerConfig::new(consumer_config(&live, &group));
         let consumer = PushConsumer::new(config, listener).unwrap();
         consumer.subscribe(&topic, "*").unwrap();
         consumer.start().unwrap();
@@ -206,16 +142,16 @@ fn ordered_per_key_through_a_consumer_restart() {
 // Proves three members of one group split 8 queues 3/3/2 and the two survivors take over a
 // stopped member's queues.
 #[test]
-#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
 fn three_members_split_evenly_and_take_over() {
+    let live = Live::start("client-e2e", &[]);
     let topic = unique("E2eSplit");
     let group = unique("e2e_split");
-    let producer = producer(8);
+    let producer = producer(&live, 8);
     producer
         .send(Message::new(topic.as_str(), "create"))
         .unwrap();
     let members: Vec<(PushConsumer, Seen)> = (0..3)
-        .map(|_| recording_consumer(consumer_config(&group), &topic))
+        .map(|_| recording_consumer(consumer_config(&live, &group), &topic))
         .collect();
     let owned = |members: &[(PushConsumer, Seen)]| -> Vec<usize> {
         let mut sizes: Vec<usize> = members
@@ -255,18 +191,19 @@ fn three_members_split_evenly_and_take_over() {
 
 // Proves broadcasting delivers every message to every member of the group.
 #[test]
-#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
 fn broadcasting_reaches_every_member() {
+    let live = Live::start("client-e2e", &[]);
     let topic = unique("E2eBroadcast");
     let group = unique("e2e_broadcast");
-    let producer = producer(4);
+    let producer = producer(&live, 4);
     producer
         .send(Message::new(topic.as_str(), "create"))
         .unwrap();
-    let directory = std::env::temp_dir().join(unique("comet-e2e-offsets"));
+    let offsets = comet_test_support::TempDir::new("client-e2e-offsets");
+    let directory = offsets.path().to_path_buf();
     let members: Vec<(PushConsumer, Seen)> = (0..2)
         .map(|index| {
-            let mut config = consumer_config(&group);
+            let mut config = consumer_config(&live, &group);
             config.message_model = MessageModel::Broadcasting;
             config.local_offset_dir = directory.clone();
             config.client.instance_name = format!("member{index}");
@@ -288,18 +225,17 @@ fn broadcasting_reaches_every_member() {
         consumer.shutdown();
     }
     producer.shutdown();
-    let _ = std::fs::remove_dir_all(directory);
 }
 
 // Proves at-least-once across a consumer crash: a consumer process killed with SIGKILL in
 // the middle of the stream loses nothing; the next member of the group consumes the rest
 // (duplicates allowed, only around the crash).
 #[test]
-#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
 fn nothing_lost_across_a_consumer_crash() {
+    let live = Live::start("client-e2e", &[]);
     let topic = unique("E2eCrash");
     let group = unique("e2e_crash");
-    let producer = producer(4);
+    let producer = producer(&live, 4);
     for i in 0..200 {
         producer
             .send(Message::new(topic.as_str(), format!("c-{i}")))
@@ -315,7 +251,7 @@ fn nothing_lost_across_a_consumer_crash() {
     let mut child = Command::new(examples.join("push_consumer"))
         .args([
             "--namesrv",
-            &namesrv(),
+            &live.namesrv(),
             "--topic",
             &topic,
             "--group",
@@ -346,7 +282,7 @@ fn nothing_lost_across_a_consumer_crash() {
             before_crash.insert(body.to_owned());
         }
     }
-    let (consumer, seen) = recording_consumer(consumer_config(&group), &topic);
+    let (consumer, seen) = recording_consumer(consumer_config(&live, &group), &topic);
     wait_for("the rest after the crash", 90, || {
         let mut all = distinct_bodies(&seen);
         all.extend(before_crash.iter().cloned());
@@ -360,11 +296,11 @@ fn nothing_lost_across_a_consumer_crash() {
 // broker, and it is redelivered through %RETRY%<group> (about 10 s later, delay level 3)
 // with its original topic and id, and a reconsume count of 1.
 #[test]
-#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
 fn failed_message_is_redelivered_through_the_retry_topic() {
+    let live = Live::start("client-e2e", &[]);
     let topic = unique("E2eRetry");
     let group = unique("e2e_retry");
-    let producer = producer(4);
+    let producer = producer(&live, 4);
     let sent = producer
         .send(Message::new(topic.as_str(), "fail-once"))
         .unwrap();
@@ -383,7 +319,7 @@ fn failed_message_is_redelivered_through_the_retry_topic() {
             ConsumeConcurrentlyStatus::ConsumeSuccess
         }
     });
-    let config = PushConsumerConfig::new(consumer_config(&group));
+    let config = PushConsumerConfig::new(consumer_config(&live, &group));
     let consumer = PushConsumer::new(config, listener).unwrap();
     consumer.subscribe(&topic, "*").unwrap();
     consumer.start().unwrap();
@@ -401,11 +337,11 @@ fn failed_message_is_redelivered_through_the_retry_topic() {
 // topic, a message is found by key and by offset id, consume stats show the group's lag
 // dropping to zero after consumption, and a reset by timestamp moves the offsets back.
 #[test]
-#[ignore = "needs a running broker: COMET_E2E_NAMESRV"]
 fn admin_round_trip() {
+    let live = Live::start("client-e2e", &[]);
     let topic = unique("E2eAdmin");
     let group = unique("e2e_admin");
-    let producer = producer(4);
+    let producer = producer(&live, 4);
     let key = unique("order");
     let message = Message::new(topic.as_str(), "find me").with_keys([key.as_str()]);
     let sent = producer.send(message).unwrap();
@@ -414,7 +350,7 @@ fn admin_round_trip() {
             .send(Message::new(topic.as_str(), format!("a-{i}")))
             .unwrap();
     }
-    let admin = comet_client::Admin::new(client()).unwrap();
+    let admin = comet_client::Admin::new(live.client()).unwrap();
     assert!(!admin.cluster_masters(None).unwrap().is_empty());
     wait_for("the topic in the list", 30, || {
         admin.list_topics().unwrap().topic_list.contains(&topic)
@@ -431,7 +367,7 @@ fn admin_round_trip() {
             .unwrap();
         found.iter().any(|m| m.client_msg_id() == sent.msg_id)
     });
-    let (consumer, seen) = recording_consumer(consumer_config(&group), &topic);
+    let (consumer, seen) = recording_consumer(consumer_config(&live, &group), &topic);
     wait_for("10 messages", 60, || distinct_bodies(&seen).len() >= 10);
     consumer.shutdown();
     wait_for("zero lag", 30, || {
@@ -452,40 +388,42 @@ fn admin_round_trip() {
 }
 
 // Proves a producer keeps sending through a broker restart and loses nothing it was told
-// was sent: sends run while `COMET_E2E_RESTART_CMD` restarts the broker (keeping its
-// store); every acknowledged message is consumed afterwards, and sends succeed again once
-// the broker is back.
+// was sent: sends run while the test's broker is stopped (SIGTERM) and started again on the
+// same store and ports; every acknowledged message is consumed afterwards, and sends succeed
+// again once the broker is back.
 #[test]
-#[ignore = "needs a running broker and COMET_E2E_RESTART_CMD"]
 fn producer_survives_a_broker_restart() {
-    let restart = std::env::var("COMET_E2E_RESTART_CMD")
-        .expect("set COMET_E2E_RESTART_CMD to a command restarting the broker with its store");
+    let mut live = Live::start("client-e2e-restart", &[]);
     let topic = unique("E2eRestart");
-    let producer = producer(4);
+    let producer = producer(&live, 4);
     producer
         .send(Message::new(topic.as_str(), "create"))
         .unwrap();
-    let restarter = thread::spawn(move || {
-        thread::sleep(Duration::from_secs(2));
-        let status = Command::new("sh").arg("-c").arg(&restart).status().unwrap();
-        assert!(status.success(), "restart command failed");
-    });
     let mut acknowledged = BTreeSet::new();
     let mut failures = 0;
     let mut index = 0;
-    while !restarter.is_finished() || acknowledged.len() < 50 {
-        let body = format!("r-{index}");
-        index += 1;
-        match producer.send(Message::new(topic.as_str(), body.clone())) {
-            Ok(_) => {
-                acknowledged.insert(body);
+    let broker = &mut live.broker;
+    thread::scope(|scope| {
+        let restarter = scope.spawn(move || {
+            thread::sleep(Duration::from_secs(1));
+            broker.stop();
+            thread::sleep(Duration::from_millis(500));
+            broker.restart();
+        });
+        while !restarter.is_finished() || acknowledged.len() < 50 {
+            let body = format!("r-{index}");
+            index += 1;
+            match producer.send(Message::new(topic.as_str(), body.clone())) {
+                Ok(_) => {
+                    acknowledged.insert(body);
+                }
+                Err(_) => failures += 1,
             }
-            Err(_) => failures += 1,
+            thread::sleep(Duration::from_millis(20));
+            assert!(index < 20_000, "no progress after the restart");
         }
-        thread::sleep(Duration::from_millis(20));
-        assert!(index < 20_000, "no progress after the restart");
-    }
-    restarter.join().unwrap();
+    });
+    live.wait_registered();
     let after = producer
         .send(Message::new(topic.as_str(), "after"))
         .unwrap();
@@ -494,8 +432,9 @@ fn producer_survives_a_broker_restart() {
         "sent {index}, acknowledged {}, failed {failures}",
         acknowledged.len()
     );
-    let (consumer, seen) = recording_consumer(consumer_config(&unique("e2e_restart")), &topic);
-    wait_for("every acknowledged message", 90, || {
+    let (consumer, seen) =
+        recording_consumer(consumer_config(&live, &unique("e2e_restart")), &topic);
+    wait_for("every acknowledged message", 50, || {
         let bodies = distinct_bodies(&seen);
         acknowledged.iter().all(|body| bodies.contains(body))
     });

@@ -19,6 +19,7 @@ fn client() -> RemotingClient {
         connect_timeout: Duration::from_secs(2),
         write_timeout: Duration::from_secs(2),
         scan_interval: Duration::from_millis(20),
+        channel_max_idle: Duration::from_secs(120),
     })
 }
 
@@ -331,4 +332,62 @@ fn shutdown_fails_pending_and_refuses_new_requests() {
         .invoke(server.addr(), request("late"), Duration::from_secs(1))
         .unwrap_err();
     assert!(matches!(error, ClientError::State(_)));
+}
+
+/// A client whose connections close after `max_idle` without traffic.
+fn client_with_idle(max_idle: Duration) -> RemotingClient {
+    RemotingClient::new(TransportConfig {
+        connect_timeout: Duration::from_secs(2),
+        write_timeout: Duration::from_secs(2),
+        scan_interval: Duration::from_millis(20),
+        channel_max_idle: max_idle,
+    })
+}
+
+// Proves an idle connection is closed after the configured idle time and the next request
+// opens a new one transparently, while a connection in steady use stays open.
+#[test]
+fn idle_connections_close_and_reconnect_on_demand() {
+    let server = FakeServer::start(echo);
+    let client = client_with_idle(Duration::from_millis(300));
+    let addr = server.addr().to_owned();
+    // Steady traffic every 50 ms for about 1 s: never idle for 300 ms, one connection.
+    for index in 0..20 {
+        let body = format!("busy-{index}");
+        let response = client
+            .invoke(&addr, request(&body), Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(&response.body[..], body.as_bytes());
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(server.accepted(), 1, "a busy connection was closed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !client.connected_addrs().is_empty() {
+        assert!(Instant::now() < deadline, "the idle connection stayed open");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let response = client
+        .invoke(&addr, request("again"), Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(&response.body[..], b"again");
+    assert_eq!(server.accepted(), 2, "the next request reconnected");
+    client.shutdown();
+}
+
+// Proves a zero idle time keeps idle connections open.
+#[test]
+fn zero_idle_time_keeps_connections() {
+    let server = FakeServer::start(echo);
+    let client = client_with_idle(Duration::ZERO);
+    let addr = server.addr().to_owned();
+    client
+        .invoke(&addr, request("one"), Duration::from_secs(5))
+        .unwrap();
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(client.connected_addrs(), [addr.clone()]);
+    client
+        .invoke(&addr, request("two"), Duration::from_secs(5))
+        .unwrap();
+    assert_eq!(server.accepted(), 1);
+    client.shutdown();
 }

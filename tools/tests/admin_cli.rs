@@ -1,49 +1,10 @@
 //! comet-admin against a real standalone broker: every subcommand that reads or changes a
 //! topic, a broker or a group runs and prints what the broker holds.
 
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// The broker binary beside this package's binary (built by `cargo test --workspace`).
-fn broker_binary() -> PathBuf {
-    let admin = PathBuf::from(env!("CARGO_BIN_EXE_comet-admin"));
-    let broker = admin.with_file_name("comet-broker");
-    assert!(
-        broker.exists(),
-        "{} is missing: run `cargo build -p comet-broker` (or the workspace tests)",
-        broker.display()
-    );
-    broker
-}
-
-struct Running(Child, PathBuf);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_dir_all(&self.1);
-    }
-}
-
-fn wait_for(port: u16) {
-    // Generous: a loaded machine can take a while to start every shard.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "port {port} never opened");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use comet_test_support::{Broker, TempDir};
 
 fn admin(namesrv: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_comet-admin"))
@@ -66,31 +27,11 @@ fn stdout_of(output: &Output) -> String {
 // broker's runtime figures, and reports a clear error for a topic that does not exist.
 #[test]
 fn admin_commands_against_a_standalone_broker() {
-    let store = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("admin-cli-{}", std::process::id()));
-    let (broker_port, namesrv_port) = (free_port(), free_port());
-    let namesrv = format!("127.0.0.1:{namesrv_port}");
-    let child = Command::new(broker_binary())
-        .args(["--standalone", "--no-pin", "--cores", "2"])
-        .args([
-            "--listen-port",
-            &broker_port.to_string(),
-            "--namesrv",
-            &namesrv,
-        ])
-        .args([
-            "--store",
-            &store.display().to_string(),
-            "-o",
-            "mappedFileSizeCommitLog=16777216",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _running = Running(child, store);
-    wait_for(broker_port);
-    wait_for(namesrv_port);
+    // The broker (workspace build, started by comet-test-support) drops before its store.
+    let store = TempDir::new("admin-cli");
+    let broker = Broker::start(store.path(), 2, &[]);
+    let namesrv = broker.namesrv();
+    let broker_port = broker.broker_addr.port();
     let deadline = Instant::now() + Duration::from_secs(15);
     while !stdout_of(&admin(&namesrv, &["cluster-list"])).contains(&format!(":{broker_port}")) {
         assert!(Instant::now() < deadline, "the broker never registered");

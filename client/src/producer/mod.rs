@@ -13,6 +13,7 @@
 //! * An unknown topic is sent through the `TBW102` route so the broker auto-creates it.
 
 pub mod fault;
+pub mod transaction;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -524,6 +525,10 @@ impl ProducerInner {
             }
         };
         let mut sys_flag = 0;
+        if message.properties.get(names::TRAN_MSG) == Some("true") {
+            // A half message: the broker stores it in the half topic (reference 7.6).
+            sys_flag |= message_sys_flag::TRANSACTION_PREPARED_TYPE;
+        }
         let mut body = message.body.clone();
         if body.len() >= self.config.compress_over_bytes {
             body = Bytes::from(zlib_compress(&body, self.config.compress_level));

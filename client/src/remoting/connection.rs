@@ -13,14 +13,15 @@
 //! frames, completes waiters of responses (flag bit 0, trap T18: a broker request with the
 //! same opaque as one of ours is a request, not our answer) and hands requests to the sink.
 //!
-//! A connection is closed once: by a read or write failure, by a broken frame stream, or by
-//! the owner. Closing shuts the socket down (which ends the reader thread) and fails every
+//! A connection is closed once: by a read or write failure, by a broken frame stream, by
+//! the owner, or by the transport's scanner once it has been idle too long (nothing read or
+//! written, nothing pending; see [`Connection::idle_for`]). Closing shuts the socket down (which ends the reader thread) and fails every
 //! pending request with `ConnectionClosed`. A closed connection is never reused; the pool
 //! opens a fresh one on the next request.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
@@ -50,6 +51,10 @@ pub struct Connection {
     control: TcpStream,
     pending: PendingMap,
     closed: AtomicBool,
+    /// When the connection opened; activity times are kept relative to it.
+    opened: Instant,
+    /// Milliseconds after `opened` of the last frame read or written.
+    last_activity_ms: AtomicU64,
     reader: Mutex<Option<JoinHandle<()>>>,
     reader_thread: Mutex<Option<ThreadId>>,
 }
@@ -79,6 +84,8 @@ impl Connection {
             control,
             pending: PendingMap::default(),
             closed: AtomicBool::new(false),
+            opened: Instant::now(),
+            last_activity_ms: AtomicU64::new(0),
             reader: Mutex::new(None),
             reader_thread: Mutex::new(None),
         });
@@ -106,6 +113,24 @@ impl Connection {
     /// Requests waiting for their response.
     pub fn pending_count(&self) -> usize {
         self.pending.len()
+    }
+
+    /// How long the connection has been idle at `now`: zero while a request is pending,
+    /// else the time since the last frame read or written.
+    pub fn idle_for(&self, now: Instant) -> Duration {
+        if self.pending.len() > 0 {
+            return Duration::ZERO;
+        }
+        let last =
+            self.opened + Duration::from_millis(self.last_activity_ms.load(Ordering::Relaxed));
+        now.saturating_duration_since(last)
+    }
+
+    /// Records a frame read or written now.
+    fn touch(&self) {
+        let elapsed_ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_activity_ms
+            .fetch_max(elapsed_ms, Ordering::Relaxed);
     }
 
     pub(crate) fn pending(&self) -> &PendingMap {
@@ -158,6 +183,7 @@ impl Connection {
             return Err(self.closed_error("closed before the frame was written"));
         }
         let bytes = frame::encode_to_bytes(command);
+        self.touch();
         let outcome = lock(&self.writer).write_all(&bytes);
         outcome.map_err(|error| {
             let reason = format!("write failed: {error}");
@@ -254,7 +280,10 @@ fn read_loop(
         }
         match stream.read(&mut chunk) {
             Ok(0) => return String::from("closed by peer"),
-            Ok(count) => buffer.extend_from_slice(&chunk[..count]),
+            Ok(count) => {
+                connection.touch();
+                buffer.extend_from_slice(&chunk[..count]);
+            }
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
             Err(error) => return format!("read failed: {error}"),
         }

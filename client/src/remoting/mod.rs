@@ -41,8 +41,13 @@ pub struct TransportConfig {
     pub connect_timeout: Duration,
     /// Longest a single frame write may block before the connection is declared dead.
     pub write_timeout: Duration,
-    /// How often the timeout scanner looks for expired requests.
+    /// How often the timeout scanner looks for expired requests and idle connections.
     pub scan_interval: Duration,
+    /// A connection with nothing read, nothing written and no request pending for this long
+    /// is closed; the next request to its address opens a new one. The Java client closes
+    /// a channel idle (no read and no write) for `clientChannelMaxIdleTimeSeconds`, 120 s.
+    /// `Duration::ZERO` keeps idle connections open.
+    pub channel_max_idle: Duration,
 }
 
 impl Default for TransportConfig {
@@ -51,6 +56,7 @@ impl Default for TransportConfig {
             connect_timeout: Duration::from_secs(3),
             write_timeout: Duration::from_secs(10),
             scan_interval: Duration::from_millis(100),
+            channel_max_idle: Duration::from_secs(120),
         }
     }
 }
@@ -354,10 +360,36 @@ fn scanner_main(inner: Weak<Inner>, interval: Duration) {
                 .filter_map(|slot| lock(slot).clone())
                 .collect()
         };
-        drop(inner);
         let now = Instant::now();
         for connection in connections {
             expire(&connection, now);
+        }
+        if !inner.config.channel_max_idle.is_zero() {
+            close_idle(&inner, inner.config.channel_max_idle, now);
+        }
+    }
+}
+
+/// Holders of a connection nobody uses: its pool slot and its own reader thread.
+const IDLE_CONNECTION_HOLDERS: usize = 2;
+
+/// Closes connections idle for `max_idle` that no caller holds. The check runs under the
+/// slot lock, and a caller clones the connection out of its slot under the same lock, so a
+/// connection some caller is about to use is never closed under it (its count is higher),
+/// and a caller arriving after the close finds the slot empty and connects anew.
+fn close_idle(inner: &Inner, max_idle: Duration, now: Instant) {
+    let slots: Vec<Slot> = lock(&inner.connections).values().cloned().collect();
+    for slot in slots {
+        let mut slot = lock(&slot);
+        let idle = slot.as_ref().is_some_and(|connection| {
+            Arc::strong_count(connection) <= IDLE_CONNECTION_HOLDERS
+                && connection.idle_for(now) >= max_idle
+        });
+        if idle {
+            if let Some(connection) = slot.take() {
+                // The reader thread ends on its own; its on_closed finds the slot empty.
+                connection.close(&format!("idle for {:?}", max_idle));
+            }
         }
     }
 }

@@ -1,0 +1,120 @@
+//! A real Comet broker for the client's end-to-end tests: `comet-broker --standalone`
+//! (embedded name server) on free loopback ports with a temporary store, through
+//! comet-test-support. Each test starts its own and it is killed when the test ends.
+
+#![allow(dead_code)]
+
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use comet_client::{
+    Admin, ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig,
+    MessageListener, PushConsumer, PushConsumerConfig,
+};
+use comet_test_support::{Broker, TempDir};
+
+/// How long a broker may take to show up in its name server's routes.
+const REGISTRATION_LIMIT: Duration = Duration::from_secs(30);
+
+/// A running broker and its store. Field order matters: the broker is killed before its
+/// store directory is removed.
+pub struct Live {
+    /// The broker process.
+    pub broker: Broker,
+    store: TempDir,
+}
+
+impl Live {
+    /// Starts a one-shard standalone broker with `extra` arguments and waits until the
+    /// auto-create template `TBW102` is routable, so the first send of a test cannot race
+    /// the broker's registration.
+    pub fn start(name: &str, extra: &[&str]) -> Live {
+        let store = TempDir::new(name);
+        let broker = Broker::start(store.path(), 1, extra);
+        let live = Live { broker, store };
+        live.wait_registered();
+        live
+    }
+
+    /// The name server address.
+    pub fn namesrv(&self) -> String {
+        self.broker.namesrv()
+    }
+
+    /// Client settings for this broker, with a short route refresh so restarts are noticed.
+    pub fn client(&self) -> ClientConfig {
+        let mut config = ClientConfig::with_namesrv(&self.namesrv());
+        config.poll_name_server_interval = Duration::from_secs(2);
+        config
+    }
+
+    /// Waits until the name server routes `TBW102` to this broker.
+    pub fn wait_registered(&self) {
+        let admin = Admin::new(self.client()).expect("an admin client");
+        wait_for(
+            "the broker's registration",
+            REGISTRATION_LIMIT.as_secs(),
+            || admin.topic_route("TBW102").is_ok(),
+        );
+        admin.shutdown();
+    }
+}
+
+/// A name unique to this run, so tests sharing nothing never meet.
+pub fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}_{}", nanos % 1_000_000_000_000)
+}
+
+/// Polls `done` every 50 ms; panics naming `what` after `seconds`.
+pub fn wait_for(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Consumer settings for this broker: from the first offset, quick rebalances.
+pub fn consumer_config(live: &Live, group: &str) -> ConsumerConfig {
+    let mut config = ConsumerConfig::new(group, live.client());
+    config.consume_from_where = ConsumeFromWhere::FirstOffset;
+    config.rebalance_interval = Duration::from_secs(2);
+    config
+}
+
+/// What a recording consumer saw: (UNIQ_KEY, body) per delivery.
+pub type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A concurrent consumer recording (UNIQ_KEY, body) of everything it consumes.
+pub fn recording_consumer(config: ConsumerConfig, topic: &str) -> (PushConsumer, Seen) {
+    let seen: Seen = Arc::default();
+    let sink = seen.clone();
+    let listener = MessageListener::concurrently(move |messages, _| {
+        let mut sink = sink.lock().unwrap();
+        for message in messages {
+            let body = String::from_utf8_lossy(&message.body).into_owned();
+            sink.push((message.client_msg_id().to_owned(), body));
+        }
+        ConsumeConcurrentlyStatus::ConsumeSuccess
+    });
+    let consumer = PushConsumer::new(PushConsumerConfig::new(config), listener).unwrap();
+    consumer.subscribe(topic, "*").unwrap();
+    consumer.start().unwrap();
+    (consumer, seen)
+}
+
+/// The distinct bodies seen.
+pub fn distinct_bodies(seen: &Seen) -> BTreeSet<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|(_, body)| body.clone())
+        .collect()
+}
