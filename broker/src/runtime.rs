@@ -86,6 +86,12 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", config.store_root.display()))?;
     let listen: SocketAddr =
         SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), config.listen_port);
+    if options.standalone {
+        // Checked here, before any shard runs, so shard 0 never waits for it.
+        let namesrv = crate::standalone::name_server_addr(&config)?;
+        comet_rt::net::ensure_port_free(namesrv)
+            .map_err(|e| format!("cannot serve the name server on {namesrv}: {e}"))?;
+    }
     let reservation =
         PortReservation::new(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let metadata = Arc::new(Metadata::load(&config)?);

@@ -211,6 +211,9 @@ pub fn start_on_shard(
 ) -> Result<(NameServer, Listener), NameServerError> {
     let name_server = NameServer::new(config, shard)?;
     let addr = name_server.listen_addr();
+    // Listeners carry SO_REUSEPORT: refuse a port another name server already serves.
+    comet_rt::net::ensure_port_free(addr)
+        .map_err(|source| NameServerError::Bind { addr, source })?;
     let listener = Listener::bind(addr).map_err(|source| NameServerError::Bind { addr, source })?;
     Ok((name_server, listener))
 }

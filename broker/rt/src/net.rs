@@ -161,7 +161,9 @@ pub struct PortReservation {
 }
 
 impl PortReservation {
-    /// Binds a reuse-port socket on `addr`; with port 0 the kernel picks the port.
+    /// Binds a reuse-port socket on `addr`; with port 0 the kernel picks the port. Fails with
+    /// `AddrInUse` when another socket (of any process) listens there: see
+    /// [`ensure_port_free`].
     pub fn new(addr: SocketAddr) -> io::Result<PortReservation> {
         let SocketAddr::V4(v4) = addr else {
             return Err(io::Error::new(
@@ -169,6 +171,7 @@ impl PortReservation {
                 "port reservations support IPv4 addresses",
             ));
         };
+        ensure_port_free(addr)?;
         // SAFETY: plain socket(2); the result is checked.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -231,6 +234,56 @@ impl PortReservation {
     }
 }
 
+/// How long one probe of [`ensure_port_free`] waits for a connection.
+const PORT_PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long [`ensure_port_free`] waits for a busy port to become free.
+pub const PORT_BUSY_WAIT: Duration = Duration::from_secs(10);
+
+/// Fails with `AddrInUse` when something listens on `addr` for longer than
+/// [`PORT_BUSY_WAIT`] (port 0 always passes). Blocking: call it before serving.
+///
+/// Why: listeners carry `SO_REUSEPORT`, and the kernel lets any process of the same user join
+/// a reuse-port group. Without this check a second broker (or name server) started by mistake
+/// on a busy port would silently share the first one's connections, each with its own store.
+/// The probe connects to the address (the loopback address for a wildcard one): only a
+/// listening socket accepts. It retries for a while because a process killed a moment ago can
+/// leave its listener open until the kernel tears down its io_uring instance (the ring holds
+/// the socket while its pending accept is cancelled); joining that dying listener's group
+/// would hand some new connections to a socket nobody serves.
+pub fn ensure_port_free(addr: SocketAddr) -> io::Result<()> {
+    ensure_port_free_within(addr, PORT_BUSY_WAIT)
+}
+
+/// [`ensure_port_free`] with another wait limit.
+pub fn ensure_port_free_within(addr: SocketAddr, wait: Duration) -> io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let mut target = addr;
+    if target.ip().is_unspecified() {
+        target.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let deadline = std::time::Instant::now() + wait;
+    loop {
+        if std::net::TcpStream::connect_timeout(&target, PORT_PROBE_TIMEOUT).is_err() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!(
+                    "{addr} is already in use: something listens there \
+                     (is another broker or name server running?)"
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 impl Drop for PortReservation {
     fn drop(&mut self) {
         // SAFETY: we own `fd` and close it once.
@@ -243,6 +296,21 @@ mod tests {
     use super::*;
     use crate::pool::{run_on_current_thread, ExecutorOptions};
     use std::io::{Read, Write};
+
+    // Proves a port another socket listens on is refused, even though listeners use
+    // SO_REUSEPORT (which would otherwise let a second process share it), and a free one is
+    // accepted.
+    #[test]
+    fn busy_port_is_refused() {
+        let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = busy.local_addr().unwrap();
+        let error = ensure_port_free_within(addr, Duration::from_millis(300)).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::AddrInUse);
+        drop(busy);
+        assert!(ensure_port_free(addr).is_ok());
+        let reservation = PortReservation::new(addr).unwrap();
+        assert_eq!(reservation.addr(), addr);
+    }
 
     // Proves a listener accepts, reads and writes over loopback, and that two reuse-port
     // listeners can share a reserved port.

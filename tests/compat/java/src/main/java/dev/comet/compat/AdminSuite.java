@@ -157,6 +157,7 @@ public final class AdminSuite {
     seed();
     step("admin_topicStatus", this::topicStatus);
     step("admin_brokerStatus", this::brokerStatus);
+    step("admin_updateBrokerConfig", this::updateBrokerConfig);
     step("admin_consumerProgress", this::consumerProgress);
     step("admin_queryMsgById_offsetId", () -> queryById(sends.get(0).getOffsetMsgId()));
     if (tools5()) {
@@ -237,7 +238,31 @@ public final class AdminSuite {
     }
     long put = Long.parseLong(kv.get("msgPutTotalTodayNow").split("\\s+")[0]);
     Check.that(put >= MESSAGES, "msgPutTotalTodayNow " + put + " < " + MESSAGES);
+    long got = Long.parseLong(kv.get("msgGetTotalTodayNow").split("\\s+")[0]);
+    Check.that(got >= MESSAGES, "msgGetTotalTodayNow " + got + " < " + MESSAGES);
     return kv.size() + " keys, version " + kv.get("brokerVersionDesc");
+  }
+
+  /** The value getBrokerConfig prints for {@code key} ("key  =  value" lines), or null. */
+  private String brokerConfigValue(String key) {
+    String out = mqadmin("getBrokerConfig", "-b", brokerAddr);
+    Pattern line = Pattern.compile("^" + key + "\\s*=\\s*(\\S*)\\s*$", Pattern.MULTILINE);
+    Matcher m = line.matcher(out);
+    return m.find() ? m.group(1) : null;
+  }
+
+  /** updateBrokerConfig changes a value getBrokerConfig then shows; the default is restored. */
+  private String updateBrokerConfig() {
+    String before = brokerConfigValue("maxMessageSize");
+    Check.that(before != null, "getBrokerConfig lacks maxMessageSize");
+    String changed = String.valueOf(Long.parseLong(before) + 1);
+    mqadmin("updateBrokerConfig", "-b", brokerAddr, "-k", "maxMessageSize", "-v", changed);
+    String after = brokerConfigValue("maxMessageSize");
+    mqadmin("updateBrokerConfig", "-b", brokerAddr, "-k", "maxMessageSize", "-v", before);
+    Check.that(changed.equals(after), "maxMessageSize is " + after + " after setting " + changed);
+    String restored = brokerConfigValue("maxMessageSize");
+    Check.that(before.equals(restored), "maxMessageSize not restored: " + restored);
+    return "maxMessageSize " + before + " -> " + changed + " -> " + before;
   }
 
   private String consumerProgress() throws Exception {
