@@ -384,7 +384,7 @@ fn zero_idle_time_keeps_connections() {
         .invoke(&addr, request("one"), Duration::from_secs(5))
         .unwrap();
     thread::sleep(Duration::from_millis(500));
-    assert_eq!(client.connected_addrs(), [addr.clone()]);
+    assert_eq!(client.connected_addrs(), std::slice::from_ref(&addr));
     client
         .invoke(&addr, request("two"), Duration::from_secs(5))
         .unwrap();

@@ -118,7 +118,7 @@ impl Connection {
     /// How long the connection has been idle at `now`: zero while a request is pending,
     /// else the time since the last frame read or written.
     pub fn idle_for(&self, now: Instant) -> Duration {
-        if self.pending.len() > 0 {
+        if !self.pending.is_empty() {
             return Duration::ZERO;
         }
         let last =
