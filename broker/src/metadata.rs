@@ -8,7 +8,7 @@
 //! per send.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use comet_proto::body::{JsonBody, SubscriptionGroupWrapper, TopicConfigSerializeWrapper};
@@ -27,6 +27,10 @@ pub struct Metadata {
     clients: Mutex<ClientRegistry>,
     locks: Mutex<LockTable>,
     topics_changed: AtomicBool,
+    /// Counts topic changes; see [`Metadata::mark_topics_changed`].
+    topics_generation: AtomicU64,
+    /// The generation the last registration with the name servers included.
+    registered_generation: AtomicU64,
     config_dir: PathBuf,
     /// Serializes writers of the config files (they share temporary file names).
     persist_lock: Mutex<()>,
@@ -57,6 +61,8 @@ impl Metadata {
             clients: Mutex::new(ClientRegistry::new()),
             locks: Mutex::new(LockTable::new()),
             topics_changed: AtomicBool::new(true),
+            topics_generation: AtomicU64::new(0),
+            registered_generation: AtomicU64::new(0),
             config_dir,
             persist_lock: Mutex::new(()),
         })
@@ -82,14 +88,36 @@ impl Metadata {
         lock(&self.locks)
     }
 
-    /// Marks the topic table changed: it is persisted and re-registered soon.
-    pub fn mark_topics_changed(&self) {
+    /// Marks the topic table changed: it is persisted and re-registered soon. Returns the
+    /// change's generation, which [`Metadata::registered_generation`] reaches once a
+    /// registration that includes the change has been sent.
+    pub fn mark_topics_changed(&self) -> u64 {
+        let generation = self.topics_generation.fetch_add(1, Ordering::AcqRel) + 1;
         self.topics_changed.store(true, Ordering::Release);
+        generation
     }
 
-    /// Takes the changed mark.
-    pub fn take_topics_changed(&self) -> bool {
-        self.topics_changed.swap(false, Ordering::AcqRel)
+    /// Whether a topic change waits for the registration loop.
+    pub fn topics_change_pending(&self) -> bool {
+        self.topics_changed.load(Ordering::Acquire)
+    }
+
+    /// Takes the changed mark, with the generation the table is at from then on: a change
+    /// marked later sets the mark again.
+    pub fn take_topics_changed(&self) -> (bool, u64) {
+        let changed = self.topics_changed.swap(false, Ordering::AcqRel);
+        (changed, self.topics_generation.load(Ordering::Acquire))
+    }
+
+    /// Records that a registration including topic generation `generation` was sent.
+    pub fn set_registered_generation(&self, generation: u64) {
+        self.registered_generation
+            .fetch_max(generation, Ordering::AcqRel);
+    }
+
+    /// The newest topic generation the name servers were sent.
+    pub fn registered_generation(&self) -> u64 {
+        self.registered_generation.load(Ordering::Acquire)
     }
 
     /// Where config files live.

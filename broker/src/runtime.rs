@@ -38,6 +38,8 @@ use crate::{persist, register};
 pub const MESH_CAPACITY: usize = 1024;
 /// How often shard 0 looks for topic changes to persist and re-register.
 pub const METADATA_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the metadata loop looks for a topic change between its checks.
+pub const TOPIC_CHANGE_POLL: Duration = Duration::from_millis(10);
 /// io_uring registered memory per shard (see comet_rt::pool: counts against `ulimit -l`).
 pub const SHARD_IO_MEMORY_BYTES: usize = 1024 * 1024;
 /// How often traffic counters are published and sampled (rates are per second).
@@ -426,7 +428,7 @@ fn sample_traffic(broker: &ShardBroker) {
     }
 }
 
-/// Shard 0: registration (every period, and within a second of a topic change), metadata
+/// Shard 0: registration (every period, and right after a topic change), metadata
 /// persistence, client and lock expiry.
 async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_stop: bool) {
     let mut links = register::links(&broker.config);
@@ -434,7 +436,7 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
     let mut since_register = period;
     let mut opaque = 0i32;
     while !stop.is_triggered() {
-        let changed = broker.metadata.take_topics_changed();
+        let (changed, generation) = broker.metadata.take_topics_changed();
         if changed || since_register >= period {
             if changed {
                 persist_metadata(broker).await;
@@ -445,6 +447,7 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
                 .to_wrapper(broker.config.broker_permission);
             opaque = opaque.wrapping_add(1);
             register::register_all(&broker.config, &mut links, &wrapper, opaque).await;
+            broker.metadata.set_registered_generation(generation);
             since_register = Duration::ZERO;
         }
         let now_ms = comet_rt::clock::wall_clock_ms();
@@ -454,12 +457,25 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
             client::notify_consumer_ids_changed(broker, &group).await;
         }
         persist_groups(broker).await;
-        let _ = timeout(METADATA_CHECK_INTERVAL, stop.wait()).await;
-        since_register += METADATA_CHECK_INTERVAL;
+        since_register += wait_for_change(broker, stop).await;
     }
     if unregister_at_stop {
         register::unregister_all(&broker.config, &mut links, opaque.wrapping_add(1)).await;
     }
+}
+
+/// Waits up to [`METADATA_CHECK_INTERVAL`], less when a topic changes (requests such as a
+/// heartbeat that creates a retry topic wait for its registration, as Apache RocketMQ's do)
+/// or the broker stops; returns the time waited.
+async fn wait_for_change(broker: &ShardBroker, stop: &StopSignal) -> Duration {
+    let mut waited = Duration::ZERO;
+    while waited < METADATA_CHECK_INTERVAL && !broker.metadata.topics_change_pending() {
+        if timeout(TOPIC_CHANGE_POLL, stop.wait()).await.is_ok() {
+            break;
+        }
+        waited += TOPIC_CHANGE_POLL;
+    }
+    waited
 }
 
 async fn shutdown_shard(broker: &ShardBroker) -> Result<(), String> {

@@ -2,6 +2,8 @@
 //! GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ, CHECK_CLIENT_CONFIG, and the
 //! NOTIFY_CONSUMER_IDS_CHANGED the broker sends when a group's membership changes.
 
+use std::time::Duration;
+
 use comet_net::ConnectionId;
 use comet_proto::body::{
     CheckClientRequestBody, ConsumeType, GetConsumerListByGroupResponseBody, HeartbeatData,
@@ -30,6 +32,11 @@ fn channel_of(context: RequestContext, request: &RemotingCommand) -> ChannelRef 
     }
 }
 
+/// Longest a heartbeat waits for the registration of the retry topic it created.
+pub const REGISTER_WAIT: Duration = Duration::from_secs(3);
+/// How often that wait looks.
+const REGISTER_POLL: Duration = Duration::from_millis(5);
+
 /// HEART_BEAT (34): registers producers and consumers, auto-creates groups and retry topics,
 /// and tells a group's members when its membership changed.
 pub async fn heartbeat(
@@ -50,7 +57,7 @@ pub async fn heartbeat(
     let now_ms = comet_rt::clock::wall_clock_ms();
     let channel = channel_of(context, request);
     let mut changed_groups = Vec::new();
-    let mut topics_created = false;
+    let mut topics_created = None;
     for consumer in &data.consumer_data_set {
         if validation::check_group(&consumer.group_name).is_err() {
             continue;
@@ -68,8 +75,7 @@ pub async fn heartbeat(
                     .metadata
                     .topics()
                     .ensure_system_topic(&retry, group.retry_queue_nums.max(1));
-                broker.metadata.mark_topics_changed();
-                topics_created = true;
+                topics_created = Some(broker.metadata.mark_topics_changed());
             }
         }
         let change = broker.metadata.clients().register_consumer(
@@ -90,10 +96,11 @@ pub async fn heartbeat(
             now_ms,
         );
     }
-    if topics_created {
+    if let Some(generation) = topics_created {
         if let Err(e) = crate::processor::persist_topics_now(broker).await {
             log::error!("cannot persist retry topics: {e}");
         }
+        wait_registered(broker, generation).await;
     }
     for group in changed_groups {
         notify_consumer_ids_changed(broker, &group).await;
@@ -104,6 +111,19 @@ pub async fn heartbeat(
         .insert("IS_SUPPORT_HEART_BEAT_V2", "false");
     response.ext_fields.insert("IS_SUB_CHANGE", "true");
     response
+}
+
+/// Waits (bounded by [`REGISTER_WAIT`]) until the name servers were sent topic generation
+/// `generation`. Apache RocketMQ registers a retry topic created by a heartbeat before it
+/// answers, and clients rely on it: ali-ons asks the name server for `%RETRY%<group>` right
+/// after its first heartbeat and, told it does not exist, asks again only 30 s later, so
+/// retries of a new group would wait that long.
+async fn wait_registered(broker: &ShardBroker, generation: u64) {
+    let mut waited = Duration::ZERO;
+    while broker.metadata.registered_generation() < generation && waited < REGISTER_WAIT {
+        comet_rt::task_class::sleep(REGISTER_POLL).await;
+        waited += REGISTER_POLL;
+    }
 }
 
 /// UNREGISTER_CLIENT (35).
