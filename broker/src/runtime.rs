@@ -22,12 +22,13 @@ use comet_rt::pool::{CpuPlacement, ExecutorOptions, Pool, PoolConfig, ShardConte
 use comet_rt::shutdown::{RemoteStop, StopSignal};
 use comet_rt::task_class::{sleep, spawn, spawn_detached, timeout, TaskClass, TaskHandle};
 use comet_rt::ShardId;
-use comet_store::{FlushPolicy, LogId, Store, StoreConfig};
+use comet_store::{remap, FlushPolicy, LogId, Store, StoreConfig};
 
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
 use crate::offset::{OffsetFile, OffsetTable};
+use crate::ownership::owner_shard;
 use crate::processor::{self, client};
 use crate::shard::{RequestContext, ShardBroker, ShardCall, ShardReply};
 use crate::traffic::Traffic;
@@ -60,12 +61,21 @@ pub struct RunOptions {
 
 /// The per-shard store directory: each shard has its own commit log and lock.
 pub fn shard_store_root(config: &BrokerConfig, shard: ShardId) -> PathBuf {
-    config.store_root.join(format!("shard-{}", shard.0))
+    remap::store_root(&config.store_root, shard.index())
 }
 
-fn store_config(config: &BrokerConfig, shard: ShardId) -> StoreConfig {
-    let log_id = LogId::new(u8::try_from(shard.0).unwrap_or(u8::MAX)).expect("at most 128 shards");
-    let mut store = StoreConfig::new(shard_store_root(config, shard), log_id);
+/// The configuration of store `index` while `shard_count` shards own the queues and
+/// `store_count` stores exist: every other store's commit log is readable from it (queues
+/// handed over after a shard-count change point into them).
+fn store_config(
+    config: &BrokerConfig,
+    index: usize,
+    shard_count: usize,
+    store_count: usize,
+) -> StoreConfig {
+    let log_id = |index: usize| LogId::new(u8::try_from(index).unwrap_or(u8::MAX));
+    let own_log = log_id(index).expect("at most 128 shards");
+    let mut store = StoreConfig::new(remap::store_root(&config.store_root, index), own_log);
     store.segment_bytes = config.commit_log_segment_bytes;
     store.flush_policy = match config.flush_disk_type {
         FlushDiskType::SyncFlush => FlushPolicy::Sync,
@@ -76,7 +86,54 @@ fn store_config(config: &BrokerConfig, shard: ShardId) -> StoreConfig {
     store.delete_when_hour = u32::from(config.delete_when_hours.first().copied().unwrap_or(4));
     store.disk_high_ratio = f64::from(config.disk_used_high_percent) / 100.0;
     store.delay_levels_ms = crate::schedule::delay_levels_ms(config);
+    store.owns_queue = Some(Rc::new(move |topic: &str, queue_id: i32| {
+        owner_shard(topic, queue_id, shard_count).index() == index
+    }));
+    for other in (0..store_count).filter(|other| *other != index) {
+        let Some(other_log) = log_id(other) else {
+            continue;
+        };
+        let dir = remap::store_root(&config.store_root, other)
+            .join("commitlog")
+            .join(other_log.to_string());
+        store.other_logs.insert(other_log, dir);
+    }
     store
+}
+
+/// Before any shard opens its store: when the shard count differs from the one recorded
+/// under the store root, brings every existing store to a clean state under the old
+/// ownership and hands each queue to its new owner (comet_store::remap; no record moves).
+/// Returns how many stores exist afterwards.
+fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, String> {
+    let root = &config.store_root;
+    let existing = remap::existing_store_count(root).map_err(|e| e.to_string())?;
+    let recorded = remap::read_shard_count(root).map_err(|e| e.to_string())?;
+    // Stores written before the layout file existed had one store per shard.
+    let previous = recorded.unwrap_or(existing);
+    if existing > 0 && previous != shard_count {
+        log::warn!("shard count changes from {previous} to {shard_count}: handing queues over");
+        comet_rt::local::run_local("store-remap", async {
+            for index in 0..existing {
+                let store = Store::open(store_config(config, index, previous, existing)).await?;
+                store.shutdown().await?;
+            }
+            Ok::<(), comet_store::StoreError>(())
+        })
+        .map_err(|e| format!("store recovery before the hand-over: {e}"))?;
+        let stores: Vec<PathBuf> = (0..existing.max(shard_count))
+            .map(|index| remap::store_root(root, index))
+            .collect();
+        let moved = remap::hand_over_queues(&stores, |topic, queue_id| {
+            owner_shard(topic, queue_id, shard_count).index()
+        })
+        .map_err(|e| format!("queue hand-over: {e}"))?;
+        log::warn!("{moved} queues handed to new owners");
+    }
+    if recorded != Some(shard_count) {
+        remap::write_shard_count(root, shard_count).map_err(|e| e.to_string())?;
+    }
+    Ok(existing.max(shard_count))
 }
 
 /// Runs the broker until `options.stop` is tripped; returns once every shard stopped.
@@ -86,6 +143,7 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), String> {
     crate::schedule::parse_delay_levels(&config.message_delay_levels).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&config.store_root)
         .map_err(|e| format!("{}: {e}", config.store_root.display()))?;
+    let store_count = remap_stores(&config, shard_count)?;
     let listen: SocketAddr =
         SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), config.listen_port);
     if options.standalone {
@@ -124,6 +182,7 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), String> {
         unique_keys,
         listen: reservation.addr(),
         options,
+        store_count,
     });
     let pool = Pool::start(&pool_config, move |context: ShardContext| {
         let start = start.clone();
@@ -168,6 +227,8 @@ struct ShardStart {
     unique_keys: Arc<UniqueKeyGenerator>,
     listen: SocketAddr,
     options: RunOptions,
+    /// Stores under the store root (at least one per shard; more after the count shrank).
+    store_count: usize,
 }
 
 async fn run_shard(
@@ -176,7 +237,13 @@ async fn run_shard(
     mesh: Mesh<ShardCall, ShardReply>,
 ) -> Result<(), String> {
     let shard = context.shard;
-    let store = Store::open(store_config(&start.config, shard))
+    let config = store_config(
+        &start.config,
+        shard.index(),
+        context.shard_count,
+        start.store_count,
+    );
+    let store = Store::open(config)
         .await
         .map_err(|e| format!("{shard}: store: {e}"))?;
     let broker = Rc::new(ShardBroker {

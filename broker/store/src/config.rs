@@ -1,6 +1,7 @@
 //! Store configuration. Format-defining values (segment size, consume-queue file size) must
 //! not change for an existing store; tunables (flush interval, cache sizes) may.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -61,7 +62,18 @@ pub struct StoreConfig {
     pub delay_levels_ms: Vec<i64>,
     /// Test-only fault injection for every file the store opens.
     pub faults: Option<Rc<FaultInjector>>,
+    /// Which queues this store owns; `None`: every queue. Recovery dispatches records of
+    /// queues owned elsewhere (handed over after a shard-count change, see
+    /// [`remap`](crate::remap)) into the key index only, and never loads their directories.
+    pub owns_queue: Option<OwnsQueue>,
+    /// Segment directories (`.../commitlog/<log id>`) of other commit logs, by log id:
+    /// consume queues handed over from another store point into them, and reads of those
+    /// entries open their sealed segments read-only.
+    pub other_logs: BTreeMap<LogId, PathBuf>,
 }
+
+/// Ownership test of a store: `(topic, queue id) -> owned`.
+pub type OwnsQueue = Rc<dyn Fn(&str, i32) -> bool>;
 
 /// RocketMQ's default `messageDelayLevel`: 1s 5s 10s 30s 1m 2m ... 2h.
 pub fn default_delay_levels_ms() -> Vec<i64> {
@@ -93,6 +105,8 @@ impl StoreConfig {
             retention_check_interval_ms: 10_000,
             delay_levels_ms: default_delay_levels_ms(),
             faults: None,
+            owns_queue: None,
+            other_logs: BTreeMap::new(),
         }
     }
 
@@ -124,6 +138,13 @@ impl StoreConfig {
             return bad("delete_when_hour above 23 or flush_interval_ms zero".to_string());
         }
         Ok(())
+    }
+
+    /// Whether this store owns `(topic, queue_id)`.
+    pub fn owns(&self, topic: &str, queue_id: i32) -> bool {
+        self.owns_queue
+            .as_ref()
+            .is_none_or(|owns| owns(topic, queue_id))
     }
 
     /// Largest record the appender accepts (must fit a segment with its end marker).

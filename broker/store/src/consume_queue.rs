@@ -162,13 +162,13 @@ impl ConsumeQueue {
         self.flushed = self.flushed.min(self.max_offset());
     }
 
-    /// Moves `min` past entries of log `log_id` below `position` and returns the files that
-    /// hold only such entries (deleted by the caller).
-    pub(crate) fn drop_below(&mut self, log_id: LogId, position: u64) -> Vec<Rc<DirectFile>> {
-        let below = |entry: &CqEntry| {
-            entry.is_placeholder()
-                || (entry.physical.log_id() == log_id && entry.physical.position() < position)
-        };
+    /// Moves `min` past leading entries whose records are `gone` (deleted by retention of
+    /// their log) and returns the files that hold only such entries (deleted by the caller).
+    pub(crate) fn drop_below(
+        &mut self,
+        gone: impl Fn(PhysicalOffset) -> bool,
+    ) -> Vec<Rc<DirectFile>> {
+        let below = |entry: &CqEntry| entry.is_placeholder() || gone(entry.physical);
         let mut new_min = self.min.max(self.base);
         while self.entry(new_min).is_some_and(|entry| below(&entry)) {
             new_min += 1;
@@ -401,7 +401,7 @@ mod tests {
         queue.push(1032, entry(200));
         queue.truncate_from(log, 150);
         assert_eq!(queue.max_offset(), 1032);
-        let dropped = queue.drop_below(log, 100);
+        let dropped = queue.drop_below(|physical| physical.position() < 100);
         assert!(dropped.is_empty());
         assert_eq!(queue.min_offset(), 1031);
     }

@@ -13,7 +13,9 @@
 //! ```
 //!
 //! Physical offsets carry the log id in their top bits ([`offset`]), so an offset message id
-//! finds its log. The write path (append, group commit, visibility) is described in
+//! finds its log, and a consume queue may point into several logs: when the shard count
+//! changes, queues are handed to their new owner's store without moving records ([`remap`]),
+//! and reads of older entries open the other log's segments read-only. The write path (append, group commit, visibility) is described in
 //! [`store`](crate::store) and [`flush`](crate::flush); recovery in [`recovery`].
 //!
 //! ```no_run
@@ -40,10 +42,11 @@ pub(crate) mod maintenance;
 pub mod offset;
 pub mod read;
 pub mod recovery;
+pub mod remap;
 pub mod store;
 pub(crate) mod sync;
 
-pub use config::{FlushPolicy, StoreConfig};
+pub use config::{FlushPolicy, OwnsQueue, StoreConfig};
 pub use error::StoreError;
 pub use offset::{LogId, PhysicalOffset, QueueOffset};
 pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};

@@ -1,6 +1,7 @@
 //! Background work besides the flusher: the lazy flush of consume queues and the index
 //! followed by a checkpoint, retention (expired segments, disk-use marks), and shutdown.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -14,6 +15,7 @@ use crate::checkpoint::Checkpoint;
 use crate::consume_queue::FileWrite;
 use crate::error::StoreError;
 use crate::flush::{fail, run_flusher};
+use crate::offset::{parse_file_name, PhysicalOffset};
 use crate::store::{Shared, Store};
 
 /// Exclusive right to run maintenance I/O (checkpoint, derived-file flushes, deletes).
@@ -255,6 +257,13 @@ impl Store {
             );
         }
         self.shared.disk_full.set(full);
+        {
+            let _guard = MaintenanceLock {
+                shared: &self.shared,
+            }
+            .await;
+            self.drop_gone_entries().await?;
+        }
         let forced = used >= config.disk_high_ratio;
         let hour = u32::try_from(now_ms.div_euclid(3_600_000).rem_euclid(24)).expect("hour");
         let reserved_ms = i64::try_from(config.file_reserved_hours * 3_600_000).unwrap_or(i64::MAX);
@@ -296,11 +305,34 @@ impl Store {
         };
         log::info!("retention deletes segment {}", file.path().display());
         comet_rt::io::remove_file(file.path()).await?;
-        let mut dropped = shared.index.borrow_mut().drop_below(new_min);
+        let dropped = shared.index.borrow_mut().drop_below(new_min);
+        for file in dropped {
+            comet_rt::io::remove_file(file.path()).await?;
+        }
+        self.drop_gone_entries().await
+    }
+
+    /// Moves queue min offsets past entries whose records are gone: below the first segment
+    /// of this log, or of another log the queues point into (handed-over queues; that log's
+    /// own retention deletes its segments). Deletes consume-queue files left with nothing.
+    pub(crate) async fn drop_gone_entries(&self) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        let mut first_positions = BTreeMap::new();
+        first_positions.insert(shared.config.log_id, shared.log.borrow().min_position());
+        for (log_id, dir) in &shared.config.other_logs {
+            if let Some(first) = first_segment_start(dir) {
+                first_positions.insert(*log_id, first);
+            }
+        }
+        let gone = |physical: PhysicalOffset| {
+            first_positions
+                .get(&physical.log_id())
+                .is_some_and(|first| physical.position() < *first)
+        };
+        let mut dropped = Vec::new();
         for queues in shared.queues.borrow_mut().values_mut() {
             for queue in queues.values_mut() {
-                let log_id = shared.config.log_id;
-                dropped.extend(queue.consume_queue.drop_below(log_id, new_min));
+                dropped.extend(queue.consume_queue.drop_below(gone));
             }
         }
         for file in dropped {
@@ -308,6 +340,15 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Start of the oldest segment in a commit-log directory (`None`: none, or unreadable).
+fn first_segment_start(dir: &std::path::Path) -> Option<u64> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|item| item.file_name().to_str().and_then(parse_file_name))
+        .min()
 }
 
 /// Last modification time of `path`, ms since the epoch (a metadata-only syscall).

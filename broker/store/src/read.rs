@@ -230,27 +230,15 @@ impl Store {
         verified(record, physical)
     }
 
-    /// Reads a record of another commit log (queues whose owner moved): sealed segments are
-    /// readable from any shard.
+    /// Reads a record of another commit log (queues whose owner moved, see
+    /// [`remap`](crate::remap)): the durable segments of any log are readable from any shard.
     async fn read_foreign(
         &self,
         physical: PhysicalOffset,
         size: usize,
     ) -> Result<Bytes, StoreError> {
-        let segment_bytes = self.shared.config.segment_bytes;
-        let position = physical.position();
-        let start = position - position % segment_bytes;
-        let path = self
-            .shared
-            .config
-            .root
-            .join("commitlog")
-            .join(physical.log_id().to_string())
-            .join(file_name(start));
-        let file = DirectFile::open(&path, OpenMode::Read, None).await?;
-        let bytes = file.read_at(position - start, size).await;
-        file.close().await?;
-        verified(Bytes::from(bytes?), physical)
+        let bytes = self.read_foreign_raw(physical, size).await?;
+        verified(Bytes::from(bytes), physical)
     }
 
     /// The record at `physical` (view by offset message id), if it is durable and still
@@ -286,6 +274,9 @@ impl Store {
         physical: PhysicalOffset,
         window: &mut Option<ReadWindow>,
     ) -> Result<Bytes, StoreError> {
+        if physical.log_id() != self.shared.config.log_id {
+            return Ok(Bytes::from(self.read_foreign_raw(physical, 8).await?));
+        }
         if let Some(bytes) = self.shared.log.borrow().read_cached(physical.position(), 8) {
             return Ok(bytes);
         }
@@ -294,9 +285,6 @@ impl Store {
             log.segment_of(physical.position())
                 .ok_or_else(|| missing(physical))?
         };
-        if physical.log_id() != self.shared.config.log_id {
-            return Ok(Bytes::from(self.read_foreign_raw(physical, 8).await?));
-        }
         let position = physical.position();
         self.count_disk_read();
         let bytes = Bytes::from(
@@ -318,15 +306,21 @@ impl Store {
         let segment_bytes = self.shared.config.segment_bytes;
         let position = physical.position();
         let start = position - position % segment_bytes;
-        let path = self
+        let dir = self
             .shared
             .config
-            .root
-            .join("commitlog")
-            .join(physical.log_id().to_string())
-            .join(file_name(start));
+            .other_logs
+            .get(&physical.log_id())
+            .ok_or_else(|| missing(physical))?;
+        let path = dir.join(file_name(start));
+        if !path.exists() {
+            // Deleted by that log's retention.
+            return Err(missing(physical));
+        }
+        self.count_disk_read();
         let file = DirectFile::open(&path, OpenMode::Read, None).await?;
-        let bytes = file.read_at(position - start, size).await;
+        let length = size.min(to_index(segment_bytes - (position - start)));
+        let bytes = file.read_at(position - start, length).await;
         file.close().await?;
         Ok(bytes?)
     }

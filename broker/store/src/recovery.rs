@@ -252,6 +252,13 @@ async fn load_queues(config: &StoreConfig) -> Result<Queues, StoreError> {
             let Some(queue_id) = queue_dir.file_name().to_str().and_then(|n| n.parse().ok()) else {
                 continue;
             };
+            if !config.owns(&topic_name, queue_id) {
+                log::warn!(
+                    "ignoring consume queue {} owned by another store",
+                    queue_dir.path().display()
+                );
+                continue;
+            }
             let mut queue = ConsumeQueue::new(queue_dir.path(), config.cq_entries_per_file);
             queue.load(&config.faults).await?;
             let state = QueueState {
@@ -462,7 +469,15 @@ fn check_record(
             view.physical_offset()
         ));
     }
-    match queue_continuation(&view, queues) {
+    if !config.owns(view.topic(), view.queue_id()) {
+        // Its queue lives with another store now; only the key index takes it.
+        return Check::Valid(size);
+    }
+    match queue_continuation(
+        &view,
+        crate::offset::PhysicalOffset::new(config.log_id, position),
+        queues,
+    ) {
         Continuation::Stale => {
             Check::Invalid(format!("queue offset {} is stale", view.queue_offset()))
         }
@@ -480,7 +495,7 @@ fn check_record(
 }
 
 enum Continuation {
-    /// The record continues its queue (or gets no queue entry).
+    /// The record continues its queue, is already in it, or gets no queue entry.
     Next,
     /// Its offset is below the queue's max: left from before a truncation.
     Stale,
@@ -488,17 +503,28 @@ enum Continuation {
     Gap(u64),
 }
 
-fn queue_continuation(view: &RecordView<'_>, queues: &Queues) -> Continuation {
+fn queue_continuation(
+    view: &RecordView<'_>,
+    physical: crate::offset::PhysicalOffset,
+    queues: &Queues,
+) -> Continuation {
     let transaction = view.sysflag() & (0x3 << 2);
     if transaction == 0x1 << 2 || transaction == 0x3 << 2 {
         return Continuation::Next;
     }
-    let max = queues
+    let queue = queues
         .get(view.topic())
-        .and_then(|queues| queues.get(&view.queue_id()))
-        .map_or(0, |queue| queue.consume_queue.max_offset());
+        .and_then(|queues| queues.get(&view.queue_id()));
+    let max = queue.map_or(0, |queue| queue.consume_queue.max_offset());
+    let held = |offset: u64| {
+        queue
+            .and_then(|queue| queue.consume_queue.entry(offset))
+            .is_some_and(|entry| entry.physical == physical)
+    };
     match u64::try_from(view.queue_offset()) {
         Ok(offset) if offset == max => Continuation::Next,
+        // Already held: its queue keeps entries of another log after it (handed over).
+        Ok(offset) if offset < max && held(offset) => Continuation::Next,
         // A queue without entries may start anywhere (its older records were deleted).
         Ok(offset) if offset > max && max == 0 => Continuation::Next,
         Ok(offset) if offset > max => Continuation::Gap(max),

@@ -467,8 +467,8 @@ pub(crate) fn queue_dir(config: &StoreConfig, topic: &str, queue_id: i32) -> Pat
         .join(queue_id.to_string())
 }
 
-/// Dispatches one durable record into its consume queue and the key index: the single place
-/// shared by the live dispatcher and recovery. Returns false (nothing changed) when the
+/// Dispatches one durable record into its consume queue (if this store owns the queue) and
+/// the key index: the single place shared by the live dispatcher and recovery. Returns false (nothing changed) when the
 /// record's queue offset does not continue its queue (a stale record, for recovery).
 pub(crate) fn dispatch_record(
     view: &RecordView<'_>,
@@ -479,23 +479,31 @@ pub(crate) fn dispatch_record(
 ) -> bool {
     let transaction = view.sysflag() & TRANSACTION_TYPE_MASK;
     let physical = PhysicalOffset::new(config.log_id, position);
-    if transaction != TRANSACTION_PREPARED && transaction != TRANSACTION_ROLLBACK {
+    let owned = config.owns(view.topic(), view.queue_id());
+    if owned && transaction != TRANSACTION_PREPARED && transaction != TRANSACTION_ROLLBACK {
         let queue = queue_state(queues, config, view.topic(), view.queue_id());
         let Ok(offset) = u64::try_from(view.queue_offset()) else {
             return false;
         };
         if offset < queue.consume_queue.max_offset() {
-            return false;
+            // Recovery may rescan a record its queue already holds (a queue handed over and
+            // back keeps entries of another log after it, so truncation stops above it).
+            let held = queue.consume_queue.entry(offset);
+            if held.is_none_or(|entry| entry.physical != physical) {
+                return false;
+            }
+        } else {
+            let entry = CqEntry {
+                physical,
+                size: u32::try_from(view.total_size()).expect("record size limit"),
+                tag_code: consume_queue_tag(view, config),
+            };
+            queue.consume_queue.push(offset, entry);
+            queue.next_offset = queue.next_offset.max(offset + 1);
+            // Wake long-polling readers of this queue (a no-op without waiters, as in
+            // recovery).
+            queue.arrivals.wake_all();
         }
-        let entry = CqEntry {
-            physical,
-            size: u32::try_from(view.total_size()).expect("record size limit"),
-            tag_code: consume_queue_tag(view, config),
-        };
-        queue.consume_queue.push(offset, entry);
-        queue.next_offset = queue.next_offset.max(offset + 1);
-        // Wake long-polling readers of this queue (a no-op without waiters, as in recovery).
-        queue.arrivals.wake_all();
     }
     if transaction != TRANSACTION_ROLLBACK {
         index_keys(view, physical, index);

@@ -1,0 +1,200 @@
+//! Changing the number of stores (shards) without moving data.
+//!
+//! A broker runs one store per shard under `<root>/shard-<i>`, each with its own commit log
+//! (log id `i`). Queue ownership depends on the shard count, so when it changes some queues
+//! get a new owner. Their records stay where they are: the queue's consume-queue directory
+//! (`consumequeue/<topic>/<queueId>`, whose entries carry the log id of every record) is
+//! renamed into the new owner's store, which reads older entries from the other log's
+//! segments ([`StoreConfig::other_logs`](crate::StoreConfig::other_logs)) and appends new
+//! records to its own log. Logs of shards that no longer run stay readable.
+//!
+//! ```text
+//!  <root>/layout                     "shards <count>\n", written atomically
+//!  <root>/shard-<i>/...              one store per shard (see the crate docs)
+//! ```
+//!
+//! Order, each step idempotent so a crash anywhere is repaired by running it again:
+//! 1. every existing store is opened under the old ownership (recovery dispatches records
+//!    not yet in consume queues) and shut down cleanly, so consume queues are complete;
+//! 2. [`hand_over_queues`] renames each queue directory into its new owner's store (one
+//!    atomic rename per queue, parent directories synced);
+//! 3. [`write_shard_count`] records the new count; only then do stores open for service.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{setup_error, StoreError};
+
+const LAYOUT_FILE: &str = "layout";
+const LAYOUT_TEMP_FILE: &str = "layout.tmp";
+
+/// The directory of store `index` under the broker's store root.
+pub fn store_root(root: &Path, index: usize) -> PathBuf {
+    root.join(format!("shard-{index}"))
+}
+
+/// One past the highest `shard-<i>` store directory under `root` (0 when there is none).
+pub fn existing_store_count(root: &Path) -> Result<usize, StoreError> {
+    let Ok(listing) = std::fs::read_dir(root) else {
+        return Ok(0);
+    };
+    let mut count = 0;
+    for item in listing {
+        let item = item.map_err(|error| setup_error(root, error))?;
+        let name = item.file_name();
+        let Some(index) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("shard-"))
+            .and_then(|index| index.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        count = count.max(index + 1);
+    }
+    Ok(count)
+}
+
+/// The shard count recorded in `<root>/layout`, or `None` before the first one.
+pub fn read_shard_count(root: &Path) -> Result<Option<usize>, StoreError> {
+    let path = root.join(LAYOUT_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(setup_error(&path, error)),
+    };
+    let count = text
+        .trim()
+        .strip_prefix("shards ")
+        .and_then(|count| count.parse::<usize>().ok())
+        .filter(|count| *count >= 1)
+        .ok_or_else(|| StoreError::corrupt(&path, format!("not a layout: {text:?}")))?;
+    Ok(Some(count))
+}
+
+/// Records `count` in `<root>/layout` atomically (temporary file, sync, rename, sync dir).
+pub fn write_shard_count(root: &Path, count: usize) -> Result<(), StoreError> {
+    assert!(count >= 1, "a broker has at least one shard");
+    let temp = root.join(LAYOUT_TEMP_FILE);
+    let mut file = std::fs::File::create(&temp).map_err(|error| setup_error(&temp, error))?;
+    file.write_all(format!("shards {count}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|error| setup_error(&temp, error))?;
+    let path = root.join(LAYOUT_FILE);
+    std::fs::rename(&temp, &path).map_err(|error| setup_error(&path, error))?;
+    sync_dir(root)
+}
+
+/// Renames every queue directory of the `stores` (indexed by store number) that `owner`
+/// assigns to another store into that store; returns how many moved. A queue found in two
+/// stores is refused (it cannot happen: a queue has one directory, moved atomically).
+pub fn hand_over_queues(
+    stores: &[PathBuf],
+    owner: impl Fn(&str, i32) -> usize,
+) -> Result<usize, StoreError> {
+    let mut moved = 0;
+    for (index, store) in stores.iter().enumerate() {
+        for (topic, queue_id, source) in queue_dirs(store)? {
+            let target_store = owner(&topic, queue_id);
+            assert!(target_store < stores.len(), "owner names a listed store");
+            if target_store == index {
+                continue;
+            }
+            let topic_dir = stores[target_store].join("consumequeue").join(&topic);
+            let target = topic_dir.join(queue_id.to_string());
+            if target.exists() {
+                return Err(StoreError::corrupt(
+                    &target,
+                    format!("queue also present in {}", source.display()),
+                ));
+            }
+            std::fs::create_dir_all(&topic_dir).map_err(|error| setup_error(&topic_dir, error))?;
+            std::fs::rename(&source, &target).map_err(|error| setup_error(&source, error))?;
+            sync_dir(&topic_dir)?;
+            sync_dir(source.parent().expect("queue dirs live in a topic dir"))?;
+            log::info!("queue {topic}/{queue_id} handed from store {index} to {target_store}");
+            moved += 1;
+        }
+    }
+    Ok(moved)
+}
+
+/// `(topic, queue id, directory)` of every consume queue of the store at `store`.
+fn queue_dirs(store: &Path) -> Result<Vec<(String, i32, PathBuf)>, StoreError> {
+    let root = store.join("consumequeue");
+    let mut found = Vec::new();
+    let Ok(topics) = std::fs::read_dir(&root) else {
+        return Ok(found);
+    };
+    for topic in topics {
+        let topic = topic.map_err(|error| setup_error(&root, error))?;
+        let Some(name) = topic.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let Ok(queues) = std::fs::read_dir(topic.path()) else {
+            continue;
+        };
+        for queue in queues {
+            let queue = queue.map_err(|error| setup_error(&topic.path(), error))?;
+            if let Some(queue_id) = queue.file_name().to_str().and_then(|q| q.parse().ok()) {
+                found.push((name.clone(), queue_id, queue.path()));
+            }
+        }
+    }
+    Ok(found)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    std::fs::File::open(dir)
+        .and_then(|file| file.sync_all())
+        .map_err(|error| setup_error(dir, error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_root(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("comet-remap-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).expect("root");
+        root
+    }
+
+    // Proves the layout file round-trips, is absent before the first write, and that a
+    // damaged one is a clear error rather than a guess.
+    #[test]
+    fn layout_round_trip() {
+        let root = temp_root("layout");
+        assert_eq!(read_shard_count(&root).expect("read"), None);
+        write_shard_count(&root, 3).expect("write");
+        assert_eq!(read_shard_count(&root).expect("read"), Some(3));
+        std::fs::write(root.join(LAYOUT_FILE), "shards x").expect("damage");
+        assert!(read_shard_count(&root).is_err());
+        std::fs::remove_dir_all(&root).expect("cleanup");
+    }
+
+    // Proves queues move to their new owner with their files, stay put when already there,
+    // that running the hand-over again moves nothing, and that a queue present in two stores
+    // is refused.
+    #[test]
+    fn queues_move_once() {
+        let root = temp_root("move");
+        let stores: Vec<PathBuf> = (0..3).map(|i| store_root(&root, i)).collect();
+        for (store, queue) in [(0, 0), (0, 1), (1, 2)] {
+            let dir = stores[store].join(format!("consumequeue/T/{queue}"));
+            std::fs::create_dir_all(&dir).expect("dir");
+            std::fs::write(dir.join("00000000000000000000"), [queue as u8]).expect("file");
+        }
+        assert_eq!(existing_store_count(&root).expect("count"), 2);
+        let owner = |_: &str, queue: i32| queue as usize;
+        assert_eq!(hand_over_queues(&stores, owner).expect("hand over"), 2);
+        for queue in 0..3 {
+            let file = stores[queue].join(format!("consumequeue/T/{queue}/00000000000000000000"));
+            assert_eq!(std::fs::read(file).expect("moved"), vec![queue as u8]);
+        }
+        assert_eq!(hand_over_queues(&stores, owner).expect("again"), 0);
+        std::fs::create_dir_all(stores[0].join("consumequeue/T/1")).expect("duplicate");
+        assert!(hand_over_queues(&stores, owner).is_err());
+        std::fs::remove_dir_all(&root).expect("cleanup");
+    }
+}

@@ -1,0 +1,164 @@
+//! Changing the core count of a broker keeps every queue's history: queues handed to a new
+//! owner shard keep their messages at the same queue offsets (read from the old owner's
+//! commit log) and their committed consumer offsets.
+
+mod common;
+
+use comet_proto::headers::{
+    CreateTopicRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+};
+use comet_proto::message::decode_records;
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use common::{pull_request, send_request, Broker, Client, TempDir};
+
+const TOPIC: &str = "RemapTopic";
+const QUEUES: i32 = 8;
+const GROUP: &str = "remap_group";
+
+fn create_topic(client: &mut Client) {
+    let header = CreateTopicRequestHeader {
+        topic: TOPIC.into(),
+        default_topic: "TBW102".into(),
+        read_queue_nums: QUEUES,
+        write_queue_nums: QUEUES,
+        perm: 6,
+        topic_filter_type: "SINGLE_TAG".into(),
+        topic_sys_flag: Some(0),
+        order: false,
+        attributes: None,
+        force: None,
+    };
+    let request =
+        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header);
+    assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
+}
+
+/// Sends `count` messages to every queue; bodies name the queue, the phase and the index.
+fn send_all(client: &mut Client, phase: &str, count: usize) {
+    for queue_id in 0..QUEUES {
+        for index in 0..count {
+            let body = format!("{phase}-q{queue_id}-{index}");
+            let request = send_request(TOPIC, queue_id, body.as_bytes(), None, None);
+            let response = client.call(request);
+            assert_eq!(
+                response.response_code(),
+                ResponseCode::SUCCESS,
+                "{:?}",
+                response.remark
+            );
+        }
+    }
+}
+
+/// Every message of a queue as (queue offset, body), pulled from offset 0.
+fn drain_queue(client: &mut Client, queue_id: i32) -> Vec<(i64, String)> {
+    let mut messages = Vec::new();
+    let mut offset = 0;
+    loop {
+        let response = client.call(pull_request("drain", TOPIC, queue_id, offset, 32, 0));
+        match response.response_code() {
+            ResponseCode::SUCCESS => {
+                for message in decode_records(response.body.clone()) {
+                    let body = String::from_utf8(message.body.to_vec()).expect("utf-8 body");
+                    messages.push((message.queue_offset, body));
+                }
+                offset = response
+                    .ext_fields
+                    .optional_i64("nextBeginOffset")
+                    .expect("header")
+                    .expect("nextBeginOffset");
+            }
+            ResponseCode::PULL_NOT_FOUND => return messages,
+            other => panic!(
+                "pull of queue {queue_id} failed: {other} {:?}",
+                response.remark
+            ),
+        }
+    }
+}
+
+/// What every queue must hold after the phases `phases` (each `count` messages per queue).
+fn expected(queue_id: i32, phases: &[&str], count: usize) -> Vec<(i64, String)> {
+    let bodies = phases
+        .iter()
+        .flat_map(|phase| (0..count).map(move |index| format!("{phase}-q{queue_id}-{index}")));
+    bodies
+        .enumerate()
+        .map(|(offset, body)| (offset as i64, body))
+        .collect()
+}
+
+fn commit_offsets(client: &mut Client) {
+    for queue_id in 0..QUEUES {
+        let header = UpdateConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id,
+            commit_offset: i64::from(queue_id) + 1,
+            broker_name: None,
+        };
+        let request =
+            RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, 0).with_header(&header);
+        assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
+    }
+}
+
+fn check_offsets(client: &mut Client) {
+    for queue_id in 0..QUEUES {
+        let header = QueryConsumerOffsetRequestHeader {
+            consumer_group: GROUP.into(),
+            topic: TOPIC.into(),
+            queue_id,
+            set_zero_if_not_found: Some(false),
+            broker_name: None,
+        };
+        let request =
+            RemotingCommand::request(RequestCode::QUERY_CONSUMER_OFFSET, 0).with_header(&header);
+        let response = client.call(request);
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+        let offset = response.ext_fields.optional_i64("offset").expect("header");
+        assert_eq!(offset, Some(i64::from(queue_id) + 1), "queue {queue_id}");
+    }
+}
+
+fn check_queues(client: &mut Client, phases: &[&str], count: usize) {
+    for queue_id in 0..QUEUES {
+        let got = drain_queue(client, queue_id);
+        assert_eq!(got, expected(queue_id, phases, count), "queue {queue_id}");
+    }
+}
+
+// Proves a broker restarted with fewer and then more cores (2, then 1, then 3) serves every
+// queue's whole history at the same queue offsets, keeps committed consumer offsets, and
+// continues each queue's offsets for new messages.
+#[test]
+fn core_count_changes_keep_every_queue() {
+    let directory = TempDir::new("e2e-remap");
+    let count = 20;
+    let mut broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client);
+    send_all(&mut client, "two", count);
+    commit_offsets(&mut client);
+    check_queues(&mut client, &["two"], count);
+    drop(client);
+    assert!(broker.stop().success());
+
+    broker.restart(1);
+    let mut client = broker.client();
+    check_queues(&mut client, &["two"], count);
+    check_offsets(&mut client);
+    send_all(&mut client, "one", count);
+    check_queues(&mut client, &["two", "one"], count);
+    drop(client);
+    assert!(broker.stop().success());
+
+    broker.restart(3);
+    let mut client = broker.client();
+    check_queues(&mut client, &["two", "one"], count);
+    check_offsets(&mut client);
+    send_all(&mut client, "three", count);
+    check_queues(&mut client, &["two", "one", "three"], count);
+    drop(client);
+    assert!(broker.stop().success());
+}
