@@ -490,6 +490,37 @@ fn orderly_consumer_keeps_queue_order() {
     assert!(state.lock().unwrap().lock_requests >= 1);
 }
 
+// Proves that an orderly member whose new queues are still locked by their previous owner
+// retries soon (as the 5.x client does) instead of waiting out its rebalance interval: the
+// joining member's interval is 60 s, yet it holds its two queues within the 10 s wait.
+#[test]
+fn orderly_member_retries_locked_queues_soon() {
+    let state = State::default();
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let start = |rebalance_interval: Duration| {
+        let listener = MessageListener::orderly(|_, _| ConsumeOrderlyStatus::Success);
+        let mut config = consumer_config(&namesrv, "locked");
+        config.rebalance_interval = rebalance_interval;
+        let consumer = PushConsumer::new(PushConsumerConfig::new(config), listener).unwrap();
+        consumer.subscribe(TOPIC, "*").unwrap();
+        consumer.start().unwrap();
+        consumer
+    };
+    let first = start(Duration::from_secs(2));
+    wait_for("the first member to lock every queue", || {
+        first.assigned_queues().len() == QUEUES as usize
+    });
+    // The second member's first rebalance finds its two queues locked by the first member,
+    // which gives them up only at its own next rebalance (up to 2 s later).
+    let second = start(Duration::from_secs(60));
+    wait_for("a 2 + 2 split of locked queues", || {
+        first.assigned_queues().len() == 2 && second.assigned_queues().len() == 2
+    });
+    second.shutdown();
+    first.shutdown();
+}
+
 // Proves the lite pull consumer: assigned queues are polled, manual commit persists the
 // polled position, and seek moves a queue back.
 #[test]

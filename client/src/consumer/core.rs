@@ -55,6 +55,17 @@ pub(crate) struct Subscription {
     pub sub_version: i64,
 }
 
+/// What applying one topic's assignment did.
+struct TableUpdate {
+    /// Queues were added or dropped.
+    changed: bool,
+    /// Process queues created (to start pulling).
+    created: Vec<Arc<ProcessQueue>>,
+    /// False when an orderly queue could not be locked at the broker (still held by its
+    /// previous owner), so it was left out for now.
+    all_locked: bool,
+}
+
 /// Shared consumer machinery.
 pub(crate) struct ConsumerCore {
     weak_self: Weak<ConsumerCore>,
@@ -240,8 +251,9 @@ impl ConsumerCore {
 
     /// One rebalance pass over every subscribed topic.
     /// Returns false when a subscribed topic (other than the retry topic, which appears
-    /// only after the broker creates it) could not be allocated, so the caller retries
-    /// soon instead of after the full interval (as the 5.x client does when unbalanced).
+    /// only after the broker creates it) could not be allocated, or an orderly queue could
+    /// not be locked yet, so the caller retries soon instead of after the full interval (as
+    /// the 5.x client does when unbalanced).
     pub(crate) fn rebalance(self: &Arc<Self>) -> bool {
         let mut balanced = true;
         let mut created = Vec::new();
@@ -259,11 +271,15 @@ impl ConsumerCore {
             };
             match assignment {
                 Ok(queues) => {
-                    let (changed, mut new) = self.update_table(&topic, queues);
-                    if changed {
+                    let update = self.update_table(&topic, queues);
+                    if update.changed {
                         changed_topics.push(topic);
                     }
-                    created.append(&mut new);
+                    // A queue whose broker lock is still held by the previous owner is
+                    // retried soon, as the 5.x client does (`rebalanceLater(500)`), not
+                    // after the full interval.
+                    balanced &= update.all_locked;
+                    created.extend(update.created);
                 }
                 Err(error) => {
                     log::debug!("rebalance of {topic} skipped: {error}");
@@ -334,12 +350,8 @@ impl ConsumerCore {
             .allocate(&all, &ids, self.instance.client_id()))
     }
 
-    /// Applies an assignment to the table; returns whether it changed and the new queues.
-    fn update_table(
-        &self,
-        topic: &str,
-        assigned: Vec<MessageQueue>,
-    ) -> (bool, Vec<Arc<ProcessQueue>>) {
+    /// Applies an assignment to the table.
+    fn update_table(&self, topic: &str, assigned: Vec<MessageQueue>) -> TableUpdate {
         let assigned: BTreeSet<MessageQueue> = assigned.into_iter().collect();
         let current: Vec<Arc<ProcessQueue>> = lock(&self.table)
             .values()
@@ -355,6 +367,7 @@ impl ConsumerCore {
             }
         }
         let mut created = Vec::new();
+        let mut all_locked = true;
         for queue in assigned {
             if lock(&self.table).contains_key(&queue) {
                 continue;
@@ -363,6 +376,7 @@ impl ConsumerCore {
                 && self.config.message_model == MessageModel::Clustering
                 && !self.lock_queue(&queue)
             {
+                all_locked = false;
                 continue;
             }
             match self.initial_offset(&queue) {
@@ -380,7 +394,11 @@ impl ConsumerCore {
                 }
             }
         }
-        (changed, created)
+        TableUpdate {
+            changed,
+            created,
+            all_locked,
+        }
     }
 
     fn drop_unsubscribed(&self) {
