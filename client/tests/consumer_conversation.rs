@@ -571,6 +571,37 @@ fn lite_pull_poll_commit_seek() {
     consumer.shutdown();
 }
 
+// Proves that `assign` on a started lite pull consumer takes effect before it returns, as
+// Java's does: a `seek` right after it succeeds, and polling then starts at the seek offset.
+#[test]
+fn lite_pull_seek_right_after_assign() {
+    let state = State::default();
+    store(&state, 0, 6, &["TagA"]);
+    let broker = broker(state.clone());
+    let namesrv = namesrv(broker.addr().to_owned());
+    let mut config = LitePullConfig::new(consumer_config(&namesrv, "assign_seek"));
+    config.auto_commit = false;
+    let consumer = LitePullConsumer::new(config).unwrap();
+    consumer.start().unwrap();
+    let queue = MessageQueue::new(TOPIC, "broker-a", 0);
+    consumer.assign(vec![queue.clone()]);
+    assert_eq!(consumer.assignment(), vec![queue.clone()]);
+    consumer.seek(&queue, 3).unwrap();
+    let mut offsets = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while offsets.len() < 3 && Instant::now() < deadline {
+        offsets.extend(
+            consumer
+                .poll(Duration::from_millis(200))
+                .iter()
+                .map(|m| m.queue_offset),
+        );
+    }
+    // Pulling may have started at offset 0 before the seek: the last three are 3, 4, 5.
+    assert!(offsets.ends_with(&[3, 4, 5]), "{offsets:?}");
+    consumer.shutdown();
+}
+
 // Proves broadcasting: two members of one group each receive every message, nothing is
 // committed on the broker, and each keeps its offsets in its own local file.
 #[test]

@@ -80,6 +80,8 @@ pub(crate) struct ConsumerCore {
     delivery: OnceLock<Weak<dyn Delivery>>,
     pull_threads: Mutex<Vec<JoinHandle<()>>>,
     service: Mutex<Option<JoinHandle<()>>>,
+    /// Held for the duration of a rebalance pass.
+    rebalancing: Mutex<()>,
     stopped: AtomicBool,
     signal: Mutex<bool>,
     wake: Condvar,
@@ -126,6 +128,7 @@ impl ConsumerCore {
             delivery: OnceLock::new(),
             pull_threads: Mutex::new(Vec::new()),
             service: Mutex::new(None),
+            rebalancing: Mutex::new(()),
             stopped: AtomicBool::new(false),
             signal: Mutex::new(false),
             wake: Condvar::new(),
@@ -177,8 +180,10 @@ impl ConsumerCore {
         self.request_rebalance();
     }
 
-    /// Fixes the assignment (lite pull `assign`): no rebalance, no group membership.
-    pub(crate) fn assign(&self, queues: Vec<MessageQueue>) {
+    /// Fixes the assignment (lite pull `assign`): no rebalance, no group membership. On a
+    /// started consumer the assignment is applied before this returns, as Java's `assign`
+    /// does, so a `seek` right after it finds the queues.
+    pub(crate) fn assign(self: &Arc<Self>, queues: Vec<MessageQueue>) {
         for queue in &queues {
             lock(&self.subscriptions)
                 .entry(queue.topic.clone())
@@ -188,7 +193,11 @@ impl ConsumerCore {
                 });
         }
         *lock(&self.assigned) = Some(queues.into_iter().collect());
-        self.request_rebalance();
+        if lock(&self.service).is_some() && !self.is_stopped() {
+            self.rebalance();
+        } else {
+            self.request_rebalance();
+        }
     }
 
     /// Starts the service thread (first rebalance at once) and registers the group.
@@ -255,6 +264,9 @@ impl ConsumerCore {
     /// not be locked yet, so the caller retries soon instead of after the full interval (as
     /// the 5.x client does when unbalanced).
     pub(crate) fn rebalance(self: &Arc<Self>) -> bool {
+        // One pass at a time: `assign` may run one on the caller's thread while the service
+        // thread runs another, and two passes would both create a queue's process queue.
+        let _one_pass = lock(&self.rebalancing);
         let mut balanced = true;
         let mut created = Vec::new();
         let mut changed_topics = Vec::new();

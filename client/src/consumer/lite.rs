@@ -101,7 +101,8 @@ impl LitePullConsumer {
         self.inner.core.subscribe(topic, expression)
     }
 
-    /// Takes exactly these queues, without group rebalance.
+    /// Takes exactly these queues, without group rebalance. On a started consumer they are
+    /// in place when this returns (Java's `assign` too), so `seek` may follow at once.
     pub fn assign(&self, queues: Vec<MessageQueue>) {
         self.inner.core.assign(queues);
     }
