@@ -5,7 +5,10 @@
 #  2. the compatibility suites: Apache RocketMQ's own Java clients (5.x and 4.9.x), its
 #     mqadmin tool and the Go client against a release-built standalone Comet broker on
 #     127.0.0.1:9876 (name server) and 127.0.0.1:10911 (broker), started and stopped by
-#     tests/compat/run.sh.
+#     tests/compat/run.sh;
+#  3. the reverse direction: comet-client and comet-bench against Apache RocketMQ's own name
+#     server and broker (fetched from Maven Central, started and always stopped by
+#     tests/compat/run.sh --against apache).
 #
 # Prerequisites: Rust (cargo), Java 17 with Maven, Go; artifacts come from Maven Central and
 # the Go module proxy on first use. A missing prerequisite fails the run, nothing is skipped.
@@ -25,4 +28,7 @@ if ! bash tests/compat/run.sh --against comet; then
     echo "== compatibility suites failed; running them once more"
     bash tests/compat/run.sh --against comet
 fi
+
+echo "== reverse direction: comet-client and comet-bench against Apache RocketMQ"
+bash tests/compat/run.sh --against apache --suites reverse
 echo "== all tests passed"
