@@ -6,7 +6,8 @@
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
 #   common: [--suites java5,java4,admin5,admin4,go] [--keep-logs]
 #   also: python, node-cpp, node-ons (C++ client 1.x via Python, C++ client 3.0 and ali-ons via npm)
-#   opt-in suite: reverse (comet-client and comet-bench; meant for --against apache)
+#   opt-in suites: rust (rocketmq-client-rust 1.0; long first build), reverse (comet-client
+#   and comet-bench; meant for --against apache)
 #
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
 # --against starts the broker on loopback (name server 127.0.0.1:9876, broker :10911) in a
@@ -38,7 +39,7 @@ while (($#)); do
     --flush) FLUSH="$2"; shift 2 ;;
     --suites) SUITES="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
@@ -129,6 +130,7 @@ suite_cmd() {
     python) echo "$HERE/python/run.sh --namesrv $NAMESRV --broker $BROKER" ;;
     node-cpp) echo "$HERE/node/run.sh --client cpp --namesrv $NAMESRV --broker $BROKER" ;;
     node-ons) echo "$HERE/node/run.sh --client ons --namesrv $NAMESRV --broker $BROKER" ;;
+    rust) echo "$HERE/rust/run.sh --namesrv $NAMESRV" ;;
     reverse) echo "$HERE/reverse/run.sh --namesrv $NAMESRV" ;;
     *) return 1 ;;
   esac
@@ -143,6 +145,7 @@ suite_title() {
     python) echo "C++ client 1.x (Python binding)" ;;
     node-cpp) echo "C++ client 3.0 (rocketmq-nodejs)" ;;
     node-ons) echo "ali-ons (pure JavaScript)" ;;
+    rust) echo "Rust rocketmq-client-rust 1.0" ;;
     reverse) echo "comet-client + comet-bench" ;;
   esac
 }
