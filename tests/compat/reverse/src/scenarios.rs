@@ -298,6 +298,38 @@ fn queue_ids(consumer: &PushConsumer, topic: &str) -> BTreeSet<i32> {
         .collect()
 }
 
+/// Waits until the two members hold two queues each, covering all four; describes the split.
+fn wait_for_split(members: &[PushConsumer], topic: &str) -> Result<String, Failure> {
+    let describe = || {
+        format!(
+            "queues {:?}/{:?}",
+            queue_ids(&members[0], topic),
+            queue_ids(&members[1], topic)
+        )
+    };
+    wait_for(
+        "two members to hold two queues each",
+        SETTLE_TIMEOUT,
+        || {
+            let (qa, qb) = (queue_ids(&members[0], topic), queue_ids(&members[1], topic));
+            qa.len() == 2 && qb.len() == 2 && qa.union(&qb).count() == QUEUES
+        },
+        describe,
+    )?;
+    Ok(describe())
+}
+
+/// Sends every message synchronously, through the order-id selector when `orderly`.
+fn send_all(producer: &Producer, sent: &[Sent], orderly: bool) -> Result<(), Failure> {
+    if orderly {
+        return send_ordered(producer, sent);
+    }
+    for s in sent {
+        check_send_ok(&producer.send(s.to_message()?)?, s)?;
+    }
+    Ok(())
+}
+
 /// Two members of one group split the four queues two and two; messages sent afterwards all
 /// arrive, each member gets some, and tag filtering ("TagA || TagB") keeps TagC out. The
 /// orderly variant also needs the broker's queue locks and keeps per-order sequence.
@@ -322,43 +354,14 @@ fn push_clustering(ctx: &Ctx, orderly: bool) -> Outcome {
         )?);
     }
     let settle = Instant::now();
-    wait_for(
-        "two members to hold two queues each",
-        SETTLE_TIMEOUT,
-        || {
-            let (qa, qb) = (
-                queue_ids(&members[0], &topic),
-                queue_ids(&members[1], &topic),
-            );
-            qa.len() == 2 && qb.len() == 2 && qa.union(&qb).count() == QUEUES
-        },
-        || {
-            format!(
-                "queues {:?}/{:?}",
-                queue_ids(&members[0], &topic),
-                queue_ids(&members[1], &topic)
-            )
-        },
-    )?;
-    let split = format!(
-        "queues {:?}/{:?}",
-        queue_ids(&members[0], &topic),
-        queue_ids(&members[1], &topic)
-    );
+    let split = wait_for_split(&members, &topic)?;
     let send = Instant::now();
-    let producer = ctx.producer()?;
     let sent = if orderly {
         ordered(ctx, &topic, 8, 25)
     } else {
         plain(ctx, &topic, 300, TAGS_ABC)
     };
-    if orderly {
-        send_ordered(&producer, &sent)?;
-    } else {
-        for s in &sent {
-            check_send_ok(&producer.send(s.to_message()?)?, s)?;
-        }
-    }
+    send_all(&ctx.producer()?, &sent, orderly)?;
     let expected: Vec<Sent> = sent.into_iter().filter(|s| s.tags != "TagC").collect();
     let arrive = Instant::now();
     let union = || a.distinct().union(&b.distinct()).count();
@@ -412,19 +415,12 @@ fn push_broadcasting(ctx: &Ctx, orderly: bool) -> Outcome {
         ctx.push_consumer(&group, MessageModel::Broadcasting, &topic, "TagA", listener)?;
     }
     let send = Instant::now();
-    let producer = ctx.producer()?;
     let sent = if orderly {
         ordered(ctx, &topic, 4, 40)
     } else {
         plain(ctx, &topic, 160, TAGS_AB)
     };
-    if orderly {
-        send_ordered(&producer, &sent)?;
-    } else {
-        for s in &sent {
-            check_send_ok(&producer.send(s.to_message()?)?, s)?;
-        }
-    }
+    send_all(&ctx.producer()?, &sent, orderly)?;
     let expected: Vec<Sent> = sent.into_iter().filter(|s| s.tags == "TagA").collect();
     let arrive = Instant::now();
     wait_for(
