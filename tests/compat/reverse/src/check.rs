@@ -320,3 +320,94 @@ pub fn in_order_per_queue(got: &[MessageExt]) -> Result<(), Failure> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use comet_proto::bytes::Bytes;
+    use comet_proto::properties::Properties;
+
+    /// The arrival a correct broker and client would deliver for `sent`.
+    fn arrival(sent: &Sent, queue_offset: i64) -> MessageExt {
+        let mut properties = Properties::new();
+        properties.insert("TAGS", sent.tags.clone());
+        properties.insert("KEYS", sent.keys.clone());
+        properties.insert("UNIQ_KEY", format!("UNIQ{queue_offset}"));
+        for (name, value) in &sent.props {
+            properties.insert(name.clone(), value.clone());
+        }
+        let host = "127.0.0.1:10911".parse().expect("a literal address");
+        MessageExt {
+            topic: sent.topic.clone(),
+            queue_id: 0,
+            flag: 0,
+            queue_offset,
+            commit_log_offset: 0,
+            sysflag: 0,
+            born_timestamp: 1,
+            born_host: host,
+            store_timestamp: 2,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body_crc: 0,
+            store_size: 0,
+            body: Bytes::from(sent.body.clone()),
+            body_compression: None,
+            properties,
+            msg_id: format!("OFFSETID{queue_offset}"),
+        }
+    }
+
+    fn three() -> Vec<Sent> {
+        (0..3)
+            .map(|i| make("run", "t", i, &["TagA", "TagB"], 120, 0, i))
+            .collect()
+    }
+
+    // Proves verify passes intact arrivals and names each kind of damage: a changed body, a
+    // missing message, an unexpected one, and duplicates unless they are allowed.
+    #[test]
+    fn verify_flags_every_kind_of_damage() {
+        let sent = three();
+        let good: Vec<MessageExt> = sent.iter().zip(0..).map(|(s, o)| arrival(s, o)).collect();
+        assert_eq!(verify(&sent, &good, false).unwrap(), "3 msgs intact");
+
+        let mut corrupted = good.clone();
+        corrupted[1].body = Bytes::from_static(b"other");
+        let reason = verify(&sent, &corrupted, false).unwrap_err().to_string();
+        assert!(reason.contains("body differs"), "{reason}");
+
+        let reason = verify(&sent, &good[..2], false).unwrap_err().to_string();
+        assert!(reason.contains("missing cid=run-t-2"), "{reason}");
+
+        let reason = verify(&sent[..2], &good, false).unwrap_err().to_string();
+        assert!(reason.contains("unexpected message"), "{reason}");
+
+        let mut doubled = good.clone();
+        doubled.push(good[0].clone());
+        let reason = verify(&sent, &doubled, false).unwrap_err().to_string();
+        assert!(reason.contains("1 duplicate deliveries"), "{reason}");
+        assert_eq!(
+            verify(&sent, &doubled, true).unwrap(),
+            "3 msgs intact, 1 dup"
+        );
+    }
+
+    // Proves the per-order check accepts the send order and rejects a swap, and that keys
+    // and tags are compared as RocketMQ stores them (two keys joined by a space).
+    #[test]
+    fn order_and_key_checks() {
+        let sent = three();
+        let got: Vec<MessageExt> = sent.iter().zip(0..).map(|(s, o)| arrival(s, o)).collect();
+        assert!(in_order_per_order_id(&got).is_ok());
+        let swapped = vec![got[1].clone(), got[0].clone(), got[2].clone()];
+        assert!(in_order_per_order_id(&swapped).is_err());
+        assert!(in_order_per_queue(&swapped).is_err());
+        assert_eq!(sent[1].keys, "k1-run alt1-run");
+        let mut wrong_keys = got.clone();
+        wrong_keys[1].properties.insert("KEYS", "k1-run");
+        let reason = verify(&sent, &wrong_keys, false).unwrap_err().to_string();
+        assert!(reason.contains("keys"), "{reason}");
+    }
+}
