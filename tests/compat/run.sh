@@ -4,8 +4,8 @@
 #   run.sh --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911]   a broker already running
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
-#   common: [--suites java5,java4,admin5,admin4,go] [--keep-logs]
-#   also: python, node-cpp, node-ons (C++ client 1.x via Python, C++ client 3.0 and ali-ons via npm)
+#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons] [--keep-logs]
+#   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm)
 #   opt-in suites: rust (rocketmq-client-rust 1.0; long first build), reverse (comet-client
 #   and comet-bench; meant for --against apache)
 #
@@ -23,7 +23,7 @@ NAMESRV=""
 BROKER=""
 AGAINST=""
 FLUSH=""
-SUITES="java5,java4,admin5,admin4,go"
+SUITES="java5,java4,admin5,admin4,go,python,node-cpp,node-ons"
 KEEP=0
 NAMESRV_PORT=9876
 BROKER_PORT=10911
