@@ -10,6 +10,10 @@
 //!   the middle of a delivery): those, and only those, are checked before delivery after a
 //!   restart.
 //!
+//! `cleanStop` is true only in a file written by a clean stop; after anything else, slot
+//! entries past `enqueuedOffset` may exist (written, then a crash before the cursor moved),
+//! and the wheel reads its slot files at start-up so as not to write them twice.
+//!
 //! Every shard writes the queues it owns; at start-up every shard's file is read and the
 //! largest value of each field wins (all three only grow), so a queue that moved to another
 //! shard after a change of core count keeps its newest state.
@@ -50,6 +54,18 @@ impl QueueCursor {
 pub struct CursorFile {
     /// Timer queue id → cursors.
     pub queues: BTreeMap<i32, QueueCursor>,
+    /// Written by a clean stop: no slot entry past `enqueuedOffset` exists.
+    #[serde(default)]
+    pub clean_stop: bool,
+}
+
+/// Every shard's cursors, merged.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// Timer queue id → cursors (field-wise maximum).
+    pub queues: BTreeMap<i32, QueueCursor>,
+    /// Every file found was written by a clean stop (true when there is none).
+    pub clean_stop: bool,
 }
 
 /// This shard's cursor file.
@@ -58,10 +74,13 @@ pub fn path(store_root: &Path, shard: u16) -> PathBuf {
 }
 
 /// Reads every shard's cursor file (blocking) and merges them field-wise, largest wins.
-pub fn load_all(store_root: &Path) -> BTreeMap<i32, QueueCursor> {
-    let mut merged: BTreeMap<i32, QueueCursor> = BTreeMap::new();
+pub fn load_all(store_root: &Path) -> Loaded {
+    let mut loaded = Loaded {
+        queues: BTreeMap::new(),
+        clean_stop: true,
+    };
     let Ok(entries) = std::fs::read_dir(super::slot::wheel_dir(store_root)) else {
-        return merged;
+        return loaded;
     };
     for entry in entries.filter_map(Result::ok) {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -73,22 +92,31 @@ pub fn load_all(store_root: &Path) -> BTreeMap<i32, QueueCursor> {
         });
         match parsed {
             Ok(Some(file)) => {
+                loaded.clean_stop &= file.clean_stop;
                 for (queue_id, cursor) in file.queues {
-                    let slot = merged.entry(queue_id).or_default();
+                    let slot = loaded.queues.entry(queue_id).or_default();
                     *slot = slot.max(cursor);
                 }
             }
             Ok(None) => {}
-            Err(e) => log::warn!("ignoring {name}: {e}"),
+            Err(e) => {
+                loaded.clean_stop = false;
+                log::warn!("ignoring {name}: {e}");
+            }
         }
     }
-    merged
+    loaded
 }
 
-/// Writes `queues` atomically and durably (blocking).
-pub fn store(path: &Path, queues: &BTreeMap<i32, QueueCursor>) -> std::io::Result<()> {
+/// Writes `queues` atomically and durably (blocking); `clean_stop` only from a clean stop.
+pub fn store(
+    path: &Path,
+    queues: &BTreeMap<i32, QueueCursor>,
+    clean_stop: bool,
+) -> std::io::Result<()> {
     let file = CursorFile {
         queues: queues.clone(),
+        clean_stop,
     };
     let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
     persist::write_atomic(path, &bytes)
@@ -103,7 +131,8 @@ mod tests {
     fn cursors_round_trip_and_merge() {
         let root = std::env::temp_dir().join(format!("comet-timer-cursor-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        assert!(load_all(&root).is_empty());
+        assert!(load_all(&root).queues.is_empty());
+        assert!(load_all(&root).clean_stop);
         let a = QueueCursor {
             enqueued_offset: 5,
             delivered_ms: 100,
@@ -114,9 +143,11 @@ mod tests {
             delivered_ms: 90,
             in_flight_until_ms: 90,
         };
-        store(&path(&root, 0), &BTreeMap::from([(0, a), (1, a)])).unwrap();
-        store(&path(&root, 1), &BTreeMap::from([(1, b)])).unwrap();
-        let merged = load_all(&root);
+        store(&path(&root, 0), &BTreeMap::from([(0, a), (1, a)]), true).unwrap();
+        store(&path(&root, 1), &BTreeMap::from([(1, b)]), false).unwrap();
+        let loaded = load_all(&root);
+        assert!(!loaded.clean_stop);
+        let merged = loaded.queues;
         assert_eq!(merged[&0], a);
         assert_eq!(
             merged[&1],
@@ -126,6 +157,8 @@ mod tests {
                 in_flight_until_ms: 120
             }
         );
+        store(&path(&root, 1), &BTreeMap::from([(1, b)]), true).unwrap();
+        assert!(load_all(&root).clean_stop);
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

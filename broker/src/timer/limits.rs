@@ -6,10 +6,12 @@
 pub const TIMER_QUEUES: i32 = 32;
 
 /// How far ahead of its second a slot is loaded into memory with its delivered records
-/// built, ms. Costs memory (every record due within this window is held built) and buys
-/// punctuality: a storm of records due in one second is read and rebuilt before it is due,
-/// so at its due time only the appends remain.
-pub const PREFETCH_MS: i64 = 5_000;
+/// built, ms. Costs memory (every record due within this window is held built, up to
+/// [`PREFETCH_RECORDS_MAX`]) and buys punctuality: a storm of records due in one second is
+/// read and rebuilt before it is due, so at its due time only the appends remain. Loading
+/// 500,000 records took about 8 s of a shard on the loaded 2-core development machine (5 s
+/// was measured too short), hence 30 s.
+pub const PREFETCH_MS: i64 = 30_000;
 
 /// Records built ahead of time per shard; a slot loaded past this bound keeps the rest as
 /// bare entries that are read at delivery time (late rather than out of memory).

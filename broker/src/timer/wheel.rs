@@ -27,9 +27,11 @@
 //! flight at the crash plus, at most, the deliveries of the last [`PERSIST_IDLE_MS`]. Each of
 //! those is checked against its real queue (the index lookup of its `UNIQ_KEY`, matching
 //! the timer record's offset in `SCHEDULE_ORIGIN_OFFSET`) before it is delivered again. An
-//! entry written twice to slot files (a crash after the fsync, before the cursor moved; the
-//! second copy may land in another second since the floor moved) is dropped by the
-//! start-up set of re-enqueued offsets. Under ASYNC_FLUSH a delivered record may be lost in a
+//! entry is never written twice to slot files: after a crash (the cursor file was not
+//! written by a clean stop), the slot files are read at start-up for entries past the
+//! enqueue cursor (written, then the crash came before the cursor moved), and those records
+//! are skipped when enqueued again (a second copy could land in another second, the floor
+//! having moved). Under ASYNC_FLUSH a delivered record may be lost in a
 //! crash after the cursor moved past it, as any acknowledged message can be.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -97,10 +99,9 @@ struct Wheel {
     persisted_at_ms: i64,
     /// Per queue, the due range that may have been delivered before a crash.
     suspect_range: BTreeMap<i32, (i64, i64)>,
-    /// Per queue, offsets below this may already have a slot entry: re-enqueued ones are
-    /// remembered in `seen` so that a second copy is dropped.
-    rescan_until: BTreeMap<i32, i64>,
-    seen: HashSet<(i32, i64)>,
+    /// After a crash: records past the enqueue cursor that already have a slot entry (not
+    /// written again when re-enqueued).
+    already_written: HashSet<(i32, i64)>,
     /// Seconds in memory: every slot at or before `loaded_until` is here.
     slots: BTreeMap<i64, Slot>,
     loaded_until: i64,
@@ -152,9 +153,10 @@ impl Wheel {
             (loaded, listed)
         })
         .await;
+        let clean_stop = loaded.clean_stop;
         let cursors: BTreeMap<i32, QueueCursor> = queues
             .iter()
-            .map(|q| (*q, loaded.get(q).copied().unwrap_or_default()))
+            .map(|q| (*q, loaded.queues.get(q).copied().unwrap_or_default()))
             .collect();
         let mut wheel = Wheel {
             cursor_path: cursor::path(&store_root, broker.shard.0),
@@ -164,16 +166,12 @@ impl Wheel {
                 .filter(|(_, c)| c.in_flight_until_ms > c.delivered_ms)
                 .map(|(q, c)| (*q, (c.delivered_ms, c.in_flight_until_ms)))
                 .collect(),
-            rescan_until: cursors
-                .iter()
-                .map(|(q, c)| (*q, c.enqueued_offset + ENQUEUE_RECORDS_MAX as i64))
-                .collect(),
+            already_written: HashSet::new(),
             persisted: cursors.clone(),
             persisted_at_ms: comet_rt::clock::wall_clock_ms(),
             cursors,
             broker,
             queues,
-            seen: HashSet::new(),
             slots: BTreeMap::new(),
             loaded_until: i64::MIN,
             on_disk: BTreeMap::new(),
@@ -181,8 +179,49 @@ impl Wheel {
             built: 0,
         };
         wheel.adopt_files(listed?).await;
+        if !clean_stop {
+            wheel.find_written_past_cursors().await?;
+        }
         wheel.loaded_until = wheel.delivered_second() - 1;
         Ok(wheel)
+    }
+
+    /// After a crash: the slot entries of records past each queue's enqueue cursor (written,
+    /// then the crash came before the cursor moved), so re-enqueueing does not write them
+    /// again (a second copy could land in another second, the floor having moved).
+    async fn find_written_past_cursors(&mut self) -> Result<(), String> {
+        let files: Vec<(i32, i64)> = self
+            .files
+            .iter()
+            .flat_map(|(second, queues)| queues.iter().map(move |q| (*q, *second)))
+            .collect();
+        let root = self.store_root.clone();
+        let cursors = self.cursors.clone();
+        let found = run_blocking(move || -> Result<HashSet<(i32, i64)>, String> {
+            let mut found = HashSet::new();
+            for (queue_id, second) in files {
+                let enqueued = cursors[&queue_id].enqueued_offset;
+                let entries = slot::read(&slot::slot_path(&root, queue_id, second))
+                    .map_err(|e| e.to_string())?;
+                found.extend(
+                    entries
+                        .iter()
+                        .filter(|entry| entry.queue_offset >= enqueued)
+                        .map(|entry| (queue_id, entry.queue_offset)),
+                );
+            }
+            Ok(found)
+        })
+        .await?;
+        if !found.is_empty() {
+            log::info!(
+                "{}: {} timer entries were written before a crash; not written again",
+                self.broker.shard,
+                found.len()
+            );
+        }
+        self.already_written = found;
+        Ok(())
     }
 
     /// Registers existing slot files; deletes those wholly delivered.
@@ -251,7 +290,7 @@ impl Wheel {
         }
         let now_ms = comet_rt::clock::wall_clock_ms();
         self.advance_idle(now_ms);
-        if let Err(e) = self.persist().await {
+        if let Err(e) = self.persist_with(true).await {
             log::error!(
                 "{} timer cursors not persisted at stop: {e}",
                 self.broker.shard
@@ -277,9 +316,14 @@ impl Wheel {
     }
 
     async fn persist(&mut self) -> Result<(), String> {
+        self.persist_with(false).await
+    }
+
+    /// Writes the cursor file; `clean_stop` only from a clean stop.
+    async fn persist_with(&mut self, clean_stop: bool) -> Result<(), String> {
         let path = self.cursor_path.clone();
         let cursors = self.cursors.clone();
-        run_blocking(move || cursor::store(&path, &cursors))
+        run_blocking(move || cursor::store(&path, &cursors, clean_stop))
             .await
             .map_err(|e| format!("cannot persist timer cursors: {e}"))?;
         self.persisted = self.cursors.clone();
@@ -397,6 +441,12 @@ impl Wheel {
                     log::error!("unreadable record in {TIMER_TOPIC} queue {queue_id}; skipped");
                     continue;
                 };
+                if self
+                    .already_written
+                    .remove(&(queue_id, view.queue_offset()))
+                {
+                    continue;
+                }
                 let due_ms = timer_out_ms(&view).max(floor_ms.saturating_add(1));
                 let entry = SlotEntry {
                     due_ms,
@@ -420,13 +470,10 @@ impl Wheel {
         Ok(read)
     }
 
-    /// Adds an entry to its in-memory slot, unless it is a second copy or already delivered.
+    /// Adds an entry to its in-memory slot, unless it is already delivered.
     fn admit(&mut self, queue_id: i32, entry: SlotEntry, built: Option<(BytesMut, i64)>) {
         let cursor = self.cursors[&queue_id];
-        let duplicate = entry.due_ms <= cursor.delivered_ms
-            || (entry.queue_offset < self.rescan_until[&queue_id]
-                && !self.seen.insert((queue_id, entry.queue_offset)));
-        if duplicate {
+        if entry.due_ms <= cursor.delivered_ms {
             if built.is_some() {
                 self.built -= 1;
             }
