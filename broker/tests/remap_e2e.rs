@@ -162,3 +162,40 @@ fn core_count_changes_keep_every_queue() {
     drop(client);
     assert!(broker.stop().success());
 }
+
+// Proves a crash just before the core count changes loses nothing acknowledged: the old
+// stores are recovered under the old ownership before their queues are handed over.
+#[test]
+fn crash_then_fewer_cores_keeps_every_queue() {
+    let directory = TempDir::new("e2e-remap-crash");
+    let count = 10;
+    let mut broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client);
+    send_all(&mut client, "two", count);
+    commit_offsets(&mut client);
+    drop(client);
+    // Give the offset persistence a moment; the store itself is SIGKILLed mid-flight.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    broker.kill();
+
+    broker.restart(1);
+    // The hand-over runs before the broker listens; in two runs the harness's readiness probe
+    // (a connect to each port) passed during it anyway and the first request was reset, so
+    // give the start-up time to finish (cause not found yet; see the helper's report).
+    std::thread::sleep(std::time::Duration::from_millis(3000));
+    let status = broker
+        .child
+        .as_mut()
+        .expect("running")
+        .try_wait()
+        .expect("wait");
+    assert!(status.is_none(), "broker exited: {status:?}");
+    let mut client = broker.client();
+    check_queues(&mut client, &["two"], count);
+    check_offsets(&mut client);
+    send_all(&mut client, "one", count);
+    check_queues(&mut client, &["two", "one"], count);
+    drop(client);
+    assert!(broker.stop().success());
+}
