@@ -109,6 +109,10 @@ case "$AGAINST" in
   "") ;;
   apache)
     FLUSH="${FLUSH:-ASYNC_FLUSH}"
+    # Checked here too: a busy port otherwise surfaces as a Java bind stack trace.
+    for p in "$NAMESRV_PORT" "$BROKER_PORT"; do
+      port_open "$p" && die "port $p on 127.0.0.1 is already in use (another broker running?)"
+    done
     "$HERE/apache/broker.sh" start --dir "$WORK/apache" --flush "$FLUSH" \
       --namesrv-port "$NAMESRV_PORT" --broker-port "$BROKER_PORT"
     NAMESRV="127.0.0.1:$NAMESRV_PORT"; BROKER="127.0.0.1:$BROKER_PORT" ;;
