@@ -1,13 +1,13 @@
 //! Test harness: a real `comet-broker --standalone` process on loopback with its own store
-//! and ports, and a minimal blocking remoting client built on comet-proto frames.
+//! and ports (comet-test-support, shared with the other packages' end-to-end tests), and a
+//! minimal blocking remoting client built on comet-proto frames.
 
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::{encode, FrameDecoder};
@@ -15,159 +15,49 @@ use comet_proto::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2}
 use comet_proto::properties::{names, Properties};
 use comet_proto::{Decoded, RemotingCommand, RequestCode};
 
-/// A free loopback port (bound then released; the broker binds it right after).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+pub use comet_test_support::TempDir;
 
-/// A temporary directory on the real file system (O_DIRECT needs one; tmpfs would not do),
-/// removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(name: &str) -> TempDir {
-        let base = std::env::var_os("COMET_TEST_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")));
-        let path = base.join(format!("{name}-{}-{}", std::process::id(), free_port()));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// How long a broker may take to open its ports.
-pub const STARTUP_LIMIT: Duration = Duration::from_secs(60);
-
-/// A running broker process; killed on drop.
-pub struct Broker {
-    pub child: Option<Child>,
-    pub broker_addr: SocketAddr,
-    pub namesrv_addr: SocketAddr,
-    pub store: PathBuf,
-    pub extra: Vec<String>,
-}
+/// A running broker process of this package's binary (comet-test-support's harness);
+/// killed on drop. Derefs to the harness for its addresses, `stop` and `kill`.
+pub struct Broker(comet_test_support::Broker);
 
 impl Broker {
     /// Starts a standalone broker with `cores` shards and `extra` arguments.
     pub fn start(store: &Path, cores: usize, extra: &[&str]) -> Broker {
-        let broker_port = free_port();
-        let namesrv_port = free_port();
-        let mut broker = Broker {
-            child: None,
-            broker_addr: format!("127.0.0.1:{broker_port}").parse().unwrap(),
-            namesrv_addr: format!("127.0.0.1:{namesrv_port}").parse().unwrap(),
-            store: store.to_path_buf(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
-        };
-        let _ = cores;
-        broker.spawn(cores);
-        broker
+        let binary = Path::new(env!("CARGO_BIN_EXE_comet-broker"));
+        Broker(comet_test_support::Broker::start_binary(
+            binary, store, cores, extra,
+        ))
     }
 
-    fn spawn(&mut self, cores: usize) {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_comet-broker"));
-        command
-            .arg("--standalone")
-            .arg("--no-pin")
-            .args(["--cores", &cores.to_string()])
-            .args(["--listen-port", &self.broker_addr.port().to_string()])
-            .args(["--namesrv", &self.namesrv_addr.to_string()])
-            .args(["--store", &self.store.display().to_string()])
-            .args(["-o", "mappedFileSizeCommitLog=16777216"])
-            .args(&self.extra)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        let mut child = command.spawn().expect("start comet-broker");
-        // Generous: a loaded machine (parallel tests, other builds) can take a while to start
-        // every shard; an early exit is reported at once instead of waiting it out.
-        for addr in [self.broker_addr, self.namesrv_addr] {
-            let deadline = Instant::now() + STARTUP_LIMIT;
-            while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-                if let Some(status) = child.try_wait().unwrap() {
-                    panic!("comet-broker exited during start-up: {status}");
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{addr} did not open within {STARTUP_LIMIT:?}"
-                );
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        self.child = Some(child);
-    }
-
-    /// Restarts on the same store and ports after a stop or kill.
+    /// Restarts with `cores` shards on the same store and ports after a stop or kill.
     pub fn restart(&mut self, cores: usize) {
-        assert!(self.child.is_none(), "stop the broker first");
-        self.spawn(cores);
-    }
-
-    /// SIGTERM and wait: a clean shutdown.
-    pub fn stop(&mut self) -> std::process::ExitStatus {
-        let mut child = self.child.take().expect("running");
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status;
-            }
-            if Instant::now() > deadline {
-                child.kill().unwrap();
-                panic!("broker did not stop within 30 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL: a crash.
-    pub fn kill(&mut self) {
-        let mut child = self.child.take().expect("running");
-        child.kill().unwrap();
-        child.wait().unwrap();
+        self.0.cores = cores;
+        self.0.restart();
     }
 
     /// A client connected to the broker.
     pub fn client(&self) -> Client {
-        Client::connect(self.broker_addr)
+        Client::connect(self.0.broker_addr)
     }
 
     /// A client connected to the embedded name server.
     pub fn namesrv_client(&self) -> Client {
-        Client::connect(self.namesrv_addr)
+        Client::connect(self.0.namesrv_addr)
     }
 }
 
-impl Drop for Broker {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+impl std::ops::Deref for Broker {
+    type Target = comet_test_support::Broker;
+
+    fn deref(&self) -> &comet_test_support::Broker {
+        &self.0
     }
 }
 
-pub fn wait_for_port(addr: SocketAddr, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{addr} did not open within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+impl std::ops::DerefMut for Broker {
+    fn deref_mut(&mut self) -> &mut comet_test_support::Broker {
+        &mut self.0
     }
 }
 
