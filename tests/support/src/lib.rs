@@ -108,6 +108,21 @@ pub fn wait_for_port(addr: SocketAddr, limit: Duration) {
     }
 }
 
+/// Waits until nothing accepts connections on `addr` any more. A killed broker's listener can
+/// outlive the process for a moment (the kernel tears down its io_uring instance, which holds
+/// the socket, asynchronously) and still complete handshakes; a restart probed before it is
+/// gone would take that dying listener for the new broker.
+pub fn wait_for_port_closed(addr: SocketAddr, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        assert!(
+            Instant::now() < deadline,
+            "{addr} still accepts connections {limit:?} after its broker exited"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A running standalone broker process; killed on drop.
 pub struct Broker {
     /// The process, `None` while stopped.
@@ -208,6 +223,7 @@ impl Broker {
         let deadline = Instant::now() + STOP_LIMIT;
         loop {
             if let Some(status) = child.try_wait().expect("poll the broker") {
+                self.wait_for_ports_closed();
                 return status;
             }
             if Instant::now() > deadline {
@@ -224,6 +240,13 @@ impl Broker {
         let mut child = self.child.take().expect("the broker is running");
         let _ = child.kill();
         let _ = child.wait();
+        self.wait_for_ports_closed();
+    }
+
+    fn wait_for_ports_closed(&self) {
+        for addr in [self.broker_addr, self.namesrv_addr] {
+            wait_for_port_closed(addr, Duration::from_secs(15));
+        }
     }
 }
 
