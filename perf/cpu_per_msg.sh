@@ -136,6 +136,32 @@ print(f"flush={sys.argv[7]} msgs={msgs} msgs/s={report['throughput_msgs_per_s']:
 print(f"broker cpu={cpu_s:.2f}s over {wall:.1f}s wall ({cpu_s / wall:.2f} cores) "
       f"=> {cpu_s * 1e6 / max(msgs, 1):.1f} us CPU/msg")
 print(f"broker threads: {sys.argv[8]}")
+bench_cpu = report.get("cpu", {}).get("bench_cpu_s")
+if bench_cpu is not None:
+    total = bench_cpu + cpu_s
+    print(f"client (comet-bench) cpu={bench_cpu:.2f}s ({bench_cpu / wall:.2f} cores), "
+          f"{100 * bench_cpu / max(total, 1e-9):.0f}% of client+broker CPU")
+EOF
+# The share of requests that crossed cores, from the broker's runtime info (code 28).
+python3 - "$BROKER_PORT" <<'EOF'
+import json, socket, struct, sys
+header = json.dumps({"code": 28, "language": "JAVA", "version": 0, "opaque": 1, "flag": 0}).encode()
+frame = struct.pack(">II", 4 + len(header), len(header)) + header
+with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) as conn:
+    conn.sendall(frame)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+length, header_word = struct.unpack(">II", data[:8])
+body = data[8 + (header_word & 0xFFFFFF):4 + length]
+table = json.loads(body).get("table", {})
+forwarded = int(table.get("requestsForwardedToOwnerShard", 0))
+total = forwarded + int(table.get("requestsHandledInPlace", 0))
+print(f"requests crossing cores: {table.get('requestsForwardedPercent', '?')}% "
+      f"({forwarded} of {total} since start, warm-up included)")
 EOF
 if [[ -f "$WORK/perf-stat.txt" ]]; then
   grep -E "context-switches|cpu-migrations|task-clock" "$WORK/perf-stat.txt"
