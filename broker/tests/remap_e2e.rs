@@ -6,6 +6,7 @@ mod common;
 
 use comet_proto::headers::{
     CreateTopicRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
@@ -128,6 +129,38 @@ fn check_queues(client: &mut Client, phases: &[&str], count: usize) {
     }
 }
 
+/// Every stored message, looked up by its commit-log offset (VIEW_MESSAGE_BY_ID), has its
+/// body; after the core count shrank this includes logs no running shard writes any more.
+fn check_view_by_offset(client: &mut Client) {
+    let mut logs = std::collections::BTreeSet::new();
+    for queue_id in 0..QUEUES {
+        let response = client.call(pull_request("view", TOPIC, queue_id, 0, 32, 0));
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+        for message in decode_records(response.body.clone()) {
+            logs.insert(message.commit_log_offset >> 56);
+            let header = ViewMessageRequestHeader {
+                offset: message.commit_log_offset,
+                topic: None,
+                broker_name: None,
+            };
+            let view = client.call(
+                RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID, 0).with_header(&header),
+            );
+            assert_eq!(
+                view.response_code(),
+                ResponseCode::SUCCESS,
+                "offset {}: {:?}",
+                message.commit_log_offset,
+                view.remark
+            );
+            let viewed = decode_records(view.body.clone());
+            assert_eq!(viewed.len(), 1);
+            assert_eq!(viewed[0].body, message.body);
+        }
+    }
+    assert!(logs.len() > 1, "every message came from one log: {logs:?}");
+}
+
 // Proves a broker restarted with fewer and then more cores (2, then 1, then 3) serves every
 // queue's whole history at the same queue offsets, keeps committed consumer offsets, and
 // continues each queue's offsets for new messages.
@@ -148,6 +181,7 @@ fn core_count_changes_keep_every_queue() {
     let mut client = broker.client();
     check_queues(&mut client, &["two"], count);
     check_offsets(&mut client);
+    check_view_by_offset(&mut client);
     send_all(&mut client, "one", count);
     check_queues(&mut client, &["two", "one"], count);
     drop(client);

@@ -22,6 +22,7 @@ use std::net::SocketAddr;
 use comet_net::ConnectionId;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::ShardId;
+use comet_store::PhysicalOffset;
 
 use crate::shard::{RequestContext, ShardBroker, ShardCall};
 
@@ -80,8 +81,15 @@ pub async fn handle(
                 "offset"
             };
             let offset = request.ext_fields.optional_i64(key).ok().flatten();
+            let well_formed =
+                offset.is_some_and(|offset| PhysicalOffset::from_i64(offset).is_some());
             match offset.and_then(|offset| query::shard_of_offset(offset, broker.shard_count)) {
                 Some(index) => on_shard(broker, context, shard_id(index), request).await,
+                // A log no running shard writes (the core count shrank): its durable segments
+                // are readable from every shard, so the message is viewed where it was asked.
+                None if well_formed && request.request_code() == VIEW_MESSAGE_BY_ID => {
+                    handle_local(broker, context, request).await
+                }
                 None => Some(RemotingCommand::error_to(
                     &request,
                     ResponseCode::SYSTEM_ERROR,
