@@ -64,6 +64,39 @@ pub fn read_json<T: DeserializeOwned>(
     }
 }
 
+/// One file of a per-shard family read by [`read_json_family`].
+pub struct FamilyFile<T> {
+    /// The file name.
+    pub name: String,
+    /// Its content (`Ok(None)`: empty or gone; `Err`: unreadable or unparsable).
+    pub parsed: Result<Option<T>, String>,
+}
+
+/// Reads every `<prefix>*.json` file directly in `directory` as JSON of type `T`, in name
+/// order (blocking). Per-shard files (one per shard, `<prefix>-<shard>.json`) are read this
+/// way so that a changed core count still finds every shard's file. An unreadable directory
+/// gives no files.
+pub fn read_json_family<T: DeserializeOwned>(directory: &Path, prefix: &str) -> Vec<FamilyFile<T>> {
+    let Ok(entries) = fs::read_dir(directory) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(prefix) && name.ends_with(".json"))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let parsed = read_json(&directory.join(&name), |bytes| {
+                serde_json::from_slice::<T>(bytes).map_err(|e| e.to_string())
+            });
+            FamilyFile { name, parsed }
+        })
+        .collect()
+}
+
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".");

@@ -375,26 +375,11 @@ async fn load_offsets(broker: &Rc<ShardBroker>) {
 }
 
 fn read_offset_files(directory: &std::path::Path) -> Vec<OffsetFile> {
-    let Ok(entries) = std::fs::read_dir(directory) else {
-        return Vec::new();
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|path| {
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.starts_with("consumerOffset") && name.ends_with(".json")
-        })
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .filter_map(|path| {
-            persist::read_json(path, |bytes| {
-                serde_json::from_slice::<OffsetFile>(bytes).map_err(|e| e.to_string())
-            })
-            .unwrap_or_else(|e| {
-                log::warn!("ignoring {}: {e}", path.display());
+    persist::read_json_family::<OffsetFile>(directory, "consumerOffset")
+        .into_iter()
+        .filter_map(|file| {
+            file.parsed.unwrap_or_else(|e| {
+                log::warn!("ignoring {}: {e}", file.name);
                 None
             })
         })

@@ -28,26 +28,16 @@ pub fn path(config_dir: &Path, shard: u16) -> PathBuf {
 /// Reads every shard's cursor file (blocking) and merges them, largest cursor wins.
 pub fn load_all(config_dir: &Path) -> BTreeMap<i32, i64> {
     let mut merged = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(config_dir) else {
-        return merged;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with("delayOffset") && name.ends_with(".json")) {
-            continue;
-        }
-        let parsed = persist::read_json(&entry.path(), |bytes| {
-            serde_json::from_slice::<CursorFile>(bytes).map_err(|e| e.to_string())
-        });
-        match parsed {
-            Ok(Some(file)) => {
-                for (queue_id, offset) in file.offset_table {
+    for file in persist::read_json_family::<CursorFile>(config_dir, "delayOffset") {
+        match file.parsed {
+            Ok(Some(cursors)) => {
+                for (queue_id, offset) in cursors.offset_table {
                     let slot = merged.entry(queue_id).or_insert(offset);
                     *slot = (*slot).max(offset);
                 }
             }
             Ok(None) => {}
-            Err(e) => log::warn!("ignoring {name}: {e}"),
+            Err(e) => log::warn!("ignoring {}: {e}", file.name),
         }
     }
     merged

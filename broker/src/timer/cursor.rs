@@ -79,21 +79,12 @@ pub fn load_all(store_root: &Path) -> Loaded {
         queues: BTreeMap::new(),
         clean_stop: true,
     };
-    let Ok(entries) = std::fs::read_dir(super::slot::wheel_dir(store_root)) else {
-        return loaded;
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with("cursor-") && name.ends_with(".json")) {
-            continue;
-        }
-        let parsed = persist::read_json(&entry.path(), |bytes| {
-            serde_json::from_slice::<CursorFile>(bytes).map_err(|e| e.to_string())
-        });
-        match parsed {
-            Ok(Some(file)) => {
-                loaded.clean_stop &= file.clean_stop;
-                for (queue_id, cursor) in file.queues {
+    let directory = super::slot::wheel_dir(store_root);
+    for file in persist::read_json_family::<CursorFile>(&directory, "cursor-") {
+        match file.parsed {
+            Ok(Some(cursors)) => {
+                loaded.clean_stop &= cursors.clean_stop;
+                for (queue_id, cursor) in cursors.queues {
                     let slot = loaded.queues.entry(queue_id).or_default();
                     *slot = slot.max(cursor);
                 }
@@ -101,7 +92,7 @@ pub fn load_all(store_root: &Path) -> Loaded {
             Ok(None) => {}
             Err(e) => {
                 loaded.clean_stop = false;
-                log::warn!("ignoring {name}: {e}");
+                log::warn!("ignoring {}: {e}", file.name);
             }
         }
     }
