@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
-use comet_proto::message::RecordView;
+use comet_proto::message::{encode_record, RecordSpec, RecordView};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::task_class::timeout;
 use comet_rt::ShardId;
@@ -42,6 +42,34 @@ pub enum ReappendError {
         /// Its explanation.
         reason: String,
     },
+}
+
+/// `view` re-encoded for `topic`/`queue_id` with `properties`, everything else (flag, sysflag,
+/// born and store hosts, reconsume times, body) kept: how scheduled and timed messages are
+/// delivered to their real queue. `None` if the record cannot be encoded.
+pub fn restored_record(
+    broker: &ShardBroker,
+    view: &RecordView<'_>,
+    topic: &str,
+    queue_id: i32,
+    properties: &str,
+) -> Option<BytesMut> {
+    let spec = RecordSpec {
+        topic,
+        queue_id,
+        flag: view.flag(),
+        sysflag: view.sysflag(),
+        born_timestamp: view.born_timestamp(),
+        born_host: view.born_host(),
+        store_host: broker.store_host,
+        reconsume_times: view.reconsume_times(),
+        prepared_transaction_offset: view.prepared_transaction_offset(),
+        body: view.body(),
+        properties,
+    };
+    let mut record = BytesMut::with_capacity(view.total_size() + 64);
+    encode_record(&spec, 0, 0, 0, &mut record).ok()?;
+    Some(record)
 }
 
 /// The shard owning the queue `record` names.

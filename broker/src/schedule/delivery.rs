@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::headers::QueryMessageRequestHeader;
-use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::message::RecordView;
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::shutdown::StopSignal;
@@ -265,23 +265,7 @@ pub fn delivered_record(broker: &ShardBroker, view: &RecordView<'_>) -> Option<B
     properties.remove(names::TIMER_DELAY_SEC);
     properties.remove(names::TIMER_DELAY_MS);
     properties.insert(SCHEDULE_ORIGIN, view.physical_offset().to_string());
-    let properties = properties.encode();
-    let spec = RecordSpec {
-        topic: &topic,
-        queue_id,
-        flag: view.flag(),
-        sysflag: view.sysflag(),
-        born_timestamp: view.born_timestamp(),
-        born_host: view.born_host(),
-        store_host: broker.store_host,
-        reconsume_times: view.reconsume_times(),
-        prepared_transaction_offset: view.prepared_transaction_offset(),
-        body: view.body(),
-        properties: &properties,
-    };
-    let mut record = BytesMut::new();
-    encode_record(&spec, 0, 0, 0, &mut record).ok()?;
-    Some(record)
+    crate::reappend::restored_record(broker, view, &topic, queue_id, &properties.encode())
 }
 
 /// True when the real queue's owner already holds the delivery of this schedule record.

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 
 use comet_proto::bytes::BytesMut;
-use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::message::RecordView;
 use comet_proto::properties::{names, Properties};
 use comet_rt::task_class::{spawn, yield_if_needed, TaskClass, TaskHandle};
 use comet_rt::ShardId;
@@ -38,23 +38,7 @@ pub fn delivered_record(
     properties.insert(names::TIMER_ENQUEUE_MS, view.store_timestamp().to_string());
     properties.insert(names::TIMER_DEQUEUE_MS, due_ms.to_string());
     properties.insert(SCHEDULE_ORIGIN, view.physical_offset().to_string());
-    let properties = properties.encode();
-    let spec = RecordSpec {
-        topic: &topic,
-        queue_id,
-        flag: view.flag(),
-        sysflag: view.sysflag(),
-        born_timestamp: view.born_timestamp(),
-        born_host: view.born_host(),
-        store_host: broker.store_host,
-        reconsume_times: view.reconsume_times(),
-        prepared_transaction_offset: view.prepared_transaction_offset(),
-        body: view.body(),
-        properties: &properties,
-    };
-    let mut record = BytesMut::with_capacity(view.total_size() + 64);
-    encode_record(&spec, 0, 0, 0, &mut record).ok()?;
-    Some(record)
+    reappend::restored_record(broker, view, &topic, queue_id, &properties.encode())
 }
 
 /// Reads the timer records at `wanted` offsets of `queue_id` (any order) and builds each
