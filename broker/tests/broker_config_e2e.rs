@@ -150,3 +150,27 @@ fn runtime_info_reports_traffic() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+// Proves malformed updates get clear errors and change nothing: a body that is not UTF-8, a
+// body over the size limit, and an empty body (a no-op, as in Apache).
+#[test]
+fn malformed_updates_are_refused() {
+    let directory = TempDir::new("e2e-config-bad");
+    let broker = Broker::start(&directory.0, 1, &[]);
+    let mut client = broker.client();
+    let before = broker_config(&mut client);
+    let not_utf8 = client.call(
+        RemotingCommand::request(RequestCode::UPDATE_BROKER_CONFIG, 0)
+            .with_body(vec![b'm', 0xff, 0xfe, b'=', b'1']),
+    );
+    assert_eq!(not_utf8.response_code(), ResponseCode::SYSTEM_ERROR);
+    let oversized = format!("maxMessageSize=1024\n#{}\n", "x".repeat(70 * 1024));
+    let response = update_config(&mut client, &oversized);
+    assert_eq!(response.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(response.remark.unwrap_or_default().contains("exceeds"));
+    assert_eq!(
+        update_config(&mut client, "").response_code(),
+        ResponseCode::SUCCESS
+    );
+    assert_eq!(broker_config(&mut client), before);
+}
