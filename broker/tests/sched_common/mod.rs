@@ -5,10 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use comet_proto::headers::SendMessageRequestHeaderV2;
+use comet_proto::headers::{
+    GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, SendMessageRequestHeaderV2,
+};
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::Properties;
-use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::common::{pull_request, Client};
 
@@ -118,4 +120,60 @@ pub fn wait_until_serving(broker_addr: std::net::SocketAddr) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Sends every request over `client` with up to `window` unanswered at once (the broker
+/// answers by opaque, in any order) and returns the responses in request order. Pipelining
+/// lets one connection keep many sends in the same group commit instead of one per fsync.
+pub fn call_pipelined(
+    client: &mut Client,
+    requests: Vec<RemotingCommand>,
+    window: usize,
+) -> Vec<RemotingCommand> {
+    assert!(window > 0);
+    let total = requests.len();
+    let mut index_of = std::collections::HashMap::with_capacity(total);
+    let mut responses: Vec<Option<RemotingCommand>> = (0..total).map(|_| None).collect();
+    let mut pending = requests.into_iter().enumerate();
+    let mut in_flight = 0;
+    let mut answered = 0;
+    while answered < total {
+        while in_flight < window {
+            let Some((index, request)) = pending.next() else {
+                break;
+            };
+            index_of.insert(client.send(request), index);
+            in_flight += 1;
+        }
+        let response = client.receive();
+        let index = index_of
+            .remove(&response.opaque)
+            .unwrap_or_else(|| panic!("response to unknown opaque {}", response.opaque));
+        responses[index] = Some(response);
+        in_flight -= 1;
+        answered += 1;
+    }
+    responses.into_iter().flatten().collect()
+}
+
+/// The max offset (one past the last visible entry) of (topic, queue): GET_MAX_OFFSET.
+pub fn max_offset(client: &mut Client, topic: &str, queue_id: i32) -> i64 {
+    let header = GetMaxOffsetRequestHeader {
+        topic: topic.into(),
+        queue_id,
+        committed: None,
+        broker_name: None,
+        logical: None,
+    };
+    let request = RemotingCommand::request(RequestCode::GET_MAX_OFFSET, 0).with_header(&header);
+    let response = client.call(request);
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    GetMaxOffsetResponseHeader::from_ext_fields(&response.ext_fields)
+        .expect("GET_MAX_OFFSET response header")
+        .offset
 }
