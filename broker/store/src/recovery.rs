@@ -1,8 +1,7 @@
 //! Opening a store: lock, load, recover, start the background tasks.
 //!
 //! Recovery scans the commit log from the checkpoint's dispatch position (after a crash, from
-//! no later than the start of the last segment, so recently written data is always
-//! re-verified), checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that
+//! the start of the segment holding it, so recently written data is always re-verified), checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that
 //! its queue offset continues its queue), and ends the log at the first record that fails.
 //! Consume queues and the index are cut back to the scan start and rebuilt from the scan.
 //! The checkpoint promises every consume-queue entry of records below its dispatch position
@@ -172,7 +171,12 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     let last = segments.keys().next_back().copied().unwrap_or(0);
     let mut scan_start = checkpoint.last().dispatch_durable_position.max(first);
     if crashed || scan_start > last + config.segment_bytes {
-        scan_start = scan_start.min(last);
+        // After a crash, re-verify the whole segment the checkpoint points into: every flush
+        // rewrites the partial page holding the durable position, so a torn write can damage
+        // records just below the checkpoint. Not "the last segment": that can be the empty
+        // spare, past the checkpoint.
+        let checkpoint_segment = scan_start - scan_start % config.segment_bytes;
+        scan_start = checkpoint_segment.max(first).min(last);
     }
     truncate_derived(&mut queues, &mut index, config, scan_start);
     let end = scan_with_rebuild(

@@ -152,6 +152,65 @@ fn zero_filled_tail_page() {
     reopen_and_check(&config, survivors);
 }
 
+// Proves the zero-filled tail page is found even when the checkpoint already covers part of
+// it and the spare segment exists (recovery once started at the last segment file, the empty
+// spare, and served zeroed records below the checkpoint as valid).
+#[test]
+fn zero_filled_tail_page_below_the_checkpoint_with_spare_ready() {
+    let dir = TestDir::new("crash-zero-spare");
+    let config = small_config(&dir.path);
+    let appended = comet_rt::local::run_local("recovery-writer", async {
+        let store = Store::open(config.clone()).await.expect("open");
+        let mut appended = Vec::new();
+        for index in 0..RECORDS {
+            let one = record("Crash", 0, &body(index, 300), "");
+            appended.push(store.append(&[one]).await.expect("append")[0]);
+        }
+        // Wait for the spare segment and a checkpoint covering every record.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let segments = dir.path.join("commitlog/3");
+        while std::fs::read_dir(&segments).expect("segments").count() < 2
+            || !checkpoint_covers(&dir.path, appended.last().expect("records"))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no spare or checkpoint"
+            );
+            comet_rt::local::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        appended
+    });
+    let last = appended.last().expect("records").physical_offset.position();
+    let page = last - last % 4096;
+    damage(&dir.path, page, &[0u8; 4096]);
+    let survivors = appended
+        .iter()
+        .filter(|a| a.physical_offset.position() + u64::from(a.size_bytes) <= page)
+        .count() as u64;
+    reopen_and_check(&config, survivors);
+}
+
+/// True when the newest checkpoint slot's log position is past `record`.
+fn checkpoint_covers(root: &Path, record: &AppendedRecord) -> bool {
+    let Ok(bytes) = std::fs::read(root.join("checkpoint/3")) else {
+        return false;
+    };
+    let end = record.physical_offset.position() + u64::from(record.size_bytes);
+    // Two 4 KiB slots: sequence at byte 8, log durable position at byte 16 (checkpoint.rs).
+    let slots: Vec<(u64, u64)> = bytes
+        .chunks(4096)
+        .filter(|slot| slot.len() >= 24 && &slot[0..4] == b"CMCK")
+        .map(|slot| {
+            let word = |at: usize| u64::from_be_bytes(slot[at..at + 8].try_into().expect("8"));
+            (word(8), word(16))
+        })
+        .collect();
+    slots
+        .iter()
+        .max()
+        .is_some_and(|(_, position)| *position >= end)
+}
+
 // Proves a torn checkpoint slot (garbage in the newest copy) falls back to the other copy
 // and recovery still finds every record.
 #[test]
