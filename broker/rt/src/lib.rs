@@ -4,6 +4,7 @@
 //! types and functions here (shards, clock, files, network, cross-shard channels, shutdown),
 //! which keeps the runtime swappable and makes a simulation backend possible.
 
+pub mod allocator;
 pub mod clock;
 pub mod fatal;
 pub mod io;

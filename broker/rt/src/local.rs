@@ -53,6 +53,7 @@ pub async fn yield_now() {
 ///
 /// For tests, tools and benchmarks; the broker uses the shard pool instead.
 pub fn run_local<T>(name: &str, future: impl Future<Output = T>) -> T {
+    crate::allocator::tune_once();
     let executor = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name(name)
         // No pre-registered io memory: the memlock limit of test machines is small, and

@@ -128,6 +128,7 @@ fn validate(options: &ExecutorOptions) -> Result<(), PoolError> {
 }
 
 fn builder(options: &ExecutorOptions, placement: Placement, name: &str) -> LocalExecutorBuilder {
+    crate::allocator::tune_once();
     LocalExecutorBuilder::new(placement)
         .name(name)
         .io_memory(options.io_memory_bytes)

@@ -314,18 +314,25 @@ impl CommitLog {
                 .expect("segment of cached chunk"),
         );
         let length = usize::try_from(align_up(high - low)).expect("flush fits memory");
-        let mut buffer = file.alloc_buffer(length);
-        let target = buffer.as_mut_slice();
-        for chunk in self.chunks.iter() {
-            let overlap_low = chunk.start.max(low);
-            let overlap_high = chunk.end().min(high);
-            if overlap_low >= overlap_high {
-                continue;
+        // The chunks of a segment are contiguous (asserted by `plan_flush`), so the copies
+        // cover `[low, high)` without a gap and only the padding past `high` needs zeros.
+        let buffer = file.alloc_buffer_with(length, |target| {
+            let mut copied_to = low;
+            for chunk in self.chunks.iter() {
+                let overlap_low = chunk.start.max(low);
+                let overlap_high = chunk.end().min(high);
+                if overlap_low >= overlap_high {
+                    continue;
+                }
+                assert_eq!(overlap_low, copied_to, "flush range has no gap");
+                let source = &chunk.bytes()[to_index(overlap_low - chunk.start)..]
+                    [..to_index(overlap_high - overlap_low)];
+                target[to_index(overlap_low - low)..][..source.len()].copy_from_slice(source);
+                copied_to = overlap_high;
             }
-            let source = &chunk.bytes()[to_index(overlap_low - chunk.start)..]
-                [..to_index(overlap_high - overlap_low)];
-            target[to_index(overlap_low - low)..][..source.len()].copy_from_slice(source);
-        }
+            assert_eq!(copied_to, high, "flush range covered");
+            to_index(high - low)
+        });
         FlushWrite {
             file,
             file_position: low - segment,
