@@ -399,6 +399,7 @@ impl Scanner<'_> {
                     }
                 }
                 Check::Blank => return Ok(SegmentScan::Continues),
+                Check::Zeros => return ends_at(position),
                 Check::Invalid(reason) => {
                     log::warn!("commit log ends at {position}: {reason}");
                     return ends_at(position);
@@ -422,6 +423,9 @@ impl Scanner<'_> {
 enum Check {
     NeedMore(usize),
     Blank,
+    /// Zeros where a record would start: the end of the written data of a preallocated
+    /// segment (the normal end of a scan, not damage).
+    Zeros,
     Invalid(String),
     Valid(usize),
     /// Valid, but it skips offsets its non-empty queue lacks.
@@ -442,6 +446,9 @@ fn check_record(
     let Some((size, magic)) = peek_total_size_and_magic(bytes) else {
         return Check::NeedMore(8);
     };
+    if size == 0 && magic == 0 {
+        return Check::Zeros;
+    }
     if magic == BLANK_MAGIC {
         return match u64::try_from(size) {
             Ok(blank) if position + blank == segment_end => Check::Blank,
