@@ -237,12 +237,16 @@ async fn run_shard(
     mesh: Mesh<ShardCall, ShardReply>,
 ) -> Result<(), String> {
     let shard = context.shard;
-    let config = store_config(
+    let mut config = store_config(
         &start.config,
         shard.index(),
         context.shard_count,
         start.store_count,
     );
+    // Logs of shards that no longer run: this shard deletes their expired segments and
+    // answers key queries from their index.
+    config.adopted_logs =
+        remap::adopted_logs(shard.index(), context.shard_count, start.store_count);
     let store = Store::open(config)
         .await
         .map_err(|e| format!("{shard}: store: {e}"))?;

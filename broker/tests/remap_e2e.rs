@@ -5,8 +5,8 @@
 mod common;
 
 use comet_proto::headers::{
-    CreateTopicRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
-    ViewMessageRequestHeader,
+    CreateTopicRequestHeader, QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader,
+    UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
@@ -34,12 +34,13 @@ fn create_topic(client: &mut Client) {
     assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
 }
 
-/// Sends `count` messages to every queue; bodies name the queue, the phase and the index.
+/// Sends `count` messages to every queue; bodies, which are also their keys, name the queue,
+/// the phase and the index.
 fn send_all(client: &mut Client, phase: &str, count: usize) {
     for queue_id in 0..QUEUES {
         for index in 0..count {
             let body = format!("{phase}-q{queue_id}-{index}");
-            let request = send_request(TOPIC, queue_id, body.as_bytes(), None, None);
+            let request = send_request(TOPIC, queue_id, body.as_bytes(), None, Some(&body));
             let response = client.call(request);
             assert_eq!(
                 response.response_code(),
@@ -161,6 +162,37 @@ fn check_view_by_offset(client: &mut Client) {
     assert!(logs.len() > 1, "every message came from one log: {logs:?}");
 }
 
+/// QUERY_MESSAGE (queryMsgByKey) finds the first and last message of `phase` in every queue
+/// by its key; after the core count shrank this includes keys of logs no running shard
+/// writes any more.
+fn check_query_by_key(client: &mut Client, phase: &str, count: usize) {
+    for queue_id in 0..QUEUES {
+        for index in [0, count - 1] {
+            let key = format!("{phase}-q{queue_id}-{index}");
+            let header = QueryMessageRequestHeader {
+                topic: TOPIC.into(),
+                key: key.clone(),
+                max_num: 32,
+                begin_timestamp: 0,
+                end_timestamp: i64::MAX,
+                unique_key_query: None,
+                broker_name: None,
+            };
+            let response = client
+                .call(RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header));
+            assert_eq!(
+                response.response_code(),
+                ResponseCode::SUCCESS,
+                "key {key}: {:?}",
+                response.remark
+            );
+            let found = decode_records(response.body.clone());
+            let bodies: Vec<&[u8]> = found.iter().map(|message| &message.body[..]).collect();
+            assert_eq!(bodies, vec![key.as_bytes()], "key {key}");
+        }
+    }
+}
+
 // Proves a broker restarted with fewer and then more cores (2, then 1, then 3) serves every
 // queue's whole history at the same queue offsets, keeps committed consumer offsets, and
 // continues each queue's offsets for new messages.
@@ -182,6 +214,7 @@ fn core_count_changes_keep_every_queue() {
     check_queues(&mut client, &["two"], count);
     check_offsets(&mut client);
     check_view_by_offset(&mut client);
+    check_query_by_key(&mut client, "two", count);
     send_all(&mut client, "one", count);
     check_queues(&mut client, &["two", "one"], count);
     drop(client);

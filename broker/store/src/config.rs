@@ -1,7 +1,7 @@
 //! Store configuration. Format-defining values (segment size, consume-queue file size) must
 //! not change for an existing store; tunables (flush interval, cache sizes) may.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 
@@ -70,6 +70,9 @@ pub struct StoreConfig {
     /// consume queues handed over from another store point into them, and reads of those
     /// entries open their sealed segments read-only.
     pub other_logs: BTreeMap<LogId, PathBuf>,
+    /// Logs of `other_logs` that no shard writes any more and that this store looks after:
+    /// retention of their segments, query by key of their index (see `orphan`).
+    pub adopted_logs: BTreeSet<LogId>,
 }
 
 /// Ownership test of a store: `(topic, queue id) -> owned`.
@@ -107,6 +110,7 @@ impl StoreConfig {
             faults: None,
             owns_queue: None,
             other_logs: BTreeMap::new(),
+            adopted_logs: BTreeSet::new(),
         }
     }
 

@@ -241,15 +241,7 @@ impl KeyIndex {
         for start in starts {
             let path = self.dir.join(file_name(start));
             let file = DirectFile::open(&path, OpenMode::ReadWrite, faults.clone()).await?;
-            let length = file.file_size().await?;
-            let bytes = file.read_at(0, to_index(length)).await?;
-            let first = self.end();
-            for raw in bytes.chunks_exact(to_index(INDEX_ENTRY_BYTES)) {
-                match IndexEntry::decode(raw) {
-                    Some(entry) if self.follows(start, &entry) => self.push(entry),
-                    _ => break,
-                }
-            }
+            let first = self.load_entries(start, &file).await?;
             self.files.insert(
                 start,
                 IndexFile {
@@ -261,6 +253,48 @@ impl KeyIndex {
         self.flushed = self.end();
         self.disk_end = self.flushed;
         Ok(())
+    }
+
+    /// Loads the index files of a log no shard writes any more (see `orphan`): opened
+    /// read-only and closed again (this index never writes), yielding to the shard between
+    /// files so a large index does not hold it.
+    pub(crate) async fn load_sealed(&mut self) -> Result<(), StoreError> {
+        let mut starts = Vec::new();
+        if let Ok(listing) = std::fs::read_dir(&self.dir) {
+            for item in listing.flatten() {
+                if let Some(start) = item.file_name().to_str().and_then(parse_file_name) {
+                    starts.push(start);
+                }
+            }
+        }
+        starts.sort_unstable();
+        for start in starts {
+            let path = self.dir.join(file_name(start));
+            let file = DirectFile::open(&path, OpenMode::Read, None).await?;
+            let loaded = self.load_entries(start, &file).await;
+            file.close().await?;
+            let first = loaded?;
+            self.files.insert(start, IndexFile { first, file: None });
+            comet_rt::local::yield_if_needed().await;
+        }
+        self.flushed = self.end();
+        self.disk_end = self.flushed;
+        Ok(())
+    }
+
+    /// Appends the entries of the index file of segment `start` that continue the index;
+    /// returns the number of the first one.
+    async fn load_entries(&mut self, start: u64, file: &DirectFile) -> Result<u64, StoreError> {
+        let length = file.file_size().await?;
+        let bytes = file.read_at(0, to_index(length)).await?;
+        let first = self.end();
+        for raw in bytes.chunks_exact(to_index(INDEX_ENTRY_BYTES)) {
+            match IndexEntry::decode(raw) {
+                Some(entry) if self.follows(start, &entry) => self.push(entry),
+                _ => break,
+            }
+        }
+        Ok(first)
     }
 
     /// Whether a loaded entry continues the index (stale entries past a truncation may not).

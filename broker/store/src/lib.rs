@@ -40,6 +40,7 @@ pub mod index;
 pub mod limits;
 pub(crate) mod maintenance;
 pub mod offset;
+pub(crate) mod orphan;
 pub mod read;
 pub mod recovery;
 pub mod remap;

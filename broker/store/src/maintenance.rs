@@ -15,11 +15,11 @@ use crate::checkpoint::Checkpoint;
 use crate::consume_queue::FileWrite;
 use crate::error::StoreError;
 use crate::flush::{fail, run_flusher};
-use crate::offset::{parse_file_name, PhysicalOffset};
+use crate::offset::{LogId, PhysicalOffset};
 use crate::store::{Shared, Store};
 
 /// Exclusive right to run maintenance I/O (checkpoint, derived-file flushes, deletes).
-struct MaintenanceGuard<'s> {
+pub(crate) struct MaintenanceGuard<'s> {
     shared: &'s Shared,
 }
 
@@ -30,8 +30,8 @@ impl Drop for MaintenanceGuard<'_> {
     }
 }
 
-struct MaintenanceLock<'s> {
-    shared: &'s Shared,
+pub(crate) struct MaintenanceLock<'s> {
+    pub(crate) shared: &'s Shared,
 }
 
 impl<'s> Future for MaintenanceLock<'s> {
@@ -58,8 +58,11 @@ impl Store {
         let retention = comet_rt::local::spawn(async move { store.run_retention().await });
         // Maintenance and retention stop by themselves once they see `closed`; shutdown
         // waits only for the flusher (and takes the maintenance lock for its own checkpoint).
+        let store = self.internal();
+        let orphans = comet_rt::local::spawn(async move { store.load_orphan_indexes().await });
         maintenance.detach();
         retention.detach();
+        orphans.detach();
         self.shared.tasks.borrow_mut().push(flusher);
     }
 
@@ -242,7 +245,8 @@ impl Store {
     }
 
     /// One retention pass as of `now_ms`: updates the disk-full state, then deletes expired
-    /// segments at `delete_when_hour` (UTC), or the oldest one at once above the high mark.
+    /// segments at `delete_when_hour` (UTC), of this log and of the logs it adopted
+    /// ([`orphan`](crate::orphan)), or the oldest one of them at once above the high mark.
     /// Returns how many segments went.
     pub async fn run_retention_once(&self, now_ms: i64) -> Result<u32, StoreError> {
         let config = &self.shared.config;
@@ -268,17 +272,49 @@ impl Store {
         let hour = u32::try_from(now_ms.div_euclid(3_600_000).rem_euclid(24)).expect("hour");
         let reserved_ms = i64::try_from(config.file_reserved_hours * 3_600_000).unwrap_or(i64::MAX);
         let expiry_ms = now_ms.saturating_sub(reserved_ms);
+        let at_delete_hour = hour == config.delete_when_hour;
+        let expired = |path: &std::path::Path| {
+            at_delete_hour && modified_ms(path).unwrap_or(i64::MAX) <= expiry_ms
+        };
         let mut deleted = 0;
         for (start, path) in self.deletable_segments() {
-            let modified_ms = modified_ms(&path).unwrap_or(i64::MAX);
-            let expired = hour == config.delete_when_hour && modified_ms <= expiry_ms;
-            if !expired && !(forced && deleted == 0) {
+            if !expired(&path) {
                 break;
             }
             self.delete_segment(start).await?;
             deleted += 1;
         }
+        deleted += self.delete_expired_orphan_segments(&expired).await?;
+        if forced && deleted == 0 && self.delete_oldest_segment().await? {
+            deleted = 1;
+        }
         Ok(deleted)
+    }
+
+    /// Deletes the oldest segment (by modification time) of this log's deletable ones and
+    /// the adopted logs' (disk past the high mark). Returns whether one went.
+    async fn delete_oldest_segment(&self) -> Result<bool, StoreError> {
+        let own = self
+            .deletable_segments()
+            .into_iter()
+            .next()
+            .map(|(start, path)| (start, modified_ms(&path).unwrap_or(i64::MAX)));
+        let orphan = self.oldest_orphan_segment()?;
+        let orphan_older = match (own, orphan) {
+            (Some((_, own_ms)), Some((_, _, orphan_ms))) => orphan_ms <= own_ms,
+            (None, _) => true,
+            (Some(_), None) => false,
+        };
+        match (own, orphan) {
+            (_, Some((log_id, start, _))) if orphan_older => {
+                self.force_delete_orphan_segment(log_id, start).await
+            }
+            (Some((start, _)), _) => {
+                self.delete_segment(start).await?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Sealed segments, oldest first, whose records are all durable and dispatched.
@@ -314,20 +350,33 @@ impl Store {
 
     /// Moves queue min offsets past entries whose records are gone: below the first segment
     /// of this log, or of another log the queues point into (handed-over queues; that log's
-    /// own retention deletes its segments). Deletes consume-queue files left with nothing.
+    /// own retention, or its adopter's, deletes its segments); every entry of another log
+    /// whose directory holds no segment or is gone (fully deleted, see
+    /// [`orphan`](crate::orphan)), or of a log no store holds. Deletes consume-queue files
+    /// left with nothing.
     pub(crate) async fn drop_gone_entries(&self) -> Result<(), StoreError> {
         let shared = &self.shared;
+        let config = &shared.config;
         let mut first_positions = BTreeMap::new();
-        first_positions.insert(shared.config.log_id, shared.log.borrow().min_position());
-        for (log_id, dir) in &shared.config.other_logs {
-            if let Some(first) = first_segment_start(dir) {
-                first_positions.insert(*log_id, first);
+        first_positions.insert(config.log_id, shared.log.borrow().min_position());
+        for (log_id, dir) in &config.other_logs {
+            match crate::orphan::list_segments(dir) {
+                Ok(Some(starts)) => {
+                    let first = starts.first().copied().unwrap_or(u64::MAX);
+                    first_positions.insert(*log_id, first);
+                }
+                Ok(None) => {
+                    first_positions.insert(*log_id, u64::MAX);
+                }
+                // Unreadable for now: keep its entries until a later pass can tell.
+                Err(error) => log::warn!("cannot list log {log_id}: {error}"),
             }
         }
-        let gone = |physical: PhysicalOffset| {
-            first_positions
-                .get(&physical.log_id())
-                .is_some_and(|first| physical.position() < *first)
+        let known =
+            |log_id: LogId| log_id == config.log_id || config.other_logs.contains_key(&log_id);
+        let gone = |physical: PhysicalOffset| match first_positions.get(&physical.log_id()) {
+            Some(first) => physical.position() < *first,
+            None => !known(physical.log_id()),
         };
         let mut dropped = Vec::new();
         for queues in shared.queues.borrow_mut().values_mut() {
@@ -342,17 +391,8 @@ impl Store {
     }
 }
 
-/// Start of the oldest segment in a commit-log directory (`None`: none, or unreadable).
-fn first_segment_start(dir: &std::path::Path) -> Option<u64> {
-    std::fs::read_dir(dir)
-        .ok()?
-        .flatten()
-        .filter_map(|item| item.file_name().to_str().and_then(parse_file_name))
-        .min()
-}
-
 /// Last modification time of `path`, ms since the epoch (a metadata-only syscall).
-fn modified_ms(path: &std::path::Path) -> Option<i64> {
+pub(crate) fn modified_ms(path: &std::path::Path) -> Option<i64> {
     let modified = std::fs::metadata(path).ok()?.modified().ok()?;
     let since_epoch = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
     i64::try_from(since_epoch.as_millis()).ok()

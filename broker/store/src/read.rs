@@ -397,7 +397,8 @@ impl Store {
     }
 
     /// Records of `topic` whose `UNIQ_KEY` or one of whose `KEYS` equals `key`, stored within
-    /// `[begin_ms, end_ms]`, newest first, at most `max`.
+    /// `[begin_ms, end_ms]`, newest first, at most `max`: from this log's index and those of
+    /// the logs it adopted ([`orphan`](crate::orphan); waits for them to be loaded).
     pub async fn query_by_key(
         &self,
         topic: &str,
@@ -421,6 +422,18 @@ impl Store {
             if view.topic() == topic && record_has_key(&view, key) {
                 records.push(bytes);
             }
+        }
+        let orphans = self
+            .query_orphans(topic, key, max, (begin_ms, end_ms))
+            .await?;
+        if !orphans.is_empty() {
+            records.extend(orphans);
+            // Newest first across logs; every record was parsed above or by the orphan query.
+            records.sort_by_cached_key(|bytes| {
+                let time = RecordView::parse(bytes).map_or(i64::MIN, |view| view.store_timestamp());
+                std::cmp::Reverse(time)
+            });
+            records.truncate(max);
         }
         Ok(records)
     }
@@ -466,7 +479,7 @@ impl Future for MessageWait<'_> {
     }
 }
 
-fn record_has_key(view: &RecordView<'_>, key: &str) -> bool {
+pub(crate) fn record_has_key(view: &RecordView<'_>, key: &str) -> bool {
     use comet_proto::properties::names;
     view.property(names::UNIQ_KEY) == Some(key)
         || view

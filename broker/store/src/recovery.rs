@@ -79,6 +79,7 @@ impl Store {
         ] {
             std::fs::create_dir_all(dir).map_err(|error| setup_error(dir, error))?;
         }
+        let orphans = crate::orphan::Orphans::new(&config)?;
         let lock_file = take_lock(&layout.lock)?;
         let recovered = recover(&config, &layout).await?;
         std::fs::write(&layout.abort, std::process::id().to_string())
@@ -92,18 +93,27 @@ impl Store {
             recovered.end,
             recovered.queues.values().map(HashMap::len).sum::<usize>(),
         );
-        let store = Store::from_recovered(config, recovered, lock_file);
+        let store = Store::from_recovered(config, recovered, orphans, lock_file);
         store.write_maintenance_checkpoint().await?;
+        // Min offsets skip entries of records deleted meanwhile (other logs' retention, a
+        // fully deleted log) before anything is served.
+        store.drop_gone_entries().await?;
         store.start_tasks();
         Ok(store)
     }
 
-    fn from_recovered(config: StoreConfig, recovered: Recovered, lock: std::fs::File) -> Store {
+    fn from_recovered(
+        config: StoreConfig,
+        recovered: Recovered,
+        orphans: crate::orphan::Orphans,
+        lock: std::fs::File,
+    ) -> Store {
         let shared = Shared {
             config,
             log: RefCell::new(recovered.log),
             queues: RefCell::new(recovered.queues),
             index: RefCell::new(recovered.index),
+            orphans: RefCell::new(orphans),
             checkpoint: RefCell::new(Some(recovered.checkpoint)),
             failure: RefCell::new(None),
             spare_failure: RefCell::new(None),
@@ -129,7 +139,7 @@ impl Store {
 }
 
 /// Takes the exclusive lock on `lock` (byte 0, like RocketMQ) or fails with `Locked`.
-fn take_lock(path: &Path) -> Result<std::fs::File, StoreError> {
+pub(crate) fn take_lock(path: &Path) -> Result<std::fs::File, StoreError> {
     use std::os::fd::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .create(true)

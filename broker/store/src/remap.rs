@@ -6,7 +6,10 @@
 //! (`consumequeue/<topic>/<queueId>`, whose entries carry the log id of every record) is
 //! renamed into the new owner's store, which reads older entries from the other log's
 //! segments ([`StoreConfig::other_logs`](crate::StoreConfig::other_logs)) and appends new
-//! records to its own log. Logs of shards that no longer run stay readable.
+//! records to its own log. Logs of shards that no longer run stay readable; each is adopted
+//! by one running store ([`adopted_logs`]), whose retention deletes their segments and, once
+//! one holds none, renames its `shard-<k>` directory away and removes it (see `orphan`), so
+//! [`existing_store_count`] stops counting it.
 //!
 //! ```text
 //!  <root>/layout                     "shards <count>\n", written atomically
@@ -20,13 +23,27 @@
 //!    atomic rename per queue, parent directories synced);
 //! 3. [`write_shard_count`] records the new count; only then do stores open for service.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{setup_error, StoreError};
+use crate::offset::LogId;
 
 const LAYOUT_FILE: &str = "layout";
 const LAYOUT_TEMP_FILE: &str = "layout.tmp";
+
+/// The logs store `index` adopts while `shard_count` stores run and `store_count` exist: log
+/// `k` of every store `k >= shard_count` (no shard writes it) goes to store
+/// `k % shard_count`, which deletes its segments and answers key queries from its index
+/// ([`StoreConfig::adopted_logs`](crate::StoreConfig::adopted_logs)).
+pub fn adopted_logs(index: usize, shard_count: usize, store_count: usize) -> BTreeSet<LogId> {
+    assert!(index < shard_count, "only running stores adopt logs");
+    (shard_count..store_count)
+        .filter(|log| log % shard_count == index)
+        .filter_map(|log| u8::try_from(log).ok().and_then(LogId::new))
+        .collect()
+}
 
 /// The directory of store `index` under the broker's store root.
 pub fn store_root(root: &Path, index: usize) -> PathBuf {

@@ -88,6 +88,7 @@ pub(crate) struct Shared {
     pub(crate) log: RefCell<CommitLog>,
     pub(crate) queues: RefCell<Queues>,
     pub(crate) index: RefCell<KeyIndex>,
+    pub(crate) orphans: RefCell<crate::orphan::Orphans>,
     pub(crate) checkpoint: RefCell<Option<CheckpointFile>>,
     pub(crate) failure: RefCell<Option<String>>,
     pub(crate) spare_failure: RefCell<Option<String>>,
