@@ -2,12 +2,14 @@
 //! the cursor and exactly-once rules).
 //!
 //! One task per shard serves every level whose schedule queue the shard owns. A round reads
-//! each level from its cursor, rebuilds every due record for its real queue, appends them all
-//! on their owners (`crate::reappend`, durable when it resolves), then persists the cursors.
-//! When nothing is due the task sleeps until the earliest due time, at most
+//! each level from its cursor, rebuilds every due record for its real queue, drops those a
+//! crash may have left delivered already (checked [`CHECKS_IN_FLIGHT_MAX`] at a time), appends
+//! them all on their owners (`crate::reappend` chunks, many in flight at once so one group
+//! commit covers several; durable when it resolves), then persists the cursors. When nothing
+//! is due the task sleeps until the earliest due time, at most
 //! [`POLL_INTERVAL_MS`](super::POLL_INTERVAL_MS).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
@@ -21,14 +23,11 @@ use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{run_blocking, spawn, timeout, TaskClass, TaskHandle};
 use comet_store::{GetStatus, MessageFilter, QueueOffset};
 
+use super::limits::{CHECKS_IN_FLIGHT_MAX, READ_BYTES_MAX, READ_RECORDS_MAX};
 use super::{cursor, POLL_INTERVAL_MS, ROUND_ENTRIES_MAX, SCHEDULE_ORIGIN};
 use crate::shard::ShardBroker;
+use crate::timer::deliver::append_concurrently;
 use crate::topic::SCHEDULE_TOPIC;
-
-/// Records read from a schedule queue per store read.
-const READ_RECORDS_MAX: usize = 256;
-/// Bytes read from a schedule queue per store read.
-const READ_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// One shard's delivery state.
 struct Scheduler {
@@ -47,8 +46,44 @@ struct Scheduler {
 /// What one level contributes to a round.
 struct LevelRound {
     records: Vec<BytesMut>,
+    /// Records of `records` (by index) that a crash may have left delivered already.
+    suspects: Vec<(usize, SuspectCopy)>,
     next_offset: i64,
     next_due_ms: Option<i64>,
+}
+
+/// The owned form of a [`DeliveredCopy`], so a check can run as a task of its own.
+struct SuspectCopy {
+    topic: String,
+    queue_id: i32,
+    unique_key: String,
+    origin: i64,
+    since_ms: i64,
+}
+
+impl SuspectCopy {
+    /// What to look for to know whether the schedule record `view` was delivered; `None`
+    /// when it lacks what the check needs (it is then delivered without one, as before).
+    fn of(view: &RecordView<'_>) -> Option<SuspectCopy> {
+        let properties = Properties::decode(view.properties());
+        Some(SuspectCopy {
+            topic: properties.get(names::REAL_TOPIC)?.to_owned(),
+            queue_id: properties.get(names::REAL_QID)?.trim().parse().ok()?,
+            unique_key: properties.get(names::UNIQ_KEY)?.to_owned(),
+            origin: view.physical_offset(),
+            since_ms: view.store_timestamp(),
+        })
+    }
+
+    fn borrowed(&self) -> DeliveredCopy<'_> {
+        DeliveredCopy {
+            topic: &self.topic,
+            queue_id: self.queue_id,
+            unique_key: &self.unique_key,
+            origin: self.origin,
+            since_ms: self.since_ms,
+        }
+    }
 }
 
 /// Starts the delivery task when this shard owns a schedule queue; it ends after `stop`.
@@ -116,7 +151,8 @@ impl Scheduler {
         let mut advanced = BTreeMap::new();
         let mut next_due_ms: Option<i64> = None;
         for queue_id in self.owned.clone() {
-            let level = self.collect_level(queue_id, now_ms).await?;
+            let mut level = self.collect_level(queue_id, now_ms).await?;
+            drop_delivered(&self.broker, queue_id, &mut level).await;
             records.extend(level.records);
             if let Some(due_ms) = level.next_due_ms {
                 next_due_ms = Some(next_due_ms.map_or(due_ms, |current| current.min(due_ms)));
@@ -128,7 +164,9 @@ impl Scheduler {
         if advanced.is_empty() {
             return Ok(next_due_ms);
         }
-        if let Err(e) = crate::reappend::append_on_owners(&self.broker, records).await {
+        // The timer wheel's appender: many chunks in flight on every owner at once, so one
+        // group commit (one fdatasync) covers several of them.
+        if let Err(e) = append_concurrently(&self.broker, records).await {
             // Some owners may have stored their part: check those entries on the retry.
             for (queue_id, next_offset) in &advanced {
                 let until = self.verify_until.entry(*queue_id).or_insert(0);
@@ -164,6 +202,7 @@ impl Scheduler {
         let delay_ms = self.levels_ms[usize::try_from(queue_id).expect("queue id >= 0")];
         let mut round = LevelRound {
             records: Vec::new(),
+            suspects: Vec::new(),
             next_offset: start,
             next_due_ms: None,
         };
@@ -199,9 +238,8 @@ impl Scheduler {
                 }
                 GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne => return Ok(round),
             }
-            let reached_undue = self
-                .take_due(queue_id, &result.records, delay_ms, now_ms, &mut round)
-                .await;
+            let reached_undue =
+                self.take_due(queue_id, &result.records, delay_ms, now_ms, &mut round);
             if reached_undue {
                 return Ok(round);
             }
@@ -211,8 +249,9 @@ impl Scheduler {
         Ok(round)
     }
 
-    /// Moves the due records of `records` into `round`; true when it met one not yet due.
-    async fn take_due(
+    /// Moves the due records of `records` into `round`, noting those a crash may have
+    /// delivered already; true when it met one not yet due.
+    fn take_due(
         &self,
         queue_id: i32,
         records: &[comet_proto::bytes::Bytes],
@@ -244,14 +283,67 @@ impl Scheduler {
                 );
                 continue;
             };
-            let suspect = view.queue_offset() < self.verify_until[&queue_id];
-            if suspect && already_delivered(&self.broker, &view).await {
-                continue;
+            if view.queue_offset() < self.verify_until[&queue_id] {
+                if let Some(copy) = SuspectCopy::of(&view) {
+                    round.suspects.push((round.records.len(), copy));
+                }
             }
             round.records.push(record);
         }
         false
     }
+}
+
+/// Removes from `level` the suspects whose delivery its real queue already holds.
+async fn drop_delivered(broker: &Rc<ShardBroker>, queue_id: i32, level: &mut LevelRound) {
+    if level.suspects.is_empty() {
+        return;
+    }
+    let (indexes, copies): (Vec<usize>, Vec<SuspectCopy>) =
+        std::mem::take(&mut level.suspects).into_iter().unzip();
+    let checked = copies.len();
+    let found = copies_delivered(broker, copies).await;
+    assert_eq!(found.len(), checked);
+    let delivered: HashSet<usize> = indexes
+        .into_iter()
+        .zip(found)
+        .filter_map(|(index, found)| found.then_some(index))
+        .collect();
+    assert!(delivered.len() <= level.records.len());
+    let records = std::mem::take(&mut level.records);
+    level.records = records
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, record)| (!delivered.contains(&index)).then_some(record))
+        .collect();
+    log::info!(
+        "{}: {checked} scheduled entries of queue {queue_id} possibly delivered before a \
+         crash checked, {} were",
+        broker.shard,
+        delivered.len()
+    );
+}
+
+/// Whether each copy is held by its real queue's owner (in order), with up to
+/// [`CHECKS_IN_FLIGHT_MAX`] lookups running at once.
+async fn copies_delivered(broker: &Rc<ShardBroker>, copies: Vec<SuspectCopy>) -> Vec<bool> {
+    let mut found = vec![false; copies.len()];
+    let mut in_flight: VecDeque<(usize, TaskHandle<bool>)> = VecDeque::new();
+    for (index, copy) in copies.into_iter().enumerate() {
+        if in_flight.len() >= CHECKS_IN_FLIGHT_MAX {
+            let (done, check) = in_flight.pop_front().expect("a check in flight");
+            found[done] = check.await;
+        }
+        let broker = broker.clone();
+        let check = spawn(TaskClass::Produce, async move {
+            delivered_copy_exists(&broker, &copy.borrowed()).await
+        });
+        in_flight.push_back((index, check));
+    }
+    for (done, check) in in_flight {
+        found[done] = check.await;
+    }
+    found
 }
 
 /// The delivered form of a schedule record: real topic and queue, `DELAY` and timer
@@ -266,28 +358,6 @@ pub fn delivered_record(broker: &ShardBroker, view: &RecordView<'_>) -> Option<B
     properties.remove(names::TIMER_DELAY_MS);
     properties.insert(SCHEDULE_ORIGIN, view.physical_offset().to_string());
     crate::reappend::restored_record(broker, view, &topic, queue_id, &properties.encode())
-}
-
-/// True when the real queue's owner already holds the delivery of this schedule record.
-pub(crate) async fn already_delivered(broker: &ShardBroker, view: &RecordView<'_>) -> bool {
-    let properties = Properties::decode(view.properties());
-    let (Some(topic), Some(queue_id), Some(key)) = (
-        properties.get(names::REAL_TOPIC),
-        properties
-            .get(names::REAL_QID)
-            .and_then(|q| q.trim().parse::<i32>().ok()),
-        properties.get(names::UNIQ_KEY),
-    ) else {
-        return false;
-    };
-    let copy = DeliveredCopy {
-        topic,
-        queue_id,
-        unique_key: key,
-        origin: view.physical_offset(),
-        since_ms: view.store_timestamp(),
-    };
-    delivered_copy_exists(broker, &copy).await
 }
 
 /// A delivery to look for: its queue, `UNIQ_KEY`, the physical offset of the record it was

@@ -22,6 +22,7 @@
 
 pub mod cursor;
 pub mod delivery;
+pub mod limits;
 pub mod rewrite;
 
 use thiserror::Error;
@@ -29,10 +30,7 @@ use thiserror::Error;
 /// Property added to delivered records: the physical offset of the schedule record they came
 /// from, which makes delivery idempotent after a crash.
 pub const SCHEDULE_ORIGIN: &str = "SCHEDULE_ORIGIN_OFFSET";
-/// Entries of one level delivered per round (and so checked for duplicates after a crash).
-pub const ROUND_ENTRIES_MAX: usize = 2048;
-/// How often a level with nothing due is looked at again (RocketMQ polls every 100 ms).
-pub const POLL_INTERVAL_MS: u64 = 100;
+pub use limits::{POLL_INTERVAL_MS, ROUND_ENTRIES_MAX};
 
 /// A `messageDelayLevel` entry that does not parse.
 #[derive(Debug, Error, PartialEq, Eq)]
