@@ -15,7 +15,9 @@
 //! The queue is held in memory (entries since the oldest retained file) and written to its
 //! files lazily, rewriting the partial tail page; files only save a rescan at start-up, the
 //! commit log is the truth. Entries are only ever added for durable records (visibility).
-//! Placeholder entries (size `0x7FFFFFFF`) fill a file's start when a queue begins mid-file.
+//! Placeholder entries (size `0x7FFFFFFF`) fill a file's start when a queue begins mid-file,
+//! and replace entries whose records were deleted (written back to their file), so a
+//! deleted record is never served again, even once its log id names a new commit log.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -96,6 +98,9 @@ pub(crate) struct ConsumeQueue {
     flushed: u64,
     /// One past the last entry the files may hold (stale entries past `max` get zeroed).
     disk_end: u64,
+    /// Entries below `flushed` turned into placeholders (records deleted) and not yet
+    /// written back: `[low, high)`.
+    rewrite: Option<(u64, u64)>,
     files: BTreeMap<u64, Rc<DirectFile>>,
 }
 
@@ -110,6 +115,7 @@ impl ConsumeQueue {
             min: 0,
             flushed: 0,
             disk_end: 0,
+            rewrite: None,
             files: BTreeMap::new(),
         }
     }
@@ -168,12 +174,22 @@ impl ConsumeQueue {
         &mut self,
         gone: impl Fn(PhysicalOffset) -> bool,
     ) -> Vec<Rc<DirectFile>> {
-        let below = |entry: &CqEntry| entry.is_placeholder() || gone(entry.physical);
-        let mut new_min = self.min.max(self.base);
-        while self.entry(new_min).is_some_and(|entry| below(&entry)) {
+        let old_min = self.min.max(self.base);
+        let mut new_min = old_min;
+        while let Some(entry) = self.entry(new_min) {
+            if !entry.is_placeholder() {
+                if !gone(entry.physical) {
+                    break;
+                }
+                self.entries[to_index(new_min - self.base)] = CqEntry::placeholder();
+            }
             new_min += 1;
         }
         self.min = new_min;
+        if new_min > old_min && old_min < self.flushed {
+            let (low, high) = self.rewrite.unwrap_or((old_min, new_min));
+            self.rewrite = Some((low.min(old_min), high.max(new_min)));
+        }
         let mut dropped = Vec::new();
         while self.base + self.entries_per_file <= new_min.min(self.flushed) {
             for _ in 0..self.entries_per_file {
@@ -256,7 +272,9 @@ impl ConsumeQueue {
 
     /// True when entries wait to be written.
     pub(crate) fn is_dirty(&self) -> bool {
-        self.flushed < self.max_offset() || self.disk_end > self.max_offset()
+        self.flushed < self.max_offset()
+            || self.disk_end > self.max_offset()
+            || self.rewrite.is_some()
     }
 
     /// File starts (queue offsets) a flush will write to that have no open file yet.
@@ -283,9 +301,9 @@ impl ConsumeQueue {
     /// The writes that put unwritten entries (and zeros over stale ones) into the files that
     /// exist; the queue counts them as flushed (the caller stops the store if a write fails).
     pub(crate) fn plan_flush(&mut self) -> Vec<FileWrite> {
+        let mut writes = self.plan_rewrite();
         let end = self.max_offset().max(self.disk_end);
         let mut from = self.flushed.max(self.base);
-        let mut writes = Vec::new();
         while from < end {
             let file_start = from - from % self.entries_per_file;
             let file_end = (file_start + self.entries_per_file).min(end);
@@ -301,6 +319,26 @@ impl ConsumeQueue {
             self.disk_end = self.max_offset();
         }
         self.flushed = from.min(self.max_offset());
+        writes
+    }
+
+    /// The writes that put placeholders of deleted records over their entries in the files
+    /// (files already deleted need none; entries past `flushed` go with the normal flush).
+    fn plan_rewrite(&mut self) -> Vec<FileWrite> {
+        let Some((low, high)) = self.rewrite.take() else {
+            return Vec::new();
+        };
+        let mut from = low.max(self.base);
+        let to = high.min(self.flushed);
+        let mut writes = Vec::new();
+        while from < to {
+            let file_start = from - from % self.entries_per_file;
+            let file_end = (file_start + self.entries_per_file).min(to);
+            if let Some(file) = self.files.get(&file_start).map(Rc::clone) {
+                writes.push(self.write_range(file, file_start, from, file_end));
+            }
+            from = file_end;
+        }
         writes
     }
 

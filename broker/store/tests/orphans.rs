@@ -298,3 +298,44 @@ fn adopted_log_keys_are_found_and_unclean_logs_kept() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+// Proves entries of a fully deleted log stay deleted on disk: when a new commit log later
+// takes the same log id (the core count grew again) and holds other records at the same
+// positions, the queue's min offset does not go back and none of those records is served.
+#[test]
+fn deleted_entries_stay_gone_when_the_log_id_returns() {
+    let dir = TestDir::new("orphan-reuse");
+    let root = dir.path.clone();
+    let starts = orphan_log(&root, 300);
+    let old = SystemTime::now() - Duration::from_secs(100 * 86_400);
+    for start in &starts {
+        set_modified(&segment_path(&root, *start), old);
+    }
+    let adopter = config(&root, 0, true);
+    let at_delete_hour = next_delete_hour(&adopter);
+    comet_rt::local::run_local("orphan-reuse-retire", async {
+        let store = Store::open(adopter.clone()).await.expect("open");
+        append_tags(&store, 300..400).await;
+        store
+            .run_retention_once(at_delete_hour)
+            .await
+            .expect("retention");
+        assert!(!remap::store_root(&root, 1).exists(), "log 1 retired");
+        assert_eq!(store.min_offset(TOPIC, 0), QueueOffset(300));
+        store.shutdown().await.expect("shutdown");
+    });
+    comet_rt::local::run_local("orphan-reuse-new-log", async {
+        let store = Store::open(config(&root, 1, false)).await.expect("open");
+        for tag in 0..300 {
+            let other = record("Other", 0, &body(10_000 + tag, 500), "");
+            store.append(&[other]).await.expect("append");
+        }
+        store.shutdown().await.expect("shutdown");
+    });
+    comet_rt::local::run_local("orphan-reuse-reopen", async {
+        let store = Store::open(config(&root, 0, false)).await.expect("reopen");
+        assert_eq!(store.min_offset(TOPIC, 0), QueueOffset(300));
+        assert_eq!(read_tags(&store).await, (300..400).collect::<Vec<_>>());
+        store.shutdown().await.expect("shutdown");
+    });
+}
