@@ -5,8 +5,8 @@
 mod common;
 
 use comet_proto::headers::{
-    CreateTopicRequestHeader, QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader,
-    UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
+    CreateTopicRequestHeader, GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader, UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
@@ -54,8 +54,12 @@ fn send_all(client: &mut Client, phase: &str, count: usize) {
 
 /// Every message of a queue as (queue offset, body), pulled from offset 0.
 fn drain_queue(client: &mut Client, queue_id: i32) -> Vec<(i64, String)> {
+    drain_from(client, queue_id, 0)
+}
+
+/// Every message of a queue as (queue offset, body), pulled from `offset`.
+fn drain_from(client: &mut Client, queue_id: i32, mut offset: i64) -> Vec<(i64, String)> {
     let mut messages = Vec::new();
-    let mut offset = 0;
     loop {
         let response = client.call(pull_request("drain", TOPIC, queue_id, offset, 32, 0));
         match response.response_code() {
@@ -228,6 +232,115 @@ fn core_count_changes_keep_every_queue() {
     check_queues(&mut client, &["two", "one", "three"], count);
     drop(client);
     assert!(broker.stop().success());
+}
+
+fn min_offset(client: &mut Client, queue_id: i32) -> i64 {
+    let header = GetMinOffsetRequestHeader {
+        topic: TOPIC.into(),
+        queue_id,
+        broker_name: None,
+        logical: None,
+    };
+    let response =
+        client.call(RemotingCommand::request(RequestCode::GET_MIN_OFFSET, 0).with_header(&header));
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    response
+        .ext_fields
+        .optional_i64("offset")
+        .expect("header")
+        .expect("offset")
+}
+
+/// The log holding each queue's messages (all of a queue's messages are in one log here).
+fn log_of_queues(client: &mut Client) -> Vec<i64> {
+    let mut logs = Vec::new();
+    for queue_id in 0..QUEUES {
+        let response = client.call(pull_request("logs", TOPIC, queue_id, 0, 1, 0));
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+        let messages = decode_records(response.body.clone());
+        logs.push(messages[0].commit_log_offset >> 56);
+    }
+    logs
+}
+
+/// Every queue holds `count` messages of each phase from its min offset, which is past the
+/// first phase's messages exactly for the queues whose messages were in `deleted_log`.
+fn check_after_deletion(client: &mut Client, logs: &[i64], deleted_log: i64, count: usize) {
+    for queue_id in 0..QUEUES {
+        let deleted = logs[queue_id as usize] == deleted_log;
+        let phases: &[&str] = if deleted { &["one"] } else { &["two", "one"] };
+        let first = if deleted { count as i64 } else { 0 };
+        assert_eq!(min_offset(client, queue_id), first, "queue {queue_id}");
+        let want: Vec<(i64, String)> = expected(queue_id, &["two", "one"], count)
+            .into_iter()
+            .filter(|(_, body)| phases.iter().any(|phase| body.starts_with(phase)))
+            .collect();
+        assert_eq!(
+            drain_from(client, queue_id, first),
+            want,
+            "queue {queue_id}"
+        );
+    }
+}
+
+/// Broker options: segments expire at once, at the current hour (UTC). Waits out the last
+/// half minute of an hour so the hour cannot change before the deletion.
+fn expire_now_options() -> Vec<String> {
+    let mut now_ms = comet_rt::clock::wall_clock_ms();
+    if now_ms.rem_euclid(3_600_000) > 3_570_000 {
+        std::thread::sleep(std::time::Duration::from_secs(31));
+        now_ms = comet_rt::clock::wall_clock_ms();
+    }
+    let hour = now_ms.div_euclid(3_600_000).rem_euclid(24);
+    [
+        "-o",
+        "fileReservedTime=0",
+        "-o",
+        &format!("deleteWhen={hour:02}"),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+// Proves the log of a shard that no longer runs is deleted by retention like any other
+// (here: expired at once) and its store directory removed, that queues whose history was in
+// it start after it, and that this holds across a restart and when the core count grows
+// back (the log id then names a new log, which never serves the deleted entries).
+#[test]
+fn log_of_a_stopped_shard_is_deleted_and_stays_deleted() {
+    let directory = TempDir::new("e2e-remap-retire");
+    let count = 10;
+    let mut broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client);
+    send_all(&mut client, "two", count);
+    let logs = log_of_queues(&mut client);
+    assert!(logs.contains(&0) && logs.contains(&1), "{logs:?}");
+    drop(client);
+    assert!(broker.stop().success());
+
+    broker.extra = expire_now_options();
+    broker.restart(1);
+    let orphan_store = directory.0.join("shard-1");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while orphan_store.exists() {
+        assert!(std::time::Instant::now() < deadline, "log 1 never deleted");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let mut client = broker.client();
+    send_all(&mut client, "one", count);
+    check_after_deletion(&mut client, &logs, 1, count);
+    drop(client);
+    assert!(broker.stop().success());
+
+    broker.extra.clear();
+    for cores in [1, 2] {
+        broker.restart(cores);
+        let mut client = broker.client();
+        check_after_deletion(&mut client, &logs, 1, count);
+        drop(client);
+        assert!(broker.stop().success());
+    }
 }
 
 // Proves a crash just before the core count changes loses nothing acknowledged: the old
