@@ -271,8 +271,9 @@ fn schedule_crash_messages(broker: &mut Broker, count: usize) -> Duration {
 // once after restart". 100,000 messages (by default) are scheduled on three levels that are
 // parked (1 day) while sending, so the sending speed does not matter; a restart with
 // 1 s/2 s/3 s levels makes all of them due, and the broker is SIGKILLed once the first
-// `count / 20` deliveries are visible: delivery rounds are under way and at least 90% of the
-// messages are still pending (asserted, and printed with the timings). After a restart every
+// `count / 50` deliveries are visible: delivery rounds are under way and at least 3/4 of the
+// messages (about 94% in practice) are still pending (asserted, and printed with the
+// timings). After a restart every
 // message must appear exactly once in its real queue, and a clean restart must then deliver
 // nothing again.
 #[test]
@@ -283,7 +284,7 @@ fn sigkill_with_pending_schedule_delivers_each_exactly_once() {
     let sent = schedule_crash_messages(&mut broker, count);
     sched_common::wait_until_serving(broker.broker_addr);
     let due = Instant::now();
-    let threshold = i64::try_from(count / 20).unwrap().max(1);
+    let threshold = i64::try_from(count / 50).unwrap().max(1);
     let delivered = wait_for_deliveries(&mut broker.client(), threshold, Duration::from_secs(60));
     broker.kill();
     let killed = due.elapsed();
@@ -293,17 +294,18 @@ fn sigkill_with_pending_schedule_delivers_each_exactly_once() {
          with {delivered} delivered and {pending} pending"
     );
     assert!(
-        pending >= count * 9 / 10,
+        pending >= count * 3 / 4,
         "the kill came too late to cover much"
     );
     let restarted = Instant::now();
     broker.restart(2);
     sched_common::wait_until_serving(broker.broker_addr);
+    let serving = restarted.elapsed();
     let mut client = broker.client();
     let mut tally = Tally::default();
     tally.pull_until(&mut client, count, Duration::from_secs(120));
     eprintln!(
-        "delay crash: all delivered {:?} after the restart began",
+        "delay crash: restart serving after {serving:?}, all delivered after {:?}",
         restarted.elapsed()
     );
     // One more sweep, so duplicates stored after the last distinct message are seen too.
