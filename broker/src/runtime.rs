@@ -115,6 +115,11 @@ fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, Stri
         log::warn!("shard count changes from {previous} to {shard_count}: handing queues over");
         comet_rt::local::run_local("store-remap", async {
             for index in 0..existing {
+                if !remap::store_root(root, index).exists() {
+                    // A log of a stopped shard, fully deleted: nothing to recover, and
+                    // opening it would create an empty store.
+                    continue;
+                }
                 let store = Store::open(store_config(config, index, previous, existing)).await?;
                 store.shutdown().await?;
             }

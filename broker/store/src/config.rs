@@ -68,7 +68,8 @@ pub struct StoreConfig {
     pub owns_queue: Option<OwnsQueue>,
     /// Segment directories (`.../commitlog/<log id>`) of other commit logs, by log id:
     /// consume queues handed over from another store point into them, and reads of those
-    /// entries open their sealed segments read-only.
+    /// entries open their sealed segments read-only. Entries of a log that is neither this
+    /// store's nor listed here, or whose directory holds no segment, count as deleted.
     pub other_logs: BTreeMap<LogId, PathBuf>,
     /// Logs of `other_logs` that no shard writes any more and that this store looks after:
     /// retention of their segments, query by key of their index (see `orphan`).

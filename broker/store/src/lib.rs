@@ -15,7 +15,8 @@
 //! Physical offsets carry the log id in their top bits ([`offset`]), so an offset message id
 //! finds its log, and a consume queue may point into several logs: when the shard count
 //! changes, queues are handed to their new owner's store without moving records ([`remap`]),
-//! and reads of older entries open the other log's segments read-only. The write path (append, group commit, visibility) is described in
+//! and reads of older entries open the other log's segments read-only; logs no shard writes
+//! any more are deleted and queried by the store that adopts them (module `orphan`). The write path (append, group commit, visibility) is described in
 //! [`store`](crate::store) and [`flush`](crate::flush); recovery in [`recovery`].
 //!
 //! ```no_run

@@ -246,7 +246,7 @@ impl Store {
 
     /// One retention pass as of `now_ms`: updates the disk-full state, then deletes expired
     /// segments at `delete_when_hour` (UTC), of this log and of the logs it adopted
-    /// ([`orphan`](crate::orphan)), or the oldest one of them at once above the high mark.
+    /// (module `orphan`), or the oldest one of them at once above the high mark.
     /// Returns how many segments went.
     pub async fn run_retention_once(&self, now_ms: i64) -> Result<u32, StoreError> {
         let config = &self.shared.config;
@@ -352,7 +352,7 @@ impl Store {
     /// of this log, or of another log the queues point into (handed-over queues; that log's
     /// own retention, or its adopter's, deletes its segments); every entry of another log
     /// whose directory holds no segment or is gone (fully deleted, see
-    /// [`orphan`](crate::orphan)), or of a log no store holds. Deletes consume-queue files
+    /// module `orphan`), or of a log no store holds. Deletes consume-queue files
     /// left with nothing.
     pub(crate) async fn drop_gone_entries(&self) -> Result<(), StoreError> {
         let shared = &self.shared;

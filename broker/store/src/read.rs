@@ -398,7 +398,7 @@ impl Store {
 
     /// Records of `topic` whose `UNIQ_KEY` or one of whose `KEYS` equals `key`, stored within
     /// `[begin_ms, end_ms]`, newest first, at most `max`: from this log's index and those of
-    /// the logs it adopted ([`orphan`](crate::orphan); waits for them to be loaded).
+    /// the logs it adopted (module `orphan`; waits for them to be loaded).
     pub async fn query_by_key(
         &self,
         topic: &str,

@@ -190,6 +190,23 @@ mod tests {
         std::fs::remove_dir_all(&root).expect("cleanup");
     }
 
+    // Proves every log of a store past the shard count has exactly one adopter (log k by
+    // store k % count) and that no log of a running store is adopted.
+    #[test]
+    fn each_stopped_log_has_one_adopter() {
+        let adopted: Vec<Vec<u8>> = (0..2)
+            .map(|index| {
+                adopted_logs(index, 2, 7)
+                    .iter()
+                    .map(|log| log.get())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(adopted, vec![vec![2, 4, 6], vec![3, 5]]);
+        assert!(adopted_logs(0, 3, 3).is_empty());
+        assert!(adopted_logs(0, 4, 2).is_empty(), "more shards than stores");
+    }
+
     // Proves queues move to their new owner with their files, stay put when already there,
     // that running the hand-over again moves nothing, and that a queue present in two stores
     // is refused.
