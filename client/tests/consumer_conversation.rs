@@ -535,16 +535,7 @@ fn lite_pull_poll_commit_seek() {
     let queue = MessageQueue::new(TOPIC, "broker-a", 0);
     consumer.assign(vec![queue.clone()]);
     consumer.start().unwrap();
-    let mut offsets = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while offsets.len() < 6 && Instant::now() < deadline {
-        offsets.extend(
-            consumer
-                .poll(Duration::from_millis(200))
-                .iter()
-                .map(|m| m.queue_offset),
-        );
-    }
+    let offsets = poll_offsets(&consumer, 6);
     assert_eq!(offsets, (0..6).collect::<Vec<i64>>());
     consumer.commit().unwrap();
     wait_for("the commit", || {
@@ -556,16 +547,7 @@ fn lite_pull_poll_commit_seek() {
             == Some(&6)
     });
     consumer.seek(&queue, 2).unwrap();
-    let mut again = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while again.len() < 4 && Instant::now() < deadline {
-        again.extend(
-            consumer
-                .poll(Duration::from_millis(200))
-                .iter()
-                .map(|m| m.queue_offset),
-        );
-    }
+    let again = poll_offsets(&consumer, 4);
     assert_eq!(again, vec![2, 3, 4, 5]);
     assert!(consumer.seek(&queue, 99).is_err());
     consumer.shutdown();
@@ -587,16 +569,7 @@ fn lite_pull_seek_right_after_assign() {
     consumer.assign(vec![queue.clone()]);
     assert_eq!(consumer.assignment(), vec![queue.clone()]);
     consumer.seek(&queue, 3).unwrap();
-    let mut offsets = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while offsets.len() < 3 && Instant::now() < deadline {
-        offsets.extend(
-            consumer
-                .poll(Duration::from_millis(200))
-                .iter()
-                .map(|m| m.queue_offset),
-        );
-    }
+    let offsets = poll_offsets(&consumer, 3);
     // Pulling may have started at offset 0 before the seek: the last three are 3, 4, 5.
     assert!(offsets.ends_with(&[3, 4, 5]), "{offsets:?}");
     consumer.shutdown();
@@ -729,4 +702,19 @@ fn refused_send_back_falls_back_to_the_retry_topic() {
         "moved to header j"
     );
     assert_eq!(&send.body[..], b"q0-m0");
+}
+
+/// Polls `consumer` until `count` messages arrived or 10 s passed; their queue offsets.
+fn poll_offsets(consumer: &LitePullConsumer, count: usize) -> Vec<i64> {
+    let mut offsets = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while offsets.len() < count && Instant::now() < deadline {
+        offsets.extend(
+            consumer
+                .poll(Duration::from_millis(200))
+                .iter()
+                .map(|m| m.queue_offset),
+        );
+    }
+    offsets
 }
