@@ -104,9 +104,11 @@ fn store_config(
 /// Before any shard opens its store: when the shard count differs from the one recorded
 /// under the store root, brings every existing store to a clean state under the old
 /// ownership and hands each queue to its new owner (comet_store::remap; no record moves).
-/// Returns how many stores exist afterwards.
+/// Leftovers of an interrupted removal of a fully deleted store go first. Returns how many
+/// stores exist afterwards.
 fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, String> {
     let root = &config.store_root;
+    remap::remove_retired_stores(root).map_err(|e| e.to_string())?;
     let existing = remap::existing_store_count(root).map_err(|e| e.to_string())?;
     let recorded = remap::read_shard_count(root).map_err(|e| e.to_string())?;
     // Stores written before the layout file existed had one store per shard.

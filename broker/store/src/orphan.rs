@@ -38,11 +38,9 @@ use crate::error::{setup_error, StoreError};
 use crate::index::KeyIndex;
 use crate::maintenance::{modified_ms, MaintenanceLock};
 use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset};
+use crate::remap::RETIRED_SUFFIX;
 use crate::store::Store;
 use crate::sync::WakerList;
-
-/// Suffix a retired store directory is renamed to before it is removed.
-const RETIRED_SUFFIX: &str = "retired";
 
 /// One adopted log.
 struct OrphanLog {
@@ -380,7 +378,7 @@ impl Store {
             .parent()
             .expect("store roots live in a directory");
         let name = store_root.file_name().and_then(|name| name.to_str());
-        let retired = parent.join(format!("{}.{RETIRED_SUFFIX}", name.unwrap_or("store")));
+        let retired = parent.join(format!("{}{RETIRED_SUFFIX}", name.unwrap_or("store")));
         if retired.exists() {
             std::fs::remove_dir_all(&retired).map_err(|error| setup_error(&retired, error))?;
         }

@@ -32,6 +32,9 @@ use crate::offset::LogId;
 
 const LAYOUT_FILE: &str = "layout";
 const LAYOUT_TEMP_FILE: &str = "layout.tmp";
+/// Suffix a fully deleted store's directory gets (out of the `shard-<i>` namespace) before
+/// it is removed (see `orphan`).
+pub(crate) const RETIRED_SUFFIX: &str = ".retired";
 
 /// The logs store `index` adopts while `shard_count` stores run and `store_count` exist: log
 /// `k` of every store `k >= shard_count` (no shard writes it) goes to store
@@ -43,6 +46,29 @@ pub fn adopted_logs(index: usize, shard_count: usize, store_count: usize) -> BTr
         .filter(|log| log % shard_count == index)
         .filter_map(|log| u8::try_from(log).ok().and_then(LogId::new))
         .collect()
+}
+
+/// Removes what a crash left of fully deleted stores (`shard-<i>.retired` directories,
+/// renamed away before their removal); returns how many went.
+pub fn remove_retired_stores(root: &Path) -> Result<usize, StoreError> {
+    let Ok(listing) = std::fs::read_dir(root) else {
+        return Ok(0);
+    };
+    let mut removed = 0;
+    for item in listing {
+        let item = item.map_err(|error| setup_error(root, error))?;
+        let name = item.file_name();
+        let retired = name
+            .to_str()
+            .is_some_and(|name| name.starts_with("shard-") && name.ends_with(RETIRED_SUFFIX));
+        if retired {
+            let path = item.path();
+            std::fs::remove_dir_all(&path).map_err(|error| setup_error(&path, error))?;
+            log::info!("removed {}, left by an interrupted removal", path.display());
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// The directory of store `index` under the broker's store root.
@@ -220,6 +246,15 @@ mod tests {
             std::fs::write(dir.join("00000000000000000000"), [queue as u8]).expect("file");
         }
         assert_eq!(existing_store_count(&root).expect("count"), 2);
+        let leftover = root.join(format!("shard-5{RETIRED_SUFFIX}"));
+        std::fs::create_dir_all(leftover.join("index/5")).expect("leftover");
+        assert_eq!(
+            existing_store_count(&root).expect("count"),
+            2,
+            "not a store"
+        );
+        assert_eq!(remove_retired_stores(&root).expect("remove"), 1);
+        assert!(!leftover.exists() && stores[1].exists());
         let owner = |_: &str, queue: i32| queue as usize;
         assert_eq!(hand_over_queues(&stores, owner).expect("hand over"), 2);
         for queue in 0..3 {

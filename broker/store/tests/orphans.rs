@@ -193,6 +193,7 @@ fn adopted_log_is_deleted_segment_by_segment_then_retired() {
             .expect("retention");
         assert_eq!(deleted as usize, starts.len() - 2);
         assert!(!remap::store_root(&root, 1).exists(), "store 1 removed");
+        assert!(!root.join("shard-1.retired").exists(), "nothing left over");
         assert_eq!(remap::existing_store_count(&root).expect("count"), 1);
         assert_eq!(read_tags(&store).await, (1500..1600).collect::<Vec<_>>());
         assert_eq!(store.min_offset(TOPIC, 0), QueueOffset(1500));
