@@ -12,8 +12,13 @@
 //!
 //! The store goes to a temporary directory that is removed at the end; the broker is
 //! stopped (SIGTERM, then SIGKILL after 30 s) on every exit path.
+//!
+//! Besides wall-clock lateness, which depends on how much CPU the broker gets on a shared
+//! machine, it reports the CPU time (user + system, from `/proc`) each broker shard's threads
+//! used from 200 ms before the due time until all messages were visible, and the machine's
+//! load average, so runs on a busy machine can be read.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -345,6 +350,49 @@ fn measure(connection: &mut Connection) -> (hdrhistogram::Histogram<u64>, usize,
     (histogram, keys.len(), total, earliest)
 }
 
+/// CPU time (user + system, ms) used so far by the threads of `pid` named `comet-shard-*`,
+/// by thread name (a shard's blocking helper threads share its name). Empty when `/proc`
+/// cannot be read.
+fn shard_cpu_ms(pid: u32) -> BTreeMap<String, u64> {
+    // SAFETY: sysconf only reads a system constant.
+    let ticks_per_second = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .unwrap_or(100)
+        .max(1);
+    let mut by_name = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return by_name;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // "tid (name) state ppid ...": utime and stime are fields 14 and 15, the 12th and
+        // 13th after the name (which may hold spaces, so split after its last ')').
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = &stat[open + 1..close];
+        if !name.starts_with("comet-shard") {
+            continue;
+        }
+        let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let ticks: u64 = [11, 12]
+            .iter()
+            .filter_map(|index| fields.get(*index)?.parse::<u64>().ok())
+            .sum();
+        *by_name.entry(name.to_owned()).or_default() += ticks * 1000 / ticks_per_second;
+    }
+    by_name
+}
+
+/// The 1-minute load average, or -1 when unknown.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(-1.0)
+}
+
 fn main() {
     let options = parse_options();
     let broker = Broker::start(options.cores);
@@ -378,6 +426,8 @@ fn main() {
     std::thread::sleep(Duration::from_millis(
         u64::try_from(due_ms - now_ms() - 200).unwrap_or(0),
     ));
+    let cpu_before = shard_cpu_ms(broker.child.id());
+    let load_at_due = load_average();
     let visible_at = loop {
         if max_offsets(&mut connection) >= expected {
             break now_ms();
@@ -388,6 +438,17 @@ fn main() {
         );
         std::thread::sleep(Duration::from_millis(5));
     };
+    let cpu_after = shard_cpu_ms(broker.child.id());
+    let cpu_ms: BTreeMap<&String, u64> = cpu_after
+        .iter()
+        .map(|(name, ms)| (name, ms - cpu_before.get(name).copied().unwrap_or(0)))
+        .collect();
+    let cpu_total_ms: u64 = cpu_ms.values().sum();
+    println!(
+        "broker CPU from 200 ms before the due time until all visible: {cpu_ms:?} ms, \
+         {:.2} us per message; load average {load_at_due:.1} at the due time",
+        cpu_total_ms as f64 * 1000.0 / expected.max(1) as f64
+    );
     let (histogram, distinct, total, earliest) = measure(&mut connection);
     println!(
         "delivered {total} messages ({distinct} distinct keys); all visible {} ms after the due time",
@@ -401,7 +462,7 @@ fn main() {
         histogram.max()
     );
     println!(
-        "{{\"messages\":{},\"cores\":{},\"body_bytes\":{},\"load_secs\":{load_secs:.2},\"delivered\":{total},\"distinct\":{distinct},\"visible_after_due_ms\":{},\"late_ms_p50\":{},\"late_ms_p99\":{},\"late_ms_max\":{},\"late_ms_min\":{earliest}}}",
+        "{{\"messages\":{},\"cores\":{},\"body_bytes\":{},\"load_secs\":{load_secs:.2},\"delivered\":{total},\"distinct\":{distinct},\"visible_after_due_ms\":{},\"late_ms_p50\":{},\"late_ms_p99\":{},\"late_ms_max\":{},\"late_ms_min\":{earliest},\"broker_cpu_ms\":{cpu_total_ms},\"load_average_at_due\":{load_at_due:.1}}}",
         options.messages,
         options.cores,
         options.body_bytes,

@@ -126,7 +126,8 @@ pub(crate) async fn append_chunk(
 ) -> Result<(), ReappendError> {
     assert!(!records.is_empty());
     let response = if owner == broker.shard {
-        append_local(broker, records).await
+        // The caller found the owner from each record already: no second parse.
+        append_owned(broker, records).await
     } else {
         match broker
             .mesh()
@@ -160,6 +161,11 @@ pub async fn append_local(broker: &ShardBroker, records: Vec<BytesMut>) -> Remot
             Err(reason) => return status(ResponseCode::SYSTEM_ERROR, &reason),
         }
     }
+    append_owned(broker, records).await
+}
+
+/// Appends records already known to be for queues this shard owns; SUCCESS once durable.
+async fn append_owned(broker: &ShardBroker, records: Vec<BytesMut>) -> RemotingCommand {
     let limit = Duration::from_millis(broker.config.sync_flush_timeout_ms);
     match timeout(limit, broker.store.append(&records)).await {
         Ok(Ok(appended)) => {

@@ -1,8 +1,8 @@
 //! Bounds of the timing wheel. Each says what it bounds and what it costs.
 
-/// Queues of the timer topic. A timed send is stored in a queue the receiving shard owns, so
-/// every shard's wheel gets a share; with at least as many queues as shards every shard owns
-/// one. Apache uses one queue; nobody consumes this topic, so the count is internal.
+/// Queues of the timer topic. A timed send is stored in a queue owned by its real queue's
+/// owner, so every shard's wheel gets the share of the real queues it owns; with at least as
+/// many queues as shards every shard owns one. Apache uses one queue; nobody consumes this topic, so the count is internal.
 pub const TIMER_QUEUES: i32 = 32;
 
 /// How far ahead of its second a slot is loaded into memory with its delivered records
@@ -27,10 +27,19 @@ pub const READ_RECORDS_MAX: usize = 1024;
 /// Bytes read per store call when enqueueing or loading a slot.
 pub const READ_BYTES_MAX: usize = 8 * 1024 * 1024;
 
-/// Appends of delivered records in flight at once per shard (each at most
+/// Appends of delivered records to other shards in flight at once per shard (each at most
 /// `crate::reappend::APPEND_CHUNK_BYTES`): enough to keep every owner's group commit full,
 /// bounded so one storm cannot queue unbounded work on the mesh.
 pub const APPENDS_IN_FLIGHT_MAX: usize = 64;
+
+/// Appends of delivered records to the shard's own queues in flight at once (each at most
+/// `crate::reappend::APPEND_CHUNK_BYTES`, so up to 256 MiB of log waiting for its flush).
+/// A chunk is placed in the log, and gets its store time, when its append starts; an append
+/// that must wait for an earlier one to be durable waits for a whole flush and the dispatch
+/// (consume queue and key index) of everything it covers. So this is sized to let a storm's
+/// whole second (500,000 small records, about 170 chunks, per shard) be placed in the log at
+/// once; the records are in memory already, the log copy doubles them for that time.
+pub const LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX: usize = 256;
 
 /// The wheel looks for new timer records and due entries this often when idle, ms: the
 /// lateness of a record whose due time is under this after its send.
@@ -46,3 +55,4 @@ pub const SLOT_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024 * SLOT_ENTRY_BYTES as u64;
 const _: () = assert!(TIMER_QUEUES > 0);
 const _: () = assert!(PREFETCH_MS >= 1000);
 const _: () = assert!(READ_RECORDS_MAX <= ENQUEUE_RECORDS_MAX);
+const _: () = assert!(APPENDS_IN_FLIGHT_MAX > 0 && LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX > 0);

@@ -10,8 +10,8 @@
 //! MESSAGE_ILLEGAL and Apache's remark; with `timerWheelEnable=false` the send fails with
 //! SYSTEM_ERROR. A due time not in the future is stored directly in the real topic, as Apache
 //! does. Otherwise `TIMER_OUT_MS` (the due time), `REAL_TOPIC` and `REAL_QID` are added and
-//! the message is stored in [`TIMER_TOPIC`], in a queue the receiving shard owns, and
-//! answered like any send (its msgId is the stored timer record's). Unlike Apache, the due
+//! the message is stored in [`TIMER_TOPIC`], in a queue owned by the shard that owns its real
+//! queue (so its delivery is an append to that shard's own log), and answered like any send (its msgId is the stored timer record's). Unlike Apache, the due
 //! time is not rounded down to a 1 s precision: Comet delivers at the exact millisecond.
 //!
 //! Delivery side ([`wheel`]): each shard's wheel reads the timer queues it owns into slot
@@ -40,6 +40,7 @@ use thiserror::Error;
 
 use crate::schedule::rewrite::{retarget, Rewritten};
 use crate::shard::ShardBroker;
+use comet_rt::ShardId;
 
 /// The system topic timed messages wait in (Apache's `TimerMessageStore.TIMER_TOPIC`).
 pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
@@ -197,24 +198,37 @@ pub fn rewrite_timer_send(
     properties.insert(names::REAL_QID, queue_id.to_string());
     let rewritten = Rewritten {
         topic: TIMER_TOPIC.to_owned(),
-        queue_id: timer_queue(broker),
+        queue_id: timer_queue(broker, &header.topic, queue_id),
     };
     retarget(request, &rewritten, &properties);
     Ok(Some(rewritten))
 }
 
-/// A timer queue this shard owns (round robin), so the shard's own wheel serves the send;
-/// any queue when it owns none.
-fn timer_queue(broker: &ShardBroker) -> i32 {
+/// A timer queue owned by the shard that owns the real queue `(topic, queue_id)` (round
+/// robin among them), any queue when that shard owns none.
+///
+/// Why that shard: its wheel then delivers into queues it owns, appending to its own log
+/// without crossing the mesh, and the wheels' shares follow the real queues' spread over
+/// shards (even for a topic whose queues are used evenly) instead of how client connections
+/// happen to be spread. The send itself goes to the real queue's owner, as an untimed send to
+/// that queue would, so choosing this way adds no hop.
+fn timer_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> i32 {
     let cursor = broker.queue_cursor.get();
     broker.queue_cursor.set(cursor.wrapping_add(1));
-    let local: Vec<i32> = (0..limits::TIMER_QUEUES)
-        .filter(|queue_id| broker.owns(TIMER_TOPIC, *queue_id))
+    let owner = broker.owner_of(topic, queue_id);
+    pick_timer_queue(owner, broker.shard_count, cursor)
+}
+
+/// The `cursor`-th (modulo) timer queue `owner` owns among `shard_count` shards; the
+/// `cursor`-th of all when it owns none (more shards than timer queues).
+fn pick_timer_queue(owner: ShardId, shard_count: usize, cursor: u32) -> i32 {
+    let candidates: Vec<i32> = (0..limits::TIMER_QUEUES)
+        .filter(|q| crate::ownership::owner_shard(TIMER_TOPIC, *q, shard_count) == owner)
         .collect();
-    if local.is_empty() {
+    if candidates.is_empty() {
         (cursor % limits::TIMER_QUEUES as u32) as i32
     } else {
-        local[cursor as usize % local.len()]
+        candidates[cursor as usize % candidates.len()]
     }
 }
 
@@ -280,5 +294,37 @@ mod tests {
         assert!(!is_timed("T", &already));
         assert!(!is_timed("T", &Properties::new()));
         assert!(illegal_remark(max).contains("259200000ms"));
+    }
+
+    // Proves a timed send lands in a timer queue owned by its real queue's owner for every
+    // shard count up to the number of timer queues (so that shard's wheel delivers it to its
+    // own log), that successive sends rotate over all of that owner's timer queues, and that
+    // with more shards than timer queues a shard owning none still gets a valid queue.
+    #[test]
+    fn timer_queue_follows_the_real_queue_owner() {
+        for shard_count in 1..=limits::TIMER_QUEUES as usize {
+            for owner in 0..shard_count {
+                let owner = ShardId(owner as u16);
+                let mut seen = std::collections::BTreeSet::new();
+                for cursor in 0..limits::TIMER_QUEUES as u32 {
+                    let queue = pick_timer_queue(owner, shard_count, cursor);
+                    let queue_owner =
+                        crate::ownership::owner_shard(TIMER_TOPIC, queue, shard_count);
+                    assert_eq!(queue_owner, owner, "{shard_count} shards");
+                    seen.insert(queue);
+                }
+                let owned = (0..limits::TIMER_QUEUES)
+                    .filter(|q| {
+                        crate::ownership::owner_shard(TIMER_TOPIC, *q, shard_count) == owner
+                    })
+                    .count();
+                assert_eq!(seen.len(), owned);
+            }
+        }
+        let shard_count = limits::TIMER_QUEUES as usize + 8;
+        for owner in 0..shard_count {
+            let queue = pick_timer_queue(ShardId(owner as u16), shard_count, 7);
+            assert!((0..limits::TIMER_QUEUES).contains(&queue));
+        }
     }
 }

@@ -73,15 +73,51 @@ struct Pending {
     suspect: bool,
 }
 
-/// One second's entries in memory.
+/// One second's entries in memory, with their earliest due time kept up to date so the
+/// idle wheel never scans a big slot (a storm's slot holds hundreds of thousands of entries
+/// for the whole prefetch window, and the wheel asks for the earliest due time every tick).
+/// The latest due time is kept too: when a whole slot is due (a storm due in one
+/// millisecond), it is handed over as it is, without copying its entries.
 #[derive(Default)]
 struct Slot {
     entries: Vec<Pending>,
+    /// Earliest `due_ms` of `entries` (meaningless when empty).
+    min_due_ms: i64,
+    /// Latest `due_ms` of `entries` (meaningless when empty).
+    max_due_ms: i64,
 }
 
 impl Slot {
+    fn push(&mut self, pending: Pending) {
+        if self.entries.is_empty() {
+            self.min_due_ms = pending.due_ms;
+            self.max_due_ms = pending.due_ms;
+        }
+        self.min_due_ms = self.min_due_ms.min(pending.due_ms);
+        self.max_due_ms = self.max_due_ms.max(pending.due_ms);
+        self.entries.push(pending);
+    }
+
     fn min_due_ms(&self) -> Option<i64> {
-        self.entries.iter().map(|entry| entry.due_ms).min()
+        (!self.entries.is_empty()).then_some(self.min_due_ms)
+    }
+
+    /// Removes and returns the entries due at or before `now_ms`.
+    fn take_due(&mut self, now_ms: i64) -> Vec<Pending> {
+        if self.min_due_ms().is_none_or(|min| min > now_ms) {
+            return Vec::new();
+        }
+        if self.max_due_ms <= now_ms {
+            return std::mem::take(&mut self.entries);
+        }
+        let (ready, later): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.entries)
+            .into_iter()
+            .partition(|p| p.due_ms <= now_ms);
+        self.entries = Vec::new();
+        for pending in later {
+            self.push(pending);
+        }
+        ready
     }
 }
 
@@ -490,7 +526,6 @@ impl Wheel {
         self.slots
             .entry(second_of(entry.due_ms))
             .or_default()
-            .entries
             .push(Pending {
                 queue_id,
                 queue_offset: entry.queue_offset,
@@ -585,6 +620,8 @@ impl Wheel {
             self.advance_idle(now_ms);
             return self.remove_delivered_files(now_ms).await;
         }
+        let earliest_due_ms = due.iter().map(|p| p.due_ms).min().unwrap_or(now_ms);
+        let taken_late_ms = comet_rt::clock::wall_clock_ms() - earliest_due_ms;
         self.materialize(&mut due).await;
         self.drop_already_delivered(&mut due).await;
         for cursor in self.cursors.values_mut() {
@@ -595,6 +632,7 @@ impl Wheel {
         let records: Vec<BytesMut> = due.iter_mut().filter_map(|p| p.record.take()).collect();
         self.built = self.built.saturating_sub(count);
         let started = std::time::Instant::now();
+        let prepare_ms = comet_rt::clock::wall_clock_ms() - earliest_due_ms - taken_late_ms;
         if let Err(e) = append_concurrently(&self.broker, records).await {
             // Some may be stored: put all back as suspects, to be checked and retried.
             for mut pending in due {
@@ -602,14 +640,14 @@ impl Wheel {
                 self.slots
                     .entry(second_of(pending.due_ms))
                     .or_default()
-                    .entries
                     .push(pending);
             }
             return Err(format!("timer delivery failed: {e}"));
         }
         if count >= 10_000 {
             log::info!(
-                "{} delivered {count} timed messages in {} ms",
+                "{} delivered {count} timed messages in {} ms (taken {taken_late_ms} ms after \
+                 the earliest due time, {prepare_ms} ms to prepare)",
                 self.broker.shard,
                 started.elapsed().as_millis()
             );
@@ -635,14 +673,15 @@ impl Wheel {
         let seconds: Vec<i64> = self.slots.range(..=now_second).map(|(s, _)| *s).collect();
         for second in seconds {
             let slot = self.slots.get_mut(&second).expect("listed");
-            if second < now_second {
-                due.append(&mut slot.entries);
+            let mut taken = if second < now_second {
+                std::mem::take(&mut slot.entries)
             } else {
-                let (ready, later) = std::mem::take(&mut slot.entries)
-                    .into_iter()
-                    .partition(|p| p.due_ms <= now_ms);
-                slot.entries = later;
-                due.extend::<Vec<Pending>>(ready);
+                slot.take_due(now_ms)
+            };
+            if due.is_empty() {
+                due = taken;
+            } else {
+                due.append(&mut taken);
             }
             if slot.entries.is_empty() {
                 self.slots.remove(&second);
@@ -682,6 +721,9 @@ impl Wheel {
 
     /// Drops suspects whose delivery is already in their real queue.
     async fn drop_already_delivered(&mut self, due: &mut Vec<Pending>) {
+        if !due.iter().any(|p| p.suspect) {
+            return;
+        }
         let mut keep = Vec::with_capacity(due.len());
         let (mut checked, mut found) = (0usize, 0usize);
         for pending in due.drain(..) {
@@ -761,5 +803,52 @@ impl Wheel {
         if failed > 0 {
             log::warn!("{failed} delivered slot files could not be deleted");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(due_ms: i64) -> Pending {
+        Pending {
+            queue_id: 0,
+            queue_offset: due_ms,
+            due_ms,
+            record: None,
+            origin: -1,
+            suspect: false,
+        }
+    }
+
+    fn dues(entries: &[Pending]) -> Vec<i64> {
+        let mut dues: Vec<i64> = entries.iter().map(|p| p.due_ms).collect();
+        dues.sort_unstable();
+        dues
+    }
+
+    // Proves a slot hands over exactly the entries due at or before `now` (never one due
+    // later), keeps its earliest due time right after a partial take and after refills, and
+    // hands a wholly due slot over entirely.
+    #[test]
+    fn slot_takes_exactly_the_due_entries() {
+        let mut slot = Slot::default();
+        assert_eq!(slot.min_due_ms(), None);
+        for due_ms in [5_300, 5_100, 5_900, 5_100, 5_500] {
+            slot.push(pending(due_ms));
+        }
+        assert_eq!(slot.min_due_ms(), Some(5_100));
+        assert!(slot.take_due(5_099).is_empty());
+        assert_eq!(dues(&slot.take_due(5_300)), vec![5_100, 5_100, 5_300]);
+        assert_eq!(slot.min_due_ms(), Some(5_500));
+        slot.push(pending(5_400));
+        assert_eq!(slot.min_due_ms(), Some(5_400));
+        assert_eq!(dues(&slot.take_due(5_999)), vec![5_400, 5_500, 5_900]);
+        assert_eq!(slot.min_due_ms(), None);
+        assert!(slot.take_due(i64::MAX).is_empty());
+        slot.push(pending(5_950));
+        assert_eq!(slot.min_due_ms(), Some(5_950));
+        assert!(slot.take_due(5_949).is_empty());
+        assert_eq!(dues(&slot.take_due(5_950)), vec![5_950]);
     }
 }
