@@ -294,7 +294,9 @@ final class Scenarios {
         union.add(m.getUserProperty("cid"));
       }
       return union.size() >= expected.size();
-    });
+    }, () -> "got " + union.size() + "; member a " + a.distinctCount() + " on queues "
+        + Ctx.heldQueues(ca, topic, false) + ", member b " + b.distinctCount() + " on queues "
+        + Ctx.heldQueues(cb, topic, false));
     String phases = phases(t0, t1, t2, System.nanoTime());
     Thread.sleep(500); // lets a wrongly delivered TagC message show up before the check
     List<MessageExt> all = new ArrayList<>(a.arrivals());
