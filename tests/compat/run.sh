@@ -4,15 +4,17 @@
 #   run.sh --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911]   a broker already running
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
-#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons] [--keep-logs]
-#   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm)
-#   opt-in suites: rust (rocketmq-client-rust 1.0; long first build), reverse (comet-client
-#   and comet-bench; meant for --against apache)
+#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust] [--keep-logs]
+#   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm;
+#   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
+#   rust/run.sh; the first build is long)
+#   opt-in suite: reverse (comet-client and comet-bench; meant for --against apache)
 #
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
 # --against starts the broker on loopback (name server 127.0.0.1:9876, broker :10911) in a
 # temporary folder, runs the suites and stops it, whatever happens. A missing prerequisite
-# (java, mvn, go, the comet-broker binary) fails the run: nothing is ever skipped silently.
+# (java, mvn, go, python3, node, npm, cargo, the comet-broker binary) fails the run: nothing
+# is ever skipped silently.
 # Prints a summary table and "N passed, N failed" over all scenarios; exits 1 when any
 # scenario or suite failed, 2 on bad arguments.
 set -euo pipefail
@@ -23,7 +25,7 @@ NAMESRV=""
 BROKER=""
 AGAINST=""
 FLUSH=""
-SUITES="java5,java4,admin5,admin4,go,python,node-cpp,node-ons"
+SUITES="java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust"
 KEEP=0
 NAMESRV_PORT=9876
 BROKER_PORT=10911
@@ -39,7 +41,7 @@ while (($#)); do
     --flush) FLUSH="$2"; shift 2 ;;
     --suites) SUITES="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
