@@ -165,7 +165,7 @@ fn main() {
         stop,
     };
     if let Err(e) = run(LiveConfig::new(config, overrides), options) {
-        fatal(FatalReason::StorageIo, &e);
+        fatal(e.reason, &e.message);
     }
     log::info!("comet-broker stopped cleanly");
 }

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use comet_net::{DispatchTable, Server, ServerConfig};
 use comet_proto::message_id::UniqueKeyGenerator;
+use comet_rt::fatal::FatalReason;
 use comet_rt::mesh::{LocalBoxFuture, Mesh, MeshHandler};
 use comet_rt::net::{Listener, PortReservation};
 use comet_rt::pool::{CpuPlacement, ExecutorOptions, Pool, PoolConfig, ShardContext};
@@ -143,25 +144,48 @@ fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, Stri
     Ok(existing.max(shard_count))
 }
 
+/// Why the broker could not start, or stopped on an error: what happened, and which exit
+/// status says so (a busy port is not a storage failure).
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct RunError {
+    /// The class of failure (the process exit status).
+    pub reason: FatalReason,
+    /// What failed, for the log.
+    pub message: String,
+}
+
+impl RunError {
+    fn new(reason: FatalReason) -> impl FnOnce(String) -> RunError {
+        move |message| RunError { reason, message }
+    }
+}
+
 /// Runs the broker until `options.stop` is tripped; returns once every shard stopped.
-pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), String> {
+pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     let shard_count = options.shard_count;
     assert!(shard_count >= 1);
-    crate::schedule::parse_delay_levels(&config.message_delay_levels).map_err(|e| e.to_string())?;
+    crate::schedule::parse_delay_levels(&config.message_delay_levels)
+        .map_err(|e| RunError::new(FatalReason::Config)(e.to_string()))?;
     std::fs::create_dir_all(&config.store_root)
-        .map_err(|e| format!("{}: {e}", config.store_root.display()))?;
-    let store_count = remap_stores(&config, shard_count)?;
+        .map_err(|e| format!("{}: {e}", config.store_root.display()))
+        .map_err(RunError::new(FatalReason::StorageIo))?;
+    let store_count =
+        remap_stores(&config, shard_count).map_err(RunError::new(FatalReason::StorageIo))?;
     let listen: SocketAddr =
         SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), config.listen_port);
     if options.standalone {
         // Checked here, before any shard runs, so shard 0 never waits for it.
-        let namesrv = crate::standalone::name_server_addr(&config)?;
+        let namesrv = crate::standalone::name_server_addr(&config)
+            .map_err(RunError::new(FatalReason::Config))?;
         comet_rt::net::ensure_port_free(namesrv)
-            .map_err(|e| format!("cannot serve the name server on {namesrv}: {e}"))?;
+            .map_err(|e| format!("cannot serve the name server on {namesrv}: {e}"))
+            .map_err(RunError::new(FatalReason::Bind))?;
     }
-    let reservation =
-        PortReservation::new(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let metadata = Arc::new(Metadata::load(&config)?);
+    let reservation = PortReservation::new(listen)
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))
+        .map_err(RunError::new(FatalReason::Bind))?;
+    let metadata = Arc::new(Metadata::load(&config).map_err(RunError::new(FatalReason::Config))?);
     let config = Arc::new(config);
     let mesh: Mesh<ShardCall, ShardReply> = Mesh::new(shard_count, MESH_CAPACITY);
     let unique_keys = Arc::new(UniqueKeyGenerator::new(
@@ -196,21 +220,27 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), String> {
         let mesh = mesh.clone();
         async move { run_shard(context, start, mesh).await }
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| RunError::new(FatalReason::Config)(e.to_string()))?;
     let mut failures = Vec::new();
     for result in pool.join() {
         match result {
             Ok(Ok(())) => {}
-            Ok(Err(message)) => failures.push(message),
-            Err(e) => failures.push(e.to_string()),
+            Ok(Err(error)) => failures.push(error),
+            Err(e) => failures.push(RunError::new(FatalReason::StorageIo)(e.to_string())),
         }
     }
     drop(reservation);
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(failures.join("; "))
-    }
+    // The first shard's reason stands for all; every message is kept.
+    let Some(first) = failures.first() else {
+        return Ok(());
+    };
+    let reason = first.reason;
+    let message = failures
+        .iter()
+        .map(|failure| failure.message.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(RunError { reason, message })
 }
 
 fn random_i32() -> i32 {
@@ -242,7 +272,7 @@ async fn run_shard(
     context: ShardContext,
     start: Arc<ShardStart>,
     mesh: Mesh<ShardCall, ShardReply>,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     let shard = context.shard;
     let mut config = store_config(
         &start.config,
@@ -256,7 +286,8 @@ async fn run_shard(
         remap::adopted_logs(shard.index(), context.shard_count, start.store_count);
     let store = Store::open(config)
         .await
-        .map_err(|e| format!("{shard}: store: {e}"))?;
+        .map_err(|e| format!("{shard}: store: {e}"))
+        .map_err(RunError::new(FatalReason::StorageIo))?;
     let broker = Rc::new(ShardBroker {
         shard,
         shard_count: context.shard_count,
@@ -276,21 +307,24 @@ async fn run_shard(
     let peer = mesh
         .join(mesh_handler(broker.clone()))
         .await
-        .map_err(|e| format!("{shard}: mesh: {e}"))?;
+        .map_err(|e| format!("{shard}: mesh: {e}"))
+        .map_err(RunError::new(FatalReason::Config))?;
     let _ = broker.mesh.set(peer);
     let server = Rc::new(build_server(&broker));
     let _ = broker.server.set(server.clone());
     let stop = StopSignal::new();
     stop.follow(start.options.stop.clone());
     if start.options.standalone && shard.0 == 0 {
-        crate::standalone::spawn_name_server(&start.config, stop.clone())?;
+        crate::standalone::spawn_name_server(&start.config, stop.clone())
+            .map_err(RunError::new(FatalReason::Bind))?;
     }
     let metadata_task = spawn_housekeeping(&broker, &stop, !start.options.standalone);
     let schedule_task = crate::schedule::delivery::spawn_delivery(&broker, &stop);
     let transaction_task = crate::transaction::check::spawn_checker(&broker, &stop);
     let timer_task = crate::timer::wheel::spawn_wheel(&broker, &stop);
-    let listener =
-        Listener::bind(start.listen).map_err(|e| format!("{shard}: bind {}: {e}", start.listen))?;
+    let listener = Listener::bind(start.listen)
+        .map_err(|e| format!("{shard}: bind {}: {e}", start.listen))
+        .map_err(RunError::new(FatalReason::Bind))?;
     log::info!(
         "{shard} serving on {} (store {})",
         start.listen,
@@ -306,7 +340,9 @@ async fn run_shard(
     {
         task.await;
     }
-    shutdown_shard(&broker).await
+    shutdown_shard(&broker)
+        .await
+        .map_err(RunError::new(FatalReason::StorageIo))
 }
 
 fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
