@@ -110,9 +110,20 @@ impl ClientRegistry {
         group.message_model = data.message_model;
         group.consume_from_where = data.consume_from_where;
         for subscription in &data.subscription_data_set {
-            group
+            // Only a newer version replaces what the group holds (as Apache's
+            // ConsumerGroupInfo.updateSubscription): members heartbeat independently, and a
+            // member still on the version before a rebalance must not roll back the version
+            // another member already pulls with (its pulls would get SUBSCRIPTION_NOT_LATEST
+            // until its next heartbeat, 30 s later).
+            let newer = group
                 .subscriptions
-                .insert(subscription.topic.clone(), subscription.clone());
+                .get(&subscription.topic)
+                .is_none_or(|held| subscription.sub_version > held.sub_version);
+            if newer {
+                group
+                    .subscriptions
+                    .insert(subscription.topic.clone(), subscription.clone());
+            }
         }
         let member = Member {
             channel,
@@ -289,6 +300,29 @@ mod tests {
         assert!(registry.expire(100_000).is_empty());
         assert_eq!(registry.expire(200_000), vec!["g".to_owned()]);
         assert!(registry.consumer_group("g").is_none());
+    }
+
+    // Proves a heartbeat carrying an older subscription version (a member that has not
+    // rebalanced yet) does not roll back the version a newer heartbeat registered, and a
+    // newer version (a changed expression) replaces it.
+    #[test]
+    fn subscription_versions_only_move_forward() {
+        let mut registry = ClientRegistry::new();
+        let versioned = |version: i64, expression: &str| {
+            let mut data = consumer("g", "t");
+            data.subscription_data_set[0].sub_version = version;
+            data.subscription_data_set[0].sub_string = expression.to_owned();
+            data
+        };
+        let held = |registry: &ClientRegistry| {
+            let subscription = &registry.consumer_group("g").unwrap().subscriptions["t"];
+            (subscription.sub_version, subscription.sub_string.clone())
+        };
+        registry.register_consumer("c1", &versioned(200, "*"), channel(1), 0);
+        registry.register_consumer("c2", &versioned(100, "*"), channel(2), 0);
+        assert_eq!(held(&registry), (200, "*".to_owned()));
+        registry.register_consumer("c2", &versioned(300, "TagA"), channel(2), 10);
+        assert_eq!(held(&registry), (300, "TagA".to_owned()));
     }
 
     // Proves producer registration and unregistration.
