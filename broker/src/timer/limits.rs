@@ -33,13 +33,11 @@ pub const READ_BYTES_MAX: usize = 8 * 1024 * 1024;
 pub const APPENDS_IN_FLIGHT_MAX: usize = 64;
 
 /// Appends of delivered records to the shard's own queues in flight at once (each at most
-/// `crate::reappend::APPEND_CHUNK_BYTES`, so up to 256 MiB of log waiting for its flush).
-/// A chunk is placed in the log, and gets its store time, when its append starts; an append
-/// that must wait for an earlier one to be durable waits for a whole flush and the dispatch
-/// (consume queue and key index) of everything it covers. So this is sized to let a storm's
-/// whole second (500,000 small records, about 170 chunks, per shard) be placed in the log at
-/// once; the records are in memory already, the log copy doubles them for that time.
-pub const LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX: usize = 256;
+/// `crate::reappend::APPEND_CHUNK_BYTES`): two store flushes' worth (a flush writes at most
+/// 8 MiB), enough to keep the flusher busy while the next chunks are placed. More only holds
+/// memory ahead of the flusher: in 1M-message storms on 2 shards, 16, 64 and 256 used the
+/// same CPU per message and their wall-clock differences were within run-to-run noise.
+pub const LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX: usize = 16;
 
 /// The wheel looks for new timer records and due entries this often when idle, ms: the
 /// lateness of a record whose due time is under this after its send.
