@@ -11,7 +11,8 @@
 //! ```
 //!
 //! The store goes to a temporary directory that is removed at the end; the broker is
-//! stopped (SIGTERM, then SIGKILL after 30 s) on every exit path.
+//! stopped (SIGTERM, then SIGKILL after 30 s) on every exit path, and killed by a panic hook
+//! when the harness panics (release builds abort on panic, so `Drop` would not run).
 //!
 //! Besides wall-clock lateness, which depends on how much CPU the broker gets on a shared
 //! machine, it reports the CPU time (user + system, from `/proc`) each broker shard's threads
@@ -23,6 +24,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use comet_proto::bytes::BytesMut;
@@ -130,6 +132,7 @@ impl Broker {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start comet-broker");
+        install_cleanup_on_panic(child.id(), store.clone());
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while TcpStream::connect(addr).is_err() {
@@ -154,6 +157,29 @@ impl Drop for Broker {
         }
         let _ = std::fs::remove_dir_all(&self.store);
     }
+}
+
+/// The broker and store a panic must not leave behind.
+static ON_PANIC: OnceLock<(u32, PathBuf)> = OnceLock::new();
+
+/// Makes any panic (in any thread) kill the broker and remove its store before the process
+/// aborts.
+fn install_cleanup_on_panic(pid: u32, store: PathBuf) {
+    if ON_PANIC.set((pid, store)).is_err() {
+        return;
+    }
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        if let Some((pid, store)) = ON_PANIC.get() {
+            // SAFETY: kill only sends a signal to the broker this harness started.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+            let mut status = 0;
+            // SAFETY: reaps that child; its store can then be removed.
+            unsafe { libc::waitpid(*pid as i32, &mut status, 0) };
+            let _ = std::fs::remove_dir_all(store);
+        }
+    }));
 }
 
 /// A pipelining connection.
