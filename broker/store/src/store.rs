@@ -480,6 +480,7 @@ pub(crate) fn dispatch_record(
 ) -> bool {
     let transaction = view.sysflag() & TRANSACTION_TYPE_MASK;
     let physical = PhysicalOffset::new(config.log_id, position);
+    let found = DispatchProperties::scan(view);
     let owned = config.owns(view.topic(), view.queue_id());
     if owned && transaction != TRANSACTION_PREPARED && transaction != TRANSACTION_ROLLBACK {
         let queue = queue_state(queues, config, view.topic(), view.queue_id());
@@ -497,7 +498,7 @@ pub(crate) fn dispatch_record(
             let entry = CqEntry {
                 physical,
                 size: u32::try_from(view.total_size()).expect("record size limit"),
-                tag_code: consume_queue_tag(view, config),
+                tag_code: consume_queue_tag(view, &found, config),
             };
             queue.consume_queue.push(offset, entry);
             queue.next_offset = queue.next_offset.max(offset + 1);
@@ -507,18 +508,50 @@ pub(crate) fn dispatch_record(
         }
     }
     if transaction != TRANSACTION_ROLLBACK {
-        index_keys(view, physical, index);
+        index_keys(view, &found, physical, index);
     }
     true
 }
 
-fn index_keys(view: &RecordView<'_>, physical: PhysicalOffset, index: &mut KeyIndex) {
-    use comet_proto::properties::names;
+/// The properties dispatch reads, found in one pass over the properties string (each
+/// `view.property` lookup is a full scan; dispatch cost three per record). The last
+/// occurrence of a name wins, as in `properties::get`.
+#[derive(Default)]
+struct DispatchProperties<'a> {
+    unique_key: Option<&'a str>,
+    keys: Option<&'a str>,
+    tags: Option<&'a str>,
+    delay_level: Option<&'a str>,
+}
+
+impl<'a> DispatchProperties<'a> {
+    fn scan(view: &RecordView<'a>) -> DispatchProperties<'a> {
+        use comet_proto::properties::{iter, names};
+        let mut found = DispatchProperties::default();
+        for (name, value) in iter(view.properties()) {
+            match name {
+                names::UNIQ_KEY => found.unique_key = Some(value),
+                names::KEYS => found.keys = Some(value),
+                names::TAGS => found.tags = Some(value),
+                names::DELAY => found.delay_level = Some(value),
+                _ => {}
+            }
+        }
+        found
+    }
+}
+
+fn index_keys(
+    view: &RecordView<'_>,
+    found: &DispatchProperties<'_>,
+    physical: PhysicalOffset,
+    index: &mut KeyIndex,
+) {
     let time = view.store_timestamp();
-    if let Some(unique) = view.property(names::UNIQ_KEY) {
+    if let Some(unique) = found.unique_key {
         index.add(view.topic(), unique, physical, time);
     }
-    if let Some(keys) = view.property(names::KEYS) {
+    if let Some(keys) = found.keys {
         for key in keys.split(' ').filter(|key| !key.is_empty()) {
             index.add(view.topic(), key, physical, time);
         }
@@ -526,19 +559,22 @@ fn index_keys(view: &RecordView<'_>, physical: PhysicalOffset, index: &mut KeyIn
 }
 
 /// The tag field: the tag hash, or the due time on the schedule topic (reference 7.4).
-fn consume_queue_tag(view: &RecordView<'_>, config: &StoreConfig) -> i64 {
-    use comet_proto::properties::names;
+fn consume_queue_tag(
+    view: &RecordView<'_>,
+    found: &DispatchProperties<'_>,
+    config: &StoreConfig,
+) -> i64 {
     if view.topic() == SCHEDULE_TOPIC {
         let levels = config.delay_levels_ms.len();
-        let level = view
-            .property(names::DELAY)
+        let level = found
+            .delay_level
             .and_then(|level| level.trim().parse::<usize>().ok())
             .unwrap_or(1)
             .clamp(1, levels.max(1));
         let delay_ms = config.delay_levels_ms.get(level - 1).copied().unwrap_or(0);
         return view.store_timestamp().saturating_add(delay_ms);
     }
-    view.property(names::TAGS).map_or(0, tag_code)
+    found.tags.map_or(0, tag_code)
 }
 
 /// Dispatches every durable record not yet dispatched (waking readers of their queues).
