@@ -255,11 +255,9 @@ impl KeyIndex {
         dropped.into_values().filter_map(|file| file.file).collect()
     }
 
-    /// Loads every index file (start-up).
-    pub(crate) async fn load(
-        &mut self,
-        faults: &Option<Rc<FaultInjector>>,
-    ) -> Result<(), StoreError> {
+    /// Start positions of the index files in the directory, in order (none when it is
+    /// missing).
+    fn file_starts(&self) -> Vec<u64> {
         let mut starts = Vec::new();
         if let Ok(listing) = std::fs::read_dir(&self.dir) {
             for item in listing.flatten() {
@@ -269,7 +267,15 @@ impl KeyIndex {
             }
         }
         starts.sort_unstable();
-        for start in starts {
+        starts
+    }
+
+    /// Loads every index file (start-up).
+    pub(crate) async fn load(
+        &mut self,
+        faults: &Option<Rc<FaultInjector>>,
+    ) -> Result<(), StoreError> {
+        for start in self.file_starts() {
             let path = self.dir.join(file_name(start));
             let file = DirectFile::open(&path, OpenMode::ReadWrite, faults.clone()).await?;
             let first = self.load_entries(start, &file).await?;
@@ -290,16 +296,7 @@ impl KeyIndex {
     /// read-only and closed again (this index never writes), yielding to the shard between
     /// files so a large index does not hold it.
     pub(crate) async fn load_sealed(&mut self) -> Result<(), StoreError> {
-        let mut starts = Vec::new();
-        if let Ok(listing) = std::fs::read_dir(&self.dir) {
-            for item in listing.flatten() {
-                if let Some(start) = item.file_name().to_str().and_then(parse_file_name) {
-                    starts.push(start);
-                }
-            }
-        }
-        starts.sort_unstable();
-        for start in starts {
+        for start in self.file_starts() {
             let path = self.dir.join(file_name(start));
             let file = DirectFile::open(&path, OpenMode::Read, None).await?;
             let loaded = self.load_entries(start, &file).await;

@@ -13,17 +13,33 @@ use common::{body, record, small_config, TestDir};
 
 const RECORDS: u64 = 100;
 
+/// Appends RECORDS records of ~400 bytes to queue 0 of `store`.
+async fn append_records(store: &Store) -> Vec<AppendedRecord> {
+    let mut appended = Vec::new();
+    for index in 0..RECORDS {
+        let one = record("Crash", 0, &body(index, 300), "");
+        appended.push(store.append(&[one]).await.expect("append")[0]);
+    }
+    appended
+}
+
 /// Appends RECORDS records of ~400 bytes to queue 0 and "crashes".
 fn write_and_crash(config: &StoreConfig) -> Vec<AppendedRecord> {
     comet_rt::local::run_local("recovery-writer", async {
         let store = Store::open(config.clone()).await.expect("open");
-        let mut appended = Vec::new();
-        for index in 0..RECORDS {
-            let one = record("Crash", 0, &body(index, 300), "");
-            appended.push(store.append(&[one]).await.expect("append")[0]);
-        }
-        appended
+        append_records(&store).await
     })
+}
+
+/// Zero-fills the page holding the last record; returns how many records end before it.
+fn zero_last_page(root: &Path, appended: &[AppendedRecord]) -> u64 {
+    let last = appended.last().expect("records").physical_offset.position();
+    let page = last - last % 4096;
+    damage(root, page, &[0u8; 4096]);
+    appended
+        .iter()
+        .filter(|a| a.physical_offset.position() + u64::from(a.size_bytes) <= page)
+        .count() as u64
 }
 
 fn segment_path(root: &Path) -> std::path::PathBuf {
@@ -142,13 +158,7 @@ fn zero_filled_tail_page() {
     let dir = TestDir::new("crash-zero");
     let config = small_config(&dir.path);
     let appended = write_and_crash(&config);
-    let last = appended.last().expect("records").physical_offset.position();
-    let page = last - last % 4096;
-    damage(&dir.path, page, &[0u8; 4096]);
-    let survivors = appended
-        .iter()
-        .filter(|a| a.physical_offset.position() + u64::from(a.size_bytes) <= page)
-        .count() as u64;
+    let survivors = zero_last_page(&dir.path, &appended);
     reopen_and_check(&config, survivors);
 }
 
@@ -161,11 +171,7 @@ fn zero_filled_tail_page_below_the_checkpoint_with_spare_ready() {
     let config = small_config(&dir.path);
     let appended = comet_rt::local::run_local("recovery-writer", async {
         let store = Store::open(config.clone()).await.expect("open");
-        let mut appended = Vec::new();
-        for index in 0..RECORDS {
-            let one = record("Crash", 0, &body(index, 300), "");
-            appended.push(store.append(&[one]).await.expect("append")[0]);
-        }
+        let appended = append_records(&store).await;
         // Wait for the spare segment and a checkpoint covering every record.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         let segments = dir.path.join("commitlog/3");
@@ -180,13 +186,7 @@ fn zero_filled_tail_page_below_the_checkpoint_with_spare_ready() {
         }
         appended
     });
-    let last = appended.last().expect("records").physical_offset.position();
-    let page = last - last % 4096;
-    damage(&dir.path, page, &[0u8; 4096]);
-    let survivors = appended
-        .iter()
-        .filter(|a| a.physical_offset.position() + u64::from(a.size_bytes) <= page)
-        .count() as u64;
+    let survivors = zero_last_page(&dir.path, &appended);
     reopen_and_check(&config, survivors);
 }
 
