@@ -19,6 +19,13 @@
 //! the caller against the record). The cost is memory: about 48 bytes per indexed key for the
 //! entry and its chain link. Like consume queues, the files are written lazily and rebuilt
 //! from the commit log past the checkpoint after a crash.
+//!
+//! Linking is deferred: dispatch only appends the entry (sequential, cheap); putting it at
+//! the head of its key's chain (a random access into a table of every key, the costliest
+//! step of dispatch in a timer storm's profile) is done by [`KeyIndex::link`] from a
+//! background task when the shard has time. Entries past `linked` are newer than every
+//! linked one, so a lookup scans them first, newest first, then follows the chains: results
+//! are the same whether or not linking has caught up.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -121,7 +128,10 @@ pub(crate) struct KeyIndex {
     /// Number of `entries[0]`.
     base: u64,
     entries: VecDeque<IndexEntry>,
+    /// Chain links of the linked entries, parallel to `entries[..linked - base]`.
     previous: VecDeque<u64>,
+    /// Entries below this number are in `heads` and `previous`; at least `base`.
+    linked: u64,
     heads: HashMap<u64, u64, KeyHashIsHash>,
     /// Keyed by segment start.
     files: BTreeMap<u64, IndexFile>,
@@ -141,6 +151,7 @@ impl KeyIndex {
             base: 0,
             entries: VecDeque::new(),
             previous: VecDeque::new(),
+            linked: 0,
             heads: HashMap::default(),
             files: BTreeMap::new(),
             flushed: 0,
@@ -148,7 +159,7 @@ impl KeyIndex {
         }
     }
 
-    fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.base + self.entries.len() as u64
     }
 
@@ -180,9 +191,28 @@ impl KeyIndex {
             first: number,
             file: None,
         });
-        let previous = self.heads.insert(entry.hash, number).unwrap_or(NO_PREVIOUS);
         self.entries.push_back(entry);
-        self.previous.push_back(previous);
+    }
+
+    /// Entries pushed but not yet linked into their chains.
+    pub(crate) fn unlinked(&self) -> u64 {
+        self.end() - self.linked
+    }
+
+    /// Links up to `max` entries into their chains, oldest first; returns how many.
+    pub(crate) fn link(&mut self, max: usize) -> usize {
+        let count = usize::try_from(self.unlinked())
+            .unwrap_or(usize::MAX)
+            .min(max);
+        for _ in 0..count {
+            let number = self.linked;
+            let entry = self.entries[to_index(number - self.base)];
+            let previous = self.heads.insert(entry.hash, number).unwrap_or(NO_PREVIOUS);
+            self.previous.push_back(previous);
+            self.linked += 1;
+        }
+        debug_assert_eq!(self.previous.len() as u64, self.linked - self.base);
+        count
     }
 
     /// Physical offsets of records indexed under `topic#key` stored within
@@ -196,13 +226,20 @@ impl KeyIndex {
         end_ms: i64,
     ) -> Vec<PhysicalOffset> {
         let hash = key_hash(topic, key);
-        let mut found = Vec::new();
+        let in_range = |entry: &IndexEntry| (begin_ms..=end_ms).contains(&entry.store_timestamp_ms);
+        let unlinked = self.entries.range(to_index(self.linked - self.base)..);
+        let mut found: Vec<PhysicalOffset> = unlinked
+            .rev()
+            .filter(|entry| entry.hash == hash && in_range(entry))
+            .map(|entry| entry.physical)
+            .take(max)
+            .collect();
         let mut number = self.heads.get(&hash).copied().unwrap_or(NO_PREVIOUS);
         while number != NO_PREVIOUS && number >= self.base && found.len() < max {
             let index = to_index(number - self.base);
             let entry = self.entries[index];
             assert_eq!(entry.hash, hash, "chains link equal hashes");
-            if (begin_ms..=end_ms).contains(&entry.store_timestamp_ms) {
+            if in_range(&entry) {
                 found.push(entry.physical);
             }
             let previous = self.previous[index];
@@ -223,11 +260,17 @@ impl KeyIndex {
             .is_some_and(|entry| entry.physical.position() >= position)
         {
             let entry = self.entries.pop_back().expect("non-empty");
-            let previous = self.previous.pop_back().expect("parallel to entries");
-            match previous {
-                NO_PREVIOUS => self.heads.remove(&entry.hash),
-                number => self.heads.insert(entry.hash, number),
-            };
+            if self.end() < self.linked {
+                self.linked -= 1;
+                let previous = self
+                    .previous
+                    .pop_back()
+                    .expect("parallel to linked entries");
+                match previous {
+                    NO_PREVIOUS => self.heads.remove(&entry.hash),
+                    number => self.heads.insert(entry.hash, number),
+                };
+            }
         }
         let end = self.end();
         self.files
@@ -243,9 +286,12 @@ impl KeyIndex {
             .is_some_and(|entry| entry.physical.position() < position)
         {
             self.entries.pop_front();
-            self.previous.pop_front();
+            if self.base < self.linked {
+                self.previous.pop_front();
+            }
             self.base += 1;
         }
+        self.linked = self.linked.max(self.base);
         let base = self.base;
         self.heads.retain(|_, number| *number >= base);
         let kept = self
@@ -279,6 +325,7 @@ impl KeyIndex {
             let path = self.dir.join(file_name(start));
             let file = DirectFile::open(&path, OpenMode::ReadWrite, faults.clone()).await?;
             let first = self.load_entries(start, &file).await?;
+            self.link(usize::MAX);
             self.files.insert(
                 start,
                 IndexFile {
@@ -302,6 +349,8 @@ impl KeyIndex {
             let loaded = self.load_entries(start, &file).await;
             file.close().await?;
             let first = loaded?;
+            // Nothing links a sealed index later: its lookups must not scan.
+            self.link(usize::MAX);
             self.files.insert(start, IndexFile { first, file: None });
             comet_rt::local::yield_if_needed().await;
         }
@@ -404,26 +453,48 @@ mod tests {
     use super::*;
 
     // Proves lookups follow the chain newest first, honour the time range and the limit, and
-    // that truncation restores earlier chain heads.
+    // that truncation and retention restore the right chain heads, whatever number of entries
+    // the background linker has linked at each step (0 to all).
     #[test]
-    fn chains_lookup_and_truncate() {
+    fn chains_lookup_truncate_and_drop_at_any_link_progress() {
         let log = LogId::new(0).expect("id");
-        let mut index = KeyIndex::new(PathBuf::from("/nonexistent"), log, 1 << 20);
         let at = |position| PhysicalOffset::new(log, position);
-        index.add("T", "k1", at(0), 1000);
-        index.add("T", "k2", at(100), 2000);
-        index.add("T", "k1", at(200), 3000);
-        assert_eq!(
-            index.lookup("T", "k1", 10, 0, i64::MAX),
-            vec![at(200), at(0)]
-        );
-        assert_eq!(index.lookup("T", "k1", 1, 0, i64::MAX), vec![at(200)]);
-        assert_eq!(index.lookup("T", "k1", 10, 0, 1500), vec![at(0)]);
-        assert!(index.lookup("U", "k1", 10, 0, i64::MAX).is_empty());
-        index.truncate_from(150);
-        assert_eq!(index.lookup("T", "k1", 10, 0, i64::MAX), vec![at(0)]);
-        index.drop_below(50);
-        assert!(index.lookup("T", "k1", 10, 0, i64::MAX).is_empty());
-        assert_eq!(index.lookup("T", "k2", 10, 0, i64::MAX), vec![at(100)]);
+        for linked_at_first in 0..=4 {
+            for linked_after_truncate in [0, 1, usize::MAX] {
+                let mut index = KeyIndex::new(PathBuf::from("/nonexistent"), log, 1 << 20);
+                index.add("T", "k1", at(0), 1000);
+                index.add("T", "k2", at(100), 2000);
+                index.add("T", "k1", at(200), 3000);
+                index.add("T", "k1", at(300), 4000);
+                assert_eq!(index.link(linked_at_first), linked_at_first);
+                assert_eq!(index.unlinked(), 4 - linked_at_first as u64);
+                assert_eq!(
+                    index.lookup("T", "k1", 10, 0, i64::MAX),
+                    vec![at(300), at(200), at(0)]
+                );
+                assert_eq!(
+                    index.lookup("T", "k1", 2, 0, i64::MAX),
+                    vec![at(300), at(200)]
+                );
+                assert_eq!(index.lookup("T", "k1", 10, 0, 1500), vec![at(0)]);
+                assert_eq!(index.lookup("T", "k1", 10, 2500, 3500), vec![at(200)]);
+                assert!(index.lookup("U", "k1", 10, 0, i64::MAX).is_empty());
+                index.truncate_from(150);
+                index.link(linked_after_truncate);
+                assert_eq!(index.lookup("T", "k1", 10, 0, i64::MAX), vec![at(0)]);
+                index.add("T", "k1", at(400), 5000);
+                assert_eq!(
+                    index.lookup("T", "k1", 10, 0, i64::MAX),
+                    vec![at(400), at(0)]
+                );
+                index.drop_below(50);
+                assert_eq!(index.lookup("T", "k1", 10, 0, i64::MAX), vec![at(400)]);
+                assert_eq!(index.lookup("T", "k2", 10, 0, i64::MAX), vec![at(100)]);
+                index.link(usize::MAX);
+                assert_eq!(index.unlinked(), 0);
+                assert_eq!(index.lookup("T", "k1", 10, 0, i64::MAX), vec![at(400)]);
+                assert_eq!(index.lookup("T", "k2", 10, 0, i64::MAX), vec![at(100)]);
+            }
+        }
     }
 }

@@ -41,6 +41,21 @@ pub const CQ_ENTRIES_PER_FILE_DEFAULT: u64 = 288 * 1024;
 /// Bytes of one key-index entry (see `index`): 32 divides the page.
 pub const INDEX_ENTRY_BYTES: u64 = 32;
 
+/// Key-index entries linked per step while dispatch is quiet (~1 ms of linking).
+pub const INDEX_LINK_BATCH: usize = 4096;
+
+/// Key-index entries linked per step while dispatch is busy: linking then takes a few per
+/// cent of the shard, so a burst of appends (a timer storm) is stored and visible first.
+pub const INDEX_LINK_BUSY_BATCH: usize = 1024;
+
+/// Pause after a busy step (see [`INDEX_LINK_BUSY_BATCH`]).
+pub const INDEX_LINK_BUSY_PAUSE_MS: u64 = 5;
+
+/// Most entries left unlinked before linking runs at full speed even while busy: lookups
+/// scan the unlinked entries (32 MiB here, a few ms), so the backlog stays bounded under
+/// sustained load.
+pub const INDEX_UNLINKED_MAX: u64 = 1 << 20;
+
 /// Bytes read at once when a pull reads older data from disk (read-ahead).
 pub const READ_AHEAD_BYTES: usize = 256 * 1024;
 

@@ -1,5 +1,6 @@
 //! Background work besides the flusher: the lazy flush of consume queues and the index
-//! followed by a checkpoint, retention (expired segments, disk-use marks), and shutdown.
+//! followed by a checkpoint, linking index entries into their key chains, retention
+//! (expired segments, disk-use marks), and shutdown.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -15,6 +16,9 @@ use crate::checkpoint::Checkpoint;
 use crate::consume_queue::FileWrite;
 use crate::error::StoreError;
 use crate::flush::{fail, run_flusher};
+use crate::limits::{
+    INDEX_LINK_BATCH, INDEX_LINK_BUSY_BATCH, INDEX_LINK_BUSY_PAUSE_MS, INDEX_UNLINKED_MAX,
+};
 use crate::offset::{LogId, PhysicalOffset};
 use crate::store::{Shared, Store};
 
@@ -60,6 +64,8 @@ impl Store {
         // waits only for the flusher (and takes the maintenance lock for its own checkpoint).
         let store = self.internal();
         let orphans = comet_rt::local::spawn(async move { store.load_orphan_indexes().await });
+        let linker = comet_rt::local::spawn(run_index_linker(Rc::clone(&self.shared)));
+        linker.detach();
         maintenance.detach();
         retention.detach();
         orphans.detach();
@@ -172,6 +178,7 @@ impl Store {
             return Ok(());
         }
         shared.flush_wanted.wake_all();
+        shared.index_pushed.wake_all();
         let tasks: Vec<_> = shared.tasks.borrow_mut().drain(..).collect();
         for task in tasks {
             task.await;
@@ -396,4 +403,51 @@ pub(crate) fn modified_ms(path: &std::path::Path) -> Option<i64> {
     let modified = std::fs::metadata(path).ok()?.modified().ok()?;
     let since_epoch = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
     i64::try_from(since_epoch.as_millis()).ok()
+}
+
+/// Links key-index entries into their chains (see `index`) behind dispatch: a few per cent
+/// of the shard while appends keep coming, as fast as it can once they stop or when the
+/// backlog reaches [`INDEX_UNLINKED_MAX`]. Stops with the store.
+async fn run_index_linker(shared: Rc<Shared>) {
+    let mut end_seen = 0;
+    loop {
+        IndexWork { shared: &shared }.await;
+        if shared.closed.get() || shared.abandoned.get() {
+            return;
+        }
+        let (busy, backlog) = {
+            let index = shared.index.borrow();
+            (index.end() != end_seen, index.unlinked())
+        };
+        let mut index = shared.index.borrow_mut();
+        if busy && backlog <= INDEX_UNLINKED_MAX {
+            index.link(INDEX_LINK_BUSY_BATCH);
+            end_seen = index.end();
+            drop(index);
+            comet_rt::local::sleep(Duration::from_millis(INDEX_LINK_BUSY_PAUSE_MS)).await;
+        } else {
+            index.link(INDEX_LINK_BATCH);
+            end_seen = index.end();
+            drop(index);
+            comet_rt::local::yield_if_needed().await;
+        }
+    }
+}
+
+/// Resolves when the index has unlinked entries or the store stops.
+struct IndexWork<'s> {
+    shared: &'s Shared,
+}
+
+impl Future for IndexWork<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let shared = self.shared;
+        if shared.index.borrow().unlinked() > 0 || shared.closed.get() || shared.abandoned.get() {
+            return Poll::Ready(());
+        }
+        shared.index_pushed.register(cx.waker());
+        Poll::Pending
+    }
 }

@@ -123,6 +123,7 @@ impl Store {
             handles: Cell::new(1),
             durable_waiters: PositionWaiters::default(),
             flush_wanted: WakerList::default(),
+            index_pushed: WakerList::default(),
             spare_ready: WakerList::default(),
             maintenance_busy: Cell::new(false),
             maintenance_free: WakerList::default(),

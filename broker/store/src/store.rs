@@ -100,6 +100,8 @@ pub(crate) struct Shared {
     pub(crate) handles: Cell<usize>,
     pub(crate) durable_waiters: PositionWaiters,
     pub(crate) flush_wanted: WakerList,
+    /// The index linker, waiting for unlinked entries.
+    pub(crate) index_pushed: WakerList,
     pub(crate) spare_ready: WakerList,
     pub(crate) maintenance_busy: Cell<bool>,
     pub(crate) maintenance_free: WakerList,
@@ -151,6 +153,7 @@ impl Shared {
         self.lock_file.borrow_mut().take();
         self.durable_waiters.wake_all();
         self.flush_wanted.wake_all();
+        self.index_pushed.wake_all();
         self.spare_ready.wake_all();
         self.arrivals_wake_all();
         self.tasks.borrow_mut().clear();
@@ -170,6 +173,12 @@ impl Store {
     /// The store's configuration.
     pub fn config(&self) -> &StoreConfig {
         &self.shared.config
+    }
+
+    /// Key-index entries dispatched but not yet linked into their key chains: background
+    /// work a burst of appends leaves behind (lookups see these entries all the same).
+    pub fn index_unlinked_entries(&self) -> u64 {
+        self.shared.index.borrow().unlinked()
     }
 
     /// Bytes appended but not yet durable.
@@ -608,6 +617,9 @@ pub(crate) fn dispatch_durable(shared: &Shared) {
         log.dispatched = position + size;
     }
     log.evict();
+    if index.unlinked() > 0 {
+        shared.index_pushed.wake_all();
+    }
 }
 
 /// Resolves when the log is durable up to `end`, or fails with the store's failure.

@@ -434,3 +434,69 @@ fn tailing_reads_cost_no_disk_io() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+// Proves keys are found by query right after their records are appended, whatever the
+// index linker has done so far, and that the linker catches up in the background.
+#[test]
+fn key_queries_before_and_after_background_linking() {
+    let dir = TestDir::new("index-linker");
+    run(async {
+        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        const RECORDS: u64 = 3_000;
+        let mut batch = Vec::new();
+        for index in 0..RECORDS {
+            let unique = format!("U{index}");
+            let props = properties(&[("UNIQ_KEY", &unique), ("KEYS", "all")]);
+            batch.push(record("Linked", 0, &body(index, 16), &props));
+            if batch.len() == 500 {
+                store.append(&batch).await.expect("append");
+                batch.clear();
+            }
+        }
+        // Usually some entries are still unlinked here (the index unit test covers lookups
+        // at every link progress deterministically); the queries must not care.
+        let check = |found: Vec<bytes::Bytes>, tag: u64| {
+            assert_eq!(found.len(), 1);
+            assert_eq!(body_tag(&found[0]), tag);
+        };
+        check(
+            store
+                .query_by_key("Linked", "U2999", 4, 0, i64::MAX)
+                .await
+                .expect("q"),
+            2999,
+        );
+        check(
+            store
+                .query_by_key("Linked", "U0", 4, 0, i64::MAX)
+                .await
+                .expect("q"),
+            0,
+        );
+        let newest = store
+            .query_by_key("Linked", "all", 3, 0, i64::MAX)
+            .await
+            .expect("q");
+        let tags: Vec<u64> = newest.iter().map(|record| body_tag(record)).collect();
+        assert_eq!(tags, vec![2999, 2998, 2997]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.index_unlinked_entries() > 0 {
+            assert!(std::time::Instant::now() < deadline, "linker catches up");
+            comet_rt::local::sleep(Duration::from_millis(10)).await;
+        }
+        check(
+            store
+                .query_by_key("Linked", "U1500", 4, 0, i64::MAX)
+                .await
+                .expect("q"),
+            1500,
+        );
+        let all = store
+            .query_by_key("Linked", "all", 10_000, 0, i64::MAX)
+            .await
+            .expect("q");
+        assert_eq!(all.len() as u64, RECORDS);
+        assert_eq!(body_tag(&all[0]), RECORDS - 1);
+        store.shutdown().await.expect("shutdown");
+    });
+}
