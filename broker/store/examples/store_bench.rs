@@ -5,10 +5,14 @@
 //! ```text
 //! cargo run --release -p comet-store --example store_bench -- --dir target/bench-store
 //! ```
+//!
+//! `--stores K` runs K stores at once, each on its own executor thread with its own N
+//! appenders, the way a broker with K shards runs one store per core; the rates are summed.
 
 use std::cell::Cell;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
@@ -33,10 +37,24 @@ struct Args {
     /// Policies to measure: sync, async.
     #[arg(long, value_delimiter = ',', default_value = "sync,async")]
     policies: Vec<String>,
+    /// Stores measured at once, one per executor thread (a broker runs one per shard).
+    #[arg(long, default_value_t = 1)]
+    stores: u8,
+}
+
+/// What one store did during one measurement.
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    records: f64,
+    bytes: f64,
+    fsyncs: f64,
+    cpu_us: f64,
+    elapsed_seconds: f64,
 }
 
 struct Row {
     policy: &'static str,
+    stores: u8,
     appenders: u64,
     appends_per_second: f64,
     megabytes_per_second: f64,
@@ -77,15 +95,25 @@ fn encoded_record(body_bytes: usize) -> BytesMut {
     buffer
 }
 
-async fn measure(args: &Args, policy: FlushPolicy, appenders: u64) -> Row {
-    let root = args.dir.join(format!("{policy:?}-{appenders}"));
+async fn measure_store(
+    args: &Args,
+    policy: FlushPolicy,
+    appenders: u64,
+    store_number: u8,
+    start: &Barrier,
+) -> Sample {
+    let root = args
+        .dir
+        .join(format!("{policy:?}-{appenders}-{store_number}"));
     let _ = std::fs::remove_dir_all(&root);
-    let mut config = StoreConfig::new(&root, LogId::new(0).expect("id"));
+    let mut config = StoreConfig::new(&root, LogId::new(store_number).expect("id"));
     config.flush_policy = policy;
     config.flush_interval_ms = 10;
     let store = Store::open(config).await.expect("open store");
     let record = Rc::new(encoded_record(args.body_bytes));
     let stop = Rc::new(Cell::new(false));
+    // Every store is open before any measures (nothing else runs on this thread yet).
+    start.wait();
     let before = store.stats();
     let cpu_before = thread_cpu_us();
     let started = Instant::now();
@@ -106,54 +134,87 @@ async fn measure(args: &Args, policy: FlushPolicy, appenders: u64) -> Row {
     for task in tasks {
         task.await;
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed_seconds = started.elapsed().as_secs_f64();
     let cpu_us = thread_cpu_us() - cpu_before;
     let after = store.stats();
     store.shutdown().await.expect("shutdown");
     let _ = std::fs::remove_dir_all(&root);
-    let records = (after.appended_records - before.appended_records) as f64;
-    let bytes = (after.appended_bytes - before.appended_bytes) as f64;
-    let fsyncs = (after.fdatasyncs - before.fdatasyncs) as f64;
+    Sample {
+        records: (after.appended_records - before.appended_records) as f64,
+        bytes: (after.appended_bytes - before.appended_bytes) as f64,
+        fsyncs: (after.fdatasyncs - before.fdatasyncs) as f64,
+        cpu_us,
+        elapsed_seconds,
+    }
+}
+
+/// Runs `args.stores` stores at once, one per thread, and sums what they did.
+fn measure(args: &Arc<Args>, policy: FlushPolicy, appenders: u64) -> Row {
+    let start = Arc::new(Barrier::new(usize::from(args.stores)));
+    let threads: Vec<_> = (0..args.stores)
+        .map(|store_number| {
+            let (args, start) = (Arc::clone(args), Arc::clone(&start));
+            std::thread::spawn(move || {
+                comet_rt::local::run_local(&format!("store-bench-{store_number}"), async {
+                    measure_store(&args, policy, appenders, store_number, &start).await
+                })
+            })
+        })
+        .collect();
+    let mut total = Sample::default();
+    for thread in threads {
+        let sample = thread.join().expect("bench thread");
+        total.records += sample.records;
+        total.bytes += sample.bytes;
+        total.fsyncs += sample.fsyncs;
+        total.cpu_us += sample.cpu_us;
+        total.elapsed_seconds = total.elapsed_seconds.max(sample.elapsed_seconds);
+    }
+    let elapsed = total.elapsed_seconds;
     Row {
         policy: if policy == FlushPolicy::Sync {
             "SYNC_FLUSH"
         } else {
             "ASYNC_FLUSH"
         },
+        stores: args.stores,
         appenders,
-        appends_per_second: records / elapsed,
-        megabytes_per_second: bytes / elapsed / 1e6,
-        fsyncs_per_second: fsyncs / elapsed,
-        records_per_fsync: if fsyncs > 0.0 { records / fsyncs } else { 0.0 },
-        cpu_us_per_record: cpu_us / records.max(1.0),
+        appends_per_second: total.records / elapsed,
+        megabytes_per_second: total.bytes / elapsed / 1e6,
+        fsyncs_per_second: total.fsyncs / elapsed,
+        records_per_fsync: if total.fsyncs > 0.0 {
+            total.records / total.fsyncs
+        } else {
+            0.0
+        },
+        cpu_us_per_record: total.cpu_us / total.records.max(1.0),
     }
 }
 
 fn main() {
-    let args = Args::parse();
+    let args = Arc::new(Args::parse());
+    assert!(args.stores >= 1, "--stores must be at least 1");
     std::fs::create_dir_all(&args.dir).expect("bench dir");
-    let rows = comet_rt::local::run_local("store-bench", async {
-        let mut rows = Vec::new();
-        for policy in &args.policies {
-            let policy = match policy.as_str() {
-                "sync" => FlushPolicy::Sync,
-                "async" => FlushPolicy::Async,
-                other => panic!("unknown policy {other}"),
-            };
-            for &appenders in &args.appenders {
-                rows.push(measure(&args, policy, appenders).await);
-            }
+    let mut rows = Vec::new();
+    for policy in &args.policies {
+        let policy = match policy.as_str() {
+            "sync" => FlushPolicy::Sync,
+            "async" => FlushPolicy::Async,
+            other => panic!("unknown policy {other}"),
+        };
+        for &appenders in &args.appenders {
+            rows.push(measure(&args, policy, appenders));
         }
-        rows
-    });
+    }
     println!(
-        "| policy | appenders | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record |"
+        "| policy | stores | appenders per store | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!(
-            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} |",
             row.policy,
+            row.stores,
             row.appenders,
             row.appends_per_second,
             row.megabytes_per_second,
