@@ -125,8 +125,8 @@ start_broker() {
     comet)
       rm -rf "$RUN_DIR/comet-store"; mkdir -p "$RUN_DIR/comet-store"
       RUST_LOG=warn "${BROKER_PIN[@]}" "$COMET" --standalone --cores "$COMET_CORES" \
-        --listen-port "$broker_port" --namesrv "$NS" --store "$RUN_DIR/comet-store" \
-        --flush "$flush" >"$RUN_DIR/comet-$flush.log" 2>&1 &
+        --bind-address 127.0.0.1 --listen-port "$broker_port" --namesrv "$NS" \
+        --store "$RUN_DIR/comet-store" --flush "$flush" >"$RUN_DIR/comet-$flush.log" 2>&1 &
       BROKER_PID=$!
       wait_port "$broker_port"; wait_port "$ns_port"
       ;;

@@ -121,6 +121,7 @@ impl Broker {
         let child = Command::new(binary)
             .arg("--standalone")
             .args(["--cores", &cores.to_string()])
+            .args(["--bind-address", "127.0.0.1"])
             .args(["--listen-port", &port.to_string()])
             .args(["--namesrv", &format!("127.0.0.1:{}", free_port())])
             .args(["--store", &store.display().to_string()])

@@ -9,7 +9,7 @@
 //! Internal names carry units (`flush_interval_ms`, `message_bytes_max`); the RocketMQ key is
 //! kept beside each field.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -60,6 +60,11 @@ pub struct BrokerConfig {
     pub namesrv_addrs: Vec<String>,
     /// `brokerIP1`: the address clients are told to connect to.
     pub broker_ip: IpAddr,
+    /// `bindAddress`: the local address every listener of the process binds (the client port,
+    /// and the embedded name server of `--standalone`). Default 0.0.0.0, every interface, as
+    /// RocketMQ's `NettyServerConfig.bindAddress`; tests and local set-ups give 127.0.0.1.
+    /// Always IPv4: the listeners' port reservation is IPv4-only.
+    pub bind_address: IpAddr,
     /// `listenPort`.
     pub listen_port: u16,
     /// `haListenPort`.
@@ -134,6 +139,7 @@ impl Default for BrokerConfig {
             broker_id: 0,
             namesrv_addrs: Vec::new(),
             broker_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             listen_port: 10911,
             ha_listen_port: 10912,
             store_root: PathBuf::from("store"),
@@ -200,6 +206,7 @@ impl BrokerConfig {
             "brokerId" => self.broker_id = parse(key, value, "an integer")?,
             "namesrvAddr" => self.namesrv_addrs = split_list(value),
             "brokerIP1" => self.broker_ip = parse(key, value, "an IP address")?,
+            "bindAddress" => self.bind_address = parse_bind_address(key, value)?,
             "listenPort" => self.listen_port = parse(key, value, "a port number")?,
             "haListenPort" => self.ha_listen_port = parse(key, value, "a port number")?,
             "storePathRootDir" => self.store_root = PathBuf::from(non_empty(key, value)?),
@@ -271,6 +278,11 @@ impl BrokerConfig {
         )
     }
 
+    /// The address the client listener binds: `bindAddress:listenPort`.
+    pub fn listen_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.bind_address, self.listen_port)
+    }
+
     /// The address registered with name servers and handed to clients: `brokerIP1:listenPort`.
     pub fn broker_addr(&self) -> String {
         format!("{}:{}", self.broker_ip, self.listen_port)
@@ -294,6 +306,7 @@ impl BrokerConfig {
             ("brokerId", self.broker_id.to_string()),
             ("namesrvAddr", self.namesrv_addrs.join(";")),
             ("brokerIP1", self.broker_ip.to_string()),
+            ("bindAddress", self.bind_address.to_string()),
             ("listenPort", self.listen_port.to_string()),
             ("haListenPort", self.ha_listen_port.to_string()),
             ("storePathRootDir", self.store_root.display().to_string()),
@@ -388,6 +401,14 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
         "false" => Ok(false),
         _ => Err(error(key, value, "true or false")),
     }
+}
+
+/// An IPv4 address, as `bindAddress` takes: the broker's listeners reserve their port on an
+/// IPv4 socket, so an IPv6 address is refused here rather than when the broker binds.
+fn parse_bind_address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
+    const EXPECTED: &str = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
+    let address: Ipv4Addr = parse(key, value, EXPECTED)?;
+    Ok(IpAddr::V4(address))
 }
 
 fn parse_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
@@ -514,5 +535,34 @@ mod tests {
         assert!(config.apply("autoCreateTopicEnable", "yes").is_err());
         assert_eq!(config.apply("registerNameServerPeriod", "1000"), Ok(true));
         assert_eq!(config.register_period_ms, 10_000);
+    }
+
+    // Proves `bindAddress` defaults to every interface, takes an IPv4 address, refuses a
+    // host name, an IPv6 address, a port or an empty value with an error naming the key, and
+    // is listed in the key/value dump GET_BROKER_CONFIG returns.
+    #[test]
+    fn bind_address_is_an_ipv4_address() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(config.listen_addr().to_string(), "0.0.0.0:10911");
+        let pairs = [("bindAddress", " 127.0.0.1 "), ("listenPort", "20911")];
+        assert!(config.apply_pairs(pairs).unwrap().is_empty());
+        assert_eq!(config.bind_address, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        assert_eq!(config.listen_addr().to_string(), "127.0.0.1:20911");
+        for bad in [
+            "localhost",
+            "::1",
+            "127.0.0.1:10911",
+            "",
+            "127.0.0.256",
+            "0.0.0.0x",
+        ] {
+            let error = config.apply("bindAddress", bad).unwrap_err();
+            assert_eq!(error.key, "bindAddress", "{bad:?}");
+            assert!(error.to_string().contains("IPv4"), "{error}");
+        }
+        assert_eq!(config.bind_address, IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let dump = config.to_pairs();
+        assert!(dump.contains(&("bindAddress", "127.0.0.1".to_owned())));
+        assert!(!BrokerConfig::is_live_key("bindAddress"));
     }
 }

@@ -7,7 +7,7 @@ use clap::Parser;
 use comet_broker::config::BrokerConfig;
 use comet_broker::live_config::{overrides_path, read_overrides, LiveConfig};
 use comet_broker::runtime::{run, RunOptions};
-use comet_broker::standalone::DEFAULT_NAMESRV_ADDR;
+use comet_broker::standalone::default_namesrv_addr;
 use comet_rt::fatal::{fatal, FatalReason};
 use comet_rt::shutdown::RemoteStop;
 
@@ -30,6 +30,9 @@ struct Args {
     /// `namesrvAddr`: name servers to register with, `;`-separated.
     #[arg(short = 'n', long = "namesrv")]
     namesrv: Option<String>,
+    /// `bindAddress`: the local IPv4 address the listeners bind (default 0.0.0.0).
+    #[arg(long)]
+    bind_address: Option<String>,
     /// `listenPort`.
     #[arg(long)]
     listen_port: Option<u16>,
@@ -89,7 +92,7 @@ fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), 
         log::warn!("ignoring broker config key `{key}`: Comet does not use it");
     }
     if args.standalone && config.namesrv_addrs.is_empty() {
-        config.namesrv_addrs.push(DEFAULT_NAMESRV_ADDR.to_owned());
+        config.namesrv_addrs.push(default_namesrv_addr(&config));
     }
     Ok((config, overrides))
 }
@@ -98,6 +101,7 @@ fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), 
 fn flag_pairs(args: &Args) -> Result<Vec<(String, String)>, String> {
     let flags = [
         ("namesrvAddr", args.namesrv.clone()),
+        ("bindAddress", args.bind_address.clone()),
         ("listenPort", args.listen_port.map(|port| port.to_string())),
         (
             "storePathRootDir",
@@ -151,12 +155,12 @@ fn main() {
     let stop = RemoteStop::new();
     install_signal_handlers(stop.clone());
     log::info!(
-        "comet-broker {} starting: {} shards, store {}, {:?}, listen port {}",
+        "comet-broker {} starting: {} shards, store {}, {:?}, listening on {}",
         env!("CARGO_PKG_VERSION"),
         shard_count,
         config.store_root.display(),
         config.flush_disk_type,
-        config.listen_port
+        config.listen_addr()
     );
     let options = RunOptions {
         shard_count,

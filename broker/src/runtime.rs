@@ -172,8 +172,7 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         .map_err(RunError::new(FatalReason::StorageIo))?;
     let store_count =
         remap_stores(&config, shard_count).map_err(RunError::new(FatalReason::StorageIo))?;
-    let listen: SocketAddr =
-        SocketAddr::new(std::net::Ipv4Addr::UNSPECIFIED.into(), config.listen_port);
+    let listen: SocketAddr = config.listen_addr();
     if options.standalone {
         // Checked here, before any shard runs, so shard 0 never waits for it.
         let namesrv = crate::standalone::name_server_addr(&config)

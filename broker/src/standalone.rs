@@ -1,6 +1,12 @@
 //! `--standalone`: the name server runs inside the broker process, on shard 0 in its own
-//! task class, listening at the first `namesrvAddr` (default 127.0.0.1:9876), so one command
-//! gives a working single-node system.
+//! task class, listening at the first `namesrvAddr`, so one command gives a working
+//! single-node system.
+//!
+//! Invariant: the embedded name server never listens beyond `bindAddress`. With the default
+//! wildcard `bindAddress` it listens on the first `namesrvAddr`'s own IP (127.0.0.1:9876 when
+//! none is set); with a specific `bindAddress` the first `namesrvAddr` must be on that
+//! address (it defaults to `bindAddress:9876`), because the broker registers there and
+//! clients are told to connect there.
 
 use std::net::SocketAddr;
 
@@ -11,17 +17,42 @@ use comet_rt::ShardId;
 
 use crate::config::BrokerConfig;
 
-/// Where clients find the embedded name server when `namesrvAddr` is not set.
+/// Where clients find the embedded name server when neither `namesrvAddr` nor a specific
+/// `bindAddress` is set.
 pub const DEFAULT_NAMESRV_ADDR: &str = "127.0.0.1:9876";
 
-/// The address the embedded name server listens at.
+/// The embedded name server's port when `namesrvAddr` is not set.
+const DEFAULT_NAMESRV_PORT: u16 = 9876;
+
+/// The `namesrvAddr` a standalone broker uses when none is configured: its own name server on
+/// the loopback address, or on `bindAddress` when that names one address.
+pub fn default_namesrv_addr(config: &BrokerConfig) -> String {
+    if config.bind_address.is_unspecified() {
+        DEFAULT_NAMESRV_ADDR.to_owned()
+    } else {
+        SocketAddr::new(config.bind_address, DEFAULT_NAMESRV_PORT).to_string()
+    }
+}
+
+/// The address the embedded name server listens at: the first `namesrvAddr`, which must be
+/// on `bindAddress` unless that is the wildcard (see the module docs).
 pub fn name_server_addr(config: &BrokerConfig) -> Result<SocketAddr, String> {
     let text = config
         .namesrv_addrs
         .first()
         .map_or(DEFAULT_NAMESRV_ADDR, String::as_str);
-    text.parse()
-        .map_err(|_| format!("namesrvAddr {text:?} is not an ip:port address"))
+    let addr: SocketAddr = text
+        .parse()
+        .map_err(|_| format!("namesrvAddr {text:?} is not an ip:port address"))?;
+    if !config.bind_address.is_unspecified() && addr.ip() != config.bind_address {
+        return Err(format!(
+            "namesrvAddr {addr} is not on bindAddress {bind}: the embedded name server listens \
+             only on bindAddress, where the broker must find it (use {bind}:{port})",
+            bind = config.bind_address,
+            port = addr.port(),
+        ));
+    }
+    Ok(addr)
 }
 
 /// Starts the embedded name server on the current shard; it stops with `stop`.
@@ -38,4 +69,50 @@ pub fn spawn_name_server(config: &BrokerConfig, stop: StopSignal) -> Result<(), 
     log::info!("embedded name server listening on {addr}");
     spawn_detached(TaskClass::NameServer, name_server.run(listener, stop));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
+        let mut config = BrokerConfig::default();
+        config.apply_pairs(pairs.iter().copied()).unwrap();
+        config
+    }
+
+    // Proves the embedded name server stays on the configured name server address under the
+    // wildcard bindAddress, follows a specific bindAddress by default, and refuses a
+    // namesrvAddr outside a specific bindAddress instead of listening where the broker and
+    // clients would not look.
+    #[test]
+    fn name_server_listens_within_bind_address() {
+        let wildcard = config(&[("namesrvAddr", "10.0.0.7:9877")]);
+        assert_eq!(default_namesrv_addr(&wildcard), DEFAULT_NAMESRV_ADDR);
+        assert_eq!(
+            name_server_addr(&wildcard).unwrap().to_string(),
+            "10.0.0.7:9877"
+        );
+        let loopback = config(&[("bindAddress", "127.0.0.1")]);
+        assert_eq!(default_namesrv_addr(&loopback), "127.0.0.1:9876");
+        assert_eq!(
+            name_server_addr(&loopback).unwrap().to_string(),
+            "127.0.0.1:9876"
+        );
+        let outside = config(&[
+            ("bindAddress", "127.0.0.1"),
+            ("namesrvAddr", "10.0.0.7:9877"),
+        ]);
+        let error = name_server_addr(&outside).unwrap_err();
+        assert!(error.contains("bindAddress 127.0.0.1"), "{error}");
+        assert!(error.contains("127.0.0.1:9877"), "{error}");
+        let inside = config(&[
+            ("bindAddress", "10.0.0.7"),
+            ("namesrvAddr", "10.0.0.7:9877"),
+        ]);
+        assert_eq!(
+            name_server_addr(&inside).unwrap().to_string(),
+            "10.0.0.7:9877"
+        );
+    }
 }

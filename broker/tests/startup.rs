@@ -1,49 +1,149 @@
-//! Start-up failures: the process stops at once with a clear message and an exit status that
-//! names the class of failure (see `comet_rt::fatal::FatalReason`).
+//! Start-up: where the broker listens (`bindAddress`), and failures: the process stops at
+//! once with a clear message and an exit status that names the class of failure (see
+//! `comet_rt::fatal::FatalReason`).
 
-use std::net::TcpListener;
-use std::process::Command;
-use std::time::Duration;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use comet_test_support::{broker_binary, free_port, TempDir};
+use comet_test_support::{broker_binary, free_port, Broker, TempDir, LOOPBACK};
 
+/// Exit status of a configuration that cannot be used (`FatalReason::Config`).
+const EXIT_CONFIG: i32 = 72;
 /// Exit status of a listener that could not bind (`FatalReason::Bind`).
 const EXIT_BIND: i32 = 73;
+/// TCP state `LISTEN` as `/proc/net/tcp` prints it.
+const TCP_LISTEN_STATE: &str = "0A";
 
-// Proves a broker whose listen port is taken exits with the bind status (not the storage
-// one) and says which port, instead of sharing the port or hanging.
-#[test]
-fn busy_listen_port_exits_with_the_bind_status() {
-    let taken = TcpListener::bind("0.0.0.0:0").expect("bind a port to occupy");
-    let port = taken.local_addr().expect("address").port();
-    let store = TempDir::new("startup-busy-port");
+/// Local IPv4 addresses of the sockets listening on `port`, from `/proc/net/tcp`, and how many
+/// IPv6 sockets listen on it (from `/proc/net/tcp6`; a dual-stack `::` would cover IPv4 too).
+fn listeners_on(port: u16) -> (Vec<Ipv4Addr>, usize) {
+    // Each row: `sl local_address rem_address st ...`, the address as the kernel's in-memory
+    // 32-bit word in hex (so native byte order) and the port in hex.
+    let rows = |path: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .skip(1)
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                let (address, port_hex) = fields.get(1)?.split_once(':')?;
+                let listening = *fields.get(3)? == TCP_LISTEN_STATE;
+                let matches = u16::from_str_radix(port_hex, 16) == Ok(port);
+                (listening && matches).then(|| address.to_owned())
+            })
+            .collect()
+    };
+    let v4 = rows("/proc/net/tcp")
+        .into_iter()
+        .map(|address| {
+            let word = u32::from_str_radix(&address, 16).expect("a hex IPv4 address");
+            Ipv4Addr::from(word.to_ne_bytes())
+        })
+        .collect();
+    (v4, rows("/proc/net/tcp6").len())
+}
+
+/// Runs the broker with `args` until it exits (it must, within 30 s); its status and stderr.
+fn run_to_exit(args: &[&str], store: &TempDir) -> (Option<i32>, String) {
     let mut child = Command::new(broker_binary())
-        .args(["--standalone", "--cores", "1"])
-        .args(["--listen-port", &port.to_string()])
-        .args(["--namesrv", &format!("127.0.0.1:{}", free_port())])
+        .args(["--standalone", "--no-pin", "--cores", "1"])
         .arg("--store")
         .arg(store.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start comet-broker");
-    // The port probe waits up to 10 s for a dying listener before it gives up.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let status = loop {
         if let Some(status) = child.try_wait().expect("wait") {
             break status;
         }
-        if std::time::Instant::now() > deadline {
+        if Instant::now() > deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("comet-broker still running 30 s after start on a busy port");
+            panic!("comet-broker still running 30 s after start with {args:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
         .expect("read stderr");
-    assert_eq!(status.code(), Some(EXIT_BIND), "stderr: {stderr}");
+    (status.code(), stderr)
+}
+
+// Proves a broker told `bindAddress=127.0.0.1` serves on 127.0.0.1 and that every socket it
+// (and its embedded name server) listens with is bound to 127.0.0.1, none to the wildcard or
+// IPv6, one per shard on the broker port; 127.0.0.2, which a wildcard listener would answer
+// on Linux loopback, is refused.
+#[test]
+fn listeners_bind_only_the_bind_address() {
+    let store = TempDir::new("startup-bind-address");
+    let broker = Broker::start(store.path(), 2, &["-o", "bindAddress=127.0.0.1"]);
+    for (addr, sockets_min) in [(broker.broker_addr, 2), (broker.namesrv_addr, 1)] {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("accepts on 127.0.0.1");
+        let (v4, v6_count) = listeners_on(addr.port());
+        assert!(v4.len() >= sockets_min, "{addr}: listeners {v4:?}");
+        assert!(
+            v4.iter().all(|ip| *ip == LOOPBACK),
+            "{addr}: listeners {v4:?}"
+        );
+        assert_eq!(v6_count, 0, "{addr}: an IPv6 socket listens on the port");
+        let other = SocketAddr::from(([127, 0, 0, 2], addr.port()));
+        assert!(
+            TcpStream::connect_timeout(&other, Duration::from_secs(2)).is_err(),
+            "{other} accepted a connection"
+        );
+    }
+}
+
+// Proves a bad `bindAddress`, and a standalone name server address outside `bindAddress`,
+// stop the broker with the configuration status and a message naming the key.
+#[test]
+fn bad_bind_address_settings_exit_with_the_config_status() {
+    let store = TempDir::new("startup-bad-bind");
+    let namesrv = format!("127.0.0.1:{}", free_port());
+    let (code, stderr) = run_to_exit(
+        &["--bind-address", "localhost", "--namesrv", &namesrv],
+        &store,
+    );
+    assert_eq!(code, Some(EXIT_CONFIG), "stderr: {stderr}");
+    assert!(stderr.contains("`bindAddress`"), "stderr: {stderr}");
+    let outside = format!("127.0.0.2:{}", free_port());
+    let (code, stderr) = run_to_exit(
+        &[
+            "--bind-address",
+            "127.0.0.1",
+            "--listen-port",
+            &free_port().to_string(),
+            "--namesrv",
+            &outside,
+        ],
+        &store,
+    );
+    assert_eq!(code, Some(EXIT_CONFIG), "stderr: {stderr}");
+    assert!(stderr.contains("bindAddress 127.0.0.1"), "stderr: {stderr}");
+}
+
+// Proves a broker whose listen port is taken exits with the bind status (not the storage
+// one) and says which port, instead of sharing the port or hanging.
+#[test]
+fn busy_listen_port_exits_with_the_bind_status() {
+    let taken = TcpListener::bind((LOOPBACK, 0)).expect("bind a port to occupy");
+    let port = taken.local_addr().expect("address").port();
+    let store = TempDir::new("startup-busy-port");
+    let namesrv = format!("127.0.0.1:{}", free_port());
+    let args = [
+        "--bind-address",
+        "127.0.0.1",
+        "--listen-port",
+        &port.to_string(),
+        "--namesrv",
+        &namesrv,
+    ];
+    // The port probe waits up to 10 s for a dying listener before it gives up.
+    let (code, stderr) = run_to_exit(&args, &store);
+    assert_eq!(code, Some(EXIT_BIND), "stderr: {stderr}");
     assert!(stderr.contains("(Bind)"), "stderr: {stderr}");
     assert!(stderr.contains(&port.to_string()), "stderr: {stderr}");
     drop(taken);

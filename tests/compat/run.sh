@@ -11,7 +11,7 @@
 #   opt-in suite: reverse (comet-client and comet-bench; meant for --against apache)
 #
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
-# --against starts the broker on loopback (name server 127.0.0.1:9876, broker :10911) in a
+# --against starts the broker bound to 127.0.0.1 only (name server :9876, broker :10911) in a
 # temporary folder, runs the suites and stops it, whatever happens. A missing prerequisite
 # (java, mvn, go, python3, node, npm, cargo, the comet-broker binary) fails the run: nothing
 # is ever skipped silently.
@@ -78,8 +78,8 @@ start_comet() {
   [[ -n "$FLUSH" ]] && flush=(--flush "$FLUSH")
   # The store path is given absolute and explicit, inside this run's temporary folder (early
   # brokers failed to open a relative one under io_uring).
-  (cd "$WORK/comet" && exec setsid "$bin" --standalone --store "$WORK/comet/store" \
-    "${flush[@]}" ${COMET_BROKER_ARGS:-} \
+  (cd "$WORK/comet" && exec setsid "$bin" --standalone --bind-address 127.0.0.1 \
+    --store "$WORK/comet/store" "${flush[@]}" ${COMET_BROKER_ARGS:-} \
     >"$WORK/comet/broker.out" 2>&1 </dev/null) &
   BROKER_PID=$!
   local deadline=$((SECONDS + START_TIMEOUT_S))

@@ -7,12 +7,16 @@
 //! that cannot find it fails and says how to build it, it never skips.
 //!
 //! Invariants: every process started here is killed and reaped when its [`Broker`] drops;
-//! every [`TempDir`] is removed when it drops; only 127.0.0.1 is used.
+//! every [`TempDir`] is removed when it drops; only 127.0.0.1 is used: brokers are started
+//! with `--bind-address 127.0.0.1`, so nothing they open listens on another interface.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+/// The one address tests use: brokers bind it (`bindAddress`), clients connect to it.
+pub const LOOPBACK: Ipv4Addr = Ipv4Addr::LOCALHOST;
 
 /// How long a broker may take to open its ports: generous, because a loaded machine
 /// (parallel tests, other builds) can take a while to start every shard.
@@ -137,7 +141,8 @@ pub struct Broker {
     pub store: PathBuf,
     /// Shards (`--cores`).
     pub cores: usize,
-    /// Extra command-line arguments (`-o key=value` settings and such).
+    /// Extra command-line arguments (`-o key=value` settings and such). The broker applies
+    /// `-o` settings after its named flags, so one here overrides a harness flag's key.
     pub extra: Vec<String>,
 }
 
@@ -153,8 +158,8 @@ impl Broker {
         let mut broker = Broker {
             child: None,
             binary: binary.to_path_buf(),
-            broker_addr: SocketAddr::from(([127, 0, 0, 1], free_port())),
-            namesrv_addr: SocketAddr::from(([127, 0, 0, 1], free_port())),
+            broker_addr: SocketAddr::new(LOOPBACK.into(), free_port()),
+            namesrv_addr: SocketAddr::new(LOOPBACK.into(), free_port()),
             store: store.to_path_buf(),
             cores,
             extra: extra.iter().map(|arg| arg.to_string()).collect(),
@@ -174,6 +179,8 @@ impl Broker {
             .arg("--standalone")
             .arg("--no-pin")
             .args(["--cores", &self.cores.to_string()])
+            // Both listeners on loopback only (the broker's default is every interface).
+            .args(["--bind-address", &LOOPBACK.to_string()])
             .args(["--listen-port", &self.broker_addr.port().to_string()])
             .args(["--namesrv", &self.namesrv_addr.to_string()])
             .args(["--store", &self.store.display().to_string()])
