@@ -9,8 +9,13 @@
 //!   mid-buffer) is reported as an error, never as partial success;
 //! - every error carries the operation, the path and the offset ([`IoError`]).
 //!
+//! A file opened with [`DirectFile::open_data_sync`] also has O_DSYNC: each write is durable
+//! when it completes (the kernel syncs it, with FUA where the device has it), so one io_uring
+//! round trip replaces a write followed by an fdatasync.
+//!
 //! [`FaultInjector`] lets tests make writes fail with ENOSPC after a byte budget, or make
-//! fdatasync fail, without a special file system. Production code passes `None`.
+//! fdatasync (and the sync of O_DSYNC writes) fail, without a special file system.
+//! Production code passes `None`.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -57,7 +62,7 @@ fn glommio_error(error: glommio::GlommioError<()>) -> std::io::Error {
 ///
 /// Writes succeed until `write_budget_bytes` is spent; the write that would exceed it fails
 /// with ENOSPC (like a full device). `fail_fdatasync` makes every later fdatasync fail
-/// with EIO. The budget is shared, so a test can let a store run and then "fill the disk".
+/// with EIO, and every later write to an O_DSYNC file (whose sync is part of the write). The budget is shared, so a test can let a store run and then "fill the disk".
 #[derive(Debug, Default)]
 pub struct FaultInjector {
     write_budget_bytes: Cell<Option<u64>>,
@@ -76,7 +81,7 @@ impl FaultInjector {
         self.write_budget_bytes.set(Some(bytes));
     }
 
-    /// Every fdatasync from now on fails with EIO.
+    /// Every fdatasync, and every write to an O_DSYNC file, from now on fails with EIO.
     pub fn fail_fdatasync(&self) {
         self.fail_fdatasync.set(true);
     }
@@ -151,6 +156,8 @@ pub struct DirectFile {
     file: DmaFile,
     path: PathBuf,
     faults: Option<Rc<FaultInjector>>,
+    /// Opened with O_DSYNC: a completed write is durable.
+    data_sync: bool,
 }
 
 impl DirectFile {
@@ -160,6 +167,25 @@ impl DirectFile {
         mode: OpenMode,
         faults: Option<Rc<FaultInjector>>,
     ) -> Result<DirectFile, IoError> {
+        Self::open_flagged(path, mode, faults, false).await
+    }
+
+    /// Opens `path` for direct I/O with O_DSYNC: every write is durable when it completes
+    /// (see the module docs), and [`DirectFile::writes_are_durable`] says so.
+    pub async fn open_data_sync(
+        path: &Path,
+        mode: OpenMode,
+        faults: Option<Rc<FaultInjector>>,
+    ) -> Result<DirectFile, IoError> {
+        Self::open_flagged(path, mode, faults, true).await
+    }
+
+    async fn open_flagged(
+        path: &Path,
+        mode: OpenMode,
+        faults: Option<Rc<FaultInjector>>,
+        data_sync: bool,
+    ) -> Result<DirectFile, IoError> {
         let path = &absolute(path);
         prime_iopoll_probe(path).await;
         let mut options = OpenOptions::new();
@@ -168,6 +194,9 @@ impl DirectFile {
             OpenMode::ReadWrite => options.read(true).write(true),
             OpenMode::CreateReadWrite => options.read(true).write(true).create(true),
         };
+        if data_sync {
+            options.custom_flags(libc::O_DSYNC);
+        }
         let file = options
             .dma_open(path)
             .await
@@ -176,7 +205,14 @@ impl DirectFile {
             file,
             path: path.to_path_buf(),
             faults,
+            data_sync,
         })
+    }
+
+    /// Whether a completed write is already durable (opened with O_DSYNC), so no fdatasync
+    /// is needed after it.
+    pub fn writes_are_durable(&self) -> bool {
+        self.data_sync
     }
 
     /// The file's path.
@@ -233,6 +269,15 @@ impl DirectFile {
             faults
                 .charge_write(len)
                 .map_err(|error| IoError::new("write", &self.path, position, error))?;
+            if self.data_sync && faults.fail_fdatasync.get() {
+                let error = std::io::Error::from_raw_os_error(libc::EIO);
+                return Err(IoError::new(
+                    "write (fdatasync of O_DSYNC)",
+                    &self.path,
+                    position,
+                    error,
+                ));
+            }
         }
         let written = self
             .file

@@ -237,7 +237,8 @@ async fn open_segments(
                 "segment start is not a segment boundary",
             ));
         }
-        let file = DirectFile::open(&path, OpenMode::ReadWrite, config.faults.clone()).await?;
+        let file =
+            DirectFile::open_data_sync(&path, OpenMode::ReadWrite, config.faults.clone()).await?;
         if file.alignment() > crate::limits::PAGE_BYTES {
             return Err(StoreError::Config(format!(
                 "{}: device alignment {} above the page",
@@ -611,7 +612,8 @@ async fn ensure_segment(
         return Ok(());
     }
     let path = layout.commit_log.join(file_name(start));
-    let file = DirectFile::open(&path, OpenMode::CreateReadWrite, config.faults.clone()).await?;
+    let file =
+        DirectFile::open_data_sync(&path, OpenMode::CreateReadWrite, config.faults.clone()).await?;
     file.preallocate(config.segment_bytes).await?;
     file.fdatasync().await?;
     comet_rt::io::sync_directory(&layout.commit_log).await?;

@@ -2,10 +2,11 @@
 //!
 //! Appends are copied into the commit log's open chunk synchronously (queue offsets assigned,
 //! QUEUEOFFSET / PHYSICALOFFSET / STORETIMESTAMP patched in place), then the single flusher
-//! task writes what is dirty and fdatasyncs it (group commit: whatever piles up while a flush
-//! is in flight joins the next one; a flush never waits for company). When a flush completes
-//! the dispatcher turns the newly durable records into consume-queue and index entries, so
-//! readers only ever see durable records, and appends waiting under SYNC_FLUSH resolve.
+//! task writes what is dirty to segments opened O_DSYNC, durable when the write completes
+//! (group commit: whatever piles up while a flush is in flight joins the next one; a flush
+//! never waits for company). When a flush completes the dispatcher turns the newly durable
+//! records into consume-queue and index entries, so readers only ever see durable records,
+//! and appends waiting under SYNC_FLUSH resolve.
 //!
 //! A failed write or fdatasync fails every waiting append and stops all later writes
 //! ([`StoreError::WriteFailed`]) until a restart recovers from disk.
@@ -60,9 +61,10 @@ pub struct StoreStats {
     pub appended_records: u64,
     /// Bytes of records appended.
     pub appended_bytes: u64,
-    /// Flushes completed (each ends with fdatasync of every file it wrote).
+    /// Flushes completed (each ends with every file it wrote durable).
     pub flushes: u64,
-    /// fdatasync calls on commit-log segments.
+    /// Syncs of commit-log segments: fdatasync calls and O_DSYNC writes (each makes the
+    /// segment durable up to its end).
     pub fdatasyncs: u64,
     /// Bytes written to commit-log segments (tail pages count each time).
     pub written_bytes: u64,
@@ -376,7 +378,7 @@ pub(crate) async fn create_segment(
     segment_bytes: u64,
     shared: &Shared,
 ) -> Result<DirectFile, StoreError> {
-    let file = DirectFile::open(
+    let file = DirectFile::open_data_sync(
         path,
         OpenMode::CreateReadWrite,
         shared.config.faults.clone(),
