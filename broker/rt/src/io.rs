@@ -62,7 +62,8 @@ fn glommio_error(error: glommio::GlommioError<()>) -> std::io::Error {
 ///
 /// Writes succeed until `write_budget_bytes` is spent; the write that would exceed it fails
 /// with ENOSPC (like a full device). `fail_fdatasync` makes every later fdatasync fail
-/// with EIO, and every later write to an O_DSYNC file (whose sync is part of the write). The budget is shared, so a test can let a store run and then "fill the disk".
+/// with EIO, and every later write to an O_DSYNC file (whose sync is part of the write).
+/// The budget is shared, so a test can let a store run and then "fill the disk".
 #[derive(Debug, Default)]
 pub struct FaultInjector {
     write_budget_bytes: Cell<Option<u64>>,
