@@ -10,10 +10,7 @@
 //! others get an fdatasync), then moves `durable` forward, dispatches, and wakes the appends
 //! it covered. On failure the store stops writing and every waiter fails.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::commit_log::FlushPlan;
@@ -24,7 +21,14 @@ use crate::store::{dispatch_durable, Shared};
 /// Runs until the store is closed and everything appended is durable (or writes failed).
 pub(crate) async fn run_flusher(shared: Rc<Shared>) {
     loop {
-        WorkWait { shared: &shared }.await;
+        // Something to flush, the store closing, or writes failed.
+        shared
+            .flush_wanted
+            .until(|| {
+                let log = shared.log.borrow();
+                log.durable < log.write || shared.closed.get() || shared.failure.borrow().is_some()
+            })
+            .await;
         if shared.failure.borrow().is_some() || shared.abandoned.get() {
             return;
         }
@@ -104,26 +108,4 @@ pub(crate) fn fail(shared: &Shared, reason: String) {
     shared.durable_waiters.wake_all();
     shared.spare_ready.wake_all();
     shared.flush_wanted.wake_all();
-}
-
-/// Resolves when there is something to flush, the store closes, or writes failed.
-struct WorkWait<'s> {
-    shared: &'s Shared,
-}
-
-impl Future for WorkWait<'_> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let shared = self.shared;
-        let dirty = {
-            let log = shared.log.borrow();
-            log.durable < log.write
-        };
-        if dirty || shared.closed.get() || shared.failure.borrow().is_some() {
-            return Poll::Ready(());
-        }
-        shared.flush_wanted.register(cx.waker());
-        Poll::Pending
-    }
 }

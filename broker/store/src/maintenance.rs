@@ -411,7 +411,14 @@ pub(crate) fn modified_ms(path: &std::path::Path) -> Option<i64> {
 async fn run_index_linker(shared: Rc<Shared>) {
     let mut end_seen = 0;
     loop {
-        IndexWork { shared: &shared }.await;
+        shared
+            .index_pushed
+            .until(|| {
+                shared.index.borrow().unlinked() > 0
+                    || shared.closed.get()
+                    || shared.abandoned.get()
+            })
+            .await;
         if shared.closed.get() || shared.abandoned.get() {
             return;
         }
@@ -431,23 +438,5 @@ async fn run_index_linker(shared: Rc<Shared>) {
             drop(index);
             comet_rt::local::yield_if_needed().await;
         }
-    }
-}
-
-/// Resolves when the index has unlinked entries or the store stops.
-struct IndexWork<'s> {
-    shared: &'s Shared,
-}
-
-impl Future for IndexWork<'_> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let shared = self.shared;
-        if shared.index.borrow().unlinked() > 0 || shared.closed.get() || shared.abandoned.get() {
-            return Poll::Ready(());
-        }
-        shared.index_pushed.register(cx.waker());
-        Poll::Pending
     }
 }

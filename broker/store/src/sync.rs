@@ -4,7 +4,9 @@
 //! synchronous step on the shard thread).
 
 use std::cell::RefCell;
-use std::task::Waker;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 /// Wakers waiting for "something changed".
 #[derive(Default)]
@@ -27,6 +29,30 @@ impl WakerList {
         for waker in wakers {
             waker.wake();
         }
+    }
+
+    /// Resolves once `ready()` holds, re-checking it each time this list is woken (whoever
+    /// makes it true must wake the list).
+    pub(crate) fn until<F: Fn() -> bool>(&self, ready: F) -> Until<'_, F> {
+        Until { list: self, ready }
+    }
+}
+
+/// See [`WakerList::until`].
+pub(crate) struct Until<'l, F> {
+    list: &'l WakerList,
+    ready: F,
+}
+
+impl<F: Fn() -> bool> Future for Until<'_, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if (self.ready)() {
+            return Poll::Ready(());
+        }
+        self.list.register(cx.waker());
+        Poll::Pending
     }
 }
 

@@ -435,6 +435,16 @@ fn tailing_reads_cost_no_disk_io() {
     });
 }
 
+/// The body tag of the one record of topic "Linked" found under `key`.
+async fn only_tag(store: &Store, key: &str) -> u64 {
+    let found = store
+        .query_by_key("Linked", key, 4, 0, i64::MAX)
+        .await
+        .expect("query");
+    assert_eq!(found.len(), 1, "one record under {key}");
+    body_tag(&found[0])
+}
+
 // Proves keys are found by query right after their records are appended, whatever the
 // index linker has done so far, and that the linker catches up in the background.
 #[test]
@@ -455,24 +465,8 @@ fn key_queries_before_and_after_background_linking() {
         }
         // Usually some entries are still unlinked here (the index unit test covers lookups
         // at every link progress deterministically); the queries must not care.
-        let check = |found: Vec<bytes::Bytes>, tag: u64| {
-            assert_eq!(found.len(), 1);
-            assert_eq!(body_tag(&found[0]), tag);
-        };
-        check(
-            store
-                .query_by_key("Linked", "U2999", 4, 0, i64::MAX)
-                .await
-                .expect("q"),
-            2999,
-        );
-        check(
-            store
-                .query_by_key("Linked", "U0", 4, 0, i64::MAX)
-                .await
-                .expect("q"),
-            0,
-        );
+        assert_eq!(only_tag(&store, "U2999").await, 2999);
+        assert_eq!(only_tag(&store, "U0").await, 0);
         let newest = store
             .query_by_key("Linked", "all", 3, 0, i64::MAX)
             .await
@@ -484,13 +478,7 @@ fn key_queries_before_and_after_background_linking() {
             assert!(std::time::Instant::now() < deadline, "linker catches up");
             comet_rt::local::sleep(Duration::from_millis(10)).await;
         }
-        check(
-            store
-                .query_by_key("Linked", "U1500", 4, 0, i64::MAX)
-                .await
-                .expect("q"),
-            1500,
-        );
+        assert_eq!(only_tag(&store, "U1500").await, 1500);
         let all = store
             .query_by_key("Linked", "all", 10_000, 0, i64::MAX)
             .await
