@@ -89,6 +89,9 @@ pub struct BrokerConfig {
     pub message_bytes_max: usize,
     /// `mappedFileSizeCommitLog`.
     pub commit_log_segment_bytes: u64,
+    /// `warmMapedFileEnable`: keep the commit log written with zeros a little ahead of the
+    /// write position (on by default here, off in RocketMQ; see the store's `warm`).
+    pub warm_commit_log: bool,
     /// `fileReservedTime` (hours).
     pub file_reserved_hours: u64,
     /// `deleteWhen`: hours of the day when expired segments go, e.g. `04` or `04;16`.
@@ -152,6 +155,7 @@ impl Default for BrokerConfig {
             default_topic_queue_nums: 8,
             message_bytes_max: 4 * 1024 * 1024,
             commit_log_segment_bytes: 1 << 30,
+            warm_commit_log: true,
             file_reserved_hours: 72,
             delete_when_hours: vec![4],
             disk_used_high_percent: 85,
@@ -225,6 +229,7 @@ impl BrokerConfig {
             "mappedFileSizeCommitLog" => {
                 self.commit_log_segment_bytes = parse_positive(key, value)?;
             }
+            "warmMapedFileEnable" => self.warm_commit_log = parse_bool(key, value)?,
             "fileReservedTime" => self.file_reserved_hours = parse(key, value, "hours")?,
             "deleteWhen" => self.delete_when_hours = parse_hours(key, value)?,
             "diskMaxUsedSpaceRatio" => self.disk_used_high_percent = parse_percent(key, value)?,
@@ -331,6 +336,7 @@ impl BrokerConfig {
                 "mappedFileSizeCommitLog",
                 self.commit_log_segment_bytes.to_string(),
             ),
+            ("warmMapedFileEnable", self.warm_commit_log.to_string()),
             ("fileReservedTime", self.file_reserved_hours.to_string()),
             ("deleteWhen", hours_text(&self.delete_when_hours)),
             (
@@ -506,7 +512,8 @@ mod tests {
         let text = "brokerClusterName=C1\nbrokerName=b1\nbrokerId=0\ndeleteWhen=04\n\
                     fileReservedTime=48\nbrokerRole=ASYNC_MASTER\nflushDiskType=ASYNC_FLUSH\n\
                     namesrvAddr=127.0.0.1:9876;127.0.0.1:9877\nlistenPort=20911\n\
-                    storePathRootDir=/tmp/x\nsendMessageThreadPoolNums=16\n";
+                    storePathRootDir=/tmp/x\nsendMessageThreadPoolNums=16\n\
+                    warmMapedFileEnable=false\n";
         let pairs = comet_proto::java_properties::parse(text);
         let mut config = BrokerConfig::default();
         let unknown = config
@@ -519,6 +526,7 @@ mod tests {
         assert_eq!(config.listen_port, 20911);
         assert_eq!(config.ha_listen_port, 20912);
         assert_eq!(config.file_reserved_hours, 48);
+        assert!(!config.warm_commit_log);
         assert_eq!(config.broker_addr(), "127.0.0.1:20911");
     }
 

@@ -78,6 +78,9 @@ fn store_config(
     let own_log = log_id(index).expect("at most 128 shards");
     let mut store = StoreConfig::new(remap::store_root(&config.store_root, index), own_log);
     store.segment_bytes = config.commit_log_segment_bytes;
+    if !config.warm_commit_log {
+        store.warm_ahead_bytes = 0;
+    }
     store.flush_policy = match config.flush_disk_type {
         FlushDiskType::SyncFlush => FlushPolicy::Sync,
         FlushDiskType::AsyncFlush => FlushPolicy::Async,

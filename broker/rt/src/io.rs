@@ -292,6 +292,28 @@ impl DirectFile {
         Ok(())
     }
 
+    /// Writes `len` zero bytes at `position` (both aligned): turns preallocated blocks into
+    /// written ones ahead of the data that will overwrite them (see the store's `warm`).
+    /// Not charged to the fault injector's write budget, which models running out of
+    /// blocks: these blocks are already allocated.
+    pub async fn write_zeros_at(&self, len: usize, position: u64) -> Result<(), IoError> {
+        assert!(
+            position % self.alignment() == 0,
+            "unaligned write at {position}"
+        );
+        let buffer = self.alloc_buffer(len);
+        let written = self
+            .file
+            .write_at(buffer.inner, position)
+            .await
+            .map_err(|error| IoError::new("write", &self.path, position, glommio_error(error)))?;
+        if written < len {
+            let error = std::io::Error::from_raw_os_error(libc::ENOSPC);
+            return Err(IoError::new("write (short)", &self.path, position, error));
+        }
+        Ok(())
+    }
+
     /// Reads `len` bytes at `position` (any alignment); fewer at the end of the file.
     pub async fn read_at(&self, position: u64, len: usize) -> Result<Vec<u8>, IoError> {
         let result =

@@ -43,6 +43,10 @@ pub struct StoreConfig {
     pub chunk_bytes: usize,
     /// Bytes of recent chunks kept for tailing readers.
     pub read_cache_bytes: usize,
+    /// Bytes of the commit log kept written with zeros ahead of the write position, so a
+    /// durable write never also converts preallocated blocks (see `warm`); 0 turns the
+    /// warmer off (RocketMQ's `warmMapedFileEnable`).
+    pub warm_ahead_bytes: u64,
     /// Entries per consume-queue file; a multiple of 1024 (whole pages).
     pub cq_entries_per_file: u64,
     /// How often consume queues, the key index and the checkpoint are flushed.
@@ -100,6 +104,7 @@ impl StoreConfig {
             async_dirty_bytes_max: limits::ASYNC_DIRTY_BYTES_MAX_DEFAULT,
             chunk_bytes: limits::CHUNK_BYTES_DEFAULT,
             read_cache_bytes: limits::READ_CACHE_BYTES_DEFAULT,
+            warm_ahead_bytes: limits::WARM_AHEAD_BYTES_DEFAULT,
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
             cq_flush_interval_ms: 1000,
             file_reserved_hours: 72,
@@ -129,6 +134,12 @@ impl StoreConfig {
             return bad(format!(
                 "cq_entries_per_file {} must be a positive multiple of 1024",
                 self.cq_entries_per_file
+            ));
+        }
+        if self.warm_ahead_bytes % page != 0 {
+            return bad(format!(
+                "warm_ahead_bytes {} is not a multiple of the page",
+                self.warm_ahead_bytes
             ));
         }
         if self.chunk_bytes < 64 * 1024 {

@@ -13,10 +13,11 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::commit_log::FlushPlan;
+use crate::commit_log::{align_down, align_up, FlushPlan};
 use crate::config::FlushPolicy;
 use crate::limits::FLUSH_BYTES_MAX;
 use crate::store::{dispatch_durable, Shared};
+use crate::warm::meets_zero_write;
 
 /// Runs until the store is closed and everything appended is durable (or writes failed).
 pub(crate) async fn run_flusher(shared: Rc<Shared>) {
@@ -55,11 +56,24 @@ pub(crate) async fn run_flusher(shared: Rc<Shared>) {
 
 /// One flush: plan under a short borrow, write and sync without holding any borrow.
 pub(crate) async fn flush_once(shared: &Shared) {
-    let Some(plan) = shared.log.borrow().plan_flush(FLUSH_BYTES_MAX) else {
-        return;
+    let (plan, low) = {
+        let log = shared.log.borrow();
+        let Some(plan) = log.plan_flush(FLUSH_BYTES_MAX) else {
+            return;
+        };
+        (plan, align_down(log.durable))
     };
     let target = plan.target;
-    match write_plan(plan, shared).await {
+    // From here until the write ends the warmer issues nothing; a zero write already in
+    // flight over this range must land first (see `warm`).
+    shared.flush_in_flight.set(true);
+    shared
+        .zero_done
+        .until(|| !meets_zero_write(shared, low, align_up(target)))
+        .await;
+    let written = write_plan(plan, shared).await;
+    shared.flush_in_flight.set(false);
+    match written {
         Ok(()) => {
             {
                 let mut log = shared.log.borrow_mut();
@@ -68,6 +82,7 @@ pub(crate) async fn flush_once(shared: &Shared) {
             }
             dispatch_durable(shared);
             shared.durable_waiters.wake_up_to(target);
+            shared.warm_wanted.wake_all();
         }
         Err(error) => fail(shared, error.to_string()),
     }
@@ -94,6 +109,7 @@ async fn write_plan(plan: FlushPlan, shared: &Shared) -> Result<(), comet_rt::io
     stats.fdatasyncs += files.len() as u64;
     stats.written_bytes += written;
     shared.stats.set(stats);
+    shared.last_flush_bytes.set(written);
     Ok(())
 }
 
@@ -108,4 +124,6 @@ pub(crate) fn fail(shared: &Shared, reason: String) {
     shared.durable_waiters.wake_all();
     shared.spare_ready.wake_all();
     shared.flush_wanted.wake_all();
+    shared.warm_wanted.wake_all();
+    shared.zero_done.wake_all();
 }

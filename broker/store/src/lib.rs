@@ -47,6 +47,7 @@ pub mod recovery;
 pub mod remap;
 pub mod store;
 pub(crate) mod sync;
+pub(crate) mod warm;
 
 pub use config::{FlushPolicy, OwnsQueue, StoreConfig};
 pub use error::StoreError;

@@ -80,3 +80,18 @@ const _: () = assert!((RECORD_BYTES_MAX as u64) < SEGMENT_BYTES_DEFAULT);
 
 /// Most consume-queue entries one pull examines (RocketMQ's `maxFilterMessageCount`).
 pub const PULL_SCAN_ENTRIES_MAX: usize = 16_000;
+
+/// Default bytes the warmer keeps written ahead of the commit log's write position (see
+/// `warm`): 64 ms of appends at 1 GB/s, zeroed once per store start beyond that.
+pub const WARM_AHEAD_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+
+/// Bytes of zeros the warmer writes at once: small enough that a flush waiting behind it
+/// (same device queue) loses little, large enough to keep ahead of a full-speed appender.
+pub const WARM_WRITE_BYTES: u64 = 256 * 1024;
+
+/// The warmer writes only while flushes are at most this large. Each durable write into
+/// unconverted blocks pays one journal commit (~100-125 µs on the measured disk whatever its
+/// size), while zeroing costs device time in proportion to bytes (~80 µs per 128 KiB): small
+/// flushes gain far more than their zeros cost, large ones (saturating producers, ASYNC_FLUSH)
+/// lose more to the zeros competing with them than the commit they save (perf/README.md).
+pub const WARM_FLUSH_BYTES_MAX: u64 = 128 * 1024;

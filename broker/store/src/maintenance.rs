@@ -65,11 +65,13 @@ impl Store {
         let store = self.internal();
         let orphans = comet_rt::local::spawn(async move { store.load_orphan_indexes().await });
         let linker = comet_rt::local::spawn(run_index_linker(Rc::clone(&self.shared)));
+        let warmer = comet_rt::local::spawn(crate::warm::run_warmer(Rc::clone(&self.shared)));
         linker.detach();
         maintenance.detach();
         retention.detach();
         orphans.detach();
         self.shared.tasks.borrow_mut().push(flusher);
+        self.shared.tasks.borrow_mut().push(warmer);
     }
 
     /// A handle for the store's own tasks, which does not keep the store open.
@@ -179,6 +181,7 @@ impl Store {
         }
         shared.flush_wanted.wake_all();
         shared.index_pushed.wake_all();
+        shared.warm_wanted.wake_all();
         let tasks: Vec<_> = shared.tasks.borrow_mut().drain(..).collect();
         for task in tasks {
             task.await;

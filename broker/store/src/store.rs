@@ -70,6 +70,8 @@ pub struct StoreStats {
     pub written_bytes: u64,
     /// Reads of commit-log data from disk (cache misses of the read path).
     pub disk_reads: u64,
+    /// Bytes of zeros the warmer wrote ahead of the write position (see `warm`).
+    pub zeroed_bytes: u64,
 }
 
 /// State of one queue owned by this store.
@@ -105,6 +107,18 @@ pub(crate) struct Shared {
     /// The index linker, waiting for unlinked entries.
     pub(crate) index_pushed: WakerList,
     pub(crate) spare_ready: WakerList,
+    /// A flush is planned or writing (the warmer waits, see `warm`).
+    pub(crate) flush_in_flight: Cell<bool>,
+    /// Bytes the last flush wrote (the warmer only runs behind small flushes).
+    pub(crate) last_flush_bytes: Cell<u64>,
+    /// The zero write in flight, `[low, high)` log positions.
+    pub(crate) zero_in_flight: Cell<Option<(u64, u64)>>,
+    /// Everything below this (and below the write position) is written on disk.
+    pub(crate) warmed_to: Cell<u64>,
+    /// The warmer, waiting for a flush to end, the spare, or room ahead.
+    pub(crate) warm_wanted: WakerList,
+    /// A flush waiting for the zero write it meets.
+    pub(crate) zero_done: WakerList,
     pub(crate) maintenance_busy: Cell<bool>,
     pub(crate) maintenance_free: WakerList,
     pub(crate) last_store_timestamp_ms: Cell<i64>,
@@ -157,6 +171,8 @@ impl Shared {
         self.flush_wanted.wake_all();
         self.index_pushed.wake_all();
         self.spare_ready.wake_all();
+        self.warm_wanted.wake_all();
+        self.zero_done.wake_all();
         self.arrivals_wake_all();
         self.tasks.borrow_mut().clear();
     }
@@ -363,6 +379,7 @@ impl Store {
             }
             drop(log);
             shared.spare_ready.wake_all();
+            shared.warm_wanted.wake_all();
         })
         .detach();
     }
