@@ -39,7 +39,9 @@ pub struct IoError {
 }
 
 impl IoError {
-    fn new(operation: &'static str, path: &Path, offset: u64, source: std::io::Error) -> Self {
+    /// The error of `operation` on `path` at `offset` (also for file work done with `std::fs`
+    /// on a blocking thread).
+    pub fn new(operation: &'static str, path: &Path, offset: u64, source: std::io::Error) -> Self {
         IoError {
             operation,
             path: path.to_path_buf(),

@@ -17,8 +17,11 @@
 //! writes each byte once, sequentially, and a file per segment makes retention a file delete.
 //! The 64-bit FNV-1a hash of `topic#key` makes collisions rare (results are still filtered by
 //! the caller against the record). The cost is memory: about 48 bytes per indexed key for the
-//! entry and its chain link. Like consume queues, the files are written lazily and rebuilt
-//! from the commit log past the checkpoint after a crash.
+//! entry and its chain link, but only until the segment is sealed: once the checkpoint covers
+//! a whole segment, maintenance writes its entries sorted by hash (`sealed_index`), deletes
+//! the append-order file and drops them from memory, so memory holds the keys of the newest
+//! one or two segments. Like consume queues, the files are written lazily and rebuilt from
+//! the commit log past the checkpoint after a crash.
 //!
 //! Linking is deferred: dispatch only appends the entry (sequential, cheap); putting it at
 //! the head of its key's chain (a random access into a table of every key, the costliest
@@ -38,6 +41,7 @@ use crate::consume_queue::FileWrite;
 use crate::error::StoreError;
 use crate::limits::INDEX_ENTRY_BYTES;
 use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset};
+use crate::sealed_index::{sealed_path, SealedIndex, PARTIAL_SUFFIX, SEALED_SUFFIX};
 
 const NO_PREVIOUS: u64 = u64::MAX;
 
@@ -86,22 +90,23 @@ pub fn key_hash(topic: &str, key: &str) -> u64 {
     hash
 }
 
+/// One indexed key of one record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct IndexEntry {
-    hash: u64,
-    physical: PhysicalOffset,
-    store_timestamp_ms: i64,
+pub(crate) struct IndexEntry {
+    pub(crate) hash: u64,
+    pub(crate) physical: PhysicalOffset,
+    pub(crate) store_timestamp_ms: i64,
 }
 
 impl IndexEntry {
-    fn encode(&self, target: &mut [u8]) {
+    pub(crate) fn encode(&self, target: &mut [u8]) {
         target[..8].copy_from_slice(&self.hash.to_be_bytes());
         target[8..16].copy_from_slice(&self.physical.as_i64().to_be_bytes());
         target[16..24].copy_from_slice(&self.store_timestamp_ms.to_be_bytes());
         target[24..32].copy_from_slice(&1u64.to_be_bytes());
     }
 
-    fn decode(raw: &[u8]) -> Option<IndexEntry> {
+    pub(crate) fn decode(raw: &[u8]) -> Option<IndexEntry> {
         let word = |at: usize| u64::from_be_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
         if word(24) != 1 {
             return None;
@@ -133,8 +138,10 @@ pub(crate) struct KeyIndex {
     /// Entries below this number are in `heads` and `previous`; at least `base`.
     linked: u64,
     heads: HashMap<u64, u64, KeyHashIsHash>,
-    /// Keyed by segment start.
+    /// Append-order files of segments not sealed yet, keyed by segment start.
     files: BTreeMap<u64, IndexFile>,
+    /// Sealed segments (older than every entry in memory), keyed by segment start.
+    sealed: BTreeMap<u64, Rc<SealedIndex>>,
     /// Entries below this number are in the files.
     flushed: u64,
     /// One past the last entry the files may hold (stale entries past the end get zeroed).
@@ -154,6 +161,7 @@ impl KeyIndex {
             linked: 0,
             heads: HashMap::default(),
             files: BTreeMap::new(),
+            sealed: BTreeMap::new(),
             flushed: 0,
             disk_end: 0,
         }
@@ -170,6 +178,11 @@ impl KeyIndex {
             self.log_id,
             "index entries belong to this log"
         );
+        let segment = physical.position() - physical.position() % self.segment_bytes;
+        if self.sealed.contains_key(&segment) {
+            // Recovery re-dispatching records a sealed index already holds.
+            return;
+        }
         let hash = key_hash(topic, key);
         self.push(IndexEntry {
             hash,
@@ -215,9 +228,44 @@ impl KeyIndex {
         count
     }
 
-    /// Physical offsets of records indexed under `topic#key` stored within
-    /// `[begin_ms, end_ms]`, newest first, at most `max`.
-    pub(crate) fn lookup(
+    /// What a lookup of `topic#key` within `[begin_ms, end_ms]` (newest first, at most
+    /// `max`) finds in memory, and the sealed indexes still to search (newest first), which
+    /// [`LookupPlan::finish`] reads without a borrow of this index.
+    pub(crate) fn plan_lookup(
+        &self,
+        topic: &str,
+        key: &str,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> LookupPlan {
+        LookupPlan {
+            hash: key_hash(topic, key),
+            found: self.lookup_memory(topic, key, max, begin_ms, end_ms),
+            sealed: self.sealed.values().rev().cloned().collect(),
+            max,
+            begin_ms,
+            end_ms,
+        }
+    }
+
+    /// The directory of the index files.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Entries kept in memory (those of segments not sealed yet).
+    pub(crate) fn entries_in_memory(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Segments whose index is sealed.
+    pub(crate) fn sealed_segments(&self) -> usize {
+        self.sealed.len()
+    }
+
+    /// The in-memory part of a lookup (see [`KeyIndex::plan_lookup`]).
+    pub(crate) fn lookup_memory(
         &self,
         topic: &str,
         key: &str,
@@ -252,8 +300,20 @@ impl KeyIndex {
         found
     }
 
-    /// Drops entries at or past `position` (recovery re-indexes from there).
-    pub(crate) fn truncate_from(&mut self, position: u64) {
+    /// Drops entries at or past `position` (recovery re-indexes from there), with the sealed
+    /// indexes of segments that end past it; returns those files for deletion.
+    pub(crate) fn truncate_from(&mut self, position: u64) -> Vec<PathBuf> {
+        let gone: Vec<u64> = self
+            .sealed
+            .keys()
+            .copied()
+            .filter(|start| start + self.segment_bytes > position)
+            .collect();
+        let dropped: Vec<PathBuf> = gone
+            .iter()
+            .filter_map(|start| self.sealed.remove(start))
+            .map(|sealed| sealed.path().to_path_buf())
+            .collect();
         while self
             .entries
             .back()
@@ -276,10 +336,27 @@ impl KeyIndex {
         self.files
             .retain(|_, file| file.first < end || file.file.is_some());
         self.flushed = self.flushed.min(end);
+        dropped
     }
 
-    /// Drops entries of segments below `position`; returns their files for deletion.
-    pub(crate) fn drop_below(&mut self, position: u64) -> Vec<Rc<DirectFile>> {
+    /// Drops entries and sealed indexes of segments below `position`; returns their files
+    /// for deletion.
+    pub(crate) fn drop_below(&mut self, position: u64) -> Vec<PathBuf> {
+        let kept = self
+            .sealed
+            .split_off(&(position - position % self.segment_bytes));
+        let dropped = std::mem::replace(&mut self.sealed, kept);
+        let mut paths: Vec<PathBuf> = dropped
+            .values()
+            .map(|sealed| sealed.path().to_path_buf())
+            .collect();
+        paths.extend(self.drop_memory_below(position));
+        paths
+    }
+
+    /// Drops in-memory entries and append-order files of segments below `position`;
+    /// returns the open files among them for deletion.
+    fn drop_memory_below(&mut self, position: u64) -> Vec<PathBuf> {
         while self
             .entries
             .front()
@@ -298,31 +375,111 @@ impl KeyIndex {
             .files
             .split_off(&(position - position % self.segment_bytes));
         let dropped = std::mem::replace(&mut self.files, kept);
-        dropped.into_values().filter_map(|file| file.file).collect()
+        dropped
+            .into_values()
+            .filter_map(|file| file.file)
+            .map(|file| file.path().to_path_buf())
+            .collect()
     }
 
-    /// Start positions of the index files in the directory, in order (none when it is
-    /// missing).
-    fn file_starts(&self) -> Vec<u64> {
-        let mut starts = Vec::new();
+    /// The oldest segment held in memory, with a copy of its entries, if it ends at or
+    /// below `up_to` (its records are all dispatched and the checkpoint says so, so no
+    /// recovery re-indexes them).
+    pub(crate) fn sealable(&self, up_to: u64) -> Option<(u64, Vec<IndexEntry>)> {
+        let (&start, file) = self.files.iter().next()?;
+        if start + self.segment_bytes > up_to || file.first != self.base {
+            return None;
+        }
+        let count = self
+            .entries
+            .iter()
+            .take_while(|entry| entry.physical.position() < start + self.segment_bytes)
+            .count();
+        Some((start, self.entries.range(..count).copied().collect()))
+    }
+
+    /// Replaces the in-memory entries of segment `start` with its sealed index; returns the
+    /// files to delete: the append-order file, or the sealed one if retention dropped the
+    /// segment while it was being written.
+    pub(crate) fn complete_seal(&mut self, start: u64, sealed: SealedIndex) -> Vec<PathBuf> {
+        let still_oldest = self.files.keys().next() == Some(&start);
+        if !still_oldest {
+            return vec![sealed.path().to_path_buf()];
+        }
+        assert!(
+            self.sealed
+                .keys()
+                .next_back()
+                .is_none_or(|last| *last < start),
+            "segments seal oldest first"
+        );
+        self.sealed.insert(start, Rc::new(sealed));
+        let mut paths = self.drop_memory_below(start + self.segment_bytes);
+        // An append-order file never opened (its entries were never flushed) has no handle.
+        let append_path = self.dir.join(file_name(start));
+        if !paths.contains(&append_path) && append_path.exists() {
+            paths.push(append_path);
+        }
+        paths
+    }
+
+    /// Segment starts of the append-order files and of the sealed indexes in the
+    /// directory, each in order (none when it is missing), and the partial sealed files a
+    /// crash left.
+    fn listing(&self) -> (Vec<u64>, Vec<u64>, Vec<PathBuf>) {
+        let (mut appended, mut sealed, mut partial) = (Vec::new(), Vec::new(), Vec::new());
         if let Ok(listing) = std::fs::read_dir(&self.dir) {
             for item in listing.flatten() {
-                if let Some(start) = item.file_name().to_str().and_then(parse_file_name) {
-                    starts.push(start);
+                let name = item.file_name();
+                let Some(name) = name.to_str() else { continue };
+                if let Some(start) = parse_file_name(name) {
+                    appended.push(start);
+                } else if let Some(start) =
+                    name.strip_suffix(SEALED_SUFFIX).and_then(parse_file_name)
+                {
+                    sealed.push(start);
+                } else if name.ends_with(PARTIAL_SUFFIX) {
+                    partial.push(item.path());
                 }
             }
         }
-        starts.sort_unstable();
-        starts
+        appended.sort_unstable();
+        sealed.sort_unstable();
+        (appended, sealed, partial)
     }
 
-    /// Loads every index file (start-up).
+    /// Opens the sealed indexes at `starts`. A damaged one is logged and left out (its
+    /// segment's keys cannot be queried) rather than keeping the store closed.
+    async fn open_sealed(&mut self, starts: &[u64], faults: &Option<Rc<FaultInjector>>) {
+        for &start in starts {
+            let path = sealed_path(&self.dir, start);
+            match SealedIndex::open(&path, faults).await {
+                Ok(sealed) => {
+                    self.sealed.insert(start, Rc::new(sealed));
+                }
+                Err(error) => log::error!("key index of segment {start} is unusable: {error}"),
+            }
+        }
+    }
+
+    /// Loads every index file (start-up): sealed indexes by their fences, append-order
+    /// files whole. Removes what a crash during sealing left: a partial sealed file, or an
+    /// append-order file whose sealed index is complete.
     pub(crate) async fn load(
         &mut self,
         faults: &Option<Rc<FaultInjector>>,
     ) -> Result<(), StoreError> {
-        for start in self.file_starts() {
+        let (appended, sealed, partial) = self.listing();
+        for path in partial {
+            comet_rt::io::remove_file(&path).await?;
+        }
+        self.open_sealed(&sealed, faults).await;
+        for start in appended {
             let path = self.dir.join(file_name(start));
+            if self.sealed.contains_key(&start) {
+                comet_rt::io::remove_file(&path).await?;
+                continue;
+            }
             let file = DirectFile::open(&path, OpenMode::ReadWrite, faults.clone()).await?;
             let first = self.load_entries(start, &file).await?;
             self.link(usize::MAX);
@@ -342,14 +499,19 @@ impl KeyIndex {
     /// Loads the index files of a log no shard writes any more (see `orphan`): opened
     /// read-only and closed again (this index never writes), yielding to the shard between
     /// files so a large index does not hold it.
-    pub(crate) async fn load_sealed(&mut self) -> Result<(), StoreError> {
-        for start in self.file_starts() {
+    pub(crate) async fn load_adopted(&mut self) -> Result<(), StoreError> {
+        let (appended, sealed, _) = self.listing();
+        self.open_sealed(&sealed, &None).await;
+        for start in appended {
+            if self.sealed.contains_key(&start) {
+                continue;
+            }
             let path = self.dir.join(file_name(start));
             let file = DirectFile::open(&path, OpenMode::Read, None).await?;
             let loaded = self.load_entries(start, &file).await;
             file.close().await?;
             let first = loaded?;
-            // Nothing links a sealed index later: its lookups must not scan.
+            // Nothing links an adopted index later: its lookups must not scan.
             self.link(usize::MAX);
             self.files.insert(start, IndexFile { first, file: None });
             comet_rt::local::yield_if_needed().await;
@@ -448,6 +610,35 @@ impl KeyIndex {
     }
 }
 
+/// A lookup's in-memory results and the sealed indexes left to search (see
+/// [`KeyIndex::plan_lookup`]).
+pub(crate) struct LookupPlan {
+    hash: u64,
+    found: Vec<PhysicalOffset>,
+    sealed: Vec<Rc<SealedIndex>>,
+    max: usize,
+    begin_ms: i64,
+    end_ms: i64,
+}
+
+impl LookupPlan {
+    /// Searches the sealed indexes, newest first, until `max` offsets are found.
+    pub(crate) async fn finish(self) -> Result<Vec<PhysicalOffset>, StoreError> {
+        let mut found = self.found;
+        for sealed in &self.sealed {
+            if found.len() >= self.max {
+                break;
+            }
+            let left = self.max - found.len();
+            let more = sealed
+                .lookup(self.hash, left, self.begin_ms, self.end_ms)
+                .await?;
+            found.extend(more);
+        }
+        Ok(found)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,31 +660,46 @@ mod tests {
                 assert_eq!(index.link(linked_at_first), linked_at_first);
                 assert_eq!(index.unlinked(), 4 - linked_at_first as u64);
                 assert_eq!(
-                    index.lookup("T", "k1", 10, 0, i64::MAX),
+                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
                     vec![at(300), at(200), at(0)]
                 );
                 assert_eq!(
-                    index.lookup("T", "k1", 2, 0, i64::MAX),
+                    index.lookup_memory("T", "k1", 2, 0, i64::MAX),
                     vec![at(300), at(200)]
                 );
-                assert_eq!(index.lookup("T", "k1", 10, 0, 1500), vec![at(0)]);
-                assert_eq!(index.lookup("T", "k1", 10, 2500, 3500), vec![at(200)]);
-                assert!(index.lookup("U", "k1", 10, 0, i64::MAX).is_empty());
+                assert_eq!(index.lookup_memory("T", "k1", 10, 0, 1500), vec![at(0)]);
+                assert_eq!(
+                    index.lookup_memory("T", "k1", 10, 2500, 3500),
+                    vec![at(200)]
+                );
+                assert!(index.lookup_memory("U", "k1", 10, 0, i64::MAX).is_empty());
                 index.truncate_from(150);
                 index.link(linked_after_truncate);
-                assert_eq!(index.lookup("T", "k1", 10, 0, i64::MAX), vec![at(0)]);
+                assert_eq!(index.lookup_memory("T", "k1", 10, 0, i64::MAX), vec![at(0)]);
                 index.add("T", "k1", at(400), 5000);
                 assert_eq!(
-                    index.lookup("T", "k1", 10, 0, i64::MAX),
+                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
                     vec![at(400), at(0)]
                 );
                 index.drop_below(50);
-                assert_eq!(index.lookup("T", "k1", 10, 0, i64::MAX), vec![at(400)]);
-                assert_eq!(index.lookup("T", "k2", 10, 0, i64::MAX), vec![at(100)]);
+                assert_eq!(
+                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
+                    vec![at(400)]
+                );
+                assert_eq!(
+                    index.lookup_memory("T", "k2", 10, 0, i64::MAX),
+                    vec![at(100)]
+                );
                 index.link(usize::MAX);
                 assert_eq!(index.unlinked(), 0);
-                assert_eq!(index.lookup("T", "k1", 10, 0, i64::MAX), vec![at(400)]);
-                assert_eq!(index.lookup("T", "k2", 10, 0, i64::MAX), vec![at(100)]);
+                assert_eq!(
+                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
+                    vec![at(400)]
+                );
+                assert_eq!(
+                    index.lookup_memory("T", "k2", 10, 0, i64::MAX),
+                    vec![at(100)]
+                );
             }
         }
     }

@@ -45,6 +45,7 @@ pub(crate) mod orphan;
 pub mod read;
 pub mod recovery;
 pub mod remap;
+pub(crate) mod sealed_index;
 pub mod store;
 pub(crate) mod sync;
 pub(crate) mod warm;

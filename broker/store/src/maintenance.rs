@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use comet_rt::io::{DirectFile, OpenMode};
+use comet_rt::io::{DirectFile, IoError, OpenMode};
 
 use crate::checkpoint::Checkpoint;
 use crate::consume_queue::FileWrite;
@@ -20,6 +20,7 @@ use crate::limits::{
     INDEX_LINK_BATCH, INDEX_LINK_BUSY_BATCH, INDEX_LINK_BUSY_PAUSE_MS, INDEX_UNLINKED_MAX,
 };
 use crate::offset::{LogId, PhysicalOffset};
+use crate::sealed_index::{self, sealed_path, SealedIndex};
 use crate::store::{Shared, Store};
 
 /// Exclusive right to run maintenance I/O (checkpoint, derived-file flushes, deletes).
@@ -84,21 +85,65 @@ impl Store {
 
     async fn run_maintenance(&self) {
         let interval = Duration::from_millis(self.shared.config.cq_flush_interval_ms);
+        let mut sealing = true;
         while !self.shared.closed.get() {
             comet_rt::local::sleep(interval).await;
             if self.shared.closed.get() || self.shared.failure.borrow().is_some() {
                 return;
             }
-            if let Err(error) = self.write_maintenance_checkpoint().await {
-                fail(&self.shared, error.to_string());
-                return;
+            let checkpointed = match self.write_maintenance_checkpoint().await {
+                Ok(checkpointed) => checkpointed,
+                Err(error) => {
+                    fail(&self.shared, error.to_string());
+                    return;
+                }
+            };
+            if sealing {
+                if let Err(error) = self.seal_index_segment(checkpointed).await {
+                    // The index stays in memory, where lookups still find it.
+                    log::error!("key-index sealing stops until restart: {error}");
+                    sealing = false;
+                }
             }
         }
     }
 
+    /// Seals the key index of the oldest segment held in memory if the checkpoint covers it
+    /// (see `sealed_index`): sorted and written on the blocking thread, then swapped in
+    /// under the maintenance lock.
+    async fn seal_index_segment(&self, checkpointed: u64) -> Result<(), StoreError> {
+        let shared = &self.shared;
+        let (start, entries, dir) = {
+            let index = shared.index.borrow();
+            let Some((start, entries)) = index.sealable(checkpointed) else {
+                return Ok(());
+            };
+            (start, entries, index.dir().to_path_buf())
+        };
+        let count = entries.len();
+        let target = sealed_path(&dir, start);
+        let written = comet_rt::task_class::run_blocking({
+            let dir = dir.clone();
+            move || sealed_index::write_file(&dir, start, &sealed_index::encode(entries))
+        })
+        .await;
+        written.map_err(|error| IoError::new("seal index", &target, 0, error))?;
+        let sealed = SealedIndex::open(&target, &shared.config.faults).await?;
+        let _guard = MaintenanceLock { shared }.await;
+        if shared.closed.get() {
+            return Ok(());
+        }
+        let gone = shared.index.borrow_mut().complete_seal(start, sealed);
+        for path in gone {
+            comet_rt::io::remove_file(&path).await?;
+        }
+        log::info!("sealed the key index of segment {start} ({count} keys)");
+        Ok(())
+    }
+
     /// Flushes consume queues and the index, then writes a checkpoint saying everything
-    /// dispatched before the flush began is durable in them.
-    pub(crate) async fn write_maintenance_checkpoint(&self) -> Result<(), StoreError> {
+    /// dispatched before the flush began is durable in them; returns that position.
+    pub(crate) async fn write_maintenance_checkpoint(&self) -> Result<u64, StoreError> {
         let shared = &self.shared;
         let _guard = MaintenanceLock { shared }.await;
         let (dispatched, durable) = {
@@ -119,7 +164,7 @@ impl Store {
             .ok_or(StoreError::Closed)?;
         let written = file.write(checkpoint).await;
         *shared.checkpoint.borrow_mut() = Some(file);
-        written
+        written.map(|()| dispatched)
     }
 
     async fn flush_derived(&self) -> Result<(), StoreError> {
@@ -352,8 +397,8 @@ impl Store {
         log::info!("retention deletes segment {}", file.path().display());
         comet_rt::io::remove_file(file.path()).await?;
         let dropped = shared.index.borrow_mut().drop_below(new_min);
-        for file in dropped {
-            comet_rt::io::remove_file(file.path()).await?;
+        for path in dropped {
+            comet_rt::io::remove_file(&path).await?;
         }
         self.drop_gone_entries().await
     }

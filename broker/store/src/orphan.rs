@@ -35,7 +35,7 @@ use comet_proto::message::RecordView;
 
 use crate::config::StoreConfig;
 use crate::error::{setup_error, StoreError};
-use crate::index::KeyIndex;
+use crate::index::{KeyIndex, LookupPlan};
 use crate::maintenance::{modified_ms, MaintenanceLock};
 use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset};
 use crate::remap::RETIRED_SUFFIX;
@@ -172,7 +172,7 @@ impl Store {
                 break;
             }
             let mut index = KeyIndex::new(dir, log_id, shared.config.segment_bytes);
-            match index.load_sealed().await {
+            match index.load_adopted().await {
                 Ok(()) => {
                     log::info!("loaded the key index of adopted log {log_id}");
                     let mut orphans = shared.orphans.borrow_mut();
@@ -201,13 +201,17 @@ impl Store {
         (begin_ms, end_ms): (i64, i64),
     ) -> Result<Vec<Bytes>, StoreError> {
         IndexesLoaded { store: self }.await;
-        let found: Vec<PhysicalOffset> = {
+        let plans: Vec<LookupPlan> = {
             let orphans = self.shared.orphans.borrow();
             let indexes = orphans.logs.iter().filter_map(|log| log.index.as_ref());
             indexes
-                .flat_map(|index| index.lookup(topic, key, max, begin_ms, end_ms))
+                .map(|index| index.plan_lookup(topic, key, max, begin_ms, end_ms))
                 .collect()
         };
+        let mut found: Vec<PhysicalOffset> = Vec::new();
+        for plan in plans {
+            found.extend(plan.finish().await?);
+        }
         let mut records = Vec::new();
         for physical in found {
             let bytes = match self.read_record(physical).await {
@@ -360,9 +364,20 @@ impl Store {
             comet_rt::io::remove_file(&index_file).await?;
         }
         let next = start + shared.config.segment_bytes;
-        if let Some(index) = shared.orphans.borrow_mut().log_mut(log_id).index.as_mut() {
-            let dropped = index.drop_below(next);
-            assert!(dropped.is_empty(), "adopted indexes keep no open files");
+        let dropped = match shared.orphans.borrow_mut().log_mut(log_id).index.as_mut() {
+            Some(index) => index.drop_below(next),
+            None => Vec::new(),
+        };
+        // Sealed indexes of the deleted segment (adopted append-order files hold no handle).
+        for path in dropped {
+            comet_rt::io::remove_file(&path).await?;
+        }
+        let index_dir = index_file
+            .parent()
+            .expect("index files live in a directory");
+        let sealed = crate::sealed_index::sealed_path(index_dir, start);
+        if sealed.exists() {
+            comet_rt::io::remove_file(&sealed).await?;
         }
         self.drop_gone_entries().await
     }

@@ -408,11 +408,8 @@ impl Store {
         end_ms: i64,
     ) -> Result<Vec<Bytes>, StoreError> {
         let max = max.min(QUERY_RESULTS_MAX);
-        let found = self
-            .shared
-            .index
-            .borrow()
-            .lookup(topic, key, max, begin_ms, end_ms);
+        let plan = (self.shared.index.borrow()).plan_lookup(topic, key, max, begin_ms, end_ms);
+        let found = plan.finish().await?;
         let mut records = Vec::new();
         for physical in found {
             let Some(bytes) = self.read_record(physical).await? else {

@@ -195,7 +195,7 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         let checkpoint_segment = scan_start - scan_start % config.segment_bytes;
         scan_start = checkpoint_segment.max(first).min(last);
     }
-    truncate_derived(&mut queues, &mut index, config, scan_start);
+    truncate_derived(&mut queues, &mut index, config, scan_start).await?;
     let end = scan_with_rebuild(
         config,
         layout,
@@ -210,7 +210,7 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     }
     drop_segments_past(&mut segments, config, end).await?;
     ensure_segment(config, layout, &mut segments, end).await?;
-    truncate_derived(&mut queues, &mut index, config, end);
+    truncate_derived(&mut queues, &mut index, config, end).await?;
     let tail_page = read_tail_page(config, &segments, end).await?;
     let shape = CommitLogShape {
         dir: layout.commit_log.clone(),
@@ -298,14 +298,23 @@ async fn load_queues(config: &StoreConfig) -> Result<Queues, StoreError> {
 }
 
 /// Cuts consume queues and index back to entries of records below `position`.
-fn truncate_derived(queues: &mut Queues, index: &mut KeyIndex, config: &StoreConfig, at: u64) {
+async fn truncate_derived(
+    queues: &mut Queues,
+    index: &mut KeyIndex,
+    config: &StoreConfig,
+    at: u64,
+) -> Result<(), StoreError> {
     for topic_queues in queues.values_mut() {
         for queue in topic_queues.values_mut() {
             queue.consume_queue.truncate_from(config.log_id, at);
             queue.next_offset = queue.consume_queue.max_offset();
         }
     }
-    index.truncate_from(at);
+    // Sealed indexes of segments the scan re-dispatches are rebuilt in memory.
+    for path in index.truncate_from(at) {
+        comet_rt::io::remove_file(&path).await?;
+    }
+    Ok(())
 }
 
 /// Scans from `scan_start`; if the consume queues prove shorter than the checkpoint said,
@@ -326,7 +335,7 @@ async fn scan_with_rebuild(
     // when a consume-queue file lost entries it had synced).
     let first = segments.keys().next().copied().unwrap_or(0);
     log::error!("consume queues short of the checkpoint ({what}); rebuilding from {first}");
-    truncate_derived(queues, index, config, first);
+    truncate_derived(queues, index, config, first).await?;
     match scan(config, segments, first, queues, index, false).await? {
         ScanEnd::At(end) => Ok(end),
         ScanEnd::QueueGap(what) => Err(StoreError::corrupt(&layout.commit_log, what)),

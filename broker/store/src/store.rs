@@ -199,6 +199,16 @@ impl Store {
         self.shared.index.borrow().unlinked()
     }
 
+    /// Key-index entries held in memory: those of segments whose index is not sealed yet.
+    pub fn index_entries_in_memory(&self) -> usize {
+        self.shared.index.borrow().entries_in_memory()
+    }
+
+    /// Segments whose key index is sealed (sorted on disk, see `sealed_index`).
+    pub fn index_sealed_segments(&self) -> usize {
+        self.shared.index.borrow().sealed_segments()
+    }
+
     /// Bytes appended but not yet durable.
     pub fn unflushed_bytes(&self) -> u64 {
         let log = self.shared.log.borrow();
