@@ -99,12 +99,18 @@ async fn query_tags(store: &Store, key: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Writes records `0..count` into log 1 (store 1 owning the queue), then hands the queue to
-/// store 0, as a broker going from two shards to one does. Returns log 1's segment starts.
-fn orphan_log(root: &Path, count: u64) -> Vec<u64> {
+/// Writes records `0..count` into log 1 (store 1 owning the queue), waits until the key
+/// index of `sealed` segments is sealed, then hands the queue to store 0, as a broker going
+/// from two shards to one does. Returns log 1's segment starts.
+fn orphan_log(root: &Path, count: u64, sealed: usize) -> Vec<u64> {
     comet_rt::local::run_local("orphan-writer", async {
         let store = Store::open(config(root, 1, false)).await.expect("open");
         append_tags(&store, 0..count).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while store.index_sealed_segments() < sealed {
+            assert!(std::time::Instant::now() < deadline, "maintenance seals");
+            comet_rt::local::sleep(Duration::from_millis(10)).await;
+        }
         store.shutdown().await.expect("shutdown");
     });
     let stores = [remap::store_root(root, 0), remap::store_root(root, 1)];
@@ -153,7 +159,7 @@ fn next_delete_hour(config: &StoreConfig) -> i64 {
 fn adopted_log_is_deleted_segment_by_segment_then_retired() {
     let dir = TestDir::new("orphan-retention");
     let root = dir.path.clone();
-    let starts = orphan_log(&root, 1500);
+    let starts = orphan_log(&root, 1500, 2);
     assert!(starts.len() >= 3, "history spans segments: {starts:?}");
     let old = SystemTime::now() - Duration::from_secs(100 * 86_400);
     for start in &starts[..2] {
@@ -224,7 +230,7 @@ fn adopted_log_is_deleted_segment_by_segment_then_retired() {
 fn high_mark_deletes_adopted_segments_first() {
     let dir = TestDir::new("orphan-forced");
     let root = dir.path.clone();
-    let starts = orphan_log(&root, 1200);
+    let starts = orphan_log(&root, 1200, 2);
     let old = SystemTime::now() - Duration::from_secs(3600);
     for start in &starts {
         set_modified(&segment_path(&root, *start), old);
@@ -266,17 +272,19 @@ fn high_mark_deletes_adopted_segments_first() {
 fn adopted_log_keys_are_found_and_unclean_logs_kept() {
     let dir = TestDir::new("orphan-query");
     let root = dir.path.clone();
-    let starts = orphan_log(&root, 300);
+    // Two of the adopted log's segments have sealed key indexes, the third its entries.
+    let starts = orphan_log(&root, 1000, 2);
     let config = config(&root, 0, true);
     comet_rt::local::run_local("orphan-query", async {
         let store = Store::open(config.clone()).await.expect("open");
-        append_tags(&store, 300..310).await;
+        append_tags(&store, 1000..1010).await;
         assert_eq!(query_tags(&store, "key-7").await, vec![7]);
-        assert_eq!(query_tags(&store, "key-305").await, vec![305]);
+        assert_eq!(query_tags(&store, "key-999").await, vec![999]);
+        assert_eq!(query_tags(&store, "key-1005").await, vec![1005]);
         let shared: Vec<u64> = query_tags(&store, "shared").await;
         assert_eq!(shared.len(), 64, "capped at the asked maximum");
-        assert_eq!(shared[..10], (300..310).rev().collect::<Vec<_>>()[..]);
-        assert_eq!(shared[10], 299, "then the adopted log's newest");
+        assert_eq!(shared[..10], (1000..1010).rev().collect::<Vec<_>>()[..]);
+        assert_eq!(shared[10..], (946..1000).rev().collect::<Vec<_>>()[..]);
         store.shutdown().await.expect("shutdown");
     });
     std::fs::write(remap::store_root(&root, 1).join("abort"), b"1").expect("abort");
@@ -307,7 +315,7 @@ fn adopted_log_keys_are_found_and_unclean_logs_kept() {
 fn deleted_entries_stay_gone_when_the_log_id_returns() {
     let dir = TestDir::new("orphan-reuse");
     let root = dir.path.clone();
-    let starts = orphan_log(&root, 300);
+    let starts = orphan_log(&root, 300, 0);
     let old = SystemTime::now() - Duration::from_secs(100 * 86_400);
     for start in &starts {
         set_modified(&segment_path(&root, *start), old);
