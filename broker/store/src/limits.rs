@@ -95,3 +95,7 @@ pub const WARM_WRITE_BYTES: u64 = 256 * 1024;
 /// flushes gain far more than their zeros cost, large ones (saturating producers, ASYNC_FLUSH)
 /// lose more to the zeros competing with them than the commit they save (perf/README.md).
 pub const WARM_FLUSH_BYTES_MAX: u64 = 128 * 1024;
+
+/// After large flushes the warmer waits for this long without any flush (the store gone
+/// quiet) before it writes again, so a burst's end does not leave the log cold.
+pub const WARM_QUIET_MS: u64 = 10;

@@ -15,18 +15,20 @@
 //!   always written after the zeros under it;
 //! - one zero write of [`WARM_WRITE_BYTES`] at a time, at most `warm_ahead_bytes` ahead,
 //!   and only behind flushes of at most [`WARM_FLUSH_BYTES_MAX`]: large flushes amortize the
-//!   journal commit, and zeros competing with them for the disk cost more than they save.
+//!   journal commit, and zeros competing with them for the disk cost more than they save;
+//!   after large flushes it resumes once [`WARM_QUIET_MS`] pass without a flush.
 //!
 //! Cost: each commit-log block is written twice. The zeros are not synced on their own; a
 //! crash that loses some only means those blocks get converted by the flush that writes
 //! them, as without the warmer. Recovery already reads zeros as the end of the log.
 
 use std::rc::Rc;
+use std::time::Duration;
 
 use comet_rt::io::DirectFile;
 
 use crate::commit_log::align_up;
-use crate::limits::{WARM_FLUSH_BYTES_MAX, WARM_WRITE_BYTES};
+use crate::limits::{WARM_FLUSH_BYTES_MAX, WARM_QUIET_MS, WARM_WRITE_BYTES};
 use crate::store::Shared;
 
 /// Runs until the store closes or writes fail; returns at once when warming is off.
@@ -39,13 +41,20 @@ pub(crate) async fn run_warmer(shared: Rc<Shared>) {
             .warm_wanted
             .until(|| {
                 stopping(&shared)
-                    || (!shared.flush_in_flight.get()
-                        && shared.last_flush_bytes.get() <= WARM_FLUSH_BYTES_MAX
-                        && next_zero_write(&shared).is_some())
+                    || (!shared.flush_in_flight.get() && next_zero_write(&shared).is_some())
             })
             .await;
         if stopping(&shared) {
             return;
+        }
+        if shared.last_flush_bytes.get() > WARM_FLUSH_BYTES_MAX {
+            // Zeros would compete with large flushes; warm again once the store is quiet.
+            let flushes = shared.stats.get().flushes;
+            comet_rt::local::sleep(Duration::from_millis(WARM_QUIET_MS)).await;
+            if shared.stats.get().flushes == flushes {
+                shared.last_flush_bytes.set(0);
+            }
+            continue;
         }
         let Some(ZeroWrite {
             file,

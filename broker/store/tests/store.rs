@@ -523,6 +523,26 @@ fn warming_ahead_never_touches_data() {
             stats.zeroed_bytes > stats.appended_bytes / 2,
             "the warmer keeps up with small flushes: {stats:?}"
         );
+        // 300 appends at once, one large flush (~230 KiB): the warmer holds back, then
+        // resumes once the store is quiet.
+        let burst: Vec<_> = (0..300u64)
+            .map(|step| {
+                let store = store.clone();
+                comet_rt::local::spawn(async move {
+                    let one = record("Warm", 0, &body(10_000 + step, 700), "");
+                    store.append(&[one]).await.expect("append");
+                })
+            })
+            .collect();
+        for task in burst {
+            task.await;
+        }
+        let after_batch = store.stats().zeroed_bytes;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.stats().zeroed_bytes == after_batch {
+            assert!(std::time::Instant::now() < deadline, "{:?}", store.stats());
+            comet_rt::local::sleep(Duration::from_millis(5)).await;
+        }
         store.shutdown().await.expect("shutdown");
     });
     run(async {
@@ -530,12 +550,14 @@ fn warming_ahead_never_touches_data() {
         let mut tags = Vec::new();
         for queue_id in 0..4 {
             let records = read_all(&store, "Warm", queue_id).await;
-            assert_eq!(records.len(), 320, "queue {queue_id}");
+            let batch = if queue_id == 0 { 300 } else { 0 };
+            assert_eq!(records.len(), 320 + batch, "queue {queue_id}");
             tags.extend(records.iter().map(|bytes| body_tag(bytes)));
         }
         tags.sort_unstable();
         let expected: Vec<u64> = (0..32u64)
             .flat_map(|task| (0..40).map(move |step| task * 100 + step))
+            .chain(10_000..10_300)
             .collect();
         let mut expected = expected;
         expected.sort_unstable();
