@@ -121,6 +121,7 @@ impl Store {
             (start, entries, index.dir().to_path_buf())
         };
         let count = entries.len();
+        let started = std::time::Instant::now();
         let target = sealed_path(&dir, start);
         let written = comet_rt::task_class::run_blocking({
             let dir = dir.clone();
@@ -137,7 +138,10 @@ impl Store {
         for path in gone {
             comet_rt::io::remove_file(&path).await?;
         }
-        log::info!("sealed the key index of segment {start} ({count} keys)");
+        log::info!(
+            "sealed the key index of segment {start}: {count} keys in {} ms",
+            started.elapsed().as_millis()
+        );
         Ok(())
     }
 
