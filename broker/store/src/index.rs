@@ -301,7 +301,8 @@ impl KeyIndex {
     }
 
     /// Drops entries at or past `position` (recovery re-indexes from there), with the sealed
-    /// indexes of segments that end past it; returns those files for deletion.
+    /// indexes of segments that end past it and the files left without entries; returns
+    /// those files for deletion.
     pub(crate) fn truncate_from(&mut self, position: u64) -> Vec<PathBuf> {
         let gone: Vec<u64> = self
             .sealed
@@ -332,9 +333,21 @@ impl KeyIndex {
                 };
             }
         }
+        // A file left without entries goes: the entries re-dispatched into its segment may
+        // be numbered differently (a dropped sealed segment's entries come back before
+        // them), and a new file starts at the first of them.
         let end = self.end();
-        self.files
-            .retain(|_, file| file.first < end || file.file.is_some());
+        let kept = self.files.split_off(&0);
+        let (kept, emptied): (BTreeMap<u64, IndexFile>, BTreeMap<u64, IndexFile>) =
+            kept.into_iter().partition(|(_, file)| file.first < end);
+        self.files = kept;
+        let mut dropped = dropped;
+        dropped.extend(
+            emptied
+                .into_values()
+                .filter_map(|file| file.file)
+                .map(|file| file.path().to_path_buf()),
+        );
         self.flushed = self.flushed.min(end);
         dropped
     }

@@ -6,10 +6,11 @@ mod common;
 
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
+use std::time::Duration;
 
 use comet_proto::message::RecordView;
 use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig};
-use common::{body, record, small_config, TestDir};
+use common::{body, properties, record, small_config, TestDir};
 
 const RECORDS: u64 = 100;
 
@@ -272,10 +273,18 @@ fn short_consume_queue_is_rebuilt_from_the_log() {
         comet_rt::local::run_local("short-cq-writer", async move {
             let store = Store::open(config.clone()).await.expect("open");
             for index in range {
-                let one = record("Crash", 0, &body(index, 300), "");
+                let unique = format!("U{index}");
+                let props = properties(&[("UNIQ_KEY", &unique)]);
+                let one = record("Crash", 0, &body(index, 300), &props);
                 store.append(&[one]).await.expect("append");
             }
             if !crash {
+                // The first segment's key index is sealed, so the rebuild must replace it.
+                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                while store.index_sealed_segments() == 0 {
+                    assert!(std::time::Instant::now() < deadline, "maintenance seals");
+                    comet_rt::local::sleep(Duration::from_millis(10)).await;
+                }
                 store.shutdown().await.expect("shutdown");
             }
         })
@@ -294,6 +303,19 @@ fn short_consume_queue_is_rebuilt_from_the_log() {
     file.write_all(&[0u8; 524 * 20]).expect("zero");
     file.sync_all().expect("sync");
     reopen_and_read_all(&config, first_run + second_run);
+    comet_rt::local::run_local("rebuilt-keys", async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        for index in [0u64, 7, 499, 999, 1000, 1099] {
+            let found = store
+                .query_by_key("Crash", &format!("U{index}"), 8, 0, i64::MAX)
+                .await
+                .expect("query");
+            assert_eq!(found.len(), 1, "U{index} indexed once after the rebuild");
+            let view = RecordView::parse(&found[0]).expect("parse");
+            assert_eq!(&view.body()[..8], &index.to_be_bytes());
+        }
+        store.shutdown().await.expect("shutdown");
+    });
 }
 
 /// Reopens and reads queue Crash/0 back, checking each of `records` records at its offset.
