@@ -262,15 +262,9 @@ impl DirectFile {
 
     /// Writes all of `buffer` at `position` (both aligned). A short write is an error.
     pub async fn write_at(&self, buffer: AlignedBuffer, position: u64) -> Result<(), IoError> {
-        let len = buffer.len() as u64;
-        assert!(
-            position % self.alignment() == 0,
-            "unaligned write at {position}"
-        );
-        assert!(len % self.alignment() == 0, "unaligned write length {len}");
         if let Some(faults) = &self.faults {
             faults
-                .charge_write(len)
+                .charge_write(buffer.len() as u64)
                 .map_err(|error| IoError::new("write", &self.path, position, error))?;
             if self.data_sync && faults.fail_fdatasync.get() {
                 let error = std::io::Error::from_raw_os_error(libc::EIO);
@@ -282,16 +276,7 @@ impl DirectFile {
                 ));
             }
         }
-        let written = self
-            .file
-            .write_at(buffer.inner, position)
-            .await
-            .map_err(|error| IoError::new("write", &self.path, position, glommio_error(error)))?;
-        if (written as u64) < len {
-            let error = std::io::Error::from_raw_os_error(libc::ENOSPC);
-            return Err(IoError::new("write (short)", &self.path, position, error));
-        }
-        Ok(())
+        self.write_whole(buffer, position).await
     }
 
     /// Writes `len` zero bytes at `position` (both aligned): turns preallocated blocks into
@@ -299,17 +284,23 @@ impl DirectFile {
     /// Not charged to the fault injector's write budget, which models running out of
     /// blocks: these blocks are already allocated.
     pub async fn write_zeros_at(&self, len: usize, position: u64) -> Result<(), IoError> {
+        self.write_whole(self.alloc_buffer(len), position).await
+    }
+
+    /// Writes all of `buffer` at `position` (both aligned), past the fault injector.
+    async fn write_whole(&self, buffer: AlignedBuffer, position: u64) -> Result<(), IoError> {
+        let len = buffer.len() as u64;
         assert!(
             position % self.alignment() == 0,
             "unaligned write at {position}"
         );
-        let buffer = self.alloc_buffer(len);
+        assert!(len % self.alignment() == 0, "unaligned write length {len}");
         let written = self
             .file
             .write_at(buffer.inner, position)
             .await
             .map_err(|error| IoError::new("write", &self.path, position, glommio_error(error)))?;
-        if written < len {
+        if (written as u64) < len {
             let error = std::io::Error::from_raw_os_error(libc::ENOSPC);
             return Err(IoError::new("write (short)", &self.path, position, error));
         }

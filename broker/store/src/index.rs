@@ -239,9 +239,10 @@ impl KeyIndex {
         begin_ms: i64,
         end_ms: i64,
     ) -> LookupPlan {
+        let hash = key_hash(topic, key);
         LookupPlan {
-            hash: key_hash(topic, key),
-            found: self.lookup_memory(topic, key, max, begin_ms, end_ms),
+            hash,
+            found: self.lookup_hash(hash, max, begin_ms, end_ms),
             sealed: self.sealed.values().rev().cloned().collect(),
             max,
             begin_ms,
@@ -264,8 +265,9 @@ impl KeyIndex {
         self.sealed.len()
     }
 
-    /// The in-memory part of a lookup (see [`KeyIndex::plan_lookup`]).
-    pub(crate) fn lookup_memory(
+    /// The in-memory part of a lookup of `topic#key` (see [`KeyIndex::plan_lookup`]).
+    #[cfg(test)]
+    fn lookup_memory(
         &self,
         topic: &str,
         key: &str,
@@ -273,7 +275,17 @@ impl KeyIndex {
         begin_ms: i64,
         end_ms: i64,
     ) -> Vec<PhysicalOffset> {
-        let hash = key_hash(topic, key);
+        self.lookup_hash(key_hash(topic, key), max, begin_ms, end_ms)
+    }
+
+    /// The in-memory part of a lookup of the key hashing to `hash`.
+    fn lookup_hash(
+        &self,
+        hash: u64,
+        max: usize,
+        begin_ms: i64,
+        end_ms: i64,
+    ) -> Vec<PhysicalOffset> {
         let in_range = |entry: &IndexEntry| (begin_ms..=end_ms).contains(&entry.store_timestamp_ms);
         let unlinked = self.entries.range(to_index(self.linked - self.base)..);
         let mut found: Vec<PhysicalOffset> = unlinked
@@ -304,15 +316,11 @@ impl KeyIndex {
     /// indexes of segments that end past it and the files left without entries; returns
     /// those files for deletion.
     pub(crate) fn truncate_from(&mut self, position: u64) -> Vec<PathBuf> {
-        let gone: Vec<u64> = self
+        let gone = self
             .sealed
-            .keys()
-            .copied()
-            .filter(|start| start + self.segment_bytes > position)
-            .collect();
-        let dropped: Vec<PathBuf> = gone
-            .iter()
-            .filter_map(|start| self.sealed.remove(start))
+            .split_off(&(position - position % self.segment_bytes));
+        let mut dropped: Vec<PathBuf> = gone
+            .values()
             .map(|sealed| sealed.path().to_path_buf())
             .collect();
         while self
@@ -337,11 +345,11 @@ impl KeyIndex {
         // be numbered differently (a dropped sealed segment's entries come back before
         // them), and a new file starts at the first of them.
         let end = self.end();
-        let kept = self.files.split_off(&0);
         let (kept, emptied): (BTreeMap<u64, IndexFile>, BTreeMap<u64, IndexFile>) =
-            kept.into_iter().partition(|(_, file)| file.first < end);
+            std::mem::take(&mut self.files)
+                .into_iter()
+                .partition(|(_, file)| file.first < end);
         self.files = kept;
-        let mut dropped = dropped;
         dropped.extend(
             emptied
                 .into_values()
@@ -427,13 +435,9 @@ impl KeyIndex {
             "segments seal oldest first"
         );
         self.sealed.insert(start, Rc::new(sealed));
-        let mut paths = self.drop_memory_below(start + self.segment_bytes);
-        // An append-order file never opened (its entries were never flushed) has no handle.
-        let append_path = self.dir.join(file_name(start));
-        if !paths.contains(&append_path) && append_path.exists() {
-            paths.push(append_path);
-        }
-        paths
+        // An append-order file on disk always has a handle here (loaded, or attached when
+        // created), so the handles name every file to delete.
+        self.drop_memory_below(start + self.segment_bytes)
     }
 
     /// Segment starts of the append-order files and of the sealed indexes in the
@@ -663,6 +667,7 @@ mod tests {
     fn chains_lookup_truncate_and_drop_at_any_link_progress() {
         let log = LogId::new(0).expect("id");
         let at = |position| PhysicalOffset::new(log, position);
+        let all = |index: &KeyIndex, key: &str| index.lookup_memory("T", key, 10, 0, i64::MAX);
         for linked_at_first in 0..=4 {
             for linked_after_truncate in [0, 1, usize::MAX] {
                 let mut index = KeyIndex::new(PathBuf::from("/nonexistent"), log, 1 << 20);
@@ -672,10 +677,7 @@ mod tests {
                 index.add("T", "k1", at(300), 4000);
                 assert_eq!(index.link(linked_at_first), linked_at_first);
                 assert_eq!(index.unlinked(), 4 - linked_at_first as u64);
-                assert_eq!(
-                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
-                    vec![at(300), at(200), at(0)]
-                );
+                assert_eq!(all(&index, "k1"), vec![at(300), at(200), at(0)]);
                 assert_eq!(
                     index.lookup_memory("T", "k1", 2, 0, i64::MAX),
                     vec![at(300), at(200)]
@@ -688,31 +690,16 @@ mod tests {
                 assert!(index.lookup_memory("U", "k1", 10, 0, i64::MAX).is_empty());
                 index.truncate_from(150);
                 index.link(linked_after_truncate);
-                assert_eq!(index.lookup_memory("T", "k1", 10, 0, i64::MAX), vec![at(0)]);
+                assert_eq!(all(&index, "k1"), vec![at(0)]);
                 index.add("T", "k1", at(400), 5000);
-                assert_eq!(
-                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
-                    vec![at(400), at(0)]
-                );
+                assert_eq!(all(&index, "k1"), vec![at(400), at(0)]);
                 index.drop_below(50);
-                assert_eq!(
-                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
-                    vec![at(400)]
-                );
-                assert_eq!(
-                    index.lookup_memory("T", "k2", 10, 0, i64::MAX),
-                    vec![at(100)]
-                );
+                assert_eq!(all(&index, "k1"), vec![at(400)]);
+                assert_eq!(all(&index, "k2"), vec![at(100)]);
                 index.link(usize::MAX);
                 assert_eq!(index.unlinked(), 0);
-                assert_eq!(
-                    index.lookup_memory("T", "k1", 10, 0, i64::MAX),
-                    vec![at(400)]
-                );
-                assert_eq!(
-                    index.lookup_memory("T", "k2", 10, 0, i64::MAX),
-                    vec![at(100)]
-                );
+                assert_eq!(all(&index, "k1"), vec![at(400)]);
+                assert_eq!(all(&index, "k2"), vec![at(100)]);
             }
         }
     }

@@ -478,16 +478,19 @@ async fn run_index_linker(shared: Rc<Shared>) {
             let index = shared.index.borrow();
             (index.end() != end_seen, index.unlinked())
         };
-        let mut index = shared.index.borrow_mut();
-        if busy && backlog <= INDEX_UNLINKED_MAX {
-            index.link(INDEX_LINK_BUSY_BATCH);
-            end_seen = index.end();
-            drop(index);
+        let busy = busy && backlog <= INDEX_UNLINKED_MAX;
+        end_seen = {
+            let mut index = shared.index.borrow_mut();
+            index.link(if busy {
+                INDEX_LINK_BUSY_BATCH
+            } else {
+                INDEX_LINK_BATCH
+            });
+            index.end()
+        };
+        if busy {
             comet_rt::local::sleep(Duration::from_millis(INDEX_LINK_BUSY_PAUSE_MS)).await;
         } else {
-            index.link(INDEX_LINK_BATCH);
-            end_seen = index.end();
-            drop(index);
             comet_rt::local::yield_if_needed().await;
         }
     }

@@ -39,6 +39,7 @@ use crate::index::{KeyIndex, LookupPlan};
 use crate::maintenance::{modified_ms, MaintenanceLock};
 use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset};
 use crate::remap::RETIRED_SUFFIX;
+use crate::sealed_index::sealed_path;
 use crate::store::Store;
 use crate::sync::WakerList;
 
@@ -356,28 +357,19 @@ impl Store {
             path.display()
         );
         comet_rt::io::remove_file(&path).await?;
-        let index_file = store_root
-            .join("index")
-            .join(log_id.to_string())
-            .join(file_name(start));
-        if index_file.exists() {
-            comet_rt::io::remove_file(&index_file).await?;
-        }
+        let index_dir = store_root.join("index").join(log_id.to_string());
         let next = start + shared.config.segment_bytes;
-        let dropped = match shared.orphans.borrow_mut().log_mut(log_id).index.as_mut() {
-            Some(index) => index.drop_below(next),
-            None => Vec::new(),
-        };
-        // Sealed indexes of the deleted segment (adopted append-order files hold no handle).
-        for path in dropped {
-            comet_rt::io::remove_file(&path).await?;
+        if let Some(index) = shared.orphans.borrow_mut().log_mut(log_id).index.as_mut() {
+            // Its files are removed by path below, loaded or not.
+            index.drop_below(next);
         }
-        let index_dir = index_file
-            .parent()
-            .expect("index files live in a directory");
-        let sealed = crate::sealed_index::sealed_path(index_dir, start);
-        if sealed.exists() {
-            comet_rt::io::remove_file(&sealed).await?;
+        for index_file in [
+            index_dir.join(file_name(start)),
+            sealed_path(&index_dir, start),
+        ] {
+            if index_file.exists() {
+                comet_rt::io::remove_file(&index_file).await?;
+            }
         }
         self.drop_gone_entries().await
     }

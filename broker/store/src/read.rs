@@ -408,7 +408,11 @@ impl Store {
         end_ms: i64,
     ) -> Result<Vec<Bytes>, StoreError> {
         let max = max.min(QUERY_RESULTS_MAX);
-        let plan = (self.shared.index.borrow()).plan_lookup(topic, key, max, begin_ms, end_ms);
+        let plan = self
+            .shared
+            .index
+            .borrow()
+            .plan_lookup(topic, key, max, begin_ms, end_ms);
         let found = plan.finish().await?;
         let mut records = Vec::new();
         for physical in found {
