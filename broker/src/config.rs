@@ -92,6 +92,9 @@ pub struct BrokerConfig {
     /// `warmMapedFileEnable`: keep the commit log written with zeros a little ahead of the
     /// write position (on by default here, off in RocketMQ; see the store's `warm`).
     pub warm_commit_log: bool,
+    /// `commitLogFlushesInFlight` (Comet's own key): 2 lets a commit-log flush start while
+    /// another is writing when sends keep arriving (the default), 1 writes one at a time.
+    pub commit_log_flushes_in_flight: usize,
     /// `fileReservedTime` (hours).
     pub file_reserved_hours: u64,
     /// `deleteWhen`: hours of the day when expired segments go, e.g. `04` or `04;16`.
@@ -156,6 +159,7 @@ impl Default for BrokerConfig {
             message_bytes_max: 4 * 1024 * 1024,
             commit_log_segment_bytes: 1 << 30,
             warm_commit_log: true,
+            commit_log_flushes_in_flight: comet_store::limits::FLUSHES_IN_FLIGHT_MAX,
             file_reserved_hours: 72,
             delete_when_hours: vec![4],
             disk_used_high_percent: 85,
@@ -230,6 +234,9 @@ impl BrokerConfig {
                 self.commit_log_segment_bytes = parse_positive(key, value)?;
             }
             "warmMapedFileEnable" => self.warm_commit_log = parse_bool(key, value)?,
+            "commitLogFlushesInFlight" => {
+                self.commit_log_flushes_in_flight = parse_flushes_in_flight(key, value)?;
+            }
             "fileReservedTime" => self.file_reserved_hours = parse(key, value, "hours")?,
             "deleteWhen" => self.delete_when_hours = parse_hours(key, value)?,
             "diskMaxUsedSpaceRatio" => self.disk_used_high_percent = parse_percent(key, value)?,
@@ -337,6 +344,10 @@ impl BrokerConfig {
                 self.commit_log_segment_bytes.to_string(),
             ),
             ("warmMapedFileEnable", self.warm_commit_log.to_string()),
+            (
+                "commitLogFlushesInFlight",
+                self.commit_log_flushes_in_flight.to_string(),
+            ),
             ("fileReservedTime", self.file_reserved_hours.to_string()),
             ("deleteWhen", hours_text(&self.delete_when_hours)),
             (
@@ -415,6 +426,16 @@ fn parse_bind_address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
     const EXPECTED: &str = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
     let address: Ipv4Addr = parse(key, value, EXPECTED)?;
     Ok(IpAddr::V4(address))
+}
+
+fn parse_flushes_in_flight(key: &str, value: &str) -> Result<usize, ConfigError> {
+    let max = comet_store::limits::FLUSHES_IN_FLIGHT_MAX;
+    let expected = "1 or 2";
+    let flushes: usize = parse(key, value, expected)?;
+    if !(1..=max).contains(&flushes) {
+        return Err(error(key, value, expected));
+    }
+    Ok(flushes)
 }
 
 fn parse_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
@@ -541,6 +562,13 @@ mod tests {
         assert!(config.apply("maxMessageSize", "0").is_err());
         assert!(config.apply("deleteWhen", "25").is_err());
         assert!(config.apply("autoCreateTopicEnable", "yes").is_err());
+        assert_eq!(config.commit_log_flushes_in_flight, 2);
+        for bad in ["0", "3", "two"] {
+            let error = config.apply("commitLogFlushesInFlight", bad).unwrap_err();
+            assert_eq!(error.key, "commitLogFlushesInFlight");
+        }
+        assert_eq!(config.apply("commitLogFlushesInFlight", "1"), Ok(true));
+        assert_eq!(config.commit_log_flushes_in_flight, 1);
         assert_eq!(config.apply("registerNameServerPeriod", "1000"), Ok(true));
         assert_eq!(config.register_period_ms, 10_000);
     }

@@ -81,6 +81,7 @@ fn store_config(
     if !config.warm_commit_log {
         store.warm_ahead_bytes = 0;
     }
+    store.flushes_in_flight_max = config.commit_log_flushes_in_flight;
     store.flush_policy = match config.flush_disk_type {
         FlushDiskType::SyncFlush => FlushPolicy::Sync,
         FlushDiskType::AsyncFlush => FlushPolicy::Async,

@@ -18,6 +18,9 @@
 //! - A chunk never spans segments; a record never spans chunks or segments. When a record plus
 //!   the 8-byte end marker does not fit the rest of a segment, the marker (`maxBlank`,
 //!   BLANK_MAGIC) ends it and the record goes to the next one (reference 6.2).
+//! - A blank marker that does not end its segment is padding (see [`CommitLog::pad_to_page`]):
+//!   it ends on a page boundary, is at most a page plus the marker long, and is zero past its
+//!   8-byte header. Readers skip it; it lets the next flush start on a page of its own.
 //! - The next segment (the spare) is created and preallocated in the background before it is
 //!   needed, so a roll never waits for the file system (STYLE B3).
 
@@ -33,6 +36,10 @@ use crate::offset::{LogId, PhysicalOffset};
 
 /// Bytes of the end-of-segment marker.
 pub(crate) const BLANK_BYTES: u64 = comet_proto::message::BLANK_MARKER_BYTES as u64;
+
+/// Longest padding (see [`CommitLog::pad_to_page`]): a gap too short for the marker is
+/// padded through the next page.
+pub(crate) const PADDING_BYTES_MAX: u64 = PAGE_BYTES + BLANK_BYTES - 1;
 
 pub(crate) fn align_down(value: u64) -> u64 {
     value - value % PAGE_BYTES
@@ -273,13 +280,48 @@ impl CommitLog {
         }
     }
 
-    /// The writes that make `[durable, target)` durable, or `None` when nothing is dirty.
-    /// At most `flush_bytes_max` bytes of log are covered; the tail page is rewritten.
-    pub(crate) fn plan_flush(&self, flush_bytes_max: usize) -> Option<FlushPlan> {
-        if self.durable == self.write {
+    /// Pads the log to the next page boundary with a blank marker, so the flush planned next
+    /// ends on a page and the one after it shares no page with it (two flushes may then be in
+    /// flight, see `flush`). Returns the padding's length: 0 when the log is on a page already
+    /// or the padding would leave no room for the segment's end marker.
+    pub(crate) fn pad_to_page(&mut self) -> u64 {
+        let mut padding = align_up(self.write) - self.write;
+        if padding == 0 {
+            return 0;
+        }
+        if padding < BLANK_BYTES {
+            padding += PAGE_BYTES;
+        }
+        let segment_end = self.segment_start(self.write) + self.segment_bytes;
+        if self.write + padding + BLANK_BYTES > segment_end {
+            return 0;
+        }
+        assert!(padding <= PADDING_BYTES_MAX);
+        let length = to_index(padding);
+        let open = self.open_chunk_for(length);
+        let at = open.len();
+        open.resize(at + length, 0);
+        open[at..at + 4].copy_from_slice(&(padding as i32).to_be_bytes());
+        open[at + 4..at + 8].copy_from_slice(&comet_proto::message::BLANK_MAGIC.to_be_bytes());
+        self.write += padding;
+        self.cached_bytes += length;
+        padding
+    }
+
+    /// The writes that make `[from, target)` durable, or `None` when nothing past `from` is
+    /// dirty. `from` is `durable` (the write starts on its page and rewrites it) or, while
+    /// another flush is in flight, that flush's target, which is then on a page boundary. At
+    /// most `flush_bytes_max` bytes of log are covered; the tail page is rewritten.
+    pub(crate) fn plan_flush(&self, from: u64, flush_bytes_max: usize) -> Option<FlushPlan> {
+        assert!(from >= self.durable && from <= self.write);
+        assert!(
+            from == self.durable || from % PAGE_BYTES == 0,
+            "a flush never shares a page with one in flight"
+        );
+        if from == self.write {
             return None;
         }
-        let from = align_down(self.durable);
+        let from = align_down(from);
         let budget_end = from + flush_bytes_max as u64;
         let mut groups: Vec<(u64, u64, u64)> = Vec::new(); // (segment start, low, high)
         for chunk in self.chunks.iter().filter(|chunk| chunk.end() > from) {
@@ -298,7 +340,7 @@ impl CommitLog {
             }
         }
         let target = groups.last().map(|group| group.2)?;
-        assert!(target > self.durable && target <= self.write);
+        assert!(target > from && target > self.durable && target <= self.write);
         let writes = groups
             .iter()
             .map(|&(segment, low, high)| self.flush_write(segment, low, high))
@@ -389,4 +431,80 @@ impl CommitLog {
 
 pub(crate) fn to_index(value: u64) -> usize {
     usize::try_from(value).expect("in-memory index fits usize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use comet_rt::io::OpenMode;
+
+    const SEGMENT_BYTES: u64 = 64 * 1024;
+
+    async fn log_at(name: &str) -> CommitLog {
+        let dir = std::env::var_os("COMET_TEST_DIR")
+            .map_or_else(|| PathBuf::from("target/tmp/test-stores"), PathBuf::from)
+            .join(format!("log-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test dir");
+        let file = DirectFile::open(&dir.join("segment"), OpenMode::CreateReadWrite, None)
+            .await
+            .expect("segment");
+        let shape = CommitLogShape {
+            dir,
+            log_id: LogId::new(1).expect("id"),
+            segment_bytes: SEGMENT_BYTES,
+            chunk_bytes: 64 * 1024,
+            read_cache_bytes: 1 << 20,
+        };
+        CommitLog::new(shape, BTreeMap::from([(0, Rc::new(file))]), 0, &[])
+    }
+
+    // Proves padding ends the log on the next page (through the following page when the gap
+    // cannot hold the marker), is a blank marker zero past its header, never takes the room
+    // of the segment's end marker, and that a flush behind it starts on a page of its own.
+    #[test]
+    fn padding_ends_the_log_on_a_page() {
+        comet_rt::local::run_local("pad", async {
+            let mut log = log_at("pad").await;
+            assert_eq!(log.pad_to_page(), 0, "an empty log is on a page");
+            log.append_record(&[7u8; 1000], |_, _| {}).expect("append");
+            assert_eq!(log.pad_to_page(), 3096);
+            assert_eq!(log.write, 4096);
+            let padding = log.cached_from(1000).expect("cached");
+            assert_eq!(&padding[..4], &3096i32.to_be_bytes());
+            assert_eq!(
+                &padding[4..8],
+                &comet_proto::message::BLANK_MAGIC.to_be_bytes()
+            );
+            assert!(padding[8..3096].iter().all(|&byte| byte == 0));
+
+            log.append_record(&[7u8; 4091], |_, _| {}).expect("append");
+            assert_eq!(
+                log.pad_to_page(),
+                4096 + 5,
+                "a 5-byte gap cannot hold the marker"
+            );
+            assert_eq!(log.write, 3 * 4096);
+
+            log.durable = 4096;
+            let plan = log.plan_flush(3 * 4096, 1 << 20);
+            assert!(plan.is_none(), "nothing past the planned flush");
+            log.append_record(&[7u8; 100], |_, _| {}).expect("append");
+            let plan = log.plan_flush(3 * 4096, 1 << 20).expect("dirty");
+            assert_eq!(plan.writes[0].file_position, 3 * 4096);
+            assert_eq!(plan.target, 3 * 4096 + 100);
+
+            let last_page = SEGMENT_BYTES - 4096;
+            while log.write + 1000 + BLANK_BYTES <= last_page {
+                log.append_record(&[7u8; 1000], |_, _| {}).expect("append");
+            }
+            log.append_record(&[7u8; 4096], |_, _| {}).expect("append");
+            assert!(log.write > last_page);
+            assert_eq!(
+                log.pad_to_page(),
+                0,
+                "the segment's end marker keeps its room"
+            );
+        });
+    }
 }

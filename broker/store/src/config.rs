@@ -47,6 +47,10 @@ pub struct StoreConfig {
     /// durable write never also converts preallocated blocks (see `warm`); 0 turns the
     /// warmer off (RocketMQ's `warmMapedFileEnable`).
     pub warm_ahead_bytes: u64,
+    /// Most commit-log flushes in flight at once: 2 lets a flush start while another is
+    /// writing, when appends keep arriving (see `flush`); 1 writes one flush at a time and
+    /// never pads the log.
+    pub flushes_in_flight_max: usize,
     /// Entries per consume-queue file; a multiple of 1024 (whole pages).
     pub cq_entries_per_file: u64,
     /// How often consume queues, the key index and the checkpoint are flushed.
@@ -105,6 +109,7 @@ impl StoreConfig {
             chunk_bytes: limits::CHUNK_BYTES_DEFAULT,
             read_cache_bytes: limits::READ_CACHE_BYTES_DEFAULT,
             warm_ahead_bytes: limits::WARM_AHEAD_BYTES_DEFAULT,
+            flushes_in_flight_max: limits::FLUSHES_IN_FLIGHT_MAX,
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
             cq_flush_interval_ms: 1000,
             file_reserved_hours: 72,
@@ -140,6 +145,13 @@ impl StoreConfig {
             return bad(format!(
                 "warm_ahead_bytes {} is not a multiple of the page",
                 self.warm_ahead_bytes
+            ));
+        }
+        if !(1..=limits::FLUSHES_IN_FLIGHT_MAX).contains(&self.flushes_in_flight_max) {
+            return bad(format!(
+                "flushes_in_flight_max {} must be 1 or {}",
+                self.flushes_in_flight_max,
+                limits::FLUSHES_IN_FLIGHT_MAX
             ));
         }
         if self.chunk_bytes < 64 * 1024 {

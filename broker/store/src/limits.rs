@@ -28,6 +28,10 @@ pub const READ_CACHE_BYTES_DEFAULT: usize = 64 * 1024 * 1024;
 /// the range a crash can tear (recovery zeroes this much past the last valid record).
 pub const FLUSH_BYTES_MAX: usize = 8 * 1024 * 1024;
 
+/// Most commit-log flushes in flight at once (see `flush`): recovery zeroes this many flushes'
+/// reach past the last valid record after a crash, since each may have torn.
+pub const FLUSHES_IN_FLIGHT_MAX: usize = 2;
+
 /// Default most bytes waiting for the disk under ASYNC_FLUSH before appends wait.
 pub const ASYNC_DIRTY_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 

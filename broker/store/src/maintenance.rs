@@ -15,7 +15,7 @@ use comet_rt::io::{DirectFile, IoError, OpenMode};
 use crate::checkpoint::Checkpoint;
 use crate::consume_queue::FileWrite;
 use crate::error::StoreError;
-use crate::flush::{fail, run_flusher};
+use crate::flush::{fail, run_flush_lane};
 use crate::limits::{
     INDEX_LINK_BATCH, INDEX_LINK_BUSY_BATCH, INDEX_LINK_BUSY_PAUSE_MS, INDEX_UNLINKED_MAX,
 };
@@ -56,13 +56,12 @@ impl<'s> Future for MaintenanceLock<'s> {
 
 impl Store {
     pub(crate) fn start_tasks(&self) {
-        let flusher = comet_rt::local::spawn(run_flusher(Rc::clone(&self.shared)));
         let store = self.internal();
         let maintenance = comet_rt::local::spawn(async move { store.run_maintenance().await });
         let store = self.internal();
         let retention = comet_rt::local::spawn(async move { store.run_retention().await });
         // Maintenance and retention stop by themselves once they see `closed`; shutdown
-        // waits only for the flusher (and takes the maintenance lock for its own checkpoint).
+        // waits only for the flush lanes (and takes the maintenance lock for its own checkpoint).
         let store = self.internal();
         let orphans = comet_rt::local::spawn(async move { store.load_orphan_indexes().await });
         let linker = comet_rt::local::spawn(run_index_linker(Rc::clone(&self.shared)));
@@ -71,7 +70,10 @@ impl Store {
         maintenance.detach();
         retention.detach();
         orphans.detach();
-        self.shared.tasks.borrow_mut().push(flusher);
+        for _ in 0..self.shared.config.flushes_in_flight_max {
+            let lane = comet_rt::local::spawn(run_flush_lane(Rc::clone(&self.shared)));
+            self.shared.tasks.borrow_mut().push(lane);
+        }
         self.shared.tasks.borrow_mut().push(warmer);
     }
 

@@ -20,12 +20,14 @@ use comet_proto::message::{peek_total_size_and_magic, RecordView, BLANK_MAGIC};
 use comet_rt::io::{DirectFile, OpenMode};
 
 use crate::checkpoint::CheckpointFile;
-use crate::commit_log::{align_down, align_up, to_index, CommitLog, CommitLogShape};
+use crate::commit_log::{
+    align_down, align_up, to_index, CommitLog, CommitLogShape, BLANK_BYTES, PADDING_BYTES_MAX,
+};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::{setup_error, StoreError};
 use crate::index::KeyIndex;
-use crate::limits::{FLUSH_BYTES_MAX, RECOVERY_READ_BYTES};
+use crate::limits::{FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES, RECOVERY_READ_BYTES};
 use crate::offset::{file_name, parse_file_name};
 use crate::store::{dispatch_record, QueueState, Queues, Shared, Store, StoreStats};
 use crate::sync::{PositionWaiters, WakerList};
@@ -108,6 +110,8 @@ impl Store {
         orphans: crate::orphan::Orphans,
         lock: std::fs::File,
     ) -> Store {
+        let flights =
+            crate::flush::Flights::new(recovered.log.durable, config.flushes_in_flight_max);
         let shared = Shared {
             config,
             log: RefCell::new(recovered.log),
@@ -125,7 +129,8 @@ impl Store {
             flush_wanted: WakerList::default(),
             index_pushed: WakerList::default(),
             spare_ready: WakerList::default(),
-            flush_in_flight: Cell::new(false),
+            flights: RefCell::new(flights),
+            next_flush_waited: Cell::new(false),
             last_flush_bytes: Cell::new(0),
             zero_in_flight: Cell::new(None),
             warmed_to: Cell::new(0),
@@ -426,6 +431,7 @@ impl Scanner<'_> {
                     }
                 }
                 Check::Blank => return Ok(SegmentScan::Continues),
+                Check::Padding(size) => position += size,
                 Check::Zeros => return ends_at(position),
                 Check::Invalid(reason) => {
                     log::warn!("commit log ends at {position}: {reason}");
@@ -450,6 +456,8 @@ impl Scanner<'_> {
 enum Check {
     NeedMore(usize),
     Blank,
+    /// Padding that puts the next record on a page (see `CommitLog::pad_to_page`).
+    Padding(u64),
     /// Zeros where a record would start: the end of the written data of a preallocated
     /// segment (the normal end of a scan, not damage).
     Zeros,
@@ -460,6 +468,38 @@ enum Check {
         size: usize,
         what: String,
     },
+}
+
+/// A blank marker of `size` bytes at `position` ends the segment, or is padding: it ends on
+/// a page before the segment's end, is at most `PADDING_BYTES_MAX` long and zero past its
+/// header. Anything else is damage.
+fn check_blank(bytes: &[u8], size: i32, position: u64, segment_end: u64) -> Check {
+    let Ok(blank) = u64::try_from(size) else {
+        return Check::Invalid(format!("blank marker of {size} bytes"));
+    };
+    let end = position + blank;
+    if end == segment_end {
+        return Check::Blank;
+    }
+    if blank < BLANK_BYTES
+        || blank > PADDING_BYTES_MAX
+        || end % PAGE_BYTES != 0
+        || end > segment_end
+    {
+        return Check::Invalid(format!(
+            "blank marker of {size} bytes is neither the segment's end nor padding"
+        ));
+    }
+    let Some(padding) = bytes.get(..to_index(blank)) else {
+        return Check::NeedMore(to_index(blank));
+    };
+    if padding[to_index(BLANK_BYTES)..]
+        .iter()
+        .any(|&byte| byte != 0)
+    {
+        return Check::Invalid("padding holds data".to_string());
+    }
+    Check::Padding(blank)
 }
 
 /// Verifies the record at the start of `bytes` (at log `position`).
@@ -477,12 +517,7 @@ fn check_record(
         return Check::Zeros;
     }
     if magic == BLANK_MAGIC {
-        return match u64::try_from(size) {
-            Ok(blank) if position + blank == segment_end => Check::Blank,
-            _ => Check::Invalid(format!(
-                "blank marker of {size} bytes does not end the segment"
-            )),
-        };
+        return check_blank(bytes, size, position, segment_end);
     }
     let Ok(size) = usize::try_from(size) else {
         return Check::Invalid(format!("negative size {size}"));
@@ -581,7 +616,10 @@ async fn zero_past_end(
         return Ok(());
     };
     let page_start = align_down(end);
-    let limit = (segment_start + config.segment_bytes).min(end + 2 * FLUSH_BYTES_MAX as u64);
+    // Each flush in flight reaches at most FLUSH_BYTES_MAX past the previous one's start; one
+    // more for margin.
+    let reach = (FLUSHES_IN_FLIGHT_MAX as u64 + 1) * FLUSH_BYTES_MAX as u64;
+    let limit = (segment_start + config.segment_bytes).min(end + reach);
     let length = align_up(limit) - page_start;
     if length == 0 {
         return Ok(());
@@ -654,4 +692,49 @@ async fn read_tail_page(
         ));
     }
     Ok(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blank(size: u64) -> Vec<u8> {
+        let mut bytes = vec![0u8; to_index(size)];
+        bytes[..4].copy_from_slice(&(size as i32).to_be_bytes());
+        bytes[4..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
+        bytes
+    }
+
+    // Proves recovery skips padding only when it has padding's shape (ends on a page before
+    // the segment's end, at most a page plus the marker, zero past its header), takes a
+    // marker reaching the segment's end as the end marker, and refuses anything else.
+    #[test]
+    fn blank_markers_are_end_padding_or_damage() {
+        let segment_end = 64 * 1024;
+        let check = |bytes: &[u8], position: u64| {
+            let size = i32::from_be_bytes(bytes[..4].try_into().expect("4 bytes"));
+            check_blank(bytes, size, position, segment_end)
+        };
+        assert!(matches!(check(&blank(96), 4000), Check::Padding(96)));
+        assert!(matches!(check(&blank(4099), 4093), Check::Padding(4099)));
+        assert!(matches!(
+            check(&blank(100), segment_end - 100),
+            Check::Blank
+        ));
+        assert!(
+            matches!(check(&blank(8)[..8], 4000), Check::Invalid(_)),
+            "mid-page end"
+        );
+        assert!(matches!(check(&blank(96)[..50], 4000), Check::NeedMore(96)));
+        let mut holds_data = blank(96);
+        holds_data[60] = 1;
+        assert!(matches!(check(&holds_data, 4000), Check::Invalid(_)));
+        assert!(
+            matches!(check(&blank(8192), 0), Check::Invalid(_)),
+            "longer than any padding"
+        );
+        let mut negative = blank(8);
+        negative[..4].copy_from_slice(&(-8i32).to_be_bytes());
+        assert!(matches!(check(&negative, 8184), Check::Invalid(_)));
+    }
 }

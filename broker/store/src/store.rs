@@ -72,6 +72,11 @@ pub struct StoreStats {
     pub disk_reads: u64,
     /// Bytes of zeros the warmer wrote ahead of the write position (see `warm`).
     pub zeroed_bytes: u64,
+    /// Bytes of padding that put a flush's end on a page, so the next could start while it
+    /// was in flight (see `flush`).
+    pub padding_bytes: u64,
+    /// Flushes that started while another was in flight.
+    pub pipelined_flushes: u64,
 }
 
 /// State of one queue owned by this store.
@@ -107,8 +112,10 @@ pub(crate) struct Shared {
     /// The index linker, waiting for unlinked entries.
     pub(crate) index_pushed: WakerList,
     pub(crate) spare_ready: WakerList,
-    /// A flush is planned or writing (the warmer waits, see `warm`).
-    pub(crate) flush_in_flight: Cell<bool>,
+    /// Flushes planned and in flight (the warmer waits while any is, see `warm`).
+    pub(crate) flights: RefCell<crate::flush::Flights>,
+    /// The last flush to complete found appends waiting for the next one (see `flush`).
+    pub(crate) next_flush_waited: Cell<bool>,
     /// Bytes the last flush wrote (the warmer only runs behind small flushes).
     pub(crate) last_flush_bytes: Cell<u64>,
     /// The zero write in flight, `[low, high)` log positions.
@@ -628,11 +635,18 @@ pub(crate) fn dispatch_durable(shared: &Shared) {
         let (size, magic) =
             comet_proto::message::peek_total_size_and_magic(bytes).expect("whole header");
         if magic == BLANK_MAGIC {
-            assert!(
-                position + BLANK_BYTES <= log.durable,
-                "blank marker is written whole"
-            );
-            log.dispatched = log.segment_start(position) + log.segment_bytes;
+            // The segment's end marker (the rest of the segment holds nothing) or padding.
+            let end = position + u64::try_from(size).expect("appended blanks are positive");
+            let segment_end = log.segment_start(position) + log.segment_bytes;
+            let needed = if end == segment_end {
+                position + BLANK_BYTES
+            } else {
+                end
+            };
+            if needed > log.durable {
+                break;
+            }
+            log.dispatched = end;
             continue;
         }
         let size = u64::try_from(size).expect("appended records have positive sizes");

@@ -71,6 +71,12 @@ fn crash_child() {
             tasks.push(comet_rt::local::spawn(async move {
                 for step in 0.. {
                     let tag = (round << 40) | (appender << 20) | step;
+                    if appender % 3 == 0 {
+                        // Appends that arrive while flushes run, as from a broker's
+                        // connections: the store pads and pipelines flushes (see `flush`).
+                        let pause_us = (tag * 7919) % 300;
+                        comet_rt::local::sleep(std::time::Duration::from_micros(pause_us)).await;
+                    }
                     let queue_id = (appender % QUEUES as u64) as i32;
                     let unique = format!("U{tag}");
                     let props = properties(&[("UNIQ_KEY", &unique)]);
