@@ -8,8 +8,12 @@
 //!
 //! `--stores K` runs K stores at once, each on its own executor thread with its own N
 //! appenders, the way a broker with K shards runs one store per core; the rates are summed.
+//! `--pause-us P` makes each appender pause a pseudo-random 0..P µs before each append, so
+//! appends arrive while flushes run (as a broker's connections send) instead of all at once
+//! when a flush completes; `--flights 1` writes one flush at a time. Append latency (call to
+//! resolution) is reported as p50 / p99.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::sync::{Arc, Barrier};
@@ -19,6 +23,7 @@ use bytes::BytesMut;
 use clap::Parser;
 use comet_proto::message::{encode_record, RecordSpec};
 use comet_store::{FlushPolicy, LogId, Store, StoreConfig};
+use hdrhistogram::Histogram;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -40,16 +45,36 @@ struct Args {
     /// Stores measured at once, one per executor thread (a broker runs one per shard).
     #[arg(long, default_value_t = 1)]
     stores: u8,
+    /// Most commit-log flushes in flight (1 or 2; see the store's `flush`).
+    #[arg(long, default_value_t = comet_store::limits::FLUSHES_IN_FLIGHT_MAX)]
+    flights: usize,
+    /// Each appender pauses a pseudo-random 0..N µs before each append, so appends arrive
+    /// while flushes run, as a broker's connections send; 0: closed loop, no pause.
+    #[arg(long, default_value_t = 0)]
+    pause_us: u64,
 }
 
 /// What one store did during one measurement.
-#[derive(Clone, Copy, Default)]
 struct Sample {
     records: f64,
     bytes: f64,
     fsyncs: f64,
     cpu_us: f64,
     elapsed_seconds: f64,
+    latency_us: Histogram<u64>,
+}
+
+impl Default for Sample {
+    fn default() -> Sample {
+        Sample {
+            records: 0.0,
+            bytes: 0.0,
+            fsyncs: 0.0,
+            cpu_us: 0.0,
+            elapsed_seconds: 0.0,
+            latency_us: Histogram::new(3).expect("histogram"),
+        }
+    }
 }
 
 struct Row {
@@ -61,6 +86,8 @@ struct Row {
     fsyncs_per_second: f64,
     records_per_fsync: f64,
     cpu_us_per_record: f64,
+    latency_us_p50: u64,
+    latency_us_p99: u64,
 }
 
 /// CPU time (user + system) this thread has used, in microseconds. The machine may be shared,
@@ -109,9 +136,11 @@ async fn measure_store(
     let mut config = StoreConfig::new(&root, LogId::new(store_number).expect("id"));
     config.flush_policy = policy;
     config.flush_interval_ms = 10;
+    config.flushes_in_flight_max = args.flights;
     let store = Store::open(config).await.expect("open store");
     let record = Rc::new(encoded_record(args.body_bytes));
     let stop = Rc::new(Cell::new(false));
+    let latency_us = Rc::new(RefCell::new(Histogram::<u64>::new(3).expect("histogram")));
     // Every store is open before any measures (nothing else runs on this thread yet).
     start.wait();
     let before = store.stats();
@@ -119,13 +148,24 @@ async fn measure_store(
     let started = Instant::now();
     let mut tasks = Vec::new();
     for appender in 0..appenders {
-        let (store, stop) = (store.clone(), stop.clone());
+        let (store, stop, latency_us) = (store.clone(), stop.clone(), latency_us.clone());
         let mut one = BytesMut::from(&record[..]);
         // Spread appenders over 8 queues (QUEUEID is at byte 12).
         one[12..16].copy_from_slice(&((appender % 8) as i32).to_be_bytes());
+        let pause_us = args.pause_us;
         tasks.push(comet_rt::local::spawn(async move {
+            let mut seed = appender.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
             while !stop.get() {
+                if pause_us > 0 {
+                    seed ^= seed << 13;
+                    seed ^= seed >> 7;
+                    seed ^= seed << 17;
+                    comet_rt::local::sleep(Duration::from_micros(seed % pause_us)).await;
+                }
+                let sent = Instant::now();
                 store.append(&[&one[..]]).await.expect("append");
+                let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                latency_us.borrow_mut().saturating_record(micros);
             }
         }));
     }
@@ -139,12 +179,14 @@ async fn measure_store(
     let after = store.stats();
     store.shutdown().await.expect("shutdown");
     let _ = std::fs::remove_dir_all(&root);
+    let histogram = latency_us.borrow().clone();
     Sample {
         records: (after.appended_records - before.appended_records) as f64,
         bytes: (after.appended_bytes - before.appended_bytes) as f64,
         fsyncs: (after.fdatasyncs - before.fdatasyncs) as f64,
         cpu_us,
         elapsed_seconds,
+        latency_us: histogram,
     }
 }
 
@@ -169,6 +211,10 @@ fn measure(args: &Arc<Args>, policy: FlushPolicy, appenders: u64) -> Row {
         total.fsyncs += sample.fsyncs;
         total.cpu_us += sample.cpu_us;
         total.elapsed_seconds = total.elapsed_seconds.max(sample.elapsed_seconds);
+        total
+            .latency_us
+            .add(&sample.latency_us)
+            .expect("same histogram shape");
     }
     let elapsed = total.elapsed_seconds;
     Row {
@@ -188,6 +234,8 @@ fn measure(args: &Arc<Args>, policy: FlushPolicy, appenders: u64) -> Row {
             0.0
         },
         cpu_us_per_record: total.cpu_us / total.records.max(1.0),
+        latency_us_p50: total.latency_us.value_at_quantile(0.5),
+        latency_us_p99: total.latency_us.value_at_quantile(0.99),
     }
 }
 
@@ -207,12 +255,12 @@ fn main() {
         }
     }
     println!(
-        "| policy | stores | appenders per store | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record |"
+        "| policy | stores | appenders per store | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record | p50 / p99 µs |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!(
-            "| {} | {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} |",
+            "| {} | {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} | {} / {} |",
             row.policy,
             row.stores,
             row.appenders,
@@ -220,7 +268,9 @@ fn main() {
             row.megabytes_per_second,
             row.fsyncs_per_second,
             row.records_per_fsync,
-            row.cpu_us_per_record
+            row.cpu_us_per_record,
+            row.latency_us_p50,
+            row.latency_us_p99
         );
     }
 }

@@ -282,9 +282,10 @@ impl CommitLog {
 
     /// Pads the log to the next page boundary with a blank marker, so the flush planned next
     /// ends on a page and the one after it shares no page with it (two flushes may then be in
-    /// flight, see `flush`). Returns the padding's length: 0 when the log is on a page already
-    /// or the padding would leave no room for the segment's end marker.
-    pub(crate) fn pad_to_page(&mut self) -> u64 {
+    /// flight, see `flush`). Returns the padding's length: 0 when the log is on a page already,
+    /// the padding would be longer than `padding_bytes_max`, or it would leave no room for the
+    /// segment's end marker.
+    pub(crate) fn pad_to_page(&mut self, padding_bytes_max: u64) -> u64 {
         let mut padding = align_up(self.write) - self.write;
         if padding == 0 {
             return 0;
@@ -293,7 +294,7 @@ impl CommitLog {
             padding += PAGE_BYTES;
         }
         let segment_end = self.segment_start(self.write) + self.segment_bytes;
-        if self.write + padding + BLANK_BYTES > segment_end {
+        if padding > padding_bytes_max || self.write + padding + BLANK_BYTES > segment_end {
             return 0;
         }
         assert!(padding <= PADDING_BYTES_MAX);
@@ -466,9 +467,10 @@ mod tests {
     fn padding_ends_the_log_on_a_page() {
         comet_rt::local::run_local("pad", async {
             let mut log = log_at("pad").await;
-            assert_eq!(log.pad_to_page(), 0, "an empty log is on a page");
+            assert_eq!(log.pad_to_page(u64::MAX), 0, "an empty log is on a page");
             log.append_record(&[7u8; 1000], |_, _| {}).expect("append");
-            assert_eq!(log.pad_to_page(), 3096);
+            assert_eq!(log.pad_to_page(3095), 0, "longer than allowed");
+            assert_eq!(log.pad_to_page(3096), 3096);
             assert_eq!(log.write, 4096);
             let padding = log.cached_from(1000).expect("cached");
             assert_eq!(&padding[..4], &3096i32.to_be_bytes());
@@ -480,7 +482,7 @@ mod tests {
 
             log.append_record(&[7u8; 4091], |_, _| {}).expect("append");
             assert_eq!(
-                log.pad_to_page(),
+                log.pad_to_page(u64::MAX),
                 4096 + 5,
                 "a 5-byte gap cannot hold the marker"
             );
@@ -501,7 +503,7 @@ mod tests {
             log.append_record(&[7u8; 4096], |_, _| {}).expect("append");
             assert!(log.write > last_page);
             assert_eq!(
-                log.pad_to_page(),
+                log.pad_to_page(u64::MAX),
                 0,
                 "the segment's end marker keeps its room"
             );

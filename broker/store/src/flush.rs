@@ -14,8 +14,10 @@
 //! ends on a page boundary, so that they share no page. The first ends there when the log was
 //! padded to the page before it was planned ([`CommitLog::pad_to_page`]), which a lane does
 //! when another flush is in flight or the previous flush found the next one already waiting
-//! (appends keep arriving while flushes run: a broker under load). A lone appender, or
-//! appenders that all wait for the same flush, never pad. Flushes may complete in any order;
+//! (appends keep arriving while flushes run: a broker under load), and only when the padding
+//! is at most 1/[`PADDING_SHARE_MAX`] of what the flush carries, so padding never grows the
+//! log by more than that share. A lone appender, or appenders that all wait for the same
+//! flush, never pad. Flushes may complete in any order;
 //! `durable` moves to a flush's target only once every flush before it completed
 //! ([`Flights`]), then the dispatcher runs and the covered appends wake. On failure the store
 //! stops writing and every waiter fails.
@@ -28,7 +30,7 @@ use std::time::Duration;
 
 use crate::commit_log::{align_down, align_up, FlushPlan};
 use crate::config::FlushPolicy;
-use crate::limits::{FLUSH_BYTES_MAX, PAGE_BYTES};
+use crate::limits::{FLUSH_BYTES_MAX, PADDING_SHARE_MAX, PAGE_BYTES};
 use crate::store::{dispatch_durable, Shared};
 use crate::warm::meets_zero_write;
 
@@ -178,7 +180,8 @@ fn plan(shared: &Shared) -> Option<(FlushPlan, u64)> {
     let start = flights.next_start(log.write)?;
     let mut stats = shared.stats.get();
     if flights.max > 1 && (flights.busy() || shared.next_flush_waited.get()) {
-        stats.padding_bytes += log.pad_to_page();
+        let unplanned = flights.unplanned_bytes(log.write);
+        stats.padding_bytes += log.pad_to_page(unplanned / PADDING_SHARE_MAX);
     }
     let plan = log.plan_flush(start, FLUSH_BYTES_MAX)?;
     if flights.busy() {
