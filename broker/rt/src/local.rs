@@ -63,5 +63,12 @@ pub fn run_local<T>(name: &str, future: impl Future<Output = T>) -> T {
         .preempt_timer(Duration::from_millis(100))
         .make()
         .unwrap_or_else(|error| panic!("cannot build a local executor: {error}"));
-    executor.run(future)
+    executor.run(async move {
+        let output = future.await;
+        // Files dropped as `future` ended are closed by the reactor's next I/O cycle, which
+        // never comes once the executor returns: one short sleep gives it that cycle, so a
+        // process running executors one after another does not leak descriptors.
+        sleep(Duration::from_millis(1)).await;
+        output
+    })
 }

@@ -388,7 +388,7 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     } else {
         traffic.now.forwarded as f64 * 100.0 / requests as f64
     };
-    let figures: [(&str, String); 19] = [
+    let figures: [(&str, String); 21] = [
         ("brokerVersionDesc", "V5_3_3".to_owned()),
         (
             "brokerVersion",
@@ -426,6 +426,11 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         ("dispatchBehindBytes", "0".to_owned()),
         ("shardCount", broker.shard_count.to_string()),
         ("fdatasyncCount", stats.fdatasyncs.to_string()),
+        (
+            "commitLogPipelinedFlushes",
+            stats.pipelined_flushes.to_string(),
+        ),
+        ("commitLogPaddingBytes", stats.padding_bytes.to_string()),
         ("requestsHandledInPlace", traffic.now.in_place.to_string()),
         (
             "requestsForwardedToOwnerShard",

@@ -22,6 +22,7 @@ use crate::limits::{
 use crate::offset::{LogId, PhysicalOffset};
 use crate::sealed_index::{self, sealed_path, SealedIndex};
 use crate::store::{Shared, Store};
+use crate::sync::sleep_unless;
 
 /// Exclusive right to run maintenance I/O (checkpoint, derived-file flushes, deletes).
 pub(crate) struct MaintenanceGuard<'s> {
@@ -56,25 +57,34 @@ impl<'s> Future for MaintenanceLock<'s> {
 
 impl Store {
     pub(crate) fn start_tasks(&self) {
-        let store = self.internal();
-        let maintenance = comet_rt::local::spawn(async move { store.run_maintenance().await });
-        let store = self.internal();
-        let retention = comet_rt::local::spawn(async move { store.run_retention().await });
-        // Maintenance and retention stop by themselves once they see `closed`; shutdown
-        // waits only for the flush lanes (and takes the maintenance lock for its own checkpoint).
-        let store = self.internal();
-        let orphans = comet_rt::local::spawn(async move { store.load_orphan_indexes().await });
-        let linker = comet_rt::local::spawn(run_index_linker(Rc::clone(&self.shared)));
-        let warmer = comet_rt::local::spawn(crate::warm::run_warmer(Rc::clone(&self.shared)));
-        linker.detach();
-        maintenance.detach();
-        retention.detach();
-        orphans.detach();
+        // Every task ends once it sees `closed` (woken through `closing` and the lists it
+        // waits on); shutdown waits for them all, so none keeps the store's files open after
+        // it, then writes its own checkpoint. The flush lanes come first: they write what
+        // is left before the store closes.
+        let mut tasks = self.shared.tasks.borrow_mut();
         for _ in 0..self.shared.config.flushes_in_flight_max {
-            let lane = comet_rt::local::spawn(run_flush_lane(Rc::clone(&self.shared)));
-            self.shared.tasks.borrow_mut().push(lane);
+            tasks.push(comet_rt::local::spawn(run_flush_lane(Rc::clone(
+                &self.shared,
+            ))));
         }
-        self.shared.tasks.borrow_mut().push(warmer);
+        let store = self.internal();
+        tasks.push(comet_rt::local::spawn(async move {
+            store.run_maintenance().await
+        }));
+        let store = self.internal();
+        tasks.push(comet_rt::local::spawn(async move {
+            store.run_retention().await
+        }));
+        let store = self.internal();
+        tasks.push(comet_rt::local::spawn(async move {
+            store.load_orphan_indexes().await
+        }));
+        tasks.push(comet_rt::local::spawn(run_index_linker(Rc::clone(
+            &self.shared,
+        ))));
+        tasks.push(comet_rt::local::spawn(crate::warm::run_warmer(Rc::clone(
+            &self.shared,
+        ))));
     }
 
     /// A handle for the store's own tasks, which does not keep the store open.
@@ -89,7 +99,7 @@ impl Store {
         let interval = Duration::from_millis(self.shared.config.cq_flush_interval_ms);
         let mut sealing = true;
         while !self.shared.closed.get() {
-            comet_rt::local::sleep(interval).await;
+            self.sleep_unless_closed(interval).await;
             if self.shared.closed.get() || self.shared.failure.borrow().is_some() {
                 return;
             }
@@ -233,6 +243,7 @@ impl Store {
         shared.flush_wanted.wake_all();
         shared.index_pushed.wake_all();
         shared.warm_wanted.wake_all();
+        shared.closing.wake_all();
         let tasks: Vec<_> = shared.tasks.borrow_mut().drain(..).collect();
         for task in tasks {
             task.await;
@@ -301,8 +312,13 @@ impl Store {
             {
                 log::error!("retention pass failed: {error}");
             }
-            comet_rt::local::sleep(interval).await;
+            self.sleep_unless_closed(interval).await;
         }
+    }
+
+    async fn sleep_unless_closed(&self, duration: Duration) {
+        let shared = &self.shared;
+        sleep_unless(&shared.closing, || shared.closed.get(), duration).await;
     }
 
     /// One retention pass as of `now_ms`: updates the disk-full state, then deletes expired

@@ -136,6 +136,7 @@ impl Store {
             warmed_to: Cell::new(0),
             warm_wanted: WakerList::default(),
             zero_done: WakerList::default(),
+            closing: WakerList::default(),
             maintenance_busy: Cell::new(false),
             maintenance_free: WakerList::default(),
             last_store_timestamp_ms: Cell::new(0),

@@ -126,6 +126,8 @@ pub(crate) struct Shared {
     pub(crate) warm_wanted: WakerList,
     /// A flush waiting for the zero write it meets.
     pub(crate) zero_done: WakerList,
+    /// Background tasks sleeping until their next pass, woken when the store closes.
+    pub(crate) closing: WakerList,
     pub(crate) maintenance_busy: Cell<bool>,
     pub(crate) maintenance_free: WakerList,
     pub(crate) last_store_timestamp_ms: Cell<i64>,
@@ -180,6 +182,7 @@ impl Shared {
         self.spare_ready.wake_all();
         self.warm_wanted.wake_all();
         self.zero_done.wake_all();
+        self.closing.wake_all();
         self.arrivals_wake_all();
         self.tasks.borrow_mut().clear();
     }

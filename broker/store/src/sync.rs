@@ -5,8 +5,9 @@
 
 use std::cell::RefCell;
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 /// Wakers waiting for "something changed".
 #[derive(Default)]
@@ -54,6 +55,21 @@ impl<F: Fn() -> bool> Future for Until<'_, F> {
         self.list.register(cx.waker());
         Poll::Pending
     }
+}
+
+/// Sleeps for `duration`, or until `list` is woken with `stop()` true (a store closing, so
+/// its background tasks end with it instead of sleeping on with its files).
+pub(crate) async fn sleep_unless<F: Fn() -> bool>(list: &WakerList, stop: F, duration: Duration) {
+    let mut sleep = pin!(comet_rt::local::sleep(duration));
+    let mut stopped = pin!(list.until(stop));
+    std::future::poll_fn(|cx| {
+        if stopped.as_mut().poll(cx).is_ready() || sleep.as_mut().poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
 }
 
 /// Wakers ordered by the log position they wait for; positions arrive in ascending order
