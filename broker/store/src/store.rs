@@ -1,10 +1,11 @@
 //! The store facade: one instance per shard, driven by that shard's executor.
 //!
 //! Appends are copied into the commit log's open chunk synchronously (queue offsets assigned,
-//! QUEUEOFFSET / PHYSICALOFFSET / STORETIMESTAMP patched in place), then the single flusher
-//! task writes what is dirty to segments opened O_DSYNC, durable when the write completes
-//! (group commit: whatever piles up while a flush is in flight joins the next one; a flush
-//! never waits for company). When a flush completes the dispatcher turns the newly durable
+//! QUEUEOFFSET / PHYSICALOFFSET / STORETIMESTAMP patched in place), then the flush lanes
+//! write what is dirty to segments opened O_DSYNC, durable when the write completes (group
+//! commit: whatever piles up while a flush is in flight joins the next one, or starts a
+//! second flush beside it when the first ends on a page, see `flush`; a flush never waits
+//! for company). When a flush completes the dispatcher turns the newly durable
 //! records into consume-queue and index entries, so readers only ever see durable records,
 //! and appends waiting under SYNC_FLUSH resolve.
 //!
