@@ -59,6 +59,9 @@ struct Sample {
     records: f64,
     bytes: f64,
     fsyncs: f64,
+    flushes: f64,
+    pipelined_flushes: f64,
+    padding_bytes: f64,
     cpu_us: f64,
     elapsed_seconds: f64,
     latency_us: Histogram<u64>,
@@ -70,6 +73,9 @@ impl Default for Sample {
             records: 0.0,
             bytes: 0.0,
             fsyncs: 0.0,
+            flushes: 0.0,
+            pipelined_flushes: 0.0,
+            padding_bytes: 0.0,
             cpu_us: 0.0,
             elapsed_seconds: 0.0,
             latency_us: Histogram::new(3).expect("histogram"),
@@ -88,6 +94,8 @@ struct Row {
     cpu_us_per_record: f64,
     latency_us_p50: u64,
     latency_us_p99: u64,
+    pipelined_percent: f64,
+    padding_percent: f64,
 }
 
 /// CPU time (user + system) this thread has used, in microseconds. The machine may be shared,
@@ -184,6 +192,9 @@ async fn measure_store(
         records: (after.appended_records - before.appended_records) as f64,
         bytes: (after.appended_bytes - before.appended_bytes) as f64,
         fsyncs: (after.fdatasyncs - before.fdatasyncs) as f64,
+        flushes: (after.flushes - before.flushes) as f64,
+        pipelined_flushes: (after.pipelined_flushes - before.pipelined_flushes) as f64,
+        padding_bytes: (after.padding_bytes - before.padding_bytes) as f64,
         cpu_us,
         elapsed_seconds,
         latency_us: histogram,
@@ -209,6 +220,9 @@ fn measure(args: &Arc<Args>, policy: FlushPolicy, appenders: u64) -> Row {
         total.records += sample.records;
         total.bytes += sample.bytes;
         total.fsyncs += sample.fsyncs;
+        total.flushes += sample.flushes;
+        total.pipelined_flushes += sample.pipelined_flushes;
+        total.padding_bytes += sample.padding_bytes;
         total.cpu_us += sample.cpu_us;
         total.elapsed_seconds = total.elapsed_seconds.max(sample.elapsed_seconds);
         total
@@ -234,6 +248,8 @@ fn measure(args: &Arc<Args>, policy: FlushPolicy, appenders: u64) -> Row {
             0.0
         },
         cpu_us_per_record: total.cpu_us / total.records.max(1.0),
+        pipelined_percent: total.pipelined_flushes * 100.0 / total.flushes.max(1.0),
+        padding_percent: total.padding_bytes * 100.0 / total.bytes.max(1.0),
         latency_us_p50: total.latency_us.value_at_quantile(0.5),
         latency_us_p99: total.latency_us.value_at_quantile(0.99),
     }
@@ -255,12 +271,12 @@ fn main() {
         }
     }
     println!(
-        "| policy | stores | appenders per store | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record | p50 / p99 µs |"
+        "| policy | stores | appenders per store | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record | p50 / p99 µs | pipelined flushes | padding |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {
         println!(
-            "| {} | {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} | {} / {} |",
+            "| {} | {} | {} | {:.0} | {:.1} | {:.0} | {:.1} | {:.2} | {} / {} | {:.0}% | {:.1}% |",
             row.policy,
             row.stores,
             row.appenders,
@@ -270,7 +286,9 @@ fn main() {
             row.records_per_fsync,
             row.cpu_us_per_record,
             row.latency_us_p50,
-            row.latency_us_p99
+            row.latency_us_p99,
+            row.pipelined_percent,
+            row.padding_percent
         );
     }
 }
