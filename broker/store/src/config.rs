@@ -181,3 +181,49 @@ impl StoreConfig {
         limits::RECORD_BYTES_MAX.min(segment_limit)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the defaults pass and every refused value is a Config error naming the field.
+    #[test]
+    fn validation_names_the_bad_field() {
+        let base = StoreConfig::new("unused", LogId::new(1).expect("id"));
+        assert!(base.validate().is_ok());
+        let cases: Vec<(&str, Box<dyn Fn(&mut StoreConfig)>)> = vec![
+            (
+                "segment_bytes",
+                Box::new(|c| c.segment_bytes = (1 << 20) + 1),
+            ),
+            ("segment_bytes", Box::new(|c| c.segment_bytes = 4096)),
+            (
+                "cq_entries_per_file",
+                Box::new(|c| c.cq_entries_per_file = 1000),
+            ),
+            ("warm_ahead_bytes", Box::new(|c| c.warm_ahead_bytes = 1000)),
+            (
+                "flushes_in_flight_max",
+                Box::new(|c| c.flushes_in_flight_max = 0),
+            ),
+            (
+                "flushes_in_flight_max",
+                Box::new(|c| c.flushes_in_flight_max = 3),
+            ),
+            ("chunk_bytes", Box::new(|c| c.chunk_bytes = 4096)),
+            ("disk ratios", Box::new(|c| c.disk_high_ratio = 1.5)),
+            ("flush_interval_ms", Box::new(|c| c.flush_interval_ms = 0)),
+            ("delete_when_hour", Box::new(|c| c.delete_when_hour = 24)),
+        ];
+        for (field, spoil) in cases {
+            let mut config = base.clone();
+            spoil(&mut config);
+            match config.validate() {
+                Err(StoreError::Config(message)) => {
+                    assert!(message.contains(field), "{field}: {message}");
+                }
+                other => panic!("{field}: expected a config error, got {other:?}"),
+            }
+        }
+    }
+}
