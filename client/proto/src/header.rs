@@ -23,7 +23,7 @@
 use std::fmt;
 
 use bytes::{BufMut, BytesMut};
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 
 use crate::code::LanguageCode;
@@ -316,16 +316,98 @@ fn lenient_ext_fields<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ExtF
             Ok(ExtFields::new())
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtFields, A::Error> {
-            let mut fields = ExtFields::with_capacity(map.size_hint().unwrap_or(8).min(64));
-            while let Some(key) = map.next_key::<String>()? {
-                if let Some(value) = map.next_value::<Scalar>()?.into_text() {
-                    fields.insert(key, value);
+            let mut fields = ExtFields::with_capacity(map.size_hint().unwrap_or(16).min(64));
+            // Keys and values are written straight into the map's text: no allocation per
+            // field (see `ext`).
+            loop {
+                let key_start = fields.text_mut().len();
+                if map.next_key_seed(AppendText(fields.text_mut()))?.is_none() {
+                    return Ok(fields);
+                }
+                let key_end = fields.text_mut().len();
+                if map.next_value_seed(AppendScalar(fields.text_mut()))? {
+                    fields.commit_appended(key_start, key_end);
+                } else {
+                    // Null: Java leaves the field out.
+                    fields.truncate_text(key_start);
                 }
             }
-            Ok(fields)
         }
     }
     deserializer.deserialize_any(ExtVisitor)
+}
+
+/// Appends a JSON string (an ext-field key) to the text it holds.
+struct AppendText<'t>(&'t mut String);
+
+impl<'de> DeserializeSeed<'de> for AppendText<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for AppendText<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<(), E> {
+        self.0.push_str(value);
+        Ok(())
+    }
+}
+
+/// Appends a JSON scalar (an ext-field value) to the text it holds as Java's `toString` would
+/// give it; `false` for null, which appends nothing.
+struct AppendScalar<'t>(&'t mut String);
+
+impl<'de> DeserializeSeed<'de> for AppendScalar<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl AppendScalar<'_> {
+    fn display(self, value: impl fmt::Display) -> bool {
+        use std::fmt::Write as _;
+        write!(self.0, "{value}").expect("writing to a String cannot fail");
+        true
+    }
+}
+
+impl<'de> Visitor<'de> for AppendScalar<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, number, boolean or null")
+    }
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<bool, E> {
+        self.0.push_str(value);
+        Ok(true)
+    }
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<bool, E> {
+        Ok(self.display(value))
+    }
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<bool, E> {
+        Ok(self.display(value))
+    }
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<bool, E> {
+        Ok(self.display(value))
+    }
+    fn visit_bool<E: de::Error>(self, value: bool) -> Result<bool, E> {
+        Ok(self.display(value))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
 }
 
 fn encode_binary(command: &RemotingCommand, dst: &mut BytesMut) {
@@ -527,7 +609,8 @@ mod tests {
     }
 
     // Proves the lenient JSON reading real clients need: numbers and booleans as ext values,
-    // null remark, unknown keys, a trailing newline, missing keys defaulting.
+    // null remark, unknown keys, a trailing newline, missing keys defaulting, repeated keys
+    // (last value wins), escapes, nested values refused.
     #[test]
     fn json_is_lenient_like_java() {
         let text = br#"{"code":11,"extFields":{"maxMsgNums":32,"k":false,"n":null,"s":"x"},
@@ -541,6 +624,16 @@ mod tests {
         assert_eq!(header.ext_fields.get("k"), Some("false"));
         assert_eq!(header.ext_fields.get("n"), None);
         assert_eq!(header.remark, None);
+        assert_eq!(header.ext_fields.len(), 3, "the null field is left out");
+        let order: Vec<&str> = header.ext_fields.iter().map(|(key, _)| key).collect();
+        assert_eq!(order, ["maxMsgNums", "k", "s"]);
+        // A repeated key keeps its first place and takes the last value; escapes decode;
+        // a nested value is an error, not a silent drop.
+        let repeated = br#"{"extFields":{"a":"1","b\u0041":"x\"y","a":2.5,"c":null,"a":"3"}}"#;
+        let header = decode_json(repeated).unwrap();
+        let entries: Vec<(&str, &str)> = header.ext_fields.iter().collect();
+        assert_eq!(entries, [("a", "3"), ("bA", "x\"y")]);
+        assert!(decode_json(br#"{"extFields":{"a":{"b":1}}}"#).is_err());
         let minimal = decode_json(b"{}").unwrap();
         assert_eq!(minimal.language, LanguageCode::JAVA);
         assert_eq!(minimal.code, 0);
