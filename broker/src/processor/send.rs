@@ -380,10 +380,10 @@ async fn append_and_respond(
         RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_header(&response_header);
     response
         .ext_fields
-        .insert(EXT_MSG_REGION, broker.config.region_id.clone());
+        .insert(EXT_MSG_REGION, &broker.config.region_id);
     response
         .ext_fields
-        .insert(EXT_TRACE_ON, broker.config.trace_on.to_string());
+        .insert_opt(EXT_TRACE_ON, Some(broker.config.trace_on));
     response
 }
 
@@ -406,9 +406,9 @@ pub fn store_error_response(
     // configuration like the success answer, not fixed strings.
     response
         .ext_fields
-        .insert(EXT_MSG_REGION, broker.config.region_id.clone());
+        .insert(EXT_MSG_REGION, &broker.config.region_id);
     response
         .ext_fields
-        .insert(EXT_TRACE_ON, broker.config.trace_on.to_string());
+        .insert_opt(EXT_TRACE_ON, Some(broker.config.trace_on));
     response
 }

@@ -78,17 +78,26 @@ impl ExtFields {
 
     /// Sets `key` when `value` is `Some`; Java omits null fields.
     pub fn insert_opt<V: fmt::Display>(&mut self, key: &str, value: Option<V>) {
-        let Some(value) = value else {
-            return;
-        };
-        if self.position(key).is_some() {
-            self.insert(key, value.to_string());
+        if let Some(value) = value {
+            self.insert_rendered(key, |text| {
+                write!(text, "{value}").expect("writing to a String cannot fail");
+            });
+        }
+    }
+
+    /// Sets `key` to the text `render` appends to the string it is given (no allocation of
+    /// its own for a new key).
+    pub fn insert_rendered(&mut self, key: &str, render: impl FnOnce(&mut String)) {
+        if let Some(index) = self.position(key) {
+            let mut value = String::new();
+            render(&mut value);
+            self.replace_value(index, &value);
             return;
         }
         let key_start = self.text.len();
         self.text.push_str(key);
         let key_end = self.text.len();
-        write!(self.text, "{value}").expect("writing to a String cannot fail");
+        render(&mut self.text);
         self.spans.push((key_start, key_end, self.text.len()));
     }
 

@@ -22,6 +22,8 @@
 //! [`admin`] (admin tool to broker, broker to client), [`pop`] (5.x pop consumption), and
 //! [`base`] (the 5.x keys every request may carry).
 
+use std::fmt::Write as _;
+
 use crate::error::HeaderError;
 use crate::ext::{parse_bool, parse_i32, parse_i64, ExtFields};
 
@@ -56,16 +58,17 @@ pub trait HeaderField: Sized {
 pub trait HeaderScalar: Sized {
     /// Parses the ext value of `key` with Java's rules.
     fn parse(key: &'static str, value: &str) -> Result<Self, HeaderError>;
-    /// The ext value text.
-    fn render(&self) -> String;
+    /// Appends the ext value text to `text` (straight into the ext fields' one string, see
+    /// `ext`).
+    fn render(&self, text: &mut String);
 }
 
 impl HeaderScalar for String {
     fn parse(_key: &'static str, value: &str) -> Result<String, HeaderError> {
         Ok(value.to_owned())
     }
-    fn render(&self) -> String {
-        self.clone()
+    fn render(&self, text: &mut String) {
+        text.push_str(self);
     }
 }
 
@@ -73,8 +76,8 @@ impl HeaderScalar for i32 {
     fn parse(key: &'static str, value: &str) -> Result<i32, HeaderError> {
         parse_i32(key, value)
     }
-    fn render(&self) -> String {
-        self.to_string()
+    fn render(&self, text: &mut String) {
+        write!(text, "{self}").expect("writing to a String cannot fail");
     }
 }
 
@@ -82,8 +85,8 @@ impl HeaderScalar for i64 {
     fn parse(key: &'static str, value: &str) -> Result<i64, HeaderError> {
         parse_i64(key, value)
     }
-    fn render(&self) -> String {
-        self.to_string()
+    fn render(&self, text: &mut String) {
+        write!(text, "{self}").expect("writing to a String cannot fail");
     }
 }
 
@@ -91,8 +94,8 @@ impl HeaderScalar for bool {
     fn parse(_key: &'static str, value: &str) -> Result<bool, HeaderError> {
         Ok(parse_bool(value))
     }
-    fn render(&self) -> String {
-        self.to_string()
+    fn render(&self, text: &mut String) {
+        write!(text, "{self}").expect("writing to a String cannot fail");
     }
 }
 
@@ -102,7 +105,7 @@ impl<T: HeaderScalar> HeaderField for T {
         T::parse(key, ext.required_str(key)?)
     }
     fn write(&self, ext: &mut ExtFields, key: &'static str) {
-        ext.insert(key, self.render());
+        ext.insert_rendered(key, |text| self.render(text));
     }
 }
 
@@ -113,7 +116,7 @@ impl<T: HeaderScalar> HeaderField for Option<T> {
     }
     fn write(&self, ext: &mut ExtFields, key: &'static str) {
         if let Some(value) = self {
-            ext.insert(key, value.render());
+            ext.insert_rendered(key, |text| value.render(text));
         }
     }
 }
@@ -219,8 +222,8 @@ macro_rules! header_enum {
                     expected: concat!("a ", stringify!($name), " name"),
                 })
             }
-            fn render(&self) -> String {
-                self.as_str().to_owned()
+            fn render(&self, text: &mut String) {
+                text.push_str(self.as_str());
             }
         }
     };
