@@ -318,18 +318,19 @@ fn lenient_ext_fields<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ExtF
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ExtFields, A::Error> {
             let mut fields = ExtFields::with_capacity(map.size_hint().unwrap_or(16).min(64));
             // Keys and values are written straight into the map's text: no allocation per
-            // field (see `ext`).
+            // field (see `pairs`).
+            let pairs = fields.pairs_mut();
             loop {
-                let key_start = fields.text_mut().len();
-                if map.next_key_seed(AppendText(fields.text_mut()))?.is_none() {
+                let key_start = pairs.text_len();
+                if map.next_key_seed(AppendText(pairs.text_mut()))?.is_none() {
                     return Ok(fields);
                 }
-                let key_end = fields.text_mut().len();
-                if map.next_value_seed(AppendScalar(fields.text_mut()))? {
-                    fields.commit_appended(key_start, key_end);
+                let key_end = pairs.text_len();
+                if map.next_value_seed(AppendScalar(pairs.text_mut()))? {
+                    pairs.commit_appended(key_start, key_end);
                 } else {
                     // Null: Java leaves the field out.
-                    fields.truncate_text(key_start);
+                    pairs.truncate_text(key_start);
                 }
             }
         }

@@ -38,6 +38,7 @@ pub mod json;
 pub mod limits;
 pub mod message;
 pub mod message_id;
+mod pairs;
 pub mod properties;
 
 pub use bytes;

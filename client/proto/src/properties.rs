@@ -16,6 +16,8 @@
 
 use std::fmt;
 
+use crate::pairs::TextPairs;
+
 /// Separates a name from its value (`MessageDecoder.NAME_VALUE_SEPARATOR`).
 pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
 /// Ends every entry (`MessageDecoder.PROPERTY_SEPARATOR`).
@@ -306,11 +308,12 @@ pub fn push_entry(dst: &mut String, name: &str, value: &str) {
 
 /// An owned property map: insertion order kept, a repeated name replaces the earlier value.
 ///
-/// A message carries a dozen properties at most, so a vector with linear lookup beats a hash
-/// map and keeps encodings deterministic.
+/// A message carries a dozen properties at most, so entries sit back to back in one string
+/// with linear lookup (see `pairs`): decoding a message's properties costs two allocations,
+/// and encodings are deterministic.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Properties {
-    entries: Vec<(String, String)>,
+    pairs: TextPairs,
 }
 
 impl Properties {
@@ -321,12 +324,12 @@ impl Properties {
 
     /// Decodes a properties string with Java's rules.
     pub fn decode(text: &str) -> Properties {
-        // Usually one allocation for the vector; capped so a string of bare separators cannot
-        // reserve more than a typical message's worth of entries up front.
+        // Capped so a string of bare separators cannot reserve more than a typical message's
+        // worth of entries up front; the text is never longer than the input.
         let separators = text.bytes().filter(|byte| *byte == 2).count();
         let capacity = (separators + 1).min(PROPERTIES_CAPACITY_MAX);
         let mut properties = Properties {
-            entries: Vec::with_capacity(capacity),
+            pairs: TextPairs::with_capacity(capacity, text.len()),
         };
         for (name, value) in iter(text) {
             properties.insert(name, value);
@@ -337,13 +340,8 @@ impl Properties {
     /// Encodes with `0x02` after every entry. Entries whose name or value contains a separator
     /// would not survive a round trip; Java writes them anyway, and so does this.
     pub fn encode(&self) -> String {
-        let bytes: usize = self
-            .entries
-            .iter()
-            .map(|(k, v)| k.len() + v.len() + 2)
-            .sum();
-        let mut text = String::with_capacity(bytes);
-        for (name, value) in &self.entries {
+        let mut text = String::with_capacity(self.pairs.text_len() + 2 * self.pairs.len());
+        for (name, value) in self.pairs.iter() {
             push_entry(&mut text, name, value);
         }
         text
@@ -351,41 +349,32 @@ impl Properties {
 
     /// Number of entries.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.pairs.len()
     }
 
     /// True when there are no entries.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.pairs.is_empty()
     }
 
     /// The value of `name`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.entries
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
+        self.pairs.get(name)
     }
 
     /// Sets `name` to `value`, replacing an earlier value in place.
-    pub fn insert(&mut self, name: impl Into<String>, value: impl Into<String>) {
-        let name = name.into();
-        let value = value.into();
-        match self.entries.iter_mut().find(|(key, _)| *key == name) {
-            Some(entry) => entry.1 = value,
-            None => self.entries.push((name, value)),
-        }
+    pub fn insert(&mut self, name: impl AsRef<str>, value: impl AsRef<str>) {
+        self.pairs.insert(name.as_ref(), value.as_ref());
     }
 
     /// Removes `name`, returning its value.
     pub fn remove(&mut self, name: &str) -> Option<String> {
-        let index = self.entries.iter().position(|(key, _)| key == name)?;
-        Some(self.entries.remove(index).1)
+        self.pairs.remove(name)
     }
 
     /// Entries in insertion order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.pairs.iter()
     }
 
     /// Entries whose names are not reserved: what an application set itself.
@@ -408,7 +397,7 @@ impl fmt::Display for Properties {
     }
 }
 
-impl<K: Into<String>, V: Into<String>> FromIterator<(K, V)> for Properties {
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Properties {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Properties {
         let mut properties = Properties::new();
         for (name, value) in pairs {
