@@ -477,7 +477,7 @@ fn decode_binary(bytes: &[u8]) -> Result<HeaderFields, ProtoError> {
 
 fn decode_binary_ext(bytes: &[u8]) -> Result<ExtFields, ProtoError> {
     let mut reader = Reader { bytes, offset: 0 };
-    let mut fields = ExtFields::new();
+    let mut fields = ExtFields::with_capacity(16);
     while reader.remaining() > 0 {
         let key_length = reader.i16()?;
         let key_length = usize::try_from(key_length).map_err(|_| ProtoError::LengthInvalid {
@@ -485,13 +485,12 @@ fn decode_binary_ext(bytes: &[u8]) -> Result<ExtFields, ProtoError> {
             offset: reader.offset - 2,
             length: i64::from(key_length),
         })?;
-        let key = reader.text(key_length, "ext key")?;
+        let key = reader.str(key_length, "ext key")?;
         let value_length = reader.length("ext value")?;
-        let value = reader.text(value_length, "ext value")?;
-        if let (Some(key), Some(value)) = (key, value) {
-            if !key.is_empty() && !value.is_empty() {
-                fields.insert(key, value);
-            }
+        let value = reader.str(value_length, "ext value")?;
+        // Empty keys or values are Java's null: left out.
+        if !key.is_empty() && !value.is_empty() {
+            fields.insert(key, value);
         }
     }
     Ok(fields)
@@ -560,13 +559,14 @@ impl<'a> Reader<'a> {
 
     /// Reads `length` bytes of UTF-8; zero length is Java's null.
     fn text(&mut self, length: usize, what: &'static str) -> Result<Option<String>, ProtoError> {
+        let text = self.str(length, what)?;
+        Ok((!text.is_empty()).then(|| text.to_owned()))
+    }
+
+    /// `length` bytes of UTF-8, borrowed.
+    fn str(&mut self, length: usize, what: &'static str) -> Result<&'a str, ProtoError> {
         let slice = self.take(length, what)?;
-        if slice.is_empty() {
-            return Ok(None);
-        }
-        std::str::from_utf8(slice)
-            .map(|text| Some(text.to_owned()))
-            .map_err(|_| ProtoError::Utf8 { what })
+        std::str::from_utf8(slice).map_err(|_| ProtoError::Utf8 { what })
     }
 }
 
