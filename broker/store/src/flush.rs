@@ -17,10 +17,9 @@
 //! (appends keep arriving while flushes run: a broker under load), and only when the padding
 //! is at most 1/[`PADDING_SHARE_MAX`] of what the flush carries, so padding never grows the
 //! log by more than that share. A lone appender, or appenders that all wait for the same
-//! flush, never pad. Flushes may complete in any order;
-//! `durable` moves to a flush's target only once every flush before it completed
-//! ([`Flights`]), then the dispatcher runs and the covered appends wake. On failure the store
-//! stops writing and every waiter fails.
+//! flush, never pad. Flushes may complete in any order; `durable` moves to a flush's target
+//! only once every flush before it completed ([`Flights`]), then the dispatcher runs and the
+//! covered appends wake. On failure the store stops writing and every waiter fails.
 //!
 //! [`CommitLog::pad_to_page`]: crate::commit_log::CommitLog::pad_to_page
 
