@@ -41,6 +41,16 @@ pub(crate) const BLANK_BYTES: u64 = comet_proto::message::BLANK_MARKER_BYTES as 
 /// padded through the next page.
 pub(crate) const PADDING_BYTES_MAX: u64 = PAGE_BYTES + BLANK_BYTES - 1;
 
+/// The 8-byte blank marker covering `blank` bytes (`maxBlank`, then BLANK_MAGIC): the end of a
+/// segment, or padding.
+fn blank_marker(blank: u64) -> [u8; 8] {
+    let blank = i32::try_from(blank).expect("segments are below 2 GiB per blank");
+    let mut marker = [0u8; 8];
+    marker[..4].copy_from_slice(&blank.to_be_bytes());
+    marker[4..].copy_from_slice(&comet_proto::message::BLANK_MAGIC.to_be_bytes());
+    marker
+}
+
 pub(crate) fn align_down(value: u64) -> u64 {
     value - value % PAGE_BYTES
 }
@@ -232,10 +242,7 @@ impl CommitLog {
             blank >= BLANK_BYTES,
             "a segment always keeps room for its end marker"
         );
-        let mut marker = [0u8; 8];
-        let blank_i32 = i32::try_from(blank).expect("segments are below 2 GiB per blank");
-        marker[..4].copy_from_slice(&blank_i32.to_be_bytes());
-        marker[4..].copy_from_slice(&comet_proto::message::BLANK_MAGIC.to_be_bytes());
+        let marker = blank_marker(blank);
         let open = self.open_chunk_for(marker.len());
         open.extend_from_slice(&marker);
         self.cached_bytes += marker.len();
@@ -301,9 +308,8 @@ impl CommitLog {
         let length = to_index(padding);
         let open = self.open_chunk_for(length);
         let at = open.len();
+        open.extend_from_slice(&blank_marker(padding));
         open.resize(at + length, 0);
-        open[at..at + 4].copy_from_slice(&(padding as i32).to_be_bytes());
-        open[at + 4..at + 8].copy_from_slice(&comet_proto::message::BLANK_MAGIC.to_be_bytes());
         self.write += padding;
         self.cached_bytes += length;
         padding

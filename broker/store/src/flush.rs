@@ -71,12 +71,7 @@ impl Flights {
         write.saturating_sub(self.planned)
     }
 
-    /// Whether no flush is planned or in flight (the warmer writes only then).
-    pub(crate) fn idle(&self) -> bool {
-        self.in_flight.is_empty()
-    }
-
-    /// Whether a flush is in flight.
+    /// Whether a flush is planned or in flight (the warmer writes only when none is).
     pub(crate) fn busy(&self) -> bool {
         !self.in_flight.is_empty()
     }
@@ -282,7 +277,7 @@ mod tests {
         );
         assert_eq!(flights.next_start(20_000), None, "9000 is mid-page");
         assert_eq!(flights.complete(8192), Some(9000));
-        assert!(flights.idle());
+        assert!(!flights.busy());
         assert_eq!(flights.next_start(20_000), Some(9000));
 
         let mut single = Flights::new(0, 1);

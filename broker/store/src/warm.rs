@@ -41,7 +41,7 @@ pub(crate) async fn run_warmer(shared: Rc<Shared>) {
             .warm_wanted
             .until(|| {
                 stopping(&shared)
-                    || (shared.flights.borrow().idle() && next_zero_write(&shared).is_some())
+                    || (!shared.flights.borrow().busy() && next_zero_write(&shared).is_some())
             })
             .await;
         if stopping(&shared) {

@@ -12,10 +12,10 @@
 //! accept an optional sign and decimal digits only; `Boolean.parseBoolean` is true only for a
 //! case-insensitive `true` (trap T22).
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use crate::error::HeaderError;
-use crate::pairs::TextPairs;
+use crate::pairs::{push_display, TextPairs};
 
 /// The ext-field map of one command.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -62,9 +62,7 @@ impl ExtFields {
     /// Sets `key` when `value` is `Some`; Java omits null fields.
     pub fn insert_opt<V: fmt::Display>(&mut self, key: &str, value: Option<V>) {
         if let Some(value) = value {
-            self.insert_rendered(key, |text| {
-                write!(text, "{value}").expect("writing to a String cannot fail");
-            });
+            self.insert_rendered(key, |text| push_display(text, value));
         }
     }
 

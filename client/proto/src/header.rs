@@ -31,6 +31,7 @@ use crate::command::{RemotingCommand, SerializeType};
 use crate::error::ProtoError;
 use crate::ext::ExtFields;
 use crate::limits::BINARY_HEADER_FIXED_BYTES;
+use crate::pairs::push_display;
 
 /// The parts of a command that live in its header.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -375,8 +376,7 @@ impl<'de> DeserializeSeed<'de> for AppendScalar<'_> {
 
 impl AppendScalar<'_> {
     fn display(self, value: impl fmt::Display) -> bool {
-        use std::fmt::Write as _;
-        write!(self.0, "{value}").expect("writing to a String cannot fail");
+        push_display(self.0, value);
         true
     }
 }

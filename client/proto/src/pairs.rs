@@ -9,8 +9,14 @@
 //! [`ExtFields`]: crate::ext::ExtFields
 //! [`Properties`]: crate::properties::Properties
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::ops::Range;
+
+/// Appends `value` as `Display` renders it (how numbers and booleans become header and
+/// property text).
+pub(crate) fn push_display(text: &mut String, value: impl fmt::Display) {
+    write!(text, "{value}").expect("writing to a String cannot fail");
+}
 
 /// See the module docs.
 #[derive(Clone, Default)]

@@ -22,10 +22,9 @@
 //! [`admin`] (admin tool to broker, broker to client), [`pop`] (5.x pop consumption), and
 //! [`base`] (the 5.x keys every request may carry).
 
-use std::fmt::Write as _;
-
 use crate::error::HeaderError;
 use crate::ext::{parse_bool, parse_i32, parse_i64, ExtFields};
+use crate::pairs::push_display;
 
 pub mod admin;
 pub mod base;
@@ -77,7 +76,7 @@ impl HeaderScalar for i32 {
         parse_i32(key, value)
     }
     fn render(&self, text: &mut String) {
-        write!(text, "{self}").expect("writing to a String cannot fail");
+        push_display(text, self);
     }
 }
 
@@ -86,7 +85,7 @@ impl HeaderScalar for i64 {
         parse_i64(key, value)
     }
     fn render(&self, text: &mut String) {
-        write!(text, "{self}").expect("writing to a String cannot fail");
+        push_display(text, self);
     }
 }
 
@@ -95,7 +94,7 @@ impl HeaderScalar for bool {
         Ok(parse_bool(value))
     }
     fn render(&self, text: &mut String) {
-        write!(text, "{self}").expect("writing to a String cannot fail");
+        push_display(text, self);
     }
 }
 
