@@ -22,6 +22,7 @@ pub mod runtime;
 pub mod schedule;
 pub mod shard;
 pub mod standalone;
+pub mod stats;
 pub mod subscription;
 pub mod timer;
 pub mod topic;

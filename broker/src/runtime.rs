@@ -32,6 +32,7 @@ use crate::offset::{OffsetFile, OffsetTable};
 use crate::ownership::owner_shard;
 use crate::processor::{self, client};
 use crate::shard::{RequestContext, ShardBroker, ShardCall, ShardReply};
+use crate::stats::ItemStats;
 use crate::traffic::Traffic;
 use crate::{persist, register};
 
@@ -212,6 +213,10 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     let start = Arc::new(ShardStart {
         config,
         traffic: Arc::new(Traffic::new(shard_count)),
+        stats: Arc::new(ItemStats::new(
+            shard_count,
+            comet_rt::clock::wall_clock_ms(),
+        )),
         metadata,
         unique_keys,
         listen: reservation.addr(),
@@ -263,6 +268,7 @@ fn random_i32() -> i32 {
 struct ShardStart {
     config: Arc<LiveConfig>,
     traffic: Arc<Traffic>,
+    stats: Arc<ItemStats>,
     metadata: Arc<Metadata>,
     unique_keys: Arc<UniqueKeyGenerator>,
     listen: SocketAddr,
@@ -305,6 +311,7 @@ async fn run_shard(
         boot_timestamp_ms: comet_rt::clock::wall_clock_ms(),
         queue_cursor: Cell::new(u32::from(shard.0)),
         traffic: start.traffic.clone(),
+        stats: start.stats.clone(),
     });
     load_offsets(&broker).await;
     let peer = mesh
@@ -517,7 +524,8 @@ fn spawn_housekeeping(
 
 /// Publishes this shard's stored-message count; shard 0 then records the broker-wide totals
 /// for the rates GET_BROKER_RUNTIME_INFO reports (a shard's count may be up to one interval
-/// old in that sample, which evens out over the 10 s and longer windows).
+/// old in that sample, which evens out over the 10 s and longer windows), and takes the
+/// per-topic statistics' snapshots when due.
 fn sample_traffic(broker: &ShardBroker) {
     broker
         .traffic()
@@ -527,6 +535,7 @@ fn sample_traffic(broker: &ShardBroker) {
         broker
             .traffic
             .sample(now_ms, crate::traffic::local_day(now_ms));
+        broker.stats.sample(now_ms);
     }
 }
 

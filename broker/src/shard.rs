@@ -20,6 +20,7 @@ use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
 use crate::offset::OffsetTable;
 use crate::ownership::owner_shard;
+use crate::stats::ItemStats;
 use crate::traffic::{ShardTraffic, Traffic};
 
 /// Who sent a request: the connection it arrived on. Plain data, so it can cross shards.
@@ -92,6 +93,8 @@ pub struct ShardBroker {
     pub queue_cursor: Cell<u32>,
     /// Broker-wide traffic counters (this shard writes only its own slot).
     pub traffic: Arc<Traffic>,
+    /// Per-topic and per-group statistics (this shard writes only its own slot).
+    pub stats: Arc<ItemStats>,
 }
 
 impl ShardBroker {

@@ -19,6 +19,7 @@ use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::processor::call_owner;
 use crate::shard::ShardBroker;
+use crate::stats::StatsName;
 use crate::traffic::format_tps;
 use crate::validation;
 
@@ -88,6 +89,7 @@ pub fn delete_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     if broker.metadata.topics().delete(&header.topic) {
         broker.metadata.mark_topics_changed();
     }
+    broker.stats.remove_topic(&header.topic);
     ok(request)
 }
 
@@ -150,6 +152,7 @@ pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     broker.metadata.groups().delete(&header.group_name);
+    broker.stats.remove_group(&header.group_name);
     if header.clean_offset == Some(true) {
         broker.offsets.borrow_mut().remove_group(&header.group_name);
     }
@@ -236,10 +239,14 @@ pub async fn topic_stats(broker: &ShardBroker, request: &RemotingCommand) -> Rem
         };
         offset_table.insert(message_queue(broker, &header.topic, queue_id), offset);
     }
+    let now_ms = comet_rt::clock::wall_clock_ms();
+    let topic_put_tps = broker
+        .stats
+        .minute_tps(StatsName::TopicPutNums, &header.topic, "", now_ms);
     ok(request).with_body(
         TopicStatsTable {
             offset_table,
-            topic_put_tps: 0.0,
+            topic_put_tps,
         }
         .encode(),
     )
@@ -258,7 +265,15 @@ pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> R
         _ => subscribed_topics(broker, &header.consumer_group),
     };
     let mut offset_table = BTreeMap::new();
+    let now_ms = comet_rt::clock::wall_clock_ms();
+    let mut consume_tps = 0.0;
     for topic in topics {
+        consume_tps += broker.stats.minute_tps(
+            StatsName::GroupGetNums,
+            &topic,
+            &header.consumer_group,
+            now_ms,
+        );
         let read_queue_nums = broker
             .metadata
             .topics()
@@ -288,7 +303,7 @@ pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> R
     }
     ok(request).with_body(
         ConsumeStats {
-            consume_tps: 0.0,
+            consume_tps,
             offset_table,
         }
         .encode(),

@@ -16,6 +16,7 @@ pub mod pull;
 pub mod query;
 pub mod send;
 pub mod send_back;
+pub mod stats;
 
 use std::net::SocketAddr;
 
@@ -328,6 +329,7 @@ pub async fn handle_local(
         UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
         GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
         GET_TOPIC_CONFIG => admin::topic_config(broker, &request),
+        VIEW_BROKER_STATS_DATA => stats::view(broker, &request),
         _ => RemotingCommand::not_supported_to(&request),
     };
     Some(response)
@@ -388,6 +390,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::UPDATE_BROKER_CONFIG,
     RequestCode::GET_BROKER_RUNTIME_INFO,
     RequestCode::GET_TOPIC_CONFIG,
+    RequestCode::VIEW_BROKER_STATS_DATA,
 ];
 
 /// A context for tests and internal callers: `peer` as the born host.

@@ -16,6 +16,7 @@ use comet_rt::task_class::timeout;
 use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset};
 
 use crate::shard::ShardBroker;
+use crate::stats::Delivery;
 use crate::topic::perm;
 
 /// Longest hold a client may ask for; the Java client asks 15 s and times out at 30 s.
@@ -76,7 +77,21 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         };
     }
     if result.status == GetStatus::Found {
-        broker.traffic().add_got(result.records.len() as u64);
+        let messages = result.records.len() as u64;
+        let bytes = result
+            .records
+            .iter()
+            .map(|record| record.len() as u64)
+            .sum();
+        broker.traffic().add_got(messages);
+        let delivery = Delivery {
+            topic: &header.topic,
+            group: &header.consumer_group,
+            cluster: &broker.config.cluster_name,
+        };
+        broker
+            .stats
+            .record_get(broker.shard.index(), delivery, messages, bytes);
     }
     respond(&request, &header, result)
 }

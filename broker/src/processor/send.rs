@@ -364,6 +364,14 @@ async fn append_and_respond(
         }
     };
     assert_eq!(appended.len(), records.len());
+    let bytes = records.iter().map(|record| record.len() as u64).sum();
+    broker.stats.record_put(
+        broker.shard.index(),
+        &header.topic,
+        &broker.config.cluster_name,
+        records.len() as u64,
+        bytes,
+    );
     let msg_ids: Vec<String> = appended
         .iter()
         .map(|record| encode_offset_msg_id(broker.store_host, record.physical_offset.as_i64()))

@@ -25,6 +25,7 @@ use comet_store::PhysicalOffset;
 
 use crate::schedule::rewrite::{retarget, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
+use crate::stats::StatsName;
 use crate::validation;
 
 /// Largest value a double (a JavaScript number) holds exactly: 2^53.
@@ -93,7 +94,14 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         Target::Retry { queue_id, level }
     };
     match store_again(broker, &header.group, &view, target, group.retry_queue_nums).await {
-        Ok(()) => RemotingCommand::response_to(request, ResponseCode::SUCCESS),
+        Ok(()) => {
+            // Counted under the topic the message was first sent to, as RocketMQ does.
+            let topic = view.property(names::RETRY_TOPIC).unwrap_or(view.topic());
+            let sent_back = StatsName::SendBackPutNums;
+            let shard = broker.shard.index();
+            broker.stats.add(shard, sent_back, topic, &header.group, 1);
+            RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+        }
         Err(remark) => error(request, ResponseCode::SYSTEM_ERROR, remark),
     }
 }

@@ -27,6 +27,7 @@ pub mod client;
 pub mod consumer;
 pub mod heartbeat;
 pub mod route;
+pub mod stats;
 pub mod topic;
 
 pub use admin::*;
@@ -34,6 +35,7 @@ pub use client::*;
 pub use consumer::*;
 pub use heartbeat::*;
 pub use route::*;
+pub use stats::*;
 pub use topic::*;
 
 /// A body that travels as fastjson-compatible JSON.

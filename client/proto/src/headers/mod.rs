@@ -32,6 +32,7 @@ pub mod consumer;
 pub mod namesrv;
 pub mod pop;
 pub mod send;
+pub mod stats;
 
 pub use admin::*;
 pub use base::*;
@@ -39,6 +40,7 @@ pub use consumer::*;
 pub use namesrv::*;
 pub use pop::*;
 pub use send::*;
+pub use stats::*;
 
 /// One value of a typed header: how it is read from and written to the ext fields.
 ///

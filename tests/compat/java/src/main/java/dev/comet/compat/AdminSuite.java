@@ -159,6 +159,7 @@ public final class AdminSuite {
     step("admin_brokerStatus", this::brokerStatus);
     step("admin_updateBrokerConfig", this::updateBrokerConfig);
     step("admin_consumerProgress", this::consumerProgress);
+    step("admin_statsAll", this::statsAll);
     step("admin_queryMsgById_offsetId", () -> queryById(sends.get(0).getOffsetMsgId()));
     if (tools5()) {
       // The 4.9.x tool first decodes any id as an offset id (a client's unique id has the same
@@ -278,6 +279,30 @@ public final class AdminSuite {
     Check.that(rows == 4, "expected 4 rows for " + topic + ", got " + rows + ": "
         + firstLines(out[0]));
     return "4 queues, diff 0";
+  }
+
+  /**
+   * statsAll's row for the seeded topic and group counts every seeded message in (TOPIC_PUT_NUMS)
+   * and at least as many out (GROUP_GET_NUMS; redeliveries may add).
+   */
+  private String statsAll() throws Exception {
+    // #Topic #Consumer Group #Accumulation #InTPS #OutTPS #InMsg24Hour #OutMsg24Hour
+    Pattern row = Pattern.compile("^" + Pattern.quote(topic) + "\\s+" + Pattern.quote(group)
+        + "\\s+(\\d+)\\s+([\\d.,]+)\\s+([\\d.,]+)\\s+(\\d+)\\s+(\\d+)\\s*$",
+        Pattern.MULTILINE);
+    String[] out = new String[1];
+    long[] counts = new long[2];
+    Check.waitFor("statsAll to count the seeded messages", 20_000, () -> {
+      out[0] = mqadmin("statsAll", "-t", topic);
+      Matcher m = row.matcher(out[0]);
+      if (!m.find()) {
+        return false;
+      }
+      counts[0] = Long.parseLong(m.group(4));
+      counts[1] = Long.parseLong(m.group(5));
+      return counts[0] == MESSAGES && counts[1] >= MESSAGES;
+    }, () -> "last output: " + firstLines(out[0]));
+    return "in " + counts[0] + ", out " + counts[1];
   }
 
   /** True for the 5.x tools, whose queryMsgById requires -t (4.9.x rejects it). */
