@@ -4,18 +4,18 @@
 //! (create or delete a topic, consumer progress, offset reset) go to every master of the
 //! cluster or of the topic's route and merge the answers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use comet_proto::body::{
-    ClusterInfo, ConsumeStats, ConsumerConnection, JsonBody, KVTable, ResetOffsetBody, TopicList,
-    TopicRouteData, TopicStatsTable,
+    BrokerStatsData, ClusterInfo, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KVTable,
+    ResetOffsetBody, TopicList, TopicRouteData, TopicStatsTable,
 };
 use comet_proto::headers::{
     CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, ResetOffsetRequestHeader,
-    ViewMessageRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader, ViewBrokerStatsDataRequestHeader, ViewMessageRequestHeader,
 };
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::message_id::decode_offset_msg_id;
@@ -54,6 +54,40 @@ impl TopicSpec {
             order: false,
         }
     }
+}
+
+/// One topic's traffic over its brokers, as [`Admin::topic_traffic`] sums it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TopicTraffic {
+    /// Messages stored per second over the last minute.
+    pub in_tps: f64,
+    /// Messages stored over the last day.
+    pub in_messages_24h: i64,
+    /// Every group that consumes the topic.
+    pub groups: Vec<GroupTraffic>,
+}
+
+/// One consuming group's share of [`TopicTraffic`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GroupTraffic {
+    /// The group.
+    pub group: String,
+    /// Messages stored but not yet consumed by it.
+    pub backlog: i64,
+    /// Messages delivered to it per second over the last minute.
+    pub out_tps: f64,
+    /// Messages delivered to it over the last day.
+    pub out_messages_24h: i64,
+}
+
+/// The day's sum, or the hour's or the minute's when a broker has not sampled the longer
+/// window yet (Apache RocketMQ samples its day window hourly), as `mqadmin statsAll` reads it.
+fn last_day_sum(data: &BrokerStatsData) -> i64 {
+    [data.stats_day, data.stats_hour, data.stats_minute]
+        .iter()
+        .map(|window| window.sum)
+        .find(|sum| *sum != 0)
+        .unwrap_or(0)
 }
 
 /// Admin client. Thread-safe.
@@ -249,6 +283,76 @@ impl Admin {
             merged.consume_tps += stats.consume_tps;
         }
         Ok(merged)
+    }
+
+    /// QUERY_TOPIC_CONSUME_BY_WHO merged over the topic's brokers: the groups that consume it.
+    pub fn topic_consumer_groups(&self, topic: &str) -> Result<BTreeSet<String>> {
+        let mut groups = BTreeSet::new();
+        for (_, addr) in self.topic_masters(topic)? {
+            let header = QueryTopicConsumeByWhoRequestHeader {
+                topic: topic.to_owned(),
+            };
+            let command = request(RequestCode::QUERY_TOPIC_CONSUME_BY_WHO, &header);
+            let response = self
+                .instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])?;
+            let list: GroupList = protocol::decode_body("GroupList", &response.body)?;
+            groups.extend(list.group_list);
+        }
+        Ok(groups)
+    }
+
+    /// VIEW_BROKER_STATS_DATA of one broker: statistic `name` (e.g. `TOPIC_PUT_NUMS`) of item
+    /// `key` (a topic, `topic@group`, or the cluster name) over its last minute, hour and day.
+    /// `None` when the broker has never counted that item (it answers SYSTEM_ERROR then).
+    pub fn broker_stats(
+        &self,
+        broker_addr: &str,
+        name: &str,
+        key: &str,
+    ) -> Result<Option<BrokerStatsData>> {
+        let header = ViewBrokerStatsDataRequestHeader {
+            stats_name: name.to_owned(),
+            stats_key: key.to_owned(),
+        };
+        let command = request(RequestCode::VIEW_BROKER_STATS_DATA, &header);
+        let expected = [ResponseCode::SUCCESS, ResponseCode::SYSTEM_ERROR];
+        let response = self
+            .instance
+            .invoke_broker(broker_addr, command, &expected)?;
+        if response.response_code() != ResponseCode::SUCCESS {
+            return Ok(None);
+        }
+        protocol::decode_body("BrokerStatsData", &response.body).map(Some)
+    }
+
+    /// A topic's traffic summed over its brokers (what `mqadmin statsAll` prints per row):
+    /// messages in, and out per consuming group with the group's backlog.
+    pub fn topic_traffic(&self, topic: &str) -> Result<TopicTraffic> {
+        let masters = self.topic_masters(topic)?;
+        let mut traffic = TopicTraffic::default();
+        for (_, addr) in &masters {
+            if let Some(data) = self.broker_stats(addr, "TOPIC_PUT_NUMS", topic)? {
+                traffic.in_tps += data.stats_minute.tps;
+                traffic.in_messages_24h += last_day_sum(&data);
+            }
+        }
+        for group in self.topic_consumer_groups(topic)? {
+            let key = format!("{topic}@{group}");
+            let mut row = GroupTraffic {
+                backlog: self.consumer_lag(&group, topic)?,
+                group,
+                ..GroupTraffic::default()
+            };
+            for (_, addr) in &masters {
+                if let Some(data) = self.broker_stats(addr, "GROUP_GET_NUMS", &key)? {
+                    row.out_tps += data.stats_minute.tps;
+                    row.out_messages_24h += last_day_sum(&data);
+                }
+            }
+            traffic.groups.push(row);
+        }
+        Ok(traffic)
     }
 
     /// Total lag of a group on a topic: sum of (broker offset - consumer offset).

@@ -32,7 +32,7 @@ pub mod route;
 pub mod util;
 pub mod validate;
 
-pub use admin::{Admin, TopicSpec};
+pub use admin::{Admin, GroupTraffic, TopicSpec, TopicTraffic};
 pub use config::ClientConfig;
 pub use consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,

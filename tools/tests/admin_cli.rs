@@ -4,6 +4,7 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use comet_client::{ClientConfig, Message, Producer, ProducerConfig};
 use comet_test_support::{Broker, TempDir};
 
 fn admin(namesrv: &str, args: &[&str]) -> Output {
@@ -23,8 +24,9 @@ fn stdout_of(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-// Proves the CLI creates a topic, lists it, shows its route, status, the cluster and the
-// broker's runtime figures, and reports a clear error for a topic that does not exist.
+// Proves the CLI creates a topic, lists it, shows its route, status, the cluster, the
+// topic's traffic after sends, the broker's runtime figures, and reports a clear error for a
+// topic that does not exist.
 #[test]
 fn admin_commands_against_a_standalone_broker() {
     // The broker (workspace build, started by comet-test-support) drops before its store.
@@ -64,6 +66,31 @@ fn admin_commands_against_a_standalone_broker() {
         3,
         "{status}"
     );
+    let producer = ProducerConfig::new(
+        "admin_cli_pg",
+        ClientConfig {
+            namesrv_addrs: vec![namesrv.clone()],
+            ..ClientConfig::default()
+        },
+    );
+    let producer = Producer::new(producer).unwrap();
+    producer.start().unwrap();
+    for number in 0..7 {
+        let message = Message::new("AdminCliTopic", format!("stats-{number}"));
+        producer.send(message).unwrap();
+    }
+    producer.shutdown();
+    let stats = stdout_of(&admin(&namesrv, &["stats-all", "-t", "AdminCliTopic"]));
+    let row: Vec<&str> = stats
+        .lines()
+        .find(|line| line.starts_with("AdminCliTopic "))
+        .unwrap_or_else(|| panic!("no stats row: {stats}"))
+        .split(' ')
+        .collect();
+    assert_eq!(row[1], "-", "{stats}");
+    assert!(row[3].parse::<f64>().unwrap() > 0.0, "{stats}");
+    assert_eq!(row[5], "7", "{stats}");
+    assert_eq!(row[6], "NO_CONSUMER", "{stats}");
     let broker = format!("127.0.0.1:{broker_port}");
     let runtime = stdout_of(&admin(&namesrv, &["broker-status", "-b", &broker]));
     assert!(runtime.contains("brokerVersionDesc"), "{runtime}");
