@@ -24,15 +24,16 @@ pub enum FlushDiskType {
     AsyncFlush,
 }
 
-/// The broker's replication role.
+/// The broker's replication role. Comet does not replicate yet, so every broker is a master
+/// and `SLAVE` is refused: a slave would register as a read replica holding nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BrokerRole {
-    /// Master, slaves catch up asynchronously.
+    /// Master; slaves would catch up asynchronously.
     AsyncMaster,
-    /// Master, a send waits for a slave.
+    /// Master whose sends wait for a slave. With no slave to wait for, sends are stored and
+    /// answered SLAVE_NOT_AVAILABLE, as Apache RocketMQ's SYNC_MASTER answers while no slave
+    /// is connected.
     SyncMaster,
-    /// Slave: read-only, follows a master.
-    Slave,
 }
 
 /// A key whose value cannot be used.
@@ -211,7 +212,7 @@ impl BrokerConfig {
         match key {
             "brokerClusterName" => self.cluster_name = non_empty(key, value)?,
             "brokerName" => self.broker_name = non_empty(key, value)?,
-            "brokerId" => self.broker_id = parse(key, value, "an integer")?,
+            "brokerId" => self.broker_id = parse_master_id(key, value)?,
             "namesrvAddr" => self.namesrv_addrs = split_list(value),
             "brokerIP1" => self.broker_ip = parse(key, value, "an IP address")?,
             "bindAddress" => self.bind_address = parse_bind_address(key, value)?,
@@ -509,8 +510,24 @@ fn parse_broker_role(key: &str, value: &str) -> Result<BrokerRole, ConfigError> 
     match value {
         "ASYNC_MASTER" => Ok(BrokerRole::AsyncMaster),
         "SYNC_MASTER" => Ok(BrokerRole::SyncMaster),
-        "SLAVE" => Ok(BrokerRole::Slave),
-        _ => Err(error(key, value, "ASYNC_MASTER, SYNC_MASTER or SLAVE")),
+        _ => Err(error(
+            key,
+            value,
+            "ASYNC_MASTER or SYNC_MASTER (Comet does not replicate yet, so it runs no slaves)",
+        )),
+    }
+}
+
+/// `brokerId` of a master: 0, the id clients send to (a non-zero id would register a broker
+/// that producers never choose).
+fn parse_master_id(key: &str, value: &str) -> Result<i64, ConfigError> {
+    match parse(key, value, "0 (a master's id)")? {
+        0 => Ok(0),
+        _ => Err(error(
+            key,
+            value,
+            "0 (a master's id; Comet does not replicate yet, so it runs no slaves)",
+        )),
     }
 }
 
@@ -518,7 +535,6 @@ fn broker_role_name(role: BrokerRole) -> &'static str {
     match role {
         BrokerRole::AsyncMaster => "ASYNC_MASTER",
         BrokerRole::SyncMaster => "SYNC_MASTER",
-        BrokerRole::Slave => "SLAVE",
     }
 }
 
@@ -571,6 +587,23 @@ mod tests {
         assert_eq!(config.commit_log_flushes_in_flight, 1);
         assert_eq!(config.apply("registerNameServerPeriod", "1000"), Ok(true));
         assert_eq!(config.register_period_ms, 10_000);
+    }
+
+    // Proves a slave's configuration is refused with a reason (Comet has no replication for
+    // it to follow), while both master roles apply.
+    #[test]
+    fn slave_roles_are_refused() {
+        let mut config = BrokerConfig::default();
+        let error = config.apply("brokerRole", "SLAVE").unwrap_err();
+        assert_eq!(error.key, "brokerRole");
+        assert!(error.to_string().contains("does not replicate"), "{error}");
+        let error = config.apply("brokerId", "1").unwrap_err();
+        assert_eq!(error.key, "brokerId");
+        assert!(config.apply("brokerId", "x").is_err());
+        assert_eq!(config.apply("brokerId", "0"), Ok(true));
+        assert_eq!(config.apply("brokerRole", "SYNC_MASTER"), Ok(true));
+        assert_eq!(config.broker_role, BrokerRole::SyncMaster);
+        assert_eq!(config.apply("brokerRole", "ASYNC_MASTER"), Ok(true));
     }
 
     // Proves `bindAddress` defaults to every interface, takes an IPv4 address, refuses a

@@ -448,3 +448,21 @@ fn statistics_count_sends_and_pulls() {
     let stats = ConsumeStats::decode(&consume_stats.body).unwrap();
     assert!(stats.consume_tps > 0.0);
 }
+
+// Proves a SYNC_MASTER, having no slave, stores a send and answers SLAVE_NOT_AVAILABLE with
+// the usual send header (as Apache RocketMQ's SYNC_MASTER does while no slave is connected),
+// and the message is readable.
+#[test]
+fn sync_master_without_slaves_answers_slave_not_available() {
+    let directory = TempDir::new("e2e-sync-master");
+    let broker = Broker::start(&directory.0, 1, &["-o", "brokerRole=SYNC_MASTER"]);
+    let mut client = broker.client();
+    create_topic(&mut client, "SyncMasterTopic", 1);
+    let response = client.call(send_request("SyncMasterTopic", 0, b"kept", None, None));
+    assert_eq!(response.response_code(), ResponseCode::SLAVE_NOT_AVAILABLE);
+    let header = SendMessageResponseHeader::from_ext_fields(&response.ext_fields).unwrap();
+    assert_eq!(header.msg_id.len(), 32);
+    assert_eq!(header.queue_offset, 0);
+    let messages = drain_queue(&mut client, "SyncMasterTopic", 0);
+    assert_eq!(messages, vec![(0, b"kept".to_vec())]);
+}

@@ -125,6 +125,19 @@ fn bad_bind_address_settings_exit_with_the_config_status() {
     assert!(stderr.contains("bindAddress 127.0.0.1"), "stderr: {stderr}");
 }
 
+// Proves a slave's configuration stops the broker with the configuration status and says
+// why: Comet does not replicate, so a slave would serve nothing.
+#[test]
+fn slave_configuration_exits_with_the_config_status() {
+    let store = TempDir::new("startup-slave");
+    let namesrv = format!("127.0.0.1:{}", free_port());
+    for option in ["brokerRole=SLAVE", "brokerId=1"] {
+        let (code, stderr) = run_to_exit(&["-o", option, "--namesrv", &namesrv], &store);
+        assert_eq!(code, Some(EXIT_CONFIG), "{option}: stderr: {stderr}");
+        assert!(stderr.contains("does not replicate"), "stderr: {stderr}");
+    }
+}
+
 // Proves a broker whose listen port is taken exits with the bind status (not the storage
 // one) and says which port, instead of sharing the port or hanging.
 #[test]

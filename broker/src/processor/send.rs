@@ -22,6 +22,7 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::task_class::timeout;
 use comet_store::StoreError;
 
+use crate::config::BrokerRole;
 use crate::shard::{RequestContext, ShardBroker};
 use crate::topic::{perm, AutoCreateError};
 use crate::validation;
@@ -384,8 +385,14 @@ async fn append_and_respond(
         batch_uniq_id: None,
         recall_handle: None,
     };
-    let mut response =
-        RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_header(&response_header);
+    // A SYNC_MASTER acknowledges what a slave holds. Comet has no slaves yet, so the message
+    // is stored here and the answer says so, as Apache RocketMQ's SYNC_MASTER answers while
+    // no slave is connected (clients report SendStatus SLAVE_NOT_AVAILABLE, not an error).
+    let code = match broker.config.broker_role {
+        BrokerRole::AsyncMaster => ResponseCode::SUCCESS,
+        BrokerRole::SyncMaster => ResponseCode::SLAVE_NOT_AVAILABLE,
+    };
+    let mut response = RemotingCommand::response_to(request, code).with_header(&response_header);
     response
         .ext_fields
         .insert(EXT_MSG_REGION, &broker.config.region_id);
