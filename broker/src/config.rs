@@ -259,6 +259,9 @@ impl BrokerConfig {
             "transactionCheckMax" => self.transaction_check_max = parse(key, value, "a count")?,
             "timerWheelEnable" => self.timer_wheel_enable = parse_bool(key, value)?,
             "timerMaxDelaySec" => self.timer_max_delay_sec = parse(key, value, "seconds")?,
+            "aclEnable" | "authenticationEnabled" | "authorizationEnabled" => {
+                refuse_access_control(key, value)?;
+            }
             "regionId" => self.region_id = non_empty(key, value)?,
             "traceOn" => self.trace_on = parse_bool(key, value)?,
             "serverChannelMaxIdleTimeSeconds" => {
@@ -518,6 +521,20 @@ fn parse_broker_role(key: &str, value: &str) -> Result<BrokerRole, ConfigError> 
     }
 }
 
+/// RocketMQ's access-control switches (ACL 1.0 `aclEnable`, 5.x `authenticationEnabled` /
+/// `authorizationEnabled`): only "off" is accepted. Comet checks no credentials yet, and a
+/// broker asked to must not quietly run open.
+fn refuse_access_control(key: &str, value: &str) -> Result<(), ConfigError> {
+    match parse_bool(key, value)? {
+        false => Ok(()),
+        true => Err(error(
+            key,
+            value,
+            "false (Comet has no access control yet and will not run open where it was asked for)",
+        )),
+    }
+}
+
 /// `brokerId` of a master: 0, the id clients send to (a non-zero id would register a broker
 /// that producers never choose).
 fn parse_master_id(key: &str, value: &str) -> Result<i64, ConfigError> {
@@ -604,6 +621,20 @@ mod tests {
         assert_eq!(config.apply("brokerRole", "SYNC_MASTER"), Ok(true));
         assert_eq!(config.broker_role, BrokerRole::SyncMaster);
         assert_eq!(config.apply("brokerRole", "ASYNC_MASTER"), Ok(true));
+    }
+
+    // Proves a configuration that asks for access control is refused with a reason (Comet
+    // checks no credentials), and one that turns it off applies.
+    #[test]
+    fn access_control_is_refused() {
+        let mut config = BrokerConfig::default();
+        for key in ["aclEnable", "authenticationEnabled", "authorizationEnabled"] {
+            let error = config.apply(key, "true").unwrap_err();
+            assert_eq!(error.key, key);
+            assert!(error.to_string().contains("no access control"), "{error}");
+            assert_eq!(config.apply(key, "false"), Ok(true));
+            assert!(config.apply(key, "maybe").is_err());
+        }
     }
 
     // Proves `bindAddress` defaults to every interface, takes an IPv4 address, refuses a
