@@ -371,6 +371,17 @@ fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
                         client::deliver_locally(&broker, connection, command);
                         None
                     }
+                    ShardCall::AskClient {
+                        connection,
+                        label,
+                        command,
+                        limit,
+                    } => Some(
+                        processor::ask_client::ask_local(
+                            &broker, connection, &label, command, limit,
+                        )
+                        .await,
+                    ),
                     ShardCall::Append { records } => {
                         Some(crate::reappend::append_local(&broker, records).await)
                     }

@@ -49,6 +49,19 @@ pub enum ShardCall {
         /// The request (one-way ones get no reply).
         command: RemotingCommand,
     },
+    /// A broker-to-client request that expects an answer, for a connection that lives on the
+    /// target shard; the reply is the client's answer, or the error answer for the admin
+    /// when none came within `limit` (see `crate::processor::ask_client`).
+    AskClient {
+        /// Target connection.
+        connection: ConnectionId,
+        /// Group and client id, for error remarks.
+        label: crate::processor::ask_client::ClientLabel,
+        /// The request (two-way).
+        command: RemotingCommand,
+        /// How long the client may take.
+        limit: std::time::Duration,
+    },
     /// Records the broker built itself (scheduled delivery, retries, transaction commits) for
     /// queues the target shard owns; the reply is a response whose code says whether the
     /// append is durable.

@@ -6,6 +6,8 @@
 //! 10 ms) and heartbeats every known broker (every 30 s, first after 1 s). It also answers
 //! broker → client requests (reference 3.12): NOTIFY_CONSUMER_IDS_CHANGED triggers the
 //! group's rebalance, GET_CONSUMER_RUNNING_INFO gets a small JSON report,
+//! CONSUME_MESSAGE_DIRECTLY runs the group's push listener on the message it carries,
+//! GET_CONSUMER_STATUS_FROM_CLIENT gets the group's in-memory offsets of a topic,
 //! CHECK_TRANSACTION_STATE goes to the transactional producer of the half message's group
 //! (`PGROUP` of the message in the body), other codes get REQUEST_CODE_NOT_SUPPORTED. A new broker connection gets a heartbeat at once (5.x).
 
@@ -19,8 +21,13 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::message::MessageQueue;
-use comet_proto::body::{JsonBody, ResetOffsetBody};
-use comet_proto::headers::ResetOffsetRequestHeader;
+use comet_proto::body::{
+    ConsumeMessageDirectlyResult, GetConsumerStatusBody, JsonBody, ResetOffsetBody,
+};
+use comet_proto::headers::{
+    ConsumeMessageDirectlyResultRequestHeader, GetConsumerStatusRequestHeader,
+    ResetOffsetRequestHeader,
+};
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::names;
 
@@ -45,6 +52,15 @@ pub(crate) trait ConsumerMember: Send + Sync {
     fn reset_offsets(&self, topic: &str, offsets: &BTreeMap<MessageQueue, i64>);
     /// Extra lines for GET_CONSUMER_RUNNING_INFO.
     fn running_info(&self) -> serde_json::Value;
+    /// CONSUME_MESSAGE_DIRECTLY: the listener's verdict on `message` (from the broker
+    /// `broker_name`); `None` when the consumer has no listener.
+    fn consume_directly(
+        &self,
+        message: MessageExt,
+        broker_name: &str,
+    ) -> Option<ConsumeMessageDirectlyResult>;
+    /// GET_CONSUMER_STATUS_FROM_CLIENT: the in-memory offsets of `topic`'s queues.
+    fn offsets_of(&self, topic: &str) -> BTreeMap<MessageQueue, i64>;
 }
 
 /// A transactional producer registered with an instance: answers the broker's check-backs.
@@ -370,8 +386,74 @@ impl ClientInstance {
                     RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body),
                 )
             }
+            RequestCode::CONSUME_MESSAGE_DIRECTLY => {
+                Handled::Response(self.consume_directly(request))
+            }
+            RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT => {
+                Handled::Response(self.consumer_status(request))
+            }
             _ => Handled::NotSupported,
         }
+    }
+
+    fn consumer_of(&self, group: &str) -> Option<Arc<dyn ConsumerMember>> {
+        let consumers = lock(&self.consumers).clone();
+        consumers
+            .into_iter()
+            .find(|consumer| consumer.group() == group)
+    }
+
+    /// CONSUME_MESSAGE_DIRECTLY (Java's `ClientRemotingProcessor.consumeMessageDirectly`):
+    /// the group's listener runs on the message in the body, and its verdict is the answer.
+    /// It runs here, on the inbound thread, as Java runs it on the remoting thread that
+    /// received it: other broker requests to this client wait until the listener returns.
+    fn consume_directly(&self, request: &RemotingCommand) -> RemotingCommand {
+        let header: ConsumeMessageDirectlyResultRequestHeader = match request.decode_header() {
+            Ok(header) => header,
+            Err(error) => {
+                let remark = format!("bad consume-directly request: {error}");
+                return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
+            }
+        };
+        let Some(message) = decode_records(request.body.clone()).into_iter().next() else {
+            let remark = "the consume-directly request carries no message";
+            return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
+        };
+        let group = &header.consumer_group;
+        let broker_name = header.broker_name.as_deref().unwrap_or_default();
+        let result = self
+            .consumer_of(group)
+            .and_then(|consumer| consumer.consume_directly(message, broker_name));
+        match result {
+            Some(result) => RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+                .with_body(result.encode()),
+            None => RemotingCommand::error_to(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                format!("The Consumer Group <{group}> not exist in this consumer"),
+            ),
+        }
+    }
+
+    /// GET_CONSUMER_STATUS_FROM_CLIENT: the group's in-memory offsets of the topic (none
+    /// when the group has no consumer here), as Java's `getConsumerStatus`.
+    fn consumer_status(&self, request: &RemotingCommand) -> RemotingCommand {
+        let header: GetConsumerStatusRequestHeader = match request.decode_header() {
+            Ok(header) => header,
+            Err(error) => {
+                let remark = format!("bad consumer-status request: {error}");
+                return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
+            }
+        };
+        let message_queue_table = self
+            .consumer_of(&header.group)
+            .map(|consumer| consumer.offsets_of(&header.topic))
+            .unwrap_or_default();
+        let body = GetConsumerStatusBody {
+            message_queue_table,
+            ..GetConsumerStatusBody::default()
+        };
+        RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body.encode())
     }
 
     /// CHECK_TRANSACTION_STATE: the body is the half message as a stored record; its

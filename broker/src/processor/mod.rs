@@ -3,11 +3,13 @@
 //! [`handle`] runs on the shard whose connection carried the request. Requests bound to one
 //! queue (sends, pulls, offsets) go to the queue's owner; key queries go to every shard (each
 //! has its own index); a view by id goes to the shard whose log the offset names; the rest
-//! (client management, admin) run in place against the shared metadata. [`handle_local`]
-//! runs a request on the current shard without routing, and is what a forwarded request
-//! runs on its target.
+//! (client management, admin) run in place against the shared metadata; admin requests a
+//! client answers ([`ask_client`]) reach the shard holding the client's connection.
+//! [`handle_local`] runs a request on the current shard without routing, and is what a
+//! forwarded request runs on its target.
 
 pub mod admin;
+pub mod ask_client;
 pub mod broker_config;
 pub mod client;
 pub mod end_transaction;
@@ -190,7 +192,7 @@ pub async fn call_owner(
     on_owner(broker, context, topic, queue_id, request).await
 }
 
-fn internal_context(broker: &ShardBroker) -> RequestContext {
+pub(crate) fn internal_context(broker: &ShardBroker) -> RequestContext {
     RequestContext {
         peer: broker.store_host,
         connection: ConnectionId {
@@ -330,6 +332,9 @@ pub async fn handle_local(
         GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
         GET_TOPIC_CONFIG => admin::topic_config(broker, &request),
         VIEW_BROKER_STATS_DATA => stats::view(broker, &request),
+        GET_CONSUMER_RUNNING_INFO => ask_client::consumer_running_info(broker, &request).await,
+        CONSUME_MESSAGE_DIRECTLY => ask_client::consume_message_directly(broker, &request).await,
+        INVOKE_BROKER_TO_GET_CONSUMER_STATUS => ask_client::consumer_status(broker, &request).await,
         _ => RemotingCommand::not_supported_to(&request),
     };
     Some(response)
@@ -391,6 +396,9 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_BROKER_RUNTIME_INFO,
     RequestCode::GET_TOPIC_CONFIG,
     RequestCode::VIEW_BROKER_STATS_DATA,
+    RequestCode::GET_CONSUMER_RUNNING_INFO,
+    RequestCode::CONSUME_MESSAGE_DIRECTLY,
+    RequestCode::INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
 ];
 
 /// A context for tests and internal callers: `peer` as the born host.

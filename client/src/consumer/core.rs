@@ -18,6 +18,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use comet_proto::body::ConsumeMessageDirectlyResult;
 use comet_proto::filter::TagSubscription;
 use comet_proto::flags::pull as pull_flag;
 use comet_proto::message::{decode_records, MessageExt};
@@ -45,6 +46,16 @@ pub(crate) trait Delivery: Send + Sync {
     /// The queue was taken away or the consumer stopped.
     fn on_dropped(&self, queue: &Arc<ProcessQueue>) {
         let _ = queue;
+    }
+    /// CONSUME_MESSAGE_DIRECTLY: runs the listener on `message` alone, outside any process
+    /// queue; `None` when this consumer has no listener (a pull consumer), as in Java.
+    fn consume_directly(
+        &self,
+        message: MessageExt,
+        broker_name: &str,
+    ) -> Option<ConsumeMessageDirectlyResult> {
+        let _ = (message, broker_name);
+        None
     }
 }
 
@@ -902,6 +913,19 @@ impl ConsumerMember for ConsumerCore {
 
     fn reset_offsets(&self, topic: &str, offsets: &BTreeMap<MessageQueue, i64>) {
         ConsumerCore::reset_offsets(self, topic, offsets);
+    }
+
+    fn consume_directly(
+        &self,
+        message: MessageExt,
+        broker_name: &str,
+    ) -> Option<ConsumeMessageDirectlyResult> {
+        let delivery = self.delivery.get().and_then(Weak::upgrade)?;
+        delivery.consume_directly(message, broker_name)
+    }
+
+    fn offsets_of(&self, topic: &str) -> BTreeMap<MessageQueue, i64> {
+        self.offsets.snapshot(topic)
     }
 
     fn running_info(&self) -> serde_json::Value {

@@ -8,7 +8,7 @@
 //!
 //! The stored offset is the next offset to consume (everything below it is done).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -89,6 +89,16 @@ impl OffsetStore {
         if !increase_only || offset > *entry {
             *entry = offset;
         }
+    }
+
+    /// The in-memory offsets of `topic`'s queues (of every queue when `topic` is empty), as
+    /// Java's `cloneOffsetTable`.
+    pub(crate) fn snapshot(&self, topic: &str) -> BTreeMap<MessageQueue, i64> {
+        self.lock()
+            .iter()
+            .filter(|(queue, _)| topic.is_empty() || queue.topic == topic)
+            .map(|(queue, offset)| (queue.clone(), *offset))
+            .collect()
     }
 
     /// The in-memory offset.

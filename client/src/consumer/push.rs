@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use comet_proto::body::{CMResult, ConsumeMessageDirectlyResult};
 use comet_proto::headers::ConsumerSendMsgBackRequestHeader;
 use comet_proto::message::MessageExt;
 use comet_proto::properties::names;
@@ -271,6 +272,59 @@ impl Delivery for PushInner {
             }
             MessageListener::Orderly(_) => inner.schedule_orderly(queue),
         }
+    }
+
+    fn consume_directly(
+        &self,
+        mut message: MessageExt,
+        broker_name: &str,
+    ) -> Option<ConsumeMessageDirectlyResult> {
+        // As Java's resetRetryAndNamespace: a redelivery shows its original topic.
+        if message.topic == super::retry_topic(&self.config.consumer.group) {
+            if let Some(original) = message.property(names::RETRY_TOPIC) {
+                message.topic = original.to_owned();
+            }
+        }
+        let queue = MessageQueue::new(message.topic.clone(), broker_name, message.queue_id);
+        let messages = [message];
+        let started = Instant::now();
+        let outcome = catch_unwind(AssertUnwindSafe(|| match &self.listener {
+            MessageListener::Concurrently(listener) => match listener(&messages, &queue) {
+                ConsumeConcurrentlyStatus::ConsumeSuccess => CMResult::CR_SUCCESS,
+                ConsumeConcurrentlyStatus::ReconsumeLater => CMResult::CR_LATER,
+            },
+            MessageListener::Orderly(listener) => match listener(&messages, &queue) {
+                ConsumeOrderlyStatus::Success => CMResult::CR_SUCCESS,
+                ConsumeOrderlyStatus::SuspendCurrentQueueAMoment => CMResult::CR_LATER,
+            },
+        }));
+        let spent_time_mills = i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX);
+        let (consume_result, remark) = match outcome {
+            Ok(result) => (result, None),
+            Err(panic) => (
+                CMResult::CR_THROW_EXCEPTION,
+                Some(panic_text(panic.as_ref())),
+            ),
+        };
+        Some(ConsumeMessageDirectlyResult {
+            order: matches!(self.listener, MessageListener::Orderly(_)),
+            // Orderly listeners here always commit on success (no manual-commit context).
+            auto_commit: true,
+            consume_result: Some(consume_result),
+            remark,
+            spent_time_mills,
+        })
+    }
+}
+
+/// The message of a listener's panic (Java reports the exception's text).
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        format!("listener panicked: {text}")
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        format!("listener panicked: {text}")
+    } else {
+        "listener panicked".to_owned()
     }
 }
 
