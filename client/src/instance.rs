@@ -5,7 +5,7 @@
 //! background thread (`comet-client-tasks`) that refreshes routes (every 30 s, first after
 //! 10 ms) and heartbeats every known broker (every 30 s, first after 1 s). It also answers
 //! broker → client requests (reference 3.12): NOTIFY_CONSUMER_IDS_CHANGED triggers the
-//! group's rebalance, GET_CONSUMER_RUNNING_INFO gets a small JSON report,
+//! group's rebalance, GET_CONSUMER_RUNNING_INFO gets the group's ConsumerRunningInfo,
 //! CONSUME_MESSAGE_DIRECTLY runs the group's push listener on the message it carries,
 //! GET_CONSUMER_STATUS_FROM_CLIENT gets the group's in-memory offsets of a topic,
 //! CHECK_TRANSACTION_STATE goes to the transactional producer of the half message's group
@@ -22,7 +22,8 @@ use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::message::MessageQueue;
 use comet_proto::body::{
-    ConsumeMessageDirectlyResult, GetConsumerStatusBody, JsonBody, ResetOffsetBody,
+    ConsumeMessageDirectlyResult, ConsumerRunningInfo, GetConsumerStatusBody, JsonBody,
+    ResetOffsetBody,
 };
 use comet_proto::headers::{
     ConsumeMessageDirectlyResultRequestHeader, GetConsumerStatusRequestHeader,
@@ -50,8 +51,8 @@ pub(crate) trait ConsumerMember: Send + Sync {
     fn on_consumer_ids_changed(&self);
     /// The broker resets the group's offsets (RESET_CONSUMER_CLIENT_OFFSET).
     fn reset_offsets(&self, topic: &str, offsets: &BTreeMap<MessageQueue, i64>);
-    /// Extra lines for GET_CONSUMER_RUNNING_INFO.
-    fn running_info(&self) -> serde_json::Value;
+    /// Its GET_CONSUMER_RUNNING_INFO answer.
+    fn running_info(&self) -> ConsumerRunningInfo;
     /// CONSUME_MESSAGE_DIRECTLY: the listener's verdict on `message` (from the broker
     /// `broker_name`); `None` when the consumer has no listener.
     fn consume_directly(
@@ -381,7 +382,7 @@ impl ClientInstance {
                         format!("the consumer group {group} is not online in this client"),
                     ));
                 };
-                let body = serde_json::to_vec(&consumer.running_info()).unwrap_or_default();
+                let body = consumer.running_info().encode();
                 Handled::Response(
                     RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body),
                 )

@@ -14,9 +14,13 @@ use comet_client::{
     ConsumeConcurrentlyStatus, Message, MessageListener, Producer, ProducerConfig, PushConsumer,
     PushConsumerConfig,
 };
-use comet_proto::body::{CMResult, ConsumeMessageDirectlyResult, GetConsumerStatusBody, JsonBody};
+use comet_proto::body::{
+    CMResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo, GetConsumerStatusBody, JsonBody,
+    PROP_CONSUMER_START_TIMESTAMP, PROP_CONSUME_TYPE,
+};
 use comet_proto::headers::{
-    ConsumeMessageDirectlyResultRequestHeader, GetConsumerStatusRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
 };
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use live::{consumer_config, unique, wait_for, Live};
@@ -73,7 +77,8 @@ fn consume_directly(
 // the panic's text for a panicking listener, order false and autoCommit true as the Java
 // concurrent service; the listener runs even though the consumer's subscription does not
 // match the message, as in Java. It also answers GET_CONSUMER_STATUS_FROM_CLIENT, so the
-// broker's INVOKE_BROKER_TO_GET_CONSUMER_STATUS lists it.
+// broker's INVOKE_BROKER_TO_GET_CONSUMER_STATUS lists it, and GET_CONSUMER_RUNNING_INFO in
+// the shape Java's admin tools read.
 #[test]
 fn push_consumer_consumes_a_message_directly() {
     let live = Live::start("client-direct", &[]);
@@ -167,7 +172,50 @@ fn push_consumer_consumes_a_message_directly() {
     );
     let status = GetConsumerStatusBody::decode(&response.body).unwrap();
     assert!(status.consumer_table.contains_key(&client_id), "{status:?}");
+    assert_running_info(&admin, &live, &group, &client_id, &topic);
     consumer.shutdown();
     producer.shutdown();
     admin.shutdown();
+}
+
+/// GET_CONSUMER_RUNNING_INFO through the broker: the Java shape admin tools read (consume
+/// type, start time, subscriptions, and the queue table once the consumer holds queues).
+fn assert_running_info(
+    admin: &RemotingClient,
+    live: &Live,
+    group: &str,
+    client_id: &str,
+    topic: &str,
+) {
+    let header = GetConsumerRunningInfoRequestHeader {
+        consumer_group: group.into(),
+        client_id: client_id.into(),
+        jstack_enable: Some(false),
+    };
+    let addr = live.broker.broker_addr.to_string();
+    let mut info = ConsumerRunningInfo::default();
+    wait_for("running info listing the consumer's queues", 20, || {
+        let request = RemotingCommand::request(RequestCode::GET_CONSUMER_RUNNING_INFO, 0)
+            .with_header(&header);
+        let response = admin
+            .invoke(&addr, request, Duration::from_secs(15))
+            .unwrap();
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            response.remark
+        );
+        info = ConsumerRunningInfo::decode(&response.body).unwrap();
+        info.mq_table.keys().any(|queue| queue.topic == topic)
+    });
+    assert_eq!(info.properties[PROP_CONSUME_TYPE], "CONSUME_PASSIVELY");
+    let started = info.properties[PROP_CONSUMER_START_TIMESTAMP]
+        .as_str()
+        .unwrap();
+    assert!(started.parse::<i64>().unwrap() > 0);
+    assert!(info
+        .subscription_set
+        .iter()
+        .any(|subscription| subscription.topic == topic && subscription.sub_string == "NoSuchTag"));
 }

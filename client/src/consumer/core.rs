@@ -13,12 +13,15 @@
 //! the topic's `subVersion` and heartbeat (trap T12), then start pulling the new queues.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use comet_proto::body::ConsumeMessageDirectlyResult;
+use comet_proto::body::{
+    ConsumeMessageDirectlyResult, ConsumerRunningInfo, ProcessQueueInfo, PROP_CLIENT_VERSION,
+    PROP_CONSUMER_START_TIMESTAMP, PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR,
+};
 use comet_proto::filter::TagSubscription;
 use comet_proto::flags::pull as pull_flag;
 use comet_proto::message::{decode_records, MessageExt};
@@ -94,6 +97,8 @@ pub(crate) struct ConsumerCore {
     /// Held for the duration of a rebalance pass.
     rebalancing: Mutex<()>,
     stopped: AtomicBool,
+    /// Wall clock at start, ms (GET_CONSUMER_RUNNING_INFO reports it).
+    started_ms: AtomicI64,
     signal: Mutex<bool>,
     wake: Condvar,
 }
@@ -141,6 +146,7 @@ impl ConsumerCore {
             service: Mutex::new(None),
             rebalancing: Mutex::new(()),
             stopped: AtomicBool::new(false),
+            started_ms: AtomicI64::new(0),
             signal: Mutex::new(false),
             wake: Condvar::new(),
         }))
@@ -214,6 +220,7 @@ impl ConsumerCore {
     /// Starts the service thread (first rebalance at once) and registers the group.
     pub(crate) fn start(self: &Arc<Self>) -> Result<()> {
         self.offsets.load()?;
+        self.started_ms.store(now_ms(), Ordering::Relaxed);
         if self.config.message_model == MessageModel::Clustering && !self.lite {
             // Failed messages come back through the retry topic (reference 8.3).
             let retry = retry_topic(&self.config.group);
@@ -753,6 +760,19 @@ impl ConsumerCore {
             .collect()
     }
 
+    /// One queue's line of GET_CONSUMER_RUNNING_INFO.
+    fn process_queue_info(&self, pq: &ProcessQueue) -> ProcessQueueInfo {
+        let (messages, bytes) = pq.held();
+        ProcessQueueInfo {
+            commit_offset: self.offsets.read_memory(&pq.queue).unwrap_or(-1),
+            cached_msg_count: i32::try_from(messages).unwrap_or(i32::MAX),
+            cached_msg_size_in_mib: i32::try_from(bytes / (1024 * 1024)).unwrap_or(i32::MAX),
+            dropped: pq.is_dropped(),
+            locked: pq.is_locked(),
+            ..ProcessQueueInfo::default()
+        }
+    }
+
     /// Persists the offsets of every assigned queue.
     pub(crate) fn persist_all(&self) {
         let queues: Vec<MessageQueue> = self
@@ -928,20 +948,37 @@ impl ConsumerMember for ConsumerCore {
         self.offsets.snapshot(topic)
     }
 
-    fn running_info(&self) -> serde_json::Value {
-        let queues: Vec<String> = self
+    fn running_info(&self) -> ConsumerRunningInfo {
+        let text = |value: &str| serde_json::Value::String(value.to_owned());
+        let consume_type = self.consumer_data().consume_type;
+        let mut properties = BTreeMap::new();
+        // What Java's admin tools read: the consume type (push or not), orderly, the start
+        // time (a long), plus the consumer's own settings under their Java field names.
+        properties.insert(PROP_CONSUME_TYPE.to_owned(), text(consume_type.name()));
+        properties.insert(
+            PROP_CONSUME_ORDERLY.to_owned(),
+            text(&self.orderly.to_string()),
+        );
+        let started_ms = self.started_ms.load(Ordering::Relaxed).to_string();
+        properties.insert(PROP_CONSUMER_START_TIMESTAMP.to_owned(), text(&started_ms));
+        let namesrv = self.config.client.namesrv_addrs.join(";");
+        properties.insert(PROP_NAMESERVER_ADDR.to_owned(), text(&namesrv));
+        properties.insert(PROP_CLIENT_VERSION.to_owned(), text("V5_3_3"));
+        properties.insert("consumerGroup".to_owned(), text(&self.config.group));
+        let model = self.config.message_model.name();
+        properties.insert("messageModel".to_owned(), text(model));
+        let from_where = self.config.consume_from_where.name();
+        properties.insert("consumeFromWhere".to_owned(), text(from_where));
+        let mq_table = self
             .process_queues()
             .iter()
-            .map(|pq| format!("{:?}", pq.queue))
+            .map(|pq| (pq.queue.clone(), self.process_queue_info(pq)))
             .collect();
-        serde_json::json!({
-            "properties": {
-                "consumerGroup": self.config.group,
-                "messageModel": self.config.message_model.name(),
-                "consumeOrderly": self.orderly.to_string(),
-            },
-            "subscriptionSet": self.consumer_data().subscription_data_set,
-            "mqTable": queues,
-        })
+        ConsumerRunningInfo {
+            properties,
+            subscription_set: self.consumer_data().subscription_data_set,
+            mq_table,
+            ..ConsumerRunningInfo::default()
+        }
     }
 }

@@ -1,6 +1,7 @@
 package dev.comet.compat;
 
 import java.io.ByteArrayOutputStream;
+import java.io.File;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -159,6 +160,8 @@ public final class AdminSuite {
     step("admin_brokerStatus", this::brokerStatus);
     step("admin_updateBrokerConfig", this::updateBrokerConfig);
     step("admin_consumerProgress", this::consumerProgress);
+    step("admin_consumerStatus", this::consumerStatus);
+    step("admin_consumeMessage", this::consumeMessage);
     step("admin_statsAll", this::statsAll);
     step("admin_queryMsgById_offsetId", () -> queryById(sends.get(0).getOffsetMsgId()));
     if (tools5()) {
@@ -303,6 +306,73 @@ public final class AdminSuite {
       return counts[0] == MESSAGES && counts[1] >= MESSAGES;
     }, () -> "last output: " + firstLines(out[0]));
     return "in " + counts[0] + ", out " + counts[1];
+  }
+
+  /** The client id of the seeded push consumer, as the broker lists it. */
+  private String pushedClientId() throws Exception {
+    var connections = ctx.shared.admin.examineConsumerConnectionInfo(group).getConnectionSet();
+    Check.that(connections.size() == 1, "expected one connection of " + group + ", got "
+        + connections.size());
+    return connections.iterator().next().getClientId();
+  }
+
+  /**
+   * consumerStatus: without -i it lists each client of the group and writes each one's running
+   * info to {@code <now>/<clientId>} under the working directory (removed here); with -i it
+   * prints the running info, which the broker fetched from the client with
+   * GET_CONSUMER_RUNNING_INFO.
+   */
+  private String consumerStatus() throws Exception {
+    String clientId = pushedClientId();
+    long before = System.currentTimeMillis();
+    String table;
+    try {
+      table = mqadmin("consumerStatus", "-g", group);
+    } finally {
+      removeRunningInfoFiles(before, System.currentTimeMillis());
+    }
+    Check.that(table.lines().anyMatch(l -> l.startsWith("1 ") && l.contains(clientId)),
+        "no row for " + clientId + ": " + firstLines(table));
+    contains(table, "Same subscription in the same group of consumer", "consumerStatus");
+    String info = mqadmin("consumerStatus", "-g", group, "-i", clientId);
+    contains(info, "#Consumer Subscription#", "consumerStatus -i");
+    Check.that(Pattern.compile("Topic: " + Pattern.quote(topic) + "\\s").matcher(info).find(),
+        "running info lacks the subscription to " + topic + ": " + firstLines(info));
+    contains(info, "CONSUME_PASSIVELY", "consumerStatus -i properties");
+    return "running info of " + clientId;
+  }
+
+  /** Removes the {@code <millis>/} folders consumerStatus wrote between the two times. */
+  private static void removeRunningInfoFiles(long fromMs, long toMs) {
+    File[] entries = new File(System.getProperty("user.dir")).listFiles();
+    for (File entry : entries == null ? new File[0] : entries) {
+      String name = entry.getName();
+      if (entry.isDirectory() && name.matches("\\d{13}")
+          && Long.parseLong(name) >= fromMs && Long.parseLong(name) <= toMs) {
+        File[] files = entry.listFiles();
+        for (File file : files == null ? new File[0] : files) {
+          file.delete();
+        }
+        entry.delete();
+      }
+    }
+  }
+
+  /**
+   * The message-to-one-consumer path (CONSUME_MESSAGE_DIRECTLY) as mqadmin drives it:
+   * {@code queryMsgById -g GROUP -d CLIENTID} (mqadmin's consumeMessage command pulls instead).
+   * The broker reads the message by its offset id and the client's listener consumes it; the
+   * tool prints the ConsumeMessageDirectlyResult. The 5.x tool is given the client's unique id
+   * and the topic (it looks the offset id up itself); the 4.9.x tool only takes offset ids.
+   */
+  private String consumeMessage() throws Exception {
+    String clientId = pushedClientId();
+    SendResult sent = sends.get(2);
+    String out = tools5()
+        ? mqadmin("queryMsgById", "-i", sent.getMsgId(), "-t", topic, "-g", group, "-d", clientId)
+        : mqadmin("queryMsgById", "-i", sent.getOffsetMsgId(), "-g", group, "-d", clientId);
+    contains(out, "consumeResult=CR_SUCCESS", "queryMsgById -g -d");
+    return "CR_SUCCESS from " + clientId;
   }
 
   /** True for the 5.x tools, whose queryMsgById requires -t (4.9.x rejects it). */
