@@ -13,6 +13,7 @@ import java.util.regex.Pattern;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
 
 /**
@@ -162,6 +163,7 @@ public final class AdminSuite {
     step("admin_consumerProgress", this::consumerProgress);
     step("admin_consumerStatus", this::consumerStatus);
     step("admin_consumeMessage", this::consumeMessage);
+    step("admin_getConsumeStatus", this::consumeStatusFromClients);
     step("admin_statsAll", this::statsAll);
     step("admin_queryMsgById_offsetId", () -> queryById(sends.get(0).getOffsetMsgId()));
     if (tools5()) {
@@ -373,6 +375,24 @@ public final class AdminSuite {
         : mqadmin("queryMsgById", "-i", sent.getOffsetMsgId(), "-g", group, "-d", clientId);
     contains(out, "consumeResult=CR_SUCCESS", "queryMsgById -g -d");
     return "CR_SUCCESS from " + clientId;
+  }
+
+  /**
+   * The offsets the broker gathers from every client of the group
+   * (INVOKE_BROKER_TO_GET_CONSUMER_STATUS). mqadmin has a getConsumerStatus command but
+   * registers it in neither version, so this calls the admin API that command uses.
+   */
+  private String consumeStatusFromClients() throws Exception {
+    String clientId = pushedClientId();
+    Map<String, Map<MessageQueue, Long>> table =
+        ctx.shared.admin.getConsumeStatus(topic, group, "");
+    Check.that(table.containsKey(clientId), "no entry for " + clientId + ": " + table);
+    long total = table.get(clientId).entrySet().stream()
+        .filter(e -> e.getKey().getTopic().equals(topic))
+        .mapToLong(Map.Entry::getValue).sum();
+    Check.that(total == MESSAGES, "the client's offsets add up to " + total + ", consumed "
+        + MESSAGES + ": " + table);
+    return clientId + " at " + total;
   }
 
   /** True for the 5.x tools, whose queryMsgById requires -t (4.9.x rejects it). */
