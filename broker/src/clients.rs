@@ -224,6 +224,15 @@ impl ClientRegistry {
         groups
     }
 
+    /// The connection of producer client `client_id` in any group, with that group (Java's
+    /// `ProducerManager.findChannel`, which request-reply uses to reach a requester).
+    pub fn find_producer(&self, client_id: &str) -> Option<(String, ChannelRef)> {
+        self.producers.iter().find_map(|(group, members)| {
+            let member = members.get(client_id)?;
+            Some((group.clone(), member.channel.clone()))
+        })
+    }
+
     /// Channels of a producer group (transaction check-back goes to one of them).
     pub fn producer_channels(&self, group: &str) -> Vec<(String, ChannelRef)> {
         self.producers

@@ -2,7 +2,8 @@
 //! (307), CONSUME_MESSAGE_DIRECTLY (309) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223),
 //! answered by fake consumer connections registered by heartbeat, with the admin's and the
 //! client's connections on the same and on different shards, and the error answers for a
-//! client that is not online, too old, silent, or gone mid-request.
+//! client that is not online, too old, silent, or gone mid-request; and request-reply, whose
+//! replies the broker pushes to the requesting producer's connection (PUSH_REPLY_MESSAGE_TO_CLIENT).
 //!
 //! Which shard accepted a connection is learned from a send that lets the broker pick the
 //! queue: the broker picks a queue its accepting shard owns, and the offset message id of
@@ -18,23 +19,27 @@ use std::time::{Duration, Instant};
 
 use comet_proto::body::{
     CMResult, ConsumeMessageDirectlyResult, ConsumeType, ConsumerData, GetConsumerStatusBody,
-    HeartbeatData, JsonBody, MessageQueue, SubscriptionData,
+    HeartbeatData, JsonBody, MessageQueue, ProducerData, SubscriptionData,
 };
 use comet_proto::bytes::BytesMut;
 use comet_proto::command::FLAG_RESPONSE;
 use comet_proto::frame::{encode, FrameDecoder};
 use comet_proto::headers::{
     ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
-    GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader, SendMessageResponseHeader,
+    GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader, ReplyMessageRequestHeader,
+    SendMessageRequestHeaderV2, SendMessageResponseHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::message_id::decode_offset_msg_id;
+use comet_proto::properties::{names, Properties};
 use comet_proto::{CommandHeader, Decoded, RemotingCommand, RequestCode, ResponseCode};
 use comet_store::PhysicalOffset;
 use common::{send_request, Broker, Client, TempDir};
 
 const TOPIC: &str = "AskTopic";
 const GROUP: &str = "ask_cg";
+const PRODUCER_GROUP: &str = "ask_pg";
+const REPLY_TOPIC: &str = "DefaultCluster_REPLY_TOPIC";
 /// What the fake consumers report as their running info.
 const RUNNING_INFO: &str = r#"{"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"}}"#;
 
@@ -98,6 +103,11 @@ impl Drop for FakeConsumer {
 fn heartbeat(client: &mut Client, client_id: &str, version: i32) {
     let data = HeartbeatData {
         client_id: client_id.into(),
+        // Every Java client instance also registers its producers (request-reply finds the
+        // requester among them).
+        producer_data_set: vec![ProducerData {
+            group_name: PRODUCER_GROUP.into(),
+        }],
         consumer_data_set: vec![ConsumerData {
             group_name: GROUP.into(),
             consume_type: ConsumeType::CONSUME_PASSIVELY,
@@ -180,6 +190,7 @@ fn answer(request: &RemotingCommand, client_id: &str) -> RemotingCommand {
             };
             response.with_body(body.encode())
         }
+        RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT => response,
         _ => RemotingCommand::not_supported_to(request),
     }
 }
@@ -510,4 +521,96 @@ fn errors_for_absent_old_silent_and_closing_clients() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// A responder's SEND_REPLY_MESSAGE_V2 to the reply topic, answering `requester`'s request
+/// `correlation` (no requester: no REPLY_TO_CLIENT, as a reply to a plain message).
+fn reply_request(requester: Option<&str>, correlation: &str, body: &[u8]) -> RemotingCommand {
+    let mut properties = Properties::new();
+    properties.insert(names::MSG_TYPE, "reply");
+    properties.insert(names::CORRELATION_ID, correlation);
+    if let Some(requester) = requester {
+        properties.insert(names::REPLY_TO_CLIENT, requester);
+    }
+    let header = SendMessageRequestHeaderV2 {
+        producer_group: "responder_pg".into(),
+        topic: REPLY_TOPIC.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(properties.encode()),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        max_reconsume_times: None,
+        batch: Some(false),
+        broker_name: None,
+    };
+    RemotingCommand::request(RequestCode::SEND_REPLY_MESSAGE_V2, 0)
+        .with_header(&header)
+        .with_body(body.to_vec())
+}
+
+/// Messages stored in the reply topic's queue 0, as (queue offset, body).
+fn stored_replies(client: &mut Client) -> Vec<(i64, Vec<u8>)> {
+    let pull = common::pull_request("reply_reader", REPLY_TOPIC, 0, 0, 32, 0);
+    let response = client.call(pull);
+    if response.response_code() != ResponseCode::SUCCESS {
+        return Vec::new();
+    }
+    decode_records(response.body.clone())
+        .into_iter()
+        .map(|message| (message.queue_offset, message.body.to_vec()))
+        .collect()
+}
+
+// Proves request-reply: a reply sent with SEND_REPLY_MESSAGE_V2 on one shard is pushed to the
+// requesting producer's connection on the other (PUSH_REPLY_MESSAGE_TO_CLIENT with the
+// reply's topic, properties plus PUSH_REPLY_TIME, and body), answered SUCCESS with the stored
+// message's id, and stored in the reply topic; a reply whose requester is not connected, or
+// that names none, is answered SYSTEM_ERROR with the reason and still stored.
+#[test]
+fn replies_are_pushed_to_the_requester_and_stored() {
+    let directory = TempDir::new("ask-reply");
+    let broker = broker_with_topic(&directory);
+    let requester = FakeConsumer::start(&broker, "requester-1", 513, Behaviour::Answer);
+    let mut responder = admin_on(&broker, requester.shard, false);
+
+    let answer = responder.call(reply_request(Some("requester-1"), "c-1", b"the answer"));
+    assert_eq!(
+        answer.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        answer.remark
+    );
+    let header = SendMessageResponseHeader::from_ext_fields(&answer.ext_fields).unwrap();
+    assert_eq!(header.msg_id.len(), 32, "the stored message's offset id");
+    let pushed = requester.next_request(Duration::from_secs(5));
+    assert_eq!(
+        pushed.request_code(),
+        RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT
+    );
+    let push = ReplyMessageRequestHeader::from_ext_fields(&pushed.ext_fields).unwrap();
+    assert_eq!(push.topic, REPLY_TOPIC);
+    let properties = Properties::decode(push.properties.as_deref().unwrap());
+    assert_eq!(properties.get(names::CORRELATION_ID), Some("c-1"));
+    assert!(properties.get(names::PUSH_REPLY_TIME).is_some());
+    assert_eq!(&pushed.body[..], b"the answer");
+
+    let absent = responder.call(reply_request(Some("nobody"), "c-2", b"lost"));
+    assert_eq!(absent.response_code(), ResponseCode::SYSTEM_ERROR);
+    let remark = absent.remark.unwrap_or_default();
+    assert!(remark.contains("channel of <nobody> not found"), "{remark}");
+    let unnamed = responder.call(reply_request(None, "c-3", b"nameless"));
+    assert_eq!(unnamed.response_code(), ResponseCode::SYSTEM_ERROR);
+    assert!(unnamed
+        .remark
+        .unwrap_or_default()
+        .contains("REPLY_TO_CLIENT"));
+
+    let stored = stored_replies(&mut responder);
+    let bodies: Vec<&[u8]> = stored.iter().map(|(_, body)| body.as_slice()).collect();
+    assert_eq!(bodies, [&b"the answer"[..], b"lost", b"nameless"]);
 }

@@ -16,6 +16,7 @@ pub mod end_transaction;
 pub mod offsets;
 pub mod pull;
 pub mod query;
+pub mod reply;
 pub mod send;
 pub mod send_back;
 pub mod stats;
@@ -37,7 +38,11 @@ pub async fn handle(
 ) -> Option<RemotingCommand> {
     use RequestCode::*;
     match request.request_code() {
-        SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE => {
+        SEND_MESSAGE
+        | SEND_MESSAGE_V2
+        | SEND_BATCH_MESSAGE
+        | SEND_REPLY_MESSAGE
+        | SEND_REPLY_MESSAGE_V2 => {
             let mut request = request;
             match send::route(broker, &mut request) {
                 Ok(route) => {
@@ -298,6 +303,9 @@ pub async fn handle_local(
         SEND_MESSAGE | SEND_MESSAGE_V2 | SEND_BATCH_MESSAGE => {
             send::process(broker, context, request).await
         }
+        SEND_REPLY_MESSAGE | SEND_REPLY_MESSAGE_V2 => {
+            reply::process(broker, context, request).await
+        }
         PULL_MESSAGE | LITE_PULL_MESSAGE => pull::process(broker, request).await,
         QUERY_CONSUMER_OFFSET => offsets::query_consumer_offset(broker, &request),
         UPDATE_CONSUMER_OFFSET => offsets::update_consumer_offset(broker, &request),
@@ -360,6 +368,8 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::SEND_MESSAGE,
     RequestCode::SEND_MESSAGE_V2,
     RequestCode::SEND_BATCH_MESSAGE,
+    RequestCode::SEND_REPLY_MESSAGE,
+    RequestCode::SEND_REPLY_MESSAGE_V2,
     RequestCode::PULL_MESSAGE,
     RequestCode::LITE_PULL_MESSAGE,
     RequestCode::QUERY_CONSUMER_OFFSET,

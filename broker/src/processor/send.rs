@@ -392,14 +392,8 @@ async fn append_and_respond(
         BrokerRole::AsyncMaster => ResponseCode::SUCCESS,
         BrokerRole::SyncMaster => ResponseCode::SLAVE_NOT_AVAILABLE,
     };
-    let mut response = RemotingCommand::response_to(request, code).with_header(&response_header);
-    response
-        .ext_fields
-        .insert(EXT_MSG_REGION, &broker.config.region_id);
-    response
-        .ext_fields
-        .insert_opt(EXT_TRACE_ON, Some(broker.config.trace_on));
-    response
+    let response = RemotingCommand::response_to(request, code).with_header(&response_header);
+    with_region_and_trace(broker, response)
 }
 
 /// Maps a store failure to the response RocketMQ gives for it.
@@ -416,9 +410,16 @@ pub fn store_error_response(
         _ => ResponseCode::SERVICE_NOT_AVAILABLE,
     };
     log::warn!("send refused by the store: {store_error}");
-    let mut response = error(request, code, store_error.to_string());
-    // Every send answer carries the broker's region and trace switch (trap T5), from its
-    // configuration like the success answer, not fixed strings.
+    let response = error(request, code, store_error.to_string());
+    with_region_and_trace(broker, response)
+}
+
+/// Adds the broker's region and trace switch, which every send answer carries (trap T5), from
+/// its configuration rather than fixed strings.
+pub fn with_region_and_trace(
+    broker: &ShardBroker,
+    mut response: RemotingCommand,
+) -> RemotingCommand {
     response
         .ext_fields
         .insert(EXT_MSG_REGION, &broker.config.region_id);

@@ -1,5 +1,6 @@
 package dev.comet.compat;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
@@ -14,11 +15,14 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -47,6 +51,7 @@ final class Scenarios {
     s.put("producer_oneway", Scenarios::producerOneway);
     s.put("producer_batch", Scenarios::producerBatch);
     s.put("producer_ordered_selector", Scenarios::producerOrdered);
+    s.put("producer_request_reply", Scenarios::requestReply);
     s.put("delay_level_1", Scenarios::delayLevel);
     s.put("push_clustering_concurrently", c -> pushClustering(c, false));
     s.put("push_clustering_orderly", c -> pushClustering(c, true));
@@ -110,6 +115,43 @@ final class Scenarios {
           "queue offsets not consecutive: " + prev + " then " + r.getQueueOffset());
     }
     return consumeAll(ctx, topic, sent);
+  }
+
+  /**
+   * Request-reply (DefaultMQProducer.request): a responder consumes each request and sends its
+   * reply with MessageUtil.createReplyMessage; the broker pushes the reply to the requesting
+   * producer, whose request() returns it. Every reply must match its own request.
+   */
+  private static String requestReply(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    DefaultMQProducer replier = ctx.producer();
+    DefaultMQPushConsumer responder = ctx.pushConsumer(ctx.name("cg"));
+    responder.subscribe(topic, "*");
+    responder.registerMessageListener((MessageListenerConcurrently) (msgs, context) -> {
+      for (MessageExt m : msgs) {
+        try {
+          String asked = new String(m.getBody(), StandardCharsets.UTF_8);
+          byte[] answer = ("reply:" + asked).getBytes(StandardCharsets.UTF_8);
+          replier.send(MessageUtil.createReplyMessage(m, answer));
+        } catch (Exception e) {
+          return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+        }
+      }
+      return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+    });
+    responder.start();
+    DefaultMQProducer requester = ctx.producer();
+    int requests = 10;
+    for (int i = 0; i < requests; i++) {
+      String asked = ctx.runId() + "-request-" + i;
+      Message request = new Message(topic, asked.getBytes(StandardCharsets.UTF_8));
+      // The first request also waits for the responder's first rebalance.
+      Message reply = requester.request(request, i == 0 ? ARRIVAL_TIMEOUT_MS : 10_000);
+      Check.that(reply != null, "request " + i + " got no reply");
+      String answer = new String(reply.getBody(), StandardCharsets.UTF_8);
+      Check.that(answer.equals("reply:" + asked), "request " + i + " got reply " + answer);
+    }
+    return requests + " requests answered in order";
   }
 
   private static String producerAsync(Ctx ctx) throws Exception {
