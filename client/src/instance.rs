@@ -9,7 +9,8 @@
 //! CONSUME_MESSAGE_DIRECTLY runs the group's push listener on the message it carries,
 //! GET_CONSUMER_STATUS_FROM_CLIENT gets the group's in-memory offsets of a topic,
 //! CHECK_TRANSACTION_STATE goes to the transactional producer of the half message's group
-//! (`PGROUP` of the message in the body), other codes get REQUEST_CODE_NOT_SUPPORTED. A new broker connection gets a heartbeat at once (5.x).
+//! (`PGROUP` of the message in the body), other codes get REQUEST_CODE_NOT_SUPPORTED. A new
+//! broker connection gets a heartbeat at once (5.x).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};

@@ -142,7 +142,11 @@ pub async fn ask_local(
     limit: Duration,
 ) -> RemotingCommand {
     assert_eq!(connection.shard, broker.shard, "asked on the wrong shard");
-    assert!(!command.is_response() && !command.is_oneway());
+    assert!(!command.is_response(), "a client is asked with a request");
+    assert!(
+        !command.is_oneway(),
+        "a one-way request gets no answer to wait for"
+    );
     let handle = broker
         .server
         .get()
