@@ -107,6 +107,14 @@ pub enum ClientError {
         /// The operating system's reason.
         reason: String,
     },
+    /// A request (request-reply) was sent but no reply came within its timeout.
+    #[error("no reply to request {correlation_id} within {after:?}")]
+    NoReply {
+        /// The request's `CORRELATION_ID`.
+        correlation_id: String,
+        /// The time waited.
+        after: Duration,
+    },
 }
 
 impl ClientError {

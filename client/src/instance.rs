@@ -8,6 +8,7 @@
 //! group's rebalance, GET_CONSUMER_RUNNING_INFO gets the group's ConsumerRunningInfo,
 //! CONSUME_MESSAGE_DIRECTLY runs the group's push listener on the message it carries,
 //! GET_CONSUMER_STATUS_FROM_CLIENT gets the group's in-memory offsets of a topic,
+//! PUSH_REPLY_MESSAGE_TO_CLIENT hands a reply to the request waiting for it,
 //! CHECK_TRANSACTION_STATE goes to the transactional producer of the half message's group
 //! (`PGROUP` of the message in the body), other codes get REQUEST_CODE_NOT_SUPPORTED. A new
 //! broker connection gets a heartbeat at once (5.x).
@@ -33,6 +34,7 @@ use comet_proto::headers::{
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::names;
 
+use crate::producer::request::{decode_pushed_reply, Replies};
 use crate::protocol::{self, ConsumerData, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
@@ -85,6 +87,7 @@ pub struct ClientInstance {
     checkers: Mutex<HashMap<String, Arc<dyn TransactionChecker>>>,
     publish_topics: Mutex<BTreeSet<String>>,
     broker_versions: Mutex<HashMap<String, i32>>,
+    replies: Replies,
     stopped: Mutex<bool>,
     wake: Condvar,
     tasks: Mutex<Option<JoinHandle<()>>>,
@@ -134,6 +137,7 @@ impl ClientInstance {
             checkers: Mutex::new(HashMap::new()),
             publish_topics: Mutex::new(BTreeSet::new()),
             broker_versions: Mutex::new(HashMap::new()),
+            replies: Replies::default(),
             stopped: Mutex::new(false),
             wake: Condvar::new(),
             tasks: Mutex::new(None),
@@ -394,7 +398,33 @@ impl ClientInstance {
             RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT => {
                 Handled::Response(self.consumer_status(request))
             }
+            RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT => {
+                Handled::Response(self.receive_reply(addr, request))
+            }
             _ => Handled::NotSupported,
+        }
+    }
+
+    /// Requests waiting for replies (request-reply).
+    pub(crate) fn replies(&self) -> &Replies {
+        &self.replies
+    }
+
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT: a reply to one of this client's requests, handed to the
+    /// request that waits for it. Acknowledged even when none does (it came late), as Java's
+    /// `ClientRemotingProcessor.receiveReplyMessage` does; only an undecodable push is refused.
+    fn receive_reply(&self, addr: &str, request: &RemotingCommand) -> RemotingCommand {
+        match decode_pushed_reply(request) {
+            Ok(reply) => {
+                if !self.replies.deliver(reply) {
+                    log::debug!("reply from {addr} matches no waiting request");
+                }
+                RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+            }
+            Err(error) => {
+                let remark = format!("bad reply push: {error}");
+                RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark)
+            }
         }
     }
 

@@ -7,10 +7,12 @@
 //! * [`remoting`]: the transport (connections, pipelining by opaque, timeouts, one-way,
 //!   broker → client requests).
 //! * [`producer`]: [`Producer`], sync/async/oneway/ordered/batch sends with fault tolerance;
-//!   [`TransactionProducer`], half messages, local transactions and check-backs.
+//!   [`TransactionProducer`], half messages, local transactions and check-backs; request-reply
+//!   ([`Producer::request`] waits for the reply a responder builds with [`Message::reply_to`]).
 //! * [`consumer`]: [`PushConsumer`] (concurrent and orderly listeners) and
 //!   [`LitePullConsumer`] (poll, commit, seek), with rebalance and offset stores.
-//! * [`admin`]: [`Admin`], topics, cluster, runtime info, consumer progress, message lookup.
+//! * [`admin`]: [`Admin`], topics, cluster, runtime info, consumer progress, traffic statistics,
+//!   message lookup.
 //! * [`route`], [`instance`]: route cache, name-server fail-over, heartbeats.
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.

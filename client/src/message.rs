@@ -3,9 +3,16 @@
 //! [`comet_proto::message::MessageExt`], decoded from stored records.
 
 use bytes::Bytes;
+use comet_proto::message::MessageExt;
 use comet_proto::properties::{names, Properties, KEY_SEPARATOR};
 
 use crate::error::{ClientError, Result};
+
+/// The reply topic of cluster `C` is `C` followed by this.
+pub const REPLY_TOPIC_SUFFIX: &str = "_REPLY_TOPIC";
+
+/// `MSG_TYPE` of a reply message.
+pub const REPLY_MESSAGE_TYPE: &str = "reply";
 
 /// One queue of a topic on one broker: the unit of ordering, allocation and offsets.
 pub use comet_proto::body::MessageQueue;
@@ -32,6 +39,31 @@ impl Message {
             body: body.into(),
             properties: Properties::new(),
         }
+    }
+
+    /// The reply to `request`, a message a requester sent with
+    /// [`crate::Producer::request`], to send with any producer (Java's
+    /// `MessageUtil.createReplyMessage`). It goes to the reply topic of the cluster that stored
+    /// the request and carries the request's correlation id, requester and time to live.
+    pub fn reply_to(request: &MessageExt, body: impl Into<Bytes>) -> Result<Message> {
+        let Some(cluster) = request.property(names::CLUSTER) else {
+            return Err(ClientError::Invalid(
+                "cannot reply: the message has no CLUSTER property (not stored by a broker)".into(),
+            ));
+        };
+        let mut reply = Message::new(format!("{cluster}{REPLY_TOPIC_SUFFIX}"), body);
+        reply.properties.insert(names::MSG_TYPE, REPLY_MESSAGE_TYPE);
+        for name in [names::CORRELATION_ID, names::REPLY_TO_CLIENT, names::TTL] {
+            if let Some(value) = request.property(name) {
+                reply.properties.insert(name, value);
+            }
+        }
+        Ok(reply)
+    }
+
+    /// True for a reply built by [`Message::reply_to`] (sent with SEND_REPLY_MESSAGE_V2).
+    pub fn is_reply(&self) -> bool {
+        self.properties.get(names::MSG_TYPE) == Some(REPLY_MESSAGE_TYPE)
     }
 
     /// Sets the tag (used by consumers' filters).

@@ -238,6 +238,15 @@ pub fn send_message(header: &SendMessageRequestHeaderV2, body: bytes::Bytes) -> 
     request(code, header).with_body(body)
 }
 
+/// SEND_REPLY_MESSAGE_V2: a responder's reply (request-reply), which the broker pushes to the
+/// requester.
+pub fn send_reply_message(
+    header: &SendMessageRequestHeaderV2,
+    body: bytes::Bytes,
+) -> RemotingCommand {
+    request(RequestCode::SEND_REPLY_MESSAGE_V2, header).with_body(body)
+}
+
 /// LOCK_BATCH_MQ.
 pub fn lock_batch(body: &LockBatchRequestBody) -> RemotingCommand {
     RemotingCommand::request(RequestCode::LOCK_BATCH_MQ, 0).with_body(body.encode())

@@ -13,6 +13,7 @@
 //! * An unknown topic is sent through the `TBW102` route so the broker auto-creates it.
 
 pub mod fault;
+pub mod request;
 pub mod transaction;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,6 +24,7 @@ use bytes::{Bytes, BytesMut};
 use comet_proto::batch::{encode_batch, BatchEntry};
 use comet_proto::compression::{zlib_compress, CompressionType};
 use comet_proto::flags::message as message_sys_flag;
+use comet_proto::message::MessageExt;
 use comet_proto::message_id::UniqueKeyGenerator;
 use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, ResponseCode};
@@ -105,6 +107,8 @@ struct Prepared {
     properties: String,
     msg_id: String,
     batch: bool,
+    /// A responder's reply (request-reply): sent with SEND_REPLY_MESSAGE_V2.
+    reply: bool,
     reconsume_times: i32,
     max_reconsume_times: Option<i32>,
 }
@@ -241,6 +245,33 @@ impl Producer {
         self.inner
             .send_with_retries(&prepared, Mode::Sync)
             .map(|result| result.expect("sync sends return a result"))
+    }
+
+    /// Sends `message` as a request and waits up to `timeout` for its reply (Java's
+    /// `DefaultMQProducer.request`; see [`request`]): a consumer of the topic answers with
+    /// [`Message::reply_to`], which the broker pushes back to this client. Fails with
+    /// [`ClientError::NoReply`] when no reply comes in time.
+    pub fn request(&self, mut message: Message, timeout: Duration) -> Result<MessageExt> {
+        self.inner.check_running()?;
+        let instance = &self.inner.instance;
+        let correlation_id = self.inner.ids.next(now_ms());
+        let ttl_ms = timeout.as_millis().to_string();
+        let properties = &mut message.properties;
+        properties.insert(names::CORRELATION_ID, correlation_id.clone());
+        properties.insert(names::REPLY_TO_CLIENT, instance.client_id());
+        properties.insert(names::TTL, ttl_ms);
+        let slot = instance.replies().register(&correlation_id)?;
+        let started = Instant::now();
+        if let Err(error) = self.send(message) {
+            instance.replies().forget(&correlation_id);
+            return Err(error);
+        }
+        let reply = slot.take_timeout(timeout.saturating_sub(started.elapsed()));
+        instance.replies().forget(&correlation_id);
+        reply.ok_or(ClientError::NoReply {
+            correlation_id,
+            after: timeout,
+        })
     }
 
     /// Sends without waiting for an answer (no retry, no result).
@@ -546,6 +577,7 @@ impl ProducerInner {
                 max_reconsume_times = value.parse().ok();
             }
         }
+        let reply = message.is_reply();
         let properties = message.properties.encode();
         if properties.len() > crate::limits::PROPERTIES_BYTES_MAX {
             return Err(ClientError::Invalid(format!(
@@ -562,6 +594,7 @@ impl ProducerInner {
             properties,
             msg_id,
             batch: false,
+            reply,
             reconsume_times,
             max_reconsume_times,
         })
@@ -644,6 +677,7 @@ impl ProducerInner {
             properties: header_properties.encode(),
             msg_id: ids.join(","),
             batch: true,
+            reply: false,
             reconsume_times: 0,
             max_reconsume_times: None,
         })
@@ -732,7 +766,11 @@ impl ProducerInner {
             batch: Some(prepared.batch),
             broker_name: Some(queue.broker_name.clone()),
         };
-        protocol::send_message(&header, prepared.body.clone())
+        if prepared.reply {
+            protocol::send_reply_message(&header, prepared.body.clone())
+        } else {
+            protocol::send_message(&header, prepared.body.clone())
+        }
     }
 
     /// One attempt to one queue. `Ok(None)` for one-way sends.
