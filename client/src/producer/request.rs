@@ -4,7 +4,7 @@
 //! `REPLY_TO_CLIENT` (this client's id) and `TTL` (how long the requester waits, ms). A
 //! responder consumes it and sends [`crate::Message::reply_to`] it: that reply goes to
 //! `<cluster>_REPLY_TOPIC` with SEND_REPLY_MESSAGE_V2, and the broker pushes it to this client
-//! (PUSH_REPLY_MESSAGE_TO_CLIENT), where [`Replies`] hands it to the waiting request.
+//! (PUSH_REPLY_MESSAGE_TO_CLIENT), where `Replies` hands it to the waiting request.
 //!
 //! Invariants: a waiter is registered before its request is sent and removed once it has its
 //! reply or gave up, so the table holds only requests in flight (at most
