@@ -8,14 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use comet_proto::body::{
-    BrokerStatsData, ClusterInfo, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KVTable,
-    ResetOffsetBody, TopicList, TopicRouteData, TopicStatsTable,
+    BrokerStatsData, ClusterInfo, ConsumeStats, ConsumerConnection, ConsumerRunningInfo, GroupList,
+    JsonBody, KVTable, ResetOffsetBody, TopicList, TopicRouteData, TopicStatsTable,
 };
 use comet_proto::headers::{
     CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader, QueryTopicConsumeByWhoRequestHeader,
-    ResetOffsetRequestHeader, ViewBrokerStatsDataRequestHeader, ViewMessageRequestHeader,
+    GetConsumerRunningInfoRequestHeader, GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader, ResetOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader, ViewMessageRequestHeader,
 };
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::message_id::decode_offset_msg_id;
@@ -382,6 +383,35 @@ impl Admin {
             }
         }
         Err(last_error.unwrap_or_else(|| ClientError::BrokerNotFound(topic.to_owned())))
+    }
+
+    /// GET_CONSUMER_RUNNING_INFO of one member of `group` (the broker relays it to the
+    /// client): its subscriptions, settings, per-queue progress and rates. Asked of the
+    /// brokers serving the group's retry topic, as `mqadmin consumerStatus` does.
+    pub fn consumer_running_info(
+        &self,
+        group: &str,
+        client_id: &str,
+    ) -> Result<ConsumerRunningInfo> {
+        let mut last_error = None;
+        for (_, addr) in self.topic_masters(&format!("%RETRY%{group}"))? {
+            let header = GetConsumerRunningInfoRequestHeader {
+                consumer_group: group.to_owned(),
+                client_id: client_id.to_owned(),
+                jstack_enable: Some(false),
+            };
+            let command = request(RequestCode::GET_CONSUMER_RUNNING_INFO, &header);
+            match self
+                .instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])
+            {
+                Ok(response) => {
+                    return protocol::decode_body("ConsumerRunningInfo", &response.body)
+                }
+                Err(error) => last_error = Some(error),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| ClientError::BrokerNotFound(group.to_owned())))
     }
 
     /// QUERY_MESSAGE on every broker of `topic`, keeping messages whose keys include `key`.

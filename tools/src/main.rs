@@ -85,6 +85,15 @@ enum Command {
         #[arg(short = 't', long)]
         topic: String,
     },
+    /// What each online member of a consumer group reports about itself: settings,
+    /// subscriptions, per-queue progress and rates (the broker asks the client).
+    ConsumerStatus {
+        #[arg(short = 'g', long)]
+        group: String,
+        /// Only this client id.
+        #[arg(short = 'i', long = "client-id")]
+        client_id: Option<String>,
+    },
     /// Messages whose key (KEYS or UNIQ_KEY) matches, stored in the last `hours`.
     QueryMsgByKey {
         #[arg(short = 't', long)]
@@ -249,6 +258,7 @@ fn run(admin: &Admin, command: Command) -> comet_client::Result<()> {
         }
         Command::QueryMsgById { id } => print_message(&admin.view_message(&id)?),
         Command::StatsAll { topic, active } => stats_all(admin, topic, active)?,
+        Command::ConsumerStatus { group, client_id } => consumer_status(admin, &group, client_id)?,
         Command::ResetOffsetByTime {
             group,
             topic,
@@ -259,6 +269,62 @@ fn run(admin: &Admin, command: Command) -> comet_client::Result<()> {
             for (queue, offset) in offsets {
                 println!("{} {} {offset}", queue.broker_name, queue.queue_id);
             }
+        }
+    }
+    Ok(())
+}
+
+/// `consumer-status`: for each member (or the one named), a `#ClientId` line, then its
+/// properties, subscriptions, queues and per-topic rates, one per line.
+fn consumer_status(admin: &Admin, group: &str, only: Option<String>) -> comet_client::Result<()> {
+    let members: Vec<String> = match only {
+        Some(client_id) => vec![client_id],
+        None => admin
+            .consumer_connections(group, &format!("%RETRY%{group}"))?
+            .connection_set
+            .into_iter()
+            .map(|connection| connection.client_id)
+            .collect(),
+    };
+    for client_id in members {
+        let info = admin.consumer_running_info(group, &client_id)?;
+        println!("#ClientId {client_id}");
+        for (key, value) in &info.properties {
+            let value = value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_owned);
+            println!("property {key} {value}");
+        }
+        for subscription in &info.subscription_set {
+            println!(
+                "subscription {} {}",
+                subscription.topic, subscription.sub_string
+            );
+        }
+        println!(
+            "#Topic #BrokerName #QueueId #CommitOffset #CachedMsgs #LastPullMs #LastConsumeMs"
+        );
+        for (queue, process) in &info.mq_table {
+            println!(
+                "{} {} {} {} {} {} {}",
+                queue.topic,
+                queue.broker_name,
+                queue.queue_id,
+                process.commit_offset,
+                process.cached_msg_count,
+                process.last_pull_timestamp,
+                process.last_consume_timestamp
+            );
+        }
+        for (topic, status) in &info.status_table {
+            println!(
+                "rates {topic} pullTPS={:.2} consumeOkTPS={:.2} consumeFailedTPS={:.2} pullRT={:.2} consumeRT={:.2}",
+                status.pull_tps,
+                status.consume_ok_tps,
+                status.consume_failed_tps,
+                status.pull_rt,
+                status.consume_rt
+            );
         }
     }
     Ok(())

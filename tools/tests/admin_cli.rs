@@ -4,7 +4,10 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use comet_client::{ClientConfig, Message, Producer, ProducerConfig};
+use comet_client::{
+    ClientConfig, ConsumeConcurrentlyStatus, ConsumerConfig, Message, MessageListener, Producer,
+    ProducerConfig, PushConsumer, PushConsumerConfig,
+};
 use comet_test_support::{Broker, TempDir};
 
 fn admin(namesrv: &str, args: &[&str]) -> Output {
@@ -13,6 +16,13 @@ fn admin(namesrv: &str, args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+fn client_config(namesrv: &str) -> ClientConfig {
+    ClientConfig {
+        namesrv_addrs: vec![namesrv.to_owned()],
+        ..ClientConfig::default()
+    }
 }
 
 fn stdout_of(output: &Output) -> String {
@@ -25,8 +35,8 @@ fn stdout_of(output: &Output) -> String {
 }
 
 // Proves the CLI creates a topic, lists it, shows its route, status, the cluster, the
-// topic's traffic after sends, the broker's runtime figures, and reports a clear error for a
-// topic that does not exist.
+// topic's traffic after sends, a consumer's own status, the broker's runtime figures, and
+// reports a clear error for a topic that does not exist.
 #[test]
 fn admin_commands_against_a_standalone_broker() {
     // The broker (workspace build, started by comet-test-support) drops before its store.
@@ -66,13 +76,7 @@ fn admin_commands_against_a_standalone_broker() {
         3,
         "{status}"
     );
-    let producer = ProducerConfig::new(
-        "admin_cli_pg",
-        ClientConfig {
-            namesrv_addrs: vec![namesrv.clone()],
-            ..ClientConfig::default()
-        },
-    );
+    let producer = ProducerConfig::new("admin_cli_pg", client_config(&namesrv));
     let producer = Producer::new(producer).unwrap();
     producer.start().unwrap();
     for number in 0..7 {
@@ -91,6 +95,25 @@ fn admin_commands_against_a_standalone_broker() {
     assert!(row[3].parse::<f64>().unwrap() > 0.0, "{stats}");
     assert_eq!(row[5], "7", "{stats}");
     assert_eq!(row[6], "NO_CONSUMER", "{stats}");
+    let consumer_config = ConsumerConfig::new("admin_cli_cg", client_config(&namesrv));
+    let listener = MessageListener::concurrently(|_, _| ConsumeConcurrentlyStatus::ConsumeSuccess);
+    let consumer = PushConsumer::new(PushConsumerConfig::new(consumer_config), listener).unwrap();
+    consumer.subscribe("AdminCliTopic", "*").unwrap();
+    consumer.start().unwrap();
+    let mut status = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !status.contains("subscription AdminCliTopic *") {
+        assert!(Instant::now() < deadline, "no consumer status: {status}");
+        std::thread::sleep(Duration::from_millis(200));
+        let output = admin(&namesrv, &["consumer-status", "-g", "admin_cli_cg"]);
+        status = String::from_utf8_lossy(&output.stdout).into_owned();
+    }
+    assert!(status.starts_with("#ClientId "), "{status}");
+    assert!(
+        status.contains("property PROP_CONSUME_TYPE CONSUME_PASSIVELY"),
+        "{status}"
+    );
+    consumer.shutdown();
     let broker = format!("127.0.0.1:{broker_port}");
     let runtime = stdout_of(&admin(&namesrv, &["broker-status", "-b", &broker]));
     assert!(runtime.contains("brokerVersionDesc"), "{runtime}");
