@@ -97,6 +97,31 @@ impl OffsetTable {
         groups
     }
 
+    /// Copies `source`'s offsets of `topic` held here to `target` (CLONE_GROUP_OFFSET),
+    /// replacing what `target` had for the topic, as RocketMQ replaces the whole
+    /// `topic@target` entry. Run on every shard, so a shard where `source` holds nothing for
+    /// the topic drops `target`'s entries there. Returns how many queue offsets `target` now
+    /// has here.
+    pub fn clone_topic(&mut self, source: &str, target: &str, topic: &str) -> usize {
+        assert!(source != target, "cloning {source} onto itself");
+        let queues = self
+            .offsets
+            .get(&(topic.to_owned(), source.to_owned()))
+            .cloned()
+            .unwrap_or_default();
+        let copied = queues.len();
+        let key = (topic.to_owned(), target.to_owned());
+        let previous = if queues.is_empty() {
+            self.offsets.remove(&key)
+        } else {
+            self.offsets.insert(key, queues.clone())
+        };
+        if previous.unwrap_or_default() != queues {
+            self.changed = true;
+        }
+        copied
+    }
+
     /// Forgets a group's offsets (DELETE_SUBSCRIPTIONGROUP with cleanOffset).
     pub fn remove_group(&mut self, group: &str) {
         let before = self.offsets.len();
@@ -120,6 +145,11 @@ impl OffsetTable {
     /// The persisted form; clears the changed mark.
     pub fn take_snapshot(&mut self) -> OffsetFile {
         self.changed = false;
+        self.snapshot()
+    }
+
+    /// The persisted form, leaving the changed mark alone (GET_ALL_CONSUMER_OFFSET).
+    pub fn snapshot(&self) -> OffsetFile {
         let offset_table = self
             .offsets
             .iter()
@@ -150,6 +180,45 @@ impl OffsetTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves a clone copies the source's queues of one topic only, replaces the target's
+    // entry (queues the source lacks are dropped), marks the table changed only when
+    // something changed, and leaves other topics and the source alone.
+    #[test]
+    fn clone_topic_replaces_the_target_entry() {
+        let mut table = OffsetTable::new();
+        table.commit("src", "t", 0, 5);
+        table.commit("src", "t", 2, 9);
+        table.commit("src", "u", 0, 1);
+        table.commit("dst", "t", 1, 4);
+        table.take_snapshot();
+        assert_eq!(table.clone_topic("src", "dst", "t"), 2);
+        assert!(table.is_changed());
+        assert_eq!(table.query("dst", "t", 0), Some(5));
+        assert_eq!(table.query("dst", "t", 2), Some(9));
+        assert_eq!(table.query("dst", "t", 1), None, "replaced, not merged");
+        assert_eq!(table.query("dst", "u", 0), None, "other topics untouched");
+        assert_eq!(table.query("src", "t", 0), Some(5));
+        table.take_snapshot();
+        table.clone_topic("src", "dst", "t");
+        assert!(
+            !table.is_changed(),
+            "a clone that changes nothing is not a change"
+        );
+        assert_eq!(table.clone_topic("nobody", "dst", "t"), 0);
+        assert_eq!(
+            table.query("dst", "t", 0),
+            None,
+            "no source here: target dropped"
+        );
+        assert!(table.is_changed());
+        assert_eq!(
+            table.snapshot().offset_table.len(),
+            2,
+            "snapshot keeps the mark"
+        );
+        assert!(table.is_changed());
+    }
 
     // Proves commit/query, the change mark, and that a snapshot reloads with ownership
     // filtering (what a changed core count relies on).

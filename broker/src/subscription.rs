@@ -45,6 +45,11 @@ impl GroupTable {
         }
     }
 
+    /// Every group name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.groups.keys().cloned().collect()
+    }
+
     /// The config of `group`.
     pub fn get(&self, group: &str) -> Option<&SubscriptionGroupConfig> {
         self.groups.get(group)

@@ -5,19 +5,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use comet_proto::body::{
     Connection, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KVTable, MessageQueue,
-    OffsetWrapper, ProducerConnection, SubscriptionGroupConfig, TopicConfig, TopicFilterType,
-    TopicList, TopicOffset, TopicStatsTable,
+    ProducerConnection, SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicList,
+    TopicOffset, TopicStatsTable,
 };
 use comet_proto::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
     GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetProducerConnectionListRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryConsumerOffsetRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
 };
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
-use crate::processor::call_owner;
+use crate::processor::{call_owner, inspect};
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
 use crate::traffic::format_tps;
@@ -159,11 +158,11 @@ pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     ok(request)
 }
 
-fn internal_request<H: CommandHeader>(code: RequestCode, header: &H) -> RemotingCommand {
+pub(crate) fn internal_request<H: CommandHeader>(code: RequestCode, header: &H) -> RemotingCommand {
     RemotingCommand::request(code, 0).with_header(header)
 }
 
-async fn owner_offset(
+pub(crate) async fn owner_offset(
     broker: &ShardBroker,
     topic: &str,
     queue_id: i32,
@@ -176,7 +175,7 @@ async fn owner_offset(
     response.ext_fields.optional_i64("offset").ok().flatten()
 }
 
-async fn queue_min_max(broker: &ShardBroker, topic: &str, queue_id: i32) -> (i64, i64) {
+pub(crate) async fn queue_min_max(broker: &ShardBroker, topic: &str, queue_id: i32) -> (i64, i64) {
     let min = GetMinOffsetRequestHeader {
         topic: topic.to_owned(),
         queue_id,
@@ -207,7 +206,7 @@ async fn queue_min_max(broker: &ShardBroker, topic: &str, queue_id: i32) -> (i64
     (min.unwrap_or(0), max.unwrap_or(0))
 }
 
-fn message_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> MessageQueue {
+pub(crate) fn message_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> MessageQueue {
     MessageQueue {
         topic: topic.to_owned(),
         broker_name: broker.config.broker_name.clone(),
@@ -232,10 +231,17 @@ pub async fn topic_stats(broker: &ShardBroker, request: &RemotingCommand) -> Rem
     let mut offset_table = BTreeMap::new();
     for queue_id in 0..config.read_queue_nums.max(config.write_queue_nums) {
         let (min_offset, max_offset) = queue_min_max(broker, &header.topic, queue_id).await;
+        let mut last_update_timestamp = 0;
+        if max_offset > 0 {
+            match inspect::queue_time_span(broker, "", &header.topic, queue_id).await {
+                Ok(span) => last_update_timestamp = span.max_time_stamp,
+                Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
+            }
+        }
         let offset = TopicOffset {
             min_offset,
             max_offset,
-            last_update_timestamp: 0,
+            last_update_timestamp,
         };
         offset_table.insert(message_queue(broker, &header.topic, queue_id), offset);
     }
@@ -252,17 +258,18 @@ pub async fn topic_stats(broker: &ShardBroker, request: &RemotingCommand) -> Rem
     )
 }
 
-/// GET_CONSUME_STATS (208): per readable queue, the queue's max offset and the group's
-/// committed offset.
+/// GET_CONSUME_STATS (208): per readable queue, the queue's max offset, the group's
+/// committed offset and the store time of the last message it consumed. The topics are
+/// `topicList` as given, else `topic`, else every topic the group has offsets for; from the
+/// last two, topics the group does not subscribe to are dropped while it has subscriptions.
 pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let header = match GetConsumeStatsRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let topics: Vec<String> = match (&header.topic, &header.topic_list) {
-        (Some(topic), _) if !topic.is_empty() => vec![topic.clone()],
-        (_, Some(list)) if !list.is_empty() => list.split(';').map(str::to_owned).collect(),
-        _ => subscribed_topics(broker, &header.consumer_group),
+    let topics = match consume_stats_topics(broker, &header).await {
+        Ok(topics) => topics,
+        Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
     };
     let mut offset_table = BTreeMap::new();
     let now_ms = comet_rt::clock::wall_clock_ms();
@@ -280,24 +287,8 @@ pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> R
             .get(&topic)
             .map_or(0, |config| config.read_queue_nums);
         for queue_id in 0..read_queue_nums {
-            let (_, broker_offset) = queue_min_max(broker, &topic, queue_id).await;
-            let query = QueryConsumerOffsetRequestHeader {
-                consumer_group: header.consumer_group.clone(),
-                topic: topic.clone(),
-                queue_id,
-                set_zero_if_not_found: Some(false),
-                broker_name: None,
-            };
-            let request = internal_request(RequestCode::QUERY_CONSUMER_OFFSET, &query);
-            let consumer_offset = owner_offset(broker, &topic, queue_id, request)
-                .await
-                .unwrap_or(0);
-            let wrapper = OffsetWrapper {
-                broker_offset,
-                consumer_offset,
-                pull_offset: consumer_offset,
-                last_timestamp: 0,
-            };
+            let wrapper =
+                inspect::offset_wrapper(broker, &header.consumer_group, &topic, queue_id).await;
             offset_table.insert(message_queue(broker, &topic, queue_id), wrapper);
         }
     }
@@ -310,12 +301,31 @@ pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> R
     )
 }
 
-fn subscribed_topics(broker: &ShardBroker, group: &str) -> Vec<String> {
+async fn consume_stats_topics(
+    broker: &ShardBroker,
+    header: &GetConsumeStatsRequestHeader,
+) -> Result<Vec<String>, String> {
+    if let Some(list) = header.topic_list.as_deref().filter(|list| !list.is_empty()) {
+        return Ok(list.split(';').map(str::to_owned).collect());
+    }
+    let topics: Vec<String> = match header.topic.as_deref().map(str::trim) {
+        Some(topic) if !topic.is_empty() => vec![topic.to_owned()],
+        _ => {
+            let offsets = inspect::gather_offsets(broker).await?;
+            inspect::topics_of_group(&offsets, &header.consumer_group)
+                .into_iter()
+                .collect()
+        }
+    };
     let clients = broker.metadata.clients();
-    clients
-        .consumer_group(group)
-        .map(|consumers| consumers.subscriptions.keys().cloned().collect())
-        .unwrap_or_default()
+    let subscriptions = clients
+        .consumer_group(&header.consumer_group)
+        .map(|consumers| &consumers.subscriptions)
+        .filter(|subscriptions| !subscriptions.is_empty());
+    Ok(topics
+        .into_iter()
+        .filter(|topic| subscriptions.is_none_or(|subscribed| subscribed.contains_key(topic)))
+        .collect())
 }
 
 /// GET_CONSUMER_CONNECTION_LIST (203).

@@ -3,16 +3,18 @@
 //! [`handle`] runs on the shard whose connection carried the request. Requests bound to one
 //! queue (sends, pulls, offsets) go to the queue's owner; key queries go to every shard (each
 //! has its own index); a view by id goes to the shard whose log the offset names; the rest
-//! (client management, admin) run in place against the shared metadata; admin requests a
-//! client answers ([`ask_client`]) reach the shard holding the client's connection.
-//! [`handle_local`] runs a request on the current shard without routing, and is what a
-//! forwarded request runs on its target.
+//! (client management, admin) run in place against the shared metadata, asking each queue's
+//! owner for per-queue figures, and broker-wide offset tables are gathered from every shard
+//! ([`inspect`]); admin requests a client answers ([`ask_client`]) reach the shard holding
+//! the client's connection. [`handle_local`] runs a request on the current shard without
+//! routing, and is what a forwarded request runs on its target.
 
 pub mod admin;
 pub mod ask_client;
 pub mod broker_config;
 pub mod client;
 pub mod end_transaction;
+pub mod inspect;
 pub mod offsets;
 pub mod pull;
 pub mod query;
@@ -68,7 +70,8 @@ pub async fn handle(
         | GET_MAX_OFFSET
         | GET_MIN_OFFSET
         | SEARCH_OFFSET_BY_TIMESTAMP
-        | GET_EARLIEST_MSG_STORETIME => {
+        | GET_EARLIEST_MSG_STORETIME
+        | QUERY_CONSUME_QUEUE => {
             match queue_of(&request) {
                 Some((topic, queue_id)) => {
                     on_owner(broker, context, &topic, queue_id, request).await
@@ -82,6 +85,10 @@ pub async fn handle(
             None => Some(reset_all_queues(broker, context, request).await),
         },
         QUERY_MESSAGE => Some(query_all_shards(broker, context, request).await),
+        // Broker-wide: gathered from (or applied on) every shard; `handle_local` runs the
+        // shard's own part.
+        GET_ALL_CONSUMER_OFFSET => Some(inspect::all_consumer_offsets(broker, &request).await),
+        CLONE_GROUP_OFFSET => Some(inspect::clone_group_offset(broker, context, &request).await),
         VIEW_MESSAGE_BY_ID | CONSUMER_SEND_MSG_BACK | END_TRANSACTION => {
             let key = if request.request_code() == END_TRANSACTION {
                 "commitLogOffset"
@@ -125,7 +132,7 @@ pub async fn persist_topics_now(broker: &ShardBroker) -> std::io::Result<()> {
     comet_rt::task_class::run_blocking(move || metadata.persist_topics()).await
 }
 
-fn shard_id(index: usize) -> ShardId {
+pub(crate) fn shard_id(index: usize) -> ShardId {
     ShardId(u16::try_from(index).expect("shard count is bounded"))
 }
 
@@ -146,7 +153,7 @@ pub async fn on_owner(
     on_shard(broker, context, broker.owner_of(topic, queue_id), request).await
 }
 
-async fn on_shard(
+pub(crate) async fn on_shard(
     broker: &ShardBroker,
     context: RequestContext,
     target: ShardId,
@@ -195,6 +202,16 @@ pub async fn call_owner(
 ) -> Option<RemotingCommand> {
     let context = internal_context(broker);
     on_owner(broker, context, topic, queue_id, request).await
+}
+
+/// Runs an internal request on shard `index` (its own part of a broker-wide table).
+pub async fn call_shard(
+    broker: &ShardBroker,
+    index: usize,
+    request: RemotingCommand,
+) -> Option<RemotingCommand> {
+    let context = internal_context(broker);
+    on_shard(broker, context, shard_id(index), request).await
 }
 
 pub(crate) fn internal_context(broker: &ShardBroker) -> RequestContext {
@@ -343,6 +360,12 @@ pub async fn handle_local(
         GET_CONSUMER_RUNNING_INFO => ask_client::consumer_running_info(broker, &request).await,
         CONSUME_MESSAGE_DIRECTLY => ask_client::consume_message_directly(broker, &request).await,
         INVOKE_BROKER_TO_GET_CONSUMER_STATUS => ask_client::consumer_status(broker, &request).await,
+        QUERY_CONSUME_QUEUE => inspect::query_consume_queue(broker, &request),
+        QUERY_CONSUME_TIME_SPAN => inspect::consume_time_span(broker, &request).await,
+        GET_BROKER_CONSUME_STATS => inspect::broker_consume_stats(broker, &request).await,
+        CLONE_GROUP_OFFSET => inspect::clone_group_offset_local(broker, &request),
+        GET_ALL_CONSUMER_OFFSET => inspect::local_consumer_offsets(broker, &request),
+        GET_ALL_DELAY_OFFSET => inspect::all_delay_offsets(broker, &request).await,
         _ => RemotingCommand::not_supported_to(&request),
     };
     Some(response)
@@ -409,6 +432,12 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_CONSUMER_RUNNING_INFO,
     RequestCode::CONSUME_MESSAGE_DIRECTLY,
     RequestCode::INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+    RequestCode::QUERY_CONSUME_QUEUE,
+    RequestCode::QUERY_CONSUME_TIME_SPAN,
+    RequestCode::GET_BROKER_CONSUME_STATS,
+    RequestCode::CLONE_GROUP_OFFSET,
+    RequestCode::GET_ALL_CONSUMER_OFFSET,
+    RequestCode::GET_ALL_DELAY_OFFSET,
 ];
 
 /// A context for tests and internal callers: `peer` as the born host.

@@ -78,6 +78,11 @@ pub const PULL_RECORDS_MAX: usize = 1024;
 /// Most results of one query by key.
 pub const QUERY_RESULTS_MAX: usize = 64 * 1024;
 
+/// Most consume-queue entries one [`Store::consume_queue_entries`](crate::Store) call returns
+/// (admin inspection, QUERY_CONSUME_QUEUE): bounds the copy made under the queue borrow and
+/// the answer built from it (20 bytes here, about 150 bytes of JSON per entry on the wire).
+pub const CQ_INSPECT_ENTRIES_MAX: usize = 4096;
+
 /// Bytes of one checkpoint copy; two copies alternate.
 pub const CHECKPOINT_SLOT_BYTES: u64 = PAGE_BYTES;
 

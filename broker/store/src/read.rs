@@ -17,7 +17,10 @@ use comet_rt::io::{DirectFile, OpenMode};
 use crate::commit_log::to_index;
 use crate::consume_queue::CqEntry;
 use crate::error::StoreError;
-use crate::limits::{PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX, QUERY_RESULTS_MAX, READ_AHEAD_BYTES};
+use crate::limits::{
+    CQ_INSPECT_ENTRIES_MAX, PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX, QUERY_RESULTS_MAX,
+    READ_AHEAD_BYTES,
+};
 use crate::offset::{file_name, PhysicalOffset, QueueOffset};
 use crate::store::Store;
 
@@ -396,6 +399,60 @@ impl Store {
         }
     }
 
+    /// Store time of the record at queue offset `offset` of (topic, queue_id), or `None`
+    /// when the queue holds no record there (below its min, at or past its max, unknown
+    /// queue). What RocketMQ's `getMessageStoreTimeStamp` answers, with `None` for its -1.
+    pub async fn store_time_at(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: QueueOffset,
+    ) -> Result<Option<i64>, StoreError> {
+        if offset < self.min_offset(topic, queue_id) {
+            return Ok(None);
+        }
+        match self.entry_at(topic, queue_id, offset.0) {
+            Some(entry) => Ok(Some(self.store_time_of(entry).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// True when the store holds a consume queue for (topic, queue_id) (one was written to,
+    /// recovered, or waited on).
+    pub fn has_queue(&self, topic: &str, queue_id: i32) -> bool {
+        let queues = self.shared.queues.borrow();
+        queues
+            .get(topic)
+            .is_some_and(|queues| queues.contains_key(&queue_id))
+    }
+
+    /// The consume-queue entries of (topic, queue_id) at queue offsets
+    /// `[from, from + count)` that hold a record, each with its offset, in queue order;
+    /// `count` is capped at [`CQ_INSPECT_ENTRIES_MAX`]. Entries below the queue's min (their
+    /// records deleted) and past its max are not returned.
+    pub fn consume_queue_entries(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: QueueOffset,
+        count: usize,
+    ) -> Vec<(QueueOffset, CqEntry)> {
+        let count = count.min(CQ_INSPECT_ENTRIES_MAX);
+        let queues = self.shared.queues.borrow();
+        let Some(queue) = queues
+            .get(topic)
+            .and_then(|queues| queues.get(&queue_id))
+            .map(|queue| &queue.consume_queue)
+        else {
+            return Vec::new();
+        };
+        let start = from.0.max(queue.min_offset());
+        let end = from.0.saturating_add(count as u64).min(queue.max_offset());
+        let entries = collect_entries(queue, start, end);
+        assert!(entries.len() <= count, "at most {count} entries");
+        entries
+    }
+
     /// Records of `topic` whose `UNIQ_KEY` or one of whose `KEYS` equals `key`, stored within
     /// `[begin_ms, end_ms]`, newest first, at most `max`: from this log's index and those of
     /// the logs it adopted (module `orphan`; waits for them to be loaded).
@@ -478,6 +535,21 @@ impl Future for MessageWait<'_> {
         queue.arrivals.register(cx.waker());
         Poll::Pending
     }
+}
+
+/// The entries of `[start, end)` that hold a record.
+fn collect_entries(
+    queue: &crate::consume_queue::ConsumeQueue,
+    start: u64,
+    end: u64,
+) -> Vec<(QueueOffset, CqEntry)> {
+    assert!(end <= queue.max_offset(), "range ends inside the queue");
+    (start..end)
+        .filter_map(|offset| {
+            let entry = queue.entry(offset)?;
+            (!entry.is_placeholder()).then_some((QueueOffset(offset), entry))
+        })
+        .collect()
 }
 
 pub(crate) fn record_has_key(view: &RecordView<'_>, key: &str) -> bool {

@@ -735,3 +735,65 @@ fn pipelined_flushes_pad_and_recover() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+// Proves the inspection reads: consume-queue entries from an index for a count (clipped to
+// the queue, physical offsets and sizes matching the appends, tag codes of the tags), store
+// times by queue offset (None below the min, at the max, and for unknown queues), and that
+// only queues the store holds are reported as present.
+#[test]
+fn consume_queue_entries_and_store_times() {
+    let dir = TestDir::new("inspect");
+    run(async {
+        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        assert!(!store.has_queue("Inspect", 0));
+        let mut appended = Vec::new();
+        for index in 0..8u64 {
+            let tag = if index % 2 == 0 { "TagA" } else { "TagB" };
+            let one = record(
+                "Inspect",
+                0,
+                &body(index, 40),
+                &properties(&[("TAGS", tag)]),
+            );
+            appended.push(store.append(&[one]).await.expect("append")[0]);
+            comet_rt::local::sleep(Duration::from_millis(2)).await;
+        }
+        assert!(store.has_queue("Inspect", 0));
+        assert!(!store.has_queue("Inspect", 1));
+        let entries = store.consume_queue_entries("Inspect", 0, QueueOffset(3), 4);
+        let offsets: Vec<u64> = entries.iter().map(|(offset, _)| offset.0).collect();
+        assert_eq!(offsets, vec![3, 4, 5, 6]);
+        for (offset, entry) in &entries {
+            let sent = appended[offset.0 as usize];
+            assert_eq!(entry.physical, sent.physical_offset);
+            assert_eq!(entry.size, sent.size_bytes);
+            let tag = if offset.0 % 2 == 0 { "TagA" } else { "TagB" };
+            assert_eq!(entry.tag_code, comet_store::consume_queue::tag_code(tag));
+        }
+        let tail = store.consume_queue_entries("Inspect", 0, QueueOffset(6), 100);
+        assert_eq!(tail.len(), 2, "clipped at the max");
+        assert!(store
+            .consume_queue_entries("Inspect", 0, QueueOffset(8), 10)
+            .is_empty());
+        assert!(store
+            .consume_queue_entries("Inspect", 0, QueueOffset(0), 0)
+            .is_empty());
+        assert!(store
+            .consume_queue_entries("Nope", 0, QueueOffset(0), 10)
+            .is_empty());
+        let huge = store.consume_queue_entries("Inspect", 0, QueueOffset(u64::MAX - 1), 10);
+        assert!(huge.is_empty(), "no overflow past the max");
+        for (offset, sent) in appended.iter().enumerate() {
+            let time = store
+                .store_time_at("Inspect", 0, QueueOffset(offset as u64))
+                .await
+                .expect("time");
+            assert_eq!(time, Some(sent.store_timestamp_ms));
+        }
+        let at_max = store.store_time_at("Inspect", 0, QueueOffset(8)).await;
+        assert_eq!(at_max.expect("time"), None);
+        let unknown = store.store_time_at("Nope", 3, QueueOffset(0)).await;
+        assert_eq!(unknown.expect("time"), None);
+        store.shutdown().await.expect("shutdown");
+    });
+}

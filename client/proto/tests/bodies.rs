@@ -512,3 +512,61 @@ fn member_group_and_list_bodies() {
     };
     assert!(round_trip(&groups).starts_with(r#"{"groupConfigList":[{"attributes":{}"#));
 }
+
+// Proves the inspection bodies: QueryConsumeQueueResponseBody and ConsumeStatsList read what
+// Java writes (object keys inside the nested ConsumeStats, members Comet never fills) and
+// write the fastjson shape; the delay-offset table reads bare level keys and writes quoted
+// ones.
+#[test]
+fn inspection_bodies() {
+    let java = concat!(
+        r#"{"filterData":"cg@T is not online!","maxQueueIndex":5,"minQueueIndex":0,"#,
+        r#""queueData":[{"eval":false,"physicOffset":1024,"physicSize":180,"tagsCode":7}]}"#
+    );
+    let body = QueryConsumeQueueResponseBody::decode(java.as_bytes()).unwrap();
+    assert_eq!(body.max_queue_index, 5);
+    let entries = body.queue_data.clone().unwrap();
+    assert_eq!(entries[0].physic_offset, 1024);
+    assert_eq!(entries[0].physic_size, 180);
+    assert_eq!(round_trip(&body), java);
+
+    let mut stats = ConsumeStats::default();
+    stats.offset_table.insert(
+        mq("T", 0),
+        OffsetWrapper {
+            broker_offset: 5,
+            consumer_offset: 2,
+            last_timestamp: 1_700_000_000_000,
+            pull_offset: 2,
+        },
+    );
+    let list = ConsumeStatsList {
+        consume_stats_list: vec![BTreeMap::from([("cg".to_owned(), vec![stats])])],
+        broker_addr: Some("127.0.0.1:10911".into()),
+        total_diff: 3,
+        total_inflight_diff: 0,
+    };
+    let text = round_trip(&list);
+    assert_eq!(
+        text,
+        concat!(
+            r#"{"brokerAddr":"127.0.0.1:10911","consumeStatsList":[{"cg":[{"consumeTps":0.0,"#,
+            r#""offsetTable":{{"brokerName":"broker-a","queueId":0,"topic":"T"}:"#,
+            r#"{"brokerOffset":5,"consumerOffset":2,"lastTimestamp":1700000000000,"#,
+            r#""pullOffset":2}}}]}],"totalDiff":3,"totalInflightDiff":0}"#
+        )
+    );
+    let old = r#"{"brokerAddr":"b:1","consumeStatsList":[{"g":[]}],"totalDiff":0}"#;
+    let old = ConsumeStatsList::decode(old.as_bytes()).unwrap();
+    assert_eq!(
+        old.consume_stats_list[0]["g"].len(),
+        0,
+        "4.x has no inflight diff"
+    );
+
+    let java =
+        "{\n\t\"dataVersion\":{\"counter\":2,\"timestamp\":1},\n\t\"offsetTable\":{1:5,2:0\n\t}\n}";
+    let delay = DelayOffsetSerializeWrapper::decode(java.as_bytes()).unwrap();
+    assert_eq!(delay.offset_table, BTreeMap::from([(1, 5), (2, 0)]));
+    assert!(round_trip(&delay).ends_with(r#""offsetTable":{"1":5,"2":0}}"#));
+}

@@ -347,6 +347,39 @@ fn admin_offset_and_diagnostic_headers_round_trip() {
     });
 }
 
+// Proves the inspection headers (QUERY_CONSUME_QUEUE, GET_BROKER_CONSUME_STATS,
+// CLONE_GROUP_OFFSET) round-trip under Java's keys and name a missing required key.
+#[test]
+fn inspection_headers_round_trip() {
+    check_header(&QueryConsumeQueueRequestHeader {
+        topic: "T".into(),
+        queue_id: 2,
+        index: 6447,
+        count: 10,
+        consumer_group: Some("cg".into()),
+    });
+    check_header(&GetConsumeStatsInBrokerHeader { is_order: true });
+    check_header(&CloneGroupOffsetRequestHeader {
+        src_group: "a".into(),
+        dest_group: "b".into(),
+        topic: Some("T".into()),
+        offline: Some(false),
+    });
+    let java = ext(&[("isOrder", "false")]);
+    let header = GetConsumeStatsInBrokerHeader::from_ext_fields(&java).unwrap();
+    assert!(!header.is_order);
+    let missing = ext(&[("topic", "T"), ("queueId", "0"), ("index", "0")]);
+    assert_eq!(
+        QueryConsumeQueueRequestHeader::from_ext_fields(&missing),
+        Err(HeaderError::Missing { field: "count" })
+    );
+    let missing = ext(&[("srcGroup", "a")]);
+    assert_eq!(
+        CloneGroupOffsetRequestHeader::from_ext_fields(&missing),
+        Err(HeaderError::Missing { field: "destGroup" })
+    );
+}
+
 // Proves the 5.x HA-info, request-reply and consumer-status headers round-trip.
 #[test]
 fn ha_and_reply_headers_round_trip() {

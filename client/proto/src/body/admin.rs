@@ -1,6 +1,7 @@
-//! Admin bodies (reference 3.9, 3.15, 6.6): consume and topic statistics, connection lists,
-//! group lists, and subscription-group configs with their wrapper
-//! (`subscriptionGroup.json`, GET_ALL_SUBSCRIPTIONGROUP_CONFIG).
+//! Admin bodies (reference 3.9, 3.15, 6.6): consume and topic statistics (per group and
+//! broker-wide), connection lists, group lists, subscription-group configs with their wrapper
+//! (`subscriptionGroup.json`, GET_ALL_SUBSCRIPTIONGROUP_CONFIG), consume-queue inspection
+//! and the delay-offset table (`delayOffset.json`, GET_ALL_DELAY_OFFSET).
 //!
 //! ConsumeStats and TopicStatsTable are keyed by MessageQueue objects and are written in
 //! fastjson's object-key form (J2), the only form Java's admin tools parse.
@@ -339,3 +340,93 @@ mod language_name {
         }
     }
 }
+
+/// One consume-queue entry of a QUERY_CONSUME_QUEUE answer (Java's ConsumeQueueData). The
+/// extension members (`extendDataJson`, `bitMap`, `eval`, `msg`) describe RocketMQ's
+/// consume-queue extension file, which Comet does not write; they stay absent or false.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ConsumeQueueData {
+    /// Commit-log offset of the record.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub physic_offset: i64,
+    /// Record size, bytes.
+    #[serde(deserialize_with = "lenient::i32")]
+    pub physic_size: i32,
+    /// Tag hash code (the due time on the schedule topic).
+    #[serde(deserialize_with = "lenient::i64")]
+    pub tags_code: i64,
+    /// Extension unit as JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extend_data_json: Option<String>,
+    /// Extension filter bit map.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bit_map: Option<String>,
+    /// Whether the group's filter matched the extension unit.
+    pub eval: bool,
+    /// Diagnostic message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub msg: Option<String>,
+}
+
+/// QUERY_CONSUME_QUEUE response body.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct QueryConsumeQueueResponseBody {
+    /// The group's live subscription to the topic, when a group was asked about and is
+    /// subscribed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subscription_data: Option<SubscriptionData>,
+    /// Filter description (Java: the SQL92 filter data, or "<group>@<topic> is not online!").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_data: Option<String>,
+    /// The entries, first at the requested index; absent when the index is outside the
+    /// queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_data: Option<Vec<ConsumeQueueData>>,
+    /// One past the last entry.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub max_queue_index: i64,
+    /// First entry with a record.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub min_queue_index: i64,
+}
+
+/// GET_BROKER_CONSUME_STATS response body: for each subscription group, one ConsumeStats
+/// per topic it has offsets for, each list in a one-entry map keyed by the group.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ConsumeStatsList {
+    /// `[{group: [ConsumeStats, ...]}, ...]`.
+    pub consume_stats_list: Vec<BTreeMap<String, Vec<ConsumeStats>>>,
+    /// The broker's address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub broker_addr: Option<String>,
+    /// Sum of `brokerOffset - consumerOffset` over every queue listed.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub total_diff: i64,
+    /// 5.x: sum of `pullOffset - consumerOffset` over every queue listed.
+    #[serde(deserialize_with = "lenient::i64")]
+    pub total_inflight_diff: i64,
+}
+
+/// `delayOffset.json` and the GET_ALL_DELAY_OFFSET body: delay level (1-based) to the next
+/// offset of schedule queue `level - 1` to deliver. Java writes the keys bare (`{1:5}`);
+/// both forms are read, quoted keys are written.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DelayOffsetSerializeWrapper {
+    /// 5.x version stamp (a 5.x slave reads it unconditionally).
+    #[serde(rename = "dataVersion", skip_serializing_if = "Option::is_none")]
+    pub data_version: Option<DataVersion>,
+    /// Delay level to next offset.
+    #[serde(rename = "offsetTable")]
+    pub offset_table: BTreeMap<i32, i64>,
+}
+
+json_bodies!(
+    ConsumeQueueData,
+    QueryConsumeQueueResponseBody,
+    ConsumeStatsList,
+    DelayOffsetSerializeWrapper
+);

@@ -209,6 +209,46 @@ command_header! {
 }
 
 command_header! {
+    /// QUERY_CONSUME_QUEUE (321) request: `count` consume-queue entries of one queue from
+    /// queue offset `index`. Java sends every key but `consumerGroup` (primitive fields).
+    pub struct QueryConsumeQueueRequestHeader {
+        /// Topic.
+        topic: String => "topic",
+        /// Queue id.
+        queue_id: i32 => "queueId",
+        /// First queue offset.
+        index: i64 => "index",
+        /// Number of entries.
+        count: i32 => "count",
+        /// Consumer group whose subscription the answer shows.
+        consumer_group: Option<String> => "consumerGroup",
+    }
+}
+
+command_header! {
+    /// GET_BROKER_CONSUME_STATS (317) request. Java's field is `isOrder` (a primitive with
+    /// `@CFNotNull`, so it is always sent and required); the client's timeout is not sent.
+    pub struct GetConsumeStatsInBrokerHeader {
+        /// Only topics configured as ordered.
+        is_order: bool => "isOrder",
+    }
+}
+
+command_header! {
+    /// CLONE_GROUP_OFFSET (314) request.
+    pub struct CloneGroupOffsetRequestHeader {
+        /// Group whose offsets are copied.
+        src_group: String => "srcGroup",
+        /// Group that receives them.
+        dest_group: String => "destGroup",
+        /// One topic; blank or absent means every topic the source has offsets for.
+        topic: Option<String> => "topic",
+        /// True when the source group is offline: its live subscriptions are not consulted.
+        offline: Option<bool> => "offline",
+    }
+}
+
+command_header! {
     /// EXCHANGE_BROKER_HA_INFO (906, 5.x) request; every key optional.
     pub struct ExchangeHAInfoRequestHeader {
         /// The master's HA address.

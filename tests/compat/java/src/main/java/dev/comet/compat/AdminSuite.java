@@ -4,10 +4,14 @@ import java.io.ByteArrayOutputStream;
 import java.io.File;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.text.ParseException;
+import java.text.SimpleDateFormat;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
@@ -165,6 +169,10 @@ public final class AdminSuite {
     step("admin_consumeMessage", this::consumeMessage);
     step("admin_getConsumeStatus", this::consumeStatusFromClients);
     step("admin_statsAll", this::statsAll);
+    step("admin_queryCq", this::queryCq);
+    step("admin_brokerConsumeStats", this::brokerConsumeStats);
+    step("admin_cloneGroupOffset", this::cloneGroupOffset);
+    step("admin_cloneGroupOffset_api", this::cloneGroupOffsetApi);
     step("admin_queryMsgById_offsetId", () -> queryById(sends.get(0).getOffsetMsgId()));
     if (tools5()) {
       // The 4.9.x tool first decodes any id as an offset id (a client's unique id has the same
@@ -223,6 +231,11 @@ public final class AdminSuite {
     while (m.find()) {
       rows++;
       total += Long.parseLong(m.group(3)) - Long.parseLong(m.group(2));
+      int end = out.indexOf('\n', m.end());
+      String line = out.substring(m.start(), end < 0 ? out.length() : end);
+      // Every queue holds messages, so each has a last-updated time: the store time of its
+      // last message (a zero timestamp prints blank or as 1970).
+      Check.that(recentDate(line), "queue without a recent Last Updated: " + line.strip());
     }
     Check.that(rows == 4, "expected 4 queue rows, got " + rows + ": " + firstLines(out));
     Check.that(total == MESSAGES, "max-min offsets add up to " + total + ", sent " + MESSAGES);
@@ -280,10 +293,141 @@ public final class AdminSuite {
       out[0] = mqadmin("consumerProgress", "-g", group);
       return Pattern.compile("Diff Total:\\s*0\\b").matcher(out[0]).find();
     }, () -> "last output: " + firstLines(out[0]));
-    long rows = out[0].lines().filter(l -> l.startsWith(topic)).count();
-    Check.that(rows == 4, "expected 4 rows for " + topic + ", got " + rows + ": "
+    List<String> rows = out[0].lines().filter(l -> l.startsWith(topic)).toList();
+    Check.that(rows.size() == 4, "expected 4 rows for " + topic + ", got " + rows.size() + ": "
         + firstLines(out[0]));
-    return "4 queues, diff 0";
+    // Every queue was consumed, so LastTime is the store time of its last consumed message
+    // (a zero timestamp prints N/A or a 1970 date).
+    for (String row : rows) {
+      Check.that(recentDate(row), "row without a recent LastTime: " + row.strip());
+    }
+    return "4 queues, diff 0, LastTime set";
+  }
+
+  private static final Pattern DATE =
+      Pattern.compile("(\\d{4}-\\d{2}-\\d{2} \\d{2}:\\d{2}:\\d{2})");
+
+  /**
+   * True when {@code line} holds a local date-time (as the tools print them) within an hour
+   * of now: the messages this suite inspects were all stored during the run.
+   */
+  private static boolean recentDate(String line) {
+    Matcher m = DATE.matcher(line);
+    if (!m.find()) {
+      return false;
+    }
+    try {
+      long at = new SimpleDateFormat("yyyy-MM-dd HH:mm:ss").parse(m.group(1)).getTime();
+      return Math.abs(System.currentTimeMillis() - at) < 3_600_000L;
+    } catch (ParseException e) {
+      return false;
+    }
+  }
+
+  /**
+   * queryCq lists queue 0's consume-queue entries: as many as max - min, each with a
+   * distinct commit-log offset, a size and TagA's hash code; with -g, the group's live
+   * subscription.
+   */
+  private String queryCq() {
+    String out = mqadmin("queryCq", "-t", topic, "-q", "0", "-i", "0", "-c", "100", "-b",
+        brokerAddr, "-g", group);
+    Matcher bounds = Pattern.compile("max: (\\d+), min: (\\d+)").matcher(out);
+    Check.that(bounds.find(), "queryCq printed no bounds: " + firstLines(out));
+    long max = Long.parseLong(bounds.group(1));
+    long min = Long.parseLong(bounds.group(2));
+    Check.that(max > min, "queue 0 is empty: max " + max + ", min " + min);
+    Matcher entry = Pattern.compile(
+        "physicOffset=(\\d+), physicSize=(\\d+), tagsCode=(-?\\d+)").matcher(out);
+    Set<Long> offsets = new HashSet<>();
+    while (entry.find()) {
+      offsets.add(Long.parseLong(entry.group(1)));
+      Check.that(Long.parseLong(entry.group(2)) > 0, "entry of size 0: " + entry.group());
+      Check.that(Long.parseLong(entry.group(3)) == "TagA".hashCode(),
+          "tagsCode is not TagA's: " + entry.group());
+    }
+    Check.that(offsets.size() == max - min, offsets.size() + " distinct entries for max "
+        + max + " min " + min + ": " + firstLines(out));
+    contains(out, "Subscription data", "queryCq -g of an online group");
+    return offsets.size() + " entries of queue 0";
+  }
+
+  /**
+   * brokerConsumeStats prints a row per queue of the suite's group with a real LastTime
+   * (rows whose timestamp is 0 are not printed), no lag, and the broker's total.
+   */
+  private String brokerConsumeStats() {
+    String out = mqadmin("brokerConsumeStats", "-b", brokerAddr);
+    Pattern row = Pattern.compile("^" + Pattern.quote(topic) + "\\s+" + Pattern.quote(group)
+        + "\\s+\\S+\\s+(\\d+)\\s+(\\d+)\\s+(\\d+)\\s+(-?\\d+)\\s+(.*)$", Pattern.MULTILINE);
+    Matcher m = row.matcher(out);
+    int rows = 0;
+    long consumed = 0;
+    while (m.find()) {
+      rows++;
+      consumed += Long.parseLong(m.group(3));
+      Check.that(Long.parseLong(m.group(4)) == 0, "lag in " + m.group().strip());
+      Check.that(recentDate(m.group(5)), "no recent LastTime: " + m.group().strip());
+    }
+    Check.that(rows == 4, "expected 4 rows for " + group + ", got " + rows + ": "
+        + firstLines(out));
+    Check.that(consumed == MESSAGES, "consumer offsets add up to " + consumed);
+    contains(out, "Diff Total:", "brokerConsumeStats");
+    return rows + " queues, " + consumed + " consumed";
+  }
+
+  /**
+   * consumerProgress of {@code dest} shows the offsets cloned from the suite's group: every
+   * message consumed on every queue. The tools find a group's brokers through its retry
+   * topic's route, which a group that never ran lacks, so it is created first.
+   */
+  private String clonedProgress(String dest) throws Exception {
+    String retry = "%RETRY%" + dest;
+    String made = mqadmin("updateTopic", "-c", cluster, "-t", retry, "-r", "1", "-w", "1");
+    contains(made, "success", "updateTopic " + retry);
+    Check.waitFor("route of " + retry, 30_000, () -> {
+      try {
+        return !ctx.shared.admin.examineTopicRouteInfo(retry).getQueueDatas().isEmpty();
+      } catch (Exception notYet) {
+        return false;
+      }
+    });
+    String out = mqadmin("consumerProgress", "-g", dest);
+    Pattern row = Pattern.compile("^" + Pattern.quote(topic)
+        + "\\s+\\S+\\s+(\\d+)\\s+(\\d+)\\s+(\\d+)", Pattern.MULTILINE);
+    Matcher m = row.matcher(out);
+    int rows = 0;
+    long consumed = 0;
+    while (m.find()) {
+      rows++;
+      Check.that(m.group(2).equals(m.group(3)), "queue not caught up: " + m.group().strip());
+      consumed += Long.parseLong(m.group(3));
+    }
+    Check.that(rows == 4, "expected 4 rows for " + dest + ", got " + rows + ": "
+        + firstLines(out));
+    Check.that(consumed == MESSAGES, dest + " offsets add up to " + consumed);
+    return dest + " at " + consumed;
+  }
+
+  /**
+   * mqadmin cloneGroupOffset (it reads the source's stats and updates each offset). Apache
+   * RocketMQ 5.x refuses offset updates of a group it does not know, so the target group is
+   * created first, as an operator would.
+   */
+  private String cloneGroupOffset() throws Exception {
+    String dest = ctx.name("cgclone");
+    String made = mqadmin("updateSubGroup", "-c", cluster, "-g", dest);
+    contains(made, "success", "updateSubGroup " + dest);
+    String out = mqadmin("cloneGroupOffset", "-s", group, "-d", dest, "-t", topic);
+    contains(out, "clone group offset success", "cloneGroupOffset");
+    return clonedProgress(dest);
+  }
+
+  /** The admin API's cloneGroupOffset: CLONE_GROUP_OFFSET (314) on the broker. */
+  private String cloneGroupOffsetApi() throws Exception {
+    String dest = ctx.name("cgcloneapi");
+    ctx.shared.admin.cloneGroupOffset(group, dest, topic, false);
+    return clonedProgress(dest);
   }
 
   /**

@@ -1,0 +1,483 @@
+//! Queue and offset inspection end to end, on a broker with 2 shards so a topic's queues have
+//! different owners: QUERY_CONSUME_QUEUE, QUERY_CONSUME_TIME_SPAN, the timestamps of
+//! GET_CONSUME_STATS and GET_TOPIC_STATS_INFO, GET_BROKER_CONSUME_STATS, CLONE_GROUP_OFFSET,
+//! GET_ALL_CONSUMER_OFFSET and GET_ALL_DELAY_OFFSET, with their bad-header answers.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use comet_broker::ownership::owner_shard;
+use comet_proto::body::{
+    ConsumeStats, ConsumeStatsList, ConsumerOffsetSerializeWrapper, DelayOffsetSerializeWrapper,
+    JsonBody, QueryConsumeQueueResponseBody, QueryConsumeTimeSpanBody, SubscriptionGroupConfig,
+    TopicStatsTable,
+};
+use comet_proto::headers::{
+    CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, GetConsumeStatsInBrokerHeader,
+    GetConsumeStatsRequestHeader, GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader,
+    QueryConsumeTimeSpanRequestHeader, QueryConsumerOffsetRequestHeader,
+    SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,
+};
+use comet_proto::message::{decode_records, MessageExt};
+use comet_proto::properties::{names, Properties};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_store::consume_queue::tag_code;
+use common::{pull_request, send_request, Broker, Client, TempDir};
+
+const TOPIC: &str = "InspectTopic";
+const QUEUES: i32 = 4;
+/// Committed offsets of the source group per queue (queue q holds 3 + q messages).
+const COMMITTED: [i64; 4] = [2, 4, 0, 6];
+
+fn call_ok(client: &mut Client, request: RemotingCommand) -> RemotingCommand {
+    let response = client.call(request);
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    response
+}
+
+fn request<H: CommandHeader>(code: RequestCode, header: &H) -> RemotingCommand {
+    RemotingCommand::request(code, 0).with_header(header)
+}
+
+fn create_topic(client: &mut Client, topic: &str) {
+    let header = CreateTopicRequestHeader {
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        read_queue_nums: QUEUES,
+        write_queue_nums: QUEUES,
+        perm: 6,
+        topic_filter_type: "SINGLE_TAG".into(),
+        topic_sys_flag: Some(0),
+        order: false,
+        attributes: None,
+        force: None,
+    };
+    call_ok(
+        client,
+        request(RequestCode::UPDATE_AND_CREATE_TOPIC, &header),
+    );
+}
+
+fn create_group(client: &mut Client, group: &str) {
+    let body = SubscriptionGroupConfig::new(group).encode();
+    call_ok(
+        client,
+        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0)
+            .with_body(body.to_vec()),
+    );
+}
+
+fn commit(client: &mut Client, group: &str, queue_id: i32, offset: i64) {
+    let header = UpdateConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: TOPIC.into(),
+        queue_id,
+        commit_offset: offset,
+        broker_name: None,
+    };
+    call_ok(
+        client,
+        request(RequestCode::UPDATE_CONSUMER_OFFSET, &header),
+    );
+}
+
+fn committed(client: &mut Client, group: &str, queue_id: i32) -> Option<i64> {
+    let header = QueryConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: TOPIC.into(),
+        queue_id,
+        set_zero_if_not_found: Some(false),
+        broker_name: None,
+    };
+    let response = client.call(request(RequestCode::QUERY_CONSUMER_OFFSET, &header));
+    match response.response_code() {
+        ResponseCode::SUCCESS => response.ext_fields.optional_i64("offset").unwrap(),
+        ResponseCode::QUERY_NOT_FOUND => None,
+        other => panic!("query offset: {other} {:?}", response.remark),
+    }
+}
+
+/// Every message of one queue as stored (physical offset, size, store time).
+fn stored(client: &mut Client, queue_id: i32) -> Vec<MessageExt> {
+    let response = client.call(pull_request("reader", TOPIC, queue_id, 0, 64, 0));
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    decode_records(response.body.clone())
+}
+
+/// A broker with 2 shards, the topic on queues owned by both, 3 + q messages in queue q
+/// (sent a few ms apart so store times differ), and the source group's offsets committed.
+fn seeded(name: &str) -> (TempDir, Broker, Client, BTreeMap<i32, Vec<MessageExt>>) {
+    let owners: Vec<_> = (0..QUEUES).map(|q| owner_shard(TOPIC, q, 2)).collect();
+    assert!(
+        owners.iter().any(|o| *o != owners[0]),
+        "queues on one shard only"
+    );
+    let directory = TempDir::new(name);
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client, TOPIC);
+    for queue_id in 0..QUEUES {
+        for index in 0..(3 + queue_id) {
+            let body = format!("q{queue_id}-{index}");
+            let send = send_request(TOPIC, queue_id, body.as_bytes(), Some("TagA"), None);
+            call_ok(&mut client, send);
+            std::thread::sleep(Duration::from_millis(3));
+        }
+    }
+    for (queue_id, offset) in COMMITTED.iter().enumerate() {
+        commit(&mut client, "cg_src", queue_id as i32, *offset);
+    }
+    let messages = (0..QUEUES).map(|q| (q, stored(&mut client, q))).collect();
+    (directory, broker, client, messages)
+}
+
+fn query_cq(topic: &str, queue_id: i32, index: i64, count: i32) -> RemotingCommand {
+    let header = QueryConsumeQueueRequestHeader {
+        topic: topic.into(),
+        queue_id,
+        index,
+        count,
+        consumer_group: Some("cg_src".into()),
+    };
+    request(RequestCode::QUERY_CONSUME_QUEUE, &header)
+}
+
+fn assert_refused(client: &mut Client, request: RemotingCommand, code: ResponseCode, why: &str) {
+    let response = client.call(request);
+    assert_eq!(
+        response.response_code(),
+        code,
+        "{why}: {:?}",
+        response.remark
+    );
+    let remark = response.remark.unwrap_or_default();
+    assert!(remark.contains(why), "remark {remark:?} lacks {why:?}");
+}
+
+// Proves QUERY_CONSUME_QUEUE answers, from each queue's owner, the entries from an index for
+// a count (physical offset, size and tag code of the stored messages), the queue's min and
+// max, and the group's subscription state; and that a missing topic, an unknown queue, a
+// negative index, a negative or huge count get clear errors, an index past the end no entries.
+#[test]
+fn query_consume_queue_entries_and_bad_headers() {
+    let (_directory, _broker, mut client, messages) = seeded("inspect-cq");
+    for (queue_id, stored) in &messages {
+        let response = call_ok(&mut client, query_cq(TOPIC, *queue_id, 1, 10));
+        let body = QueryConsumeQueueResponseBody::decode(&response.body).unwrap();
+        assert_eq!(body.min_queue_index, 0);
+        assert_eq!(body.max_queue_index, stored.len() as i64);
+        assert_eq!(
+            body.filter_data.as_deref(),
+            Some("cg_src@InspectTopic is not online!")
+        );
+        let entries = body.queue_data.unwrap();
+        assert_eq!(entries.len(), stored.len() - 1, "from index 1 to the end");
+        for (entry, message) in entries.iter().zip(&stored[1..]) {
+            assert_eq!(entry.physic_offset, message.commit_log_offset);
+            assert_eq!(entry.physic_size, message.store_size);
+            assert_eq!(entry.tags_code, tag_code("TagA"));
+        }
+    }
+    let one = call_ok(&mut client, query_cq(TOPIC, 3, 2, 1));
+    let one = QueryConsumeQueueResponseBody::decode(&one.body).unwrap();
+    let one = one.queue_data.unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(one[0].physic_offset, messages[&3][2].commit_log_offset);
+    let past = call_ok(&mut client, query_cq(TOPIC, 0, 50, 10));
+    assert!(past.remark.unwrap_or_default().contains("Index 50"));
+    let past = QueryConsumeQueueResponseBody::decode(&past.body).unwrap();
+    assert_eq!(past.queue_data, Some(Vec::new()));
+
+    let mut no_topic = query_cq(TOPIC, 0, 0, 1);
+    no_topic.ext_fields.remove("topic");
+    assert_refused(&mut client, no_topic, ResponseCode::SYSTEM_ERROR, "topic");
+    let unknown = query_cq("NoSuchTopic", 0, 0, 1);
+    assert_refused(
+        &mut client,
+        unknown,
+        ResponseCode::SYSTEM_ERROR,
+        "0@NoSuchTopic",
+    );
+    let negative = query_cq(TOPIC, 0, -1, 1);
+    assert_refused(
+        &mut client,
+        negative,
+        ResponseCode::INVALID_PARAMETER,
+        "index -1",
+    );
+    let negative = query_cq(TOPIC, 0, 0, -5);
+    assert_refused(
+        &mut client,
+        negative,
+        ResponseCode::INVALID_PARAMETER,
+        "count -5",
+    );
+    let huge = query_cq(TOPIC, 0, 0, i32::MAX);
+    assert_refused(
+        &mut client,
+        huge,
+        ResponseCode::INVALID_PARAMETER,
+        "count 2147483647",
+    );
+}
+
+fn time_span(group: &str, topic: &str) -> RemotingCommand {
+    let header = QueryConsumeTimeSpanRequestHeader {
+        topic: topic.into(),
+        group: group.into(),
+    };
+    request(RequestCode::QUERY_CONSUME_TIME_SPAN, &header)
+}
+
+// Proves QUERY_CONSUME_TIME_SPAN gives, per queue, the store times of the first and last
+// message, the store time of the last consumed one (the first message's when nothing was)
+// and a delay only while messages are left; that GET_CONSUME_STATS' lastTimestamp and
+// GET_TOPIC_STATS_INFO's lastUpdateTimestamp are those store times (not 0); and that a
+// missing group or an unknown topic gets a clear error.
+#[test]
+fn time_spans_and_stats_timestamps() {
+    let (_directory, _broker, mut client, messages) = seeded("inspect-span");
+    let response = call_ok(&mut client, time_span("cg_src", TOPIC));
+    let spans = QueryConsumeTimeSpanBody::decode(&response.body).unwrap();
+    assert_eq!(spans.consume_time_span_set.len(), QUEUES as usize);
+    for span in &spans.consume_time_span_set {
+        let queue_id = span.message_queue.queue_id;
+        let stored = &messages[&queue_id];
+        let committed = COMMITTED[queue_id as usize] as usize;
+        assert_eq!(span.min_time_stamp, stored[0].store_timestamp);
+        assert_eq!(span.max_time_stamp, stored.last().unwrap().store_timestamp);
+        let consumed = committed
+            .checked_sub(1)
+            .map_or(&stored[0], |last| &stored[last]);
+        assert_eq!(
+            span.consume_time_stamp, consumed.store_timestamp,
+            "queue {queue_id}"
+        );
+        if committed < stored.len() {
+            assert!(
+                span.delay_time >= 0 && span.delay_time < 600_000,
+                "{span:?}"
+            );
+        } else {
+            assert_eq!(span.delay_time, 0, "nothing left to consume");
+        }
+    }
+    let header = GetConsumeStatsRequestHeader {
+        consumer_group: "cg_src".into(),
+        topic: None,
+        topic_list: None,
+        broker_name: None,
+    };
+    let response = call_ok(
+        &mut client,
+        request(RequestCode::GET_CONSUME_STATS, &header),
+    );
+    let stats = ConsumeStats::decode(&response.body).unwrap();
+    assert_eq!(
+        stats.offset_table.len(),
+        QUEUES as usize,
+        "topics with offsets"
+    );
+    for (queue, wrapper) in &stats.offset_table {
+        let committed = COMMITTED[queue.queue_id as usize];
+        assert_eq!(wrapper.consumer_offset, committed);
+        let expected = match committed {
+            0 => 0,
+            n => messages[&queue.queue_id][n as usize - 1].store_timestamp,
+        };
+        assert_eq!(wrapper.last_timestamp, expected, "{queue:?}");
+    }
+    let header = GetTopicStatsInfoRequestHeader {
+        topic: TOPIC.into(),
+        broker_name: None,
+    };
+    let response = call_ok(
+        &mut client,
+        request(RequestCode::GET_TOPIC_STATS_INFO, &header),
+    );
+    let table = TopicStatsTable::decode(&response.body).unwrap();
+    for (queue, offsets) in &table.offset_table {
+        let last = messages[&queue.queue_id].last().unwrap().store_timestamp;
+        assert_eq!(offsets.last_update_timestamp, last, "{queue:?}");
+    }
+
+    let mut no_group = time_span("cg_src", TOPIC);
+    no_group.ext_fields.remove("group");
+    assert_refused(&mut client, no_group, ResponseCode::SYSTEM_ERROR, "group");
+    let unknown = time_span("cg_src", "NoSuchTopic");
+    assert_refused(
+        &mut client,
+        unknown,
+        ResponseCode::TOPIC_NOT_EXIST,
+        "NoSuchTopic",
+    );
+}
+
+fn clone_request(source: &str, target: &str, topic: Option<&str>) -> RemotingCommand {
+    let header = CloneGroupOffsetRequestHeader {
+        src_group: source.into(),
+        dest_group: target.into(),
+        topic: topic.map(str::to_owned),
+        offline: Some(false),
+    };
+    request(RequestCode::CLONE_GROUP_OFFSET, &header)
+}
+
+fn all_offsets(client: &mut Client) -> ConsumerOffsetSerializeWrapper {
+    let response = call_ok(
+        client,
+        RemotingCommand::request(RequestCode::GET_ALL_CONSUMER_OFFSET, 0),
+    );
+    let offsets = ConsumerOffsetSerializeWrapper::decode(&response.body).unwrap();
+    assert!(
+        offsets.data_version.is_some(),
+        "5.x slaves read the data version"
+    );
+    offsets
+}
+
+// Proves CLONE_GROUP_OFFSET copies the source's offsets of every queue (on both shards) to
+// the target, for one topic and for every topic the source has offsets for, and that the
+// copies survive a restart; that GET_ALL_CONSUMER_OFFSET parses back as consumerOffset.json
+// with every shard's queues; that GET_BROKER_CONSUME_STATS lists both groups with the summed
+// lag; and that missing or equal groups and a missing isOrder get clear errors.
+#[test]
+fn clone_all_offsets_and_broker_consume_stats() {
+    let (_directory, mut broker, mut client, messages) = seeded("inspect-clone");
+    call_ok(&mut client, clone_request("cg_src", "cg_one", Some(TOPIC)));
+    call_ok(&mut client, clone_request("cg_src", "cg_all", None));
+    call_ok(
+        &mut client,
+        clone_request("cg_nobody", "cg_none", Some(TOPIC)),
+    );
+    for (queue_id, offset) in COMMITTED.iter().enumerate() {
+        assert_eq!(
+            committed(&mut client, "cg_one", queue_id as i32),
+            Some(*offset)
+        );
+        assert_eq!(
+            committed(&mut client, "cg_all", queue_id as i32),
+            Some(*offset)
+        );
+        assert_eq!(committed(&mut client, "cg_none", queue_id as i32), None);
+    }
+    let offsets = all_offsets(&mut client);
+    let expected: BTreeMap<i32, i64> = (0..QUEUES).zip(COMMITTED).collect();
+    for group in ["cg_src", "cg_one", "cg_all"] {
+        let key = ConsumerOffsetSerializeWrapper::key(TOPIC, group);
+        assert_eq!(offsets.offset_table.get(&key), Some(&expected), "{group}");
+    }
+
+    for group in ["cg_src", "cg_one"] {
+        create_group(&mut client, group);
+    }
+    let header = GetConsumeStatsInBrokerHeader { is_order: false };
+    let response = call_ok(
+        &mut client,
+        request(RequestCode::GET_BROKER_CONSUME_STATS, &header),
+    );
+    let list = ConsumeStatsList::decode(&response.body).unwrap();
+    let stored: i64 = messages.values().map(|queue| queue.len() as i64).sum();
+    let lag = stored - COMMITTED.iter().sum::<i64>();
+    assert_eq!(list.total_diff, 2 * lag, "two groups with the same lag");
+    let listed: Vec<&String> = list
+        .consume_stats_list
+        .iter()
+        .flat_map(|map| map.iter())
+        .filter(|(_, per_topic)| !per_topic.is_empty())
+        .map(|(group, _)| group)
+        .collect();
+    assert_eq!(listed, ["cg_one", "cg_src"]);
+    let ordered = GetConsumeStatsInBrokerHeader { is_order: true };
+    let response = call_ok(
+        &mut client,
+        request(RequestCode::GET_BROKER_CONSUME_STATS, &ordered),
+    );
+    let list = ConsumeStatsList::decode(&response.body).unwrap();
+    assert_eq!(list.total_diff, 0, "the topic is not ordered");
+
+    let no_order = RemotingCommand::request(RequestCode::GET_BROKER_CONSUME_STATS, 0);
+    assert_refused(&mut client, no_order, ResponseCode::SYSTEM_ERROR, "isOrder");
+    let mut no_target = clone_request("cg_src", "x", Some(TOPIC));
+    no_target.ext_fields.remove("destGroup");
+    assert_refused(
+        &mut client,
+        no_target,
+        ResponseCode::SYSTEM_ERROR,
+        "destGroup",
+    );
+    let same = clone_request("cg_src", "cg_src", None);
+    assert_refused(
+        &mut client,
+        same,
+        ResponseCode::INVALID_PARAMETER,
+        "both cg_src",
+    );
+
+    broker.stop();
+    broker.restart(2);
+    let mut client = broker.client();
+    for (queue_id, offset) in COMMITTED.iter().enumerate() {
+        let after = committed(&mut client, "cg_one", queue_id as i32);
+        assert_eq!(after, Some(*offset), "clone persisted");
+    }
+}
+
+// Proves GET_ALL_DELAY_OFFSET answers delayOffset.json in Java's shape: after one message of
+// delay level 1 is delivered, level 1's next offset is 1 (keys are levels, not queue ids).
+#[test]
+fn all_delay_offsets_after_a_delivery() {
+    let directory = TempDir::new("inspect-delay");
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client, "DelayInspect");
+    let mut properties = Properties::new();
+    properties.insert(names::DELAY, "1");
+    properties.insert(names::WAIT, "true");
+    let header = SendMessageRequestHeaderV2 {
+        producer_group: "pg".into(),
+        topic: "DelayInspect".into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(properties.encode()),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        max_reconsume_times: None,
+        batch: Some(false),
+        broker_name: None,
+    };
+    let send = request(RequestCode::SEND_MESSAGE_V2, &header).with_body(b"later".to_vec());
+    call_ok(&mut client, send);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let response = call_ok(
+            &mut client,
+            RemotingCommand::request(RequestCode::GET_ALL_DELAY_OFFSET, 0),
+        );
+        let delay = DelayOffsetSerializeWrapper::decode(&response.body).unwrap();
+        assert!(delay.data_version.is_some());
+        assert!(
+            !delay.offset_table.contains_key(&0),
+            "no level 0: {delay:?}"
+        );
+        if delay.offset_table.get(&1) == Some(&1) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "level 1 never delivered: {delay:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
