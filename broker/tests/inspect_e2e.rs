@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use comet_broker::ownership::owner_shard;
 use comet_proto::body::{
     ConsumeStats, ConsumeStatsList, ConsumerOffsetSerializeWrapper, DelayOffsetSerializeWrapper,
-    JsonBody, QueryConsumeQueueResponseBody, QueryConsumeTimeSpanBody, SubscriptionGroupConfig,
-    TopicStatsTable,
+    JsonBody, QueryConsumeQueueResponseBody, QueryConsumeTimeSpanBody, QueueTimeSpan,
+    SubscriptionGroupConfig, TopicStatsTable,
 };
 use comet_proto::headers::{
     CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, GetConsumeStatsInBrokerHeader,
@@ -239,7 +239,8 @@ fn time_span(group: &str, topic: &str) -> RemotingCommand {
 // Proves QUERY_CONSUME_TIME_SPAN gives, per queue, the store times of the first and last
 // message, the store time of the last consumed one (the first message's when nothing was)
 // and a delay only while messages are left; that GET_CONSUME_STATS' lastTimestamp and
-// GET_TOPIC_STATS_INFO's lastUpdateTimestamp are those store times (not 0); and that a
+// GET_TOPIC_STATS_INFO's lastUpdateTimestamp are those store times (not 0); that one
+// queue's span asked with a queueId is its owner's; and that a
 // missing group or an unknown topic gets a clear error.
 #[test]
 fn time_spans_and_stats_timestamps() {
@@ -268,6 +269,18 @@ fn time_spans_and_stats_timestamps() {
         } else {
             assert_eq!(span.delay_time, 0, "nothing left to consume");
         }
+    }
+    // The per-queue form (a `queueId` added) is answered by the queue's owner, whichever
+    // shard the connection is on.
+    for span in &spans.consume_time_span_set {
+        let mut one = time_span("cg_src", TOPIC);
+        let queue_id = span.message_queue.queue_id;
+        one.ext_fields.insert("queueId", queue_id.to_string());
+        let response = call_ok(&mut client, one);
+        let mut alone = QueueTimeSpan::decode(&response.body).unwrap();
+        assert!(alone.delay_time >= span.delay_time, "delays grow with time");
+        alone.delay_time = span.delay_time;
+        assert_eq!(&alone, span);
     }
     let header = GetConsumeStatsRequestHeader {
         consumer_group: "cg_src".into(),

@@ -71,7 +71,10 @@ pub async fn handle(
         | GET_MIN_OFFSET
         | SEARCH_OFFSET_BY_TIMESTAMP
         | GET_EARLIEST_MSG_STORETIME
-        | QUERY_CONSUME_QUEUE => {
+        | QUERY_CONSUME_QUEUE
+        // With a queue id, one queue's span (the coordinator's per-queue call); without,
+        // the whole topic's, gathered where the request arrived.
+        | QUERY_CONSUME_TIME_SPAN => {
             match queue_of(&request) {
                 Some((topic, queue_id)) => {
                     on_owner(broker, context, &topic, queue_id, request).await

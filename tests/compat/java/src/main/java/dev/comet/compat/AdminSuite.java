@@ -171,6 +171,7 @@ public final class AdminSuite {
     step("admin_statsAll", this::statsAll);
     step("admin_queryCq", this::queryCq);
     step("admin_brokerConsumeStats", this::brokerConsumeStats);
+    step("admin_queryConsumeTimeSpan_api", this::queryConsumeTimeSpan);
     step("admin_cloneGroupOffset", this::cloneGroupOffset);
     step("admin_cloneGroupOffset_api", this::cloneGroupOffsetApi);
     step("admin_queryMsgById_offsetId", () -> queryById(sends.get(0).getOffsetMsgId()));
@@ -374,6 +375,30 @@ public final class AdminSuite {
     Check.that(consumed == MESSAGES, "consumer offsets add up to " + consumed);
     contains(out, "Diff Total:", "brokerConsumeStats");
     return rows + " queues, " + consumed + " consumed";
+  }
+
+  /**
+   * The admin API's queryConsumeTimeSpan (QUERY_CONSUME_TIME_SPAN, what RocketMQ Dashboard
+   * calls): per queue, store times of the first and last message that are recent and
+   * ordered, the last consumed message's time equal to the last message's (everything was
+   * consumed) and so no delay.
+   */
+  private String queryConsumeTimeSpan() throws Exception {
+    long now = System.currentTimeMillis();
+    int queues = 0;
+    for (var span : ctx.shared.admin.queryConsumeTimeSpan(topic, group)) {
+      String where = "queue " + span.getMessageQueue().getQueueId() + ": ";
+      long min = span.getMinTimeStamp();
+      long max = span.getMaxTimeStamp();
+      Check.that(Math.abs(now - min) < 3_600_000L, where + "min time " + min);
+      Check.that(max >= min && max <= now + 60_000L, where + "max time " + max + " < " + min);
+      Check.that(span.getConsumeTimeStamp() == max,
+          where + "consume time " + span.getConsumeTimeStamp() + " != last " + max);
+      Check.that(span.getDelayTime() == 0, where + "delay " + span.getDelayTime());
+      queues++;
+    }
+    Check.that(queues == 4, "expected 4 queue spans, got " + queues);
+    return queues + " queue spans";
   }
 
   /**
