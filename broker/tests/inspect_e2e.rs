@@ -324,6 +324,14 @@ fn time_spans_and_stats_timestamps() {
     let mut no_group = time_span("cg_src", TOPIC);
     no_group.ext_fields.remove("group");
     assert_refused(&mut client, no_group, ResponseCode::SYSTEM_ERROR, "group");
+    let mut negative = time_span("cg_src", TOPIC);
+    negative.ext_fields.insert("queueId", "-2");
+    assert_refused(
+        &mut client,
+        negative,
+        ResponseCode::INVALID_PARAMETER,
+        "queueId -2",
+    );
     let unknown = time_span("cg_src", "NoSuchTopic");
     assert_refused(
         &mut client,

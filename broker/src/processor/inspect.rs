@@ -146,6 +146,10 @@ pub async fn consume_time_span(broker: &ShardBroker, request: &RemotingCommand) 
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     if let Ok(Some(queue_id)) = request.ext_fields.optional_i32("queueId") {
+        if queue_id < 0 {
+            let remark = format!("queueId {queue_id} is negative");
+            return error(request, ResponseCode::INVALID_PARAMETER, remark);
+        }
         return match local_time_span(broker, &header, queue_id).await {
             Ok(span) => ok(request).with_body(span.encode()),
             Err(e) => store_error(request, e),
