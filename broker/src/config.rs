@@ -136,6 +136,12 @@ pub struct BrokerConfig {
     pub channel_idle_ms: u64,
     /// `consumerOffsetPersistInterval`-like: how often offsets and groups are persisted.
     pub persist_interval_ms: u64,
+    /// `aclEnable`: check every request against the plain ACL accounts file (ACL 1.0).
+    pub acl_enable: bool,
+    /// `plainAclFile` (Comet's key; Java reads `${rocketmq.home.dir}/conf/plain_acl.yml`):
+    /// the accounts file used when `aclEnable` is on. Default `conf/plain_acl.yml`, relative
+    /// to the working directory as Java's is to the RocketMQ home.
+    pub plain_acl_file: PathBuf,
 }
 
 impl Default for BrokerConfig {
@@ -182,6 +188,8 @@ impl Default for BrokerConfig {
             trace_on: true,
             channel_idle_ms: 120_000,
             persist_interval_ms: 5000,
+            acl_enable: false,
+            plain_acl_file: PathBuf::from("conf/plain_acl.yml"),
         }
     }
 }
@@ -259,7 +267,9 @@ impl BrokerConfig {
             "transactionCheckMax" => self.transaction_check_max = parse(key, value, "a count")?,
             "timerWheelEnable" => self.timer_wheel_enable = parse_bool(key, value)?,
             "timerMaxDelaySec" => self.timer_max_delay_sec = parse(key, value, "seconds")?,
-            "aclEnable" | "authenticationEnabled" | "authorizationEnabled" => {
+            "aclEnable" => self.acl_enable = parse_bool(key, value)?,
+            "plainAclFile" => self.plain_acl_file = PathBuf::from(non_empty(key, value)?),
+            "authenticationEnabled" | "authorizationEnabled" => {
                 refuse_access_control(key, value)?;
             }
             "regionId" => self.region_id = non_empty(key, value)?,
@@ -385,6 +395,8 @@ impl BrokerConfig {
             ("timerMaxDelaySec", self.timer_max_delay_sec.to_string()),
             ("regionId", self.region_id.clone()),
             ("traceOn", self.trace_on.to_string()),
+            ("aclEnable", self.acl_enable.to_string()),
+            ("plainAclFile", self.plain_acl_file.display().to_string()),
         ]
     }
 }
@@ -521,16 +533,17 @@ fn parse_broker_role(key: &str, value: &str) -> Result<BrokerRole, ConfigError> 
     }
 }
 
-/// RocketMQ's access-control switches (ACL 1.0 `aclEnable`, 5.x `authenticationEnabled` /
-/// `authorizationEnabled`): only "off" is accepted. Comet checks no credentials yet, and a
-/// broker asked to must not quietly run open.
+/// RocketMQ 5.x's ACL 2.0 switches (`authenticationEnabled` / `authorizationEnabled`): only
+/// "off" is accepted. Comet implements ACL 1.0 (`aclEnable`) only, and a broker asked for
+/// ACL 2.0 must not quietly run open.
 fn refuse_access_control(key: &str, value: &str) -> Result<(), ConfigError> {
     match parse_bool(key, value)? {
         false => Ok(()),
         true => Err(error(
             key,
             value,
-            "false (Comet has no access control yet and will not run open where it was asked for)",
+            "false (Comet has no ACL 2.0; use ACL 1.0, aclEnable=true with plainAclFile; it will \
+             not run open where access control was asked for)",
         )),
     }
 }
@@ -623,18 +636,27 @@ mod tests {
         assert_eq!(config.apply("brokerRole", "ASYNC_MASTER"), Ok(true));
     }
 
-    // Proves a configuration that asks for access control is refused with a reason (Comet
-    // checks no credentials), and one that turns it off applies.
+    // Proves ACL 2.0 (5.x authentication/authorization) is refused with a reason while
+    // turning it off applies, and ACL 1.0 (`aclEnable`, `plainAclFile`) is taken.
     #[test]
-    fn access_control_is_refused() {
+    fn only_acl_1_is_accepted() {
         let mut config = BrokerConfig::default();
-        for key in ["aclEnable", "authenticationEnabled", "authorizationEnabled"] {
+        for key in ["authenticationEnabled", "authorizationEnabled"] {
             let error = config.apply(key, "true").unwrap_err();
             assert_eq!(error.key, key);
-            assert!(error.to_string().contains("no access control"), "{error}");
+            assert!(error.to_string().contains("no ACL 2.0"), "{error}");
             assert_eq!(config.apply(key, "false"), Ok(true));
             assert!(config.apply(key, "maybe").is_err());
         }
+        assert!(!config.acl_enable);
+        assert_eq!(config.plain_acl_file, PathBuf::from("conf/plain_acl.yml"));
+        assert_eq!(config.apply("aclEnable", "true"), Ok(true));
+        assert!(config.acl_enable);
+        assert!(config.apply("aclEnable", "maybe").is_err());
+        assert_eq!(config.apply("plainAclFile", "/etc/acl.yml"), Ok(true));
+        assert_eq!(config.plain_acl_file, PathBuf::from("/etc/acl.yml"));
+        assert!(config.apply("plainAclFile", "").is_err());
+        assert!(!BrokerConfig::is_live_key("aclEnable"));
     }
 
     // Proves `bindAddress` defaults to every interface, takes an IPv4 address, refuses a

@@ -6,6 +6,7 @@
 //! subscription groups, clients, locks) is shared by all shards behind short critical
 //! sections; consumer offsets and everything on the data path are shard-local.
 
+pub mod acl;
 pub mod clients;
 pub mod config;
 pub mod live_config;

@@ -25,6 +25,7 @@ use comet_rt::task_class::{sleep, spawn, spawn_detached, timeout, TaskClass, Tas
 use comet_rt::ShardId;
 use comet_store::{remap, FlushPolicy, LogId, Store, StoreConfig};
 
+use crate::acl::AccessControl;
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
@@ -190,6 +191,7 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         .map_err(|e| format!("cannot listen on {listen}: {e}"))
         .map_err(RunError::new(FatalReason::Bind))?;
     let metadata = Arc::new(Metadata::load(&config).map_err(RunError::new(FatalReason::Config))?);
+    let acl = load_acl(&config).map_err(RunError::new(FatalReason::Config))?;
     let config = Arc::new(config);
     let mesh: Mesh<ShardCall, ShardReply> = Mesh::new(shard_count, MESH_CAPACITY);
     let unique_keys = Arc::new(UniqueKeyGenerator::new(
@@ -222,6 +224,7 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         listen: reservation.addr(),
         options,
         store_count,
+        acl,
     });
     let pool = Pool::start(&pool_config, move |context: ShardContext| {
         let start = start.clone();
@@ -275,6 +278,22 @@ struct ShardStart {
     options: RunOptions,
     /// Stores under the store root (at least one per shard; more after the count shrank).
     store_count: usize,
+    /// The plain ACL, when `aclEnable` is on.
+    acl: Option<Arc<AccessControl>>,
+}
+
+/// Reads the accounts file when `aclEnable` is on; a missing or malformed file stops the
+/// start: a broker asked to check credentials must not run open.
+fn load_acl(config: &BrokerConfig) -> Result<Option<Arc<AccessControl>>, String> {
+    if !config.acl_enable {
+        return Ok(None);
+    }
+    let acl = AccessControl::load(&config.plain_acl_file).map_err(|e| e.to_string())?;
+    log::info!(
+        "ACL 1.0 on: every request is checked against {}",
+        config.plain_acl_file.display()
+    );
+    Ok(Some(Arc::new(acl)))
 }
 
 async fn run_shard(
@@ -320,7 +339,7 @@ async fn run_shard(
         .map_err(|e| format!("{shard}: mesh: {e}"))
         .map_err(RunError::new(FatalReason::Config))?;
     let _ = broker.mesh.set(peer);
-    let server = Rc::new(build_server(&broker));
+    let server = Rc::new(build_server(&broker, start.acl.clone()));
     let _ = broker.server.set(server.clone());
     let stop = StopSignal::new();
     stop.follow(start.options.stop.clone());
@@ -391,20 +410,31 @@ fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
     )
 }
 
-fn build_server(broker: &Rc<ShardBroker>) -> Server {
+/// The dispatch table. With ACL on, every code is checked before routing; with it off the
+/// processors are registered as they are, so the unsigned path pays nothing.
+fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Server {
     let mut table = DispatchTable::new();
     for code in processor::SUPPORTED_CODES {
         let broker = broker.clone();
-        table.register_fn(*code, move |context: comet_net::RequestContext, request| {
-            let broker = broker.clone();
-            async move {
-                let context = RequestContext {
-                    peer: context.peer_addr(),
-                    connection: context.connection.id(),
-                };
-                processor::handle(&broker, context, request).await
+        match acl.clone() {
+            None => table.register_fn(*code, move |context: comet_net::RequestContext, request| {
+                let broker = broker.clone();
+                async move { processor::handle(&broker, request_context(&context), request).await }
+            }),
+            Some(acl) => {
+                table.register_fn(*code, move |context: comet_net::RequestContext, request| {
+                    let broker = broker.clone();
+                    let acl = acl.clone();
+                    async move {
+                        let context = request_context(&context);
+                        if let Err(denied) = acl.check(&request, context.peer.ip()) {
+                            return refused(&request, context.peer, &denied);
+                        }
+                        processor::handle(&broker, context, request).await
+                    }
+                })
             }
-        });
+        }
     }
     let config = ServerConfig {
         idle_timeout: Duration::from_millis(broker.config.channel_idle_ms),
@@ -420,6 +450,27 @@ fn build_server(broker: &Rc<ShardBroker>) -> Server {
         });
     }));
     server
+}
+
+fn request_context(context: &comet_net::RequestContext) -> RequestContext {
+    RequestContext {
+        peer: context.peer_addr(),
+        connection: context.connection.id(),
+    }
+}
+
+/// The answer to a request the ACL refused (none to a one-way request).
+fn refused(
+    request: &comet_proto::RemotingCommand,
+    peer: SocketAddr,
+    denied: &crate::acl::Denied,
+) -> Option<comet_proto::RemotingCommand> {
+    log::warn!(
+        "ACL refused code {} from {peer} (opaque {}): {denied}",
+        request.code,
+        request.opaque
+    );
+    (!request.is_oneway()).then(|| denied.response_to(request))
 }
 
 fn offsets_path(broker: &ShardBroker, shard: ShardId) -> PathBuf {

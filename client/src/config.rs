@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::remoting::TransportConfig;
 use crate::route::NameServers;
+pub use comet_proto::acl::Credentials;
 
 /// Settings of one client instance (one transport, one client id).
 #[derive(Clone, Debug)]
@@ -27,6 +28,10 @@ pub struct ClientConfig {
     pub api_timeout: Duration,
     /// Transport settings.
     pub transport: TransportConfig,
+    /// ACL 1.0 credentials: when set, every request this client sends (to brokers and name
+    /// servers) is signed as Java's `AclClientRPCHook` signs it, so brokers running with
+    /// `aclEnable=true` (Comet or Apache RocketMQ) accept it.
+    pub credentials: Option<Credentials>,
 }
 
 impl Default for ClientConfig {
@@ -40,6 +45,7 @@ impl Default for ClientConfig {
             persist_consumer_offset_interval: Duration::from_secs(5),
             api_timeout: Duration::from_secs(3),
             transport: TransportConfig::default(),
+            credentials: None,
         }
     }
 }

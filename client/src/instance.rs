@@ -124,7 +124,7 @@ impl ClientInstance {
     /// Creates an instance and starts its transport (no background tasks yet).
     pub fn new(config: ClientConfig) -> Arc<ClientInstance> {
         let client_id = config.build_client_id();
-        let remoting = RemotingClient::new(config.transport.clone());
+        let remoting = RemotingClient::signed(config.transport.clone(), config.credentials.clone());
         let namesrv = NameServers::new(config.namesrv_addrs.clone());
         let instance = Arc::new(ClientInstance {
             config,

@@ -35,7 +35,7 @@ pub mod util;
 pub mod validate;
 
 pub use admin::{Admin, GroupTraffic, TopicSpec, TopicTraffic};
-pub use config::ClientConfig;
+pub use config::{ClientConfig, Credentials};
 pub use consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,
     LitePullConfig, LitePullConsumer, MessageExt, MessageListener, MessageModel, PushConsumer,

@@ -3,6 +3,7 @@
 //! No sockets, no async, no runtime: bytes in, typed values out, and back. The broker, the
 //! name server, the client, the bench tool and the admin tool all share it.
 //!
+//! * [`acl`]: ACL 1.0 request signatures (AccessKey, Signature ext fields).
 //! * [`frame`]: length-prefixed frames, incremental decoding, size limits.
 //! * [`header`]: the JSON and ROCKETMQ binary header serializations.
 //! * [`command`]: `RemotingCommand` and the typed-header trait.
@@ -21,6 +22,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod batch;
 pub mod body;
 pub mod code;

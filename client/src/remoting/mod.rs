@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use comet_proto::acl::Credentials;
 use comet_proto::{RemotingCommand, ResponseCode};
 
 use self::connection::{Connection, ConnectionEvents};
@@ -95,6 +96,8 @@ type Slot = Arc<Mutex<Option<Arc<Connection>>>>;
 
 struct Inner {
     config: TransportConfig,
+    /// Signs every outgoing request when set (ACL 1.0).
+    credentials: Option<Credentials>,
     /// One creation slot per address: the map lock is held only to find the slot, and the
     /// slot lock serializes connects to one address without blocking other addresses.
     connections: Mutex<HashMap<String, Slot>>,
@@ -118,10 +121,17 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl RemotingClient {
     /// Starts the scanner and inbound threads.
     pub fn new(config: TransportConfig) -> RemotingClient {
+        RemotingClient::signed(config, None)
+    }
+
+    /// Like [`RemotingClient::new`]; with `credentials`, every request sent is signed last,
+    /// after its opaque is set, as Java's `AclClientRPCHook` does before each send.
+    pub fn signed(config: TransportConfig, credentials: Option<Credentials>) -> RemotingClient {
         assert!(config.scan_interval > Duration::ZERO);
         let (inbound, inbound_receiver) = mpsc::sync_channel(INBOUND_REQUESTS_QUEUED_MAX);
         let inner = Arc::new(Inner {
             config,
+            credentials,
             connections: Mutex::new(HashMap::new()),
             handler: RwLock::new(None),
             inbound,
@@ -158,6 +168,15 @@ impl RemotingClient {
         self.inner.opaque.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Gives `request` its opaque and, with credentials, its signature (which must come
+    /// after every other ext field).
+    fn prepare(&self, request: &mut RemotingCommand) {
+        request.opaque = self.next_opaque();
+        if let Some(credentials) = &self.inner.credentials {
+            comet_proto::acl::sign(request, credentials);
+        }
+    }
+
     /// Sends `request` to `addr` and blocks until its response, the timeout (which includes
     /// connecting) or a connection failure. The response is returned whatever its code.
     pub fn invoke(
@@ -169,7 +188,7 @@ impl RemotingClient {
         let started = Instant::now();
         let connection = self.connection(addr)?;
         let remaining = timeout.saturating_sub(started.elapsed());
-        request.opaque = self.next_opaque();
+        self.prepare(&mut request);
         let timeout_error = || ClientError::Timeout {
             addr: addr.to_owned(),
             code: request.code,
@@ -203,7 +222,7 @@ impl RemotingClient {
         callback: ResponseCallback,
     ) -> Result<()> {
         let connection = self.connection(addr)?;
-        request.opaque = self.next_opaque();
+        self.prepare(&mut request);
         connection.send(&request, timeout, Waiter::Callback(callback))
     }
 
@@ -215,7 +234,7 @@ impl RemotingClient {
         timeout: Duration,
     ) -> Result<ResponseFuture> {
         let connection = self.connection(addr)?;
-        request.opaque = self.next_opaque();
+        self.prepare(&mut request);
         let slot = Arc::new(ResponseSlot::default());
         connection.send(&request, timeout, Waiter::Slot(slot.clone()))?;
         Ok(ResponseFuture::new(slot, timeout))
@@ -224,8 +243,8 @@ impl RemotingClient {
     /// Sends `request` as one-way (flag bit 1): nothing is awaited.
     pub fn invoke_oneway(&self, addr: &str, mut request: RemotingCommand) -> Result<()> {
         let connection = self.connection(addr)?;
-        request.opaque = self.next_opaque();
         request.set_oneway();
+        self.prepare(&mut request);
         connection.write(&request)
     }
 
