@@ -14,8 +14,8 @@
 //!
 //! **Counting.** Each shard adds to its own slot, a mutex only that shard writes through: it is
 //! uncontended except for the sampler's visit every 10 s and admin reads, each a short walk.
-//! Items are found by `&str` (name → first key → second key), so counting allocates only when
-//! an item first appears. A slot holds at most [`STATS_ITEMS_PER_SHARD_MAX`] items; past that,
+//! Items are found by `&str` (first key → second key → a count per name), so counting
+//! allocates only when an item first appears, and one lookup serves every name under a key. A slot holds at most [`STATS_ITEMS_PER_SHARD_MAX`] items; past that,
 //! new items are not counted (logged once), so a flood of topic names cannot grow it unbounded.
 //!
 //! **Windows**, as RocketMQ's `StatsItem` computes them: snapshots every 10 s (the last 7: one
@@ -128,20 +128,66 @@ impl Count {
     }
 }
 
-/// First key → second key (empty for one-key items) → count.
-type Items = HashMap<String, HashMap<String, Count>>;
+/// One key's count under each name: `None` where that name never counted the key.
+type Counts = [Option<Count>; NAME_COUNT];
 
+/// What one first key (a topic, or the cluster name) holds: its own counts and its groups'.
+#[derive(Debug, Default)]
+struct Entry {
+    own: Counts,
+    groups: HashMap<String, Counts>,
+}
+
+impl Entry {
+    fn counts_mut(&mut self, second: &str) -> Option<&mut Counts> {
+        if second.is_empty() {
+            Some(&mut self.own)
+        } else {
+            self.groups.get_mut(second)
+        }
+    }
+}
+
+/// One shard's counts. One lookup by first key finds every name counted under it, so a
+/// send (topic and cluster) costs two lookups and a pull three.
 #[derive(Debug, Default)]
 struct Slot {
-    tables: [Items; NAME_COUNT],
+    entries: HashMap<String, Entry>,
+    /// Counts held (`Some`s).
     items: usize,
     full_logged: bool,
 }
 
 impl Slot {
-    fn add(&mut self, name: StatsName, first: &str, second: &str, count: Count) {
-        let table = &mut self.tables[name.index()];
-        if let Some(existing) = table.get_mut(first).and_then(|inner| inner.get_mut(second)) {
+    /// Adds each `(name, count)` to item (`name`, `first`, `second`).
+    fn add(&mut self, first: &str, second: &str, adds: &[(StatsName, Count)]) {
+        if let Some(counts) = self
+            .entries
+            .get_mut(first)
+            .and_then(|entry| entry.counts_mut(second))
+        {
+            if adds.iter().all(|(name, _)| counts[name.index()].is_some()) {
+                for (name, count) in adds {
+                    if let Some(existing) = &mut counts[name.index()] {
+                        existing.add(*count);
+                    }
+                }
+                return;
+            }
+        }
+        for (name, count) in adds {
+            self.add_new(*name, first, second, *count);
+        }
+    }
+
+    /// The slow path: creates what is missing (within the limit) and adds to what exists.
+    fn add_new(&mut self, name: StatsName, first: &str, second: &str, count: Count) {
+        if let Some(Some(existing)) = self
+            .entries
+            .get_mut(first)
+            .and_then(|entry| entry.counts_mut(second))
+            .map(|counts| counts[name.index()].as_mut())
+        {
             existing.add(count);
             return;
         }
@@ -156,27 +202,63 @@ impl Slot {
             return;
         }
         self.items += 1;
-        table
-            .entry(first.to_owned())
-            .or_default()
-            .insert(second.to_owned(), count);
+        let entry = self.entries.entry(first.to_owned()).or_default();
+        let counts = if second.is_empty() {
+            &mut entry.own
+        } else {
+            entry.groups.entry(second.to_owned()).or_default()
+        };
+        assert!(
+            counts[name.index()].is_none(),
+            "an existing count is added to"
+        );
+        counts[name.index()] = Some(count);
     }
 
     fn get(&self, name: StatsName, first: &str, second: &str) -> Option<Count> {
-        self.tables[name.index()].get(first)?.get(second).copied()
+        let entry = self.entries.get(first)?;
+        let counts = if second.is_empty() {
+            &entry.own
+        } else {
+            entry.groups.get(second)?
+        };
+        counts[name.index()]
     }
 
-    /// Drops every item whose key matches `doomed(first, second)`.
-    fn remove(&mut self, doomed: impl Fn(StatsName, &str, &str) -> bool) {
-        for name in StatsName::ALL {
-            let table = &mut self.tables[name.index()];
-            for (first, inner) in table.iter_mut() {
-                let before = inner.len();
-                inner.retain(|second, _| !doomed(name, first, second));
-                self.items -= before - inner.len();
+    /// Every item: (name, first key, second key, count).
+    fn for_each(&self, mut visit: impl FnMut(StatsName, &str, &str, Count)) {
+        for (first, entry) in &self.entries {
+            let groups = entry.groups.iter().map(|(g, c)| (g.as_str(), c));
+            for (second, counts) in std::iter::once(("", &entry.own)).chain(groups) {
+                for name in StatsName::ALL {
+                    if let Some(count) = counts[name.index()] {
+                        visit(name, first, second, count);
+                    }
+                }
             }
-            table.retain(|_, inner| !inner.is_empty());
         }
+    }
+
+    /// Drops every item for which `doomed(name, first, second)` holds.
+    fn remove(&mut self, doomed: impl Fn(StatsName, &str, &str) -> bool) {
+        let mut removed = 0;
+        let mut clear = |first: &str, second: &str, counts: &mut Counts| {
+            for name in StatsName::ALL {
+                if counts[name.index()].is_some() && doomed(name, first, second) {
+                    counts[name.index()] = None;
+                    removed += 1;
+                }
+            }
+            counts.iter().any(Option::is_some)
+        };
+        self.entries.retain(|first, entry| {
+            let own_left = clear(first, "", &mut entry.own);
+            entry
+                .groups
+                .retain(|second, counts| clear(first, second, counts));
+            own_left || !entry.groups.is_empty()
+        });
+        self.items -= removed;
     }
 }
 
@@ -295,25 +377,35 @@ impl ItemStats {
     /// Adds `value` in one call to item (`name`, `first`, `second`) in `shard`'s slot.
     pub fn add(&self, shard: usize, name: StatsName, first: &str, second: &str, value: u64) {
         let count = Count { value, times: 1 };
-        lock(&self.slots[shard]).add(name, first, second, count);
+        lock(&self.slots[shard]).add(first, second, &[(name, count)]);
     }
 
     /// Counts one send request that stored `messages` records of `bytes` bytes in `topic`.
     pub fn record_put(&self, shard: usize, topic: &str, cluster: &str, messages: u64, bytes: u64) {
-        let mut slot = lock(&self.slots[shard]);
         let one = |value| Count { value, times: 1 };
-        slot.add(StatsName::TopicPutNums, topic, "", one(messages));
-        slot.add(StatsName::TopicPutSize, topic, "", one(bytes));
-        slot.add(StatsName::BrokerPutNums, cluster, "", one(messages));
+        let mut slot = lock(&self.slots[shard]);
+        let puts = [
+            (StatsName::TopicPutNums, one(messages)),
+            (StatsName::TopicPutSize, one(bytes)),
+        ];
+        slot.add(topic, "", &puts);
+        slot.add(cluster, "", &[(StatsName::BrokerPutNums, one(messages))]);
     }
 
     /// Counts one pull of `group` that delivered `messages` records of `bytes` bytes.
     pub fn record_get(&self, shard: usize, get: Delivery<'_>, messages: u64, bytes: u64) {
-        let mut slot = lock(&self.slots[shard]);
         let one = |value| Count { value, times: 1 };
-        slot.add(StatsName::GroupGetNums, get.topic, get.group, one(messages));
-        slot.add(StatsName::GroupGetSize, get.topic, get.group, one(bytes));
-        slot.add(StatsName::BrokerGetNums, get.cluster, "", one(messages));
+        let mut slot = lock(&self.slots[shard]);
+        let gets = [
+            (StatsName::GroupGetNums, one(messages)),
+            (StatsName::GroupGetSize, one(bytes)),
+        ];
+        slot.add(get.topic, get.group, &gets);
+        slot.add(
+            get.cluster,
+            "",
+            &[(StatsName::BrokerGetNums, one(messages))],
+        );
     }
 
     /// The sum over shards of one item, `None` if no shard has counted it.
@@ -330,15 +422,10 @@ impl ItemStats {
     fn totals(&self) -> BTreeMap<ItemKey, Count> {
         let mut totals: BTreeMap<ItemKey, Count> = BTreeMap::new();
         for slot in self.slots.iter() {
-            let slot = lock(slot);
-            for name in StatsName::ALL {
-                for (first, inner) in &slot.tables[name.index()] {
-                    for (second, count) in inner {
-                        let key = (name, first.clone(), second.clone());
-                        totals.entry(key).or_default().add(*count);
-                    }
-                }
-            }
+            lock(slot).for_each(|name, first, second, count| {
+                let key = (name, first.to_owned(), second.to_owned());
+                totals.entry(key).or_default().add(count);
+            });
         }
         totals
     }
@@ -503,6 +590,18 @@ mod tests {
         let broker = stats.view(StatsName::BrokerGetNums, "c", "", T0 + 1_000);
         assert_eq!(broker.unwrap().stats_minute.sum, 7);
         assert_eq!(lock(&stats.slots[0]).items, 1);
+    }
+
+    // Proves adding under a key where only some of the names exist yet adds each once.
+    #[test]
+    fn partly_present_items_add_once() {
+        let stats = ItemStats::new(1, T0);
+        stats.add(0, StatsName::TopicPutNums, "t", "", 5);
+        put(&stats, 0, "t", 2);
+        let nums = stats.view(StatsName::TopicPutNums, "t", "", T0 + 1_000);
+        assert_eq!(nums.unwrap().stats_day.sum, 7);
+        let size = stats.view(StatsName::TopicPutSize, "t", "", T0 + 1_000);
+        assert_eq!(size.unwrap().stats_day.sum, 200);
     }
 
     // Proves a shard's slot stops growing at its limit and keeps counting items it has.
