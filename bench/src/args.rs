@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use comet_client::{ClientConfig, Credentials};
 use serde::Serialize;
 
 use crate::error::{BenchError, Result};
@@ -25,12 +26,31 @@ pub struct Cli {
     /// No progress lines (the summary is still printed).
     #[arg(long, global = true)]
     pub quiet: bool,
+    /// ACL 1.0 access key: every request is signed (with --secret-key), as brokers running
+    /// with aclEnable=true require.
+    #[arg(long, global = true, requires = "secret_key")]
+    pub access_key: Option<String>,
+    /// ACL 1.0 secret key of --access-key (never written to the report).
+    #[arg(long, global = true, requires = "access_key")]
+    #[serde(skip)]
+    pub secret_key: Option<String>,
     /// Report the CPU time this process (e.g. the broker) used during the run (repeatable).
     #[arg(long = "watch-pid", global = true)]
     pub watch_pids: Vec<u32>,
     /// What to run; `produce` with its defaults when absent.
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+impl Cli {
+    /// Client settings for the name servers, signing when credentials were given.
+    pub fn client_config(&self) -> ClientConfig {
+        let mut config = ClientConfig::with_namesrv(&self.namesrv);
+        if let (Some(access_key), Some(secret_key)) = (&self.access_key, &self.secret_key) {
+            config.credentials = Some(Credentials::new(access_key, secret_key));
+        }
+        config
+    }
 }
 
 /// The kinds of run.
@@ -303,6 +323,31 @@ mod tests {
         );
         let cli = Cli::try_parse_from(["comet-bench", "--namesrv", "127.0.0.1:1"]).unwrap();
         assert!(cli.command.is_none());
+    }
+
+    // Proves --access-key/--secret-key give the client signing credentials, one without the
+    // other is refused, and the secret never reaches the JSON report's params.
+    #[test]
+    fn credentials_sign_and_stay_out_of_the_report() {
+        let cli = Cli::try_parse_from([
+            "comet-bench",
+            "produce",
+            "--access-key",
+            "bench0001",
+            "--secret-key",
+            "bench-secret",
+        ])
+        .unwrap();
+        let credentials = cli.client_config().credentials.unwrap();
+        assert_eq!(credentials, Credentials::new("bench0001", "bench-secret"));
+        let report = serde_json::to_string(&cli).unwrap();
+        assert!(
+            report.contains("bench0001") && !report.contains("bench-secret"),
+            "{report}"
+        );
+        assert!(Cli::try_parse_from(["comet-bench", "--access-key", "a"]).is_err());
+        let plain = Cli::try_parse_from(["comet-bench"]).unwrap();
+        assert!(plain.client_config().credentials.is_none());
     }
 
     // Proves every flag of issue 7 parses, and contradictory or out-of-range flags are

@@ -13,9 +13,9 @@ const ROUTE_WAIT: Duration = Duration::from_secs(15);
 
 /// Creates `topic` with `queues` read and write queues on every master, then waits for its
 /// route.
-pub fn ensure_topic(namesrv: &str, topic: &str, queues: i32) -> Result<()> {
+pub fn ensure_topic(client: &ClientConfig, topic: &str, queues: i32) -> Result<()> {
     assert!(queues > 0, "a topic has at least one queue");
-    let admin = Admin::new(ClientConfig::with_namesrv(namesrv))?;
+    let admin = Admin::new(client.clone())?;
     let outcome = create_and_wait(&admin, topic, queues);
     admin.shutdown();
     outcome

@@ -4,11 +4,17 @@
 #   run.sh --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911]   a broker already running
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
-#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust] [--keep-logs]
+#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4]
+#           [--keep-logs] [--acl-namesrv HOST:PORT]
 #   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm;
 #   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
 #   rust/run.sh; the first build is long)
 #   opt-in suite: reverse (comet-client and comet-bench; meant for --against apache)
+#   acl5, acl4 (Java clients 5.x / 4.9.x signing with AclClientRPCHook) need a broker with
+#   aclEnable=true and the accounts of java/acl/plain_acl.yml: with --against comet a second
+#   Comet broker is started so (own name server and broker ports, free ones picked at start),
+#   leaving the first, open broker to the other suites; otherwise give --acl-namesrv. They are
+#   in the default suite list with --against comet only.
 #
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
 # --against starts the broker bound to 127.0.0.1 only (name server :9876, broker :10911) in a
@@ -26,6 +32,8 @@ BROKER=""
 AGAINST=""
 FLUSH=""
 SUITES="java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust"
+SUITES_GIVEN=0
+ACL_NAMESRV=""
 KEEP=0
 NAMESRV_PORT=9876
 BROKER_PORT=10911
@@ -39,22 +47,31 @@ while (($#)); do
     --broker) BROKER="$2"; shift 2 ;;
     --against) AGAINST="$2"; shift 2 ;;
     --flush) FLUSH="$2"; shift 2 ;;
-    --suites) SUITES="$2"; shift 2 ;;
+    --suites) SUITES="$2"; SUITES_GIVEN=1; shift 2 ;;
+    --acl-namesrv) ACL_NAMESRV="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
 if [[ -n "$AGAINST" && -n "$NAMESRV" ]]; then die "give --namesrv or --against, not both" 2; fi
 if [[ -z "$AGAINST" && -z "$NAMESRV" ]]; then die "give --namesrv HOST:PORT or --against apache|comet" 2; fi
 
+if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then SUITES="$SUITES,acl5,acl4"; fi
+WANT_ACL=0
+[[ ",$SUITES," == *,acl5,* || ",$SUITES," == *,acl4,* ]] && WANT_ACL=1
+if ((WANT_ACL)) && [[ -z "$ACL_NAMESRV" && "$AGAINST" != comet ]]; then
+  die "the acl5/acl4 suites need --against comet (which starts an ACL broker) or --acl-namesrv" 2
+fi
+
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/comet-compat.XXXXXX")"
 BROKER_PID=""
+ACL_BROKER_PID=""
 cleanup() {
   local rc=$?
   case "$AGAINST" in
     apache) "$HERE/apache/broker.sh" stop --dir "$WORK/apache" $( ((KEEP)) && echo --keep) || true ;;
-    comet) stop_comet ;;
+    comet) stop_comet; stop_pid "$ACL_BROKER_PID" ;;
   esac
   if ((KEEP)); then echo "compat: logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
   exit "$rc"
@@ -94,17 +111,51 @@ start_comet() {
   echo "compat: comet-broker up (pid $BROKER_PID, dir $WORK/comet)" >&2
 }
 
-stop_comet() {
-  [[ -n "$BROKER_PID" ]] || return 0
-  kill -TERM "$BROKER_PID" 2>/dev/null || true
+stop_pid() {
+  local pid="$1"
+  [[ -n "$pid" ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
   local deadline=$((SECONDS + 30))
-  while kill -0 "$BROKER_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-  if kill -0 "$BROKER_PID" 2>/dev/null; then
-    echo "compat: comet-broker ignored TERM for 30 s; killing it" >&2
-    kill -KILL "$BROKER_PID" 2>/dev/null || true
+  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "compat: comet-broker $pid ignored TERM for 30 s; killing it" >&2
+    kill -KILL "$pid" 2>/dev/null || true
   fi
-  wait "$BROKER_PID" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_comet() {
+  stop_pid "$BROKER_PID"
   BROKER_PID=""
+}
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# A second Comet broker for the acl suites: aclEnable=true with java/acl/plain_acl.yml, its
+# own embedded name server, one shard, on free loopback ports.
+start_comet_acl() {
+  local bin="$REPO/target/release/comet-broker"
+  local namesrv_port broker_port
+  namesrv_port="$(free_port)"
+  broker_port="$(free_port)"
+  mkdir -p "$WORK/comet-acl"
+  (cd "$WORK/comet-acl" && exec setsid "$bin" --standalone --bind-address 127.0.0.1 \
+    --namesrv "127.0.0.1:$namesrv_port" --listen-port "$broker_port" --cores 1 --no-pin \
+    --store "$WORK/comet-acl/store" -o aclEnable=true \
+    -o "plainAclFile=$HERE/java/acl/plain_acl.yml" \
+    >"$WORK/comet-acl/broker.out" 2>&1 </dev/null) &
+  ACL_BROKER_PID=$!
+  local deadline=$((SECONDS + START_TIMEOUT_S))
+  until port_open "$namesrv_port" && port_open "$broker_port"; do
+    if ! kill -0 "$ACL_BROKER_PID" 2>/dev/null; then
+      tail -30 "$WORK/comet-acl/broker.out" >&2 || true
+      die "the ACL comet-broker exited during start-up (output above)"
+    fi
+    ((SECONDS < deadline)) || die "the ACL comet-broker did not listen after ${START_TIMEOUT_S}s"
+    sleep 0.2
+  done
+  ACL_NAMESRV="127.0.0.1:$namesrv_port"
+  echo "compat: ACL comet-broker up (pid $ACL_BROKER_PID, name server $ACL_NAMESRV)" >&2
 }
 
 case "$AGAINST" in
@@ -120,6 +171,7 @@ case "$AGAINST" in
     NAMESRV="127.0.0.1:$NAMESRV_PORT"; BROKER="127.0.0.1:$BROKER_PORT" ;;
   comet)
     start_comet
+    if ((WANT_ACL)) && [[ -z "$ACL_NAMESRV" ]]; then start_comet_acl; fi
     NAMESRV="127.0.0.1:$NAMESRV_PORT"; BROKER="127.0.0.1:$BROKER_PORT" ;;
   *) die "--against must be apache or comet" 2 ;;
 esac
@@ -138,6 +190,8 @@ suite_cmd() {
     node-ons) echo "$HERE/node/run.sh --client ons --namesrv $NAMESRV --broker $BROKER" ;;
     rust) echo "$HERE/rust/run.sh --namesrv $NAMESRV" ;;
     reverse) echo "$HERE/reverse/run.sh --namesrv $NAMESRV" ;;
+    acl5) echo "$HERE/java/run.sh --client 5 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
+    acl4) echo "$HERE/java/run.sh --client 4 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     *) return 1 ;;
   esac
 }
@@ -153,6 +207,8 @@ suite_title() {
     node-ons) echo "ali-ons (pure JavaScript)" ;;
     rust) echo "Rust rocketmq-client-rust 1.0" ;;
     reverse) echo "comet-client + comet-bench" ;;
+    acl5) echo "Java 5.x signed (plain ACL)" ;;
+    acl4) echo "Java 4.9.x signed (plain ACL)" ;;
   esac
 }
 

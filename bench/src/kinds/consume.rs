@@ -130,8 +130,8 @@ impl Consumer {
 
 /// What a consumer is started with.
 pub struct ConsumerPlan<'a> {
-    /// Name servers.
-    pub namesrv: &'a str,
+    /// Client settings (name servers, credentials).
+    pub client: &'a ClientConfig,
     /// Topic.
     pub topic: &'a str,
     /// Group.
@@ -146,7 +146,7 @@ pub struct ConsumerPlan<'a> {
 
 /// Starts a consumer delivering into `receiver`.
 pub fn start_consumer(plan: &ConsumerPlan<'_>, receiver: &Arc<Receiver>) -> Result<Consumer> {
-    let mut config = ConsumerConfig::new(plan.group, ClientConfig::with_namesrv(plan.namesrv));
+    let mut config = ConsumerConfig::new(plan.group, plan.client.clone());
     config.consume_from_where = match plan.from {
         StartFrom::First => ConsumeFromWhere::FirstOffset,
         StartFrom::Last => ConsumeFromWhere::LastOffset,
@@ -220,8 +220,9 @@ pub fn run(cli: &Cli, args: &ConsumeArgs) -> Result<Outcome> {
     let started = Instant::now();
     let stats = Stats::new()?;
     let receiver = Receiver::new(stats.clone(), None);
+    let client = cli.client_config();
     let plan = ConsumerPlan {
-        namesrv: &cli.namesrv,
+        client: &client,
         topic: &args.topic,
         group: &args.group,
         threads: args.threads,

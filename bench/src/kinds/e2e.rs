@@ -33,12 +33,9 @@ pub fn run(cli: &Cli, args: &E2eArgs) -> Result<Outcome> {
     let duration = args.finish.duration()?;
     let mut send = args.send.clone();
     send.rate_msgs_per_s.get_or_insert(DEFAULT_RATE_MSGS_PER_S);
-    topic::ensure_topic(
-        &cli.namesrv,
-        &send.topic,
-        send.queues.unwrap_or(DEFAULT_QUEUES),
-    )?;
-    let producer = start_producer(&cli.namesrv, &send)?;
+    let client = cli.client_config();
+    topic::ensure_topic(&client, &send.topic, send.queues.unwrap_or(DEFAULT_QUEUES))?;
+    let producer = start_producer(&client, &send)?;
     let run_id = payload::new_run_id();
     warm_up(&producer, &send, run_id)?;
     let group = args
@@ -48,7 +45,7 @@ pub fn run(cli: &Cli, args: &E2eArgs) -> Result<Outcome> {
     let receive_stats = Stats::new()?;
     let receiver = Receiver::new(receive_stats.clone(), Some(run_id));
     let plan = ConsumerPlan {
-        namesrv: &cli.namesrv,
+        client: &client,
         topic: &send.topic,
         group: &group,
         threads: args.consume_threads,

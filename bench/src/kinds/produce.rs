@@ -30,9 +30,9 @@ pub fn run(cli: &Cli, args: &ProduceArgs) -> Result<Outcome> {
     args.send.validate()?;
     let duration = args.finish.duration()?;
     if let Some(queues) = args.send.queues {
-        topic::ensure_topic(&cli.namesrv, &args.send.topic, queues)?;
+        topic::ensure_topic(&cli.client_config(), &args.send.topic, queues)?;
     }
-    let producer = start_producer(&cli.namesrv, &args.send)?;
+    let producer = start_producer(&cli.client_config(), &args.send)?;
     let run_id = payload::new_run_id();
     warm_up(&producer, &args.send, run_id)?;
     let started = Instant::now();
@@ -79,8 +79,8 @@ pub fn send_summary(
 }
 
 /// A started producer configured from the flags.
-pub fn start_producer(namesrv: &str, args: &SendArgs) -> Result<Producer> {
-    let mut config = ProducerConfig::new(&args.producer_group, ClientConfig::with_namesrv(namesrv));
+pub fn start_producer(client: &ClientConfig, args: &SendArgs) -> Result<Producer> {
+    let mut config = ProducerConfig::new(&args.producer_group, client.clone());
     config.send_timeout = Duration::from_millis(args.send_timeout_ms);
     // The client compresses bodies at or above this size; without --compress never.
     config.compress_over_bytes = if args.compress { 0 } else { usize::MAX };
