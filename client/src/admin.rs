@@ -8,13 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use comet_proto::body::{
-    BrokerStatsData, ClusterInfo, ConsumeStats, ConsumerConnection, ConsumerRunningInfo, GroupList,
-    JsonBody, KVTable, ResetOffsetBody, TopicList, TopicRouteData, TopicStatsTable,
+    BrokerStatsData, ClusterInfo, ConsumeStats, ConsumeStatsList, ConsumerConnection,
+    ConsumerRunningInfo, GroupList, JsonBody, KVTable, QueryConsumeQueueResponseBody,
+    ResetOffsetBody, TopicList, TopicRouteData, TopicStatsTable,
 };
 use comet_proto::headers::{
-    CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader, DeleteTopicRequestHeader,
-    GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-    GetConsumerRunningInfoRequestHeader, GetTopicStatsInfoRequestHeader, QueryMessageRequestHeader,
+    CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader,
+    DeleteTopicRequestHeader, GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
+    GetConsumerConnectionListRequestHeader, GetConsumerRunningInfoRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader, QueryMessageRequestHeader,
     QueryTopicConsumeByWhoRequestHeader, ResetOffsetRequestHeader,
     ViewBrokerStatsDataRequestHeader, ViewMessageRequestHeader,
 };
@@ -79,6 +81,17 @@ pub struct GroupTraffic {
     pub out_tps: f64,
     /// Messages delivered to it over the last day.
     pub out_messages_24h: i64,
+}
+
+/// One queue of a topic, by broker name (`None`: the route's first broker) and queue id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSelector<'a> {
+    /// The topic.
+    pub topic: &'a str,
+    /// The broker holding the queue.
+    pub broker_name: Option<&'a str>,
+    /// The queue id.
+    pub queue_id: i32,
 }
 
 /// The day's sum, or the hour's or the minute's when a broker has not sampled the longer
@@ -412,6 +425,79 @@ impl Admin {
             }
         }
         Err(last_error.unwrap_or_else(|| ClientError::BrokerNotFound(group.to_owned())))
+    }
+
+    /// QUERY_CONSUME_QUEUE: up to `count` consume-queue entries of `topic`'s queue
+    /// `queue_id` on broker `broker_name` (the route's first broker when `None`), from queue
+    /// offset `index`, with `group`'s subscription when given (`mqadmin queryCq`).
+    pub fn query_consume_queue(
+        &self,
+        queue: QueueSelector<'_>,
+        index: i64,
+        count: i32,
+        group: Option<&str>,
+    ) -> Result<QueryConsumeQueueResponseBody> {
+        let masters = self.topic_masters(queue.topic)?;
+        let chosen = masters
+            .iter()
+            .find(|(name, _)| queue.broker_name.is_none_or(|wanted| wanted == name));
+        let Some((_, addr)) = chosen else {
+            return Err(ClientError::BrokerNotFound(
+                queue.broker_name.unwrap_or(queue.topic).to_owned(),
+            ));
+        };
+        let header = QueryConsumeQueueRequestHeader {
+            topic: queue.topic.to_owned(),
+            queue_id: queue.queue_id,
+            index,
+            count,
+            consumer_group: group.map(str::to_owned),
+        };
+        let command = request(RequestCode::QUERY_CONSUME_QUEUE, &header);
+        let response = self
+            .instance
+            .invoke_broker(addr, command, &[ResponseCode::SUCCESS])?;
+        protocol::decode_body("QueryConsumeQueueResponseBody", &response.body)
+    }
+
+    /// GET_BROKER_CONSUME_STATS of one broker: every group's consume stats on every topic it
+    /// subscribes (`mqadmin brokerConsumeStats`); `order_only` keeps ordered topics.
+    pub fn broker_consume_stats(
+        &self,
+        broker_addr: &str,
+        order_only: bool,
+    ) -> Result<ConsumeStatsList> {
+        let header = GetConsumeStatsInBrokerHeader {
+            is_order: order_only,
+        };
+        let command = request(RequestCode::GET_BROKER_CONSUME_STATS, &header);
+        let response =
+            self.instance
+                .invoke_broker(broker_addr, command, &[ResponseCode::SUCCESS])?;
+        protocol::decode_body("ConsumeStatsList", &response.body)
+    }
+
+    /// CLONE_GROUP_OFFSET on every broker of `topic`: `dest` gets `src`'s committed offsets
+    /// there (`mqadmin cloneGroupOffset`; `offline` when `src` has no online member).
+    pub fn clone_group_offset(
+        &self,
+        src: &str,
+        dest: &str,
+        topic: &str,
+        offline: bool,
+    ) -> Result<()> {
+        for (_, addr) in self.topic_masters(topic)? {
+            let header = CloneGroupOffsetRequestHeader {
+                src_group: src.to_owned(),
+                dest_group: dest.to_owned(),
+                topic: Some(topic.to_owned()),
+                offline: Some(offline),
+            };
+            let command = request(RequestCode::CLONE_GROUP_OFFSET, &header);
+            self.instance
+                .invoke_broker(&addr, command, &[ResponseCode::SUCCESS])?;
+        }
+        Ok(())
     }
 
     /// QUERY_MESSAGE on every broker of `topic`, keeping messages whose keys include `key`.

@@ -34,7 +34,7 @@ pub mod route;
 pub mod util;
 pub mod validate;
 
-pub use admin::{Admin, GroupTraffic, TopicSpec, TopicTraffic};
+pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
 pub use config::{ClientConfig, Credentials};
 pub use consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,

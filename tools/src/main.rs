@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use comet_client::{Admin, ClientConfig, TopicSpec};
+use comet_client::{Admin, ClientConfig, QueueSelector, TopicSpec};
 use comet_proto::message::MessageExt;
 
 /// Administers a RocketMQ-protocol cluster through its name servers.
@@ -94,6 +94,46 @@ enum Command {
         #[arg(short = 'i', long = "client-id")]
         client_id: Option<String>,
     },
+    /// Consume-queue entries of one queue: where each message is stored and its tag hash.
+    QueryCq {
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'q', long = "queue-id")]
+        queue_id: i32,
+        /// Broker name (default: the route's first broker).
+        #[arg(short = 'b', long = "broker-name")]
+        broker_name: Option<String>,
+        /// First queue offset.
+        #[arg(short = 'i', long, default_value_t = 0)]
+        index: i64,
+        /// Entries to list.
+        #[arg(short = 'c', long, default_value_t = 10)]
+        count: i32,
+        /// Show this group's subscription too.
+        #[arg(short = 'g', long)]
+        group: Option<String>,
+    },
+    /// Every group's progress and lag on every topic it consumes, on one broker.
+    BrokerConsumeStats {
+        /// Broker address `ip:port`.
+        #[arg(short = 'b', long)]
+        broker: String,
+        /// Only ordered topics.
+        #[arg(short = 'o', long = "order")]
+        order_only: bool,
+    },
+    /// Copies one group's committed offsets on a topic to another group.
+    CloneGroupOffset {
+        #[arg(short = 's', long = "src")]
+        src: String,
+        #[arg(short = 'd', long = "dest")]
+        dest: String,
+        #[arg(short = 't', long)]
+        topic: String,
+        /// The source group has no online member.
+        #[arg(short = 'o', long)]
+        offline: bool,
+    },
     /// Messages whose key (KEYS or UNIQ_KEY) matches, stored in the last `hours`.
     QueryMsgByKey {
         #[arg(short = 't', long)]
@@ -124,7 +164,7 @@ enum Command {
         group: String,
         #[arg(short = 't', long)]
         topic: String,
-        #[arg(short = 's', long)]
+        #[arg(short = 's', long, allow_negative_numbers = true)]
         timestamp: i64,
     },
 }
@@ -259,6 +299,70 @@ fn run(admin: &Admin, command: Command) -> comet_client::Result<()> {
         Command::QueryMsgById { id } => print_message(&admin.view_message(&id)?),
         Command::StatsAll { topic, active } => stats_all(admin, topic, active)?,
         Command::ConsumerStatus { group, client_id } => consumer_status(admin, &group, client_id)?,
+        Command::QueryCq {
+            topic,
+            queue_id,
+            broker_name,
+            index,
+            count,
+            group,
+        } => {
+            let queue = QueueSelector {
+                topic: &topic,
+                broker_name: broker_name.as_deref(),
+                queue_id,
+            };
+            let body = admin.query_consume_queue(queue, index, count, group.as_deref())?;
+            println!(
+                "minQueueIndex {} maxQueueIndex {}",
+                body.min_queue_index, body.max_queue_index
+            );
+            if let Some(subscription) = &body.subscription_data {
+                println!(
+                    "subscription {} {}",
+                    subscription.topic, subscription.sub_string
+                );
+            }
+            println!("#QueueOffset #PhysicalOffset #Size #TagsCode");
+            for (offset, entry) in (index..).zip(body.queue_data.iter().flatten()) {
+                println!(
+                    "{offset} {} {} {}",
+                    entry.physic_offset, entry.physic_size, entry.tags_code
+                );
+            }
+        }
+        Command::BrokerConsumeStats { broker, order_only } => {
+            let list = admin.broker_consume_stats(&broker, order_only)?;
+            println!(
+                "#Topic #Group #BrokerName #QueueId #BrokerOffset #ConsumerOffset #Diff #LastTime"
+            );
+            for groups in &list.consume_stats_list {
+                for (group, stats) in groups {
+                    for (queue, offset) in stats.iter().flat_map(|s| &s.offset_table) {
+                        println!(
+                            "{} {group} {} {} {} {} {} {}",
+                            queue.topic,
+                            queue.broker_name,
+                            queue.queue_id,
+                            offset.broker_offset,
+                            offset.consumer_offset,
+                            offset.broker_offset - offset.consumer_offset,
+                            offset.last_timestamp
+                        );
+                    }
+                }
+            }
+            println!("Diff Total: {}", list.total_diff);
+        }
+        Command::CloneGroupOffset {
+            src,
+            dest,
+            topic,
+            offline,
+        } => {
+            admin.clone_group_offset(&src, &dest, &topic, offline)?;
+            println!("offsets of {src} on {topic} cloned to {dest}");
+        }
         Command::ResetOffsetByTime {
             group,
             topic,

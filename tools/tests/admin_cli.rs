@@ -35,8 +35,9 @@ fn stdout_of(output: &Output) -> String {
 }
 
 // Proves the CLI creates a topic, lists it, shows its route, status, the cluster, the
-// topic's traffic after sends, a consumer's own status, the broker's runtime figures, and
-// reports a clear error for a topic that does not exist.
+// topic's traffic after sends, a consumer's own status, consume-queue entries, an offset
+// clone, the broker's consume stats and runtime figures, and reports a clear error for a topic
+// that does not exist.
 #[test]
 fn admin_commands_against_a_standalone_broker() {
     // The broker (workspace build, started by comet-test-support) drops before its store.
@@ -114,7 +115,56 @@ fn admin_commands_against_a_standalone_broker() {
         "{status}"
     );
     consumer.shutdown();
+    let mut entries = 0;
+    for queue in ["0", "1", "2"] {
+        let args = ["query-cq", "-t", "AdminCliTopic", "-q", queue, "-c", "32"];
+        let listing = stdout_of(&admin(&namesrv, &args));
+        assert!(
+            listing.starts_with("minQueueIndex 0 maxQueueIndex "),
+            "{listing}"
+        );
+        entries += listing.lines().skip(2).count();
+    }
+    assert_eq!(entries, 7, "one entry per message sent");
+    // The source group's offsets moved to the end; the clone's copy shows no lag.
+    let reset = [
+        "reset-offset-by-time",
+        "-g",
+        "admin_cli_cg",
+        "-t",
+        "AdminCliTopic",
+        "-s",
+        "-1",
+    ];
+    stdout_of(&admin(&namesrv, &reset));
+    let progress = [
+        "consumer-progress",
+        "-g",
+        "admin_cli_clone",
+        "-t",
+        "AdminCliTopic",
+    ];
+    assert!(stdout_of(&admin(&namesrv, &progress)).contains("Diff Total: 7"));
+    let clone = [
+        "clone-group-offset",
+        "-s",
+        "admin_cli_cg",
+        "-d",
+        "admin_cli_clone",
+        "-t",
+        "AdminCliTopic",
+        "--offline",
+    ];
+    stdout_of(&admin(&namesrv, &clone));
+    let cloned = stdout_of(&admin(&namesrv, &progress));
+    assert!(cloned.contains("Diff Total: 0"), "{cloned}");
     let broker = format!("127.0.0.1:{broker_port}");
+    let consume_stats = stdout_of(&admin(&namesrv, &["broker-consume-stats", "-b", &broker]));
+    assert!(
+        consume_stats.contains("AdminCliTopic admin_cli_cg "),
+        "{consume_stats}"
+    );
+    assert!(consume_stats.contains("Diff Total: "), "{consume_stats}");
     let runtime = stdout_of(&admin(&namesrv, &["broker-status", "-b", &broker]));
     assert!(runtime.contains("brokerVersionDesc"), "{runtime}");
     let missing = admin(&namesrv, &["topic-route", "-t", "NoSuchTopic"]);
