@@ -25,9 +25,8 @@ use comet_proto::bytes::BytesMut;
 use comet_proto::command::FLAG_RESPONSE;
 use comet_proto::frame::{encode, FrameDecoder};
 use comet_proto::headers::{
-    ConsumeMessageDirectlyResultRequestHeader, CreateTopicRequestHeader,
-    GetConsumerRunningInfoRequestHeader, GetConsumerStatusRequestHeader, ReplyMessageRequestHeader,
-    SendMessageRequestHeaderV2, SendMessageResponseHeader,
+    ConsumeMessageDirectlyResultRequestHeader, GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader, ReplyMessageRequestHeader, SendMessageResponseHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::message_id::decode_offset_msg_id;
@@ -195,24 +194,6 @@ fn answer(request: &RemotingCommand, client_id: &str) -> RemotingCommand {
     }
 }
 
-fn create_topic(client: &mut Client) {
-    let header = CreateTopicRequestHeader {
-        topic: TOPIC.into(),
-        default_topic: "TBW102".into(),
-        read_queue_nums: 8,
-        write_queue_nums: 8,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG".into(),
-        topic_sys_flag: None,
-        order: false,
-        attributes: None,
-        force: None,
-    };
-    let request =
-        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header);
-    assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
-}
-
 /// Sends one message and returns its offset message id.
 fn send(client: &mut Client, queue_id: i32, body: &[u8]) -> String {
     let response = client.call(send_request(TOPIC, queue_id, body, Some("TagA"), None));
@@ -247,7 +228,7 @@ fn admin_on(broker: &Broker, shard: u8, same: bool) -> Client {
 
 fn broker_with_topic(directory: &TempDir) -> Broker {
     let broker = Broker::start(&directory.0, 2, &[]);
-    create_topic(&mut broker.client());
+    common::create_topic(&mut broker.client(), TOPIC, 8);
     broker
 }
 
@@ -532,25 +513,9 @@ fn reply_request(requester: Option<&str>, correlation: &str, body: &[u8]) -> Rem
     if let Some(requester) = requester {
         properties.insert(names::REPLY_TO_CLIENT, requester);
     }
-    let header = SendMessageRequestHeaderV2 {
-        producer_group: "responder_pg".into(),
-        topic: REPLY_TOPIC.into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(properties.encode()),
-        reconsume_times: Some(0),
-        unit_mode: Some(false),
-        max_reconsume_times: None,
-        batch: Some(false),
-        broker_name: None,
-    };
-    RemotingCommand::request(RequestCode::SEND_REPLY_MESSAGE_V2, 0)
-        .with_header(&header)
-        .with_body(body.to_vec())
+    let mut request = common::send_request_with(REPLY_TOPIC, 0, body, &properties);
+    request.code = RequestCode::SEND_REPLY_MESSAGE_V2.value();
+    request
 }
 
 /// Messages stored in the reply topic's queue 0, as (queue offset, body).

@@ -8,37 +8,13 @@ use std::time::{Duration, Instant};
 
 use comet_proto::body::{BrokerStatsData, ConsumeStats, JsonBody, TopicRouteData, TopicStatsTable};
 use comet_proto::headers::{
-    CreateTopicRequestHeader, GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryConsumerOffsetRequestHeader, SendMessageResponseHeader,
-    UpdateConsumerOffsetRequestHeader, ViewBrokerStatsDataRequestHeader,
+    GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader, GetTopicStatsInfoRequestHeader,
+    QueryConsumerOffsetRequestHeader, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
-use common::{pull_request, send_request, Broker, Client, TempDir};
-
-fn create_topic(client: &mut Client, topic: &str, queues: i32) {
-    let header = CreateTopicRequestHeader {
-        topic: topic.into(),
-        default_topic: "TBW102".into(),
-        read_queue_nums: queues,
-        write_queue_nums: queues,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG".into(),
-        topic_sys_flag: Some(0),
-        order: false,
-        attributes: None,
-        force: None,
-    };
-    let response = client.call(
-        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header),
-    );
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
-}
+use common::{create_topic, pull_request, send_request, Broker, Client, TempDir};
 
 /// Pulls a whole queue from offset 0: returns (queue offset, body) of every message.
 fn drain_queue(client: &mut Client, topic: &str, queue_id: i32) -> Vec<(i64, Vec<u8>)> {

@@ -6,33 +6,14 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use comet_proto::headers::{CreateTopicRequestHeader, SendMessageResponseHeader};
+use comet_proto::headers::SendMessageResponseHeader;
 use comet_proto::message::decode_records;
-use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{CommandHeader, ResponseCode};
 use common::{pull_request, send_request, Broker, Client, TempDir};
 
 const QUEUES: i32 = 8;
 const SENDERS: usize = 16;
 const ROUNDS: usize = 3;
-
-fn create_topic(client: &mut Client) {
-    let header = CreateTopicRequestHeader {
-        topic: "CrashTopic".into(),
-        default_topic: "TBW102".into(),
-        read_queue_nums: QUEUES,
-        write_queue_nums: QUEUES,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG".into(),
-        topic_sys_flag: None,
-        order: false,
-        attributes: None,
-        force: None,
-    };
-    let response = client.call(
-        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header),
-    );
-    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
-}
 
 type Acked = Arc<Mutex<Vec<(i32, i64, String)>>>;
 
@@ -105,7 +86,7 @@ fn pseudo_random_ms(round: usize) -> u64 {
 fn sigkill_under_sync_flush_load_loses_nothing_acknowledged() {
     let directory = TempDir::new("e2e-crash");
     let mut broker = Broker::start(&directory.0, 2, &[]);
-    create_topic(&mut broker.client());
+    common::create_topic(&mut broker.client(), "CrashTopic", QUEUES);
     let acked: Acked = Arc::new(Mutex::new(Vec::new()));
     for round in 0..ROUNDS {
         let senders: Vec<_> = (0..SENDERS)

@@ -15,10 +15,10 @@ use comet_proto::body::{
     SubscriptionGroupConfig, TopicStatsTable,
 };
 use comet_proto::headers::{
-    CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, GetConsumeStatsInBrokerHeader,
-    GetConsumeStatsRequestHeader, GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader,
+    CloneGroupOffsetRequestHeader, GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader,
     QueryConsumeTimeSpanRequestHeader, QueryConsumerOffsetRequestHeader,
-    SendMessageRequestHeaderV2, UpdateConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
 };
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
@@ -44,25 +44,6 @@ fn call_ok(client: &mut Client, request: RemotingCommand) -> RemotingCommand {
 
 fn request<H: CommandHeader>(code: RequestCode, header: &H) -> RemotingCommand {
     RemotingCommand::request(code, 0).with_header(header)
-}
-
-fn create_topic(client: &mut Client, topic: &str) {
-    let header = CreateTopicRequestHeader {
-        topic: topic.into(),
-        default_topic: "TBW102".into(),
-        read_queue_nums: QUEUES,
-        write_queue_nums: QUEUES,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG".into(),
-        topic_sys_flag: Some(0),
-        order: false,
-        attributes: None,
-        force: None,
-    };
-    call_ok(
-        client,
-        request(RequestCode::UPDATE_AND_CREATE_TOPIC, &header),
-    );
 }
 
 fn create_group(client: &mut Client, group: &str) {
@@ -122,7 +103,7 @@ fn seeded(name: &str) -> (TempDir, Broker, Client, BTreeMap<i32, Vec<MessageExt>
     let directory = TempDir::new(name);
     let broker = Broker::start(&directory.0, 2, &[]);
     let mut client = broker.client();
-    create_topic(&mut client, TOPIC);
+    common::create_topic(&mut client, TOPIC, QUEUES);
     for queue_id in 0..QUEUES {
         for index in 0..(3 + queue_id) {
             let body = format!("q{queue_id}-{index}");
@@ -458,27 +439,11 @@ fn all_delay_offsets_after_a_delivery() {
     let directory = TempDir::new("inspect-delay");
     let broker = Broker::start(&directory.0, 2, &[]);
     let mut client = broker.client();
-    create_topic(&mut client, "DelayInspect");
+    common::create_topic(&mut client, "DelayInspect", QUEUES);
     let mut properties = Properties::new();
     properties.insert(names::DELAY, "1");
     properties.insert(names::WAIT, "true");
-    let header = SendMessageRequestHeaderV2 {
-        producer_group: "pg".into(),
-        topic: "DelayInspect".into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id: 0,
-        sys_flag: 0,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(properties.encode()),
-        reconsume_times: Some(0),
-        unit_mode: Some(false),
-        max_reconsume_times: None,
-        batch: Some(false),
-        broker_name: None,
-    };
-    let send = request(RequestCode::SEND_MESSAGE_V2, &header).with_body(b"later".to_vec());
+    let send = common::send_request_with("DelayInspect", 0, b"later", &properties);
     call_ok(&mut client, send);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

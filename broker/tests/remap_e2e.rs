@@ -5,8 +5,8 @@
 mod common;
 
 use comet_proto::headers::{
-    CreateTopicRequestHeader, GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
-    QueryMessageRequestHeader, UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
+    GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader,
+    UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
@@ -15,24 +15,6 @@ use common::{pull_request, send_request, Broker, Client, TempDir};
 const TOPIC: &str = "RemapTopic";
 const QUEUES: i32 = 8;
 const GROUP: &str = "remap_group";
-
-fn create_topic(client: &mut Client) {
-    let header = CreateTopicRequestHeader {
-        topic: TOPIC.into(),
-        default_topic: "TBW102".into(),
-        read_queue_nums: QUEUES,
-        write_queue_nums: QUEUES,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG".into(),
-        topic_sys_flag: Some(0),
-        order: false,
-        attributes: None,
-        force: None,
-    };
-    let request =
-        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header);
-    assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
-}
 
 /// Sends `count` messages to every queue; bodies, which are also their keys, name the queue,
 /// the phase and the index.
@@ -206,7 +188,7 @@ fn core_count_changes_keep_every_queue() {
     let count = 20;
     let mut broker = Broker::start(&directory.0, 2, &[]);
     let mut client = broker.client();
-    create_topic(&mut client);
+    common::create_topic(&mut client, TOPIC, QUEUES);
     send_all(&mut client, "two", count);
     commit_offsets(&mut client);
     check_queues(&mut client, &["two"], count);
@@ -312,7 +294,7 @@ fn log_of_a_stopped_shard_is_deleted_and_stays_deleted() {
     let count = 10;
     let mut broker = Broker::start(&directory.0, 2, &[]);
     let mut client = broker.client();
-    create_topic(&mut client);
+    common::create_topic(&mut client, TOPIC, QUEUES);
     send_all(&mut client, "two", count);
     let logs = log_of_queues(&mut client);
     assert!(logs.contains(&0) && logs.contains(&1), "{logs:?}");
@@ -351,7 +333,7 @@ fn crash_then_fewer_cores_keeps_every_queue() {
     let count = 10;
     let mut broker = Broker::start(&directory.0, 2, &[]);
     let mut client = broker.client();
-    create_topic(&mut client);
+    common::create_topic(&mut client, TOPIC, QUEUES);
     send_all(&mut client, "two", count);
     commit_offsets(&mut client);
     drop(client);

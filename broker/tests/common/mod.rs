@@ -11,9 +11,11 @@ use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::{encode, FrameDecoder};
-use comet_proto::headers::{PullMessageRequestHeader, SendMessageRequestHeaderV2};
+use comet_proto::headers::{
+    CreateTopicRequestHeader, PullMessageRequestHeader, SendMessageRequestHeaderV2,
+};
 use comet_proto::properties::{names, Properties};
-use comet_proto::{Decoded, RemotingCommand, RequestCode};
+use comet_proto::{Decoded, RemotingCommand, RequestCode, ResponseCode};
 
 pub use comet_test_support::TempDir;
 
@@ -121,6 +123,32 @@ impl Client {
     }
 }
 
+/// UPDATE_AND_CREATE_TOPIC of a read-write topic with `queues` read and write queues;
+/// panics unless the broker answers SUCCESS.
+pub fn create_topic(client: &mut Client, topic: &str, queues: i32) {
+    let header = CreateTopicRequestHeader {
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        read_queue_nums: queues,
+        write_queue_nums: queues,
+        perm: 6,
+        topic_filter_type: "SINGLE_TAG".into(),
+        topic_sys_flag: Some(0),
+        order: false,
+        attributes: None,
+        force: None,
+    };
+    let response = client.call(
+        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header),
+    );
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "creating {topic}: {:?}",
+        response.remark
+    );
+}
+
 /// A SEND_MESSAGE_V2 request as the Java client builds it.
 pub fn send_request(
     topic: &str,
@@ -137,6 +165,16 @@ pub fn send_request(
         properties.insert(names::KEYS, keys);
     }
     properties.insert(names::WAIT, "true");
+    send_request_with(topic, queue_id, body, &properties)
+}
+
+/// A SEND_MESSAGE_V2 request carrying exactly `properties`.
+pub fn send_request_with(
+    topic: &str,
+    queue_id: i32,
+    body: &[u8],
+    properties: &Properties,
+) -> RemotingCommand {
     let header = SendMessageRequestHeaderV2 {
         producer_group: "test_pg".into(),
         topic: topic.into(),
