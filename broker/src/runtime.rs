@@ -436,6 +436,9 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
             }
         }
     }
+    if let Some(acl) = acl {
+        table.set_fallback(acl_fallback(acl));
+    }
     let config = ServerConfig {
         idle_timeout: Duration::from_millis(broker.config.channel_idle_ms),
         ..ServerConfig::default()
@@ -450,6 +453,22 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
         });
     }));
     server
+}
+
+/// The processor of codes Comet does not serve, with ACL on. Java checks every code, its
+/// default processor's too: an unsigned request for such a code is refused as an ACL
+/// failure, a signed one is answered REQUEST_CODE_NOT_SUPPORTED.
+fn acl_fallback(acl: Arc<AccessControl>) -> comet_net::Processor {
+    Rc::new(move |context: comet_net::RequestContext, request| {
+        let acl = acl.clone();
+        Box::pin(async move {
+            let peer = context.peer_addr();
+            if let Err(denied) = acl.check(&request, peer.ip()) {
+                return refused(&request, peer, &denied);
+            }
+            Some(comet_proto::RemotingCommand::not_supported_to(&request))
+        })
+    })
 }
 
 fn request_context(context: &comet_net::RequestContext) -> RequestContext {

@@ -134,9 +134,10 @@ fn signed_requests_of_the_right_account_pass() {
     );
 }
 
-// Proves a wrong secret, an unknown key, a DENY topic, a group outside the account's
-// rights, a non-admin admin request and an unsigned request are each refused with Java's
-// code and remark, and the broker keeps serving the same connection afterwards.
+// Proves a wrong secret, an unknown key, a DENY topic, a topic outside the account's
+// default, a non-admin admin request, a tampered body and an unsigned request are each
+// refused with Java's code and remark, codes Comet does not serve are checked too, and the
+// broker keeps serving the same connection (and new ones) afterwards.
 #[test]
 fn refusals_carry_java_code_and_remark() {
     let directory = TempDir::new("e2e-acl-refuse");
@@ -169,6 +170,18 @@ fn refusals_carry_java_code_and_remark() {
     tampered.body = comet_proto::bytes::Bytes::from_static(b"changed after signing");
     let response = client.call(tampered);
     assert_refused(&response, "Check signature failed for accessKey=app000001");
+    // A code Comet does not serve is checked too (Java's default processor runs after the
+    // hook): refused unsigned or without admin, REQUEST_CODE_NOT_SUPPORTED for the admin.
+    let acl_update = || RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_ACL_CONFIG, 0);
+    assert_refused(&client.call(acl_update()), "No accessKey is configured");
+    let response = client.call(signed(acl_update(), &app()));
+    assert_refused(&response, "Need admin permission for request code=50");
+    let admin = Credentials::new("admin00001", "admin-secret");
+    let response = client.call(signed(acl_update(), &admin));
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+    );
     let response = client.call(signed(send(), &app()));
     assert_eq!(
         response.response_code(),

@@ -5,7 +5,9 @@
 //! response, or `None` when there is nothing to send now (one-way requests, or a processor
 //! that answers later through [`crate::ConnectionHandle::send`], such as a long poll).
 //! The connection never answers one-way requests, whatever the processor returns. A code with
-//! no processor is answered `REQUEST_CODE_NOT_SUPPORTED` the way the Java server does.
+//! no processor goes to the fallback processor when one is set (the Java server's default
+//! processor: the broker's ACL check runs there for codes it does not serve), else is
+//! answered `REQUEST_CODE_NOT_SUPPORTED` the way the Java server does.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -45,6 +47,7 @@ pub type Processor =
 #[derive(Clone, Default)]
 pub struct DispatchTable {
     processors: HashMap<i32, Processor>,
+    fallback: Option<Processor>,
 }
 
 impl DispatchTable {
@@ -69,6 +72,11 @@ impl DispatchTable {
         self.register(code, processor);
     }
 
+    /// Sets the processor of every code without one of its own (Java's default processor).
+    pub fn set_fallback(&mut self, processor: Processor) {
+        self.fallback = Some(processor);
+    }
+
     /// The processor for a raw code.
     pub fn get(&self, code: i32) -> Option<&Processor> {
         self.processors.get(&code)
@@ -90,7 +98,11 @@ impl DispatchTable {
         context: RequestContext,
         request: RemotingCommand,
     ) -> Option<RemotingCommand> {
-        match self.processors.get(&request.code) {
+        match self
+            .processors
+            .get(&request.code)
+            .or(self.fallback.as_ref())
+        {
             Some(processor) => processor(context, request).await,
             None => {
                 log::debug!(

@@ -33,7 +33,7 @@ use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use comet_proto::acl::{signature, signatures_equal, signing_content, ACCESS_KEY, SIGNATURE};
+use comet_proto::acl::{request_signature, signatures_equal, ACCESS_KEY, SIGNATURE};
 use comet_proto::{RemotingCommand, ResponseCode};
 use thiserror::Error;
 
@@ -213,8 +213,7 @@ fn signature_valid(request: &RemotingCommand, secret_key: &str) -> bool {
         .ext_fields
         .iter()
         .filter(|(key, _)| !(old_client && *key == UNIQUE_KEY_QUERY));
-    let content = signing_content(fields, &request.body);
-    signatures_equal(&signature(&content, secret_key), given)
+    signatures_equal(&request_signature(fields, &request.body, secret_key), given)
 }
 
 /// One resource against the account's listed or default permission.

@@ -72,24 +72,46 @@ pub fn java_string_order(left: &str, right: &str) -> Ordering {
     left.encode_utf16().cmp(right.encode_utf16())
 }
 
+/// The signed values: those of `fields` in Java key order, `Signature` left out.
+fn signed_values<'a>(fields: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<&'a str> {
+    let mut sorted: Vec<(&str, &str)> = fields
+        .into_iter()
+        .filter(|(key, _)| *key != SIGNATURE)
+        .collect();
+    sorted.sort_by(|left, right| java_string_order(left.0, right.0));
+    sorted.into_iter().map(|(_, value)| value).collect()
+}
+
 /// The signed content: the values of `fields` in Java key order, `Signature` left out, then
 /// `body` (`AclUtils.combineRequestContent`).
 pub fn signing_content<'a>(
     fields: impl IntoIterator<Item = (&'a str, &'a str)>,
     body: &[u8],
 ) -> Vec<u8> {
-    let mut sorted: Vec<(&str, &str)> = fields
-        .into_iter()
-        .filter(|(key, _)| *key != SIGNATURE)
-        .collect();
-    sorted.sort_by(|left, right| java_string_order(left.0, right.0));
-    let values_bytes: usize = sorted.iter().map(|(_, value)| value.len()).sum();
+    let values = signed_values(fields);
+    let values_bytes: usize = values.iter().map(|value| value.len()).sum();
     let mut content = Vec::with_capacity(values_bytes + body.len());
-    for (_, value) in sorted {
+    for value in values {
         content.extend_from_slice(value.as_bytes());
     }
     content.extend_from_slice(body);
     content
+}
+
+/// `signature(&signing_content(fields, body), secret_key)` without copying the body: the
+/// HMAC reads the values and the body in place (a send body may be megabytes).
+pub fn request_signature<'a>(
+    fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+    body: &[u8],
+    secret_key: &str,
+) -> String {
+    let mut mac = <Hmac<Sha1> as KeyInit>::new_from_slice(secret_key.as_bytes())
+        .expect("HMAC accepts a key of any length");
+    for value in signed_values(fields) {
+        mac.update(value.as_bytes());
+    }
+    mac.update(body);
+    base64::engine::general_purpose::STANDARD.encode(mac.finalize().into_bytes())
 }
 
 /// `Base64(HmacSHA1(secret_key, content))` (`AclUtils.calSignature`).
@@ -111,8 +133,11 @@ pub fn sign(command: &mut RemotingCommand, credentials: &Credentials) {
     if let Some(token) = &credentials.security_token {
         command.ext_fields.insert(SECURITY_TOKEN, token);
     }
-    let content = signing_content(command.ext_fields.iter(), &command.body);
-    let signed = signature(&content, &credentials.secret_key);
+    let signed = request_signature(
+        command.ext_fields.iter(),
+        &command.body,
+        &credentials.secret_key,
+    );
     command.ext_fields.insert(SIGNATURE, signed);
 }
 
@@ -188,6 +213,11 @@ mod tests {
         assert_eq!(
             signature(b"what do ya want for nothing?", "Jefe"),
             "7/zfauXrL6LSdBbV8YTfnCWafHk="
+        );
+        let content = signing_content(fields, b"!");
+        assert_eq!(
+            request_signature(fields, b"!", "k"),
+            signature(&content, "k")
         );
         assert!(java_string_order("\u{FFFF}", "\u{10000}").is_gt());
         assert!("\u{FFFF}" < "\u{10000}");
