@@ -5,8 +5,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use comet_proto::acl::{sign, Credentials};
 use comet_proto::body::{
@@ -202,41 +200,13 @@ fn refusals_carry_java_code_and_remark() {
 /// Runs the broker binary with `extra` options and expects it to exit during start-up;
 /// returns its standard error.
 fn failed_start(directory: &Path, extra: &[&str]) -> String {
-    let binary = env!("CARGO_BIN_EXE_comet-broker");
     let port = comet_test_support::free_port().to_string();
     let namesrv = format!("127.0.0.1:{}", comet_test_support::free_port());
-    let store = directory.join("store");
-    let mut child = Command::new(binary)
-        .args([
-            "--standalone",
-            "--no-pin",
-            "--cores",
-            "1",
-            "--bind-address",
-            "127.0.0.1",
-        ])
-        .args(["--listen-port", &port, "--namesrv", &namesrv])
-        .args(["--store", &store.display().to_string()])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start comet-broker");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("comet-broker kept running with a bad ACL set-up");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(!status.success());
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    let mut args = vec!["--bind-address", "127.0.0.1", "--listen-port", &port];
+    args.extend(["--namesrv", &namesrv]);
+    args.extend(extra);
+    let (code, stderr) = common::run_to_exit(&args, &directory.join("store"));
+    assert_ne!(code, Some(0), "comet-broker started with a bad ACL set-up");
     stderr
 }
 

@@ -2,11 +2,13 @@
 //! once with a clear message and an exit status that names the class of failure (see
 //! `comet_rt::fatal::FatalReason`).
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-use comet_test_support::{broker_binary, free_port, Broker, TempDir, LOOPBACK};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use comet_test_support::{free_port, Broker, LOOPBACK};
+use common::TempDir;
 
 /// Exit status of a configuration that cannot be used (`FatalReason::Config`).
 const EXIT_CONFIG: i32 = 72;
@@ -43,35 +45,6 @@ fn listeners_on(port: u16) -> (Vec<Ipv4Addr>, usize) {
     (v4, rows("/proc/net/tcp6").len())
 }
 
-/// Runs the broker with `args` until it exits (it must, within 30 s); its status and stderr.
-fn run_to_exit(args: &[&str], store: &TempDir) -> (Option<i32>, String) {
-    let mut child = Command::new(broker_binary())
-        .args(["--standalone", "--no-pin", "--cores", "1"])
-        .arg("--store")
-        .arg(store.path())
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start comet-broker");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("comet-broker still running 30 s after start with {args:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
-        .expect("read stderr");
-    (status.code(), stderr)
-}
-
 // Proves a broker told `bindAddress=127.0.0.1` serves on 127.0.0.1 and that every socket it
 // (and its embedded name server) listens with is bound to 127.0.0.1, none to the wildcard or
 // IPv6, one per shard on the broker port; 127.0.0.2, which a wildcard listener would answer
@@ -103,14 +76,14 @@ fn listeners_bind_only_the_bind_address() {
 fn bad_bind_address_settings_exit_with_the_config_status() {
     let store = TempDir::new("startup-bad-bind");
     let namesrv = format!("127.0.0.1:{}", free_port());
-    let (code, stderr) = run_to_exit(
+    let (code, stderr) = common::run_to_exit(
         &["--bind-address", "localhost", "--namesrv", &namesrv],
-        &store,
+        store.path(),
     );
     assert_eq!(code, Some(EXIT_CONFIG), "stderr: {stderr}");
     assert!(stderr.contains("`bindAddress`"), "stderr: {stderr}");
     let outside = format!("127.0.0.2:{}", free_port());
-    let (code, stderr) = run_to_exit(
+    let (code, stderr) = common::run_to_exit(
         &[
             "--bind-address",
             "127.0.0.1",
@@ -119,7 +92,7 @@ fn bad_bind_address_settings_exit_with_the_config_status() {
             "--namesrv",
             &outside,
         ],
-        &store,
+        store.path(),
     );
     assert_eq!(code, Some(EXIT_CONFIG), "stderr: {stderr}");
     assert!(stderr.contains("bindAddress 127.0.0.1"), "stderr: {stderr}");
@@ -132,7 +105,8 @@ fn slave_configuration_exits_with_the_config_status() {
     let store = TempDir::new("startup-slave");
     let namesrv = format!("127.0.0.1:{}", free_port());
     for option in ["brokerRole=SLAVE", "brokerId=1"] {
-        let (code, stderr) = run_to_exit(&["-o", option, "--namesrv", &namesrv], &store);
+        let (code, stderr) =
+            common::run_to_exit(&["-o", option, "--namesrv", &namesrv], store.path());
         assert_eq!(code, Some(EXIT_CONFIG), "{option}: stderr: {stderr}");
         assert!(stderr.contains("does not replicate"), "stderr: {stderr}");
     }
@@ -155,7 +129,7 @@ fn busy_listen_port_exits_with_the_bind_status() {
         &namesrv,
     ];
     // The port probe waits up to 10 s for a dying listener before it gives up.
-    let (code, stderr) = run_to_exit(&args, &store);
+    let (code, stderr) = common::run_to_exit(&args, store.path());
     assert_eq!(code, Some(EXIT_BIND), "stderr: {stderr}");
     assert!(stderr.contains("(Bind)"), "stderr: {stderr}");
     assert!(stderr.contains(&port.to_string()), "stderr: {stderr}");

@@ -7,7 +7,8 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::time::Duration;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::{encode, FrameDecoder};
@@ -225,4 +226,39 @@ pub fn pull_request(
         logical: None,
     };
     RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header)
+}
+
+/// Runs the broker binary (standalone, one unpinned shard, store `store`) with `args` until it
+/// exits, which it must within 30 s (a start-up that should fail); its exit status and
+/// standard error.
+pub fn run_to_exit(args: &[&str], store: &Path) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_comet-broker"))
+        .args(["--standalone", "--no-pin", "--cores", "1"])
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start comet-broker");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("comet-broker still running 30 s after start with {args:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    (status.code(), stderr)
 }

@@ -36,16 +36,10 @@ public final class AclSuite {
   private final String namesrv;
   private final String runId = UUID.randomUUID().toString().substring(0, 8);
   private int serial;
-  private int passed;
-  private int failed;
+  private final Steps steps = new Steps();
 
   private AclSuite(String namesrv) {
     this.namesrv = namesrv;
-  }
-
-  /** A scenario body: throws (usually {@link Check.Failure}) to fail. */
-  interface Step {
-    String run() throws Exception;
   }
 
   public static void main(String[] args) {
@@ -58,30 +52,11 @@ public final class AclSuite {
     suite.step("acl_wrong_secret_refused", suite::wrongSecret);
     suite.step("acl_denied_topic_refused", suite::deniedTopic);
     suite.step("acl_unsigned_refused", suite::unsigned);
-    System.out.println(suite.passed + " passed, " + suite.failed + " failed");
-    System.exit(suite.failed == 0 ? 0 : 1);
+    System.exit(suite.steps.summarize() == 0 ? 0 : 1);
   }
 
-  private void step(String name, Step body) {
-    long startNs = System.nanoTime();
-    String failure = null;
-    String detail = "";
-    try {
-      detail = body.run();
-    } catch (Check.Failure e) {
-      failure = e.getMessage();
-    } catch (Exception e) {
-      failure = e.toString();
-    }
-    long ms = (System.nanoTime() - startNs) / 1_000_000;
-    if (failure == null) {
-      System.out.printf("PASS %-28s (%5d ms) %s%n", name, ms, detail);
-      passed++;
-    } else {
-      System.out.printf("FAIL %-28s (%5d ms): %s%n", name, ms, failure);
-      failed++;
-    }
-    System.out.flush();
+  private void step(String name, Steps.Step body) {
+    steps.run(name, body);
   }
 
   private String name(String prefix) {

@@ -35,7 +35,7 @@ public final class AdminSuite {
 
   private final Ctx ctx;
   private final String namesrv;
-  private final Map<String, String> results = new LinkedHashMap<>();
+  private final Steps steps = new Steps();
   private String cluster;
   private String brokerAddr;
   private String topic;
@@ -95,28 +95,8 @@ public final class AdminSuite {
     return out;
   }
 
-  private interface Step {
-    String run() throws Exception;
-  }
-
-  private void step(String name, Step body) {
-    long startNs = System.nanoTime();
-    String failure = null;
-    String detail = "";
-    try {
-      detail = body.run();
-    } catch (Check.Failure e) {
-      failure = e.getMessage();
-    } catch (Exception e) {
-      failure = e.toString();
-    }
-    long ms = (System.nanoTime() - startNs) / 1_000_000;
-    if (failure == null) {
-      System.out.printf("PASS %-28s (%5d ms) %s%n", name, ms, detail);
-    } else {
-      System.out.printf("FAIL %-28s (%5d ms): %s%n", name, ms, failure);
-    }
-    results.put(name, failure);
+  private void step(String name, Steps.Step body) {
+    steps.run(name, body);
   }
 
   /** A short view of a command's output: its "Caused by" line if it failed, else its start. */
@@ -183,9 +163,7 @@ public final class AdminSuite {
     }
     step("admin_queryMsgByKey", this::queryByKey);
 
-    long failed = results.values().stream().filter(v -> v != null).count();
-    System.out.println((results.size() - failed) + " passed, " + failed + " failed");
-    return (int) failed;
+    return steps.summarize();
   }
 
   private String updateTopic() throws Exception {
