@@ -48,6 +48,8 @@ pub const TOPIC_CHANGE_POLL: Duration = Duration::from_millis(10);
 pub const SHARD_IO_MEMORY_BYTES: usize = 1024 * 1024;
 /// How often traffic counters are published and sampled (rates are per second).
 pub const TRAFFIC_SAMPLE_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the ACL accounts file is checked for changes (Java's watcher: 500 ms).
+pub const ACL_FILE_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// How to run.
 #[derive(Clone, Debug)]
@@ -347,6 +349,9 @@ async fn run_shard(
         crate::standalone::spawn_name_server(&start.config, stop.clone())
             .map_err(RunError::new(FatalReason::Bind))?;
     }
+    if let (Some(acl), 0) = (start.acl.clone(), shard.0) {
+        spawn_acl_watch(acl, stop.clone());
+    }
     let metadata_task = spawn_housekeeping(&broker, &stop, !start.options.standalone);
     let schedule_task = crate::schedule::delivery::spawn_delivery(&broker, &stop);
     let transaction_task = crate::transaction::check::spawn_checker(&broker, &stop);
@@ -570,6 +575,23 @@ async fn persist_metadata(broker: &ShardBroker) {
 
 /// Starts the periodic tasks; on shard 0 returns the metadata task, which unregisters from
 /// the name servers (when `unregister_at_stop`) before it ends.
+/// Shard 0: reads the ACL accounts file again whenever it changes (checked every
+/// [`ACL_FILE_CHECK_INTERVAL`], off the shard thread), so account edits apply without a
+/// restart, as in Java. A file that does not parse is reported and the accounts in force stay.
+fn spawn_acl_watch(acl: Arc<AccessControl>, stop: StopSignal) {
+    spawn_detached(TaskClass::Housekeeping, async move {
+        while !stop.is_triggered() {
+            sleep(ACL_FILE_CHECK_INTERVAL).await;
+            let watched = acl.clone();
+            match comet_rt::task_class::run_blocking(move || watched.reload_if_changed()).await {
+                Ok(true) => log::info!("ACL: accounts file changed; its accounts are in force"),
+                Ok(false) => {}
+                Err(error) => log::error!("ACL: {error}; the previous accounts stay in force"),
+            }
+        }
+    });
+}
+
 fn spawn_housekeeping(
     broker: &Rc<ShardBroker>,
     stop: &StopSignal,

@@ -1,5 +1,6 @@
-//! Bounds of the plain ACL. The accounts file is read once at start-up; these keep a wrong or
-//! hostile file from taking the broker's memory, and say so by name when one is hit.
+//! Bounds of the plain ACL. The accounts file is read at start-up and when it changes; these
+//! keep a wrong or hostile file from taking the broker's memory, and say so by name when one
+//! is hit.
 
 /// Largest accounts file read (`plain_acl.yml`): 4 MiB, far above any real account list.
 pub const ACL_FILE_BYTES_MAX: u64 = 4 * 1024 * 1024;

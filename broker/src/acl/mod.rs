@@ -1,7 +1,8 @@
 //! RocketMQ's plain ACL (ACL 1.0), as Apache RocketMQ's `PlainAccessValidator` applies it.
 //!
 //! Turned on by `aclEnable=true`; the accounts come from the file named by `plainAclFile`
-//! (see [`file`]), read once at start-up (a changed file takes effect at the next start).
+//! (see [`file`]), read at start-up and again whenever it changes (shard 0 checks it every
+//! second; a changed file that does not parse leaves the accounts in force).
 //! Every request with a processor is checked on the shard it arrived on, before routing:
 //!
 //! ```text
@@ -32,6 +33,7 @@ pub mod resource;
 use std::io::Read;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use comet_proto::acl::{request_signature, signatures_equal, ACCESS_KEY, SIGNATURE};
 use comet_proto::{RemotingCommand, ResponseCode};
@@ -126,55 +128,142 @@ impl Denied {
 /// The loaded plain ACL.
 #[derive(Debug)]
 pub struct AccessControl {
-    tables: AclTables,
+    /// The accounts in force, replaced whole when the file changes (readers take an `Arc`).
+    tables: RwLock<Arc<AclTables>>,
+    /// Where the accounts came from and how the file looked when last read (`None` for
+    /// tables given directly).
+    source: Option<Mutex<Source>>,
+}
+
+#[derive(Debug)]
+struct Source {
+    path: PathBuf,
+    /// Hash of the file's bytes when last read (Java compares an MD5 of the content too, so
+    /// an edit within one timestamp tick is not missed).
+    content_hash: u64,
+    /// The last check could not read the file (already reported).
+    unreadable: bool,
+}
+
+fn content_hash(bytes: &[u8]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(bytes, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
+/// Reads the accounts file's bytes (at most [`ACL_FILE_BYTES_MAX`]).
+fn read_bytes(path: &Path) -> Result<Vec<u8>, AclLoadError> {
+    let error = |reason| AclLoadError {
+        path: path.to_owned(),
+        reason,
+    };
+    let file = std::fs::File::open(path).map_err(|e| error(AclFileError::Read(e)))?;
+    let mut bytes = Vec::new();
+    file.take(ACL_FILE_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| error(AclFileError::Read(e)))?;
+    if bytes.len() as u64 > ACL_FILE_BYTES_MAX {
+        return Err(error(AclFileError::TooLarge));
+    }
+    Ok(bytes)
+}
+
+/// Parses the accounts file's bytes.
+fn parse_tables(path: &Path, bytes: Vec<u8>) -> Result<AclTables, AclLoadError> {
+    let error = |reason| AclLoadError {
+        path: path.to_owned(),
+        reason,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| {
+        error(AclFileError::Yaml {
+            message: "the file is not UTF-8".to_owned(),
+        })
+    })?;
+    let tables = file::parse(&text).map_err(error)?;
+    if tables.accounts.is_empty() {
+        log::warn!(
+            "ACL: {} lists no account; only whitelisted peers are admitted",
+            path.display()
+        );
+    }
+    Ok(tables)
 }
 
 impl AccessControl {
     /// Reads and parses the accounts file (at most [`ACL_FILE_BYTES_MAX`] bytes).
     pub fn load(path: &Path) -> Result<AccessControl, AclLoadError> {
-        let error = |reason| AclLoadError {
-            path: path.to_owned(),
-            reason,
-        };
-        let file = std::fs::File::open(path).map_err(|e| error(AclFileError::Read(e)))?;
-        let mut bytes = Vec::new();
-        file.take(ACL_FILE_BYTES_MAX + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| error(AclFileError::Read(e)))?;
-        if bytes.len() as u64 > ACL_FILE_BYTES_MAX {
-            return Err(error(AclFileError::TooLarge));
-        }
-        let text = String::from_utf8(bytes).map_err(|_| {
-            error(AclFileError::Yaml {
-                message: "the file is not UTF-8".to_owned(),
-            })
-        })?;
-        let tables = file::parse(&text).map_err(error)?;
-        if tables.accounts.is_empty() {
-            log::warn!(
-                "ACL: {} lists no account; only whitelisted peers are admitted",
-                path.display()
-            );
-        }
-        Ok(AccessControl { tables })
+        let bytes = read_bytes(path)?;
+        let hash = content_hash(&bytes);
+        let tables = parse_tables(path, bytes)?;
+        Ok(AccessControl {
+            tables: RwLock::new(Arc::new(tables)),
+            source: Some(Mutex::new(Source {
+                path: path.to_owned(),
+                content_hash: hash,
+                unreadable: false,
+            })),
+        })
     }
 
     /// Access control over already parsed tables.
     pub fn from_tables(tables: AclTables) -> AccessControl {
-        AccessControl { tables }
+        AccessControl {
+            tables: RwLock::new(Arc::new(tables)),
+            source: None,
+        }
+    }
+
+    /// Reads the accounts file again and applies it if its content changed since it was last
+    /// read (Java watches it too). A file that parses replaces the accounts in force (`Ok(true)`); one that does not
+    /// is an error and the accounts in force stay until the file changes again. Blocking file
+    /// I/O: callers run it off the shard threads.
+    pub fn reload_if_changed(&self) -> Result<bool, AclLoadError> {
+        let Some(source) = &self.source else {
+            return Ok(false);
+        };
+        let mut source = source.lock().unwrap_or_else(PoisonError::into_inner);
+        let bytes = match read_bytes(&source.path) {
+            Ok(bytes) => {
+                source.unreadable = false;
+                bytes
+            }
+            // Reported once, not at every check while the file stays unreadable.
+            Err(_) if source.unreadable => return Ok(false),
+            Err(error) => {
+                source.unreadable = true;
+                return Err(error);
+            }
+        };
+        let hash = content_hash(&bytes);
+        if hash == source.content_hash {
+            return Ok(false);
+        }
+        source.content_hash = hash;
+        let tables = parse_tables(&source.path, bytes)?;
+        *self.tables.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(tables);
+        Ok(true)
+    }
+
+    /// The accounts in force.
+    fn current(&self) -> Arc<AclTables> {
+        self.tables
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Admits or refuses `request` from `peer` (steps 1 to 10 of the module docs).
     pub fn check(&self, request: &RemotingCommand, peer: IpAddr) -> Result<(), Denied> {
         let needed = resource::needed(request).map_err(Denied::new)?;
-        let global = &self.tables.global_white_remote_addresses;
+        let tables = self.current();
+        let global = &tables.global_white_remote_addresses;
         if global.iter().any(|pattern| pattern.matches(peer)) {
             return Ok(());
         }
         let Some(access_key) = request.ext_fields.get(ACCESS_KEY) else {
             return Err(Denied::new("No accessKey is configured"));
         };
-        let Some(account) = self.tables.accounts.get(access_key) else {
+        let Some(account) = tables.accounts.get(access_key) else {
             return Err(Denied::new(format!("No acl config for {access_key}")));
         };
         if account.white_remote_address.matches(peer) {
@@ -374,5 +463,47 @@ accounts:
         assert!(error.contains("larger than"), "{error}");
         std::fs::write(&large, FILE).unwrap();
         assert!(AccessControl::load(&large).is_ok());
+    }
+
+    // Proves a changed accounts file replaces the accounts in force, an unchanged one is not
+    // read again, and a malformed one is an error that leaves the accounts in force until the
+    // file changes again.
+    #[test]
+    fn changed_files_are_reloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plain_acl.yml");
+        std::fs::write(&path, FILE).unwrap();
+        let acl = AccessControl::load(&path).unwrap();
+        let local = peer("127.0.0.1");
+        let request = send("open", "producer1", "secret-p");
+        assert!(acl.check(&request, local).is_ok());
+        assert!(!acl.reload_if_changed().unwrap(), "unchanged");
+        let closed = FILE.replace("topicPerms: [closed=DENY]", "topicPerms: [open=DENY]");
+        std::fs::write(&path, &closed).unwrap();
+        assert!(acl.reload_if_changed().unwrap());
+        assert!(refusal(acl.check(&request, local)).contains("open"));
+        std::fs::write(&path, "accounts: [unclosed").unwrap();
+        assert!(acl.reload_if_changed().is_err());
+        assert!(
+            acl.check(&request, local).is_err(),
+            "the last good accounts stay"
+        );
+        assert!(
+            !acl.reload_if_changed().unwrap(),
+            "a bad file is reported once"
+        );
+        std::fs::write(&path, FILE).unwrap();
+        assert!(acl.reload_if_changed().unwrap());
+        assert!(acl.check(&request, local).is_ok());
+        std::fs::remove_file(&path).unwrap();
+        assert!(acl.reload_if_changed().is_err());
+        assert!(
+            !acl.reload_if_changed().unwrap(),
+            "a missing file is reported once"
+        );
+        assert!(
+            acl.check(&request, local).is_ok(),
+            "the accounts in force stay"
+        );
     }
 }
