@@ -85,29 +85,11 @@ fn signed_requests_of_the_right_account_pass() {
     let broker = start_acl_broker(&directory);
     let mut client = broker.client();
     let send = signed(send_request("AclTopic", 0, b"hello", None, None), &app());
-    let response = client.call(send);
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(send);
     let pull = signed(pull_request("acl_group", "AclTopic", 0, 0, 32, 0), &app());
-    let response = client.call(pull);
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    let response = client.call_ok(pull);
     assert!(!response.body.is_empty());
-    let response = client.call(signed(heartbeat("acl_group", "AclTopic"), &app()));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(signed(heartbeat("acl_group", "AclTopic"), &app()));
     let header = CreateTopicRequestHeader {
         topic: "AdminTopic".into(),
         default_topic: "TBW102".into(),
@@ -123,13 +105,7 @@ fn signed_requests_of_the_right_account_pass() {
     let create =
         RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header);
     let admin = Credentials::new("admin00001", "admin-secret");
-    let response = client.call(signed(create, &admin));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(signed(create, &admin));
 }
 
 // Proves a wrong secret, an unknown key, a DENY topic, a topic outside the account's
@@ -180,21 +156,9 @@ fn refusals_carry_java_code_and_remark() {
         response.response_code(),
         ResponseCode::REQUEST_CODE_NOT_SUPPORTED
     );
-    let response = client.call(signed(send(), &app()));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(signed(send(), &app()));
     let mut fresh = broker.client();
-    let response = fresh.call(signed(send(), &app()));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    fresh.call_ok(signed(send(), &app()));
 }
 
 /// Runs the broker binary with `extra` options and expects it to exit during start-up;

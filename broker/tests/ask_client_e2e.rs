@@ -196,13 +196,7 @@ fn answer(request: &RemotingCommand, client_id: &str) -> RemotingCommand {
 
 /// Sends one message and returns its offset message id.
 fn send(client: &mut Client, queue_id: i32, body: &[u8]) -> String {
-    let response = client.call(send_request(TOPIC, queue_id, body, Some("TagA"), None));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    let response = client.call_ok(send_request(TOPIC, queue_id, body, Some("TagA"), None));
     SendMessageResponseHeader::from_ext_fields(&response.ext_fields)
         .unwrap()
         .msg_id
@@ -251,13 +245,7 @@ fn running_info_is_relayed_from_either_shard() {
     let consumer = FakeConsumer::start(&broker, "127.0.0.1@ask-1", 479, Behaviour::Answer);
     for same in [true, false] {
         let mut admin = admin_on(&broker, consumer.shard, same);
-        let response = admin.call(running_info_request(&consumer.client_id));
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::SUCCESS,
-            "{:?}",
-            response.remark
-        );
+        let response = admin.call_ok(running_info_request(&consumer.client_id));
         assert!(response.is_response());
         assert_eq!(
             response.body.as_ref(),
@@ -309,13 +297,7 @@ fn consume_message_directly_sends_the_stored_message() {
         };
         let request =
             RemotingCommand::request(RequestCode::CONSUME_MESSAGE_DIRECTLY, 0).with_header(&header);
-        let response = admin.call(request);
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::SUCCESS,
-            "{:?}",
-            response.remark
-        );
+        let response = admin.call_ok(request);
         let result = ConsumeMessageDirectlyResult::decode(&response.body).unwrap();
         assert_eq!(result.consume_result, Some(CMResult::CR_SUCCESS));
         let forwarded = consumer.next_request(Duration::from_secs(5));
@@ -543,13 +525,7 @@ fn replies_are_pushed_to_the_requester_and_stored() {
     let requester = FakeConsumer::start(&broker, "requester-1", 513, Behaviour::Answer);
     let mut responder = admin_on(&broker, requester.shard, false);
 
-    let answer = responder.call(reply_request(Some("requester-1"), "c-1", b"the answer"));
-    assert_eq!(
-        answer.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        answer.remark
-    );
+    let answer = responder.call_ok(reply_request(Some("requester-1"), "c-1", b"the answer"));
     let header = SendMessageResponseHeader::from_ext_fields(&answer.ext_fields).unwrap();
     assert_eq!(header.msg_id.len(), 32, "the stored message's offset id");
     let pushed = requester.next_request(Duration::from_secs(5));

@@ -128,13 +128,7 @@ fn auto_created_topic_gets_a_route() {
     let directory = TempDir::new("e2e-route");
     let broker = Broker::start(&directory.0, 2, &[]);
     let mut client = broker.client();
-    let response = client.call(send_request("AutoTopic", -1, b"hello", None, None));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(send_request("AutoTopic", -1, b"hello", None, None));
     let mut namesrv = broker.namesrv_client();
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -316,13 +310,7 @@ fn server_side_offset_reset() {
     ] {
         reset.ext_fields.insert(key, value);
     }
-    let answer = client.call(reset);
-    assert_eq!(
-        answer.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        answer.remark
-    );
+    let answer = client.call_ok(reset);
     let body = comet_proto::body::ResetOffsetBody::decode(&answer.body).unwrap();
     assert_eq!(body.offset_table.len(), 2);
     assert!(body.offset_table.values().all(|offset| *offset == 0));

@@ -31,25 +31,13 @@ const QUEUES: i32 = 4;
 /// Committed offsets of the source group per queue (queue q holds 3 + q messages).
 const COMMITTED: [i64; 4] = [2, 4, 0, 6];
 
-fn call_ok(client: &mut Client, request: RemotingCommand) -> RemotingCommand {
-    let response = client.call(request);
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
-    response
-}
-
 fn request<H: CommandHeader>(code: RequestCode, header: &H) -> RemotingCommand {
     RemotingCommand::request(code, 0).with_header(header)
 }
 
 fn create_group(client: &mut Client, group: &str) {
     let body = SubscriptionGroupConfig::new(group).encode();
-    call_ok(
-        client,
+    client.call_ok(
         RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0)
             .with_body(body.to_vec()),
     );
@@ -63,10 +51,7 @@ fn commit(client: &mut Client, group: &str, queue_id: i32, offset: i64) {
         commit_offset: offset,
         broker_name: None,
     };
-    call_ok(
-        client,
-        request(RequestCode::UPDATE_CONSUMER_OFFSET, &header),
-    );
+    client.call_ok(request(RequestCode::UPDATE_CONSUMER_OFFSET, &header));
 }
 
 fn committed(client: &mut Client, group: &str, queue_id: i32) -> Option<i64> {
@@ -108,7 +93,7 @@ fn seeded(name: &str) -> (TempDir, Broker, Client, BTreeMap<i32, Vec<MessageExt>
         for index in 0..(3 + queue_id) {
             let body = format!("q{queue_id}-{index}");
             let send = send_request(TOPIC, queue_id, body.as_bytes(), Some("TagA"), None);
-            call_ok(&mut client, send);
+            client.call_ok(send);
             std::thread::sleep(Duration::from_millis(3));
         }
     }
@@ -150,7 +135,7 @@ fn assert_refused(client: &mut Client, request: RemotingCommand, code: ResponseC
 fn query_consume_queue_entries_and_bad_headers() {
     let (_directory, _broker, mut client, messages) = seeded("inspect-cq");
     for (queue_id, stored) in &messages {
-        let response = call_ok(&mut client, query_cq(TOPIC, *queue_id, 1, 10));
+        let response = client.call_ok(query_cq(TOPIC, *queue_id, 1, 10));
         let body = QueryConsumeQueueResponseBody::decode(&response.body).unwrap();
         assert_eq!(body.min_queue_index, 0);
         assert_eq!(body.max_queue_index, stored.len() as i64);
@@ -166,12 +151,12 @@ fn query_consume_queue_entries_and_bad_headers() {
             assert_eq!(entry.tags_code, tag_code("TagA"));
         }
     }
-    let one = call_ok(&mut client, query_cq(TOPIC, 3, 2, 1));
+    let one = client.call_ok(query_cq(TOPIC, 3, 2, 1));
     let one = QueryConsumeQueueResponseBody::decode(&one.body).unwrap();
     let one = one.queue_data.unwrap();
     assert_eq!(one.len(), 1);
     assert_eq!(one[0].physic_offset, messages[&3][2].commit_log_offset);
-    let past = call_ok(&mut client, query_cq(TOPIC, 0, 50, 10));
+    let past = client.call_ok(query_cq(TOPIC, 0, 50, 10));
     assert!(past.remark.unwrap_or_default().contains("Index 50"));
     let past = QueryConsumeQueueResponseBody::decode(&past.body).unwrap();
     assert_eq!(past.queue_data, Some(Vec::new()));
@@ -226,7 +211,7 @@ fn time_span(group: &str, topic: &str) -> RemotingCommand {
 #[test]
 fn time_spans_and_stats_timestamps() {
     let (_directory, _broker, mut client, messages) = seeded("inspect-span");
-    let response = call_ok(&mut client, time_span("cg_src", TOPIC));
+    let response = client.call_ok(time_span("cg_src", TOPIC));
     let spans = QueryConsumeTimeSpanBody::decode(&response.body).unwrap();
     assert_eq!(spans.consume_time_span_set.len(), QUEUES as usize);
     for span in &spans.consume_time_span_set {
@@ -257,7 +242,7 @@ fn time_spans_and_stats_timestamps() {
         let mut one = time_span("cg_src", TOPIC);
         let queue_id = span.message_queue.queue_id;
         one.ext_fields.insert("queueId", queue_id.to_string());
-        let response = call_ok(&mut client, one);
+        let response = client.call_ok(one);
         let mut alone = QueueTimeSpan::decode(&response.body).unwrap();
         assert!(alone.delay_time >= span.delay_time, "delays grow with time");
         alone.delay_time = span.delay_time;
@@ -269,10 +254,7 @@ fn time_spans_and_stats_timestamps() {
         topic_list: None,
         broker_name: None,
     };
-    let response = call_ok(
-        &mut client,
-        request(RequestCode::GET_CONSUME_STATS, &header),
-    );
+    let response = client.call_ok(request(RequestCode::GET_CONSUME_STATS, &header));
     let stats = ConsumeStats::decode(&response.body).unwrap();
     assert_eq!(
         stats.offset_table.len(),
@@ -292,10 +274,7 @@ fn time_spans_and_stats_timestamps() {
         topic: TOPIC.into(),
         broker_name: None,
     };
-    let response = call_ok(
-        &mut client,
-        request(RequestCode::GET_TOPIC_STATS_INFO, &header),
-    );
+    let response = client.call_ok(request(RequestCode::GET_TOPIC_STATS_INFO, &header));
     let table = TopicStatsTable::decode(&response.body).unwrap();
     for (queue, offsets) in &table.offset_table {
         let last = messages[&queue.queue_id].last().unwrap().store_timestamp;
@@ -333,10 +312,10 @@ fn clone_request(source: &str, target: &str, topic: Option<&str>) -> RemotingCom
 }
 
 fn all_offsets(client: &mut Client) -> ConsumerOffsetSerializeWrapper {
-    let response = call_ok(
-        client,
-        RemotingCommand::request(RequestCode::GET_ALL_CONSUMER_OFFSET, 0),
-    );
+    let response = client.call_ok(RemotingCommand::request(
+        RequestCode::GET_ALL_CONSUMER_OFFSET,
+        0,
+    ));
     let offsets = ConsumerOffsetSerializeWrapper::decode(&response.body).unwrap();
     assert!(
         offsets.data_version.is_some(),
@@ -353,12 +332,9 @@ fn all_offsets(client: &mut Client) -> ConsumerOffsetSerializeWrapper {
 #[test]
 fn clone_all_offsets_and_broker_consume_stats() {
     let (_directory, mut broker, mut client, messages) = seeded("inspect-clone");
-    call_ok(&mut client, clone_request("cg_src", "cg_one", Some(TOPIC)));
-    call_ok(&mut client, clone_request("cg_src", "cg_all", None));
-    call_ok(
-        &mut client,
-        clone_request("cg_nobody", "cg_none", Some(TOPIC)),
-    );
+    client.call_ok(clone_request("cg_src", "cg_one", Some(TOPIC)));
+    client.call_ok(clone_request("cg_src", "cg_all", None));
+    client.call_ok(clone_request("cg_nobody", "cg_none", Some(TOPIC)));
     for (queue_id, offset) in COMMITTED.iter().enumerate() {
         assert_eq!(
             committed(&mut client, "cg_one", queue_id as i32),
@@ -381,10 +357,7 @@ fn clone_all_offsets_and_broker_consume_stats() {
         create_group(&mut client, group);
     }
     let header = GetConsumeStatsInBrokerHeader { is_order: false };
-    let response = call_ok(
-        &mut client,
-        request(RequestCode::GET_BROKER_CONSUME_STATS, &header),
-    );
+    let response = client.call_ok(request(RequestCode::GET_BROKER_CONSUME_STATS, &header));
     let list = ConsumeStatsList::decode(&response.body).unwrap();
     let stored: i64 = messages.values().map(|queue| queue.len() as i64).sum();
     let lag = stored - COMMITTED.iter().sum::<i64>();
@@ -398,10 +371,7 @@ fn clone_all_offsets_and_broker_consume_stats() {
         .collect();
     assert_eq!(listed, ["cg_one", "cg_src"]);
     let ordered = GetConsumeStatsInBrokerHeader { is_order: true };
-    let response = call_ok(
-        &mut client,
-        request(RequestCode::GET_BROKER_CONSUME_STATS, &ordered),
-    );
+    let response = client.call_ok(request(RequestCode::GET_BROKER_CONSUME_STATS, &ordered));
     let list = ConsumeStatsList::decode(&response.body).unwrap();
     assert_eq!(list.total_diff, 0, "the topic is not ordered");
 
@@ -444,13 +414,13 @@ fn all_delay_offsets_after_a_delivery() {
     properties.insert(names::DELAY, "1");
     properties.insert(names::WAIT, "true");
     let send = common::send_request_with("DelayInspect", 0, b"later", &properties);
-    call_ok(&mut client, send);
+    client.call_ok(send);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let response = call_ok(
-            &mut client,
-            RemotingCommand::request(RequestCode::GET_ALL_DELAY_OFFSET, 0),
-        );
+        let response = client.call_ok(RemotingCommand::request(
+            RequestCode::GET_ALL_DELAY_OFFSET,
+            0,
+        ));
         let delay = DelayOffsetSerializeWrapper::decode(&response.body).unwrap();
         assert!(delay.data_version.is_some());
         assert!(

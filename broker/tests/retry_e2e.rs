@@ -42,13 +42,7 @@ fn send_back_as(
     if let Some(version) = version {
         request.version = version;
     }
-    let response = client.call(request);
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(request);
 }
 
 // Proves a message failed by its consumer every time is seen maxReconsumeTimes + 1 times
@@ -128,13 +122,7 @@ fn fallback_send_past_the_limit_goes_to_the_dead_letter_queue() {
     let mut request = send_with("%RETRY%fallback_cg", 0, b"late", &properties, 0, "pg");
     request.ext_fields.insert("j", "17");
     request.ext_fields.insert("l", "16");
-    let response = client.call(request);
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(request);
     let dead = collect(
         &mut client,
         "%DLQ%fallback_cg",
@@ -199,13 +187,7 @@ fn javascript_rounded_offset_still_finds_the_message() {
     let message = found.expect("a message on log 1 at an offset no double holds exactly");
     let rounded = format!("{}", message.commit_log_offset as f64);
     assert_ne!(rounded, message.commit_log_offset.to_string());
-    let response = client.call(ali_ons_send_back(&rounded, "js_cg", topic));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
+    client.call_ok(ali_ons_send_back(&rounded, "js_cg", topic));
     let retried = collect(&mut client, "%RETRY%js_cg", 0, 1, Duration::from_secs(10));
     assert_eq!(retried.len(), 1, "the retry never came");
     assert_eq!(retried[0].0.body, message.body);

@@ -99,16 +99,23 @@ start_comet() {
     --store "$WORK/comet/store" "${flush[@]}" ${COMET_BROKER_ARGS:-} \
     >"$WORK/comet/broker.out" 2>&1 </dev/null) &
   BROKER_PID=$!
+  wait_listening "$BROKER_PID" "$NAMESRV_PORT" "$BROKER_PORT" "$WORK/comet/broker.out" comet-broker
+  echo "compat: comet-broker up (pid $BROKER_PID, dir $WORK/comet)" >&2
+}
+
+# wait_listening PID NAMESRV_PORT BROKER_PORT OUTPUT NAME: waits (at most START_TIMEOUT_S)
+# until both ports accept connections; stops the run with the broker's last output if it exits.
+wait_listening() {
+  local pid="$1" namesrv_port="$2" broker_port="$3" output="$4" name="$5"
   local deadline=$((SECONDS + START_TIMEOUT_S))
-  until port_open "$NAMESRV_PORT" && port_open "$BROKER_PORT"; do
-    if ! kill -0 "$BROKER_PID" 2>/dev/null; then
-      tail -30 "$WORK/comet/broker.out" >&2 || true
-      die "comet-broker exited during start-up (output above)"
+  until port_open "$namesrv_port" && port_open "$broker_port"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -30 "$output" >&2 || true
+      die "$name exited during start-up (output above)"
     fi
-    ((SECONDS < deadline)) || die "comet-broker not listening on $NAMESRV_PORT and $BROKER_PORT after ${START_TIMEOUT_S}s"
+    ((SECONDS < deadline)) || die "$name not listening on $namesrv_port and $broker_port after ${START_TIMEOUT_S}s"
     sleep 0.2
   done
-  echo "compat: comet-broker up (pid $BROKER_PID, dir $WORK/comet)" >&2
 }
 
 stop_pid() {
@@ -145,15 +152,8 @@ start_comet_acl() {
     -o "plainAclFile=$HERE/java/acl/plain_acl.yml" \
     >"$WORK/comet-acl/broker.out" 2>&1 </dev/null) &
   ACL_BROKER_PID=$!
-  local deadline=$((SECONDS + START_TIMEOUT_S))
-  until port_open "$namesrv_port" && port_open "$broker_port"; do
-    if ! kill -0 "$ACL_BROKER_PID" 2>/dev/null; then
-      tail -30 "$WORK/comet-acl/broker.out" >&2 || true
-      die "the ACL comet-broker exited during start-up (output above)"
-    fi
-    ((SECONDS < deadline)) || die "the ACL comet-broker did not listen after ${START_TIMEOUT_S}s"
-    sleep 0.2
-  done
+  wait_listening "$ACL_BROKER_PID" "$namesrv_port" "$broker_port" "$WORK/comet-acl/broker.out" \
+    "the ACL comet-broker"
   ACL_NAMESRV="127.0.0.1:$namesrv_port"
   echo "compat: ACL comet-broker up (pid $ACL_BROKER_PID, name server $ACL_NAMESRV)" >&2
 }

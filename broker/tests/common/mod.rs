@@ -122,6 +122,19 @@ impl Client {
         assert_eq!(response.opaque, opaque);
         response
     }
+
+    /// Sends `request`, waits for its answer and asserts it is SUCCESS (showing the remark
+    /// when not).
+    pub fn call_ok(&mut self, request: RemotingCommand) -> RemotingCommand {
+        let response = self.call(request);
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            response.remark
+        );
+        response
+    }
 }
 
 /// UPDATE_AND_CREATE_TOPIC of a read-write topic with `queues` read and write queues;
