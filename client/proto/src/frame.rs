@@ -171,7 +171,8 @@ pub fn encode_prefix_and_header(command: &RemotingCommand, dst: &mut BytesMut) {
     );
     let total_length = 4 + header_length + command.body.len();
     let total_length = u32::try_from(total_length).expect("frame longer than 4 GiB");
-    let header_word = (u32::from(serialize_type.byte()) << 24) | header_length as u32;
+    let header_length = u32::try_from(header_length).expect("header checked against its limit");
+    let header_word = (u32::from(serialize_type.byte()) << 24) | header_length;
     dst[start..start + 4].copy_from_slice(&total_length.to_be_bytes());
     dst[start + 4..start + 8].copy_from_slice(&header_word.to_be_bytes());
 }

@@ -646,7 +646,7 @@ pub mod lenient {
         }
         fn visit_f64<E: de::Error>(self, value: f64) -> Result<i64, E> {
             // i64::MAX as f64 rounds up to 2^63, so the upper bound is exclusive.
-            if value.fract() == 0.0 && value >= -9.223_372_036_854_776e18 && value < 9.2e18 {
+            if value.fract() == 0.0 && (-9.223_372_036_854_776e18..9.2e18).contains(&value) {
                 #[allow(clippy::cast_possible_truncation)]
                 return Ok(value as i64);
             }

@@ -187,7 +187,7 @@ mod tests {
         assert_eq!(pairs.get("ccc"), Some("333"));
         let start = pairs.text_len();
         pairs.text_mut().push_str("ccc");
-        pairs.text_mut().push_str("x");
+        pairs.text_mut().push('x');
         pairs.commit_appended(start, start + 3);
         let start = pairs.text_len();
         pairs.text_mut().push_str("gone");
