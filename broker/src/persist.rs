@@ -1,41 +1,23 @@
 //! Atomic persistence of the broker's small config files (`config/*.json`).
 //!
-//! A file is replaced by writing `<name>.tmp`, fsyncing it, renaming it over `<name>` (after
-//! keeping the previous version as `<name>.bak`), and fsyncing the directory, so a crash at
-//! any point leaves either the old or the new content, never a torn mix. Loading falls back to
+//! A file is replaced through `comet_rt::fs` (temporary file, fsync, rename, directory fsync)
+//! after keeping the previous version as `<name>.bak`, so a crash at any point leaves either
+//! the old or the new content, never a torn mix. Loading falls back to
 //! `.bak` when the main file is missing, empty or unparsable, as RocketMQ does.
 //!
 //! These are blocking calls on small files; callers run them off the shards' hot path (at
 //! start-up, at shutdown, and from the periodic persist task).
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::fs;
+use std::io;
+use std::path::Path;
 
 use serde::de::DeserializeOwned;
 
-/// Writes `bytes` to `path` atomically and durably.
+/// Writes `bytes` to `path` atomically and durably, keeping the previous version as
+/// `<name>.bak` for [`read_json`]'s fallback.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let directory = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    fs::create_dir_all(directory)?;
-    let temporary = with_suffix(path, "tmp");
-    {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-    }
-    if path.exists() {
-        fs::copy(path, with_suffix(path, "bak"))?;
-    }
-    fs::rename(&temporary, path)?;
-    File::open(directory)?.sync_all()
+    comet_rt::fs::write_atomic_keeping_backup(path, bytes)
 }
 
 /// Reads and parses `path`, falling back to `<path>.bak`. `Ok(None)` when neither exists.
@@ -44,7 +26,7 @@ pub fn read_json<T: DeserializeOwned>(
     parse: impl Fn(&[u8]) -> Result<T, String>,
 ) -> Result<Option<T>, String> {
     let mut last_error = None;
-    for candidate in [path.to_path_buf(), with_suffix(path, "bak")] {
+    for candidate in [path.to_path_buf(), comet_rt::fs::backup_path(path)] {
         match fs::read(&candidate) {
             Ok(bytes) if bytes.iter().all(u8::is_ascii_whitespace) => continue,
             Ok(bytes) => match parse(&bytes) {
@@ -95,13 +77,6 @@ pub fn read_json_family<T: DeserializeOwned>(directory: &Path, prefix: &str) -> 
             FamilyFile { name, parsed }
         })
         .collect()
-}
-
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".");
-    name.push(suffix);
-    PathBuf::from(name)
 }
 
 #[cfg(test)]

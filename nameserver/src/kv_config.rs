@@ -2,13 +2,12 @@
 //! persisted as RocketMQ's `kvConfig.json`: `{"configTable":{"<namespace>":{"<key>":"<value>"}}}`.
 //!
 //! Owned by the name server's shard, like the route table. Every change is persisted
-//! atomically (write a temporary file beside the target, fsync it, rename it over the target,
-//! fsync the directory), so a crash leaves either the old or the new file, never a torn one.
+//! atomically through `comet_rt::fs` (temporary file, fsync, rename, directory fsync), so a
+//! crash leaves either the old or the new file, never a torn one.
 //! Writes run on the executor's blocking thread; a version number makes sure an older
 //! snapshot can never overwrite a newer one even if two writes were queued.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -152,29 +151,11 @@ impl KvConfig {
             if *written >= version && version > 0 {
                 return Ok(());
             }
-            write_atomically(&path, &bytes)?;
+            comet_rt::fs::write_atomic(&path, &bytes)?;
             *written = version;
             Ok(())
         }
     }
-}
-
-/// Replaces `path` with `bytes` atomically: temp file, fsync, rename, fsync of the directory.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let directory = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(directory)?;
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
-    let mut file = std::fs::File::create(&temporary)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&temporary, path)?;
-    std::fs::File::open(directory)?.sync_all()
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 pub mod allocator;
 pub mod clock;
 pub mod fatal;
+pub mod fs;
 pub mod io;
 pub mod local;
 pub mod mesh;

@@ -24,14 +24,12 @@
 //! 3. [`write_shard_count`] records the new count; only then do stores open for service.
 
 use std::collections::BTreeSet;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{setup_error, StoreError};
 use crate::offset::LogId;
 
 const LAYOUT_FILE: &str = "layout";
-const LAYOUT_TEMP_FILE: &str = "layout.tmp";
 /// Suffix a fully deleted store's directory gets (out of the `shard-<i>` namespace) before
 /// it is removed (see `orphan`).
 pub(crate) const RETIRED_SUFFIX: &str = ".retired";
@@ -114,17 +112,12 @@ pub fn read_shard_count(root: &Path) -> Result<Option<usize>, StoreError> {
     Ok(Some(count))
 }
 
-/// Records `count` in `<root>/layout` atomically (temporary file, sync, rename, sync dir).
+/// Records `count` in `<root>/layout` atomically and durably (see `comet_rt::fs`).
 pub fn write_shard_count(root: &Path, count: usize) -> Result<(), StoreError> {
     assert!(count >= 1, "a broker has at least one shard");
-    let temp = root.join(LAYOUT_TEMP_FILE);
-    let mut file = std::fs::File::create(&temp).map_err(|error| setup_error(&temp, error))?;
-    file.write_all(format!("shards {count}\n").as_bytes())
-        .and_then(|()| file.sync_all())
-        .map_err(|error| setup_error(&temp, error))?;
     let path = root.join(LAYOUT_FILE);
-    std::fs::rename(&temp, &path).map_err(|error| setup_error(&path, error))?;
-    sync_dir(root)
+    comet_rt::fs::write_atomic(&path, format!("shards {count}\n").as_bytes())
+        .map_err(|error| setup_error(&path, error))
 }
 
 /// Renames every queue directory of the `stores` (indexed by store number) that `owner`
@@ -187,9 +180,7 @@ fn queue_dirs(store: &Path) -> Result<Vec<(String, i32, PathBuf)>, StoreError> {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    std::fs::File::open(dir)
-        .and_then(|file| file.sync_all())
-        .map_err(|error| setup_error(dir, error))
+    comet_rt::fs::sync_dir(dir).map_err(|error| setup_error(dir, error))
 }
 
 #[cfg(test)]

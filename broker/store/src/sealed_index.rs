@@ -18,7 +18,6 @@
 //! `<start>.sorted`, syncs the directory and only then deletes the append-order file: at
 //! every step one complete copy exists, and a `.sorting` file left by a crash is deleted.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -26,14 +25,16 @@ use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
 
 use crate::commit_log::to_index;
 use crate::error::StoreError;
-use crate::index::IndexEntry;
+use crate::index_entry::IndexEntry;
 use crate::limits::{INDEX_ENTRY_BYTES, PAGE_BYTES};
 use crate::offset::{file_name, PhysicalOffset};
 
 /// File name suffix of a sealed index.
 pub(crate) const SEALED_SUFFIX: &str = ".sorted";
-/// File name suffix of a sealed index being written.
-pub(crate) const PARTIAL_SUFFIX: &str = ".sorting";
+/// File name suffix of a sealed index being written (the sealed name plus
+/// `comet_rt::fs::TEMPORARY_SUFFIX`): a crash leaves it behind, and opening the index
+/// deletes it.
+pub(crate) const PARTIAL_SUFFIX: &str = ".sorted.tmp";
 
 const MAGIC: u64 = u64::from_be_bytes(*b"CMTKIDX1");
 const ENTRIES_PER_PAGE: u64 = PAGE_BYTES / INDEX_ENTRY_BYTES;
@@ -87,16 +88,10 @@ pub(crate) fn encode(mut entries: Vec<IndexEntry>) -> Vec<u8> {
     bytes
 }
 
-/// Writes `bytes` as the sealed index of segment `start` in `dir`: a temporary file, synced,
-/// renamed into place, directory synced. Blocking: runs on the blocking thread.
+/// Writes `bytes` as the sealed index of segment `start` in `dir`, atomically and durably
+/// (see `comet_rt::fs`). Blocking: runs on the blocking thread.
 pub(crate) fn write_file(dir: &Path, start: u64, bytes: &[u8]) -> std::io::Result<()> {
-    let partial = dir.join(format!("{}{PARTIAL_SUFFIX}", file_name(start)));
-    let mut file = std::fs::File::create(&partial)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&partial, sealed_path(dir, start))?;
-    std::fs::File::open(dir)?.sync_all()
+    comet_rt::fs::write_atomic(&sealed_path(dir, start), bytes)
 }
 
 struct Footer {
