@@ -32,13 +32,13 @@ use bytes::{Bytes, BytesMut};
 use comet_proto::frame::encode;
 use comet_proto::{Decoded, FrameDecoder, RemotingCommand};
 use comet_rt::net::Stream;
+use comet_rt::sync::{oneshot, Notify, OneshotSender};
 use comet_rt::task_class::{spawn_detached, timeout, TaskClass};
 use comet_rt::ShardId;
 use thiserror::Error;
 
 use crate::dispatch::{DispatchTable, RequestContext};
 use crate::limits::{READ_CHUNK_BYTES, SERVER_REQUESTS_PER_CONNECTION_MAX};
-use crate::sync::{oneshot, Notify, OneshotSender};
 
 /// Identity of a connection, unique within the process: the accepting shard and a serial.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -43,7 +43,6 @@ pub mod connection;
 pub mod dispatch;
 pub mod limits;
 pub mod listener;
-mod sync;
 
 pub use connection::{ConnectionError, ConnectionHandle, ConnectionId, ConnectionLimits};
 pub use dispatch::{DispatchTable, LocalBoxFuture, Processor, RequestContext};

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use comet_rt::net::Listener;
 use comet_rt::shutdown::{Gate, StopSignal};
+use comet_rt::sync::{race, Either};
 use comet_rt::task_class::TaskClass;
 use comet_rt::ShardId;
 
@@ -17,7 +18,6 @@ use crate::limits::{
     CONNECTIONS_PER_SHARD_MAX_DEFAULT, DRAIN_WAIT_MAX_DEFAULT, IDLE_TIMEOUT_DEFAULT,
     INFLIGHT_REQUESTS_PER_CONNECTION_MAX_DEFAULT,
 };
-use crate::sync::{race, Either};
 
 /// Limits of one shard's server.
 #[derive(Clone, Copy, Debug)]

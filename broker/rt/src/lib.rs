@@ -15,6 +15,7 @@ pub mod net;
 pub mod pool;
 pub mod shard_id;
 pub mod shutdown;
+pub mod sync;
 pub mod task_class;
 
 pub use shard_id::ShardId;

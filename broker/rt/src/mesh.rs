@@ -21,10 +21,9 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::pin::{pin, Pin};
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use std::sync::{Arc, Mutex};
@@ -36,6 +35,7 @@ use thiserror::Error;
 
 use crate::pool::current_shard;
 use crate::shard_id::ShardId;
+use crate::sync::{race, Either};
 use crate::task_class::{sleep, spawn, spawn_detached, TaskClass};
 
 /// A boxed, non-`Send` future: what a mesh handler returns.
@@ -139,18 +139,8 @@ fn take_column<T>(grid: &mut [Vec<Option<T>>], column: usize) -> Vec<Option<T>> 
 async fn repolled<F: Future>(future: F) -> F::Output {
     let mut future = pin!(future);
     loop {
-        let mut timer = pin!(sleep(Duration::from_millis(1)));
-        let outcome = poll_fn(|cx| {
-            if let Poll::Ready(value) = future.as_mut().poll(cx) {
-                return Poll::Ready(Some(value));
-            }
-            if timer.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(None);
-            }
-            Poll::Pending
-        })
-        .await;
-        if let Some(value) = outcome {
+        let outcome = race(future.as_mut(), sleep(Duration::from_millis(1))).await;
+        if let Either::Left(value) = outcome {
             return value;
         }
     }

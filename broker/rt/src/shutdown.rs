@@ -10,18 +10,18 @@
 //! * [`StopSequence`]: phases run in order (stop accepting, drain, unregister, flush, ...),
 //!   each with its own maximum wait, so one wedged phase cannot block exit.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use thiserror::Error;
 
 use crate::mesh::LocalBoxFuture;
+use crate::sync::WakerList;
 use crate::task_class::{sleep, spawn_detached, timeout, TaskClass};
 
 /// How often a shard checks its [`RemoteStop`].
@@ -29,14 +29,14 @@ pub const REMOTE_STOP_POLL: Duration = Duration::from_millis(10);
 
 #[derive(Default)]
 struct SignalState {
-    stopped: bool,
-    waiters: Vec<Waker>,
+    stopped: Cell<bool>,
+    waiters: WakerList,
 }
 
 /// A shard-local stop broadcast; clones share it.
 #[derive(Clone, Default)]
 pub struct StopSignal {
-    state: Rc<RefCell<SignalState>>,
+    state: Rc<SignalState>,
 }
 
 impl StopSignal {
@@ -47,38 +47,19 @@ impl StopSignal {
 
     /// Triggers the signal and wakes every waiter. Idempotent.
     pub fn trigger(&self) {
-        let waiters = {
-            let mut state = self.state.borrow_mut();
-            state.stopped = true;
-            std::mem::take(&mut state.waiters)
-        };
-        for waker in waiters {
-            waker.wake();
-        }
+        self.state.stopped.set(true);
+        self.state.waiters.wake_all();
     }
 
     /// True once triggered.
     pub fn is_triggered(&self) -> bool {
-        self.state.borrow().stopped
+        self.state.stopped.get()
     }
 
     /// Completes when the signal is triggered.
     pub async fn wait(&self) {
-        poll_fn(|cx| {
-            let mut state = self.state.borrow_mut();
-            if state.stopped {
-                return Poll::Ready(());
-            }
-            if !state
-                .waiters
-                .iter()
-                .any(|waker| waker.will_wake(cx.waker()))
-            {
-                state.waiters.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-        .await;
+        let state = &self.state;
+        state.waiters.until(|| state.stopped.get()).await;
     }
 
     /// Trips this signal when `remote` is requested (polled in a housekeeping task that ends
@@ -141,13 +122,13 @@ struct GateState {
     closed: bool,
     next_id: u64,
     inside: BTreeMap<u64, String>,
-    waiters: Vec<Waker>,
 }
 
 /// Tracks named tasks so shutdown can wait for them; clones share the gate.
 #[derive(Clone, Default)]
 pub struct Gate {
     state: Rc<RefCell<GateState>>,
+    left: Rc<WakerList>,
 }
 
 /// Proof of being inside a gate; leaving happens on drop.
@@ -158,15 +139,9 @@ pub struct GatePass {
 
 impl Drop for GatePass {
     fn drop(&mut self) {
-        let waiters = {
-            let mut state = self.gate.state.borrow_mut();
-            let removed = state.inside.remove(&self.id);
-            assert!(removed.is_some(), "a pass leaves its gate once");
-            std::mem::take(&mut state.waiters)
-        };
-        for waker in waiters {
-            waker.wake();
-        }
+        let removed = self.gate.state.borrow_mut().inside.remove(&self.id);
+        assert!(removed.is_some(), "a pass leaves its gate once");
+        self.gate.left.wake_all();
     }
 }
 
@@ -212,14 +187,7 @@ impl Gate {
     /// Closes the gate and waits up to `max_wait` for every task inside to leave.
     pub async fn close(&self, max_wait: Duration) -> Result<(), ShutdownError> {
         self.state.borrow_mut().closed = true;
-        let drained = poll_fn(|cx| {
-            let mut state = self.state.borrow_mut();
-            if state.inside.is_empty() {
-                return Poll::Ready(());
-            }
-            state.waiters.push(cx.waker().clone());
-            Poll::Pending
-        });
+        let drained = self.left.until(|| self.state.borrow().inside.is_empty());
         match timeout(max_wait, drained).await {
             Ok(()) => Ok(()),
             Err(_) => Err(ShutdownError::Timeout {
