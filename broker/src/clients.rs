@@ -1,6 +1,6 @@
 //! Producer and consumer registries: who is connected, in which groups, subscribed to what
-//! (reference 3.5). Fed by HEART_BEAT and UNREGISTER_CLIENT, expired 120 s after a client's
-//! last heartbeat and at once when its connection closes.
+//! (docs/protocol.md#client-registration). Fed by HEART_BEAT and UNREGISTER_CLIENT, expired 120 s
+//! after a client's last heartbeat and at once when its connection closes.
 //!
 //! A client's connection lives on the shard that accepted it; [`ChannelRef`] names it so that
 //! a broker-to-client request (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) can be

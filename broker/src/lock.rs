@@ -1,4 +1,5 @@
-//! Queue locks for orderly consumers (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ, reference 3.8).
+//! Queue locks for orderly consumers (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ,
+//! docs/protocol.md#queue-locks).
 //!
 //! A lock on (group, queue) belongs to one client id and expires 60 s after it was last
 //! taken or renewed; Java clients renew every 20 s and consider their own lock stale after
@@ -88,7 +89,8 @@ impl LockTable {
         }
     }
 
-    /// True when `group` holds any unexpired lock (retries then go to the DLQ, reference 7.5).
+    /// True when `group` holds any unexpired lock (retries then go to the DLQ,
+    /// docs/protocol.md#retry-and-dead-letter-queues).
     pub fn group_holds_locks(&self, group: &str, now_ms: i64) -> bool {
         self.locks
             .iter()

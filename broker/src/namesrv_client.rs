@@ -46,8 +46,8 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, CallError> {
 }
 
 /// A long-lived connection to one name server. Name servers drop a broker the moment its
-/// connection closes (reference 3.10), so registration keeps one link per name server open
-/// and reconnects only after a failure.
+/// connection closes (docs/protocol.md#name-server-requests), so registration keeps one link per
+/// name server open and reconnects only after a failure.
 pub struct NameServerLink {
     addr: SocketAddr,
     stream: Option<Stream>,

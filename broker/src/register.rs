@@ -1,6 +1,8 @@
-//! Registration with name servers (reference 3.10, 8.1): REGISTER_BROKER at start-up, every
-//! `registerNameServerPeriod` and after every topic change; UNREGISTER_BROKER at shutdown.
-//! Every configured name server gets every registration; they need nothing from each other.
+//! Registration with name servers
+//! (docs/protocol.md#name-server-requests, docs/protocol.md#broker-and-name-server-conversation):
+//! REGISTER_BROKER at start-up, every `registerNameServerPeriod` and after every topic change;
+//! UNREGISTER_BROKER at shutdown. Every configured name server gets every registration; they need
+//! nothing from each other.
 
 use std::time::Duration;
 
@@ -15,7 +17,7 @@ use crate::namesrv_client::{parse_addr, NameServerLink};
 /// microseconds, so a shorter bound keeps shutdown prompt).
 pub const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
 
-/// The masked CRC-32 of a body, as `bodyCrc32` carries it (trap T8).
+/// The masked CRC-32 of a body, as `bodyCrc32` carries it (docs/protocol.md#masked-body-crc).
 pub fn body_crc32(body: &[u8]) -> i32 {
     (crc32fast::hash(body) & 0x7FFF_FFFF) as i32
 }

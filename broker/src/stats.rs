@@ -1,6 +1,7 @@
 //! Per-topic and per-group statistics, the figures RocketMQ's tools read by name and key with
 //! VIEW_BROKER_STATS_DATA (`mqadmin statsAll`, the dashboard) and that GET_TOPIC_STATS_INFO and
-//! GET_CONSUME_STATS report as rates (reference 3.9; Java's `BrokerStatsManager`):
+//! GET_CONSUME_STATS report as rates (docs/protocol.md#admin-requests; Java's
+//! `BrokerStatsManager`):
 //!
 //! | name | key | value added | per call |
 //! |---|---|---|---|

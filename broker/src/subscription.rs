@@ -1,12 +1,12 @@
 //! Subscription groups: per-group consumption settings (retry counts, retry queues, whether
 //! consumption is allowed), auto-created on first use when `autoCreateSubscriptionGroup` is
-//! on (reference 7.7). Persisted as `config/subscriptionGroup.json`.
+//! on (docs/protocol.md#system-topics-and-groups). Persisted as `config/subscriptionGroup.json`.
 
 use std::collections::BTreeMap;
 
 use comet_proto::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper};
 
-/// Groups every broker has (reference 7.7).
+/// Groups every broker has (docs/protocol.md#system-topics-and-groups).
 pub const BUILT_IN_GROUPS: &[&str] = &[
     "TOOLS_CONSUMER",
     "FILTERSRV_CONSUMER",

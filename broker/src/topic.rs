@@ -1,5 +1,6 @@
 //! The broker's topic table: system topics, auto-creation on send, admin updates, and the
-//! data version name servers use to detect change (reference 7.7, 7.9).
+//! data version name servers use to detect change
+//! (docs/protocol.md#system-topics-and-groups, docs/protocol.md#queue-counts-and-permissions).
 //!
 //! Lives in the broker-wide metadata (see `metadata.rs`); every change bumps the data
 //! version, and callers persist `config/topics.json` and re-register with name servers.
@@ -11,7 +12,7 @@ use comet_proto::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, T
 use crate::config::BrokerConfig;
 use crate::validation;
 
-/// Permission bits (reference 4.5).
+/// Permission bits (docs/protocol.md#flag-words).
 pub mod perm {
     /// Readable.
     pub const READ: i32 = 4;
@@ -67,8 +68,9 @@ fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
 }
 
 impl TopicTable {
-    /// The system topics a fresh broker has (reference 7.7), plus what `loaded` holds from a
-    /// previous run (loaded entries win, so an operator's changes survive restarts).
+    /// The system topics a fresh broker has (docs/protocol.md#system-topics-and-groups), plus what
+    /// `loaded` holds from a previous run (loaded entries win, so an operator's changes survive
+    /// restarts).
     pub fn new(config: &BrokerConfig, loaded: Option<TopicConfigSerializeWrapper>) -> TopicTable {
         let mut topics = BTreeMap::new();
         let mut add = |config: TopicConfig| {
@@ -173,8 +175,8 @@ impl TopicTable {
     }
 
     /// Auto-creates `topic` for a send naming `default_topic` as its template
-    /// (reference 7.7): the template must carry INHERIT (treated as plain 6 when
-    /// auto-creation is off); the new topic gets min(requested, template write queues)
+    /// (docs/protocol.md#system-topics-and-groups): the template must carry INHERIT (treated as
+    /// plain 6 when auto-creation is off); the new topic gets min(requested, template write queues)
     /// queues and the template's perm without INHERIT.
     pub fn create_on_send(
         &mut self,

@@ -1,8 +1,10 @@
-//! Topic and group name rules (reference 7.7, 7.8), checked before anything is created.
+//! Topic and group name rules
+//! (docs/protocol.md#system-topics-and-groups, docs/protocol.md#names-and-sizes), checked before
+//! anything is created.
 
 use comet_proto::limits::{GROUP_BYTES_MAX, TOPIC_BYTES_MAX, TOPIC_BYTES_MAX_V1};
 
-/// Topics producers may never send to (reference 7.7).
+/// Topics producers may never send to (docs/protocol.md#system-topics-and-groups).
 pub const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
     "SCHEDULE_TOPIC_XXXX",
     "RMQ_SYS_TRANS_HALF_TOPIC",

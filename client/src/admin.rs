@@ -1,4 +1,5 @@
-//! The admin API used by `comet-admin` and tests (mqadmin's jobs, reference 3.9, 3.10).
+//! The admin API used by `comet-admin` and tests (mqadmin's jobs,
+//! docs/protocol.md#admin-requests, docs/protocol.md#name-server-requests).
 //!
 //! Every call is a blocking request with the client's API timeout. Cluster-wide operations
 //! (create or delete a topic, consumer progress, offset reset) go to every master of the

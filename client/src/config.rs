@@ -1,5 +1,6 @@
 //! Client settings shared by producers, consumers and the admin API, with the Java
-//! defaults of reference 7.3. Durations are `Duration`; raw integers carry their unit.
+//! defaults of
+//! docs/protocol.md#client-timings. Durations are `Duration`; raw integers carry their unit.
 
 use std::net::UdpSocket;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -14,7 +15,7 @@ pub struct ClientConfig {
     /// Name server addresses, `host:port`.
     pub namesrv_addrs: Vec<String>,
     /// Instance name; `DEFAULT` becomes `<pid>#<nanos>` so each instance is a new member
-    /// (trap T19).
+    /// (docs/protocol.md#client-ids-change-on-restart).
     pub instance_name: String,
     /// The IP reported in the client id; found from the route to the name server if unset.
     pub client_ip: Option<String>,
@@ -59,7 +60,8 @@ impl ClientConfig {
         }
     }
 
-    /// The client id `<ip>@<instance>` (reference 3.15), resolving the defaults.
+    /// The client id `<ip>@<instance>`
+    /// (docs/protocol.md#json-body-shapes), resolving the defaults.
     pub fn build_client_id(&self) -> String {
         let ip = self.client_ip.clone().unwrap_or_else(|| self.local_ip());
         let instance = if self.instance_name == "DEFAULT" {

@@ -4,11 +4,11 @@
 //! It owns the transport, the client id, the name-server selection, the route cache, and one
 //! background thread (`comet-client-tasks`) that refreshes routes (every 30 s, first after
 //! 10 ms) and heartbeats every known broker (every 30 s, first after 1 s). It also answers
-//! broker → client requests (reference 3.12): NOTIFY_CONSUMER_IDS_CHANGED triggers the
-//! group's rebalance, GET_CONSUMER_RUNNING_INFO gets the group's ConsumerRunningInfo,
-//! CONSUME_MESSAGE_DIRECTLY runs the group's push listener on the message it carries,
-//! GET_CONSUMER_STATUS_FROM_CLIENT gets the group's in-memory offsets of a topic,
-//! PUSH_REPLY_MESSAGE_TO_CLIENT hands a reply to the request waiting for it,
+//! broker → client requests (docs/protocol.md#broker-to-client-requests):
+//! NOTIFY_CONSUMER_IDS_CHANGED triggers the group's rebalance, GET_CONSUMER_RUNNING_INFO gets the
+//! group's ConsumerRunningInfo, CONSUME_MESSAGE_DIRECTLY runs the group's push listener on the
+//! message it carries, GET_CONSUMER_STATUS_FROM_CLIENT gets the group's in-memory offsets of a
+//! topic, PUSH_REPLY_MESSAGE_TO_CLIENT hands a reply to the request waiting for it,
 //! CHECK_TRANSACTION_STATE goes to the transactional producer of the half message's group
 //! (`PGROUP` of the message in the body), other codes get REQUEST_CODE_NOT_SUPPORTED. A new
 //! broker connection gets a heartbeat at once (5.x).
@@ -505,7 +505,8 @@ impl ClientInstance {
         }
     }
 
-    /// RESET_CONSUMER_CLIENT_OFFSET (4.x-style reset, reference 3.9): hand the offsets to
+    /// RESET_CONSUMER_CLIENT_OFFSET (4.x-style reset,
+    /// docs/protocol.md#admin-requests): hand the offsets to
     /// the group's consumer.
     fn reset_offsets(&self, request: &RemotingCommand) {
         let header: ResetOffsetRequestHeader = match request.decode_header() {

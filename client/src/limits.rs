@@ -22,7 +22,7 @@ pub const CALLBACKS_QUEUED_MAX: usize = 65_536;
 /// again at its next interval, so nothing is lost but time.
 pub const TRANSACTION_CHECKS_QUEUED_MAX: usize = 2000;
 
-/// Largest message body, before compression (reference 7.8).
+/// Largest message body, before compression (docs/protocol.md#names-and-sizes).
 pub const MESSAGE_BODY_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 /// Largest total body of one batch send request. Batches larger than this are split.
@@ -36,7 +36,7 @@ pub const PROCESS_QUEUE_MESSAGES_MAX: usize = 1000;
 /// (`pullThresholdSizeForQueue`, 100 MiB).
 pub const PROCESS_QUEUE_BYTES_MAX: usize = 100 * 1024 * 1024;
 
-/// Longest topic name accepted from applications (reference 7.8).
+/// Longest topic name accepted from applications (docs/protocol.md#names-and-sizes).
 pub const TOPIC_CHARS_MAX: usize = 127;
 
 /// Longest group name accepted from applications (5.x).

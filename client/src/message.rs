@@ -147,7 +147,8 @@ impl Message {
     }
 }
 
-/// Outcome of a stored send (reference 2.2: every code here means the message is stored).
+/// Outcome of a stored send
+/// (docs/protocol.md#response-codes: every code here means the message is stored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendStatus {
     /// Stored and, per the broker's policy, durable.

@@ -1,6 +1,8 @@
 //! Requests the client sends and the response fields it reads, one function per request
-//! (reference 3.1-3.9, with the keys of 8.2 and 8.3), built on the typed headers of
-//! [`comet_proto::headers`] and the JSON bodies of [`comet_proto::body`].
+//! (docs/protocol.md#requests, with the keys
+//! of docs/protocol.md#producer-conversation and docs/protocol.md#push-consumer-conversation),
+//! built on the typed headers of [`comet_proto::headers`] and the JSON bodies of
+//! [`comet_proto::body`].
 //!
 //! Keeping every request the client sends in this one file makes its wire vocabulary easy to
 //! audit against the reference (which optional keys it fills, e.g. `bname`, `committed`).
@@ -162,7 +164,7 @@ pub fn unregister_client(
     request(RequestCode::UNREGISTER_CLIENT, &header)
 }
 
-/// Fields of PULL_MESSAGE / LITE_PULL_MESSAGE (reference 3.2).
+/// Fields of PULL_MESSAGE / LITE_PULL_MESSAGE (docs/protocol.md#pull-message).
 #[derive(Clone, Debug)]
 pub struct PullRequest {
     /// Consumer group.
@@ -215,7 +217,8 @@ pub fn pull_message(pull: &PullRequest) -> RemotingCommand {
     request(code, &header)
 }
 
-/// The header of a pull response (all four offsets are always present, trap T6).
+/// The header of a pull response (all four offsets are always present,
+/// docs/protocol.md#pull-responses-always-carry-their-offsets).
 pub type PullResponseHeader = PullMessageResponseHeader;
 
 /// Reads a pull response header.
@@ -261,7 +264,8 @@ pub fn unlock_batch(body: &UnlockBatchRequestBody) -> RemotingCommand {
 mod tests {
     use super::*;
 
-    // Proves the send request carries the single-letter keys of reference 8.2, omits `l`
+    // Proves the send request carries the single-letter keys of
+    // docs/protocol.md#producer-conversation, omits `l`
     // when unset and picks the batch code for batches.
     #[test]
     fn send_request_keys() {
@@ -300,7 +304,8 @@ mod tests {
         assert_eq!(batch.request_code(), RequestCode::SEND_BATCH_MESSAGE);
     }
 
-    // Proves the pull request carries the keys of reference 8.3 step 7, without a
+    // Proves the pull request carries the keys of
+    // docs/protocol.md#push-consumer-conversation step 7, without a
     // `subscription` key for the push consumer.
     #[test]
     fn pull_request_keys() {

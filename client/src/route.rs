@@ -1,5 +1,5 @@
 //! Topic routes: name-server selection, the route cache and the queue lists derived from a
-//! route (reference 7.2).
+//! route (docs/protocol.md#queue-lists-and-allocation).
 //!
 //! * [`NameServers`] keeps the configured addresses and a current index. Requests go to the
 //!   current name server; a transport failure moves the index to the next one and the request
@@ -131,8 +131,8 @@ impl TopicRoute {
     }
 }
 
-/// Publish queues (reference 7.2): from `orderTopicConf` when set, else queue datas sorted
-/// by broker name, writable and with a master, queues `0..writeQueueNums`.
+/// Publish queues (docs/protocol.md#queue-lists-and-allocation): from `orderTopicConf` when set,
+/// else queue datas sorted by broker name, writable and with a master, queues `0..writeQueueNums`.
 pub fn publish_queues(topic: &str, data: &TopicRouteData) -> Vec<MessageQueue> {
     if let Some(conf) = data.order_topic_conf.as_deref().filter(|c| !c.is_empty()) {
         return conf
@@ -157,8 +157,8 @@ pub fn publish_queues(topic: &str, data: &TopicRouteData) -> Vec<MessageQueue> {
         .collect()
 }
 
-/// Subscribe queues (reference 7.2): readable queue datas, queues `0..readQueueNums`,
-/// sorted by (topic, broker name, queue id) in Java order.
+/// Subscribe queues (docs/protocol.md#queue-lists-and-allocation): readable queue datas, queues
+/// `0..readQueueNums`, sorted by (topic, broker name, queue id) in Java order.
 pub fn subscribe_queues(topic: &str, data: &TopicRouteData) -> Vec<MessageQueue> {
     let mut queues: Vec<MessageQueue> = data
         .queue_datas

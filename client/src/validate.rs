@@ -1,11 +1,11 @@
 //! Client-side validation with clear errors, as the Java `Validators` does before anything
-//! goes on the wire (reference 7.8).
+//! goes on the wire (docs/protocol.md#names-and-sizes).
 
 use crate::error::{ClientError, Result};
 use crate::limits::{GROUP_CHARS_MAX, MESSAGE_BODY_BYTES_MAX, TOPIC_CHARS_MAX};
 use crate::message::Message;
 
-/// Topics applications may not send to (reference 7.7).
+/// Topics applications may not send to (docs/protocol.md#system-topics-and-groups).
 pub const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
     "SCHEDULE_TOPIC_XXXX",
     "RMQ_SYS_TRANS_HALF_TOPIC",

@@ -30,7 +30,7 @@ fn namesrv(broker_addr: String) -> FakeServer {
     })
 }
 
-/// fastjson's default flavour: bare numeric keys (trap T4).
+/// fastjson's default flavour: bare numeric keys (docs/protocol.md#fastjson-map-keys).
 fn cluster_info(broker_addr: &str) -> String {
     let table = r#"{"brokerAddrTable":{"broker-a":{"brokerAddrs":{0:"ADDR"},"#;
     let rest = r#""brokerName":"broker-a","cluster":"DefaultCluster"}},"#;
@@ -38,7 +38,8 @@ fn cluster_info(broker_addr: &str) -> String {
     format!("{}{rest}{clusters}", table.replace("ADDR", broker_addr))
 }
 
-/// fastjson writes MessageQueue-keyed maps with the object itself as the key (trap T4).
+/// fastjson writes MessageQueue-keyed maps with the object itself as the key
+/// (docs/protocol.md#fastjson-map-keys).
 const CONSUME_STATS: &str = concat!(
     r#"{"consumeTps":1.5,"offsetTable":{"#,
     r#"{"brokerName":"broker-a","queueId":0,"topic":"TopicTest"}:"#,

@@ -1,4 +1,5 @@
-//! The consumers' conversation of reference 8.3 against scripted peers on 127.0.0.1: a name
+//! The consumers' conversation of
+//! docs/protocol.md#push-consumer-conversation against scripted peers on 127.0.0.1: a name
 //! server with one route and a scripted broker keeping messages, offsets, members and locks
 //! in memory. The broker script answers just enough of HEART_BEAT, GET_CONSUMER_LIST_BY_GROUP,
 //! QUERY_CONSUMER_OFFSET, GET_MAX/MIN_OFFSET, PULL_MESSAGE/LITE_PULL_MESSAGE,
@@ -671,7 +672,8 @@ fn broker_reset_moves_the_queue_back() {
     assert_eq!(seen, vec![0, 1, 2, 2, 3, 3, 4, 4]);
 }
 
-// Proves the send-back fallback of reference 3.6: when the broker refuses
+// Proves the send-back fallback of
+// docs/protocol.md#consumer-send-back: when the broker refuses
 // CONSUMER_SEND_MSG_BACK, the failed message is sent to %RETRY%<group> with the original
 // topic and id, reconsume count 1 (header j), max reconsume times (header l) and delay 3.
 #[test]

@@ -1,4 +1,5 @@
-//! The producer's conversation of reference 8.2 against scripted peers on 127.0.0.1: a name
+//! The producer's conversation of
+//! docs/protocol.md#producer-conversation against scripted peers on 127.0.0.1: a name
 //! server answering GET_ROUTEINFO_BY_TOPIC and brokers answering SEND_MESSAGE_V2 /
 //! SEND_BATCH_MESSAGE / HEART_BEAT / UNREGISTER_CLIENT. The peers check what the client
 //! sends (keys, body, properties) and answer like a broker; they are test doubles for the
@@ -121,7 +122,8 @@ fn producer(namesrv: &FakeServer) -> Producer {
     producer
 }
 
-// Proves a sync send follows reference 8.2: the request carries the single-letter keys, the
+// Proves a sync send follows
+// docs/protocol.md#producer-conversation: the request carries the single-letter keys, the
 // body unchanged, a UNIQ_KEY and the tag; the result carries the broker's fields and the
 // UNIQ_KEY as msgId; shutdown unregisters the group.
 #[test]

@@ -200,7 +200,8 @@ impl RequestHandler for Recorder {
 
 // Proves peer-initiated requests reach the handler, two-way ones are answered (unknown
 // codes with REQUEST_CODE_NOT_SUPPORTED), one-way ones never are, and that a peer request
-// reusing the opaque of a pending client request (trap T18) is not taken for its answer.
+// reusing the opaque of a pending client request (docs/protocol.md#opaque-spaces-are-per-sender) is
+// not taken for its answer.
 #[test]
 fn peer_requests_are_answered_by_the_handler() {
     let (answers_sender, answers) = mpsc::channel();

@@ -6,7 +6,8 @@ use std::time::Duration;
 pub const LISTEN_PORT_DEFAULT: u16 = 9876;
 
 /// How often silent brokers are looked for. RocketMQ 4.x scans every 10 s (5.x every 5 s,
-/// trap T26); expiry itself is per broker, so the scan only bounds how late a drop happens.
+/// docs/protocol.md#name-server-expiry-scan); expiry itself is per broker, so the scan only bounds
+/// how late a drop happens.
 pub const SCAN_INTERVAL_DEFAULT: Duration = Duration::from_secs(10);
 
 /// A broker that has not registered for this long is dropped, unless its registration named

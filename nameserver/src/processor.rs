@@ -1,4 +1,5 @@
-//! The name server's request processors (reference 3.10), one per request code.
+//! The name server's request processors (docs/protocol.md#name-server-requests), one per request
+//! code.
 //!
 //! Every processor borrows the shard-owned state, builds its answer from it and releases it
 //! before any await, so a request never waits behind another. A header that does not decode,
@@ -262,7 +263,8 @@ fn route_by_topic(
             .map(str::to_owned);
     }
     // Quoted broker-id keys (the standard-JSON flavour Java sends to requesters at or above
-    // V4_9_4) are read by every client version, so one flavour serves all (trap T20).
+    // V4_9_4) are read by every client version, so one flavour serves all
+    // (docs/protocol.md#route-json-quoting-depends-on-the-requester-version).
     Ok(success(request).with_body(route.encode()))
 }
 

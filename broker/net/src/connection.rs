@@ -18,7 +18,8 @@
 //! * A malformed frame whose boundary is intact is skipped and the connection goes on; an
 //!   impossible length closes the connection (the stream cannot be resynchronised).
 //! * Frames with the response flag are answers to this server's own requests, matched by the
-//!   server's opaque space (trap T18); unmatched ones are dropped.
+//!   server's opaque space (docs/protocol.md#opaque-spaces-are-per-sender); unmatched ones are
+//!   dropped.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

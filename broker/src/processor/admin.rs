@@ -1,5 +1,5 @@
-//! Admin requests (reference 3.9): topics, subscription groups, statistics, connections and
-//! broker configuration. Per-queue figures come from each queue's owner shard.
+//! Admin requests (docs/protocol.md#admin-requests): topics, subscription groups, statistics,
+//! connections and broker configuration. Per-queue figures come from each queue's owner shard.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,4 +1,5 @@
-//! Admin requests the broker answers by asking one of its clients (reference 3.9, 3.12):
+//! Admin requests the broker answers by asking one of its clients (docs/protocol.md#admin-requests,
+//! docs/protocol.md#broker-to-client-requests):
 //! GET_CONSUMER_RUNNING_INFO (307), CONSUME_MESSAGE_DIRECTLY (309) and
 //! INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223, which asks with
 //! GET_CONSUMER_STATUS_FROM_CLIENT, 221).

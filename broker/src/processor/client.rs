@@ -1,4 +1,5 @@
-//! Client management (reference 3.5, 3.8): HEART_BEAT, UNREGISTER_CLIENT,
+//! Client management (docs/protocol.md#client-registration,
+//! docs/protocol.md#queue-locks): HEART_BEAT, UNREGISTER_CLIENT,
 //! GET_CONSUMER_LIST_BY_GROUP, LOCK_BATCH_MQ, UNLOCK_BATCH_MQ, CHECK_CLIENT_CONFIG, and the
 //! NOTIFY_CONSUMER_IDS_CHANGED the broker sends when a group's membership changes.
 

@@ -1,5 +1,7 @@
-//! END_TRANSACTION (37, reference 3.7, 7.6): the producer's commit or rollback of a half
-//! message, run on the shard whose commit log holds the half (the half queue's owner).
+//! END_TRANSACTION (37,
+//! docs/protocol.md#transaction-requests, docs/protocol.md#transactional-messages): the producer's
+//! commit or rollback of a half message, run on the shard whose commit log holds the half (the half
+//! queue's owner).
 
 use comet_proto::flags::message as message_sys_flag;
 use comet_proto::headers::EndTransactionRequestHeader;

@@ -1,4 +1,5 @@
-//! Queue and offset inspection (reference 3.9, 3.13): QUERY_CONSUME_QUEUE (321),
+//! Queue and offset inspection (docs/protocol.md#admin-requests,
+//! docs/protocol.md#master-slave-metadata-sync): QUERY_CONSUME_QUEUE (321),
 //! QUERY_CONSUME_TIME_SPAN (303), GET_BROKER_CONSUME_STATS (317), CLONE_GROUP_OFFSET (314),
 //! GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45), with the semantics of Java's
 //! `AdminBrokerProcessor`.

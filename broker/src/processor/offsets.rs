@@ -1,5 +1,5 @@
-//! Queue-offset requests (reference 3.3), on the queue's owner shard: consumer offsets and
-//! the queue's min, max, by-time and earliest-time lookups.
+//! Queue-offset requests (docs/protocol.md#consumer-offsets), on the queue's owner shard: consumer
+//! offsets and the queue's min, max, by-time and earliest-time lookups.
 
 use comet_proto::headers::{
     BoundaryType, GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader,
@@ -22,8 +22,9 @@ fn success<H: CommandHeader>(request: &RemotingCommand, header: &H) -> RemotingC
 }
 
 /// QUERY_CONSUMER_OFFSET (14): the committed offset; for a group that never committed, 0
-/// while the queue still starts at offset 0 (a young queue is read from its start, trap
-/// T10), otherwise QUERY_NOT_FOUND so the client applies its consume-from-where.
+/// while the queue still starts at offset 0 (a young queue is read from its start,
+/// docs/protocol.md#max-offset-and-young-queues), otherwise QUERY_NOT_FOUND so the client applies
+/// its consume-from-where.
 pub fn query_consumer_offset(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let header = match QueryConsumerOffsetRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,

@@ -1,4 +1,5 @@
-//! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), reference 3.2, on the queue's owner shard.
+//! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361),
+//! docs/protocol.md#pull-message, on the queue's owner shard.
 //!
 //! Long polling: when nothing is there yet and the request allows suspension, the pull
 //! waits on the store's arrival notifier for the queue (woken by the dispatch of the next
@@ -96,7 +97,8 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
     respond(&request, &header, result)
 }
 
-/// A pending server-side reset: PULL_OFFSET_MOVED to the reset offset (reference 3.2).
+/// A pending server-side reset: PULL_OFFSET_MOVED to the reset offset
+/// (docs/protocol.md#pull-message).
 fn reset_response(
     broker: &ShardBroker,
     request: &RemotingCommand,
@@ -289,7 +291,8 @@ fn status_name(status: GetStatus) -> &'static str {
     }
 }
 
-/// Maps the store's outcome to RocketMQ's response code and next offset (reference 3.2).
+/// Maps the store's outcome to RocketMQ's response code and next offset
+/// (docs/protocol.md#pull-message).
 fn respond(
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,

@@ -1,5 +1,5 @@
-//! Message lookup (reference 3.4): QUERY_MESSAGE by key over every shard's index, and
-//! VIEW_MESSAGE_BY_ID on the shard whose commit log the offset names.
+//! Message lookup (docs/protocol.md#message-lookup): QUERY_MESSAGE by key over every shard's index,
+//! and VIEW_MESSAGE_BY_ID on the shard whose commit log the offset names.
 
 use comet_proto::bytes::{Bytes, BytesMut};
 use comet_proto::headers::{

@@ -1,5 +1,6 @@
 //! SEND_REPLY_MESSAGE (324) and SEND_REPLY_MESSAGE_V2 (325): the reply half of request-reply
-//! (Java's `DefaultMQProducer.request`; reference 3.1 and the `<cluster>_REPLY_TOPIC` system
+//! (Java's `DefaultMQProducer.request`;
+//! docs/protocol.md#send-message and the `<cluster>_REPLY_TOPIC` system
 //! topic).
 //!
 //! A requester sends a request message carrying `CORRELATION_ID` and `REPLY_TO_CLIENT` (its

@@ -1,4 +1,5 @@
-//! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320), reference 3.1.
+//! SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320),
+//! docs/protocol.md#send-message.
 //!
 //! Two steps. On the shard whose connection carried the request, [`route`] validates the
 //! topic, auto-creates it, and resolves a negative queue id (preferring a queue this shard
@@ -314,7 +315,8 @@ fn build_batch(
             let remark = format!("a batch holds at most {BATCH_MESSAGES_MAX} messages");
             return Err(error(request, ResponseCode::MESSAGE_ILLEGAL, remark));
         }
-        // Each message keeps its own properties; the batch header's are not merged (trap T9).
+        // Each message keeps its own properties; the batch header's are not merged
+        // (docs/protocol.md#batch-messages-keep-their-own-properties).
         let (properties, unique_key) = complete_properties(broker, entry.properties);
         let spec = RecordSpec {
             topic: &header.topic,
@@ -414,7 +416,8 @@ pub fn store_error_response(
     with_region_and_trace(broker, response)
 }
 
-/// Adds the broker's region and trace switch, which every send answer carries (trap T5), from
+/// Adds the broker's region and trace switch, which every send answer carries
+/// (docs/protocol.md#send-responses-always-carry-their-fields), from
 /// its configuration rather than fixed strings.
 pub fn with_region_and_trace(
     broker: &ShardBroker,

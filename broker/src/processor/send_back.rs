@@ -1,4 +1,5 @@
-//! CONSUMER_SEND_MSG_BACK (36) and the retry/dead-letter rules (reference 3.6, 7.5).
+//! CONSUMER_SEND_MSG_BACK (36) and the retry/dead-letter rules
+//! (docs/protocol.md#consumer-send-back, docs/protocol.md#retry-and-dead-letter-queues).
 //!
 //! A consumer that failed a message sends back its physical offset; the request runs on the
 //! shard whose commit log that offset names. The record is re-stored as a new message for

@@ -1,4 +1,4 @@
-//! Delayed messages (reference 7.4): delay levels on `SCHEDULE_TOPIC_XXXX`.
+//! Delayed messages (docs/protocol.md#delay-levels): delay levels on `SCHEDULE_TOPIC_XXXX`.
 //!
 //! A send carrying `DELAY` = level > 0 is stored rewritten ([`rewrite`]): topic
 //! `SCHEDULE_TOPIC_XXXX`, queue `level - 1`, `REAL_TOPIC`/`REAL_QID` added. Records in one

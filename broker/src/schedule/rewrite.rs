@@ -1,4 +1,5 @@
-//! The send-time rewrite of a delayed message to the schedule topic (reference 7.4).
+//! The send-time rewrite of a delayed message to the schedule topic
+//! (docs/protocol.md#delay-levels).
 //!
 //! It edits the send request itself (topic, queue id and properties fields, under the key
 //! names of the request's header form), so the request is routed to the owner of the

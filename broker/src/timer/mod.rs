@@ -1,4 +1,5 @@
-//! Timed messages (RocketMQ 5.x, reference 7.4): a send carrying `TIMER_DELIVER_MS` (absolute
+//! Timed messages (RocketMQ 5.x,
+//! docs/protocol.md#delay-levels): a send carrying `TIMER_DELIVER_MS` (absolute
 //! epoch ms), `TIMER_DELAY_SEC` or `TIMER_DELAY_MS` (relative to its arrival) is delivered to
 //! its topic at that time, to the millisecond, from a persistent timing wheel per shard.
 //!

@@ -1,4 +1,6 @@
-//! Transactional messages (reference 3.7, 7.6): half messages, decisions, check-back.
+//! Transactional messages
+//! (docs/protocol.md#transaction-requests, docs/protocol.md#transactional-messages): half messages,
+//! decisions, check-back.
 //!
 //! A send with `TRAN_MSG=true` and the PREPARED sysflag is stored rewritten ([`half_send`])
 //! as a half message in `RMQ_SYS_TRANS_HALF_TOPIC` queue 0, which nobody subscribes to.

@@ -1,6 +1,6 @@
 //! The checkpoint of one commit log: two alternating, checksummed, page-sized copies in
-//! `checkpoint/<log id>` (STYLE B6). Recovery takes the newest valid copy; a torn write can
-//! only spoil the copy being written, never the previous one.
+//! `checkpoint/<log id>` (docs/style.md#checksummed-checkpoint-copies). Recovery takes the newest
+//! valid copy; a torn write can only spoil the copy being written, never the previous one.
 //!
 //! ```text
 //!  slot (4096 bytes, slot = sequence % 2)

@@ -13,16 +13,16 @@
 //!   builds consume-queue entries up to `durable`), and durable only moves forward.
 //! - Chunks are ordered; inside one segment they are contiguous, and the first cached chunk
 //!   of the segment holding `durable` starts at or before `align_down(durable)`, so a flush can
-//!   always rebuild the partial tail page from memory (STYLE B2: the tail page is rewritten,
-//!   never read-modify-written from disk).
+//!   always rebuild the partial tail page from memory (docs/style.md#commit-log-write-rules: the
+//!   tail page is rewritten, never read-modify-written from disk).
 //! - A chunk never spans segments; a record never spans chunks or segments. When a record plus
 //!   the 8-byte end marker does not fit the rest of a segment, the marker (`maxBlank`,
-//!   BLANK_MAGIC) ends it and the record goes to the next one (reference 6.2).
+//!   BLANK_MAGIC) ends it and the record goes to the next one (docs/protocol.md#commit-log-format).
 //! - A blank marker that does not end its segment is padding (see [`CommitLog::pad_to_page`]):
 //!   it ends on a page boundary, is at most a page plus the marker long, and is zero past its
 //!   8-byte header. Readers skip it; it lets the next flush start on a page of its own.
 //! - The next segment (the spare) is created and preallocated in the background before it is
-//!   needed, so a roll never waits for the file system (STYLE B3).
+//!   needed, so a roll never waits for the file system (docs/style.md#preallocated-segments).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -131,8 +131,8 @@ pub(crate) struct CommitLogShape {
 
 impl CommitLog {
     /// A log whose valid data ends at `end`; `tail_page` holds the bytes of
-    /// `[align_down(end), end)` read back from disk (STYLE B2: read the tail page after a
-    /// reopen, before the next append).
+    /// `[align_down(end), end)` read back from disk (docs/style.md#commit-log-write-rules: read the
+    /// tail page after a reopen, before the next append).
     pub(crate) fn new(
         shape: CommitLogShape,
         segments: BTreeMap<u64, Rc<DirectFile>>,

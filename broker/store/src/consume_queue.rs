@@ -1,5 +1,6 @@
 //! Consume queues: per (topic, queueId), 20-byte entries pointing into commit logs
-//! (reference 6.3), in segmented files `consumequeue/<topic>/<queueId>/<20-digit start byte>`.
+//! (docs/protocol.md#consume-queue-format), in segmented files
+//! `consumequeue/<topic>/<queueId>/<20-digit start byte>`.
 //!
 //! ```text
 //!  entry  0        8        12                20
@@ -10,7 +11,8 @@
 //!
 //! Entry `q` lives at byte `q * 20` of the concatenated files ([`entry_byte`] is the only
 //! place that converts); a file holds `entries_per_file` entries (a multiple of 1024, so
-//! files are whole pages). The schedule topic's tag field holds the due time (7.4).
+//! files are whole pages). The schedule topic's tag field holds the due time
+//! (docs/protocol.md#delay-levels).
 //!
 //! The queue is held in memory (entries since the oldest retained file) and written to its
 //! files lazily, rewriting the partial tail page; files only save a rescan at start-up, the
@@ -387,7 +389,8 @@ fn copy_clipped(target: &mut [u8], base: u64, at: u64, bytes: &[u8]) {
     target[to_index(low - base)..to_index(high - base)].copy_from_slice(source);
 }
 
-/// The consume-queue tag code of a `TAGS` value (reference 7.1).
+/// The consume-queue tag code of a `TAGS` value
+/// (docs/protocol.md#tags-and-subscription-expressions).
 pub fn tag_code(tags: &str) -> i64 {
     comet_proto::filter::tag_code(Some(tags))
 }

@@ -1,4 +1,4 @@
-//! Store errors. Operating errors are typed; broken invariants panic (STYLE D1).
+//! Store errors. Operating errors are typed; broken invariants panic (docs/style.md#error-classes).
 
 use std::path::PathBuf;
 

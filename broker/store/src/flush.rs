@@ -1,6 +1,7 @@
 //! The flusher: flush lanes that write what is dirty, at most `flushes_in_flight_max` (2)
-//! flushes in flight, never two writes to the same page at once (STYLE B2: writes to one page
-//! complete in the order they were issued because the second waits for the first).
+//! flushes in flight, never two writes to the same page at once
+//! (docs/style.md#commit-log-write-rules: writes to one page complete in the order they were issued
+//! because the second waits for the first).
 //!
 //! SYNC_FLUSH: as soon as anything is dirty, write it; appends arriving meanwhile go in the
 //! next flush (group commit without lingering). ASYNC_FLUSH: flush when `flush_least_bytes`

@@ -1,7 +1,8 @@
 //! The key index: `UNIQ_KEY` and each word of `KEYS` of every record, for query by key and
 //! by unique id within a time range.
 //!
-//! Layout (a deliberate change from RocketMQ's IndexFile, reference 6.4): one append-only
+//! Layout (a deliberate change from RocketMQ's IndexFile,
+//! docs/protocol.md#index-file-format): one append-only
 //! file per commit-log segment, `index/<log id>/<20-digit segment start>`, of 32-byte
 //! entries, with the hash chains held in memory:
 //!

@@ -41,7 +41,7 @@ pub const PADDING_SHARE_MAX: u64 = 8;
 /// Default most bytes waiting for the disk under ASYNC_FLUSH before appends wait.
 pub const ASYNC_DIRTY_BYTES_MAX_DEFAULT: u64 = 64 * 1024 * 1024;
 
-/// Bytes of one consume-queue entry (reference 6.3).
+/// Bytes of one consume-queue entry (docs/protocol.md#consume-queue-format).
 pub const CQ_ENTRY_BYTES: u64 = 20;
 
 /// Entries per consume-queue file by default: a multiple of 1024 so a file is whole pages

@@ -1,5 +1,5 @@
-//! Offset newtypes (STYLE B7): a commit-log physical offset is never confused with a
-//! consume-queue logical offset.
+//! Offset newtypes (docs/style.md#offset-newtypes): a commit-log physical offset is never confused
+//! with a consume-queue logical offset.
 //!
 //! A physical offset names its commit log in the top bits:
 //!

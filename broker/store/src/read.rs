@@ -3,8 +3,8 @@
 //!
 //! Records come from the in-memory chunks when still cached (tailing consumers never touch
 //! the disk) and otherwise from the segment files with read-ahead; disk reads are verified
-//! (magic, lengths, body CRC) before they are returned (STYLE B5). Only durable, dispatched
-//! records are ever reachable.
+//! (magic, lengths, body CRC) before they are returned (docs/style.md#paired-record-checks). Only
+//! durable, dispatched records are ever reachable.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -39,7 +39,8 @@ impl MessageFilter<'_> {
         match self {
             MessageFilter::All => true,
             MessageFilter::TagCodes(codes) => {
-                // Compared as i32, like the Java broker (reference 7.1).
+                // Compared as i32, like the Java broker
+                // (docs/protocol.md#tags-and-subscription-expressions).
                 let code = entry.tag_code as i32;
                 codes.iter().any(|wanted| *wanted as i32 == code)
             }
@@ -597,7 +598,7 @@ fn corrupt(physical: PhysicalOffset, error: impl std::fmt::Display) -> StoreErro
     }
 }
 
-/// Checks a record read from disk before it is handed out (STYLE B5).
+/// Checks a record read from disk before it is handed out (docs/style.md#paired-record-checks).
 fn verified(bytes: Bytes, physical: PhysicalOffset) -> Result<Bytes, StoreError> {
     let view = RecordView::parse(&bytes).map_err(|error| corrupt(physical, error))?;
     if view.total_size() != bytes.len() || !view.body_crc_matches() {

@@ -1,4 +1,4 @@
-//! The SEND_BATCH_MESSAGE body (reference 4.3): per-message entries, back to back.
+//! The SEND_BATCH_MESSAGE body (docs/protocol.md#batch-body): per-message entries, back to back.
 //!
 //! ```text
 //! +-----------+-------+----------+------+----------+------+-------------+------------+

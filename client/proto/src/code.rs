@@ -75,7 +75,7 @@ macro_rules! code_enum {
 }
 
 code_enum! {
-    /// Request codes (reference section 2.1).
+    /// Request codes (docs/protocol.md#request-codes).
     #[allow(non_camel_case_types, missing_docs)]
     RequestCode: i32 {
         SEND_MESSAGE = 10,
@@ -244,8 +244,8 @@ code_enum! {
 }
 
 code_enum! {
-    /// Response codes (reference section 2.2). Codes 209 to 211 carry 5.x meanings; 4.x used
-    /// them for ACL failures (trap T17).
+    /// Response codes (docs/protocol.md#response-codes). Codes 209 to 211 carry 5.x meanings; 4.x
+    /// used them for ACL failures (docs/protocol.md#codes-209-to-211-differ-between-4x-and-5x).
     #[allow(non_camel_case_types, missing_docs)]
     ResponseCode: i32 {
         SUCCESS = 0,
@@ -318,7 +318,8 @@ code_enum! {
 }
 
 code_enum! {
-    /// The language of the sender (reference section 1.6). JSON headers carry the name, the
+    /// The language of the sender
+    /// (docs/protocol.md#language-codes-and-versions). JSON headers carry the name, the
     /// binary header carries the byte.
     #[allow(non_camel_case_types, missing_docs)]
     LanguageCode: u8 {
@@ -340,7 +341,8 @@ code_enum! {
 }
 
 impl ResponseCode {
-    /// True for the four codes that mean "stored" on a send (reference 2.2).
+    /// True for the four codes that mean "stored" on a send
+    /// (docs/protocol.md#response-codes).
     pub fn is_stored(self) -> bool {
         matches!(
             self,
@@ -352,7 +354,8 @@ impl ResponseCode {
     }
 }
 
-/// Version ordinals of Java's `MQVersion.Version` that change behaviour (reference 1.6).
+/// Version ordinals of Java's `MQVersion.Version` that change behaviour
+/// (docs/protocol.md#language-codes-and-versions).
 pub mod version {
     /// V3_4_9: broker honours `maxReconsumeTimes` from clients at or above it.
     pub const V3_4_9: i32 = 121;

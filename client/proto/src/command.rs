@@ -1,4 +1,5 @@
-//! `RemotingCommand`: one request or response of the remoting protocol (reference 1.5).
+//! `RemotingCommand`: one request or response of the remoting protocol
+//! (docs/protocol.md#remoting-command-semantics).
 
 use bytes::Bytes;
 
@@ -108,7 +109,8 @@ impl RemotingCommand {
         response
     }
 
-    /// The Java server's answer to an unknown request code (reference 1.5).
+    /// The Java server's answer to an unknown request code
+    /// (docs/protocol.md#remoting-command-semantics).
     pub fn not_supported_to(request: &RemotingCommand) -> RemotingCommand {
         let remark = format!(" request type {} not supported", request.code);
         RemotingCommand::error_to(request, ResponseCode::REQUEST_CODE_NOT_SUPPORTED, remark)

@@ -1,4 +1,4 @@
-//! Message body compression (reference 4.6).
+//! Message body compression (docs/protocol.md#compression).
 //!
 //! The Java producer compresses single-message bodies of 4 KiB or more and marks them with
 //! sysflag bit 0 plus a type in bits 8-10. Brokers store the compressed bytes untouched; only

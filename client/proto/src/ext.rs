@@ -2,15 +2,17 @@
 //!
 //! Headers hold a dozen entries at most, so the map is a vector with linear lookup: it keeps
 //! insertion order (useful for golden bytes and logs), and a repeated key replaces the earlier
-//! value in place, as Java's `HashMap.put` does on decode (reference 1.4).
+//! value in place, as Java's `HashMap.put` does on decode
+//! (docs/protocol.md#rocketmq-binary-header).
 //!
 //! Storage: every key and value back to back in one `String` (`pairs`). A decoded header of
 //! 15 fields is two allocations instead of 31 (the broker decodes one per request, and
 //! allocation was a tenth of its CPU).
 //!
-//! Values are parsed with Java's rules (reference 1.7): `Integer.parseInt` and `Long.parseLong`
-//! accept an optional sign and decimal digits only; `Boolean.parseBoolean` is true only for a
-//! case-insensitive `true` (trap T22).
+//! Values are parsed with Java's rules (docs/protocol.md#typed-headers-and-ext-fields):
+//! `Integer.parseInt` and `Long.parseLong` accept an optional sign and decimal digits only;
+//! `Boolean.parseBoolean` is true only for a case-insensitive `true`
+//! (docs/protocol.md#java-boolean-parsing).
 
 use std::fmt;
 

@@ -1,4 +1,6 @@
-//! Tag codes and TAG subscription expressions (reference 7.1, trap T15).
+//! Tag codes and TAG subscription expressions
+//! (docs/protocol.md#tags-and-subscription-expressions,
+//! docs/protocol.md#tag-codes-hash-utf-16-code-units).
 //!
 //! The tag code stored in every consume-queue entry is Java's `String.hashCode()` of the
 //! whole `TAGS` value: `h = 31 * h + unit` over UTF-16 code units with i32 wrap-around (so a

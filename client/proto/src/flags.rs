@@ -1,5 +1,5 @@
-//! Flag words of the protocol (reference 4.5): the message sysflag stored in every record and
-//! sent in send headers, the pull sysflag of pull requests, the topic sysflag and the
+//! Flag words of the protocol (docs/protocol.md#flag-words): the message sysflag stored in every
+//! record and sent in send headers, the pull sysflag of pull requests, the topic sysflag and the
 //! permission bits of brokers and topics.
 //!
 //! ```text

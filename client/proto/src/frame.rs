@@ -1,4 +1,4 @@
-//! Length-prefixed frames (reference 1.2).
+//! Length-prefixed frames (docs/protocol.md#frame-layout).
 //!
 //! ```text
 //! +--------------+-------------------------------+--------+------+

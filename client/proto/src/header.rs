@@ -1,4 +1,5 @@
-//! The two header serializations (reference 1.3 and 1.4).
+//! The two header serializations (docs/protocol.md#json-header and
+//! docs/protocol.md#rocketmq-binary-header).
 //!
 //! JSON (type 0) is what Java sends by default. Decoding is lenient the way real clients need
 //! it to be: unknown keys are ignored, missing keys keep defaults (code 0, flag 0, language
@@ -17,8 +18,9 @@
 //! ext item = key_len i16 | key | value_len i32 | value
 //! ```
 //!
-//! `code` and `version` are 16 bits wide (trap T2): a command whose code or version does not
-//! fit is encoded as JSON instead, so nothing is silently truncated.
+//! `code` and `version` are 16 bits wide
+//! (docs/protocol.md#16-bit-code-and-version-in-binary-headers): a command whose code or version
+//! does not fit is encoded as JSON instead, so nothing is silently truncated.
 
 use std::fmt;
 

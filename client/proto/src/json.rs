@@ -1,5 +1,8 @@
 //! fastjson-compatible JSON: a tolerant reader for what Java peers write, and a writer that
-//! writes what Java peers read (reference 3.15, 3.16, traps T4, T20, T24).
+//! writes what Java peers read (docs/protocol.md#json-body-shapes,
+//! docs/protocol.md#fastjson-quirks, docs/protocol.md#fastjson-map-keys,
+//! docs/protocol.md#route-json-quoting-depends-on-the-requester-version,
+//! docs/protocol.md#derived-getters-in-json).
 //!
 //! # Reading
 //!
@@ -30,7 +33,7 @@
 //! `{{"brokerName":"b","queueId":0,"topic":"T"}:10}`, the only form the Java tools and the Go
 //! client parse for ConsumeStats, TopicStatsTable and ResetOffsetBody. Maps with integer keys
 //! (route data `brokerAddrs`) are written with quoted keys `{"0":"..."}`, which every client
-//! accepts (trap T20).
+//! accepts (docs/protocol.md#route-json-quoting-depends-on-the-requester-version).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

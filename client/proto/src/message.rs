@@ -1,5 +1,5 @@
-//! The stored-message record (reference 4.1): the commit-log format, also the format of pull,
-//! query and view bodies.
+//! The stored-message record (docs/protocol.md#stored-message-record): the commit-log format, also
+//! the format of pull, query and view bodies.
 //!
 //! All integers big-endian. Positions below are for IPv4 hosts; each IPv6 host (sysflag bit 4
 //! for the born host, bit 5 for the store host) takes 20 bytes instead of 8 and shifts every
@@ -33,8 +33,8 @@
 //! and its bytes lie inside the record, both ports are in 0..=65535, topic and properties are
 //! UTF-8. Every accessor is then an in-bounds read: parsing allocates nothing.
 //!
-//! The 8-byte end-of-file marker of commit-log files (reference 6.2) is `maxBlank` then
-//! [`BLANK_MAGIC`]; scanners find it with [`peek_total_size_and_magic`].
+//! The 8-byte end-of-file marker of commit-log files (docs/protocol.md#commit-log-format) is
+//! `maxBlank` then [`BLANK_MAGIC`]; scanners find it with [`peek_total_size_and_magic`].
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
@@ -106,7 +106,7 @@ pub fn record_length(
         + properties_len
 }
 
-/// The masked body CRC stored in BODYCRC (trap T8).
+/// The masked body CRC stored in BODYCRC (docs/protocol.md#masked-body-crc).
 pub fn body_crc(body: &[u8]) -> i32 {
     let masked = crc32fast::hash(body) & 0x7FFF_FFFF;
     i32::try_from(masked).expect("masked CRC fits i32")

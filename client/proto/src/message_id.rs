@@ -1,4 +1,4 @@
-//! Message ids (reference 5).
+//! Message ids (docs/protocol.md#message-ids).
 //!
 //! Offset message id (the broker's `msgId`, the client's `offsetMsgId`), upper-case hex:
 //!

@@ -1,4 +1,5 @@
-//! The message properties string (reference 4.4, trap T16).
+//! The message properties string (docs/protocol.md#properties-string,
+//! docs/protocol.md#properties-string-separators).
 //!
 //! ```text
 //! name 0x01 value 0x02 name 0x01 value 0x02 ...

@@ -16,7 +16,8 @@ fn utf8(bytes: &[u8]) -> &str {
 }
 
 // Proves a Java 5.x heartbeat (names, every member) reads, and that writing produces the
-// fastjson shape of reference 3.15 (sorted keys, enums by name, `withoutSub`).
+// fastjson shape of
+// docs/protocol.md#json-body-shapes (sorted keys, enums by name, `withoutSub`).
 #[test]
 fn heartbeat_java_shape() {
     let java = concat!(

@@ -1,5 +1,6 @@
 //! Golden byte vectors for stored records, batch bodies and properties strings (the annotated
-//! `.hex` files under `tests/data/`, computed field by field from the reference, not by
+//! `.hex` files under `tests/data/`, computed field by field from the layout of
+//! docs/protocol.md#stored-message-record, not by
 //! Comet's encoder), plus the properties of the send frames captured from real clients.
 
 use std::net::SocketAddr;

@@ -1,5 +1,6 @@
 //! What the push and lite pull consumers share: subscriptions, rebalance, the per-queue pull
-//! threads and offsets (reference 7.2, 7.3 and the conversation of 8.3).
+//! threads and offsets (docs/protocol.md#queue-lists-and-allocation,
+//! docs/protocol.md#client-timings and docs/protocol.md#push-consumer-conversation).
 //!
 //! Threads:
 //! * `comet-rebalance`: rebalance every 20 s and on request (start, NOTIFY_CONSUMER_IDS_
@@ -10,7 +11,8 @@
 //!
 //! Rebalance order for a changed assignment: drop the queues taken away (persist their
 //! offset, unlock them), create the new ones (initial offset per consume-from-where), bump
-//! the topic's `subVersion` and heartbeat (trap T12), then start pulling the new queues.
+//! the topic's `subVersion` and heartbeat
+//! (docs/protocol.md#subscription-version-before-pulling), then start pulling the new queues.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -222,7 +224,8 @@ impl ConsumerCore {
         self.offsets.load()?;
         self.started_ms.store(now_ms(), Ordering::Relaxed);
         if self.config.message_model == MessageModel::Clustering && !self.lite {
-            // Failed messages come back through the retry topic (reference 8.3).
+            // Failed messages come back through the retry topic
+            // (docs/protocol.md#push-consumer-conversation).
             let retry = retry_topic(&self.config.group);
             lock(&self.subscriptions)
                 .entry(retry)
@@ -464,7 +467,7 @@ impl ConsumerCore {
         }
     }
 
-    /// Start offset of a newly assigned queue (reference 7.3).
+    /// Start offset of a newly assigned queue (docs/protocol.md#client-timings).
     pub(crate) fn initial_offset(&self, queue: &MessageQueue) -> Result<i64> {
         if let Some(offset) = self.offsets.read_store(queue)? {
             if offset >= 0 {
@@ -692,7 +695,8 @@ impl ConsumerCore {
         Ok(())
     }
 
-    /// The pull request of reference 8.3 step 7 (push) or of the lite pull consumer.
+    /// The pull request of docs/protocol.md#push-consumer-conversation step 7 (push) or of the lite
+    /// pull consumer.
     fn pull_request(
         &self,
         queue: &MessageQueue,
@@ -730,7 +734,8 @@ impl ConsumerCore {
         }
     }
 
-    /// Client-side tag re-filter (reference 7.1), retry-topic restore, MIN/MAX_OFFSET.
+    /// Client-side tag re-filter
+    /// (docs/protocol.md#tags-and-subscription-expressions), retry-topic restore, MIN/MAX_OFFSET.
     fn filter(
         &self,
         messages: Vec<MessageExt>,

@@ -47,7 +47,7 @@ impl MessageModel {
     }
 }
 
-/// Where a queue with no stored offset starts (reference 7.3).
+/// Where a queue with no stored offset starts (docs/protocol.md#client-timings).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ConsumeFromWhere {
     /// The queue's end (new messages only); 0 for retry topics.
@@ -70,7 +70,7 @@ impl ConsumeFromWhere {
     }
 }
 
-/// Settings shared by both consumers (Java defaults, reference 7.3).
+/// Settings shared by both consumers (Java defaults, docs/protocol.md#client-timings).
 #[derive(Clone, Debug)]
 pub struct ConsumerConfig {
     /// Consumer group.

@@ -5,9 +5,11 @@
 //!   messages, consumed on any pool thread. Success removes the chunk from its process
 //!   queue and moves the offset to the oldest unfinished message. `ReconsumeLater` (or a
 //!   panicking listener) sends each message back with CONSUMER_SEND_MSG_BACK in clustering
-//!   mode (the broker redelivers through `%RETRY%<group>`, reference 7.5); when the broker
+//!   mode (the broker redelivers through `%RETRY%<group>`,
+//!   docs/protocol.md#retry-and-dead-letter-queues); when the broker
 //!   refuses, the message is sent to `%RETRY%<group>` by an internal producer (the Java
-//!   fallback of reference 3.6); if that fails too it stays in the queue and is consumed
+//!   fallback of
+//!   docs/protocol.md#consumer-send-back); if that fails too it stays in the queue and is consumed
 //!   again locally after 5 s.
 //!   Broadcasting drops failed messages, as Java does.
 //! * Orderly listener: one task per queue at a time, in offset order, only while the broker
@@ -409,8 +411,8 @@ impl PushInner {
         }
     }
 
-    /// CONSUMER_SEND_MSG_BACK (reference 3.6); `delay_level` 0 lets the broker choose,
-    /// -1 sends to the DLQ at once. When the broker refuses, a redelivery is sent to
+    /// CONSUMER_SEND_MSG_BACK (docs/protocol.md#consumer-send-back); `delay_level` 0 lets the
+    /// broker choose, -1 sends to the DLQ at once. When the broker refuses, a redelivery is sent to
     /// `%RETRY%<group>` directly, as the Java client's fallback does.
     fn send_back(
         &self,
@@ -428,8 +430,8 @@ impl PushInner {
         }
     }
 
-    /// The fallback of reference 3.6: a normal send to `%RETRY%<group>` carrying the
-    /// original topic and id, the next reconsume count and its delay level.
+    /// The fallback of docs/protocol.md#consumer-send-back: a normal send to `%RETRY%<group>`
+    /// carrying the original topic and id, the next reconsume count and its delay level.
     fn send_to_retry_topic(&self, message: &MessageExt) -> Result<()> {
         let producer = self.retry_producer()?;
         let mut properties = message.properties.clone();

@@ -1,10 +1,11 @@
-//! The producer (Java `DefaultMQProducer`, conversation of reference 8.2).
+//! The producer (Java `DefaultMQProducer`, conversation of
+//! docs/protocol.md#producer-conversation).
 //!
 //! * Queue selection rotates over the topic's publish queues, skipping the broker that just
 //!   failed and, with latency fault tolerance on, brokers sidelined for being slow or down
 //!   ([`fault`]).
 //! * Sync sends retry on another broker (2 retries by default) for transport errors and the
-//!   Java retry codes (reference 2.2), within one overall `send_timeout`.
+//!   Java retry codes (docs/protocol.md#response-codes), within one overall `send_timeout`.
 //! * Async sends follow the same retry rules; callbacks and retries run on the producer's
 //!   callback thread, never on a transport reader.
 //! * Bodies of 4 KiB and more are zlib-compressed (level 5); batches never are.
@@ -41,7 +42,7 @@ use crate::util::{Executor, Oneshot};
 use crate::validate;
 use comet_proto::headers::SendMessageRequestHeaderV2;
 
-/// Producer settings (Java defaults, reference 7.3).
+/// Producer settings (Java defaults, docs/protocol.md#client-timings).
 #[derive(Clone, Debug)]
 pub struct ProducerConfig {
     /// Producer group.
@@ -471,7 +472,7 @@ impl AsyncSend {
     }
 }
 
-/// The Java producer's retry set (reference 2.2), plus every transport failure.
+/// The Java producer's retry set (docs/protocol.md#response-codes), plus every transport failure.
 fn is_retryable(error: &ClientError) -> bool {
     if error.is_transport() {
         return true;
@@ -491,7 +492,7 @@ fn is_retryable(error: &ClientError) -> bool {
     )
 }
 
-/// Turns a send response into a result (reference 3.1).
+/// Turns a send response into a result (docs/protocol.md#send-message).
 fn process_response(
     addr: &str,
     prepared: &Prepared,
@@ -557,7 +558,8 @@ impl ProducerInner {
         };
         let mut sys_flag = 0;
         if message.properties.get(names::TRAN_MSG) == Some("true") {
-            // A half message: the broker stores it in the half topic (reference 7.6).
+            // A half message: the broker stores it in the half topic
+            // (docs/protocol.md#transactional-messages).
             sys_flag |= message_sys_flag::TRANSACTION_PREPARED_TYPE;
         }
         let mut body = message.body.clone();
@@ -569,7 +571,8 @@ impl ProducerInner {
         let mut reconsume_times = 0;
         let mut max_reconsume_times = None;
         if retry_topic {
-            // Retry sends carry these two in header fields j and l (reference 3.6).
+            // Retry sends carry these two in header fields j and l
+            // (docs/protocol.md#consumer-send-back).
             if let Some(value) = message.properties.remove(names::RECONSUME_TIME) {
                 reconsume_times = value.parse().unwrap_or(0);
             }

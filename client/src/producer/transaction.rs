@@ -1,4 +1,5 @@
-//! The transactional producer (Java `TransactionMQProducer`, reference 3.7 and 7.6).
+//! The transactional producer (Java `TransactionMQProducer`,
+//! docs/protocol.md#transaction-requests and docs/protocol.md#transactional-messages).
 //!
 //! A transaction is one half message and one decision:
 //!
@@ -70,7 +71,7 @@ impl LocalTransactionState {
     }
 
     /// END_TRANSACTION's `commitOrRollback`: the sysflag transaction types 8, 12 and 0
-    /// (trap T25), not 1/2/0.
+    /// (docs/protocol.md#transaction-decisions-use-sysflag-values), not 1/2/0.
     pub fn commit_or_rollback(self) -> i32 {
         match self {
             LocalTransactionState::CommitMessage => message_sys_flag::TRANSACTION_COMMIT_TYPE,

@@ -1,6 +1,6 @@
-//! Queue allocation strategies (reference 7.2): pure functions of the sorted queue list and
-//! the sorted consumer id list, so every member of a group computes the same split without
-//! talking to the others.
+//! Queue allocation strategies (docs/protocol.md#queue-lists-and-allocation): pure functions of the
+//! sorted queue list and the sorted consumer id list, so every member of a group computes the same
+//! split without talking to the others.
 //!
 //! Both inputs must be sorted the same way on every member (queues by topic, broker name and
 //! queue id; consumer ids as strings, see [`java_string_cmp`]). A consumer whose id is not in
@@ -40,7 +40,8 @@ impl AllocateStrategy {
     }
 }
 
-/// `AllocateMessageQueueAveragely`, with the exact integer arithmetic of reference 7.2.
+/// `AllocateMessageQueueAveragely`, with the exact integer arithmetic of
+/// docs/protocol.md#queue-lists-and-allocation.
 pub fn allocate_averagely<T: Clone>(mq_all: &[T], cid_all: &[String], current_cid: &str) -> Vec<T> {
     let Some(index) = cid_all.iter().position(|cid| cid == current_cid) else {
         return Vec::new();

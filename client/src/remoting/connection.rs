@@ -10,7 +10,8 @@
 //!
 //! Writers take the writer mutex for one whole frame, so frames from many threads never
 //! interleave and requests pipeline freely. The reader thread owns the read half: it decodes
-//! frames, completes waiters of responses (flag bit 0, trap T18: a broker request with the
+//! frames, completes waiters of responses (flag bit 0,
+//! docs/protocol.md#opaque-spaces-are-per-sender: a broker request with the
 //! same opaque as one of ours is a request, not our answer) and hands requests to the sink.
 //!
 //! A connection is closed once: by a read or write failure, by a broken frame stream, by

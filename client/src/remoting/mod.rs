@@ -10,7 +10,7 @@
 //!   connection events, so a slow handler never stalls a reader.
 //!
 //! Opaques come from one counter per client; they only need to be unique among the requests
-//! in flight on one connection (reference 1.5).
+//! in flight on one connection (docs/protocol.md#remoting-command-semantics).
 //!
 //! Failure model: a connection that fails is closed, its pending requests fail with
 //! `ConnectionClosed`, and it is dropped from the pool; the next request to that address
@@ -73,10 +73,11 @@ pub enum Handled {
     NotSupported,
 }
 
-/// Handles requests that brokers send to the client (reference 3.12) and connection events.
+/// Handles requests that brokers send to the client (docs/protocol.md#broker-to-client-requests)
+/// and connection events.
 ///
 /// Runs on the transport's inbound thread, one call at a time. Whatever it returns, one-way
-/// requests (flag bit 1) are never answered (trap T11).
+/// requests (flag bit 1) are never answered (docs/protocol.md#one-way-requests-are-never-answered).
 pub trait RequestHandler: Send + Sync + 'static {
     /// Handles one request from the peer at `addr`.
     fn handle_request(&self, addr: &str, request: &RemotingCommand) -> Handled;

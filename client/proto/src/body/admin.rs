@@ -1,4 +1,6 @@
-//! Admin bodies (reference 3.9, 3.15, 6.6): consume and topic statistics (per group and
+//! Admin bodies
+//! (docs/protocol.md#admin-requests, docs/protocol.md#json-body-shapes,
+//! docs/protocol.md#config-json-files): consume and topic statistics (per group and
 //! broker-wide), connection lists, group lists, subscription-group configs with their wrapper
 //! (`subscriptionGroup.json`, GET_ALL_SUBSCRIPTIONGROUP_CONFIG), consume-queue inspection
 //! and the delay-offset table (`delayOffset.json`, GET_ALL_DELAY_OFFSET).

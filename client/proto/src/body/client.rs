@@ -1,7 +1,7 @@
-//! Bodies of the broker-to-client diagnostic requests the Java client answers (reference
-//! 3.12) and of the admin requests relayed to them: ConsumerRunningInfo (307),
-//! ConsumeMessageDirectlyResult (309), GetConsumerStatusBody (221, 223) and
-//! QueryConsumeTimeSpanBody (303).
+//! Bodies of the broker-to-client diagnostic requests the Java client answers
+//! (docs/protocol.md#broker-to-client-requests) and of the admin requests relayed to them:
+//! ConsumerRunningInfo (307), ConsumeMessageDirectlyResult (309), GetConsumerStatusBody (221, 223)
+//! and QueryConsumeTimeSpanBody (303).
 //!
 //! Java's admin tool keys these by MessageQueue objects (J2); they are written in fastjson's
 //! object-key form. Property names follow fastjson's getter rule (first letter lowered only),

@@ -1,4 +1,6 @@
-//! Queue-level consumer bodies (reference 3.5, 3.8, 3.9, 6.6): MessageQueue, the consumer
+//! Queue-level consumer bodies
+//! (docs/protocol.md#client-registration, docs/protocol.md#queue-locks,
+//! docs/protocol.md#admin-requests, docs/protocol.md#config-json-files): MessageQueue, the consumer
 //! list, batch lock and unlock, ResetOffsetBody and the `consumerOffset.json` wrapper.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,4 +1,5 @@
-//! HEART_BEAT bodies (reference 3.5, 3.15): HeartbeatData with its consumer, producer and
+//! HEART_BEAT bodies (docs/protocol.md#client-registration,
+//! docs/protocol.md#json-body-shapes): HeartbeatData with its consumer, producer and
 //! subscription entries, and CHECK_CLIENT_CONFIG's CheckClientRequestBody.
 //!
 //! Clients disagree on the heartbeat's JSON, so reading is lenient:

@@ -1,13 +1,14 @@
 //! JSON bodies: the `RemotingSerializable` classes that travel as a command's body
-//! (reference 3.15), plus the zlib binary form of the register-broker body.
+//! (docs/protocol.md#json-body-shapes), plus the zlib binary form of the register-broker body.
 //!
 //! Every body type is a serde struct with Rust snake_case fields renamed to the Java keys,
 //! implementing [`JsonBody`]:
 //!
 //! * [`JsonBody::decode`] reads what Java (fastjson), Go, C++, JS and Rust peers send, through
 //!   the tolerant reader of [`crate::json`]: bare numeric keys, object keys, unknown keys
-//!   (derived getters, trap T24), missing members (Java field defaults apply), and for the
-//!   heartbeat also numbers as strings and enums as ordinals.
+//!   (derived getters,
+//!   docs/protocol.md#derived-getters-in-json), missing members (Java field defaults apply), and
+//!   for the heartbeat also numbers as strings and enums as ordinals.
 //! * [`JsonBody::encode`] writes what Java peers parse: compact, keys sorted, nulls omitted,
 //!   enums by name, MessageQueue-keyed maps in fastjson's object-key form, integer-keyed maps
 //!   with quoted keys.

@@ -2,7 +2,8 @@
 //! REGISTER_TOPIC_IN_NAMESRV request), ClusterInfo, TopicList and KVTable.
 //!
 //! `brokerAddrs` is keyed by broker id (0 = master). Java writes the keys bare (`{0:"..."}`)
-//! or quoted (`{"0":"..."}`) depending on the requester's version (trap T20); both are read,
+//! or quoted (`{"0":"..."}`) depending on the requester's version
+//! (docs/protocol.md#route-json-quoting-depends-on-the-requester-version); both are read,
 //! and quoted keys are written, which every client accepts.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,6 +1,7 @@
 //! Topic configuration bodies: TopicConfig, DataVersion, the topic-config wrapper (the
 //! `topics.json` shape, GET_ALL_TOPIC_CONFIG's body) and RegisterBrokerBody in both its JSON
-//! and its compressed binary form (reference 3.15, 6.6).
+//! and its compressed binary form (docs/protocol.md#json-body-shapes,
+//! docs/protocol.md#config-json-files).
 //!
 //! Compressed register body: one zlib (RFC 1950) stream holding, all integers i32
 //! big-endian,

@@ -1,4 +1,6 @@
-//! Admin headers (reference 3.9, 3.12-3.14): topic and group management, statistics,
+//! Admin headers (docs/protocol.md#admin-requests,
+//! docs/protocol.md#broker-to-client-requests, docs/protocol.md#master-slave-metadata-sync,
+//! docs/protocol.md#other-request-headers): topic and group management, statistics,
 //! offset resets, and the broker-to-client diagnostic requests.
 
 use super::command_header;
@@ -110,7 +112,8 @@ command_header! {
         offset: Option<i64> => "offset",
         /// Store time to reset to, ms; -1 = max offset.
         timestamp: i64 => "timestamp",
-        /// Also move offsets forward (note the key name, trap T13).
+        /// Also move offsets forward (note the key name,
+        /// docs/protocol.md#misspelled-keys-are-real).
         is_force: bool => "isForce",
     }
 }

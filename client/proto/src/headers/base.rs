@@ -1,6 +1,7 @@
-//! The 5.x base keys every RPC request header inherits (reference 1.7). Typed headers that
-//! target a broker name `bname` themselves; [`RpcRequestBase`] reads all five from any
-//! request, so a server can look at them without knowing the request's own header.
+//! The 5.x base keys every RPC request header inherits
+//! (docs/protocol.md#typed-headers-and-ext-fields). Typed headers that target a broker name `bname`
+//! themselves; [`RpcRequestBase`] reads all five from any request, so a server can look at them
+//! without knowing the request's own header.
 
 use super::command_header;
 

@@ -1,5 +1,6 @@
-//! Consumer-side headers (reference 3.2-3.8): pull, offsets, message lookup, client
-//! registration and group membership, send-back and transactions.
+//! Consumer-side headers (docs/protocol.md#requests, from
+//! docs/protocol.md#pull-message to docs/protocol.md#queue-locks): pull, offsets, message lookup,
+//! client registration and group membership, send-back and transactions.
 //!
 //! Requests that target one broker carry the optional 5.x base key `bname` as
 //! `broker_name`; the 5.x Java client fills it, older clients leave it out.
@@ -41,7 +42,8 @@ command_header! {
         max_msg_bytes: Option<i32> => "maxMsgBytes",
         /// 5.x proxy marker.
         request_source: Option<i32> => "requestSource",
-        /// 5.x proxy client id (the misspelling is the real key, trap T13).
+        /// 5.x proxy client id (the misspelling is the real key,
+        /// docs/protocol.md#misspelled-keys-are-real).
         proxy_froward_client_id: Option<String> => "proxyFrowardClientId",
         /// 5.x target broker name.
         broker_name: Option<String> => "bname",
@@ -51,7 +53,8 @@ command_header! {
 }
 
 command_header! {
-    /// PULL_MESSAGE response; the four offsets are always present (trap T6).
+    /// PULL_MESSAGE response; the four offsets are always present
+    /// (docs/protocol.md#pull-responses-always-carry-their-offsets).
     pub struct PullMessageResponseHeader {
         /// Broker id to pull from next (0 = master).
         suggest_which_broker_id: i64 => "suggestWhichBrokerId",
@@ -327,7 +330,8 @@ command_header! {
         tran_state_table_offset: i64 => "tranStateTableOffset",
         /// Half message's physical offset.
         commit_log_offset: i64 => "commitLogOffset",
-        /// 0 unknown, 8 commit, 12 rollback (trap T25).
+        /// 0 unknown, 8 commit, 12 rollback
+        /// (docs/protocol.md#transaction-decisions-use-sysflag-values).
         commit_or_rollback: i32 => "commitOrRollback",
         /// True when answering a check-back.
         from_transaction_check: Option<bool> => "fromTransactionCheck",

@@ -1,5 +1,6 @@
 //! Typed custom headers: the Java `CommandCustomHeader` classes, each flattened into a
-//! command's ext fields (reference 1.7, 3.1-3.14).
+//! command's ext fields (docs/protocol.md#typed-headers-and-ext-fields,
+//! docs/protocol.md#requests).
 //!
 //! Every header is a plain struct implementing [`CommandHeader`]. Field names are Rust
 //! snake_case; the ext key each one travels under is the Java field name, listed in the
@@ -13,7 +14,8 @@
 //! * An `Option<_>` field is omitted on encode when `None` (Java omits null fields) and
 //!   decodes to `None` when absent.
 //! * Numbers are decimal text, booleans `true`/`false` (only a case-insensitive `true` reads
-//!   as true, trap T22), enums their Java constant name.
+//!   as true,
+//!   docs/protocol.md#java-boolean-parsing), enums their Java constant name.
 //! * Unknown keys (auth keys such as `AccessKey`, the 5.x base keys a header does not name)
 //!   are ignored on decode and left untouched on encode.
 //!
@@ -181,7 +183,7 @@ pub(crate) use command_header;
 /// Declares a Java enum carried by name in a header, with lookup in both directions.
 ///
 /// Decoding compares case-insensitively, as Java's `valueOf(value.toUpperCase())` does for
-/// the header enums (reference 1.7).
+/// the header enums (docs/protocol.md#typed-headers-and-ext-fields).
 macro_rules! header_enum {
     (
         $(#[$meta:meta])*

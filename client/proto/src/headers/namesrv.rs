@@ -1,4 +1,5 @@
-//! Name-server headers (reference 3.10 and the name-server rows of 3.14): broker
+//! Name-server headers (docs/protocol.md#name-server-requests and the
+//! name-server rows of docs/protocol.md#other-request-headers): broker
 //! registration and liveness, route lookups, permission changes and the KV config store.
 
 use super::command_header;
@@ -26,7 +27,8 @@ command_header! {
         enable_acting_master: Option<bool> => "enableActingMaster",
         /// True when the body is the zlib binary form rather than JSON.
         compressed: bool => "compressed",
-        /// Masked CRC-32 of the body (trap T8, `message::body_crc`); 0 means unchecked.
+        /// Masked CRC-32 of the body
+        /// (docs/protocol.md#masked-body-crc, `message::body_crc`); 0 means unchecked.
         body_crc32: Option<i32> => "bodyCrc32",
     }
 }
@@ -195,7 +197,7 @@ command_header! {
 
 command_header! {
     /// BROKER_HEARTBEAT (904, 5.x) request. Note the real key `heartbeatTimeoutMills`
-    /// (trap T13).
+    /// (docs/protocol.md#misspelled-keys-are-real).
     pub struct BrokerHeartbeatRequestHeader {
         /// Cluster name.
         cluster_name: String => "clusterName",

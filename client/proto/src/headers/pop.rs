@@ -1,5 +1,5 @@
-//! Pop consumption headers (5.x, reference 3.11). The codes exceed 16 bits, so these only
-//! travel in JSON headers (trap T2).
+//! Pop consumption headers (5.x, docs/protocol.md#pop-requests). The codes exceed 16 bits, so these
+//! only travel in JSON headers (docs/protocol.md#16-bit-code-and-version-in-binary-headers).
 //!
 //! The offset-info strings of the pop response are kept as text; their entries are
 //! `<retryFlag> <queueId> <value>` joined with `;`.

@@ -1,7 +1,7 @@
-//! Send headers (reference 3.1): SEND_MESSAGE (10) and SEND_REPLY_MESSAGE (324) carry the
-//! long-name form, SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and SEND_REPLY_MESSAGE_V2
-//! (325) the single-letter form. Both forms are the same fields; the broker decodes either
-//! into [`SendMessageRequestHeader`] with [`decode_send_request`].
+//! Send headers (docs/protocol.md#send-message): SEND_MESSAGE (10) and SEND_REPLY_MESSAGE (324)
+//! carry the long-name form, SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and
+//! SEND_REPLY_MESSAGE_V2 (325) the single-letter form. Both forms are the same fields; the broker
+//! decodes either into [`SendMessageRequestHeader`] with [`decode_send_request`].
 //!
 //! ```text
 //! V2 key  a              b      c             d                     e        f
@@ -143,7 +143,8 @@ pub fn decode_send_request(
 
 command_header! {
     /// Send response (all send codes). A broker must also add [`EXT_MSG_REGION`] and
-    /// [`EXT_TRACE_ON`] (trap T5).
+    /// [`EXT_TRACE_ON`]
+    /// (docs/protocol.md#send-responses-always-carry-their-fields).
     pub struct SendMessageResponseHeader {
         /// Offset message id; comma-separated ids for a batch.
         msg_id: String => "msgId",

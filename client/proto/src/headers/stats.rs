@@ -1,5 +1,5 @@
-//! Statistics headers (reference 3.9): the per-topic and per-group figures RocketMQ's tools
-//! read by name and key.
+//! Statistics headers (docs/protocol.md#admin-requests): the per-topic and per-group figures
+//! RocketMQ's tools read by name and key.
 
 use super::command_header;
 
