@@ -33,10 +33,10 @@ use crate::index::KeyIndex;
 use crate::offset::{PhysicalOffset, QueueOffset};
 use crate::sync::{PositionWaiters, WakerList};
 
-/// Name of the topic holding delayed messages (reference 7.4).
+/// Name of the topic holding delayed messages (docs/protocol.md#delay-levels).
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
-/// MessageSysFlag transaction bits (reference 4.5).
+/// MessageSysFlag transaction bits (docs/protocol.md#flag-words).
 const TRANSACTION_TYPE_MASK: i32 = 0x3 << 2;
 const TRANSACTION_PREPARED: i32 = 0x1 << 2;
 const TRANSACTION_ROLLBACK: i32 = 0x3 << 2;
@@ -607,7 +607,8 @@ fn index_keys(
     }
 }
 
-/// The tag field: the tag hash, or the due time on the schedule topic (reference 7.4).
+/// The tag field: the tag hash, or the due time on the schedule topic
+/// (docs/protocol.md#delay-levels).
 fn consume_queue_tag(
     view: &RecordView<'_>,
     found: &DispatchProperties<'_>,
