@@ -19,90 +19,24 @@
 //! is at most 1/[`PADDING_SHARE_MAX`] of what the flush carries, so padding never grows the
 //! log by more than that share. A lone appender, or appenders that all wait for the same
 //! flush, never pad. Flushes may complete in any order; `durable` moves to a flush's target
-//! only once every flush before it completed ([`Flights`]), then the dispatcher runs and the
-//! covered appends wake. On failure the store stops writing and every waiter fails.
+//! only once every flush before it completed ([`Flights`]), then the dispatcher
+//! ([`dispatch_durable`]) runs and the covered appends wake. On failure the store stops
+//! writing and every waiter fails.
 //!
 //! [`CommitLog::pad_to_page`]: crate::commit_log::CommitLog::pad_to_page
+//! [`Flights`]: crate::flights::Flights
 
-use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
-use crate::commit_log::{align_down, align_up, FlushPlan};
+use comet_proto::message::{RecordView, BLANK_MAGIC};
+
+use crate::commit_log::{align_down, align_up, FlushPlan, BLANK_BYTES};
 use crate::config::FlushPolicy;
-use crate::limits::{FLUSH_BYTES_MAX, PADDING_SHARE_MAX, PAGE_BYTES};
-use crate::store::{dispatch_durable, Shared};
+use crate::limits::{FLUSH_BYTES_MAX, PADDING_SHARE_MAX};
+use crate::queues::dispatch_record;
+use crate::shard::Shared;
 use crate::warm::meets_zero_write;
-
-/// The flushes planned and not yet folded into `durable`.
-pub(crate) struct Flights {
-    /// End of the last planned flush: `durable <= planned <= write`.
-    planned: u64,
-    /// Targets of the flushes in flight, oldest first, and whether each has completed.
-    in_flight: VecDeque<(u64, bool)>,
-    /// Most flushes in flight at once (1 or 2).
-    max: usize,
-}
-
-impl Flights {
-    /// No flush in flight, the log durable up to `durable`.
-    pub(crate) fn new(durable: u64, max: usize) -> Flights {
-        assert!((1..=2).contains(&max), "one or two flushes in flight");
-        Flights {
-            planned: durable,
-            in_flight: VecDeque::with_capacity(max),
-            max,
-        }
-    }
-
-    /// Where the next flush starts, if one may be planned now with the log written up to
-    /// `write`: something is dirty past the last planned flush, and either nothing is in
-    /// flight or the flushes in flight end on a page boundary and leave a place.
-    pub(crate) fn next_start(&self, write: u64) -> Option<u64> {
-        if write <= self.planned {
-            return None;
-        }
-        let free = self.in_flight.is_empty()
-            || (self.in_flight.len() < self.max && self.planned % PAGE_BYTES == 0);
-        free.then_some(self.planned)
-    }
-
-    /// Bytes appended that no planned flush covers.
-    pub(crate) fn unplanned_bytes(&self, write: u64) -> u64 {
-        write.saturating_sub(self.planned)
-    }
-
-    /// Whether a flush is planned or in flight (the warmer writes only when none is).
-    pub(crate) fn busy(&self) -> bool {
-        !self.in_flight.is_empty()
-    }
-
-    /// Records a flush planned up to `target`.
-    pub(crate) fn begin(&mut self, target: u64) {
-        assert!(target > self.planned, "flushes are planned in log order");
-        assert!(self.in_flight.len() < self.max, "a place was free");
-        self.planned = target;
-        self.in_flight.push_back((target, false));
-    }
-
-    /// Records the flush up to `target` completed; returns the new durable position when this
-    /// completes the oldest flushes in flight (the log is durable up to the last of them).
-    pub(crate) fn complete(&mut self, target: u64) -> Option<u64> {
-        let flight = self
-            .in_flight
-            .iter_mut()
-            .find(|(known, _)| *known == target)
-            .expect("a completed flush was in flight");
-        assert!(!flight.1, "a flush completes once");
-        flight.1 = true;
-        let mut durable = None;
-        while let Some(&(oldest, true)) = self.in_flight.front() {
-            durable = Some(oldest);
-            self.in_flight.pop_front();
-        }
-        durable
-    }
-}
 
 /// One flush lane; the store runs `flushes_in_flight_max` of them. Each runs until the store
 /// is closed and nothing is left to plan (or writes failed).
@@ -252,39 +186,45 @@ pub(crate) fn fail(shared: &Shared, reason: String) {
     shared.zero_done.wake_all();
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // Proves durable moves only over completed flushes in log order, whatever order they
-    // complete in, and a second flush starts only behind a flush ending on a page.
-    #[test]
-    fn flights_fold_in_order_and_share_no_page() {
-        let mut flights = Flights::new(100, 2);
-        assert_eq!(flights.next_start(100), None, "nothing dirty");
-        assert_eq!(flights.next_start(5000), Some(100));
-        flights.begin(5000);
-        assert_eq!(flights.next_start(9000), None, "5000 is mid-page");
-
-        let mut flights = Flights::new(100, 2);
-        flights.begin(8192);
-        assert_eq!(flights.next_start(9000), Some(8192));
-        flights.begin(9000);
-        assert_eq!(flights.next_start(20_000), None, "two in flight");
-        assert_eq!(
-            flights.complete(9000),
-            None,
-            "the older flush is still in flight"
-        );
-        assert_eq!(flights.next_start(20_000), None, "9000 is mid-page");
-        assert_eq!(flights.complete(8192), Some(9000));
-        assert!(!flights.busy());
-        assert_eq!(flights.next_start(20_000), Some(9000));
-
-        let mut single = Flights::new(0, 1);
-        single.begin(4096);
-        assert_eq!(single.next_start(9000), None, "one flush at a time");
-        assert_eq!(single.complete(4096), Some(4096));
-        assert_eq!(single.unplanned_bytes(9000), 9000 - 4096);
+/// Dispatches every durable record not yet dispatched (waking readers of their queues).
+fn dispatch_durable(shared: &Shared) {
+    let mut log = shared.log.borrow_mut();
+    let mut queues = shared.queues.borrow_mut();
+    let mut index = shared.index.borrow_mut();
+    while log.dispatched < log.durable {
+        let position = log.dispatched;
+        let bytes = log
+            .cached_from(position)
+            .expect("undispatched bytes stay cached");
+        let (size, magic) =
+            comet_proto::message::peek_total_size_and_magic(bytes).expect("whole header");
+        if magic == BLANK_MAGIC {
+            // The segment's end marker (the rest of the segment holds nothing) or padding.
+            let end = position + u64::try_from(size).expect("appended blanks are positive");
+            let segment_end = log.segment_start(position) + log.segment_bytes;
+            let needed = if end == segment_end {
+                position + BLANK_BYTES
+            } else {
+                end
+            };
+            if needed > log.durable {
+                break;
+            }
+            log.dispatched = end;
+            continue;
+        }
+        let size = u64::try_from(size).expect("appended records have positive sizes");
+        if position + size > log.durable {
+            break;
+        }
+        let view = RecordView::parse(bytes).expect("appended records were validated");
+        let dispatched = dispatch_record(&view, position, &mut queues, &mut index, &shared.config);
+        assert!(dispatched, "live records continue their queue");
+        shared.last_store_timestamp_ms.set(view.store_timestamp());
+        log.dispatched = position + size;
+    }
+    log.evict();
+    if index.unlinked() > 0 {
+        shared.index_pushed.wake_all();
     }
 }

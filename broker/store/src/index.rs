@@ -40,6 +40,7 @@ use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
 use crate::commit_log::{align_down, align_up, to_index};
 use crate::consume_queue::FileWrite;
 use crate::error::StoreError;
+use crate::index_entry::IndexEntry;
 use crate::limits::INDEX_ENTRY_BYTES;
 use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset};
 use crate::sealed_index::{sealed_path, SealedIndex, PARTIAL_SUFFIX, SEALED_SUFFIX};
@@ -89,35 +90,6 @@ pub fn key_hash(topic: &str, key: &str) -> u64 {
         hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
     }
     hash
-}
-
-/// One indexed key of one record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct IndexEntry {
-    pub(crate) hash: u64,
-    pub(crate) physical: PhysicalOffset,
-    pub(crate) store_timestamp_ms: i64,
-}
-
-impl IndexEntry {
-    pub(crate) fn encode(&self, target: &mut [u8]) {
-        target[..8].copy_from_slice(&self.hash.to_be_bytes());
-        target[8..16].copy_from_slice(&self.physical.as_i64().to_be_bytes());
-        target[16..24].copy_from_slice(&self.store_timestamp_ms.to_be_bytes());
-        target[24..32].copy_from_slice(&1u64.to_be_bytes());
-    }
-
-    pub(crate) fn decode(raw: &[u8]) -> Option<IndexEntry> {
-        let word = |at: usize| u64::from_be_bytes(raw[at..at + 8].try_into().expect("8 bytes"));
-        if word(24) != 1 {
-            return None;
-        }
-        Some(IndexEntry {
-            hash: word(0),
-            physical: PhysicalOffset::from_i64(i64::try_from(word(8)).ok()?)?,
-            store_timestamp_ms: i64::try_from(word(16)).ok()?,
-        })
-    }
 }
 
 /// Index files of one segment: the file and the number of its first entry.

@@ -16,8 +16,43 @@
 //! finds its log, and a consume queue may point into several logs: when the shard count
 //! changes, queues are handed to their new owner's store without moving records ([`remap`]),
 //! and reads of older entries open the other log's segments read-only; logs no shard writes
-//! any more are deleted and queried by the store that adopts them (module `orphan`). The write path (append, group commit, visibility) is described in
-//! [`store`](crate::store) and [`flush`](crate::flush); recovery in [`recovery`].
+//! any more are deleted and queried by the store that adopts them (module `orphan`). The
+//! write path (append, group commit, visibility) is described in modules `append` and
+//! `flush`; recovery in [`recovery`].
+//!
+//! # Layers
+//!
+//! Each module uses only modules below it in this list (`tests/layers.rs` checks it), so the
+//! store reads top-down: the facade, the parts that operate on the shard state, the state,
+//! the on-disk formats, the leaves.
+//!
+//! - `store`: the facade; owns the shard state and the adopted logs, opens, starts the
+//!   background tasks, shuts down, and hands each public call to the part below.
+//! - `retention`: the disk-full state and deleting expired segments of the own and adopted
+//!   logs.
+//! - `orphan`: logs of shards that no longer run: key queries, deleting, retiring.
+//! - `maintenance`: derived-file flush and checkpoint, key-index sealing and linking, the
+//!   maintenance lock, queue min offsets past deleted records.
+//! - `read`: the read path: pulls, lookups by time, offset and key, waits for new data.
+//! - `append`: validates records, copies them into the log, spare segments, durable waits.
+//! - `flush`: the flush lanes (group commit) and dispatch of newly durable records.
+//! - `warm`: writes zeros ahead of the write position.
+//! - `recovery`: locks, loads and verifies the files at open, producing the shard state.
+//! - `shard`: the shard state the parts above share, and the counters.
+//! - `flights`: bookkeeping of the flushes planned and in flight.
+//! - `queues`: per-queue state, and dispatch of one record into its queue and the key index.
+//! - `index`: the key index of one log: in-memory chains over append-order files.
+//! - `sealed_index`: a segment's key index sorted by hash in one file.
+//! - `index_entry`: the 32-byte key-index entry both index files hold.
+//! - `consume_queue`: one queue's files of 20-byte entries.
+//! - `checkpoint`: the two-slot checkpoint file.
+//! - `commit_log`: segments, the open chunk, the read cache and flush plans of the log.
+//! - `config`: [`StoreConfig`] and [`FlushPolicy`].
+//! - `remap`: hands queues to their new owner stores when the shard count changes.
+//! - `sync`: waker lists for waits within one shard.
+//! - `error`: [`StoreError`].
+//! - `offset`: [`LogId`], [`PhysicalOffset`], [`QueueOffset`] and file names.
+//! - `limits`: sizes and counts the store is built around.
 //!
 //! ```no_run
 //! use comet_store::{LogId, Store, StoreConfig};
@@ -31,21 +66,27 @@
 //! });
 //! ```
 
+pub(crate) mod append;
 pub mod checkpoint;
 pub(crate) mod commit_log;
 pub mod config;
 pub mod consume_queue;
 pub mod error;
+pub(crate) mod flights;
 pub(crate) mod flush;
 pub mod index;
+pub(crate) mod index_entry;
 pub mod limits;
 pub(crate) mod maintenance;
 pub mod offset;
 pub(crate) mod orphan;
+pub(crate) mod queues;
 pub mod read;
 pub mod recovery;
 pub mod remap;
+pub(crate) mod retention;
 pub(crate) mod sealed_index;
+pub(crate) mod shard;
 pub mod store;
 pub(crate) mod sync;
 pub(crate) mod warm;

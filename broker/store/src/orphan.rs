@@ -24,7 +24,7 @@
 //! holds an `abort` file is left alone (its tail was never verified). Deleting takes the
 //! log's store lock, so it never races a process that opened that store.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -36,11 +36,12 @@ use comet_proto::message::RecordView;
 use crate::config::StoreConfig;
 use crate::error::{setup_error, StoreError};
 use crate::index::{KeyIndex, LookupPlan};
-use crate::maintenance::{modified_ms, MaintenanceLock};
-use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset};
+use crate::maintenance::{drop_gone_entries, list_segments, modified_ms, MaintenanceLock};
+use crate::offset::{file_name, LogId, PhysicalOffset};
+use crate::read::{record_has_key, ReadPath};
 use crate::remap::RETIRED_SUFFIX;
 use crate::sealed_index::sealed_path;
-use crate::store::Store;
+use crate::shard::Shared;
 use crate::sync::WakerList;
 
 /// One adopted log.
@@ -116,17 +117,16 @@ impl Orphans {
 }
 
 /// Resolves once the adopted logs' indexes are loaded.
-struct IndexesLoaded<'s> {
-    store: &'s Store,
+struct IndexesLoaded<'a, 's> {
+    adopted: &'a AdoptedLogs<'s>,
 }
 
-impl Future for IndexesLoaded<'_> {
+impl Future for IndexesLoaded<'_, '_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let shared = &self.store.shared;
-        let orphans = shared.orphans.borrow();
-        if orphans.loaded.get() || shared.closed.get() {
+        let orphans = self.adopted.orphans.borrow();
+        if orphans.loaded.get() || self.adopted.shared.closed.get() {
             return Poll::Ready(());
         }
         orphans.ready.register(cx.waker());
@@ -134,29 +134,22 @@ impl Future for IndexesLoaded<'_> {
     }
 }
 
-/// Segment starts of a log directory, oldest first; `None` when the directory is gone.
-pub(crate) fn list_segments(dir: &Path) -> Result<Option<Vec<u64>>, StoreError> {
-    let listing = match std::fs::read_dir(dir) {
-        Ok(listing) => listing,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(setup_error(dir, error)),
-    };
-    let mut starts = Vec::new();
-    for item in listing {
-        let item = item.map_err(|error| setup_error(dir, error))?;
-        if let Some(start) = item.file_name().to_str().and_then(parse_file_name) {
-            starts.push(start);
-        }
-    }
-    starts.sort_unstable();
-    Ok(Some(starts))
+/// The adopted logs of one store, with the store's state they operate on.
+pub(crate) struct AdoptedLogs<'s> {
+    orphans: &'s RefCell<Orphans>,
+    shared: &'s Shared,
 }
 
-impl Store {
+impl<'s> AdoptedLogs<'s> {
+    /// The adopted logs `orphans` of the store whose state is `shared`.
+    pub(crate) fn new(orphans: &'s RefCell<Orphans>, shared: &'s Shared) -> AdoptedLogs<'s> {
+        AdoptedLogs { orphans, shared }
+    }
+
     /// Loads the index of every adopted log (background task started at open).
-    pub(crate) async fn load_orphan_indexes(&self) {
-        let shared = &self.shared;
-        let targets: Vec<(LogId, PathBuf)> = shared
+    pub(crate) async fn load_indexes(&self) {
+        let shared = self.shared;
+        let targets: Vec<(LogId, PathBuf)> = self
             .orphans
             .borrow()
             .logs
@@ -176,7 +169,7 @@ impl Store {
             match index.load_adopted().await {
                 Ok(()) => {
                     log::info!("loaded the key index of adopted log {log_id}");
-                    let mut orphans = shared.orphans.borrow_mut();
+                    let mut orphans = self.orphans.borrow_mut();
                     let log = orphans.log_mut(log_id);
                     if !log.retired {
                         log.index = Some(index);
@@ -187,23 +180,23 @@ impl Store {
                 }
             }
         }
-        let orphans = shared.orphans.borrow();
+        let orphans = self.orphans.borrow();
         orphans.loaded.set(true);
         orphans.ready.wake_all();
     }
 
     /// Records of adopted logs indexed under `topic#key` within `[begin_ms, end_ms]`, at
     /// most `max` per log (the caller merges and cuts). Records deleted meanwhile are skipped.
-    pub(crate) async fn query_orphans(
+    pub(crate) async fn query(
         &self,
         topic: &str,
         key: &str,
         max: usize,
         (begin_ms, end_ms): (i64, i64),
     ) -> Result<Vec<Bytes>, StoreError> {
-        IndexesLoaded { store: self }.await;
+        IndexesLoaded { adopted: self }.await;
         let plans: Vec<LookupPlan> = {
-            let orphans = self.shared.orphans.borrow();
+            let orphans = self.orphans.borrow();
             let indexes = orphans.logs.iter().filter_map(|log| log.index.as_ref());
             indexes
                 .map(|index| index.plan_lookup(topic, key, max, begin_ms, end_ms))
@@ -215,7 +208,7 @@ impl Store {
         }
         let mut records = Vec::new();
         for physical in found {
-            let bytes = match self.read_record(physical).await {
+            let bytes = match ReadPath::new(self.shared).read_record(physical).await {
                 Ok(Some(bytes)) => bytes,
                 // Its segment was deleted by retention after the lookup.
                 Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
@@ -224,7 +217,7 @@ impl Store {
             let Ok(view) = RecordView::parse(&bytes) else {
                 continue;
             };
-            if view.topic() == topic && crate::read::record_has_key(&view, key) {
+            if view.topic() == topic && record_has_key(&view, key) {
                 records.push(bytes);
             }
         }
@@ -234,7 +227,7 @@ impl Store {
     /// Adopted logs still held, once their indexes are loaded (deletion would race the
     /// load otherwise).
     fn live_orphans(&self) -> Vec<LogId> {
-        let orphans = self.shared.orphans.borrow();
+        let orphans = self.orphans.borrow();
         if !orphans.loaded.get() {
             return Vec::new();
         }
@@ -243,14 +236,14 @@ impl Store {
     }
 
     fn orphan_paths(&self, log_id: LogId) -> (PathBuf, PathBuf) {
-        let mut orphans = self.shared.orphans.borrow_mut();
+        let mut orphans = self.orphans.borrow_mut();
         let log = orphans.log_mut(log_id);
         (log.store_root.clone(), log.segments_dir.clone())
     }
 
     /// Logs `message` once per adopted log.
     fn warn_orphan_once(&self, log_id: LogId, message: &str) {
-        let mut orphans = self.shared.orphans.borrow_mut();
+        let mut orphans = self.orphans.borrow_mut();
         let log = orphans.log_mut(log_id);
         if !std::mem::replace(&mut log.warned, true) {
             log::warn!("adopted log {log_id}: {message}; its segments are kept");
@@ -277,7 +270,7 @@ impl Store {
 
     /// Deletes the segments of adopted logs for which `expired(path)` holds, oldest first
     /// per log, and retires every log left without segments. Returns how many segments went.
-    pub(crate) async fn delete_expired_orphan_segments(
+    pub(crate) async fn delete_expired_segments(
         &self,
         expired: &dyn Fn(&Path) -> bool,
     ) -> Result<u32, StoreError> {
@@ -286,7 +279,7 @@ impl Store {
             let (store_root, segments_dir) = self.orphan_paths(log_id);
             if !store_root.exists() {
                 // Removed by an earlier retirement cut short by a crash.
-                self.shared.orphans.borrow_mut().log_mut(log_id).retired = true;
+                self.orphans.borrow_mut().log_mut(log_id).retired = true;
                 continue;
             }
             let segments = list_segments(&segments_dir)?.unwrap_or_default();
@@ -311,7 +304,7 @@ impl Store {
     }
 
     /// The oldest segment of the adopted logs (by modification time): `(log, start, mtime)`.
-    pub(crate) fn oldest_orphan_segment(&self) -> Result<Option<(LogId, u64, i64)>, StoreError> {
+    pub(crate) fn oldest_segment(&self) -> Result<Option<(LogId, u64, i64)>, StoreError> {
         let mut oldest: Option<(LogId, u64, i64)> = None;
         for log_id in self.live_orphans() {
             let (_, segments_dir) = self.orphan_paths(log_id);
@@ -329,7 +322,7 @@ impl Store {
 
     /// Deletes one segment of an adopted log at once (disk past the high mark); retires the
     /// log when it was the last. Returns whether it went (false: the log must be left alone).
-    pub(crate) async fn force_delete_orphan_segment(
+    pub(crate) async fn force_delete_segment(
         &self,
         log_id: LogId,
         start: u64,
@@ -348,7 +341,7 @@ impl Store {
     /// Deletes segment `start` of adopted log `log_id` (its lock held by the caller) with
     /// its index file and index entries; every queue drops entries pointing into it.
     async fn delete_orphan_segment(&self, log_id: LogId, start: u64) -> Result<(), StoreError> {
-        let shared = &self.shared;
+        let shared = self.shared;
         let _guard = MaintenanceLock { shared }.await;
         let (store_root, segments_dir) = self.orphan_paths(log_id);
         let path = segments_dir.join(file_name(start));
@@ -359,7 +352,7 @@ impl Store {
         comet_rt::io::remove_file(&path).await?;
         let index_dir = store_root.join("index").join(log_id.to_string());
         let next = start + shared.config.segment_bytes;
-        if let Some(index) = shared.orphans.borrow_mut().log_mut(log_id).index.as_mut() {
+        if let Some(index) = self.orphans.borrow_mut().log_mut(log_id).index.as_mut() {
             // Its files are removed by path below, loaded or not.
             index.drop_below(next);
         }
@@ -371,14 +364,14 @@ impl Store {
                 comet_rt::io::remove_file(&index_file).await?;
             }
         }
-        self.drop_gone_entries().await
+        drop_gone_entries(self.shared).await
     }
 
     /// Removes the store directory of an adopted log without segments: renamed out of the
     /// `shard-<i>` namespace first (atomic, synced), so a crash leaves either the whole
     /// directory or none under its name.
     async fn retire_orphan(&self, log_id: LogId) -> Result<(), StoreError> {
-        let shared = &self.shared;
+        let shared = self.shared;
         let _guard = MaintenanceLock { shared }.await;
         let (store_root, _) = self.orphan_paths(log_id);
         let parent = store_root
@@ -393,7 +386,7 @@ impl Store {
         comet_rt::io::sync_directory(parent).await?;
         std::fs::remove_dir_all(&retired).map_err(|error| setup_error(&retired, error))?;
         {
-            let mut orphans = shared.orphans.borrow_mut();
+            let mut orphans = self.orphans.borrow_mut();
             let log = orphans.log_mut(log_id);
             log.retired = true;
             log.index = None;
@@ -402,6 +395,6 @@ impl Store {
             "adopted log {log_id} fully deleted: removed {}",
             store_root.display()
         );
-        self.drop_gone_entries().await
+        drop_gone_entries(self.shared).await
     }
 }

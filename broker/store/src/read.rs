@@ -6,6 +6,7 @@
 //! (magic, lengths, body CRC) before they are returned (docs/style.md#paired-record-checks). Only
 //! durable, dispatched records are ever reachable.
 
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -14,15 +15,17 @@ use bytes::Bytes;
 use comet_proto::message::RecordView;
 use comet_rt::io::{DirectFile, OpenMode};
 
-use crate::commit_log::to_index;
-use crate::consume_queue::CqEntry;
+use crate::commit_log::{to_index, CommitLog};
+use crate::config::StoreConfig;
+use crate::consume_queue::{ConsumeQueue, CqEntry};
 use crate::error::StoreError;
+use crate::index::KeyIndex;
 use crate::limits::{
-    CQ_INSPECT_ENTRIES_MAX, PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX, QUERY_RESULTS_MAX,
-    READ_AHEAD_BYTES,
+    CQ_INSPECT_ENTRIES_MAX, PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX, READ_AHEAD_BYTES,
 };
 use crate::offset::{file_name, PhysicalOffset, QueueOffset};
-use crate::store::Store;
+use crate::queues::{queue_state, Queues};
+use crate::shard::{Shared, StoreStats};
 
 /// Which records a pull wants.
 #[derive(Clone, Copy, Debug)]
@@ -95,14 +98,44 @@ struct ReadWindow {
     bytes: Bytes,
 }
 
-impl Store {
+/// What the read path uses of the shard state: the log, the queue tables, the key index,
+/// the read counters and whether the store is closed (it never writes records).
+#[derive(Clone, Copy)]
+pub(crate) struct ReadPath<'s> {
+    config: &'s StoreConfig,
+    log: &'s RefCell<CommitLog>,
+    queues: &'s RefCell<Queues>,
+    index: &'s RefCell<KeyIndex>,
+    stats: &'s Cell<StoreStats>,
+    closed: &'s Cell<bool>,
+}
+
+impl<'s> ReadPath<'s> {
+    /// The read path of the store whose state is `shared`.
+    pub(crate) fn new(shared: &'s Shared) -> ReadPath<'s> {
+        ReadPath {
+            config: &shared.config,
+            log: &shared.log,
+            queues: &shared.queues,
+            index: &shared.index,
+            stats: &shared.stats,
+            closed: &shared.closed,
+        }
+    }
+
+    fn count_disk_read(&self) {
+        let mut stats = self.stats.get();
+        stats.disk_reads += 1;
+        self.stats.set(stats);
+    }
+
     /// One past the last entry of (topic, queue_id); 0 for an unknown queue.
-    pub fn max_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+    pub(crate) fn max_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
         self.with_queue(topic, queue_id, |queue| queue.max_offset())
     }
 
     /// The first entry of (topic, queue_id) that has a record.
-    pub fn min_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
+    pub(crate) fn min_offset(&self, topic: &str, queue_id: i32) -> QueueOffset {
         self.with_queue(topic, queue_id, |queue| queue.min_offset())
     }
 
@@ -110,9 +143,9 @@ impl Store {
         &self,
         topic: &str,
         queue_id: i32,
-        read: impl FnOnce(&crate::consume_queue::ConsumeQueue) -> u64,
+        read: impl FnOnce(&ConsumeQueue) -> u64,
     ) -> QueueOffset {
-        let queues = self.shared.queues.borrow();
+        let queues = self.queues.borrow();
         let offset = queues
             .get(topic)
             .and_then(|queues| queues.get(&queue_id))
@@ -122,7 +155,7 @@ impl Store {
 
     /// Reads up to `max_count` records (at most `max_bytes`, but always at least one) from
     /// (topic, queue_id) starting at `offset`, keeping those `filter` accepts.
-    pub async fn get_messages(
+    pub(crate) async fn get_messages(
         &self,
         topic: &str,
         queue_id: i32,
@@ -171,7 +204,7 @@ impl Store {
         max_bytes: usize,
         filter: MessageFilter<'_>,
     ) -> (Vec<CqEntry>, QueueOffset) {
-        let queues = self.shared.queues.borrow();
+        let queues = self.queues.borrow();
         let queue = &queues[topic][&queue_id].consume_queue;
         let max_count = max_count.clamp(1, PULL_RECORDS_MAX);
         let (mut chosen, mut bytes, mut next) = (Vec::new(), 0usize, offset.0);
@@ -202,10 +235,10 @@ impl Store {
         window: &mut Option<ReadWindow>,
     ) -> Result<Bytes, StoreError> {
         let position = physical.position();
-        if physical.log_id() != self.shared.config.log_id {
+        if physical.log_id() != self.config.log_id {
             return self.read_foreign(physical, size).await;
         }
-        if let Some(bytes) = self.shared.log.borrow().read_cached(position, size) {
+        if let Some(bytes) = self.log.borrow().read_cached(position, size) {
             return Ok(bytes);
         }
         if let Some(window) = window.as_ref() {
@@ -216,7 +249,7 @@ impl Store {
             }
         }
         let (segment_start, file, limit) = {
-            let log = self.shared.log.borrow();
+            let log = self.log.borrow();
             let (start, file) = log.segment_of(position).ok_or_else(|| missing(physical))?;
             (start, file, log.durable.min(start + log.segment_bytes))
         };
@@ -247,10 +280,13 @@ impl Store {
 
     /// The record at `physical` (view by offset message id), if it is durable and still
     /// stored.
-    pub async fn read_record(&self, physical: PhysicalOffset) -> Result<Option<Bytes>, StoreError> {
+    pub(crate) async fn read_record(
+        &self,
+        physical: PhysicalOffset,
+    ) -> Result<Option<Bytes>, StoreError> {
         let position = physical.position();
-        if physical.log_id() == self.shared.config.log_id {
-            let log = self.shared.log.borrow();
+        if physical.log_id() == self.config.log_id {
+            let log = self.log.borrow();
             if position < log.min_position() || position >= log.dispatched {
                 return Ok(None);
             }
@@ -278,14 +314,14 @@ impl Store {
         physical: PhysicalOffset,
         window: &mut Option<ReadWindow>,
     ) -> Result<Bytes, StoreError> {
-        if physical.log_id() != self.shared.config.log_id {
+        if physical.log_id() != self.config.log_id {
             return Ok(Bytes::from(self.read_foreign_raw(physical, 8).await?));
         }
-        if let Some(bytes) = self.shared.log.borrow().read_cached(physical.position(), 8) {
+        if let Some(bytes) = self.log.borrow().read_cached(physical.position(), 8) {
             return Ok(bytes);
         }
         let (segment_start, file) = {
-            let log = self.shared.log.borrow();
+            let log = self.log.borrow();
             log.segment_of(physical.position())
                 .ok_or_else(|| missing(physical))?
         };
@@ -307,11 +343,10 @@ impl Store {
         physical: PhysicalOffset,
         size: usize,
     ) -> Result<Vec<u8>, StoreError> {
-        let segment_bytes = self.shared.config.segment_bytes;
+        let segment_bytes = self.config.segment_bytes;
         let position = physical.position();
         let start = position - position % segment_bytes;
         let dir = self
-            .shared
             .config
             .other_logs
             .get(&physical.log_id())
@@ -343,7 +378,7 @@ impl Store {
     /// stored at `timestamp_ms`, by binary search; if no record has exactly that time,
     /// `Lower` gives the first later record and `Upper` the last earlier one (clamped to
     /// the queue's min and max).
-    pub async fn offset_by_timestamp(
+    pub(crate) async fn offset_by_timestamp(
         &self,
         topic: &str,
         queue_id: i32,
@@ -378,7 +413,7 @@ impl Store {
     }
 
     fn entry_at(&self, topic: &str, queue_id: i32, offset: u64) -> Option<CqEntry> {
-        let queues = self.shared.queues.borrow();
+        let queues = self.queues.borrow();
         let entry = queues
             .get(topic)?
             .get(&queue_id)?
@@ -388,7 +423,7 @@ impl Store {
     }
 
     /// Store time of the oldest record of (topic, queue_id), or `None` when it is empty.
-    pub async fn earliest_store_time(
+    pub(crate) async fn earliest_store_time(
         &self,
         topic: &str,
         queue_id: i32,
@@ -403,7 +438,7 @@ impl Store {
     /// Store time of the record at queue offset `offset` of (topic, queue_id), or `None`
     /// when the queue holds no record there (below its min, at or past its max, unknown
     /// queue). What RocketMQ's `getMessageStoreTimeStamp` answers, with `None` for its -1.
-    pub async fn store_time_at(
+    pub(crate) async fn store_time_at(
         &self,
         topic: &str,
         queue_id: i32,
@@ -420,8 +455,8 @@ impl Store {
 
     /// True when the store holds a consume queue for (topic, queue_id) (one was written to,
     /// recovered, or waited on).
-    pub fn has_queue(&self, topic: &str, queue_id: i32) -> bool {
-        let queues = self.shared.queues.borrow();
+    pub(crate) fn has_queue(&self, topic: &str, queue_id: i32) -> bool {
+        let queues = self.queues.borrow();
         queues
             .get(topic)
             .is_some_and(|queues| queues.contains_key(&queue_id))
@@ -431,7 +466,7 @@ impl Store {
     /// `[from, from + count)` that hold a record, each with its offset, in queue order;
     /// `count` is capped at [`CQ_INSPECT_ENTRIES_MAX`]. Entries below the queue's min (their
     /// records deleted) and past its max are not returned.
-    pub fn consume_queue_entries(
+    pub(crate) fn consume_queue_entries(
         &self,
         topic: &str,
         queue_id: i32,
@@ -439,7 +474,7 @@ impl Store {
         count: usize,
     ) -> Vec<(QueueOffset, CqEntry)> {
         let count = count.min(CQ_INSPECT_ENTRIES_MAX);
-        let queues = self.shared.queues.borrow();
+        let queues = self.queues.borrow();
         let Some(queue) = queues
             .get(topic)
             .and_then(|queues| queues.get(&queue_id))
@@ -455,19 +490,15 @@ impl Store {
     }
 
     /// Records of `topic` whose `UNIQ_KEY` or one of whose `KEYS` equals `key`, stored within
-    /// `[begin_ms, end_ms]`, newest first, at most `max`: from this log's index and those of
-    /// the logs it adopted (module `orphan`; waits for them to be loaded).
-    pub async fn query_by_key(
+    /// `[begin_ms, end_ms]`, newest first, at most `max`, from this log's key index.
+    pub(crate) async fn query_by_key(
         &self,
         topic: &str,
         key: &str,
         max: usize,
-        begin_ms: i64,
-        end_ms: i64,
+        (begin_ms, end_ms): (i64, i64),
     ) -> Result<Vec<Bytes>, StoreError> {
-        let max = max.min(QUERY_RESULTS_MAX);
         let plan = self
-            .shared
             .index
             .borrow()
             .plan_lookup(topic, key, max, begin_ms, end_ms);
@@ -482,31 +513,19 @@ impl Store {
                 records.push(bytes);
             }
         }
-        let orphans = self
-            .query_orphans(topic, key, max, (begin_ms, end_ms))
-            .await?;
-        if !orphans.is_empty() {
-            records.extend(orphans);
-            // Newest first across logs; every record was parsed above or by the orphan query.
-            records.sort_by_cached_key(|bytes| {
-                let time = RecordView::parse(bytes).map_or(i64::MIN, |view| view.store_timestamp());
-                std::cmp::Reverse(time)
-            });
-            records.truncate(max);
-        }
         Ok(records)
     }
 
     /// Resolves once (topic, queue_id) has an entry at or past `offset` (its max offset is
     /// above `offset`), or the store shuts down. Long polling races it with its timeout.
-    pub fn wait_for_message(
+    pub(crate) fn wait_for_message(
         &self,
         topic: &str,
         queue_id: i32,
         offset: QueueOffset,
-    ) -> MessageWait<'_> {
+    ) -> MessageWait<'s> {
         MessageWait {
-            store: self,
+            reader: *self,
             topic: topic.to_string(),
             queue_id,
             offset,
@@ -514,9 +533,9 @@ impl Store {
     }
 }
 
-/// Future of [`Store::wait_for_message`].
+/// Future of [`Store::wait_for_message`](crate::Store::wait_for_message).
 pub struct MessageWait<'s> {
-    store: &'s Store,
+    reader: ReadPath<'s>,
     topic: String,
     queue_id: i32,
     offset: QueueOffset,
@@ -526,24 +545,19 @@ impl Future for MessageWait<'_> {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let shared = &self.store.shared;
-        if shared.closed.get() || self.store.max_offset(&self.topic, self.queue_id) > self.offset {
+        let reader = self.reader;
+        if reader.closed.get() || reader.max_offset(&self.topic, self.queue_id) > self.offset {
             return Poll::Ready(());
         }
-        let mut queues = shared.queues.borrow_mut();
-        let queue =
-            crate::store::queue_state(&mut queues, &shared.config, &self.topic, self.queue_id);
+        let mut queues = reader.queues.borrow_mut();
+        let queue = queue_state(&mut queues, reader.config, &self.topic, self.queue_id);
         queue.arrivals.register(cx.waker());
         Poll::Pending
     }
 }
 
 /// The entries of `[start, end)` that hold a record.
-fn collect_entries(
-    queue: &crate::consume_queue::ConsumeQueue,
-    start: u64,
-    end: u64,
-) -> Vec<(QueueOffset, CqEntry)> {
+fn collect_entries(queue: &ConsumeQueue, start: u64, end: u64) -> Vec<(QueueOffset, CqEntry)> {
     assert!(end <= queue.max_offset(), "range ends inside the queue");
     (start..end)
         .filter_map(|offset| {

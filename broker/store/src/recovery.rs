@@ -1,8 +1,10 @@
-//! Opening a store: lock, load, recover, start the background tasks.
+//! Opening a store's files: lock, load, recover. Produces the state the store runs on
+//! (`shard::RecoveredState`); the store facade starts the background tasks.
 //!
 //! Recovery scans the commit log from the checkpoint's dispatch position (after a crash, from
-//! the start of the segment holding it, so recently written data is always re-verified), checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that
-//! its queue offset continues its queue), and ends the log at the first record that fails.
+//! the start of the segment holding it, so recently written data is always re-verified),
+//! checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that its queue
+//! offset continues its queue), and ends the log at the first record that fails.
 //! Consume queues and the index are cut back to the scan start and rebuilt from the scan.
 //! The checkpoint promises every consume-queue entry of records below its dispatch position
 //! is on disk; if a scanned record shows a queue's loaded entries fall short of that (it
@@ -11,10 +13,10 @@
 //! After a crash the bytes past the end are zeroed (as far as one flush can have reached), so
 //! a torn write can never reappear behind newer records.
 
-use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::time::Instant;
 
 use comet_proto::message::{peek_total_size_and_magic, RecordView, BLANK_MAGIC};
 use comet_rt::io::{DirectFile, OpenMode};
@@ -29,8 +31,9 @@ use crate::error::{setup_error, StoreError};
 use crate::index::KeyIndex;
 use crate::limits::{FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES, RECOVERY_READ_BYTES};
 use crate::offset::{file_name, parse_file_name};
-use crate::store::{dispatch_record, QueueState, Queues, Shared, Store, StoreStats};
-use crate::sync::{PositionWaiters, WakerList};
+use crate::queues::{dispatch_record, QueueState, Queues};
+use crate::shard::RecoveredState;
+use crate::sync::WakerList;
 
 /// Paths of one store.
 pub(crate) struct Layout {
@@ -64,91 +67,49 @@ struct Recovered {
     crashed: bool,
 }
 
-impl Store {
-    /// Opens (creating if needed) the store, recovering after a crash, and starts its
-    /// flusher, maintenance and retention tasks. Must run on the shard that will own it.
-    ///
-    /// Start-up uses blocking file-system calls (directory listings, the lock) before the
-    /// store serves anything.
-    pub async fn open(config: StoreConfig) -> Result<Store, StoreError> {
-        config.validate()?;
-        let started = comet_rt::clock::monotonic_now();
-        let layout = Layout::new(&config);
-        for dir in [
-            &layout.commit_log,
-            &layout.index,
-            layout.checkpoint.parent().expect("dir"),
-        ] {
-            std::fs::create_dir_all(dir).map_err(|error| setup_error(dir, error))?;
-        }
-        let orphans = crate::orphan::Orphans::new(&config)?;
-        let lock_file = take_lock(&layout.lock)?;
-        let recovered = recover(&config, &layout).await?;
-        std::fs::write(&layout.abort, std::process::id().to_string())
-            .map_err(|error| setup_error(&layout.abort, error))?;
-        log::info!(
-            "store {} log {} recovered in {} ms (crashed: {}, end position {}, {} queues)",
-            config.root.display(),
-            config.log_id,
-            started.elapsed().as_millis(),
-            recovered.crashed,
-            recovered.end,
-            recovered.queues.values().map(HashMap::len).sum::<usize>(),
-        );
-        let store = Store::from_recovered(config, recovered, orphans, lock_file);
-        store.write_maintenance_checkpoint().await?;
-        // Min offsets skip entries of records deleted meanwhile (other logs' retention, a
-        // fully deleted log) before anything is served.
-        store.drop_gone_entries().await?;
-        store.start_tasks();
-        Ok(store)
+/// Creates the store's directories.
+pub(crate) fn create_dirs(config: &StoreConfig) -> Result<(), StoreError> {
+    let layout = Layout::new(config);
+    for dir in [
+        &layout.commit_log,
+        &layout.index,
+        layout.checkpoint.parent().expect("dir"),
+    ] {
+        std::fs::create_dir_all(dir).map_err(|error| setup_error(dir, error))?;
     }
+    Ok(())
+}
 
-    fn from_recovered(
-        config: StoreConfig,
-        recovered: Recovered,
-        orphans: crate::orphan::Orphans,
-        lock: std::fs::File,
-    ) -> Store {
-        let flights =
-            crate::flush::Flights::new(recovered.log.durable, config.flushes_in_flight_max);
-        let shared = Shared {
-            config,
-            log: RefCell::new(recovered.log),
-            queues: RefCell::new(recovered.queues),
-            index: RefCell::new(recovered.index),
-            orphans: RefCell::new(orphans),
-            checkpoint: RefCell::new(Some(recovered.checkpoint)),
-            failure: RefCell::new(None),
-            spare_failure: RefCell::new(None),
-            disk_full: Cell::new(None),
-            closed: Cell::new(false),
-            abandoned: Cell::new(false),
-            handles: Cell::new(1),
-            durable_waiters: PositionWaiters::default(),
-            flush_wanted: WakerList::default(),
-            index_pushed: WakerList::default(),
-            spare_ready: WakerList::default(),
-            flights: RefCell::new(flights),
-            next_flush_waited: Cell::new(false),
-            last_flush_bytes: Cell::new(0),
-            zero_in_flight: Cell::new(None),
-            warmed_to: Cell::new(0),
-            warm_wanted: WakerList::default(),
-            zero_done: WakerList::default(),
-            closing: WakerList::default(),
-            maintenance_busy: Cell::new(false),
-            maintenance_free: WakerList::default(),
-            last_store_timestamp_ms: Cell::new(0),
-            stats: Cell::new(StoreStats::default()),
-            tasks: RefCell::new(Vec::new()),
-            lock_file: RefCell::new(Some(lock)),
-        };
-        Store {
-            shared: Rc::new(shared),
-            counted: true,
-        }
-    }
+/// Takes the store's lock, recovers its log and derived state, and marks the store running
+/// (`abort`, removed by a clean shutdown). Returns the state and the held lock file.
+///
+/// Uses blocking file-system calls (directory listings, the lock): the store serves nothing
+/// yet.
+pub(crate) async fn recover_locked(
+    config: &StoreConfig,
+    started: Instant,
+) -> Result<(RecoveredState, std::fs::File), StoreError> {
+    let layout = Layout::new(config);
+    let lock_file = take_lock(&layout.lock)?;
+    let recovered = recover(config, &layout).await?;
+    std::fs::write(&layout.abort, std::process::id().to_string())
+        .map_err(|error| setup_error(&layout.abort, error))?;
+    log::info!(
+        "store {} log {} recovered in {} ms (crashed: {}, end position {}, {} queues)",
+        config.root.display(),
+        config.log_id,
+        started.elapsed().as_millis(),
+        recovered.crashed,
+        recovered.end,
+        recovered.queues.values().map(HashMap::len).sum::<usize>(),
+    );
+    let state = RecoveredState {
+        log: recovered.log,
+        queues: recovered.queues,
+        index: recovered.index,
+        checkpoint: recovered.checkpoint,
+    };
+    Ok((state, lock_file))
 }
 
 /// Takes the exclusive lock on `lock` (byte 0, like RocketMQ) or fails with `Locked`.

@@ -29,7 +29,7 @@ use comet_rt::io::DirectFile;
 
 use crate::commit_log::align_up;
 use crate::limits::{WARM_FLUSH_BYTES_MAX, WARM_QUIET_MS, WARM_WRITE_BYTES};
-use crate::store::Shared;
+use crate::shard::Shared;
 
 /// Runs until the store closes or writes fail; returns at once when warming is off.
 pub(crate) async fn run_warmer(shared: Rc<Shared>) {

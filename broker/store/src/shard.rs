@@ -1,0 +1,160 @@
+//! The shard state: everything the store's parts and background tasks share, one instance
+//! per store (single shard, so `Rc` + `RefCell`; no borrow is held across an await). The
+//! parts above it (`flush`, `warm`, `append`, `read`, `maintenance`, ...) each use the fields
+//! they need; `store` owns it.
+
+use std::cell::{Cell, RefCell};
+
+use comet_rt::local::LocalTask;
+
+use crate::checkpoint::CheckpointFile;
+use crate::commit_log::CommitLog;
+use crate::config::StoreConfig;
+use crate::flights::Flights;
+use crate::index::KeyIndex;
+use crate::queues::Queues;
+use crate::sync::{PositionWaiters, WakerList};
+
+/// Counters for benchmarks and metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Records appended.
+    pub appended_records: u64,
+    /// Bytes of records appended.
+    pub appended_bytes: u64,
+    /// Flushes completed (each ends with every file it wrote durable).
+    pub flushes: u64,
+    /// Syncs of commit-log segments: fdatasync calls and O_DSYNC writes (each makes the
+    /// segment durable up to its end).
+    pub fdatasyncs: u64,
+    /// Bytes written to commit-log segments (tail pages count each time).
+    pub written_bytes: u64,
+    /// Reads of commit-log data from disk (cache misses of the read path).
+    pub disk_reads: u64,
+    /// Bytes of zeros the warmer wrote ahead of the write position (see `warm`).
+    pub zeroed_bytes: u64,
+    /// Bytes of padding that put a flush's end on a page, so the next could start while it
+    /// was in flight (see `flush`).
+    pub padding_bytes: u64,
+    /// Flushes that started while another was in flight.
+    pub pipelined_flushes: u64,
+}
+
+/// Everything the store's parts and tasks share (see the module docs).
+pub(crate) struct Shared {
+    pub(crate) config: StoreConfig,
+    pub(crate) log: RefCell<CommitLog>,
+    pub(crate) queues: RefCell<Queues>,
+    pub(crate) index: RefCell<KeyIndex>,
+    pub(crate) checkpoint: RefCell<Option<CheckpointFile>>,
+    pub(crate) failure: RefCell<Option<String>>,
+    pub(crate) spare_failure: RefCell<Option<String>>,
+    pub(crate) disk_full: Cell<Option<(u32, u32)>>,
+    pub(crate) closed: Cell<bool>,
+    /// Dropped without shutdown (see `Store`).
+    pub(crate) abandoned: Cell<bool>,
+    /// Live user handles.
+    pub(crate) handles: Cell<usize>,
+    pub(crate) durable_waiters: PositionWaiters,
+    pub(crate) flush_wanted: WakerList,
+    /// The index linker, waiting for unlinked entries.
+    pub(crate) index_pushed: WakerList,
+    pub(crate) spare_ready: WakerList,
+    /// Flushes planned and in flight (the warmer waits while any is, see `warm`).
+    pub(crate) flights: RefCell<Flights>,
+    /// The last flush to complete found appends waiting for the next one (see `flush`).
+    pub(crate) next_flush_waited: Cell<bool>,
+    /// Bytes the last flush wrote (the warmer only runs behind small flushes).
+    pub(crate) last_flush_bytes: Cell<u64>,
+    /// The zero write in flight, `[low, high)` log positions.
+    pub(crate) zero_in_flight: Cell<Option<(u64, u64)>>,
+    /// Everything below this (and below the write position) is written on disk.
+    pub(crate) warmed_to: Cell<u64>,
+    /// The warmer, waiting for a flush to end, the spare, or room ahead.
+    pub(crate) warm_wanted: WakerList,
+    /// A flush waiting for the zero write it meets.
+    pub(crate) zero_done: WakerList,
+    /// Background tasks sleeping until their next pass, woken when the store closes.
+    pub(crate) closing: WakerList,
+    pub(crate) maintenance_busy: Cell<bool>,
+    pub(crate) maintenance_free: WakerList,
+    pub(crate) last_store_timestamp_ms: Cell<i64>,
+    pub(crate) stats: Cell<StoreStats>,
+    pub(crate) tasks: RefCell<Vec<LocalTask<()>>>,
+    pub(crate) lock_file: RefCell<Option<std::fs::File>>,
+}
+
+/// What recovery hands over: the log and the derived state rebuilt from it.
+pub(crate) struct RecoveredState {
+    pub(crate) log: CommitLog,
+    pub(crate) queues: Queues,
+    pub(crate) index: KeyIndex,
+    pub(crate) checkpoint: CheckpointFile,
+}
+
+impl Shared {
+    /// The state of a store just recovered, holding its lock file; nothing in flight.
+    pub(crate) fn new(
+        config: StoreConfig,
+        recovered: RecoveredState,
+        lock: std::fs::File,
+    ) -> Shared {
+        let flights = Flights::new(recovered.log.durable, config.flushes_in_flight_max);
+        Shared {
+            config,
+            log: RefCell::new(recovered.log),
+            queues: RefCell::new(recovered.queues),
+            index: RefCell::new(recovered.index),
+            checkpoint: RefCell::new(Some(recovered.checkpoint)),
+            failure: RefCell::new(None),
+            spare_failure: RefCell::new(None),
+            disk_full: Cell::new(None),
+            closed: Cell::new(false),
+            abandoned: Cell::new(false),
+            handles: Cell::new(1),
+            durable_waiters: PositionWaiters::default(),
+            flush_wanted: WakerList::default(),
+            index_pushed: WakerList::default(),
+            spare_ready: WakerList::default(),
+            flights: RefCell::new(flights),
+            next_flush_waited: Cell::new(false),
+            last_flush_bytes: Cell::new(0),
+            zero_in_flight: Cell::new(None),
+            warmed_to: Cell::new(0),
+            warm_wanted: WakerList::default(),
+            zero_done: WakerList::default(),
+            closing: WakerList::default(),
+            maintenance_busy: Cell::new(false),
+            maintenance_free: WakerList::default(),
+            last_store_timestamp_ms: Cell::new(0),
+            stats: Cell::new(StoreStats::default()),
+            tasks: RefCell::new(Vec::new()),
+            lock_file: RefCell::new(Some(lock)),
+        }
+    }
+
+    /// The last user handle went away without shutdown: stop like a crash would.
+    pub(crate) fn abandon(&self) {
+        self.closed.set(true);
+        self.abandoned.set(true);
+        self.lock_file.borrow_mut().take();
+        self.durable_waiters.wake_all();
+        self.flush_wanted.wake_all();
+        self.index_pushed.wake_all();
+        self.spare_ready.wake_all();
+        self.warm_wanted.wake_all();
+        self.zero_done.wake_all();
+        self.closing.wake_all();
+        self.arrivals_wake_all();
+        self.tasks.borrow_mut().clear();
+    }
+
+    /// Wakes every reader waiting for new data (shutdown).
+    pub(crate) fn arrivals_wake_all(&self) {
+        for queues in self.queues.borrow().values() {
+            for queue in queues.values() {
+                queue.arrivals.wake_all();
+            }
+        }
+    }
+}
