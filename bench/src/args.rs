@@ -411,9 +411,8 @@ mod tests {
             "2",
         ])
         .unwrap();
-        assert!(
-            matches!(cli.command, Some(Command::Consume(ref c)) if c.receive.mode == ConsumeMode::Lite)
-        );
+        let lite = |c: &ConsumeArgs| c.receive.mode == ConsumeMode::Lite;
+        assert!(matches!(cli.command, Some(Command::Consume(ref c)) if lite(c)));
         let cli = Cli::try_parse_from(["comet-bench", "e2e", "--rate", "100", "--inflight", "16"]);
         assert!(cli.is_ok());
         assert!(check_threads("--threads", 0).is_err());

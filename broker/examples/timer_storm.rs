@@ -439,7 +439,8 @@ fn main() {
     let load_secs = started.elapsed().as_secs_f64();
     let loaded_ms = now_ms();
     println!(
-        "loaded {} timed messages in {load_secs:.1} s ({:.0}/s), {errors} refused, {} ms before the due time",
+        "loaded {} timed messages in {load_secs:.1} s ({:.0}/s), {errors} refused, \
+         {} ms before the due time",
         options.messages,
         options.messages as f64 / load_secs,
         due_ms - loaded_ms
@@ -478,7 +479,8 @@ fn main() {
     );
     let (histogram, distinct, total, earliest) = measure(&mut connection);
     println!(
-        "delivered {total} messages ({distinct} distinct keys); all visible {} ms after the due time",
+        "delivered {total} messages ({distinct} distinct keys); \
+         all visible {} ms after the due time",
         visible_at - due_ms
     );
     println!(
@@ -489,7 +491,10 @@ fn main() {
         histogram.max()
     );
     println!(
-        "{{\"messages\":{},\"cores\":{},\"body_bytes\":{},\"load_secs\":{load_secs:.2},\"delivered\":{total},\"distinct\":{distinct},\"visible_after_due_ms\":{},\"late_ms_p50\":{},\"late_ms_p99\":{},\"late_ms_max\":{},\"late_ms_min\":{earliest},\"broker_cpu_ms\":{cpu_total_ms},\"load_average_at_due\":{load_at_due:.1}}}",
+        "{{\"messages\":{},\"cores\":{},\"body_bytes\":{},\"load_secs\":{load_secs:.2},\
+         \"delivered\":{total},\"distinct\":{distinct},\"visible_after_due_ms\":{},\
+         \"late_ms_p50\":{},\"late_ms_p99\":{},\"late_ms_max\":{},\"late_ms_min\":{earliest},\
+         \"broker_cpu_ms\":{cpu_total_ms},\"load_average_at_due\":{load_at_due:.1}}}",
         options.messages,
         options.cores,
         options.body_bytes,

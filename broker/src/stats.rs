@@ -16,8 +16,9 @@
 //! **Counting.** Each shard adds to its own slot, a mutex only that shard writes through: it is
 //! uncontended except for the sampler's visit every 10 s and admin reads, each a short walk.
 //! Items are found by `&str` (first key → second key → a count per name), so counting
-//! allocates only when an item first appears, and one lookup serves every name under a key. A slot holds at most [`STATS_ITEMS_PER_SHARD_MAX`] items; past that,
-//! new items are not counted (logged once), so a flood of topic names cannot grow it unbounded.
+//! allocates only when an item first appears, and one lookup serves every name under a key.
+//! A slot holds at most [`STATS_ITEMS_PER_SHARD_MAX`] items; past that, new items are not
+//! counted (logged once), so a flood of topic names cannot grow it unbounded.
 //!
 //! **Windows**, as RocketMQ's `StatsItem` computes them: snapshots every 10 s (the last 7: one
 //! minute), every 10 min (the last 7: one hour) and every hour (the last 25: one day). A

@@ -146,7 +146,8 @@ proptest! {
             for (name, (addr, topics)) in &masters {
                 for topic in topics {
                     let route = table.route(topic);
-                    let route = route.ok_or_else(|| TestCaseError::fail(format!("{topic} unroutable")))?;
+                    let unroutable = || TestCaseError::fail(format!("{topic} unroutable"));
+                    let route = route.ok_or_else(unroutable)?;
                     let broker = route.broker_datas.iter().find(|b| b.broker_name == *name);
                     let master = broker.and_then(|b| b.master_addr());
                     prop_assert_eq!(master, Some(addr.as_str()), "{} on {}", topic, name);

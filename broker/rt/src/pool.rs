@@ -150,7 +150,8 @@ fn placement_of(placement: CpuPlacement, shard: ShardId) -> Placement {
 }
 
 thread_local! {
-    static CURRENT_SHARD: std::cell::Cell<Option<ShardContext>> = const { std::cell::Cell::new(None) };
+    static CURRENT_SHARD: std::cell::Cell<Option<ShardContext>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// The shard the calling thread runs, when it is an executor started by this module.

@@ -2,7 +2,8 @@
 
 /// Queues of the timer topic. A timed send is stored in a queue owned by its real queue's
 /// owner, so every shard's wheel gets the share of the real queues it owns; with at least as
-/// many queues as shards every shard owns one. Apache uses one queue; nobody consumes this topic, so the count is internal.
+/// many queues as shards every shard owns one. Apache uses one queue; nobody consumes this
+/// topic, so the count is internal.
 pub const TIMER_QUEUES: i32 = 32;
 
 /// How far ahead of its second a slot is loaded into memory with its delivered records

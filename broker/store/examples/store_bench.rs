@@ -271,7 +271,8 @@ fn main() {
         }
     }
     println!(
-        "| policy | stores | appenders per store | appends/s | MB/s | fsyncs/s | records/fsync | CPU µs/record | p50 / p99 µs | pipelined flushes | padding |"
+        "| policy | stores | appenders per store | appends/s | MB/s | fsyncs/s | records/fsync \
+         | CPU µs/record | p50 / p99 µs | pipelined flushes | padding |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for row in rows {

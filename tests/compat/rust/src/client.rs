@@ -11,6 +11,7 @@ use rocketmq_client_rust::{
     ConsumeConcurrentlyStatus, DefaultMQAdminExt, DefaultMQProducer, DefaultMQPushConsumer,
     MQAdminReadExt, MQPushConsumer, MessageListenerConcurrently, TopicAdmin,
 };
+use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
 use rocketmq_model::common::message::message_ext::MessageExt;
 use rocketmq_model::topic::TopicConfig;
 use rocketmq_runtime::{RuntimeConfig, RuntimeOwner};
@@ -185,7 +186,7 @@ impl Env {
             .client_config(self.client_config(instance))
             .name_server_addr(self.namesrv.clone())
             .consumer_group(group.to_owned())
-            .consume_from_where(rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere::ConsumeFromFirstOffset)
+            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
             .build();
         consumer
             .subscribe(topic, expression)
