@@ -8,9 +8,9 @@
 use std::collections::BTreeMap;
 
 use comet_proto::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};
+use comet_proto::names;
 
 use crate::config::BrokerConfig;
-use crate::validation;
 
 /// Permission bits (docs/protocol.md#flag-words).
 pub mod perm {
@@ -33,16 +33,10 @@ pub mod perm {
     }
 }
 
-/// The template topic producers name for auto-creation.
-pub const AUTO_CREATE_TOPIC_KEY: &str = "TBW102";
-/// The schedule topic of delayed messages.
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-/// Half messages of transactions.
-pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
-/// Transaction decisions.
-pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
-/// Half messages checked too often.
-pub const TRANS_CHECK_MAX_TIME_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
+pub use comet_proto::names::{
+    AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+};
 
 /// Why a topic could not be auto-created on send.
 #[derive(Debug, PartialEq, Eq)]
@@ -76,7 +70,7 @@ impl TopicTable {
         let mut add = |config: TopicConfig| {
             topics.insert(config.topic_name.clone(), config);
         };
-        add(topic("SELF_TEST_TOPIC", 1, perm::READ_WRITE));
+        add(topic(names::SELF_TEST_TOPIC, 1, perm::READ_WRITE));
         if config.auto_create_topic {
             let queues = config.default_topic_queue_nums;
             add(topic(
@@ -85,7 +79,7 @@ impl TopicTable {
                 perm::READ_WRITE | perm::INHERIT,
             ));
         }
-        add(topic("BenchmarkTest", 1024, perm::READ_WRITE));
+        add(topic(names::BENCHMARK_TOPIC, 1024, perm::READ_WRITE));
         let cluster_perm = if config.cluster_topic_enable {
             perm::READ_WRITE | perm::INHERIT
         } else {
@@ -98,7 +92,7 @@ impl TopicTable {
             perm::INHERIT
         };
         add(topic(&config.broker_name, 1, broker_perm));
-        add(topic("OFFSET_MOVED_EVENT", 1, perm::READ_WRITE));
+        add(topic(names::OFFSET_MOVED_EVENT_TOPIC, 1, perm::READ_WRITE));
         add(topic(SCHEDULE_TOPIC, 18, perm::READ_WRITE));
         add(topic(
             crate::timer::TIMER_TOPIC,
@@ -106,10 +100,10 @@ impl TopicTable {
             perm::READ_WRITE,
         ));
         if config.trace_topic_enable {
-            add(topic("RMQ_SYS_TRACE_TOPIC", 1, perm::READ_WRITE));
+            add(topic(names::TRACE_TOPIC, 1, perm::READ_WRITE));
         }
         add(topic(
-            &format!("{}_REPLY_TOPIC", config.cluster_name),
+            &names::reply_topic(&config.cluster_name),
             1,
             perm::READ_WRITE,
         ));
@@ -189,7 +183,7 @@ impl TopicTable {
         if let Some(existing) = self.topics.get(topic) {
             return Ok((existing.clone(), false));
         }
-        if validation::is_retry_topic(topic) {
+        if names::is_retry_topic(topic) {
             return Ok((self.ensure_system_topic(topic, 1), true));
         }
         let template = self

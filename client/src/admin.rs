@@ -23,6 +23,7 @@ use comet_proto::headers::{
 };
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::message_id::decode_offset_msg_id;
+use comet_proto::names;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::ClientConfig;
@@ -186,7 +187,7 @@ impl Admin {
         crate::validate::check_topic(&spec.name)?;
         let header = CreateTopicRequestHeader {
             topic: spec.name.clone(),
-            default_topic: "TBW102".into(),
+            default_topic: names::AUTO_CREATE_TOPIC_KEY.into(),
             read_queue_nums: spec.read_queue_nums,
             write_queue_nums: spec.write_queue_nums,
             perm: spec.perm,
@@ -408,7 +409,7 @@ impl Admin {
         client_id: &str,
     ) -> Result<ConsumerRunningInfo> {
         let mut last_error = None;
-        for (_, addr) in self.topic_masters(&format!("%RETRY%{group}"))? {
+        for (_, addr) in self.topic_masters(&names::retry_topic(group))? {
             let header = GetConsumerRunningInfoRequestHeader {
                 consumer_group: group.to_owned(),
                 client_id: client_id.to_owned(),

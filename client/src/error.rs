@@ -82,6 +82,9 @@ pub enum ClientError {
     /// The application passed something the protocol cannot carry.
     #[error("invalid argument: {0}")]
     Invalid(String),
+    /// A topic or group name the broker would refuse.
+    #[error("invalid name: {0}")]
+    Name(#[from] comet_proto::names::NameError),
     /// No name server is configured or none answered.
     #[error("no name server available: {0}")]
     NameServer(String),

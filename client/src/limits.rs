@@ -36,12 +36,6 @@ pub const PROCESS_QUEUE_MESSAGES_MAX: usize = 1000;
 /// (`pullThresholdSizeForQueue`, 100 MiB).
 pub const PROCESS_QUEUE_BYTES_MAX: usize = 100 * 1024 * 1024;
 
-/// Longest topic name accepted from applications (docs/protocol.md#names-and-sizes).
-pub const TOPIC_CHARS_MAX: usize = 127;
-
-/// Longest group name accepted from applications (5.x).
-pub const GROUP_CHARS_MAX: usize = 120;
-
 /// Longest properties string a message may carry (an i16 length on disk).
 pub const PROPERTIES_BYTES_MAX: usize = i16::MAX as usize;
 

@@ -8,8 +8,7 @@ use comet_proto::properties::{names, Properties, KEY_SEPARATOR};
 
 use crate::error::{ClientError, Result};
 
-/// The reply topic of cluster `C` is `C` followed by this.
-pub const REPLY_TOPIC_SUFFIX: &str = "_REPLY_TOPIC";
+pub use comet_proto::names::REPLY_TOPIC_SUFFIX;
 
 /// `MSG_TYPE` of a reply message.
 pub const REPLY_MESSAGE_TYPE: &str = "reply";
@@ -51,7 +50,7 @@ impl Message {
                 "cannot reply: the message has no CLUSTER property (not stored by a broker)".into(),
             ));
         };
-        let mut reply = Message::new(format!("{cluster}{REPLY_TOPIC_SUFFIX}"), body);
+        let mut reply = Message::new(comet_proto::names::reply_topic(cluster), body);
         reply.properties.insert(names::MSG_TYPE, REPLY_MESSAGE_TYPE);
         for name in [names::CORRELATION_ID, names::REPLY_TO_CLIENT, names::TTL] {
             if let Some(value) = request.property(name) {

@@ -1,68 +1,28 @@
 //! Client-side validation with clear errors, as the Java `Validators` does before anything
-//! goes on the wire (docs/protocol.md#names-and-sizes).
+//! goes on the wire. Names follow `comet_proto::names`, the rules the broker applies too.
+
+use comet_proto::names;
 
 use crate::error::{ClientError, Result};
-use crate::limits::{GROUP_CHARS_MAX, MESSAGE_BODY_BYTES_MAX, TOPIC_CHARS_MAX};
+use crate::limits::MESSAGE_BODY_BYTES_MAX;
 use crate::message::Message;
 
-/// Topics applications may not send to (docs/protocol.md#system-topics-and-groups).
-pub const NOT_ALLOWED_SEND_TOPICS: [&str; 6] = [
-    "SCHEDULE_TOPIC_XXXX",
-    "RMQ_SYS_TRANS_HALF_TOPIC",
-    "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-    "TRANS_CHECK_MAX_TIME_TOPIC",
-    "SELF_TEST_TOPIC",
-    "OFFSET_MOVED_EVENT",
-];
-
-fn valid_chars(name: &str) -> bool {
-    name.bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'-' | b'_'))
-}
-
-/// A topic name: not blank, `[%|a-zA-Z0-9_-]`, at most 127 characters.
+/// A topic name: not blank, `[%|a-zA-Z0-9_-]`, at most 127 characters (255 for retry and
+/// dead-letter topics).
 pub fn check_topic(topic: &str) -> Result<()> {
-    if topic.trim().is_empty() {
-        return Err(ClientError::Invalid("the topic name is blank".into()));
-    }
-    if !valid_chars(topic) {
-        return Err(ClientError::Invalid(format!(
-            "the topic name {topic:?} contains characters outside [%|a-zA-Z0-9_-]"
-        )));
-    }
-    if topic.len() > TOPIC_CHARS_MAX {
-        return Err(ClientError::Invalid(format!(
-            "the topic name is {} characters long, the maximum is {TOPIC_CHARS_MAX}",
-            topic.len()
-        )));
-    }
-    Ok(())
+    names::check_topic(topic).map_err(ClientError::from)
 }
 
 /// A producer or consumer group name: same characters, at most 120 characters.
 pub fn check_group(group: &str) -> Result<()> {
-    if group.trim().is_empty() {
-        return Err(ClientError::Invalid("the group name is blank".into()));
-    }
-    if !valid_chars(group) {
-        return Err(ClientError::Invalid(format!(
-            "the group name {group:?} contains characters outside [%|a-zA-Z0-9_-]"
-        )));
-    }
-    if group.len() > GROUP_CHARS_MAX {
-        return Err(ClientError::Invalid(format!(
-            "the group name is {} characters long, the maximum is {GROUP_CHARS_MAX}",
-            group.len()
-        )));
-    }
-    Ok(())
+    names::check_group(group).map_err(ClientError::from)
 }
 
 /// A message before sending: valid topic the application may use, a body of 1 byte to
 /// 4 MiB.
 pub fn check_message(message: &Message) -> Result<()> {
     check_topic(&message.topic)?;
-    if NOT_ALLOWED_SEND_TOPICS.contains(&message.topic.as_str()) {
+    if names::is_send_forbidden(&message.topic) {
         return Err(ClientError::Invalid(format!(
             "sending to the system topic {} is not allowed",
             message.topic
@@ -83,6 +43,7 @@ pub fn check_message(message: &Message) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use comet_proto::names::NameError;
 
     // Proves each rule rejects with an error and accepts the edge that is still legal.
     #[test]
@@ -94,7 +55,12 @@ mod tests {
         assert!(check_topic("a b").is_err());
         assert!(check_topic("tópico").is_err());
         assert!(check_topic(&"t".repeat(127)).is_ok());
-        assert!(check_topic(&"t".repeat(128)).is_err());
+        assert!(matches!(
+            check_topic(&"t".repeat(128)),
+            Err(ClientError::Name(NameError::TooLong { max: 127, .. }))
+        ));
+        assert!(check_topic(&format!("%RETRY%{}", "g".repeat(248))).is_ok());
+        assert!(check_topic(&format!("%RETRY%{}", "g".repeat(249))).is_err());
         assert!(check_group(&"g".repeat(120)).is_ok());
         assert!(check_group(&"g".repeat(121)).is_err());
         assert!(check_message(&Message::new("T", "x")).is_ok());

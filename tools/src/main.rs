@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use comet_client::{Admin, ClientConfig, QueueSelector, TopicSpec};
 use comet_proto::message::MessageExt;
+use comet_proto::names;
 
 /// Administers a RocketMQ-protocol cluster through its name servers.
 #[derive(Parser, Debug)]
@@ -384,7 +385,7 @@ fn consumer_status(admin: &Admin, group: &str, only: Option<String>) -> comet_cl
     let members: Vec<String> = match only {
         Some(client_id) => vec![client_id],
         None => admin
-            .consumer_connections(group, &format!("%RETRY%{group}"))?
+            .consumer_connections(group, &names::retry_topic(group))?
             .connection_set
             .into_iter()
             .map(|connection| connection.client_id)
@@ -444,7 +445,7 @@ fn stats_all(admin: &Admin, only: Option<String>, active: bool) -> comet_client:
             .list_topics()?
             .topic_list
             .into_iter()
-            .filter(|topic| !topic.starts_with("%RETRY%") && !topic.starts_with("%DLQ%"))
+            .filter(|topic| !names::is_retry_topic(topic) && !names::is_dlq_topic(topic))
             .collect(),
     };
     let single = topics.len() == 1;

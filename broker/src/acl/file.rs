@@ -22,12 +22,12 @@
 
 use std::collections::HashMap;
 
+use comet_proto::names::retry_topic;
 use yaml_rust2::{Yaml, YamlLoader};
 
 use super::address::AddressPattern;
 use super::limits::{ACCOUNTS_MAX, KEY_CHARS_MIN, RESOURCES_PER_ACCOUNT_MAX, WHITE_ADDRESSES_MAX};
 use super::{permission, AclFileError};
-use crate::validation::retry_topic;
 
 /// One account.
 #[derive(Clone, Debug)]

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use comet_proto::acl::{request_signature, signatures_equal, ACCESS_KEY, SIGNATURE};
+use comet_proto::names;
 use comet_proto::{RemotingCommand, ResponseCode};
 use thiserror::Error;
 
@@ -48,8 +49,6 @@ const UNIQUE_KEY_QUERY: &str = "_UNIQUE_KEY_QUERY";
 /// `MQVersion.Version.V4_9_3.ordinal()`: requests from this version or older are checked
 /// without [`UNIQUE_KEY_QUERY`], as the Java broker does.
 const VERSION_4_9_3: i32 = 399;
-/// The message trace topic, whose PUB needs no permission (Java `RMQ_SYS_TRACE_TOPIC`).
-const TRACE_TOPIC: &str = "RMQ_SYS_TRACE_TOPIC";
 /// Prefix of every refusal remark: the exception text Java clients show.
 pub const REMARK_PREFIX: &str = "org.apache.rocketmq.acl.common.AclException: ";
 
@@ -276,7 +275,7 @@ impl AccessControl {
         }
         let traces = needed
             .iter()
-            .any(|n| n.resource == TRACE_TOPIC && n.permission == permission::PUB);
+            .any(|n| n.resource == names::TRACE_TOPIC && n.permission == permission::PUB);
         if traces || account.admin {
             return Ok(());
         }

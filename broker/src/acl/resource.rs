@@ -19,10 +19,10 @@
 //! a missing field adds nothing (Java skips null resources).
 
 use comet_proto::body::{HeartbeatData, JsonBody};
+use comet_proto::names::{retry_topic, RETRY_TOPIC_PREFIX};
 use comet_proto::{RemotingCommand, RequestCode};
 
 use super::permission::{PUB, SUB};
-use crate::validation::{retry_topic, RETRY_PREFIX};
 
 /// One needed resource: a topic, or a group as its retry topic.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,12 +53,12 @@ pub fn needs_admin(code: i32) -> bool {
 
 /// True for `%RETRY%...`: the resource stands for a group.
 pub fn is_group(resource: &str) -> bool {
-    resource.starts_with(RETRY_PREFIX)
+    resource.starts_with(RETRY_TOPIC_PREFIX)
 }
 
 /// `topic:<name>` or `group:<name>`, as Java's `PlainAccessResource.printStr`.
 pub fn describe(resource: &str) -> String {
-    match resource.strip_prefix(RETRY_PREFIX) {
+    match resource.strip_prefix(RETRY_TOPIC_PREFIX) {
         Some(group) => format!("group:{group}"),
         None => format!("topic:{resource}"),
     }

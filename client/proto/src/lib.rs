@@ -12,6 +12,7 @@
 //! * [`message`]: the stored-message record (commit log, pull bodies) and client decoding.
 //! * [`properties`]: the message properties string and reserved property names.
 //! * [`message_id`]: offset message ids and the client unique key generator.
+//! * [`names`]: topic and group name rules, reserved system topics and prefixes.
 //! * [`compression`]: bounded zlib body compression and the sysflag type bits.
 //! * [`batch`]: SEND_BATCH_MESSAGE bodies.
 //! * [`filter`]: tag codes (Java string hash) and TAG subscription expressions.
@@ -40,6 +41,7 @@ pub mod json;
 pub mod limits;
 pub mod message;
 pub mod message_id;
+pub mod names;
 mod pairs;
 pub mod properties;
 

@@ -316,7 +316,7 @@ impl ConsumerCore {
                 }
                 Err(error) => {
                     log::debug!("rebalance of {topic} skipped: {error}");
-                    balanced &= topic.starts_with("%RETRY%");
+                    balanced &= comet_proto::names::is_retry_topic(&topic);
                 }
             }
         }
@@ -474,7 +474,7 @@ impl ConsumerCore {
                 return Ok(offset);
             }
         }
-        let retry = queue.topic.starts_with("%RETRY%");
+        let retry = comet_proto::names::is_retry_topic(&queue.topic);
         match self.config.consume_from_where {
             ConsumeFromWhere::LastOffset if retry => Ok(0),
             ConsumeFromWhere::LastOffset => self.max_offset(queue),

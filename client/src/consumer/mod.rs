@@ -133,7 +133,4 @@ impl ConsumerConfig {
     }
 }
 
-/// The retry topic of a group.
-pub fn retry_topic(group: &str) -> String {
-    format!("%RETRY%{group}")
-}
+pub use comet_proto::names::retry_topic;

@@ -84,7 +84,7 @@ impl ProducerConfig {
             compress_level: 5,
             max_message_bytes: MESSAGE_BODY_BYTES_MAX,
             default_topic_queue_nums: 4,
-            create_topic_key: String::from("TBW102"),
+            create_topic_key: String::from(comet_proto::names::AUTO_CREATE_TOPIC_KEY),
             send_latency_fault_enable: true,
             retry_another_broker_when_not_store_ok: false,
         }
@@ -567,7 +567,7 @@ impl ProducerInner {
             body = Bytes::from(zlib_compress(&body, self.config.compress_level));
             sys_flag |= message_sys_flag::COMPRESSED | CompressionType::Zlib.sysflag_bits();
         }
-        let retry_topic = message.topic.starts_with("%RETRY%");
+        let retry_topic = comet_proto::names::is_retry_topic(&message.topic);
         let mut reconsume_times = 0;
         let mut max_reconsume_times = None;
         if retry_topic {
@@ -624,7 +624,7 @@ impl ProducerInner {
                     "delayed messages cannot be batched".into(),
                 ));
             }
-            if message.topic.starts_with("%RETRY%") {
+            if comet_proto::names::is_retry_topic(&message.topic) {
                 return Err(ClientError::Invalid(
                     "retry topics cannot take batches".into(),
                 ));
