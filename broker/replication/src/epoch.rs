@@ -70,7 +70,9 @@ pub enum EpochError {
         latest: Epoch,
     },
     /// A new epoch that would start before the latest one.
-    #[error("epoch {epoch} would start at {start}, before the latest epoch's start {latest_start}")]
+    #[error(
+        "epoch {epoch} would start at {start}, before the latest epoch's start {latest_start}"
+    )]
     StartsBeforeLatest {
         /// The epoch asked for.
         epoch: Epoch,
@@ -173,7 +175,9 @@ impl EpochHistory {
     /// The epoch whose bytes include `position`, if the history covers it (a position at or
     /// past the written end belongs to the latest epoch: the next byte written there does).
     pub fn epoch_at(&self, position: u64) -> Option<Epoch> {
-        let index = self.entries.partition_point(|entry| entry.start <= position);
+        let index = self
+            .entries
+            .partition_point(|entry| entry.start <= position);
         Some(self.entries.get(index.checked_sub(1)?)?.epoch)
     }
 
@@ -184,7 +188,11 @@ impl EpochHistory {
             .entries
             .binary_search_by_key(&epoch, |entry| entry.epoch)
             .ok()?;
-        Some(self.entries.get(index + 1).map_or(log_end, |next| next.start))
+        Some(
+            self.entries
+                .get(index + 1)
+                .map_or(log_end, |next| next.start),
+        )
     }
 
     /// Where the bytes of `epoch` start, if the history holds it.
@@ -199,7 +207,9 @@ impl EpochHistory {
     /// Where the epoch after the one holding `position` starts: the first position a Data
     /// frame starting at `position` must not cross. `None` when no later epoch exists.
     pub fn next_start_after(&self, position: u64) -> Option<u64> {
-        let index = self.entries.partition_point(|entry| entry.start <= position);
+        let index = self
+            .entries
+            .partition_point(|entry| entry.start <= position);
         self.entries.get(index).map(|entry| entry.start)
     }
 
@@ -329,15 +339,23 @@ pub fn reconcile(
     let keep = match common {
         Some(end) => end.min(slave.written),
         None if slave.written == 0 => 0,
-        None => return Ok(ResumePlan::FullCopy { from: master.oldest }),
+        None => {
+            return Ok(ResumePlan::FullCopy {
+                from: master.oldest,
+            })
+        }
     };
     // Keeping nothing of a log that starts later than 0 leaves no log to continue.
     let keeps_nothing = slave_first.is_some_and(|first| keep <= first) && keep < slave.written;
     if keeps_nothing {
-        return Ok(ResumePlan::FullCopy { from: master.oldest });
+        return Ok(ResumePlan::FullCopy {
+            from: master.oldest,
+        });
     }
     if keep < master.oldest {
-        return Ok(ResumePlan::FullCopy { from: master.oldest });
+        return Ok(ResumePlan::FullCopy {
+            from: master.oldest,
+        });
     }
     if keep < slave.written {
         Ok(ResumePlan::Truncate { to: keep })
@@ -398,7 +416,9 @@ mod tests {
             EpochHistory::from_entries(vec![entry(1, POSITION_MAX + 1)]),
             Err(EpochError::PositionTooLarge { .. })
         ));
-        let too_many = (0..=u32::try_from(EPOCHS_MAX).expect("small")).map(|n| entry(n, u64::from(n))).collect();
+        let too_many = (0..=u32::try_from(EPOCHS_MAX).expect("small"))
+            .map(|n| entry(n, u64::from(n)))
+            .collect();
         assert!(matches!(
             EpochHistory::from_entries(too_many),
             Err(EpochError::TooMany { .. })
@@ -412,7 +432,10 @@ mod tests {
         let mut epochs = EpochHistory::new();
         epochs.begin(1, 0).expect("first");
         epochs.begin(2, 100).expect("second");
-        assert!(matches!(epochs.begin(2, 200), Err(EpochError::NotNewer { .. })));
+        assert!(matches!(
+            epochs.begin(2, 200),
+            Err(EpochError::NotNewer { .. })
+        ));
         assert!(matches!(
             epochs.begin(3, 50),
             Err(EpochError::StartsBeforeLatest { .. })
@@ -427,7 +450,13 @@ mod tests {
         full.begin(5000, 5000).expect("at the limit");
         assert_eq!(full.entries().len(), EPOCHS_MAX);
         assert_eq!(full.entries()[0].epoch, 1);
-        assert_eq!(full.latest(), Some(EpochStart { epoch: 5000, start: 5000 }));
+        assert_eq!(
+            full.latest(),
+            Some(EpochStart {
+                epoch: 5000,
+                start: 5000
+            })
+        );
     }
 
     // Proves the lookups: the epoch at a position, the end of an epoch, the next boundary.

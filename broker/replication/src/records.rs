@@ -141,7 +141,12 @@ pub fn scan(bytes: &[u8], start_position: u64, segment_bytes: u64) -> Result<Sca
                     return Ok(done(at, position, Some(length)));
                 }
             }
-            other => return Err(FramingError::Magic { position, magic: other }),
+            other => {
+                return Err(FramingError::Magic {
+                    position,
+                    magic: other,
+                })
+            }
         }
         at += usize_of(length);
         position += length;
@@ -198,7 +203,10 @@ pub(crate) mod tests {
         let cut = scan(&bytes[..250], 0, SEGMENT_BYTES).expect("valid");
         assert_eq!((cut.whole_bytes, cut.next_record_bytes), (100, Some(200)));
         let header_cut = scan(&bytes[..104], 0, SEGMENT_BYTES).expect("valid");
-        assert_eq!((header_cut.whole_bytes, header_cut.next_record_bytes), (100, Some(8)));
+        assert_eq!(
+            (header_cut.whole_bytes, header_cut.next_record_bytes),
+            (100, Some(8))
+        );
     }
 
     // Proves the segment end marker travels as 8 bytes, spans the rest of the segment and

@@ -229,6 +229,9 @@ pub enum CloseReason {
     StaleMaster,
     /// The peer was silent too long.
     Timeout,
+    /// The master cannot go on from where this session is (retention removed the bytes,
+    /// or its own log is damaged there): reconnect, and the handshake decides afresh.
+    Resync,
     /// A reason this version does not know (sent by a newer peer).
     Unknown(u16),
 }
@@ -247,6 +250,7 @@ impl CloseReason {
             CloseReason::DataInvalid => 8,
             CloseReason::StaleMaster => 9,
             CloseReason::Timeout => 10,
+            CloseReason::Resync => 11,
             CloseReason::Unknown(code) => code,
         }
     }
@@ -264,6 +268,7 @@ impl CloseReason {
             8 => CloseReason::DataInvalid,
             9 => CloseReason::StaleMaster,
             10 => CloseReason::Timeout,
+            11 => CloseReason::Resync,
             other => CloseReason::Unknown(other),
         }
     }
@@ -719,7 +724,8 @@ impl<'a> Reader<'a> {
             let start = self.u64(field)?;
             entries.push(EpochStart { epoch, start });
         }
-        EpochHistory::from_entries(entries).map_err(|source| DecodeError::History { offset, source })
+        EpochHistory::from_entries(entries)
+            .map_err(|source| DecodeError::History { offset, source })
     }
 
     /// A list of distinct log ids, as `ids` yields them.
@@ -870,7 +876,11 @@ fn check_log_state(log: &LogState) -> Result<(), &'static str> {
     if log.durable > log.written {
         return Err("durable end beyond written end");
     }
-    if log.epochs.latest().is_some_and(|latest| latest.start > log.written) {
+    if log
+        .epochs
+        .latest()
+        .is_some_and(|latest| latest.start > log.written)
+    {
         return Err("an epoch starts beyond the written end");
     }
     Ok(())
@@ -917,7 +927,10 @@ pub fn encode(frame: &Frame, dst: &mut BytesMut) -> Result<(), EncodeError> {
         }
     };
     let body_bytes = dst.len() - start - FRAME_HEADER_BYTES;
-    assert!(body_bytes <= FRAME_BODY_BYTES_MAX, "limits keep every frame small");
+    assert!(
+        body_bytes <= FRAME_BODY_BYTES_MAX,
+        "limits keep every frame small"
+    );
     let header = header(kind, body_bytes, &dst[start + FRAME_HEADER_BYTES..]);
     dst[start..start + FRAME_HEADER_BYTES].copy_from_slice(&header);
     Ok(())
@@ -1077,7 +1090,11 @@ fn encode_welcome(welcome: &Welcome, dst: &mut BytesMut) -> Result<(), EncodeErr
     for &log_id in &welcome.master_logs {
         put_log_id(dst, log_id)?;
     }
-    put_log_count(dst, "welcome logs", welcome.logs.iter().map(|log| log.log_id))?;
+    put_log_count(
+        dst,
+        "welcome logs",
+        welcome.logs.iter().map(|log| log.log_id),
+    )?;
     for log in &welcome.logs {
         put_log_id(dst, log.log_id)?;
         match &log.answer {
@@ -1193,7 +1210,10 @@ mod tests {
     // header field is checked before any body is awaited.
     #[test]
     fn header_refusals() {
-        assert!(matches!(buffered(b"GET / HTTP/1.1"), Err(DecodeError::Magic { .. })));
+        assert!(matches!(
+            buffered(b"GET / HTTP/1.1"),
+            Err(DecodeError::Magic { .. })
+        ));
         assert!(matches!(buffered(b"CX"), Err(DecodeError::Magic { .. })));
         assert_eq!(
             buffered(b"CM"),
@@ -1218,10 +1238,16 @@ mod tests {
         assert_eq!(buffered(&bad), Err(DecodeError::Reserved { found: 1 }));
         let mut bad = good.clone();
         bad[8..12].copy_from_slice(&u32::MAX.to_be_bytes());
-        assert!(matches!(buffered(&bad[..16]), Err(DecodeError::TooLong { .. })));
+        assert!(matches!(
+            buffered(&bad[..16]),
+            Err(DecodeError::TooLong { .. })
+        ));
         let mut bad = good.clone();
         bad[20] ^= 1;
-        assert!(matches!(decode_frame(bad.freeze()), Err(DecodeError::Crc { .. })));
+        assert!(matches!(
+            decode_frame(bad.freeze()),
+            Err(DecodeError::Crc { .. })
+        ));
     }
 
     /// Re-frames `body` as a frame of `kind` with a correct CRC, to test body checks.
@@ -1250,7 +1276,10 @@ mod tests {
         body.extend([0u8; 16]);
         assert!(matches!(
             decode_frame(framed(KIND_ACK, &body)),
-            Err(DecodeError::OutOfRange { field: "ack log", .. })
+            Err(DecodeError::OutOfRange {
+                field: "ack log",
+                ..
+            })
         ));
         assert_eq!(
             decode_frame(framed(KIND_ACK, &[1, 0, 0])),
@@ -1265,7 +1294,10 @@ mod tests {
         body.extend([0u8; 17]);
         assert!(matches!(
             decode_frame(framed(KIND_ACK, &body)),
-            Err(DecodeError::Trailing { offset: 33, count: 1 })
+            Err(DecodeError::Trailing {
+                offset: 33,
+                count: 1
+            })
         ));
 
         let mut hello = sample_hello();
@@ -1282,7 +1314,10 @@ mod tests {
         body[durable_at..durable_at + 8].copy_from_slice(&6000u64.to_be_bytes());
         assert!(matches!(
             decode_frame(framed(KIND_HELLO, &body)),
-            Err(DecodeError::Inconsistent { field: "hello log", .. })
+            Err(DecodeError::Inconsistent {
+                field: "hello log",
+                ..
+            })
         ));
         let mut body = honest[16..].to_vec();
         let second_epoch_at = body.len() - 12;
@@ -1322,7 +1357,13 @@ mod tests {
         };
         assert_eq!(decoded, data);
         assert_eq!(decoded.payload.as_ptr(), frame[41..].as_ptr());
-        let too_big = Data::new(0, 0, 0, 0, Bytes::from(vec![0u8; DATA_PAYLOAD_BYTES_MAX + 1]));
+        let too_big = Data::new(
+            0,
+            0,
+            0,
+            0,
+            Bytes::from(vec![0u8; DATA_PAYLOAD_BYTES_MAX + 1]),
+        );
         assert!(matches!(
             encode_data_head(&too_big, &mut BytesMut::new()),
             Err(EncodeError::Payload { .. })
@@ -1402,8 +1443,8 @@ mod tests {
                             .into_iter()
                             .zip(states)
                             .map(|(log_id, (written, epochs))| {
-                                let written = written
-                                    .max(epochs.latest().map_or(0, |latest| latest.start));
+                                let written =
+                                    written.max(epochs.latest().map_or(0, |latest| latest.start));
                                 LogState {
                                     log_id,
                                     written,
@@ -1424,16 +1465,19 @@ mod tests {
                         })
                     }
                 ),
-            (log_ids(), log_ids(), proptest::collection::vec(answer_strategy(), 4)).prop_map(
-                |(master_logs, ids, answers)| Frame::Welcome(Welcome {
+            (
+                log_ids(),
+                log_ids(),
+                proptest::collection::vec(answer_strategy(), 4)
+            )
+                .prop_map(|(master_logs, ids, answers)| Frame::Welcome(Welcome {
                     master_logs,
                     logs: ids
                         .into_iter()
                         .zip(answers)
                         .map(|(log_id, answer)| LogWelcome { log_id, answer })
                         .collect(),
-                })
-            ),
+                })),
             (
                 log.clone(),
                 any::<u32>(),
