@@ -191,7 +191,8 @@ mod tests {
     fn validation_names_the_bad_field() {
         let base = StoreConfig::new("unused", LogId::new(1).expect("id"));
         assert!(base.validate().is_ok());
-        let cases: Vec<(&str, Box<dyn Fn(&mut StoreConfig)>)> = vec![
+        type Case = (&'static str, Box<dyn Fn(&mut StoreConfig)>);
+        let cases: Vec<Case> = vec![
             (
                 "segment_bytes",
                 Box::new(|c| c.segment_bytes = (1 << 20) + 1),

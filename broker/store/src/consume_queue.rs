@@ -350,6 +350,8 @@ impl ConsumeQueue {
         let mut buffer = file.alloc_buffer(to_index(high_byte - low_byte));
         let first = file_start + low_byte / CQ_ENTRY_BYTES;
         let target = buffer.as_mut_slice();
+        // 20 bytes: fits any usize.
+        #[allow(clippy::cast_possible_truncation)]
         let mut scratch = [0u8; CQ_ENTRY_BYTES as usize];
         for offset in first..=(file_start + (high_byte - 1) / CQ_ENTRY_BYTES) {
             let entry_start = (offset - file_start) * CQ_ENTRY_BYTES;

@@ -38,6 +38,8 @@ pub enum MessageFilter<'a> {
 }
 
 impl MessageFilter<'_> {
+    // Truncating to the low 32 bits is the comparison (see below).
+    #[allow(clippy::cast_possible_truncation)]
     fn accepts(&self, entry: &CqEntry) -> bool {
         match self {
             MessageFilter::All => true,
@@ -299,7 +301,9 @@ impl<'s> ReadPath<'s> {
         let Ok(size) = usize::try_from(size) else {
             return Ok(None);
         };
-        if size < comet_proto::message::RECORD_BYTES_MIN || size > crate::limits::RECORD_BYTES_MAX {
+        if !(comet_proto::message::RECORD_BYTES_MIN..=crate::limits::RECORD_BYTES_MAX)
+            .contains(&size)
+        {
             return Ok(None);
         }
         match self.read_span(physical, size, &mut window).await {

@@ -443,8 +443,7 @@ fn check_blank(bytes: &[u8], size: i32, position: u64, segment_end: u64) -> Chec
     if end == segment_end {
         return Check::Blank;
     }
-    if blank < BLANK_BYTES
-        || blank > PADDING_BYTES_MAX
+    if !(BLANK_BYTES..=PADDING_BYTES_MAX).contains(&blank)
         || end % PAGE_BYTES != 0
         || end > segment_end
     {
@@ -662,7 +661,8 @@ mod tests {
 
     fn blank(size: u64) -> Vec<u8> {
         let mut bytes = vec![0u8; to_index(size)];
-        bytes[..4].copy_from_slice(&(size as i32).to_be_bytes());
+        let size = i32::try_from(size).expect("test blanks are small");
+        bytes[..4].copy_from_slice(&size.to_be_bytes());
         bytes[4..8].copy_from_slice(&BLANK_MAGIC.to_be_bytes());
         bytes
     }

@@ -234,7 +234,8 @@ mod tests {
         for (store, queue) in [(0, 0), (0, 1), (1, 2)] {
             let dir = stores[store].join(format!("consumequeue/T/{queue}"));
             std::fs::create_dir_all(&dir).expect("dir");
-            std::fs::write(dir.join("00000000000000000000"), [queue as u8]).expect("file");
+            let byte = u8::try_from(queue).expect("small queue id");
+            std::fs::write(dir.join("00000000000000000000"), [byte]).expect("file");
         }
         assert_eq!(existing_store_count(&root).expect("count"), 2);
         let leftover = root.join(format!("shard-5{RETIRED_SUFFIX}"));
@@ -246,11 +247,12 @@ mod tests {
         );
         assert_eq!(remove_retired_stores(&root).expect("remove"), 1);
         assert!(!leftover.exists() && stores[1].exists());
-        let owner = |_: &str, queue: i32| queue as usize;
+        let owner = |_: &str, queue: i32| usize::try_from(queue).expect("non-negative queue id");
         assert_eq!(hand_over_queues(&stores, owner).expect("hand over"), 2);
         for queue in 0..3 {
             let file = stores[queue].join(format!("consumequeue/T/{queue}/00000000000000000000"));
-            assert_eq!(std::fs::read(file).expect("moved"), vec![queue as u8]);
+            let byte = u8::try_from(queue).expect("small queue id");
+            assert_eq!(std::fs::read(file).expect("moved"), vec![byte]);
         }
         assert_eq!(hand_over_queues(&stores, owner).expect("again"), 0);
         std::fs::create_dir_all(stores[0].join("consumequeue/T/1")).expect("duplicate");

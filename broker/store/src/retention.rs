@@ -45,6 +45,8 @@ impl<'s> Retention<'s> {
     pub(crate) async fn run_once(&self, now_ms: i64) -> Result<u32, StoreError> {
         let config = &self.shared.config;
         let used = comet_rt::io::disk_used_ratio(&config.root)?;
+        // A ratio of 0..=1 scaled to percent; `as` saturates anything else.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let percent = |ratio: f64| (ratio * 100.0).round() as u32;
         let full = (used >= config.disk_hard_ratio)
             .then(|| (percent(used), percent(config.disk_hard_ratio)));
