@@ -6,14 +6,120 @@
 //! mean nothing here. A known key with a malformed value is an error naming the key: a broker
 //! that silently ignores `listenPort=10911x` would listen somewhere unexpected.
 //!
-//! Internal names carry units (`flush_interval_ms`, `message_bytes_max`); the RocketMQ key is
-//! kept beside each field.
+//! Every key is one entry of the table in `config/table.rs` ([`KEYS`]): the field it sets,
+//! its default, unit, when a change takes effect and a line of doc. Parsing (broker.conf,
+//! `-o key=value`, UPDATE_BROKER_CONFIG, the persisted overrides), GET_BROKER_CONFIG,
+//! `--help-config` and `docs/config/broker.md` all read that table. Internal names carry
+//! units (`flush_interval_ms`, `message_bytes_max`); the RocketMQ key is the table's.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use thiserror::Error;
+
+/// When a broker config key changed at run time (UPDATE_BROKER_CONFIG) takes effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applies {
+    /// At once: the broker reads the value on every request.
+    Live,
+    /// At the next start: the value is read when the broker starts (listeners, store,
+    /// name-server links, periodic tasks). An update is persisted and reported at once.
+    AtRestart,
+    /// Set only in broker.conf or on the command line: UPDATE_BROKER_CONFIG refuses it (the
+    /// run-time updates are kept under this very key's directory).
+    StartUpOnly,
+}
+
+impl Applies {
+    /// How `--help-config` and the docs say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Applies::Live => "live",
+            Applies::AtRestart => "restart",
+            Applies::StartUpOnly => "start-up only",
+        }
+    }
+}
+
+/// One broker config key: what the table in `config/table.rs` declares for it.
+pub struct KeyDef {
+    /// The RocketMQ key, e.g. `listenPort`.
+    pub key: &'static str,
+    /// Unit of the value (`ms`, `s`, `hours`, `bytes`, ...), empty for none.
+    pub unit: &'static str,
+    /// When a change at run time takes effect.
+    pub applies: Applies,
+    /// One line for operators.
+    pub doc: &'static str,
+    /// Parses a (trimmed) value into its field; the error names the key.
+    pub parse: fn(&mut BrokerConfig, &str) -> Result<(), ConfigError>,
+    /// The field's value in the form `parse` takes back.
+    pub show: fn(&BrokerConfig) -> String,
+}
+
+/// Declares [`BrokerConfig`], its `Default` and [`KEYS`] from one entry per key:
+///
+/// ```text
+/// /// More about the field, for maintainers (optional).
+/// field_name: FieldType = default_value => {
+///     key: "rocketmqKey", unit: "ms", applies: Live | AtRestart | StartUpOnly,
+///     doc: "One line for operators.",
+///     parse: fn(key: &str, value: &str) -> Result<FieldType, ConfigError>,
+///     show: fn(&FieldType) -> String,
+/// },
+/// ```
+macro_rules! broker_config {
+    ($(
+        $(#[doc = $extra:literal])*
+        $field:ident: $ty:ty = $default:expr => {
+            key: $key:literal, unit: $unit:literal, applies: $applies:ident,
+            doc: $doc:literal,
+            parse: $parse:expr, show: $show:expr $(,)?
+        }
+    ),* $(,)?) => {
+        /// Everything a broker process is told at start-up: one field per key of [`KEYS`].
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct BrokerConfig {
+            $(
+                #[doc = concat!("`", $key, "`: ", $doc)]
+                $(#[doc = $extra])*
+                pub $field: $ty,
+            )*
+        }
+
+        impl Default for BrokerConfig {
+            fn default() -> BrokerConfig {
+                BrokerConfig { $($field: $default,)* }
+            }
+        }
+
+        /// Every key the broker understands, in the order GET_BROKER_CONFIG lists them.
+        pub static KEYS: &[KeyDef] = &[$(
+            KeyDef {
+                key: $key,
+                unit: $unit,
+                applies: $crate::config::Applies::$applies,
+                doc: $doc,
+                parse: |config, value| {
+                    let parse: fn(&str, &str) -> Result<$ty, ConfigError> = $parse;
+                    config.$field = parse($key, value)?;
+                    Ok(())
+                },
+                show: |config| $show(&config.$field),
+            },
+        )*];
+    };
+}
+
+mod render;
+mod table;
+mod values;
+
+pub use render::{help_text, markdown};
+pub use table::{BrokerConfig, KEYS};
+
+/// RocketMQ 5.x's ACL 2.0 switches: accepted only when off (see [`KEYS`] for ACL 1.0).
+pub const ACL_2_KEYS: [&str; 2] = ["authenticationEnabled", "authorizationEnabled"];
 
 /// When a send is acknowledged relative to the disk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,150 +154,9 @@ pub struct ConfigError {
     pub expected: &'static str,
 }
 
-/// Everything a broker process is told at start-up.
-#[derive(Clone, Debug)]
-pub struct BrokerConfig {
-    /// `brokerClusterName`.
-    pub cluster_name: String,
-    /// `brokerName`.
-    pub broker_name: String,
-    /// `brokerId`: 0 for a master.
-    pub broker_id: i64,
-    /// `namesrvAddr`: name servers to register with, `;`-separated in the file.
-    pub namesrv_addrs: Vec<String>,
-    /// `brokerIP1`: the address clients are told to connect to.
-    pub broker_ip: IpAddr,
-    /// `bindAddress`: the local address every listener of the process binds (the client port,
-    /// and the embedded name server of `--standalone`). Default 0.0.0.0, every interface, as
-    /// RocketMQ's `NettyServerConfig.bindAddress`; tests and local set-ups give 127.0.0.1.
-    /// Always IPv4: the listeners' port reservation is IPv4-only.
-    pub bind_address: IpAddr,
-    /// `listenPort`.
-    pub listen_port: u16,
-    /// `haListenPort`.
-    pub ha_listen_port: u16,
-    /// `storePathRootDir`.
-    pub store_root: PathBuf,
-    /// `flushDiskType`.
-    pub flush_disk_type: FlushDiskType,
-    /// `flushIntervalCommitLog`: the ASYNC_FLUSH interval.
-    pub flush_interval_ms: u64,
-    /// `brokerRole`.
-    pub broker_role: BrokerRole,
-    /// `brokerPermission`.
-    pub broker_permission: i32,
-    /// `autoCreateTopicEnable`.
-    pub auto_create_topic: bool,
-    /// `autoCreateSubscriptionGroup`.
-    pub auto_create_subscription_group: bool,
-    /// `defaultTopicQueueNums`: queues of the `TBW102` template.
-    pub default_topic_queue_nums: i32,
-    /// `maxMessageSize`.
-    pub message_bytes_max: usize,
-    /// `mappedFileSizeCommitLog`.
-    pub commit_log_segment_bytes: u64,
-    /// `warmMapedFileEnable`: keep the commit log written with zeros a little ahead of the
-    /// write position (on by default here, off in RocketMQ; see the store's `warm`).
-    pub warm_commit_log: bool,
-    /// `commitLogFlushesInFlight` (Comet's own key): 2 lets a commit-log flush start while
-    /// another is writing when sends keep arriving (the default), 1 writes one at a time.
-    pub commit_log_flushes_in_flight: usize,
-    /// `fileReservedTime` (hours).
-    pub file_reserved_hours: u64,
-    /// `deleteWhen`: hours of the day when expired segments go, e.g. `04` or `04;16`.
-    pub delete_when_hours: Vec<u8>,
-    /// `diskMaxUsedSpaceRatio`: disk use (percent) past which expired files go at once.
-    pub disk_used_high_percent: u8,
-    /// `registerNameServerPeriod`, clamped to 10..60 s as RocketMQ does.
-    pub register_period_ms: u64,
-    /// `messageDelayLevel`.
-    pub message_delay_levels: String,
-    /// `clusterTopicEnable`.
-    pub cluster_topic_enable: bool,
-    /// `brokerTopicEnable`.
-    pub broker_topic_enable: bool,
-    /// `traceTopicEnable`.
-    pub trace_topic_enable: bool,
-    /// `longPollingEnable`.
-    pub long_polling_enable: bool,
-    /// `shortPollingTimeMills`.
-    pub short_polling_ms: u64,
-    /// `syncFlushTimeout`: how long a send waits for its flush before FLUSH_DISK_TIMEOUT.
-    pub sync_flush_timeout_ms: u64,
-    /// `transactionCheckInterval`.
-    pub transaction_check_interval_ms: u64,
-    /// `transactionTimeOut`.
-    pub transaction_timeout_ms: u64,
-    /// `transactionCheckMax`.
-    pub transaction_check_max: i32,
-    /// `timerWheelEnable`: timed messages (TIMER_DELIVER_MS, ...) are accepted.
-    pub timer_wheel_enable: bool,
-    /// `timerMaxDelaySec`: the furthest a timed message may be scheduled ahead.
-    pub timer_max_delay_sec: u64,
-    /// `regionId`, echoed in send responses as `MSG_REGION`.
-    pub region_id: String,
-    /// `traceOn`, echoed in send responses as `TRACE_ON`.
-    pub trace_on: bool,
-    /// `serverChannelMaxIdleTimeSeconds`.
-    pub channel_idle_ms: u64,
-    /// `consumerOffsetPersistInterval`-like: how often offsets and groups are persisted.
-    pub persist_interval_ms: u64,
-    /// `aclEnable`: check every request against the plain ACL accounts file (ACL 1.0).
-    pub acl_enable: bool,
-    /// `plainAclFile` (Comet's key; Java reads `${rocketmq.home.dir}/conf/plain_acl.yml`):
-    /// the accounts file used when `aclEnable` is on. Default `conf/plain_acl.yml`, relative
-    /// to the working directory as Java's is to the RocketMQ home.
-    pub plain_acl_file: PathBuf,
-}
-
-impl Default for BrokerConfig {
-    fn default() -> BrokerConfig {
-        BrokerConfig {
-            cluster_name: "DefaultCluster".to_owned(),
-            broker_name: "broker-a".to_owned(),
-            broker_id: 0,
-            namesrv_addrs: Vec::new(),
-            broker_ip: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            bind_address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
-            listen_port: 10911,
-            ha_listen_port: 10912,
-            store_root: PathBuf::from("store"),
-            flush_disk_type: FlushDiskType::SyncFlush,
-            flush_interval_ms: 500,
-            broker_role: BrokerRole::AsyncMaster,
-            broker_permission: 6,
-            auto_create_topic: true,
-            auto_create_subscription_group: true,
-            default_topic_queue_nums: 8,
-            message_bytes_max: 4 * 1024 * 1024,
-            commit_log_segment_bytes: 1 << 30,
-            warm_commit_log: true,
-            commit_log_flushes_in_flight: comet_store::limits::FLUSHES_IN_FLIGHT_MAX,
-            file_reserved_hours: 72,
-            delete_when_hours: vec![4],
-            disk_used_high_percent: 85,
-            register_period_ms: 30_000,
-            message_delay_levels: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-                .to_owned(),
-            cluster_topic_enable: true,
-            broker_topic_enable: true,
-            trace_topic_enable: false,
-            long_polling_enable: true,
-            short_polling_ms: 1000,
-            sync_flush_timeout_ms: 5000,
-            transaction_check_interval_ms: 60_000,
-            transaction_timeout_ms: 6000,
-            transaction_check_max: 15,
-            timer_wheel_enable: true,
-            timer_max_delay_sec: 3 * 24 * 3600,
-            region_id: "DefaultRegion".to_owned(),
-            trace_on: true,
-            channel_idle_ms: 120_000,
-            persist_interval_ms: 5000,
-            acl_enable: false,
-            plain_acl_file: PathBuf::from("conf/plain_acl.yml"),
-        }
-    }
+/// The table entry of `key`, if the broker knows it.
+pub fn key_def(key: &str) -> Option<&'static KeyDef> {
+    KEYS.iter().find(|def| def.key == key)
 }
 
 impl BrokerConfig {
@@ -217,91 +182,21 @@ impl BrokerConfig {
 
     /// Applies one key; `Ok(false)` for a key Comet does not know.
     pub fn apply(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
-        match key {
-            "brokerClusterName" => self.cluster_name = non_empty(key, value)?,
-            "brokerName" => self.broker_name = non_empty(key, value)?,
-            "brokerId" => self.broker_id = parse_master_id(key, value)?,
-            "namesrvAddr" => self.namesrv_addrs = split_list(value),
-            "brokerIP1" => self.broker_ip = parse(key, value, "an IP address")?,
-            "bindAddress" => self.bind_address = parse_bind_address(key, value)?,
-            "listenPort" => self.listen_port = parse(key, value, "a port number")?,
-            "haListenPort" => self.ha_listen_port = parse(key, value, "a port number")?,
-            "storePathRootDir" => self.store_root = PathBuf::from(non_empty(key, value)?),
-            "flushDiskType" => self.flush_disk_type = parse_flush_disk_type(key, value)?,
-            "flushIntervalCommitLog" => self.flush_interval_ms = parse(key, value, "ms")?,
-            "brokerRole" => self.broker_role = parse_broker_role(key, value)?,
-            "brokerPermission" => self.broker_permission = parse(key, value, "perm bits")?,
-            "autoCreateTopicEnable" => self.auto_create_topic = parse_bool(key, value)?,
-            "autoCreateSubscriptionGroup" => {
-                self.auto_create_subscription_group = parse_bool(key, value)?
-            }
-            "defaultTopicQueueNums" => {
-                self.default_topic_queue_nums = parse_positive(key, value)?;
-            }
-            "maxMessageSize" => self.message_bytes_max = parse_positive(key, value)?,
-            "mappedFileSizeCommitLog" => {
-                self.commit_log_segment_bytes = parse_positive(key, value)?;
-            }
-            "warmMapedFileEnable" => self.warm_commit_log = parse_bool(key, value)?,
-            "commitLogFlushesInFlight" => {
-                self.commit_log_flushes_in_flight = parse_flushes_in_flight(key, value)?;
-            }
-            "fileReservedTime" => self.file_reserved_hours = parse(key, value, "hours")?,
-            "deleteWhen" => self.delete_when_hours = parse_hours(key, value)?,
-            "diskMaxUsedSpaceRatio" => self.disk_used_high_percent = parse_percent(key, value)?,
-            "registerNameServerPeriod" => {
-                let period: u64 = parse(key, value, "ms")?;
-                self.register_period_ms = period.clamp(10_000, 60_000);
-            }
-            "messageDelayLevel" => self.message_delay_levels = non_empty(key, value)?,
-            "clusterTopicEnable" => self.cluster_topic_enable = parse_bool(key, value)?,
-            "brokerTopicEnable" => self.broker_topic_enable = parse_bool(key, value)?,
-            "traceTopicEnable" => self.trace_topic_enable = parse_bool(key, value)?,
-            "longPollingEnable" => self.long_polling_enable = parse_bool(key, value)?,
-            "shortPollingTimeMills" => self.short_polling_ms = parse(key, value, "ms")?,
-            "syncFlushTimeout" => self.sync_flush_timeout_ms = parse(key, value, "ms")?,
-            "transactionCheckInterval" => {
-                self.transaction_check_interval_ms = parse(key, value, "ms")?;
-            }
-            "transactionTimeOut" => self.transaction_timeout_ms = parse(key, value, "ms")?,
-            "transactionCheckMax" => self.transaction_check_max = parse(key, value, "a count")?,
-            "timerWheelEnable" => self.timer_wheel_enable = parse_bool(key, value)?,
-            "timerMaxDelaySec" => self.timer_max_delay_sec = parse(key, value, "seconds")?,
-            "aclEnable" => self.acl_enable = parse_bool(key, value)?,
-            "plainAclFile" => self.plain_acl_file = PathBuf::from(non_empty(key, value)?),
-            "authenticationEnabled" | "authorizationEnabled" => {
-                refuse_access_control(key, value)?;
-            }
-            "regionId" => self.region_id = non_empty(key, value)?,
-            "traceOn" => self.trace_on = parse_bool(key, value)?,
-            "serverChannelMaxIdleTimeSeconds" => {
-                let seconds: u64 = parse(key, value, "seconds")?;
-                self.channel_idle_ms = seconds.saturating_mul(1000);
-            }
-            _ => return Ok(false),
+        if let Some(def) = key_def(key) {
+            (def.parse)(self, value)?;
+            return Ok(true);
         }
-        Ok(true)
+        if ACL_2_KEYS.contains(&key) {
+            values::refuse_access_control(key, value)?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// True for keys whose new value the broker uses at once when changed at run time
-    /// (UPDATE_BROKER_CONFIG): they are read on every request. The others are read when the
-    /// broker starts (listeners, store, name-server links, periodic tasks) and take effect at
-    /// the next start.
+    /// (UPDATE_BROKER_CONFIG); see [`Applies`].
     pub fn is_live_key(key: &str) -> bool {
-        matches!(
-            key,
-            "autoCreateTopicEnable"
-                | "autoCreateSubscriptionGroup"
-                | "brokerPermission"
-                | "maxMessageSize"
-                | "syncFlushTimeout"
-                | "regionId"
-                | "traceOn"
-                | "longPollingEnable"
-                | "shortPollingTimeMills"
-                | "transactionTimeOut"
-                | "transactionCheckMax"
-        )
+        key_def(key).is_some_and(|def| def.applies == Applies::Live)
     }
 
     /// The address the client listener binds: `bindAddress:listenPort`.
@@ -324,253 +219,113 @@ impl BrokerConfig {
         Duration::from_millis(self.flush_interval_ms)
     }
 
-    /// The configuration as `key=value` pairs under RocketMQ's names (GET_BROKER_CONFIG).
+    /// Every key of [`KEYS`] with its value, under RocketMQ's names (GET_BROKER_CONFIG).
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("brokerClusterName", self.cluster_name.clone()),
-            ("brokerName", self.broker_name.clone()),
-            ("brokerId", self.broker_id.to_string()),
-            ("namesrvAddr", self.namesrv_addrs.join(";")),
-            ("brokerIP1", self.broker_ip.to_string()),
-            ("bindAddress", self.bind_address.to_string()),
-            ("listenPort", self.listen_port.to_string()),
-            ("haListenPort", self.ha_listen_port.to_string()),
-            ("storePathRootDir", self.store_root.display().to_string()),
-            (
-                "flushDiskType",
-                flush_disk_type_name(self.flush_disk_type).to_owned(),
-            ),
-            ("flushIntervalCommitLog", self.flush_interval_ms.to_string()),
-            ("brokerRole", broker_role_name(self.broker_role).to_owned()),
-            ("brokerPermission", self.broker_permission.to_string()),
-            ("autoCreateTopicEnable", self.auto_create_topic.to_string()),
-            (
-                "autoCreateSubscriptionGroup",
-                self.auto_create_subscription_group.to_string(),
-            ),
-            (
-                "defaultTopicQueueNums",
-                self.default_topic_queue_nums.to_string(),
-            ),
-            ("maxMessageSize", self.message_bytes_max.to_string()),
-            (
-                "mappedFileSizeCommitLog",
-                self.commit_log_segment_bytes.to_string(),
-            ),
-            ("warmMapedFileEnable", self.warm_commit_log.to_string()),
-            (
-                "commitLogFlushesInFlight",
-                self.commit_log_flushes_in_flight.to_string(),
-            ),
-            ("fileReservedTime", self.file_reserved_hours.to_string()),
-            ("deleteWhen", hours_text(&self.delete_when_hours)),
-            (
-                "diskMaxUsedSpaceRatio",
-                self.disk_used_high_percent.to_string(),
-            ),
-            (
-                "registerNameServerPeriod",
-                self.register_period_ms.to_string(),
-            ),
-            ("messageDelayLevel", self.message_delay_levels.clone()),
-            ("clusterTopicEnable", self.cluster_topic_enable.to_string()),
-            ("brokerTopicEnable", self.broker_topic_enable.to_string()),
-            ("traceTopicEnable", self.trace_topic_enable.to_string()),
-            ("longPollingEnable", self.long_polling_enable.to_string()),
-            ("shortPollingTimeMills", self.short_polling_ms.to_string()),
-            ("syncFlushTimeout", self.sync_flush_timeout_ms.to_string()),
-            (
-                "transactionCheckInterval",
-                self.transaction_check_interval_ms.to_string(),
-            ),
-            (
-                "transactionTimeOut",
-                self.transaction_timeout_ms.to_string(),
-            ),
-            (
-                "transactionCheckMax",
-                self.transaction_check_max.to_string(),
-            ),
-            ("timerWheelEnable", self.timer_wheel_enable.to_string()),
-            ("timerMaxDelaySec", self.timer_max_delay_sec.to_string()),
-            ("regionId", self.region_id.clone()),
-            ("traceOn", self.trace_on.to_string()),
-            ("aclEnable", self.acl_enable.to_string()),
-            ("plainAclFile", self.plain_acl_file.display().to_string()),
-        ]
-    }
-}
-
-fn error(key: &str, value: &str, expected: &'static str) -> ConfigError {
-    ConfigError {
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected,
-    }
-}
-
-fn parse<T: std::str::FromStr>(
-    key: &str,
-    value: &str,
-    expected: &'static str,
-) -> Result<T, ConfigError> {
-    value.parse().map_err(|_| error(key, value, expected))
-}
-
-fn parse_positive<T: std::str::FromStr + PartialOrd + Default>(
-    key: &str,
-    value: &str,
-) -> Result<T, ConfigError> {
-    let parsed: T = parse(key, value, "a positive integer")?;
-    if parsed <= T::default() {
-        return Err(error(key, value, "a positive integer"));
-    }
-    Ok(parsed)
-}
-
-fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
-    match value.to_ascii_lowercase().as_str() {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(error(key, value, "true or false")),
-    }
-}
-
-/// An IPv4 address, as `bindAddress` takes: the broker's listeners reserve their port on an
-/// IPv4 socket, so an IPv6 address is refused here rather than when the broker binds.
-fn parse_bind_address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
-    const EXPECTED: &str = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
-    let address: Ipv4Addr = parse(key, value, EXPECTED)?;
-    Ok(IpAddr::V4(address))
-}
-
-fn parse_flushes_in_flight(key: &str, value: &str) -> Result<usize, ConfigError> {
-    let max = comet_store::limits::FLUSHES_IN_FLIGHT_MAX;
-    let expected = "1 or 2";
-    let flushes: usize = parse(key, value, expected)?;
-    if !(1..=max).contains(&flushes) {
-        return Err(error(key, value, expected));
-    }
-    Ok(flushes)
-}
-
-fn parse_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
-    let percent: u8 = parse(key, value, "a percentage 10..95")?;
-    if !(10..=95).contains(&percent) {
-        return Err(error(key, value, "a percentage 10..95"));
-    }
-    Ok(percent)
-}
-
-fn parse_hours(key: &str, value: &str) -> Result<Vec<u8>, ConfigError> {
-    let mut hours = Vec::new();
-    for part in value
-        .split(';')
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-    {
-        let hour: u8 = parse(key, part, "hours of the day 00..23 separated by ';'")?;
-        if hour > 23 {
-            return Err(error(
-                key,
-                value,
-                "hours of the day 00..23 separated by ';'",
-            ));
-        }
-        hours.push(hour);
-    }
-    Ok(hours)
-}
-
-fn hours_text(hours: &[u8]) -> String {
-    hours
-        .iter()
-        .map(|hour| format!("{hour:02}"))
-        .collect::<Vec<_>>()
-        .join(";")
-}
-
-fn non_empty(key: &str, value: &str) -> Result<String, ConfigError> {
-    if value.is_empty() {
-        return Err(error(key, value, "a non-empty value"));
-    }
-    Ok(value.to_owned())
-}
-
-fn split_list(value: &str) -> Vec<String> {
-    value
-        .split(';')
-        .map(str::trim)
-        .filter(|part| !part.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-fn parse_flush_disk_type(key: &str, value: &str) -> Result<FlushDiskType, ConfigError> {
-    match value {
-        "SYNC_FLUSH" => Ok(FlushDiskType::SyncFlush),
-        "ASYNC_FLUSH" => Ok(FlushDiskType::AsyncFlush),
-        _ => Err(error(key, value, "SYNC_FLUSH or ASYNC_FLUSH")),
-    }
-}
-
-fn flush_disk_type_name(flush: FlushDiskType) -> &'static str {
-    match flush {
-        FlushDiskType::SyncFlush => "SYNC_FLUSH",
-        FlushDiskType::AsyncFlush => "ASYNC_FLUSH",
-    }
-}
-
-fn parse_broker_role(key: &str, value: &str) -> Result<BrokerRole, ConfigError> {
-    match value {
-        "ASYNC_MASTER" => Ok(BrokerRole::AsyncMaster),
-        "SYNC_MASTER" => Ok(BrokerRole::SyncMaster),
-        _ => Err(error(
-            key,
-            value,
-            "ASYNC_MASTER or SYNC_MASTER (Comet does not replicate yet, so it runs no slaves)",
-        )),
-    }
-}
-
-/// RocketMQ 5.x's ACL 2.0 switches (`authenticationEnabled` / `authorizationEnabled`): only
-/// "off" is accepted. Comet implements ACL 1.0 (`aclEnable`) only, and a broker asked for
-/// ACL 2.0 must not quietly run open.
-fn refuse_access_control(key: &str, value: &str) -> Result<(), ConfigError> {
-    match parse_bool(key, value)? {
-        false => Ok(()),
-        true => Err(error(
-            key,
-            value,
-            "false (Comet has no ACL 2.0; use ACL 1.0, aclEnable=true with plainAclFile; it will \
-             not run open where access control was asked for)",
-        )),
-    }
-}
-
-/// `brokerId` of a master: 0, the id clients send to (a non-zero id would register a broker
-/// that producers never choose).
-fn parse_master_id(key: &str, value: &str) -> Result<i64, ConfigError> {
-    match parse(key, value, "0 (a master's id)")? {
-        0 => Ok(0),
-        _ => Err(error(
-            key,
-            value,
-            "0 (a master's id; Comet does not replicate yet, so it runs no slaves)",
-        )),
-    }
-}
-
-fn broker_role_name(role: BrokerRole) -> &'static str {
-    match role {
-        BrokerRole::AsyncMaster => "ASYNC_MASTER",
-        BrokerRole::SyncMaster => "SYNC_MASTER",
+        KEYS.iter().map(|def| (def.key, (def.show)(self))).collect()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+    use std::net::{IpAddr, Ipv4Addr};
+    use std::path::PathBuf;
+
     use super::*;
+
+    /// A value other than the default for every key, to prove each one round-trips.
+    /// `brokerId` takes only its default: Comet runs masters only.
+    const SAMPLES: &[(&str, &str)] = &[
+        ("brokerClusterName", "C1"),
+        ("brokerName", "broker-b"),
+        ("brokerId", "0"),
+        ("namesrvAddr", "10.0.0.1:9876;10.0.0.2:9876"),
+        ("brokerIP1", "10.1.2.3"),
+        ("bindAddress", "127.0.0.1"),
+        ("listenPort", "20911"),
+        ("haListenPort", "20999"),
+        ("storePathRootDir", "/var/lib/comet"),
+        ("flushDiskType", "ASYNC_FLUSH"),
+        ("flushIntervalCommitLog", "200"),
+        ("brokerRole", "SYNC_MASTER"),
+        ("brokerPermission", "4"),
+        ("autoCreateTopicEnable", "false"),
+        ("autoCreateSubscriptionGroup", "false"),
+        ("defaultTopicQueueNums", "4"),
+        ("maxMessageSize", "1024"),
+        ("mappedFileSizeCommitLog", "1048576"),
+        ("warmMapedFileEnable", "false"),
+        ("commitLogFlushesInFlight", "1"),
+        ("fileReservedTime", "48"),
+        ("deleteWhen", "03;15"),
+        ("diskMaxUsedSpaceRatio", "90"),
+        ("registerNameServerPeriod", "20000"),
+        ("messageDelayLevel", "1s 2s"),
+        ("clusterTopicEnable", "false"),
+        ("brokerTopicEnable", "false"),
+        ("traceTopicEnable", "true"),
+        ("longPollingEnable", "false"),
+        ("shortPollingTimeMills", "300"),
+        ("syncFlushTimeout", "1500"),
+        ("transactionCheckInterval", "30000"),
+        ("transactionTimeOut", "3000"),
+        ("transactionCheckMax", "5"),
+        ("timerWheelEnable", "false"),
+        ("timerMaxDelaySec", "3600"),
+        ("regionId", "EU"),
+        ("traceOn", "false"),
+        ("serverChannelMaxIdleTimeSeconds", "60"),
+        ("flushConsumerOffsetInterval", "1000"),
+        ("aclEnable", "true"),
+        ("plainAclFile", "/etc/comet/plain_acl.yml"),
+    ];
+
+    // Proves every key of the table round-trips: a non-default sample applies, is reported
+    // back unchanged by to_pairs (GET_BROKER_CONFIG), and re-applying the whole report gives
+    // an equal config; and the report lists exactly the table's keys, each once.
+    #[test]
+    fn every_key_round_trips() {
+        let sampled: BTreeSet<&str> = SAMPLES.iter().map(|(key, _)| *key).collect();
+        let table: BTreeSet<&str> = KEYS.iter().map(|def| def.key).collect();
+        assert_eq!(table.len(), KEYS.len(), "a key is declared twice");
+        assert_eq!(sampled, table, "every key needs a sample here");
+        let defaults = BrokerConfig::default();
+        let mut config = BrokerConfig::default();
+        for (key, sample) in SAMPLES {
+            assert_eq!(config.apply(key, sample), Ok(true), "{key}");
+            let reported = config.to_pairs();
+            let value = &reported.iter().find(|(k, _)| k == key).unwrap().1;
+            assert_eq!(value, sample, "{key}");
+            if *key != "brokerId" {
+                let default = (key_def(key).unwrap().show)(&defaults);
+                assert_ne!(value, &default, "{key}: the sample must not be the default");
+            }
+        }
+        let reported = config.to_pairs();
+        let keys: Vec<&str> = reported.iter().map(|(key, _)| *key).collect();
+        assert_eq!(keys, KEYS.iter().map(|def| def.key).collect::<Vec<_>>());
+        let mut again = BrokerConfig::default();
+        let unknown = again
+            .apply_pairs(reported.iter().map(|(key, value)| (*key, value.as_str())))
+            .unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        assert_eq!(again, config);
+        assert_eq!(BrokerConfig::default().to_pairs().len(), KEYS.len());
+    }
+
+    // Proves the live-update rule comes from the table and a key the table does not hold is
+    // neither live nor known.
+    #[test]
+    fn live_keys_come_from_the_table() {
+        assert!(BrokerConfig::is_live_key("maxMessageSize"));
+        assert!(!BrokerConfig::is_live_key("listenPort"));
+        assert!(!BrokerConfig::is_live_key("noSuchKey"));
+        assert_eq!(
+            key_def("storePathRootDir").map(|def| def.applies),
+            Some(Applies::StartUpOnly)
+        );
+        assert_eq!(BrokerConfig::default().apply("noSuchKey", "1"), Ok(false));
+    }
 
     // Proves a typical RocketMQ broker.conf applies, unknown keys come back for a warning,
     // and the HA port follows the listen port unless set.

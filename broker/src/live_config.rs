@@ -1,13 +1,14 @@
 //! The broker configuration as it is now: start-up values plus what operators changed at run
 //! time with UPDATE_BROKER_CONFIG (`mqadmin updateBrokerConfig`).
 //!
-//! Every request reads the configuration, on every shard, so reading must cost no more than a
-//! pointer load: no lock, no shared reference count (an `Arc` clone per request would bounce
-//! one cache line between all cores). A [`LiveConfig`] therefore holds an atomic pointer to an
-//! immutable [`BrokerConfig`]; an update builds a new one and swaps the pointer. Old versions
-//! are never freed, so a `&BrokerConfig` handed out earlier stays valid for the life of the
-//! process; updates are rare operator actions, capped at [`UPDATES_MAX`] per process, so what
-//! is retained stays bounded (a config is about 1 KiB).
+//! Every request reads the configuration, on every shard, while an operator may replace it at
+//! any moment from another thread. A [`LiveConfig`] therefore holds an immutable
+//! [`BrokerConfig`] behind an [`ArcSwap`]: an update builds a new config and swaps it in, and
+//! the old one is freed once the last reader lets go of it. A read ([`LiveConfig::load`])
+//! takes no lock and bumps no shared reference count (that would bounce one cache line between
+//! all cores on every request): `arc-swap` borrows the config through a slot of the reading
+//! thread. Readers keep the guard for a few field reads; code that keeps a config across an
+//! `await` or for a long time takes its own reference with [`LiveConfig::snapshot`].
 //!
 //! Updates are persisted before they apply: `config/broker.properties` under the store root
 //! holds every key changed at run time, and start-up applies it after the `-c` file and before
@@ -15,24 +16,27 @@
 //! changed, as Apache RocketMQ keeps it in its `brokerConfigPath` file.
 
 use std::collections::BTreeMap;
-use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use arc_swap::{ArcSwap, Guard};
 use thiserror::Error;
 
-use crate::config::{BrokerConfig, ConfigError};
-
-/// Run-time updates accepted per process; each retains one config copy (see the module docs).
-pub const UPDATES_MAX: u32 = 4096;
+use crate::config::{key_def, Applies, BrokerConfig, ConfigError};
 
 /// Name of the file, under the broker's `config/` folder, holding run-time updates.
 pub const OVERRIDES_FILE_NAME: &str = "broker.properties";
 
-/// Keys no update may change: the list itself and the file locations (the overrides file lives
-/// under `storePathRootDir`, so moving it at run time would orphan the file that records it).
-const BLACKLISTED_KEYS: [&str; 3] = ["configBlackList", "brokerConfigPath", "storePathRootDir"];
+/// Java's keys no update may change (its default `configBlackList`: the list itself and the
+/// file locations). Comet does not use them; its own such keys are those of the key table
+/// marked [`Applies::StartUpOnly`].
+const JAVA_BLACKLISTED_KEYS: [&str; 2] = ["configBlackList", "brokerConfigPath"];
+
+/// True for keys UPDATE_BROKER_CONFIG refuses (Apache RocketMQ answers NO_PERMISSION).
+pub fn is_blacklisted(key: &str) -> bool {
+    JAVA_BLACKLISTED_KEYS.contains(&key)
+        || key_def(key).is_some_and(|def| def.applies == Applies::StartUpOnly)
+}
 
 /// Why an update was refused. Nothing of a refused update applies.
 #[derive(Debug, Error)]
@@ -43,17 +47,24 @@ pub enum UpdateError {
     /// A known key with a value it cannot take.
     #[error(transparent)]
     Invalid(#[from] ConfigError),
-    /// The per-process update budget is spent.
-    #[error("more than {UPDATES_MAX} config updates since start-up; restart the broker")]
-    TooManyUpdates,
     /// The overrides file could not be written; the update did not apply.
-    #[error("cannot persist config updates to {path}: {message}")]
+    #[error("cannot persist config updates to {}: {source}", path.display())]
     Persist {
         /// The overrides file.
         path: PathBuf,
         /// The I/O error.
-        message: String,
+        source: std::io::Error,
     },
+}
+
+/// The overrides file exists but cannot be read.
+#[derive(Debug, Error)]
+#[error("cannot read broker config updates from {}: {source}", path.display())]
+pub struct OverridesError {
+    /// The overrides file.
+    pub path: PathBuf,
+    /// The I/O error.
+    pub source: std::io::Error,
 }
 
 /// What an accepted update changed.
@@ -67,17 +78,12 @@ pub struct UpdateOutcome {
     pub ignored: Vec<String>,
 }
 
-/// Broker-wide, shared by every shard. Dereferences to the current [`BrokerConfig`].
+/// Broker-wide, shared by every shard: the current [`BrokerConfig`] ([`LiveConfig::load`]).
 pub struct LiveConfig {
-    current: AtomicPtr<BrokerConfig>,
-    /// Serializes updates; holds the run-time overrides and the update count.
-    updates: Mutex<Overrides>,
+    current: ArcSwap<BrokerConfig>,
+    /// Serializes updates; holds the run-time overrides.
+    overrides: Mutex<BTreeMap<String, String>>,
     overrides_path: PathBuf,
-}
-
-struct Overrides {
-    pairs: BTreeMap<String, String>,
-    updates_applied: u32,
 }
 
 impl LiveConfig {
@@ -86,13 +92,22 @@ impl LiveConfig {
     pub fn new(config: BrokerConfig, overrides: BTreeMap<String, String>) -> LiveConfig {
         let overrides_path = overrides_path(&config.store_root);
         LiveConfig {
-            current: AtomicPtr::new(Box::into_raw(Box::new(config))),
-            updates: Mutex::new(Overrides {
-                pairs: overrides,
-                updates_applied: 0,
-            }),
+            current: ArcSwap::from_pointee(config),
+            overrides: Mutex::new(overrides),
             overrides_path,
         }
+    }
+
+    /// The configuration now in force, for a few field reads: drop the guard soon (each
+    /// thread has few cheap guards; more fall back to counting references).
+    pub fn load(&self) -> Guard<Arc<BrokerConfig>> {
+        self.current.load()
+    }
+
+    /// The configuration now in force, as an owned reference to keep across an `await` or
+    /// for long (it does not follow later updates).
+    pub fn snapshot(&self) -> Arc<BrokerConfig> {
+        self.current.load_full()
     }
 
     /// Applies `pairs` atomically: all of them or none. The overrides file is rewritten
@@ -101,20 +116,17 @@ impl LiveConfig {
     pub fn update(&self, pairs: &[(String, String)]) -> Result<UpdateOutcome, UpdateError> {
         if let Some((key, _)) = pairs
             .iter()
-            .find(|(key, _)| BLACKLISTED_KEYS.contains(&key.as_str()))
+            .find(|(key, _)| is_blacklisted(key))
         {
             return Err(UpdateError::Blacklisted(key.clone()));
         }
         let mut overrides = self
-            .updates
+            .overrides
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if overrides.updates_applied >= UPDATES_MAX {
-            return Err(UpdateError::TooManyUpdates);
-        }
-        let mut next = BrokerConfig::clone(self);
+        let mut next = BrokerConfig::clone(&self.current.load());
         let mut outcome = UpdateOutcome::default();
-        let mut merged = overrides.pairs.clone();
+        let mut merged = overrides.clone();
         for (key, value) in pairs {
             if !next.apply(key, value.trim())? {
                 outcome.ignored.push(key.clone());
@@ -127,36 +139,22 @@ impl LiveConfig {
                 outcome.applied_at_restart.push(key.clone());
             }
         }
-        if merged != overrides.pairs {
+        if merged != *overrides {
             let text = comet_proto::java_properties::write(
                 merged
                     .iter()
                     .map(|(key, value)| (key.as_str(), value.as_str())),
             );
-            crate::persist::write_atomic(&self.overrides_path, text.as_bytes()).map_err(|e| {
-                UpdateError::Persist {
+            crate::persist::write_atomic(&self.overrides_path, text.as_bytes()).map_err(
+                |source| UpdateError::Persist {
                     path: self.overrides_path.clone(),
-                    message: e.to_string(),
-                }
-            })?;
-            overrides.pairs = merged;
+                    source,
+                },
+            )?;
+            *overrides = merged;
         }
-        overrides.updates_applied += 1;
-        // The previous config is deliberately not freed: readers may still hold it.
-        self.current
-            .store(Box::into_raw(Box::new(next)), Ordering::Release);
+        self.current.store(Arc::new(next));
         Ok(outcome)
-    }
-}
-
-impl Deref for LiveConfig {
-    type Target = BrokerConfig;
-
-    fn deref(&self) -> &BrokerConfig {
-        // SAFETY: `current` always points to a `BrokerConfig` made by `Box::into_raw` and never
-        // freed (see the module docs), and configs are immutable once published (Release store
-        // pairs with this Acquire load), so the reference is valid for as long as `self` is.
-        unsafe { &*self.current.load(Ordering::Acquire) }
     }
 }
 
@@ -166,14 +164,14 @@ pub fn overrides_path(store_root: &Path) -> PathBuf {
 }
 
 /// Reads the run-time updates recorded under `store_root` (empty when there are none).
-pub fn read_overrides(store_root: &Path) -> Result<BTreeMap<String, String>, String> {
+pub fn read_overrides(store_root: &Path) -> Result<BTreeMap<String, String>, OverridesError> {
     let path = overrides_path(store_root);
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok(comet_proto::java_properties::parse(&text)
             .into_iter()
             .collect()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(source) => Err(OverridesError { path, source }),
     }
 }
 
@@ -196,14 +194,14 @@ mod tests {
             .collect()
     }
 
-    // Proves an update is visible at once through earlier handles, is persisted, and that
-    // references taken before it still read the old values.
+    // Proves an update is visible at once through the shared handle, is persisted, and that
+    // snapshots taken before it still read the old values.
     #[test]
     fn update_applies_and_persists() {
         let dir = tempfile::tempdir().unwrap();
         let config = live(dir.path());
-        let before: &BrokerConfig = &config;
-        assert!(config.auto_create_topic);
+        let before = config.snapshot();
+        assert!(config.load().auto_create_topic);
         let outcome = config
             .update(&pairs(&[
                 ("autoCreateTopicEnable", "false"),
@@ -214,8 +212,8 @@ mod tests {
         assert_eq!(outcome.applied_live, vec!["autoCreateTopicEnable"]);
         assert_eq!(outcome.applied_at_restart, vec!["listenPort"]);
         assert_eq!(outcome.ignored, vec!["noSuchKey"]);
-        assert!(!config.auto_create_topic);
-        assert_eq!(config.listen_port, 20911);
+        assert!(!config.load().auto_create_topic);
+        assert_eq!(config.load().listen_port, 20911);
         assert!(before.auto_create_topic);
         let stored = read_overrides(dir.path()).unwrap();
         assert_eq!(stored.get("autoCreateTopicEnable").unwrap(), "false");
@@ -232,11 +230,15 @@ mod tests {
             .update(&pairs(&[("maxMessageSize", "1024"), ("listenPort", "x")]))
             .unwrap_err();
         assert!(matches!(error, UpdateError::Invalid(_)), "{error}");
-        assert_eq!(config.message_bytes_max, 4 * 1024 * 1024);
+        assert_eq!(config.load().message_bytes_max, 4 * 1024 * 1024);
         let error = config
             .update(&pairs(&[("brokerConfigPath", "/elsewhere")]))
             .unwrap_err();
         assert!(error.to_string().contains("black list"), "{error}");
+        let error = config
+            .update(&pairs(&[("storePathRootDir", "/elsewhere")]))
+            .unwrap_err();
+        assert!(matches!(error, UpdateError::Blacklisted(_)), "{error}");
         assert!(read_overrides(dir.path()).unwrap().is_empty());
     }
 
@@ -251,7 +253,7 @@ mod tests {
         config.update(&pairs(&[("brokerPermission", "4")])).unwrap();
         let stored = read_overrides(dir.path()).unwrap();
         assert_eq!(stored.len(), 2);
-        assert_eq!(config.message_bytes_max, 1024);
-        assert_eq!(config.broker_permission, 4);
+        assert_eq!(config.load().message_bytes_max, 1024);
+        assert_eq!(config.load().broker_permission, 4);
     }
 }

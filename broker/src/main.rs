@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::Parser;
-use comet_broker::config::BrokerConfig;
-use comet_broker::live_config::{overrides_path, read_overrides, LiveConfig};
+use comet_broker::config::{BrokerConfig, ConfigError};
+use comet_broker::live_config::{overrides_path, read_overrides, LiveConfig, OverridesError};
 use comet_broker::runtime::{run, RunOptions};
 use comet_broker::standalone::default_namesrv_addr;
 use comet_rt::fatal::{fatal, FatalReason};
 use comet_rt::shutdown::RemoteStop;
+use thiserror::Error;
 
 /// A RocketMQ-compatible broker, thread-per-core on io_uring.
 #[derive(Parser, Debug)]
@@ -48,28 +49,53 @@ struct Args {
     /// Any other key, as `key=value` (repeatable).
     #[arg(short = 'o', long = "option")]
     options: Vec<String>,
+    /// Print every config key with its default, unit and whether a run-time change applies
+    /// at once, then exit.
+    #[arg(long)]
+    help_config: bool,
+}
+
+/// Why the configuration cannot be loaded; the broker exits with the config status.
+#[derive(Debug, Error)]
+enum LoadError {
+    /// The `-c` file cannot be read.
+    #[error("cannot read broker config file {}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A `-o` argument without `=`.
+    #[error("option {0:?} is not key=value")]
+    Option(String),
+    /// A known key with a value it cannot take.
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+    /// The run-time updates under the store root cannot be read.
+    #[error(transparent)]
+    Overrides(#[from] OverridesError),
 }
 
 /// The configuration in force: defaults, then the `-c` file, then the updates operators made
 /// at run time (kept under the store root by UPDATE_BROKER_CONFIG), then command-line flags.
 /// Returns it with those run-time updates, which the live config keeps adding to.
-fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), String> {
+fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), LoadError> {
     let mut file_pairs: Vec<(String, String)> = Vec::new();
     if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|source| LoadError::File {
+            path: path.clone(),
+            source,
+        })?;
         file_pairs.extend(comet_proto::java_properties::parse(&text));
     }
     let flag_pairs = flag_pairs(args)?;
     // The overrides file lives under the store root, which the file or a flag may name.
     let mut located = BrokerConfig::default();
-    located
-        .apply_pairs(
-            file_pairs
-                .iter()
-                .chain(&flag_pairs)
-                .map(|(k, v)| (k.as_str(), v.as_str())),
-        )
-        .map_err(|e| e.to_string())?;
+    located.apply_pairs(
+        file_pairs
+            .iter()
+            .chain(&flag_pairs)
+            .map(|(k, v)| (k.as_str(), v.as_str())),
+    )?;
     let overrides = read_overrides(&located.store_root)?;
     if !overrides.is_empty() {
         log::info!(
@@ -79,15 +105,13 @@ fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), 
         );
     }
     let mut config = BrokerConfig::default();
-    let unknown = config
-        .apply_pairs(
-            file_pairs
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .chain(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .chain(flag_pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
-        )
-        .map_err(|e| e.to_string())?;
+    let unknown = config.apply_pairs(
+        file_pairs
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .chain(flag_pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+    )?;
     for key in unknown {
         log::warn!("ignoring broker config key `{key}`: Comet does not use it");
     }
@@ -98,7 +122,7 @@ fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), 
 }
 
 /// The keys the command line sets, in order: named flags, then `-o key=value` options.
-fn flag_pairs(args: &Args) -> Result<Vec<(String, String)>, String> {
+fn flag_pairs(args: &Args) -> Result<Vec<(String, String)>, LoadError> {
     let flags = [
         ("namesrvAddr", args.namesrv.clone()),
         ("bindAddress", args.bind_address.clone()),
@@ -117,7 +141,7 @@ fn flag_pairs(args: &Args) -> Result<Vec<(String, String)>, String> {
     for option in &args.options {
         let (key, value) = option
             .split_once('=')
-            .ok_or_else(|| format!("option {option:?} is not key=value"))?;
+            .ok_or_else(|| LoadError::Option(option.clone()))?;
         pairs.push((key.trim().to_owned(), value.trim().to_owned()));
     }
     Ok(pairs)
@@ -149,7 +173,12 @@ fn install_signal_handlers(stop: RemoteStop) {
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
-    let (config, overrides) = load_config(&args).unwrap_or_else(|e| fatal(FatalReason::Config, &e));
+    if args.help_config {
+        print!("{}", comet_broker::config::help_text());
+        return;
+    }
+    let (config, overrides) =
+        load_config(&args).unwrap_or_else(|e| fatal(FatalReason::Config, &e.to_string()));
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let shard_count = args.cores.unwrap_or(cores).clamp(1, 128);
     let stop = RemoteStop::new();

@@ -166,7 +166,7 @@ pub async fn append_local(broker: &ShardBroker, records: Vec<BytesMut>) -> Remot
 
 /// Appends records already known to be for queues this shard owns; SUCCESS once durable.
 async fn append_owned(broker: &ShardBroker, records: Vec<BytesMut>) -> RemotingCommand {
-    let limit = Duration::from_millis(broker.config.sync_flush_timeout_ms);
+    let limit = Duration::from_millis(broker.config.load().sync_flush_timeout_ms);
     match timeout(limit, broker.store.append(&records)).await {
         Ok(Ok(appended)) => {
             assert_eq!(appended.len(), records.len());

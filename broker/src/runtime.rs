@@ -170,9 +170,10 @@ impl RunError {
 }
 
 /// Runs the broker until `options.stop` is tripped; returns once every shard stopped.
-pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), RunError> {
+pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     let shard_count = options.shard_count;
     assert!(shard_count >= 1);
+    let config = live.snapshot();
     crate::schedule::parse_delay_levels(&config.message_delay_levels)
         .map_err(|e| RunError::new(FatalReason::Config)(e.to_string()))?;
     std::fs::create_dir_all(&config.store_root)
@@ -194,10 +195,10 @@ pub fn run(config: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         .map_err(RunError::new(FatalReason::Bind))?;
     let metadata = Arc::new(Metadata::load(&config).map_err(RunError::new(FatalReason::Config))?);
     let acl = load_acl(&config).map_err(RunError::new(FatalReason::Config))?;
-    let config = Arc::new(config);
+    let config = Arc::new(live);
     let mesh: Mesh<ShardCall, ShardReply> = Mesh::new(shard_count, MESH_CAPACITY);
     let unique_keys = Arc::new(UniqueKeyGenerator::new(
-        config.broker_ip,
+        config.load().broker_ip,
         std::process::id(),
         random_i32(),
     ));
@@ -305,7 +306,7 @@ async fn run_shard(
 ) -> Result<(), RunError> {
     let shard = context.shard;
     let mut config = store_config(
-        &start.config,
+        &start.config.snapshot(),
         shard.index(),
         context.shard_count,
         start.store_count,
@@ -325,7 +326,10 @@ async fn run_shard(
         metadata: start.metadata.clone(),
         store,
         offsets: RefCell::new(OffsetTable::new()),
-        store_host: SocketAddr::new(start.config.broker_ip, start.config.listen_port),
+        store_host: SocketAddr::new(
+            start.config.load().broker_ip,
+            start.config.load().listen_port,
+        ),
         unique_keys: start.unique_keys.clone(),
         server: OnceCell::new(),
         mesh: OnceCell::new(),
@@ -346,7 +350,7 @@ async fn run_shard(
     let stop = StopSignal::new();
     stop.follow(start.options.stop.clone());
     if start.options.standalone && shard.0 == 0 {
-        crate::standalone::spawn_name_server(&start.config, stop.clone())
+        crate::standalone::spawn_name_server(&start.config.snapshot(), stop.clone())
             .map_err(RunError::new(FatalReason::Bind))?;
     }
     if let (Some(acl), 0) = (start.acl.clone(), shard.0) {
@@ -362,7 +366,7 @@ async fn run_shard(
     log::info!(
         "{shard} serving on {} (store {})",
         start.listen,
-        shard_store_root(&start.config, shard).display()
+        shard_store_root(&start.config.snapshot(), shard).display()
     );
     server.serve(listener, stop.clone()).await;
     if let Some(task) = metadata_task {
@@ -445,7 +449,7 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
         table.set_fallback(acl_fallback(acl));
     }
     let config = ServerConfig {
-        idle_timeout: Duration::from_millis(broker.config.channel_idle_ms),
+        idle_timeout: Duration::from_millis(broker.config.load().channel_idle_ms),
         ..ServerConfig::default()
     };
     let mut server = Server::new(broker.shard, table, config);
@@ -600,7 +604,7 @@ fn spawn_housekeeping(
     let offsets_broker = broker.clone();
     let offsets_stop = stop.clone();
     spawn_detached(TaskClass::Housekeeping, async move {
-        let interval = Duration::from_millis(offsets_broker.config.persist_interval_ms);
+        let interval = Duration::from_millis(offsets_broker.config.load().persist_interval_ms);
         while !offsets_stop.is_triggered() {
             sleep(interval.min(Duration::from_secs(1))).await;
             persist_offsets(&offsets_broker).await;
@@ -645,8 +649,8 @@ fn sample_traffic(broker: &ShardBroker) {
 /// Shard 0: registration (every period, and right after a topic change), metadata
 /// persistence, client and lock expiry.
 async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_stop: bool) {
-    let mut links = register::links(&broker.config);
-    let period = Duration::from_millis(broker.config.register_period_ms);
+    let mut links = register::links(&broker.config.snapshot());
+    let period = Duration::from_millis(broker.config.load().register_period_ms);
     let mut since_register = period;
     let mut opaque = 0i32;
     while !stop.is_triggered() {
@@ -658,9 +662,9 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
             let wrapper = broker
                 .metadata
                 .topics()
-                .to_wrapper(broker.config.broker_permission);
+                .to_wrapper(broker.config.load().broker_permission);
             opaque = opaque.wrapping_add(1);
-            register::register_all(&broker.config, &mut links, &wrapper, opaque).await;
+            register::register_all(&broker.config.snapshot(), &mut links, &wrapper, opaque).await;
             broker.metadata.set_registered_generation(generation);
             since_register = Duration::ZERO;
         }
@@ -674,7 +678,12 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
         since_register += wait_for_change(broker, stop).await;
     }
     if unregister_at_stop {
-        register::unregister_all(&broker.config, &mut links, opaque.wrapping_add(1)).await;
+        register::unregister_all(
+            &broker.config.snapshot(),
+            &mut links,
+            opaque.wrapping_add(1),
+        )
+        .await;
     }
 }
 

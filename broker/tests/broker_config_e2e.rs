@@ -4,8 +4,11 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
 use std::time::{Duration, Instant};
+
+use comet_broker::config::KEYS;
 
 use comet_proto::body::{JsonBody, KVTable};
 use comet_proto::{java_properties, RemotingCommand, RequestCode, ResponseCode};
@@ -173,4 +176,47 @@ fn malformed_updates_are_refused() {
         ResponseCode::SUCCESS
     );
     assert_eq!(broker_config(&mut client), before);
+}
+
+// Proves GET_BROKER_CONFIG reports exactly the keys of the broker's key table, with the values
+// given on the command line (serverChannelMaxIdleTimeSeconds was once accepted but never
+// reported).
+#[test]
+fn get_config_reports_every_key_of_the_table() {
+    let directory = TempDir::new("e2e-config-keys");
+    let options = [
+        "-o",
+        "serverChannelMaxIdleTimeSeconds=45",
+        "-o",
+        "regionId=EU",
+    ];
+    let broker = Broker::start(&directory.0, 1, &options);
+    let mut client = broker.client();
+    let config = broker_config(&mut client);
+    let reported: BTreeSet<&str> = config.keys().map(String::as_str).collect();
+    let table: BTreeSet<&str> = KEYS.iter().map(|def| def.key).collect();
+    assert_eq!(reported, table);
+    assert_eq!(config["serverChannelMaxIdleTimeSeconds"], "45");
+    assert_eq!(config["regionId"], "EU");
+    assert_eq!(config["bindAddress"], "127.0.0.1");
+}
+
+// Proves `comet-broker --help-config` prints every key of the table with its default and
+// exits 0 without starting a broker.
+#[test]
+fn help_config_prints_the_table() {
+    let output = Command::new(env!("CARGO_BIN_EXE_comet-broker"))
+        .arg("--help-config")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    for def in KEYS {
+        assert!(
+            text.contains(&format!("\n{} = ", def.key)),
+            "{}: {text}",
+            def.key
+        );
+    }
+    assert!(text.contains("listenPort = 10911 (restart)"), "{text}");
 }

@@ -113,7 +113,7 @@ pub fn system_topics(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         .collect();
     let body = TopicList {
         topic_list,
-        broker_addr: Some(broker.config.broker_addr()),
+        broker_addr: Some(broker.config.load().broker_addr()),
     };
     ok(request).with_body(body.encode())
 }
@@ -209,7 +209,7 @@ pub(crate) async fn queue_min_max(broker: &ShardBroker, topic: &str, queue_id: i
 pub(crate) fn message_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> MessageQueue {
     MessageQueue {
         topic: topic.to_owned(),
-        broker_name: broker.config.broker_name.clone(),
+        broker_name: broker.config.load().broker_name.clone(),
         queue_id,
     }
 }

@@ -312,7 +312,7 @@ fn add_flags(
     header: &ConsumeMessageDirectlyResultRequestHeader,
 ) {
     let ext = &mut request.ext_fields;
-    ext.insert("brokerName", &broker.config.broker_name);
+    ext.insert("brokerName", &broker.config.load().broker_name);
     let topic = header.topic.as_deref().filter(|topic| !topic.is_empty());
     if let Some(topic) = topic {
         if let Some(config) = broker.metadata.topics().get(topic) {

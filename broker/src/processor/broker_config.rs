@@ -14,7 +14,7 @@ pub const UPDATE_BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// GET_BROKER_CONFIG (26): the configuration now in force as Java properties text.
 pub fn get(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let pairs = broker.config.to_pairs();
+    let pairs = broker.config.load().to_pairs();
     let text = java_properties::write(pairs.iter().map(|(key, value)| (*key, value.as_str())));
     RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(text.into_bytes())
 }

@@ -65,7 +65,7 @@ pub async fn heartbeat(
         }
         let group = broker.metadata.groups().get_or_create(
             &consumer.group_name,
-            broker.config.auto_create_subscription_group,
+            broker.config.load().auto_create_subscription_group,
         );
         let Some(group) = group else { continue };
         if consumer.consume_type != ConsumeType::CONSUME_POP {

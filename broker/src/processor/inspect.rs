@@ -318,7 +318,7 @@ pub async fn broker_consume_stats(
     };
     let group_names = broker.metadata.groups().names();
     let mut list = ConsumeStatsList {
-        broker_addr: Some(broker.config.broker_addr()),
+        broker_addr: Some(broker.config.load().broker_addr()),
         ..ConsumeStatsList::default()
     };
     for group in group_names {

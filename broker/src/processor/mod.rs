@@ -274,7 +274,7 @@ async fn reset_all_queues(
             .unwrap_or(0);
         let queue = comet_proto::body::MessageQueue {
             topic: topic.clone(),
-            broker_name: broker.config.broker_name.clone(),
+            broker_name: broker.config.load().broker_name.clone(),
             queue_id,
         };
         offset_table.insert(queue, offset);

@@ -88,7 +88,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         let delivery = Delivery {
             topic: &header.topic,
             group: &header.consumer_group,
-            cluster: &broker.config.cluster_name,
+            cluster: &broker.config.load().cluster_name,
         };
         broker
             .stats
@@ -127,11 +127,11 @@ fn reset_response(
 }
 
 fn hold_time(broker: &ShardBroker, header: &PullMessageRequestHeader) -> Duration {
-    if broker.config.long_polling_enable {
+    if broker.config.load().long_polling_enable {
         Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
             .min(SUSPEND_MAX)
     } else {
-        Duration::from_millis(broker.config.short_polling_ms)
+        Duration::from_millis(broker.config.load().short_polling_ms)
     }
 }
 
@@ -141,7 +141,7 @@ fn check(
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,
 ) -> Result<TagSubscription, RemotingCommand> {
-    if !perm::is_readable(broker.config.broker_permission) {
+    if !perm::is_readable(broker.config.load().broker_permission) {
         return Err(error(
             request,
             ResponseCode::NO_PERMISSION,
@@ -150,7 +150,7 @@ fn check(
     }
     let group = broker.metadata.groups().get_or_create(
         &header.consumer_group,
-        broker.config.auto_create_subscription_group,
+        broker.config.load().auto_create_subscription_group,
     );
     let Some(group) = group else {
         let remark = format!(

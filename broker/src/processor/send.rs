@@ -54,7 +54,7 @@ pub fn route(
         .map_err(|e| error(request, ResponseCode::SYSTEM_ERROR, e.to_string()))?;
     let topic = header.topic.clone();
     check_topic(broker, request, &topic)?;
-    let auto_create = broker.config.auto_create_topic;
+    let auto_create = broker.config.load().auto_create_topic;
     let config = broker.metadata.topics().create_on_send(
         &topic,
         &header.default_topic,
@@ -154,10 +154,10 @@ fn check_topic(
         let remark = format!("Sending message to topic[{topic}] is forbidden.");
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
-    if !perm::is_writable(broker.config.broker_permission) {
+    if !perm::is_writable(broker.config.load().broker_permission) {
         let remark = format!(
             "the broker[{}] sending message is forbidden",
-            broker.config.broker_addr()
+            broker.config.load().broker_addr()
         );
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
@@ -241,7 +241,7 @@ fn complete_properties(broker: &ShardBroker, raw: &str) -> (String, String) {
             key
         }
     };
-    properties.insert(names::CLUSTER, broker.config.cluster_name.clone());
+    properties.insert(names::CLUSTER, broker.config.load().cluster_name.clone());
     (properties.encode(), unique_key)
 }
 
@@ -257,10 +257,10 @@ fn check_body(
             "the message body is empty",
         ));
     }
-    if length > broker.config.message_bytes_max {
+    if length > broker.config.load().message_bytes_max {
         let remark = format!(
             "the message body size {length} exceeds the maximum {}",
-            broker.config.message_bytes_max
+            broker.config.load().message_bytes_max
         );
         return Err(error(request, ResponseCode::MESSAGE_ILLEGAL, remark));
     }
@@ -354,7 +354,7 @@ async fn append_and_respond(
     records: Vec<BytesMut>,
     unique_keys: Vec<String>,
 ) -> RemotingCommand {
-    let limit = Duration::from_millis(broker.config.sync_flush_timeout_ms);
+    let limit = Duration::from_millis(broker.config.load().sync_flush_timeout_ms);
     let appended = match timeout(limit, broker.store.append(&records)).await {
         Ok(Ok(appended)) => appended,
         Ok(Err(store_error)) => return store_error_response(broker, request, &store_error),
@@ -371,7 +371,7 @@ async fn append_and_respond(
     broker.stats.record_put(
         broker.shard.index(),
         &header.topic,
-        &broker.config.cluster_name,
+        &broker.config.load().cluster_name,
         records.len() as u64,
         bytes,
     );
@@ -390,7 +390,7 @@ async fn append_and_respond(
     // A SYNC_MASTER acknowledges what a slave holds. Comet has no slaves yet, so the message
     // is stored here and the answer says so, as Apache RocketMQ's SYNC_MASTER answers while
     // no slave is connected (clients report SendStatus SLAVE_NOT_AVAILABLE, not an error).
-    let code = match broker.config.broker_role {
+    let code = match broker.config.load().broker_role {
         BrokerRole::AsyncMaster => ResponseCode::SUCCESS,
         BrokerRole::SyncMaster => ResponseCode::SLAVE_NOT_AVAILABLE,
     };
@@ -425,9 +425,9 @@ pub fn with_region_and_trace(
 ) -> RemotingCommand {
     response
         .ext_fields
-        .insert(EXT_MSG_REGION, &broker.config.region_id);
+        .insert(EXT_MSG_REGION, &broker.config.load().region_id);
     response
         .ext_fields
-        .insert_opt(EXT_TRACE_ON, Some(broker.config.trace_on));
+        .insert_opt(EXT_TRACE_ON, Some(broker.config.load().trace_on));
     response
 }

@@ -59,10 +59,10 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let group = broker
-        .metadata
-        .groups()
-        .get_or_create(&header.group, broker.config.auto_create_subscription_group);
+    let group = broker.metadata.groups().get_or_create(
+        &header.group,
+        broker.config.load().auto_create_subscription_group,
+    );
     let Some(group) = group else {
         let remark = format!("subscription group not exist, {}", header.group);
         return error(request, ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, remark);

@@ -173,7 +173,7 @@ pub fn rewrite_timer_send(
     if !is_timed(&header.topic, &properties) {
         return Ok(None);
     }
-    if !broker.config.timer_wheel_enable {
+    if !broker.config.load().timer_wheel_enable {
         let remark = "accurate timer message is not enabled, timerWheelEnable is false";
         return Err(RemotingCommand::error_to(
             request,
@@ -181,7 +181,7 @@ pub fn rewrite_timer_send(
             remark,
         ));
     }
-    let max_delay_sec = broker.config.timer_max_delay_sec;
+    let max_delay_sec = broker.config.load().timer_max_delay_sec;
     let due = match classify(&properties, comet_rt::clock::wall_clock_ms(), max_delay_sec) {
         Ok(Some(due)) => due,
         Ok(None) => return Ok(None),

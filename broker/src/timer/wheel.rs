@@ -173,7 +173,7 @@ pub fn spawn_wheel(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHa
 
 impl Wheel {
     async fn open(broker: Rc<ShardBroker>, queues: Vec<i32>) -> Result<Wheel, String> {
-        let store_root = broker.config.store_root.clone();
+        let store_root = broker.config.load().store_root.clone();
         let root = store_root.clone();
         let owned = queues.clone();
         let (loaded, listed) = run_blocking(move || {

@@ -41,7 +41,8 @@ pub fn spawn_checker(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<Task
     let stop = stop.clone();
     Some(spawn(TaskClass::Housekeeping, async move {
         let mut op_cursor = 0i64;
-        let interval = Duration::from_millis(broker.config.transaction_check_interval_ms.max(100));
+        let interval =
+            Duration::from_millis(broker.config.load().transaction_check_interval_ms.max(100));
         while !stop.is_triggered() {
             op_cursor = replay_ops(&broker, op_cursor).await;
             if let Err(e) = check_halves(&broker).await {
@@ -166,7 +167,7 @@ fn is_due(broker: &ShardBroker, half: &RecordView<'_>, now_ms: i64) -> bool {
         .property(names::CHECK_IMMUNITY_TIME_IN_SECONDS)
         .and_then(|seconds| seconds.trim().parse::<i64>().ok())
         .map_or(
-            i64::try_from(broker.config.transaction_timeout_ms).unwrap_or(i64::MAX),
+            i64::try_from(broker.config.load().transaction_timeout_ms).unwrap_or(i64::MAX),
             |seconds| seconds.saturating_mul(1000),
         );
     now_ms - half.store_timestamp() >= immunity_ms
@@ -183,7 +184,7 @@ async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, 
         .property(names::TRANSACTION_CHECK_TIMES)
         .and_then(|times| times.trim().parse().ok())
         .unwrap_or(0);
-    if times >= broker.config.transaction_check_max {
+    if times >= broker.config.load().transaction_check_max {
         ensure_discard_topic(broker).await?;
         let discarded = copy_of(broker, half, TRANS_CHECK_MAX_TIME_TOPIC, times);
         log::info!("half {queue_offset} checked {times} times; discarded");
@@ -318,7 +319,7 @@ async fn send_check(
             .map(str::to_owned)
             .or(unique_key),
         offset_msg_id: Some(encode_offset_msg_id(broker.store_host, physical)),
-        broker_name: Some(broker.config.broker_name.clone()),
+        broker_name: Some(broker.config.load().broker_name.clone()),
     };
     let mut command = RemotingCommand::request(RequestCode::CHECK_TRANSACTION_STATE, 0)
         .with_header(&header)

@@ -1,0 +1,231 @@
+//! The broker's keys: one entry per key declares the [`BrokerConfig`] field, its default, its
+//! RocketMQ name, unit, when a change takes effect, one line for operators, and how the value
+//! is read and written back. Parsing, GET_BROKER_CONFIG, the live-update rule,
+//! `comet-broker --help-config` and `docs/config/broker.md` all come from here.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+
+use super::values::*;
+use super::{BrokerRole, ConfigError, FlushDiskType, KeyDef};
+
+broker_config! {
+    cluster_name: String = "DefaultCluster".to_owned() => {
+        key: "brokerClusterName", unit: "", applies: AtRestart,
+        doc: "Cluster the broker registers in.",
+        parse: non_empty, show: ToString::to_string,
+    },
+    broker_name: String = "broker-a".to_owned() => {
+        key: "brokerName", unit: "", applies: AtRestart,
+        doc: "Broker name, registered with the name servers and handed to clients.",
+        parse: non_empty, show: ToString::to_string,
+    },
+    broker_id: i64 = 0 => {
+        key: "brokerId", unit: "", applies: AtRestart,
+        doc: "0, a master's id: Comet does not replicate yet, so any other id is refused.",
+        parse: parse_master_id, show: ToString::to_string,
+    },
+    namesrv_addrs: Vec<String> = Vec::new() => {
+        key: "namesrvAddr", unit: "", applies: AtRestart,
+        doc: "Name servers to register with, `host:port` separated by `;`.",
+        parse: split_list, show: list_text,
+    },
+    broker_ip: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST) => {
+        key: "brokerIP1", unit: "", applies: AtRestart,
+        doc: "Address clients are told to connect to.",
+        parse: |key, value| parse(key, value, "an IP address"), show: ToString::to_string,
+    },
+    /// Tests and local set-ups give 127.0.0.1. Always IPv4: the listeners' port reservation is
+    /// IPv4-only.
+    bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED) => {
+        key: "bindAddress", unit: "", applies: AtRestart,
+        doc: "Local IPv4 address every listener binds (0.0.0.0: every interface).",
+        parse: parse_bind_address, show: ToString::to_string,
+    },
+    listen_port: u16 = 10911 => {
+        key: "listenPort", unit: "", applies: AtRestart,
+        doc: "Port of the client listener.",
+        parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
+    },
+    ha_listen_port: u16 = 10912 => {
+        key: "haListenPort", unit: "", applies: AtRestart,
+        doc: "HA port registered with the name servers; listenPort + 1 unless set.",
+        parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
+    },
+    store_root: PathBuf = PathBuf::from("store") => {
+        key: "storePathRootDir", unit: "", applies: StartUpOnly,
+        doc: "Root of the store: commit logs, queues, metadata and run-time config updates.",
+        parse: non_empty_path, show: path_text,
+    },
+    flush_disk_type: FlushDiskType = FlushDiskType::SyncFlush => {
+        key: "flushDiskType", unit: "", applies: AtRestart,
+        doc: "SYNC_FLUSH acknowledges a send after its fdatasync; ASYNC_FLUSH after the append.",
+        parse: parse_flush_disk_type, show: flush_disk_type_text,
+    },
+    flush_interval_ms: u64 = 500 => {
+        key: "flushIntervalCommitLog", unit: "ms", applies: AtRestart,
+        doc: "How often ASYNC_FLUSH flushes the commit log.",
+        parse: |key, value| parse(key, value, "ms"), show: ToString::to_string,
+    },
+    broker_role: BrokerRole = BrokerRole::AsyncMaster => {
+        key: "brokerRole", unit: "", applies: AtRestart,
+        doc: "ASYNC_MASTER or SYNC_MASTER; SLAVE is refused (no replication yet).",
+        parse: parse_broker_role, show: broker_role_text,
+    },
+    broker_permission: i32 = 6 => {
+        key: "brokerPermission", unit: "", applies: Live,
+        doc: "Permission bits of the whole broker: 6 read and write, 4 read only, 2 write only.",
+        parse: |key, value| parse(key, value, "perm bits"), show: ToString::to_string,
+    },
+    auto_create_topic: bool = true => {
+        key: "autoCreateTopicEnable", unit: "", applies: Live,
+        doc: "Create a topic on its first send (from the TBW102 template).",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    auto_create_subscription_group: bool = true => {
+        key: "autoCreateSubscriptionGroup", unit: "", applies: Live,
+        doc: "Create a consumer group on its first use.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    default_topic_queue_nums: i32 = 8 => {
+        key: "defaultTopicQueueNums", unit: "queues", applies: AtRestart,
+        doc: "Queues of the TBW102 template that auto-created topics copy.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    message_bytes_max: usize = 4 * 1024 * 1024 => {
+        key: "maxMessageSize", unit: "bytes", applies: Live,
+        doc: "Largest message body a send may carry.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    commit_log_segment_bytes: u64 = 1 << 30 => {
+        key: "mappedFileSizeCommitLog", unit: "bytes", applies: AtRestart,
+        doc: "Size of one commit-log segment file.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    /// On by default here, off in RocketMQ; see the store's `warm`.
+    warm_commit_log: bool = true => {
+        key: "warmMapedFileEnable", unit: "", applies: AtRestart,
+        doc: "Keep the commit log written with zeros a little ahead of the write position.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    /// Comet's own key.
+    commit_log_flushes_in_flight: usize = comet_store::limits::FLUSHES_IN_FLIGHT_MAX => {
+        key: "commitLogFlushesInFlight", unit: "flushes", applies: AtRestart,
+        doc: "2 lets a commit-log flush start while another is writing; 1 writes one at a time.",
+        parse: parse_flushes_in_flight, show: ToString::to_string,
+    },
+    file_reserved_hours: u64 = 72 => {
+        key: "fileReservedTime", unit: "hours", applies: AtRestart,
+        doc: "How long commit-log segments are kept before they expire.",
+        parse: |key, value| parse(key, value, "hours"), show: ToString::to_string,
+    },
+    delete_when_hours: Vec<u8> = vec![4] => {
+        key: "deleteWhen", unit: "hours", applies: AtRestart,
+        doc: "Hours of the day when expired segments go, e.g. `04` or `04;16`.",
+        parse: parse_hours, show: hours_text,
+    },
+    disk_used_high_percent: u8 = 85 => {
+        key: "diskMaxUsedSpaceRatio", unit: "%", applies: AtRestart,
+        doc: "Disk use past which expired segments go at once (10..95).",
+        parse: parse_percent, show: ToString::to_string,
+    },
+    register_period_ms: u64 = 30_000 => {
+        key: "registerNameServerPeriod", unit: "ms", applies: AtRestart,
+        doc: "How often the broker registers with the name servers, clamped to 10000..60000.",
+        parse: parse_register_period, show: ToString::to_string,
+    },
+    message_delay_levels: String =
+        "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".to_owned() => {
+        key: "messageDelayLevel", unit: "", applies: AtRestart,
+        doc: "Delays of the delay levels 1, 2, ..., separated by spaces (`s`, `m`, `h`, `d`).",
+        parse: non_empty, show: ToString::to_string,
+    },
+    cluster_topic_enable: bool = true => {
+        key: "clusterTopicEnable", unit: "", applies: AtRestart,
+        doc: "Create the topic named after the cluster.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    broker_topic_enable: bool = true => {
+        key: "brokerTopicEnable", unit: "", applies: AtRestart,
+        doc: "Create the topic named after the broker.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    trace_topic_enable: bool = false => {
+        key: "traceTopicEnable", unit: "", applies: AtRestart,
+        doc: "Create the message-trace topic RMQ_SYS_TRACE_TOPIC.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    long_polling_enable: bool = true => {
+        key: "longPollingEnable", unit: "", applies: Live,
+        doc: "Hold a pull that finds nothing until a message arrives or it times out.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    short_polling_ms: u64 = 1000 => {
+        key: "shortPollingTimeMills", unit: "ms", applies: Live,
+        doc: "How long a pull is held when long polling is off.",
+        parse: |key, value| parse(key, value, "ms"), show: ToString::to_string,
+    },
+    sync_flush_timeout_ms: u64 = 5000 => {
+        key: "syncFlushTimeout", unit: "ms", applies: Live,
+        doc: "How long a send waits for its flush before answering FLUSH_DISK_TIMEOUT.",
+        parse: |key, value| parse(key, value, "ms"), show: ToString::to_string,
+    },
+    transaction_check_interval_ms: u64 = 60_000 => {
+        key: "transactionCheckInterval", unit: "ms", applies: AtRestart,
+        doc: "How often half (prepared) transaction messages are checked.",
+        parse: |key, value| parse(key, value, "ms"), show: ToString::to_string,
+    },
+    transaction_timeout_ms: u64 = 6000 => {
+        key: "transactionTimeOut", unit: "ms", applies: Live,
+        doc: "Age of a half message before its producer is asked for the outcome.",
+        parse: |key, value| parse(key, value, "ms"), show: ToString::to_string,
+    },
+    transaction_check_max: i32 = 15 => {
+        key: "transactionCheckMax", unit: "checks", applies: Live,
+        doc: "Checks of a half message before it is given up (rolled back).",
+        parse: |key, value| parse(key, value, "a count"), show: ToString::to_string,
+    },
+    timer_wheel_enable: bool = true => {
+        key: "timerWheelEnable", unit: "", applies: AtRestart,
+        doc: "Accept timed messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS).",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    timer_max_delay_sec: u64 = 3 * 24 * 3600 => {
+        key: "timerMaxDelaySec", unit: "s", applies: AtRestart,
+        doc: "Furthest ahead a timed message may be scheduled.",
+        parse: |key, value| parse(key, value, "seconds"), show: ToString::to_string,
+    },
+    region_id: String = "DefaultRegion".to_owned() => {
+        key: "regionId", unit: "", applies: Live,
+        doc: "Region echoed in send responses as MSG_REGION.",
+        parse: non_empty, show: ToString::to_string,
+    },
+    trace_on: bool = true => {
+        key: "traceOn", unit: "", applies: Live,
+        doc: "Echoed in send responses as TRACE_ON.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    channel_idle_ms: u64 = 120_000 => {
+        key: "serverChannelMaxIdleTimeSeconds", unit: "s", applies: AtRestart,
+        doc: "A client connection silent this long is closed.",
+        parse: parse_seconds_as_ms, show: ms_as_seconds_text,
+    },
+    /// Comet saves at least once a second whatever the value, so a crash loses little.
+    persist_interval_ms: u64 = 5000 => {
+        key: "flushConsumerOffsetInterval", unit: "ms", applies: AtRestart,
+        doc: "How often consumer offsets are saved (at least every second in Comet).",
+        parse: |key, value| parse(key, value, "ms"), show: ToString::to_string,
+    },
+    acl_enable: bool = false => {
+        key: "aclEnable", unit: "", applies: AtRestart,
+        doc: "Check every request against the plain ACL accounts file (ACL 1.0).",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    /// Comet's key: Java reads `${rocketmq.home.dir}/conf/plain_acl.yml`. Relative to the
+    /// working directory, as Java's is to the RocketMQ home.
+    plain_acl_file: PathBuf = PathBuf::from("conf/plain_acl.yml") => {
+        key: "plainAclFile", unit: "", applies: AtRestart,
+        doc: "The ACL 1.0 accounts file used when aclEnable is on.",
+        parse: non_empty_path, show: path_text,
+    },
+}

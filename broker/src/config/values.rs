@@ -1,0 +1,208 @@
+//! How broker config values are read and written back: the parsers the key table uses, each
+//! naming the key in its error, and the writers that give a value back in the form its
+//! parser takes (GET_BROKER_CONFIG output applies unchanged).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use super::{BrokerRole, ConfigError, FlushDiskType};
+
+pub(super) fn error(key: &str, value: &str, expected: &'static str) -> ConfigError {
+    ConfigError {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected,
+    }
+}
+
+/// Any value `T` parses from, with `expected` saying what the key takes.
+pub(super) fn parse<T: std::str::FromStr>(
+    key: &str,
+    value: &str,
+    expected: &'static str,
+) -> Result<T, ConfigError> {
+    value.parse().map_err(|_| error(key, value, expected))
+}
+
+pub(super) fn parse_positive<T: std::str::FromStr + PartialOrd + Default>(
+    key: &str,
+    value: &str,
+) -> Result<T, ConfigError> {
+    let parsed: T = parse(key, value, "a positive integer")?;
+    if parsed <= T::default() {
+        return Err(error(key, value, "a positive integer"));
+    }
+    Ok(parsed)
+}
+
+pub(super) fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(error(key, value, "true or false")),
+    }
+}
+
+/// An IPv4 address, as `bindAddress` takes: the broker's listeners reserve their port on an
+/// IPv4 socket, so an IPv6 address is refused here rather than when the broker binds.
+pub(super) fn parse_bind_address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
+    const EXPECTED: &str = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
+    let address: Ipv4Addr = parse(key, value, EXPECTED)?;
+    Ok(IpAddr::V4(address))
+}
+
+pub(super) fn parse_flushes_in_flight(key: &str, value: &str) -> Result<usize, ConfigError> {
+    let max = comet_store::limits::FLUSHES_IN_FLIGHT_MAX;
+    let expected = "1 or 2";
+    let flushes: usize = parse(key, value, expected)?;
+    if !(1..=max).contains(&flushes) {
+        return Err(error(key, value, expected));
+    }
+    Ok(flushes)
+}
+
+pub(super) fn parse_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
+    let percent: u8 = parse(key, value, "a percentage 10..95")?;
+    if !(10..=95).contains(&percent) {
+        return Err(error(key, value, "a percentage 10..95"));
+    }
+    Ok(percent)
+}
+
+pub(super) fn parse_hours(key: &str, value: &str) -> Result<Vec<u8>, ConfigError> {
+    let mut hours = Vec::new();
+    for part in value
+        .split(';')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+    {
+        let hour: u8 = parse(key, part, "hours of the day 00..23 separated by ';'")?;
+        if hour > 23 {
+            return Err(error(
+                key,
+                value,
+                "hours of the day 00..23 separated by ';'",
+            ));
+        }
+        hours.push(hour);
+    }
+    Ok(hours)
+}
+
+pub(super) fn hours_text(hours: &[u8]) -> String {
+    hours
+        .iter()
+        .map(|hour| format!("{hour:02}"))
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+pub(super) fn non_empty(key: &str, value: &str) -> Result<String, ConfigError> {
+    if value.is_empty() {
+        return Err(error(key, value, "a non-empty value"));
+    }
+    Ok(value.to_owned())
+}
+
+pub(super) fn non_empty_path(key: &str, value: &str) -> Result<PathBuf, ConfigError> {
+    non_empty(key, value).map(PathBuf::from)
+}
+
+pub(super) fn path_text(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A `;`-separated list (`namesrvAddr`); empty parts are dropped.
+pub(super) fn split_list(_key: &str, value: &str) -> Result<Vec<String>, ConfigError> {
+    Ok(value
+        .split(';')
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+pub(super) fn list_text(items: &[String]) -> String {
+    items.join(";")
+}
+
+pub(super) fn parse_flush_disk_type(key: &str, value: &str) -> Result<FlushDiskType, ConfigError> {
+    match value {
+        "SYNC_FLUSH" => Ok(FlushDiskType::SyncFlush),
+        "ASYNC_FLUSH" => Ok(FlushDiskType::AsyncFlush),
+        _ => Err(error(key, value, "SYNC_FLUSH or ASYNC_FLUSH")),
+    }
+}
+
+pub(super) fn flush_disk_type_text(flush: &FlushDiskType) -> String {
+    match flush {
+        FlushDiskType::SyncFlush => "SYNC_FLUSH",
+        FlushDiskType::AsyncFlush => "ASYNC_FLUSH",
+    }
+    .to_owned()
+}
+
+pub(super) fn parse_broker_role(key: &str, value: &str) -> Result<BrokerRole, ConfigError> {
+    match value {
+        "ASYNC_MASTER" => Ok(BrokerRole::AsyncMaster),
+        "SYNC_MASTER" => Ok(BrokerRole::SyncMaster),
+        _ => Err(error(
+            key,
+            value,
+            "ASYNC_MASTER or SYNC_MASTER (Comet does not replicate yet, so it runs no slaves)",
+        )),
+    }
+}
+
+pub(super) fn broker_role_text(role: &BrokerRole) -> String {
+    match role {
+        BrokerRole::AsyncMaster => "ASYNC_MASTER",
+        BrokerRole::SyncMaster => "SYNC_MASTER",
+    }
+    .to_owned()
+}
+
+/// RocketMQ 5.x's ACL 2.0 switches (`authenticationEnabled` / `authorizationEnabled`): only
+/// "off" is accepted. Comet implements ACL 1.0 (`aclEnable`) only, and a broker asked for
+/// ACL 2.0 must not quietly run open.
+pub(super) fn refuse_access_control(key: &str, value: &str) -> Result<(), ConfigError> {
+    match parse_bool(key, value)? {
+        false => Ok(()),
+        true => Err(error(
+            key,
+            value,
+            "false (Comet has no ACL 2.0; use ACL 1.0, aclEnable=true with plainAclFile; it will \
+             not run open where access control was asked for)",
+        )),
+    }
+}
+
+/// `brokerId` of a master: 0, the id clients send to (a non-zero id would register a broker
+/// that producers never choose).
+pub(super) fn parse_master_id(key: &str, value: &str) -> Result<i64, ConfigError> {
+    match parse(key, value, "0 (a master's id)")? {
+        0 => Ok(0),
+        _ => Err(error(
+            key,
+            value,
+            "0 (a master's id; Comet does not replicate yet, so it runs no slaves)",
+        )),
+    }
+}
+
+/// `registerNameServerPeriod`, clamped to 10..60 s as RocketMQ does.
+pub(super) fn parse_register_period(key: &str, value: &str) -> Result<u64, ConfigError> {
+    let period_ms: u64 = parse(key, value, "ms")?;
+    Ok(period_ms.clamp(10_000, 60_000))
+}
+
+/// `serverChannelMaxIdleTimeSeconds`, kept in milliseconds.
+pub(super) fn parse_seconds_as_ms(key: &str, value: &str) -> Result<u64, ConfigError> {
+    let seconds: u64 = parse(key, value, "seconds")?;
+    Ok(seconds.saturating_mul(1000))
+}
+
+/// Milliseconds written back as the whole seconds [`parse_seconds_as_ms`] reads.
+pub(super) fn ms_as_seconds_text(ms: &u64) -> String {
+    (ms / 1000).to_string()
+}
