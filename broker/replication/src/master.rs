@@ -357,6 +357,7 @@ pub struct Sender {
     record_bytes_needed: Option<u64>,
     last_ack_at: Instant,
     last_sent_at: Instant,
+    confirm_sent: u64,
 }
 
 impl Sender {
@@ -379,6 +380,7 @@ impl Sender {
             record_bytes_needed: None,
             last_ack_at: now,
             last_sent_at: now,
+            confirm_sent: 0,
         }
     }
 
@@ -512,18 +514,21 @@ impl Sender {
         self.next = found.end_position;
         self.record_bytes_needed = None;
         self.last_sent_at = now;
+        self.confirm_sent = self.confirm_sent.max(confirm);
         Ok(Prepared::Data(data))
     }
 
-    /// Whether nothing was sent for `interval` (`haSendHeartbeatInterval`): send a
-    /// [`Sender::heartbeat`].
-    pub fn heartbeat_due(&self, now: Instant, interval: Duration) -> bool {
-        now.saturating_duration_since(self.last_sent_at) >= interval
+    /// Whether to send a [`Sender::heartbeat`]: nothing was sent for `interval`
+    /// (`haSendHeartbeatInterval`), or `confirm` moved past what the slave was last told
+    /// (its consumers wait for it; call this when there is no Data to send).
+    pub fn heartbeat_due(&self, now: Instant, interval: Duration, confirm: u64) -> bool {
+        now.saturating_duration_since(self.last_sent_at) >= interval || confirm > self.confirm_sent
     }
 
     /// A Heartbeat telling the slave where the master is.
     pub fn heartbeat(&mut self, master: &MasterLog<'_>, confirm: u64, now: Instant) -> Heartbeat {
         self.last_sent_at = now;
+        self.confirm_sent = self.confirm_sent.max(confirm);
         Heartbeat {
             log_id: self.log_id,
             epoch: master.epochs.latest().map_or(0, |latest| latest.epoch),
@@ -1078,8 +1083,8 @@ mod tests {
             now,
         );
         let interval = Duration::from_secs(5);
-        assert!(!sender.heartbeat_due(now + Duration::from_secs(4), interval));
-        assert!(sender.heartbeat_due(now + interval, interval));
+        assert!(!sender.heartbeat_due(now + Duration::from_secs(4), interval, 0));
+        assert!(sender.heartbeat_due(now + interval, interval, 0));
         let beat = sender.heartbeat(&master, 250, now + interval);
         assert_eq!(
             beat,
@@ -1090,6 +1095,10 @@ mod tests {
                 confirm: 250
             }
         );
-        assert!(!sender.heartbeat_due(now + interval, interval));
+        assert!(!sender.heartbeat_due(now + interval, interval, 250));
+        assert!(
+            sender.heartbeat_due(now + interval, interval, 260),
+            "the slave must learn a new confirm position"
+        );
     }
 }

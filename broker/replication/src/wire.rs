@@ -510,23 +510,31 @@ pub fn buffered(buffer: &[u8]) -> Result<Buffered, DecodeError> {
             found: buffer[..seen].to_vec(),
         });
     }
-    let Some(header) = buffer.get(..FRAME_HEADER_BYTES) else {
+    // Each header field is checked as soon as its bytes are in, so a stranger that sends
+    // a few bytes and waits is refused as early as one that sends many.
+    if let Some(&version) = buffer.get(4) {
+        if version != VERSION {
+            return Err(DecodeError::Version { found: version });
+        }
+    }
+    if let Some(&kind) = buffer.get(5) {
+        if !(KIND_HELLO..=KIND_CLOSE).contains(&kind) {
+            return Err(DecodeError::Kind { found: kind });
+        }
+    }
+    if let Some(&[high, low]) = buffer.get(6..8) {
+        let reserved = u16::from_be_bytes([high, low]);
+        if reserved != 0 {
+            return Err(DecodeError::Reserved { found: reserved });
+        }
+    }
+    let Some(&[b0, b1, b2, b3]) = buffer.get(8..12) else {
         return Ok(Buffered::Incomplete {
             needed: FRAME_HEADER_BYTES,
             available: buffer.len(),
         });
     };
-    if header[4] != VERSION {
-        return Err(DecodeError::Version { found: header[4] });
-    }
-    if !(KIND_HELLO..=KIND_CLOSE).contains(&header[5]) {
-        return Err(DecodeError::Kind { found: header[5] });
-    }
-    let reserved = u16::from_be_bytes([header[6], header[7]]);
-    if reserved != 0 {
-        return Err(DecodeError::Reserved { found: reserved });
-    }
-    let body_bytes = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+    let body_bytes = u32::from_be_bytes([b0, b1, b2, b3]);
     let body_bytes = usize::try_from(body_bytes)
         .ok()
         .filter(|bytes| *bytes <= FRAME_BODY_BYTES_MAX)
@@ -1215,6 +1223,18 @@ mod tests {
             Err(DecodeError::Magic { .. })
         ));
         assert!(matches!(buffered(b"CX"), Err(DecodeError::Magic { .. })));
+        assert_eq!(
+            buffered(b"CMTR\x09"),
+            Err(DecodeError::Version { found: 9 })
+        );
+        assert_eq!(
+            buffered(b"CMTR\x01\x07"),
+            Err(DecodeError::Kind { found: 7 })
+        );
+        assert!(matches!(
+            buffered(b"CMTR\x01\x03\x00\x00\xff\xff\xff\xff"),
+            Err(DecodeError::TooLong { .. })
+        ));
         assert_eq!(
             buffered(b"CM"),
             Ok(Buffered::Incomplete {
