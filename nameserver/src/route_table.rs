@@ -565,24 +565,30 @@ impl RouteTable {
     }
 
     /// Checks the invariants of the module docs; `Err` names the first one broken.
-    pub fn check_invariants(&self) -> Result<(), String> {
+    pub fn check_invariants(&self) -> Result<(), BrokenInvariant> {
+        use BrokenInvariant::*;
         for (cluster, names) in &self.cluster_addr {
             for name in names {
-                let broker = self.broker_addr.get(name);
-                let broker = broker.ok_or(format!("{cluster} lists unknown {name}"))?;
+                let broker = self.broker_addr.get(name).ok_or_else(|| UnknownMember {
+                    cluster: cluster.clone(),
+                    name: name.clone(),
+                })?;
                 if broker.broker_addrs.is_empty() {
-                    return Err(format!("{name} has no address"));
+                    return Err(NoAddress { name: name.clone() });
                 }
             }
         }
         for (name, broker) in &self.broker_addr {
             let listed = self.cluster_addr.get(&broker.cluster);
             if !listed.is_some_and(|names| names.contains(name)) {
-                return Err(format!("{name} missing from cluster {}", broker.cluster));
+                return Err(NotInCluster {
+                    name: name.clone(),
+                    cluster: broker.cluster.clone(),
+                });
             }
             let addrs: BTreeSet<&String> = broker.broker_addrs.values().collect();
             if addrs.len() != broker.broker_addrs.len() {
-                return Err(format!("{name} has an address under two ids"));
+                return Err(AddressUnderTwoIds { name: name.clone() });
             }
             for addr in broker.broker_addrs.values() {
                 let key = BrokerKey {
@@ -590,7 +596,10 @@ impl RouteTable {
                     addr: addr.clone(),
                 };
                 if !self.broker_live.contains_key(&key) {
-                    return Err(format!("{name} member {addr} is not live"));
+                    return Err(MemberNotLive {
+                        name: name.clone(),
+                        addr: addr.clone(),
+                    });
                 }
             }
         }
@@ -598,22 +607,90 @@ impl RouteTable {
             let broker = self.broker_addr.get(&live.broker_name);
             let addr = broker.and_then(|broker| broker.broker_addrs.get(&live.broker_id));
             if addr != Some(&key.addr) {
-                return Err(format!(
-                    "live {} is not member {}",
-                    key.addr, live.broker_id
-                ));
+                return Err(LiveNotMember {
+                    addr: key.addr.clone(),
+                    id: live.broker_id,
+                });
             }
         }
         for (topic, queues) in &self.topic_queue {
             if queues.is_empty() {
-                return Err(format!("{topic} has no queues"));
+                return Err(TopicWithoutQueues {
+                    topic: topic.clone(),
+                });
             }
             for name in queues.keys() {
                 if !self.broker_addr.contains_key(name) {
-                    return Err(format!("{topic} names unknown broker {name}"));
+                    return Err(TopicOnUnknownBroker {
+                        topic: topic.clone(),
+                        name: name.clone(),
+                    });
                 }
             }
         }
         Ok(())
     }
+}
+
+/// An invariant of the route table (see the module docs) that does not hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BrokenInvariant {
+    /// A cluster lists a broker name the table does not know.
+    #[error("{cluster} lists unknown {name}")]
+    UnknownMember {
+        /// The cluster.
+        cluster: String,
+        /// The broker name.
+        name: String,
+    },
+    /// A broker name without any member address.
+    #[error("{name} has no address")]
+    NoAddress {
+        /// The broker name.
+        name: String,
+    },
+    /// A broker name its cluster does not list.
+    #[error("{name} missing from cluster {cluster}")]
+    NotInCluster {
+        /// The broker name.
+        name: String,
+        /// Its cluster.
+        cluster: String,
+    },
+    /// One address registered under two broker ids.
+    #[error("{name} has an address under two ids")]
+    AddressUnderTwoIds {
+        /// The broker name.
+        name: String,
+    },
+    /// A member address without a liveness entry.
+    #[error("{name} member {addr} is not live")]
+    MemberNotLive {
+        /// The broker name.
+        name: String,
+        /// The member's address.
+        addr: String,
+    },
+    /// A liveness entry that is not a member address.
+    #[error("live {addr} is not member {id}")]
+    LiveNotMember {
+        /// The live address.
+        addr: String,
+        /// The broker id it claims.
+        id: i64,
+    },
+    /// A topic route without queues.
+    #[error("{topic} has no queues")]
+    TopicWithoutQueues {
+        /// The topic.
+        topic: String,
+    },
+    /// A topic route naming a broker the table does not know.
+    #[error("{topic} names unknown broker {name}")]
+    TopicOnUnknownBroker {
+        /// The topic.
+        topic: String,
+        /// The broker name.
+        name: String,
+    },
 }

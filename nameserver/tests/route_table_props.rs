@@ -135,7 +135,9 @@ proptest! {
                     }
                 }
             }
-            table.check_invariants().map_err(TestCaseError::fail)?;
+            table
+                .check_invariants()
+                .map_err(|broken| TestCaseError::fail(broken.to_string()))?;
             // A master still registered at its last address serves each topic it registered.
             masters.retain(|name, (addr, _)| {
                 let cluster = format!("cluster-{}", name[7..].parse::<u8>().unwrap() % 2);
