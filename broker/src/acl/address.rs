@@ -17,7 +17,8 @@
 //! and IPv6 ranges (`2001:db8::1-ff`), which it does not implement: its listeners are IPv4.
 
 use std::collections::BTreeSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{AddrParseError, IpAddr, Ipv4Addr};
+use std::num::ParseIntError;
 
 use super::limits::WHITE_ADDRESSES_MAX;
 use super::AclFileError;
@@ -42,33 +43,57 @@ pub enum AddressPattern {
     },
 }
 
+/// What is wrong with an address pattern.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddressError {
+    /// A `{..}` list without the prefix it extends.
+    #[error("expected PREFIX{{a,b,...}}")]
+    Braces,
+    /// An empty list, or one longer than [`WHITE_ADDRESSES_MAX`].
+    #[error("a list needs 1 to {WHITE_ADDRESSES_MAX} addresses")]
+    ListLength,
+    /// An item that is no IPv4 or IPv6 address.
+    #[error("`{item}` is not an IPv4 or IPv6 address")]
+    NotAnAddress {
+        /// The item as written.
+        item: String,
+        /// The parser's error.
+        #[source]
+        source: AddrParseError,
+    },
+    /// A range in an IPv6 pattern.
+    #[error("IPv6 ranges are not supported by Comet")]
+    Ipv6Range,
+    /// An IPv4 range without four parts.
+    #[error("an IPv4 range has four parts")]
+    Ipv4Parts,
+    /// A part before the ranged one that is not a number.
+    #[error("the parts before `{ranged}` must be numbers 0..255")]
+    RangeHead {
+        /// The ranged part.
+        ranged: String,
+        /// The parser's error.
+        #[source]
+        source: ParseIntError,
+    },
+    /// No `*` or `a-b` part.
+    #[error("no `*` or `a-b` range among the last three parts")]
+    NoRange,
+    /// An `a-b` part whose bounds are not numbers or are reversed.
+    #[error("`{part}` is not a range a-b with 0 <= a <= b <= 255")]
+    BadRange {
+        /// The part as written.
+        part: String,
+    },
+}
+
 impl AddressPattern {
     /// Parses a pattern; the error names it and says what is wrong.
     pub fn parse(pattern: &str) -> Result<AddressPattern, AclFileError> {
-        let bad = |why: &str| AclFileError::Address {
+        parse_pattern(pattern).map_err(|source| AclFileError::Address {
             pattern: pattern.to_owned(),
-            why: why.to_owned(),
-        };
-        if pattern.trim().is_empty() {
-            return Ok(AddressPattern::Nothing);
-        }
-        if matches!(pattern, "*" | "*.*.*.*" | "*:*:*:*:*:*:*:*") {
-            return Ok(AddressPattern::Everything);
-        }
-        if pattern.ends_with('}') {
-            return parse_braces(pattern).ok_or_else(|| bad("expected PREFIX{a,b,...}"));
-        }
-        if pattern.contains(',') {
-            let items: Vec<&str> = pattern.split(',').filter(|item| !item.is_empty()).collect();
-            return address_set(&items).map_err(|item| bad(&format!("`{item}` is no address")));
-        }
-        if pattern.contains('*') || pattern.contains('-') {
-            if pattern.contains(':') {
-                return Err(bad("IPv6 ranges are not supported by Comet"));
-            }
-            return parse_ipv4_range(pattern).map_err(|why| bad(&why));
-        }
-        address_set(&[pattern]).map_err(|_| bad("not an IPv4 or IPv6 address"))
+            source,
+        })
     }
 
     /// True when `peer` matches.
@@ -85,14 +110,38 @@ impl AddressPattern {
     }
 }
 
+fn parse_pattern(pattern: &str) -> Result<AddressPattern, AddressError> {
+    if pattern.trim().is_empty() {
+        return Ok(AddressPattern::Nothing);
+    }
+    if matches!(pattern, "*" | "*.*.*.*" | "*:*:*:*:*:*:*:*") {
+        return Ok(AddressPattern::Everything);
+    }
+    if pattern.ends_with('}') {
+        return parse_braces(pattern).ok_or(AddressError::Braces)?;
+    }
+    if pattern.contains(',') {
+        let items: Vec<&str> = pattern.split(',').filter(|item| !item.is_empty()).collect();
+        return address_set(&items);
+    }
+    if pattern.contains('*') || pattern.contains('-') {
+        if pattern.contains(':') {
+            return Err(AddressError::Ipv6Range);
+        }
+        return parse_ipv4_range(pattern);
+    }
+    address_set(&[pattern])
+}
+
 fn ipv4_in_range(peer: Ipv4Addr, head: &[u8], first: u8, last: u8) -> bool {
     let octets = peer.octets();
     assert!(!head.is_empty() && head.len() < octets.len());
     octets[..head.len()] == *head && (first..=last).contains(&octets[head.len()])
 }
 
-/// `192.168.0.{1,2}`: the text before `{` followed by each listed item.
-fn parse_braces(pattern: &str) -> Option<AddressPattern> {
+/// `192.168.0.{1,2}`: the text before `{` followed by each listed item; `None` when the
+/// pattern is not of that form.
+fn parse_braces(pattern: &str) -> Option<Result<AddressPattern, AddressError>> {
     let open = pattern.rfind('{')?;
     let prefix = &pattern[..open];
     let separator = if pattern.contains(':') { ':' } else { '.' };
@@ -108,26 +157,32 @@ fn parse_braces(pattern: &str) -> Option<AddressPattern> {
         .map(|item| format!("{prefix}{item}"))
         .collect();
     let items: Vec<&str> = items.iter().map(String::as_str).collect();
-    address_set(&items).ok()
+    Some(address_set(&items))
 }
 
 /// Every item parsed as an address; the first that is not one is the error.
-fn address_set<'a>(items: &[&'a str]) -> Result<AddressPattern, &'a str> {
+fn address_set(items: &[&str]) -> Result<AddressPattern, AddressError> {
     if items.is_empty() || items.len() > WHITE_ADDRESSES_MAX {
-        return Err("");
+        return Err(AddressError::ListLength);
     }
     let mut addresses = BTreeSet::new();
     for item in items {
-        addresses.insert(item.parse::<IpAddr>().map_err(|_| *item)?);
+        let address = item
+            .parse::<IpAddr>()
+            .map_err(|source| AddressError::NotAnAddress {
+                item: (*item).to_owned(),
+                source,
+            })?;
+        addresses.insert(address);
     }
     Ok(AddressPattern::Set(addresses))
 }
 
 /// `a.b.*.*`, `a.b.c-d.*`: the first ranged part among parts 2..4 decides.
-fn parse_ipv4_range(pattern: &str) -> Result<AddressPattern, String> {
+fn parse_ipv4_range(pattern: &str) -> Result<AddressPattern, AddressError> {
     let parts: Vec<&str> = pattern.split('.').filter(|part| !part.is_empty()).collect();
     if parts.len() != 4 {
-        return Err("an IPv4 range has four parts".to_owned());
+        return Err(AddressError::Ipv4Parts);
     }
     for index in 1..4 {
         let Some((first, last)) = part_range(parts[index].trim())? else {
@@ -137,15 +192,18 @@ fn parse_ipv4_range(pattern: &str) -> Result<AddressPattern, String> {
             .iter()
             .map(|part| part.trim().parse::<u8>())
             .collect::<Result<Vec<u8>, _>>()
-            .map_err(|_| format!("the parts before `{}` must be numbers 0..255", parts[index]))?;
+            .map_err(|source| AddressError::RangeHead {
+                ranged: parts[index].to_owned(),
+                source,
+            })?;
         return Ok(AddressPattern::Ipv4Range { head, first, last });
     }
-    Err("no `*` or `a-b` range among the last three parts".to_owned())
+    Err(AddressError::NoRange)
 }
 
 /// `*` → 0..=255, `a-b` → a..=b, a plain number → None (not the ranged part). As in Java, a
 /// range ending at 0 does not count as the ranged part.
-fn part_range(part: &str) -> Result<Option<(u8, u8)>, String> {
+fn part_range(part: &str) -> Result<Option<(u8, u8)>, AddressError> {
     if part == "*" {
         return Ok(Some((0, 255)));
     }
@@ -155,9 +213,9 @@ fn part_range(part: &str) -> Result<Option<(u8, u8)>, String> {
     let number = |text: &str| text.trim().parse::<u8>().ok();
     match (number(first), number(last)) {
         (Some(first), Some(last)) if first <= last => Ok((last > 0).then_some((first, last))),
-        _ => Err(format!(
-            "`{part}` is not a range a-b with 0 <= a <= b <= 255"
-        )),
+        _ => Err(AddressError::BadRange {
+            part: part.to_owned(),
+        }),
     }
 }
 

@@ -74,12 +74,13 @@ pub enum AclFileError {
         what: String,
     },
     /// A bad address pattern.
-    #[error("address pattern `{pattern}`: {why}")]
+    #[error("address pattern `{pattern}`: {source}")]
     Address {
         /// The pattern as written.
         pattern: String,
         /// What is wrong with it.
-        why: String,
+        #[source]
+        source: address::AddressError,
     },
     /// A list longer than its limit.
     #[error("too many {what} (at most {max})")]
@@ -253,7 +254,7 @@ impl AccessControl {
 
     /// Admits or refuses `request` from `peer` (steps 1 to 10 of the module docs).
     pub fn check(&self, request: &RemotingCommand, peer: IpAddr) -> Result<(), Denied> {
-        let needed = resource::needed(request).map_err(Denied::new)?;
+        let needed = resource::needed(request).map_err(|error| Denied::new(error.to_string()))?;
         let tables = self.current();
         let global = &tables.global_white_remote_addresses;
         if global.iter().any(|pattern| pattern.matches(peer)) {

@@ -19,6 +19,7 @@
 //! a missing field adds nothing (Java skips null resources).
 
 use comet_proto::body::{HeartbeatData, JsonBody};
+use comet_proto::json::JsonError;
 use comet_proto::names::{retry_topic, RETRY_TOPIC_PREFIX};
 use comet_proto::{RemotingCommand, RequestCode};
 
@@ -64,9 +65,14 @@ pub fn describe(resource: &str) -> String {
     }
 }
 
+/// A heartbeat whose body cannot be read, so the groups and topics it needs are unknown.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot read the heartbeat body: {0}")]
+pub struct UnreadableHeartbeat(#[source] pub JsonError);
+
 /// The resources `request` needs; an error (Java's parse failure) when the heartbeat body
 /// cannot be read.
-pub fn needed(request: &RemotingCommand) -> Result<Vec<Needed>, String> {
+pub fn needed(request: &RemotingCommand) -> Result<Vec<Needed>, UnreadableHeartbeat> {
     use RequestCode::*;
     let mut needed = Vec::new();
     let field = |key: &str| request.ext_fields.get(key).map(str::to_owned);
@@ -112,9 +118,11 @@ fn push(needed: &mut Vec<Needed>, resource: Option<String>, permission: u8) {
 }
 
 /// Every consumer group of the heartbeat (its retry topic) and every topic it subscribes.
-fn heartbeat(needed: &mut Vec<Needed>, request: &RemotingCommand) -> Result<(), String> {
-    let data = HeartbeatData::decode(&request.body)
-        .map_err(|e| format!("cannot read the heartbeat body: {e}"))?;
+fn heartbeat(
+    needed: &mut Vec<Needed>,
+    request: &RemotingCommand,
+) -> Result<(), UnreadableHeartbeat> {
+    let data = HeartbeatData::decode(&request.body).map_err(UnreadableHeartbeat)?;
     for consumer in &data.consumer_data_set {
         push(needed, Some(retry_topic(&consumer.group_name)), SUB);
         for subscription in &consumer.subscription_data_set {
@@ -194,6 +202,9 @@ mod tests {
         let expected = vec![("%RETRY%G".to_owned(), SUB), ("T".to_owned(), SUB)];
         assert_eq!(pairs(needed(&heartbeat).unwrap()), expected);
         heartbeat.body = comet_proto::bytes::Bytes::from_static(b"not json");
-        assert!(needed(&heartbeat).unwrap_err().contains("heartbeat"));
+        assert!(needed(&heartbeat)
+            .unwrap_err()
+            .to_string()
+            .contains("heartbeat"));
     }
 }
