@@ -214,3 +214,28 @@ fn modules_use_only_lower_layers() {
         problems.join("\n")
     );
 }
+
+/// The module names of the layer list under `heading` in `text`: lines `<prefix>`name`: ...`,
+/// in order, up to the next line starting with `section_end`.
+fn listed_layers(text: &str, heading: &str, prefix: &str, section_end: &str) -> Vec<String> {
+    text.lines()
+        .skip_while(|line| *line != heading)
+        .skip(1)
+        .take_while(|line| !line.starts_with(section_end))
+        .filter_map(|line| line.strip_prefix(prefix)?.strip_prefix('`'))
+        .filter_map(|rest| Some(rest.split_once("`:")?.0.to_string()))
+        .collect()
+}
+
+// Proves the layer lists a reader sees (crate docs, README) are the order checked above.
+#[test]
+fn docs_list_the_layers_in_order() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let without_lib: Vec<String> = LAYERS[1..].iter().map(|name| name.to_string()).collect();
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("lib.rs is readable");
+    let in_lib = listed_layers(&lib, "//! # Layers", "//! - ", "//! #");
+    assert_eq!(in_lib, without_lib, "src/lib.rs, # Layers");
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README is readable");
+    let in_readme = listed_layers(&readme, "## Layers", "- ", "## ");
+    assert_eq!(in_readme, without_lib, "README.md, ## Layers");
+}
