@@ -12,7 +12,9 @@
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use comet_client::{ClientConfig, Message, Producer, ProducerConfig, SendResult, SendStatus};
+use comet_client::{
+    ClientConfig, ClientError, Message, Producer, ProducerConfig, SendResult, SendStatus,
+};
 
 use crate::args::{Cli, ProduceArgs, SendArgs};
 use crate::error::{BenchError, Result};
@@ -191,12 +193,23 @@ pub fn send_all(context: &SendContext<'_>, finish: &FinishCondition) -> Result<(
     }
 }
 
-fn check_statuses(results: &[SendResult]) -> std::result::Result<(), String> {
+/// Why one send counts as an error.
+#[derive(Debug, thiserror::Error)]
+enum SendFailure {
+    /// The client call failed.
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    /// The broker answered, but not SEND_OK.
+    #[error("broker answered {}", .0.name())]
+    NotOk(SendStatus),
+}
+
+fn check_statuses(results: &[SendResult]) -> std::result::Result<(), SendFailure> {
     match results
         .iter()
         .find(|result| result.status != SendStatus::SendOk)
     {
-        Some(result) => Err(format!("broker answered {}", result.status.name())),
+        Some(result) => Err(SendFailure::NotOk(result.status)),
         None => Ok(()),
     }
 }
@@ -221,7 +234,7 @@ fn sync_sender(context: &SendContext<'_>, finish: &FinishCondition, thread: usiz
         };
         let bytes = count * context.args.size_bytes as u64;
         match outcome
-            .map_err(|error| error.to_string())
+            .map_err(SendFailure::from)
             .and_then(|r| check_statuses(&r))
         {
             Ok(()) => context.stats.record_ok(start.elapsed(), count, bytes),
@@ -296,7 +309,7 @@ fn async_driver(context: &SendContext<'_>, finish: &FinishCondition, size: usize
         let (stats, place) = (context.stats.clone(), window.clone());
         let sent = context.producer.send_async(message, move |outcome| {
             let checked = outcome
-                .map_err(|error| error.to_string())
+                .map_err(SendFailure::from)
                 .and_then(|result| check_statuses(std::slice::from_ref(&result)));
             match checked {
                 Ok(()) => stats.record_ok(start.elapsed(), 1, bytes),
