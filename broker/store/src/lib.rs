@@ -49,7 +49,6 @@
 //! - `commit_log`: segments, the open chunk, the read cache and flush plans of the log.
 //! - `config`: [`StoreConfig`] and [`FlushPolicy`].
 //! - `remap`: hands queues to their new owner stores when the shard count changes.
-//! - `sync`: waker lists for waits within one shard.
 //! - `error`: [`StoreError`].
 //! - `offset`: [`LogId`], [`PhysicalOffset`], [`QueueOffset`] and file names.
 //! - `limits`: sizes and counts the store is built around.
@@ -88,7 +87,6 @@ pub(crate) mod retention;
 pub(crate) mod sealed_index;
 pub(crate) mod shard;
 pub mod store;
-pub(crate) mod sync;
 pub(crate) mod warm;
 
 pub use config::{FlushPolicy, OwnsQueue, StoreConfig};

@@ -12,6 +12,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use comet_rt::io::{DirectFile, IoError, OpenMode};
+use comet_rt::sync::sleep_unless;
 
 use crate::checkpoint::Checkpoint;
 use crate::consume_queue::FileWrite;
@@ -23,7 +24,6 @@ use crate::limits::{
 use crate::offset::{parse_file_name, LogId, PhysicalOffset};
 use crate::sealed_index::{self, sealed_path, SealedIndex};
 use crate::shard::Shared;
-use crate::sync::sleep_unless;
 
 /// Exclusive right to run maintenance I/O (checkpoint, derived-file flushes, deletes).
 pub(crate) struct MaintenanceGuard<'s> {

@@ -32,6 +32,7 @@ use std::task::{Context, Poll};
 
 use comet_proto::bytes::Bytes;
 use comet_proto::message::RecordView;
+use comet_rt::sync::WakerList;
 
 use crate::config::StoreConfig;
 use crate::error::{setup_error, StoreError};
@@ -42,7 +43,6 @@ use crate::read::{record_has_key, ReadPath};
 use crate::remap::RETIRED_SUFFIX;
 use crate::sealed_index::sealed_path;
 use crate::shard::Shared;
-use crate::sync::WakerList;
 
 /// One adopted log.
 struct OrphanLog {

@@ -6,12 +6,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use comet_proto::message::RecordView;
+use comet_rt::sync::WakerList;
 
 use crate::config::StoreConfig;
 use crate::consume_queue::{tag_code, ConsumeQueue, CqEntry};
 use crate::index::KeyIndex;
 use crate::offset::PhysicalOffset;
-use crate::sync::WakerList;
 
 /// Name of the topic holding delayed messages (docs/protocol.md#delay-levels).
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";

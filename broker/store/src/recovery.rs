@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use comet_proto::message::{peek_total_size_and_magic, RecordView, BLANK_MAGIC};
 use comet_rt::io::{DirectFile, OpenMode};
+use comet_rt::sync::WakerList;
 
 use crate::checkpoint::CheckpointFile;
 use crate::commit_log::{
@@ -33,7 +34,6 @@ use crate::limits::{FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES, RECOVERY
 use crate::offset::{file_name, parse_file_name};
 use crate::queues::{dispatch_record, QueueState, Queues};
 use crate::shard::RecoveredState;
-use crate::sync::WakerList;
 
 /// Paths of one store.
 pub(crate) struct Layout {

@@ -6,6 +6,7 @@
 use std::cell::{Cell, RefCell};
 
 use comet_rt::local::LocalTask;
+use comet_rt::sync::{PositionWaiters, WakerList};
 
 use crate::checkpoint::CheckpointFile;
 use crate::commit_log::CommitLog;
@@ -13,7 +14,6 @@ use crate::config::StoreConfig;
 use crate::flights::Flights;
 use crate::index::KeyIndex;
 use crate::queues::Queues;
-use crate::sync::{PositionWaiters, WakerList};
 
 /// Counters for benchmarks and metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -27,7 +27,6 @@ const LAYERS: &[&str] = &[
     "commit_log",
     "config",
     "remap",
-    "sync",
     "error",
     "offset",
     "limits",
