@@ -6,6 +6,10 @@
 //! tunables follow the same spelling with units last (`brokerExpiryMs`, `frameBytesMax`).
 //! Unknown keys (JVM-side settings such as `rocketmqHome`) are ignored with a warning, so an
 //! operator's existing file loads unchanged.
+//!
+//! Every key is one entry of the table below ([`KEYS`]): the field it sets, its default, unit,
+//! when a change takes effect and a line of doc. Parsing, GET_NAMESRV_CONFIG,
+//! `comet-nameserver --help-config` and `docs/config/nameserver.md` all read that table.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -18,6 +22,10 @@ use crate::limits::{
     BROKER_EXPIRY_DEFAULT, CONNECTIONS_MAX_DEFAULT, FRAME_BYTES_MAX_DEFAULT, LISTEN_PORT_DEFAULT,
     SCAN_INTERVAL_DEFAULT,
 };
+
+mod render;
+
+pub use render::{help_text, markdown};
 
 /// Keys UPDATE_NAMESRV_CONFIG may not change (RocketMQ's default `configBlackList`).
 pub const CONFIG_BLACK_LIST: [&str; 3] = ["configBlackList", "configStorePath", "kvConfigPath"];
@@ -45,54 +53,188 @@ pub enum ConfigError {
     },
 }
 
-/// Everything the name server can be told.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NamesrvConfig {
-    /// `listenPort`.
-    pub listen_port: u16,
-    /// `bindAddress`: the address to listen on.
-    pub bind_address: IpAddr,
-    /// `kvConfigPath`: where the KV config is persisted.
-    pub kv_config_path: PathBuf,
-    /// `scanNotActiveBrokerInterval` (ms): how often silent brokers are looked for.
-    pub scan_interval: Duration,
-    /// `brokerExpiryMs`: expiry of brokers that do not send `heartbeatTimeoutMillis`.
-    pub broker_expiry: Duration,
-    /// `orderMessageEnable`: fill `orderTopicConf` from the ORDER_TOPIC_CONFIG namespace.
-    pub order_message_enable: bool,
-    /// `returnOrderTopicConfigToBroker`: send that namespace back on REGISTER_BROKER.
-    pub return_order_topic_config_to_broker: bool,
-    /// `enableAllTopicList`: answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER.
-    pub enable_all_topic_list: bool,
-    /// `enableTopicList`: answer the per-cluster and unit topic lists.
-    pub enable_topic_list: bool,
-    /// `deleteTopicWithBrokerRegistration`: drop a broker's topics missing from its
-    /// registration.
-    pub delete_topic_with_broker_registration: bool,
-    /// `connectionsMax`: connections served at once.
-    pub connections_max: usize,
-    /// `frameBytesMax`: largest frame accepted.
-    pub frame_bytes_max: usize,
+/// When a name-server config key changed at run time (UPDATE_NAMESRV_CONFIG) takes effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applies {
+    /// At once: read on every request or every liveness scan.
+    Live,
+    /// At the next start: read when the name server starts (its listener).
+    AtRestart,
+    /// Set only in the file or on the command line: UPDATE_NAMESRV_CONFIG refuses it
+    /// ([`CONFIG_BLACK_LIST`]).
+    StartUpOnly,
 }
 
-impl Default for NamesrvConfig {
-    fn default() -> NamesrvConfig {
-        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
-        NamesrvConfig {
-            listen_port: LISTEN_PORT_DEFAULT,
-            bind_address: IpAddr::from([0, 0, 0, 0]),
-            kv_config_path: home.join("namesrv").join("kvConfig.json"),
-            scan_interval: SCAN_INTERVAL_DEFAULT,
-            broker_expiry: BROKER_EXPIRY_DEFAULT,
-            order_message_enable: false,
-            return_order_topic_config_to_broker: true,
-            enable_all_topic_list: true,
-            enable_topic_list: true,
-            delete_topic_with_broker_registration: false,
-            connections_max: CONNECTIONS_MAX_DEFAULT,
-            frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
+impl Applies {
+    /// How `--help-config` and the docs say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Applies::Live => "live",
+            Applies::AtRestart => "restart",
+            Applies::StartUpOnly => "start-up only",
         }
     }
+}
+
+/// One name-server config key: what the table below declares for it.
+pub struct KeyDef {
+    /// The RocketMQ key, e.g. `listenPort`.
+    pub key: &'static str,
+    /// Unit of the value (`ms`, `bytes`, ...), empty for none.
+    pub unit: &'static str,
+    /// When a change at run time takes effect.
+    pub applies: Applies,
+    /// One line for operators.
+    pub doc: &'static str,
+    /// The default as the docs state it, where it depends on the machine (`$HOME`).
+    pub default_doc: Option<&'static str>,
+    /// Parses a value into its field; the error names the key.
+    pub parse: fn(&mut NamesrvConfig, &str) -> Result<(), ConfigError>,
+    /// The field's value in the form `parse` takes back.
+    pub show: fn(&NamesrvConfig) -> String,
+}
+
+/// `Some(doc)` when an entry states its default in words, else `None`.
+macro_rules! default_doc {
+    () => {
+        None
+    };
+    ($doc:literal) => {
+        Some($doc)
+    };
+}
+
+/// Declares [`NamesrvConfig`], its `Default` and [`KEYS`] from one entry per key:
+///
+/// ```text
+/// /// More about the field, for maintainers (optional).
+/// field_name: FieldType = default_value => {
+///     key: "rocketmqKey", unit: "ms", applies: Live | AtRestart | StartUpOnly,
+///     doc: "One line for operators.",
+///     default_doc: "$HOME/...", // optional: a default that depends on the machine
+///     parse: fn(key: &str, value: &str) -> Result<FieldType, ConfigError>,
+///     show: fn(&FieldType) -> String,
+/// },
+/// ```
+macro_rules! namesrv_config {
+    ($(
+        $(#[doc = $extra:literal])*
+        $field:ident: $ty:ty = $default:expr => {
+            key: $key:literal, unit: $unit:literal, applies: $applies:ident,
+            doc: $doc:literal,
+            $(default_doc: $default_doc:literal,)?
+            parse: $parse:expr, show: $show:expr $(,)?
+        }
+    ),* $(,)?) => {
+        /// Everything the name server can be told: one field per key of [`KEYS`].
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub struct NamesrvConfig {
+            $(
+                #[doc = concat!("`", $key, "`: ", $doc)]
+                $(#[doc = $extra])*
+                pub $field: $ty,
+            )*
+        }
+
+        impl Default for NamesrvConfig {
+            fn default() -> NamesrvConfig {
+                NamesrvConfig { $($field: $default,)* }
+            }
+        }
+
+        /// Every key the name server understands, in the order the docs list them.
+        pub static KEYS: &[KeyDef] = &[$(
+            KeyDef {
+                key: $key,
+                unit: $unit,
+                applies: Applies::$applies,
+                doc: $doc,
+                default_doc: default_doc!($($default_doc)?),
+                parse: |config, value| {
+                    let parse: fn(&str, &str) -> Result<$ty, ConfigError> = $parse;
+                    config.$field = parse($key, value)?;
+                    Ok(())
+                },
+                show: |config| $show(&config.$field),
+            },
+        )*];
+    };
+}
+
+namesrv_config! {
+    listen_port: u16 = LISTEN_PORT_DEFAULT => {
+        key: "listenPort", unit: "", applies: AtRestart,
+        doc: "Port the name server listens on.",
+        parse: parse_number, show: ToString::to_string,
+    },
+    bind_address: IpAddr = IpAddr::from([0, 0, 0, 0]) => {
+        key: "bindAddress", unit: "", applies: AtRestart,
+        doc: "Address the name server listens on (0.0.0.0: every interface).",
+        parse: parse_ip, show: ToString::to_string,
+    },
+    kv_config_path: PathBuf = home_dir().join("namesrv").join("kvConfig.json") => {
+        key: "kvConfigPath", unit: "", applies: StartUpOnly,
+        doc: "File the KV config (mqadmin updateKvConfig) is kept in.",
+        default_doc: "$HOME/namesrv/kvConfig.json",
+        parse: parse_path, show: path_text,
+    },
+    /// How often silent brokers are looked for.
+    scan_interval: Duration = SCAN_INTERVAL_DEFAULT => {
+        key: "scanNotActiveBrokerInterval", unit: "ms", applies: Live,
+        doc: "How often brokers that stopped sending heartbeats are looked for.",
+        parse: parse_ms, show: ms_text,
+    },
+    /// Brokers that say their own `heartbeatTimeoutMillis` expire after that instead.
+    broker_expiry: Duration = BROKER_EXPIRY_DEFAULT => {
+        key: "brokerExpiryMs", unit: "ms", applies: Live,
+        doc: "Silence after which a broker that names no heartbeat timeout is dropped.",
+        parse: parse_ms, show: ms_text,
+    },
+    order_message_enable: bool = false => {
+        key: "orderMessageEnable", unit: "", applies: Live,
+        doc: "Fill routes' orderTopicConf from the ORDER_TOPIC_CONFIG KV namespace.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    return_order_topic_config_to_broker: bool = true => {
+        key: "returnOrderTopicConfigToBroker", unit: "", applies: Live,
+        doc: "Send the ORDER_TOPIC_CONFIG namespace back on REGISTER_BROKER.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    enable_all_topic_list: bool = true => {
+        key: "enableAllTopicList", unit: "", applies: Live,
+        doc: "Answer GET_ALL_TOPIC_LIST_FROM_NAMESERVER.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    enable_topic_list: bool = true => {
+        key: "enableTopicList", unit: "", applies: Live,
+        doc: "Answer the per-cluster, system and unit topic lists.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    delete_topic_with_broker_registration: bool = false => {
+        key: "deleteTopicWithBrokerRegistration", unit: "", applies: Live,
+        doc: "Drop a master's topics that its registration no longer lists.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    connections_max: usize = CONNECTIONS_MAX_DEFAULT => {
+        key: "connectionsMax", unit: "connections", applies: AtRestart,
+        doc: "Connections served at once (at least 1).",
+        parse: parse_number, show: ToString::to_string,
+    },
+    frame_bytes_max: usize = FRAME_BYTES_MAX_DEFAULT => {
+        key: "frameBytesMax", unit: "bytes", applies: AtRestart,
+        doc: "Largest request frame accepted (1024 ..= 2^31-1).",
+        parse: parse_number, show: ToString::to_string,
+    },
+}
+
+/// `$HOME`, where RocketMQ's name server keeps its files by default.
+fn home_dir() -> PathBuf {
+    std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from)
+}
+
+/// The table entry of `key`, if the name server knows it.
+pub fn key_def(key: &str) -> Option<&'static KeyDef> {
+    KEYS.iter().find(|def| def.key == key)
 }
 
 fn invalid(key: &str, value: &str, expected: &'static str) -> ConfigError {
@@ -126,36 +268,33 @@ fn parse_ms(key: &str, value: &str) -> Result<Duration, ConfigError> {
     Ok(Duration::from_millis(ms))
 }
 
+fn ms_text(duration: &Duration) -> String {
+    duration.as_millis().to_string()
+}
+
+fn parse_ip(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| invalid(key, value, "an IP address"))
+}
+
+fn parse_path(_key: &str, value: &str) -> Result<PathBuf, ConfigError> {
+    Ok(PathBuf::from(value.trim()))
+}
+
+fn path_text(path: &std::path::Path) -> String {
+    path.display().to_string()
+}
+
 impl NamesrvConfig {
     /// Applies one key; unknown keys are ignored (logged). Returns whether the key is known.
     pub fn apply(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
-        match key {
-            "listenPort" => self.listen_port = parse_number(key, value)?,
-            "bindAddress" => {
-                self.bind_address = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| invalid(key, value, "an IP address"))?;
-            }
-            "kvConfigPath" => self.kv_config_path = PathBuf::from(value.trim()),
-            "scanNotActiveBrokerInterval" => self.scan_interval = parse_ms(key, value)?,
-            "brokerExpiryMs" => self.broker_expiry = parse_ms(key, value)?,
-            "orderMessageEnable" => self.order_message_enable = parse_bool(key, value)?,
-            "returnOrderTopicConfigToBroker" => {
-                self.return_order_topic_config_to_broker = parse_bool(key, value)?;
-            }
-            "enableAllTopicList" => self.enable_all_topic_list = parse_bool(key, value)?,
-            "enableTopicList" => self.enable_topic_list = parse_bool(key, value)?,
-            "deleteTopicWithBrokerRegistration" => {
-                self.delete_topic_with_broker_registration = parse_bool(key, value)?;
-            }
-            "connectionsMax" => self.connections_max = parse_number(key, value)?,
-            "frameBytesMax" => self.frame_bytes_max = parse_number(key, value)?,
-            _ => {
-                log::warn!("ignoring unknown name-server config key {key}");
-                return Ok(false);
-            }
-        }
+        let Some(def) = key_def(key) else {
+            log::warn!("ignoring unknown name-server config key {key}");
+            return Ok(false);
+        };
+        (def.parse)(self, value)?;
         Ok(true)
     }
 
@@ -192,38 +331,77 @@ impl NamesrvConfig {
         Ok(())
     }
 
+    /// Every key of [`KEYS`] with its value, sorted by key.
+    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs: Vec<_> = KEYS.iter().map(|def| (def.key, (def.show)(self))).collect();
+        pairs.sort_by_key(|(key, _)| *key);
+        pairs
+    }
+
     /// The configuration as properties text (GET_NAMESRV_CONFIG), keys sorted.
     pub fn to_properties(&self) -> String {
-        let values = [
-            ("bindAddress", self.bind_address.to_string()),
-            ("brokerExpiryMs", self.broker_expiry.as_millis().to_string()),
-            ("connectionsMax", self.connections_max.to_string()),
-            (
-                "deleteTopicWithBrokerRegistration",
-                self.delete_topic_with_broker_registration.to_string(),
-            ),
-            ("enableAllTopicList", self.enable_all_topic_list.to_string()),
-            ("enableTopicList", self.enable_topic_list.to_string()),
-            ("frameBytesMax", self.frame_bytes_max.to_string()),
-            ("kvConfigPath", self.kv_config_path.display().to_string()),
-            ("listenPort", self.listen_port.to_string()),
-            ("orderMessageEnable", self.order_message_enable.to_string()),
-            (
-                "returnOrderTopicConfigToBroker",
-                self.return_order_topic_config_to_broker.to_string(),
-            ),
-            (
-                "scanNotActiveBrokerInterval",
-                self.scan_interval.as_millis().to_string(),
-            ),
-        ];
-        java_properties::write(values.iter().map(|(key, value)| (*key, value.as_str())))
+        let pairs = self.to_pairs();
+        java_properties::write(pairs.iter().map(|(key, value)| (*key, value.as_str())))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+
+    /// A value other than the default for every key, to prove each one round-trips.
+    const SAMPLES: &[(&str, &str)] = &[
+        ("listenPort", "19876"),
+        ("bindAddress", "127.0.0.1"),
+        ("kvConfigPath", "/var/lib/comet/kvConfig.json"),
+        ("scanNotActiveBrokerInterval", "2000"),
+        ("brokerExpiryMs", "30000"),
+        ("orderMessageEnable", "true"),
+        ("returnOrderTopicConfigToBroker", "false"),
+        ("enableAllTopicList", "false"),
+        ("enableTopicList", "false"),
+        ("deleteTopicWithBrokerRegistration", "true"),
+        ("connectionsMax", "100"),
+        ("frameBytesMax", "65536"),
+    ];
+
+    // Proves every key of the table round-trips: a non-default sample applies and is reported
+    // back unchanged (GET_NAMESRV_CONFIG), re-reading the whole report gives an equal config,
+    // and the report lists exactly the table's keys.
+    #[test]
+    fn every_key_round_trips() {
+        let sampled: BTreeSet<&str> = SAMPLES.iter().map(|(key, _)| *key).collect();
+        let table: BTreeSet<&str> = KEYS.iter().map(|def| def.key).collect();
+        assert_eq!(table.len(), KEYS.len(), "a key is declared twice");
+        assert_eq!(sampled, table, "every key needs a sample here");
+        let defaults = NamesrvConfig::default();
+        let mut config = NamesrvConfig::default();
+        for (key, sample) in SAMPLES {
+            assert_eq!(config.apply(key, sample), Ok(true), "{key}");
+            let reported = config.to_pairs();
+            let value = &reported.iter().find(|(k, _)| k == key).unwrap().1;
+            assert_eq!(value, sample, "{key}");
+            let default = (key_def(key).unwrap().show)(&defaults);
+            assert_ne!(value, &default, "{key}: the sample must not be the default");
+        }
+        let reported: BTreeSet<&str> = config.to_pairs().iter().map(|(key, _)| *key).collect();
+        assert_eq!(reported, table);
+        let mut again = NamesrvConfig::default();
+        again.apply_properties(&config.to_properties()).unwrap();
+        assert_eq!(again, config);
+    }
+
+    // Proves the keys the table marks start-up only are the ones UPDATE_NAMESRV_CONFIG
+    // refuses.
+    #[test]
+    fn start_up_only_keys_are_black_listed() {
+        for def in KEYS {
+            let listed = CONFIG_BLACK_LIST.contains(&def.key);
+            assert_eq!(listed, def.applies == Applies::StartUpOnly, "{}", def.key);
+        }
+    }
 
     // Proves a namesrv.properties text with comments, unknown keys and RocketMQ keys loads,
     // and that a bad value is a typed error naming the key.

@@ -33,6 +33,10 @@ struct Args {
     /// Expiry of brokers that do not say their own, in ms (`brokerExpiryMs`).
     #[arg(long = "broker-expiry-ms")]
     broker_expiry_ms: Option<u64>,
+    /// Print every config key with its default, unit and whether a run-time change applies
+    /// at once, then exit.
+    #[arg(long)]
+    help_config: bool,
 }
 
 fn load(args: &Args) -> Result<NamesrvConfig, NameServerError> {
@@ -70,6 +74,10 @@ fn load(args: &Args) -> Result<NamesrvConfig, NameServerError> {
 fn main() {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
+    if args.help_config {
+        print!("{}", comet_nameserver::config::help_text());
+        return;
+    }
     let config = load(&args).unwrap_or_else(|error| fatal(FatalReason::Config, &error.to_string()));
     let name_server = match NameServerThread::spawn(config) {
         Ok(name_server) => name_server,
