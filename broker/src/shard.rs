@@ -83,8 +83,8 @@ pub struct ShardBroker {
     pub shard: ShardId,
     /// Number of shards.
     pub shard_count: usize,
-    /// The configuration as it is now (shared; dereferences to a `BrokerConfig`, changes
-    /// with UPDATE_BROKER_CONFIG).
+    /// The configuration as it is now (shared; `config.load()` reads the current
+    /// `BrokerConfig`, which UPDATE_BROKER_CONFIG replaces).
     pub config: Arc<LiveConfig>,
     /// Broker-wide tables.
     pub metadata: Arc<Metadata>,
