@@ -29,4 +29,3 @@ pub mod timer;
 pub mod topic;
 pub mod traffic;
 pub mod transaction;
-pub mod validation;

@@ -33,11 +33,6 @@ pub mod perm {
     }
 }
 
-pub use comet_proto::names::{
-    AUTO_CREATE_TOPIC_KEY, SCHEDULE_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-};
-
 /// Why a topic could not be auto-created on send.
 #[derive(Debug, PartialEq, Eq)]
 pub enum AutoCreateError {
@@ -74,7 +69,7 @@ impl TopicTable {
         if config.auto_create_topic {
             let queues = config.default_topic_queue_nums;
             add(topic(
-                AUTO_CREATE_TOPIC_KEY,
+                names::AUTO_CREATE_TOPIC_KEY,
                 queues,
                 perm::READ_WRITE | perm::INHERIT,
             ));
@@ -93,7 +88,7 @@ impl TopicTable {
         };
         add(topic(&config.broker_name, 1, broker_perm));
         add(topic(names::OFFSET_MOVED_EVENT_TOPIC, 1, perm::READ_WRITE));
-        add(topic(SCHEDULE_TOPIC, 18, perm::READ_WRITE));
+        add(topic(names::SCHEDULE_TOPIC, 18, perm::READ_WRITE));
         add(topic(
             crate::timer::TIMER_TOPIC,
             crate::timer::limits::TIMER_QUEUES,
@@ -107,8 +102,8 @@ impl TopicTable {
             1,
             perm::READ_WRITE,
         ));
-        add(topic(TRANS_HALF_TOPIC, 1, perm::READ_WRITE));
-        add(topic(TRANS_OP_HALF_TOPIC, 1, perm::READ_WRITE));
+        add(topic(names::TRANS_HALF_TOPIC, 1, perm::READ_WRITE));
+        add(topic(names::TRANS_OP_HALF_TOPIC, 1, perm::READ_WRITE));
         let mut data_version = DataVersion::default();
         if let Some(loaded) = loaded {
             topics.extend(loaded.topic_config_table);
@@ -255,8 +250,8 @@ mod tests {
     fn system_topics_and_auto_creation() {
         let config = BrokerConfig::default();
         let mut table = TopicTable::new(&config, None);
-        assert_eq!(table.get(AUTO_CREATE_TOPIC_KEY).unwrap().perm, 7);
-        assert_eq!(table.get(SCHEDULE_TOPIC).unwrap().read_queue_nums, 18);
+        assert_eq!(table.get(names::AUTO_CREATE_TOPIC_KEY).unwrap().perm, 7);
+        assert_eq!(table.get(names::SCHEDULE_TOPIC).unwrap().read_queue_nums, 18);
         assert!(table.get("DefaultCluster").is_some());
         let version = table.data_version().counter;
         let created = table

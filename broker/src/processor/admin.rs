@@ -14,13 +14,13 @@ use comet_proto::headers::{
     GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
 };
+use comet_proto::names;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::processor::{call_owner, inspect};
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
 use crate::traffic::format_tps;
-use crate::validation;
 
 use super::error;
 
@@ -34,10 +34,10 @@ pub fn create_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    if let Err(reason) = validation::check_topic(&header.topic) {
+    if let Err(reason) = names::check_topic(&header.topic) {
         return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
     }
-    if validation::is_send_forbidden(&header.topic) {
+    if names::is_send_forbidden(&header.topic) {
         return error(
             request,
             ResponseCode::INVALID_PARAMETER,
@@ -108,7 +108,9 @@ pub fn system_topics(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         .iter()
         .map(|config| config.topic_name.clone())
         .filter(|name| {
-            validation::is_send_forbidden(name) || name.starts_with("rmq_sys_") || name == "TBW102"
+            names::is_send_forbidden(name)
+                || name.starts_with(names::SYSTEM_TOPIC_PREFIX)
+                || name == names::AUTO_CREATE_TOPIC_KEY
         })
         .collect();
     let body = TopicList {
@@ -130,7 +132,7 @@ pub fn create_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
             )
         }
     };
-    if let Err(reason) = validation::check_group(&config.group_name) {
+    if let Err(reason) = names::check_group(&config.group_name) {
         return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
     }
     broker.metadata.groups().upsert(config);

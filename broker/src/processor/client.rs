@@ -14,12 +14,12 @@ use comet_proto::headers::{
     GetConsumerListByGroupRequestHeader, NotifyConsumerIdsChangedRequestHeader,
     UnregisterClientRequestHeader,
 };
+use comet_proto::names;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::clients::ChannelRef;
 use crate::lock::QueueKey;
 use crate::shard::{RequestContext, ShardBroker, ShardCall};
-use crate::validation;
 
 use super::error;
 
@@ -60,7 +60,7 @@ pub async fn heartbeat(
     let mut changed_groups = Vec::new();
     let mut topics_created = None;
     for consumer in &data.consumer_data_set {
-        if validation::check_group(&consumer.group_name).is_err() {
+        if names::check_group(&consumer.group_name).is_err() {
             continue;
         }
         let group = broker.metadata.groups().get_or_create(
@@ -69,7 +69,7 @@ pub async fn heartbeat(
         );
         let Some(group) = group else { continue };
         if consumer.consume_type != ConsumeType::CONSUME_POP {
-            let retry = validation::retry_topic(&consumer.group_name);
+            let retry = names::retry_topic(&consumer.group_name);
             let exists = broker.metadata.topics().get(&retry).is_some();
             if !exists {
                 broker

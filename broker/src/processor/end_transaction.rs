@@ -89,7 +89,7 @@ fn check_half(
     view: &RecordView<'_>,
     header: &EndTransactionRequestHeader,
 ) -> Result<(), &'static str> {
-    if view.topic() != crate::topic::TRANS_HALF_TOPIC {
+    if view.topic() != comet_proto::names::TRANS_HALF_TOPIC {
         return Err("the message at commitLogOffset is not a half message");
     }
     if view.property(names::PGROUP) != Some(header.producer_group.as_str()) {

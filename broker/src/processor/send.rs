@@ -26,7 +26,6 @@ use comet_store::StoreError;
 use crate::config::BrokerRole;
 use crate::shard::{RequestContext, ShardBroker};
 use crate::topic::{perm, AutoCreateError};
-use crate::validation;
 
 /// Largest number of messages in one batch send.
 pub const BATCH_MESSAGES_MAX: usize = 10_000;
@@ -143,14 +142,14 @@ fn check_topic(
     request: &RemotingCommand,
     topic: &str,
 ) -> Result<(), RemotingCommand> {
-    if let Err(reason) = validation::check_topic(topic) {
+    if let Err(reason) = comet_proto::names::check_topic(topic) {
         return Err(error(
             request,
             ResponseCode::INVALID_PARAMETER,
             reason.to_string(),
         ));
     }
-    if validation::is_send_forbidden(topic) {
+    if comet_proto::names::is_send_forbidden(topic) {
         let remark = format!("Sending message to topic[{topic}] is forbidden.");
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
@@ -162,7 +161,7 @@ fn check_topic(
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
     if request.request_code() == RequestCode::SEND_BATCH_MESSAGE
-        && validation::is_retry_topic(topic)
+        && comet_proto::names::is_retry_topic(topic)
     {
         return Err(error(
             request,

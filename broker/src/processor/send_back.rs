@@ -27,7 +27,6 @@ use comet_store::PhysicalOffset;
 use crate::schedule::rewrite::{retarget, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
-use crate::validation;
 
 /// Largest value a double (a JavaScript number) holds exactly: 2^53.
 const F64_EXACT_MAX: i64 = 1 << 53;
@@ -197,13 +196,13 @@ async fn store_again(
     let level_count = broker.store.config().delay_levels_ms.len();
     let destination = match target {
         Target::DeadLetter => {
-            let topic = validation::dlq_topic(group);
+            let topic = comet_proto::names::dlq_topic(group);
             ensure_topic(broker, &topic, DLQ_QUEUE_NUMS).await?;
             properties.remove(names::DELAY);
             Rewritten { topic, queue_id: 0 }
         }
         Target::Retry { queue_id, level } => {
-            let topic = validation::retry_topic(group);
+            let topic = comet_proto::names::retry_topic(group);
             ensure_topic(broker, &topic, retry_queue_nums).await?;
             to_schedule(&mut properties, &topic, queue_id, level, level_count)
         }
@@ -239,7 +238,9 @@ pub fn dead_letter_on_send(
     request: &mut RemotingCommand,
     header: &SendMessageRequestHeader,
 ) -> Option<(Rewritten, bool)> {
-    let group = header.topic.strip_prefix(validation::RETRY_PREFIX)?;
+    let group = header
+        .topic
+        .strip_prefix(comet_proto::names::RETRY_TOPIC_PREFIX)?;
     let reconsume_times = header.reconsume_times.unwrap_or(0);
     let group_max = broker
         .metadata
@@ -252,7 +253,7 @@ pub fn dead_letter_on_send(
     if reconsume_times <= max && !orderly {
         return None;
     }
-    let topic = validation::dlq_topic(group);
+    let topic = comet_proto::names::dlq_topic(group);
     let created = broker.metadata.topics().get(&topic).is_none();
     if created {
         broker

@@ -17,6 +17,7 @@ use std::time::Duration;
 use comet_proto::bytes::BytesMut;
 use comet_proto::headers::QueryMessageRequestHeader;
 use comet_proto::message::RecordView;
+use comet_proto::names::SCHEDULE_TOPIC;
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::shutdown::StopSignal;
@@ -27,7 +28,6 @@ use super::limits::{CHECKS_IN_FLIGHT_MAX, READ_BYTES_MAX, READ_RECORDS_MAX};
 use super::{cursor, POLL_INTERVAL_MS, ROUND_ENTRIES_MAX, SCHEDULE_ORIGIN};
 use crate::shard::ShardBroker;
 use crate::timer::deliver::append_concurrently;
-use crate::topic::SCHEDULE_TOPIC;
 
 /// One shard's delivery state.
 struct Scheduler {

@@ -7,10 +7,9 @@
 
 use comet_proto::flags::message as message_sys_flag;
 use comet_proto::headers::{uses_send_header_v2, SendMessageRequestHeader};
+use comet_proto::names::SCHEDULE_TOPIC;
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode};
-
-use crate::topic::SCHEDULE_TOPIC;
 
 /// Where a rewritten send now goes.
 #[derive(Clone, Debug, PartialEq, Eq)]

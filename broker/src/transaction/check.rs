@@ -19,6 +19,7 @@ use comet_proto::headers::{
 };
 use comet_proto::message::{decode_records, encode_record, RecordSpec, RecordView};
 use comet_proto::message_id::encode_offset_msg_id;
+use comet_proto::names::{TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::shutdown::StopSignal;
@@ -27,7 +28,6 @@ use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset};
 
 use super::{is_resolved, mark_resolved, op_offsets, op_record, unmark_resolved, SYSTEM_GROUP};
 use crate::shard::ShardBroker;
-use crate::topic::{TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
 
 /// Half records read per store read.
 const READ_RECORDS_MAX: usize = 256;

@@ -29,12 +29,12 @@ use comet_proto::bytes::BytesMut;
 use comet_proto::flags::message as message_sys_flag;
 use comet_proto::headers::SendMessageRequestHeader;
 use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::names::{TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode};
 
 use crate::schedule::rewrite::{requested_level, retarget, send_keys, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
-use crate::topic::{TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
 
 /// Tag of op records.
 pub const OP_TAG: &str = "d";
