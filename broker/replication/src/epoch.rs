@@ -9,7 +9,7 @@
 //!
 //! Two logs that both hold bytes of epoch `e` got them from the same master, so they agree
 //! on every byte up to the smaller of their two ends of `e`. That gives the divergence rule
-//! ([`reconcile`]), as Kafka's leader epochs and RocketMQ 5's epoch file do: take the largest
+//! ([`reconcile`]), as Kafka's leader epochs and RocketMQ 5's `EpochFileCache` do: take the largest
 //! epoch both histories know; the slave keeps its log up to the smaller of the two ends of
 //! that epoch and truncates the rest. A slave that shares no epoch with the master (or has
 //! bytes but no history) cannot prove any byte, and is copied afresh from the master's
@@ -274,7 +274,8 @@ pub enum ResumePlan {
     },
     /// No byte of the slave's log can be proven, or the master no longer retains where it
     /// ends: drop the whole log and start it afresh at `from`, the start of the master's
-    /// oldest retained segment (never only its newest: Apache RocketMQ's #3661).
+    /// oldest retained segment (never only its newest, which left Java's HA slaves with
+    /// a hole).
     FullCopy {
         /// Where the slave's new log starts.
         from: u64,

@@ -12,7 +12,8 @@
 //! - `acked_durable <= acked_written <= next`: an Ack is accepted only if it claims no byte
 //!   that was not sent in this session, is internally consistent, and moves nothing
 //!   backwards; anything else is an error that closes the stream. So no peer can make a
-//!   SYNC_MASTER send succeed with bytes it never received (Apache RocketMQ's #1155).
+//!   SYNC_MASTER send succeed with bytes it never received (as any client of Java's HA
+//!   port could, by reporting an offset past the master's).
 //! - `next - acked_written <= window_bytes`, except that one record larger than the window
 //!   is sent alone once everything before it is acknowledged.
 //! - A Data frame holds whole records of one segment and one epoch.
