@@ -114,10 +114,7 @@ impl LiveConfig {
     /// (durably) before the new values become visible. Blocking (small file I/O): call it off
     /// the shards' hot path.
     pub fn update(&self, pairs: &[(String, String)]) -> Result<UpdateOutcome, UpdateError> {
-        if let Some((key, _)) = pairs
-            .iter()
-            .find(|(key, _)| is_blacklisted(key))
-        {
+        if let Some((key, _)) = pairs.iter().find(|(key, _)| is_blacklisted(key)) {
             return Err(UpdateError::Blacklisted(key.clone()));
         }
         let mut overrides = self

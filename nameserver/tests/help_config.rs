@@ -15,7 +15,11 @@ fn help_config_prints_the_table() {
     assert!(output.status.success(), "{output:?}");
     let text = String::from_utf8(output.stdout).unwrap();
     for def in KEYS {
-        assert!(text.contains(&format!("\n{} = ", def.key)), "{}: {text}", def.key);
+        assert!(
+            text.contains(&format!("\n{} = ", def.key)),
+            "{}: {text}",
+            def.key
+        );
     }
     assert!(text.contains("listenPort = 9876 (restart)"), "{text}");
 }
