@@ -202,3 +202,44 @@ fn main() {
     }
     log::info!("comet-broker stopped cleanly");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves every named flag sets a key of the config table (a renamed key cannot leave a
+    // flag behind that the broker would ignore), and that `-o` without `=` is a typed error.
+    #[test]
+    fn flags_set_keys_of_the_table() {
+        let args = Args::parse_from([
+            "comet-broker",
+            "-n",
+            "127.0.0.1:9876",
+            "--bind-address",
+            "127.0.0.1",
+            "--listen-port",
+            "20911",
+            "--store",
+            "/tmp/store",
+            "--flush",
+            "ASYNC_FLUSH",
+            "--broker-ip",
+            "10.0.0.1",
+            "-o",
+            "regionId=EU",
+        ]);
+        let pairs = flag_pairs(&args).unwrap();
+        assert_eq!(pairs.len(), 7);
+        for (key, _) in &pairs {
+            assert!(comet_broker::config::key_def(key).is_some(), "{key}");
+        }
+        let mut config = BrokerConfig::default();
+        let unknown = config
+            .apply_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .unwrap();
+        assert!(unknown.is_empty(), "{unknown:?}");
+        assert_eq!(config.region_id, "EU");
+        let args = Args::parse_from(["comet-broker", "-o", "regionId"]);
+        assert!(matches!(flag_pairs(&args), Err(LoadError::Option(_))));
+    }
+}
