@@ -649,7 +649,10 @@ fn sample_traffic(broker: &ShardBroker) {
 /// Shard 0: registration (every period, and right after a topic change), metadata
 /// persistence, client and lock expiry.
 async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_stop: bool) {
-    let mut links = register::links(&broker.config.snapshot());
+    // What is registered (name, addresses, cluster) takes effect at restart: a run-time
+    // update of `listenPort` must not advertise a port nothing listens on.
+    let registered = broker.config.snapshot();
+    let mut links = register::links(&registered);
     let period = Duration::from_millis(broker.config.load().register_period_ms);
     let mut since_register = period;
     let mut opaque = 0i32;
@@ -664,7 +667,7 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
                 .topics()
                 .to_wrapper(broker.config.load().broker_permission);
             opaque = opaque.wrapping_add(1);
-            register::register_all(&broker.config.snapshot(), &mut links, &wrapper, opaque).await;
+            register::register_all(&registered, &mut links, &wrapper, opaque).await;
             broker.metadata.set_registered_generation(generation);
             since_register = Duration::ZERO;
         }
@@ -678,12 +681,7 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
         since_register += wait_for_change(broker, stop).await;
     }
     if unregister_at_stop {
-        register::unregister_all(
-            &broker.config.snapshot(),
-            &mut links,
-            opaque.wrapping_add(1),
-        )
-        .await;
+        register::unregister_all(&registered, &mut links, opaque.wrapping_add(1)).await;
     }
 }
 
