@@ -243,6 +243,8 @@ pub struct SendRange {
 pub enum Prepared {
     /// Send this frame.
     Data(Data),
+    /// Nothing may be sent now ([`Sender::next_send`] says `None`): the bytes were not used.
+    Wait,
     /// The bytes hold no whole record: read at least `bytes` from `position` (the next
     /// [`Sender::next_send`] asks for them).
     NeedMore {
@@ -431,7 +433,7 @@ impl Sender {
             });
         }
         let segment_bytes = self.config.segment_bytes.max(1);
-        let segment_end = self.next - self.next % segment_bytes + segment_bytes;
+        let segment_end = (self.next - self.next % segment_bytes).saturating_add(segment_bytes);
         let epoch_end = master
             .epochs
             .next_start_after(self.next)
@@ -471,8 +473,9 @@ impl Sender {
     }
 
     /// Turns `bytes`, read from the log at [`Sender::next_position`], into the next Data
-    /// frame: the whole records among them, within this segment and epoch. `confirm` is the
-    /// master's confirm position (see `sync_wait`).
+    /// frame: the whole records among them within what [`Sender::next_send`] allows (this
+    /// segment, this epoch, the window), so reading more than asked is harmless. `confirm`
+    /// is the master's confirm position (see `sync_wait`).
     pub fn prepare(
         &mut self,
         bytes: Bytes,
@@ -480,10 +483,10 @@ impl Sender {
         confirm: u64,
         now: Instant,
     ) -> Result<Prepared, SendError> {
-        let available = self.log_bytes_available(master)?;
-        let usable = usize::try_from(available.min(DATA_PAYLOAD_BYTES_MAX as u64))
-            .expect("bounded by DATA_PAYLOAD_BYTES_MAX")
-            .min(bytes.len());
+        let Some(range) = self.next_send(master)? else {
+            return Ok(Prepared::Wait);
+        };
+        let usable = range.max_bytes.min(bytes.len());
         let found = scan(&bytes[..usable], self.next, self.config.segment_bytes)?;
         if found.whole_bytes == 0 {
             let needed = found.next_record_bytes.unwrap_or(BLANK_MARKER_BYTES);
@@ -788,13 +791,15 @@ mod tests {
         assert_eq!(first.payload_crc, crc32fast::hash(&first.payload));
         let range = sender.next_send(&master).expect("ok").expect("window room");
         assert_eq!(range.max_bytes, 1000, "window of 3000 with 2000 unacked");
-        let second = data(
-            sender
-                .prepare(read(&log, range), &master, 0, now)
-                .expect("ok"),
-        );
+        let read_too_much = Bytes::copy_from_slice(&log[2000..]);
+        let second = data(sender.prepare(read_too_much, &master, 0, now).expect("ok"));
         assert_eq!((second.start, second.payload.len()), (2000, 1000));
         assert_eq!(sender.next_send(&master), Ok(None), "window full");
+        assert_eq!(
+            sender.prepare(Bytes::copy_from_slice(&log[3000..]), &master, 0, now),
+            Ok(Prepared::Wait),
+            "bytes read past the window are not sent"
+        );
         sender
             .on_ack(
                 &Ack {

@@ -80,13 +80,13 @@ pub enum FramingError {
 /// after the segment's end marker (what follows belongs to the next segment). Never reads
 /// past `bytes`; damage is an error, a short input is not.
 pub fn scan(bytes: &[u8], start_position: u64, segment_bytes: u64) -> Result<Scan, FramingError> {
-    if segment_bytes == 0 || start_position > crate::limits::POSITION_MAX {
-        return Err(FramingError::NoSegment {
+    let segment_end = (start_position - start_position % segment_bytes.max(1))
+        .checked_add(segment_bytes)
+        .filter(|_| segment_bytes > 0 && start_position <= crate::limits::POSITION_MAX)
+        .ok_or(FramingError::NoSegment {
             position: start_position,
             segment_bytes,
-        });
-    }
-    let segment_end = start_position - start_position % segment_bytes + segment_bytes;
+        })?;
     let mut at = 0usize;
     let mut position = start_position;
     let done = |at: usize, position: u64, next: Option<u64>| Scan {
@@ -264,6 +264,10 @@ pub(crate) mod tests {
         ));
         assert!(matches!(
             scan(&[], 0, 0),
+            Err(FramingError::NoSegment { .. })
+        ));
+        assert!(matches!(
+            scan(&[], u64::MAX, 1 << 63),
             Err(FramingError::NoSegment { .. })
         ));
     }

@@ -280,6 +280,7 @@ fn master_step(master: &mut Master, session: &mut MasterSession, wire: &mut Wire
         match sender.prepare(bytes, &view, master.confirm.get(), now) {
             Ok(Prepared::Data(data)) => send(&mut wire.to_slave, Frame::Data(data)),
             Ok(Prepared::NeedMore { .. }) => continue,
+            Ok(Prepared::Wait) => break,
             Err(error) => return close(session, wire, error.close()),
         }
     }
