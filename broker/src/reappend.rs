@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
-use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::message::{encode_record, RecordError, RecordSpec, RecordView};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::task_class::timeout;
 use comet_rt::ShardId;
@@ -27,12 +27,13 @@ pub const APPEND_CHUNK_BYTES: usize = 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum ReappendError {
     /// A record does not parse (a bug in the caller).
-    #[error("record {index} is malformed: {reason}")]
+    #[error("record {index} is malformed: {source}")]
     Malformed {
         /// Position in the call.
         index: usize,
-        /// Parser message.
-        reason: String,
+        /// The parser's error.
+        #[source]
+        source: RecordError,
     },
     /// The owner's store refused or timed out.
     #[error("append on {shard} failed: {reason}")]
@@ -73,8 +74,8 @@ pub fn restored_record(
 }
 
 /// The shard owning the queue `record` names.
-pub fn owner_of_record(broker: &ShardBroker, record: &[u8]) -> Result<ShardId, String> {
-    let view = RecordView::parse(record).map_err(|e| e.to_string())?;
+pub fn owner_of_record(broker: &ShardBroker, record: &[u8]) -> Result<ShardId, RecordError> {
+    let view = RecordView::parse(record)?;
     Ok(broker.owner_of(view.topic(), view.queue_id()))
 }
 
@@ -88,7 +89,7 @@ pub async fn append_on_owners(
     let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
     for (index, record) in records.into_iter().enumerate() {
         let owner = owner_of_record(broker, &record)
-            .map_err(|reason| ReappendError::Malformed { index, reason })?;
+            .map_err(|source| ReappendError::Malformed { index, source })?;
         by_owner.entry(owner).or_default().push(record);
     }
     for (owner, records) in by_owner {
@@ -158,7 +159,7 @@ pub async fn append_local(broker: &ShardBroker, records: Vec<BytesMut>) -> Remot
     for record in &records {
         match owner_of_record(broker, record) {
             Ok(owner) => assert_eq!(owner, broker.shard, "re-stored record sent to a non-owner"),
-            Err(reason) => return status(ResponseCode::SYSTEM_ERROR, &reason),
+            Err(error) => return status(ResponseCode::SYSTEM_ERROR, &error.to_string()),
         }
     }
     append_owned(broker, records).await

@@ -17,7 +17,7 @@ use comet_proto::headers::{
 use comet_proto::names;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
-use crate::processor::{call_owner, inspect};
+use crate::processor::{call_owner, inspect, InternalCallError};
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
 use crate::traffic::format_tps;
@@ -237,7 +237,9 @@ pub async fn topic_stats(broker: &ShardBroker, request: &RemotingCommand) -> Rem
         if max_offset > 0 {
             match inspect::queue_time_span(broker, "", &header.topic, queue_id).await {
                 Ok(span) => last_update_timestamp = span.max_time_stamp,
-                Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
+                Err(failure) => {
+                    return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string())
+                }
             }
         }
         let offset = TopicOffset {
@@ -271,7 +273,7 @@ pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> R
     };
     let topics = match consume_stats_topics(broker, &header).await {
         Ok(topics) => topics,
-        Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
+        Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
     let mut offset_table = BTreeMap::new();
     let now_ms = comet_rt::clock::wall_clock_ms();
@@ -306,7 +308,7 @@ pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> R
 async fn consume_stats_topics(
     broker: &ShardBroker,
     header: &GetConsumeStatsRequestHeader,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, InternalCallError> {
     if let Some(list) = header.topic_list.as_deref().filter(|list| !list.is_empty()) {
         return Ok(list.split(';').map(str::to_owned).collect());
     }

@@ -10,6 +10,7 @@ use comet_proto::properties::names;
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 use comet_store::PhysicalOffset;
 
+use crate::reappend::{append_on_owners, ReappendError};
 use crate::shard::ShardBroker;
 use crate::transaction;
 
@@ -67,7 +68,7 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Option<
         Ok(Decision::AlreadyResolved) => {
             reply(request, ResponseCode::SYSTEM_ERROR, ALREADY_RESOLVED_REMARK)
         }
-        Err(remark) => reply(request, ResponseCode::SYSTEM_ERROR, &remark),
+        Err(error) => reply(request, ResponseCode::SYSTEM_ERROR, &error.to_string()),
     }
 }
 
@@ -104,13 +105,24 @@ fn check_half(
     Ok(())
 }
 
+/// Why a decision could not be stored.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    /// The half does not say where its committed message goes.
+    #[error("the half message has no REAL_TOPIC/REAL_QID")]
+    NoRealQueue,
+    /// The committed message or the op record was not stored.
+    #[error(transparent)]
+    Reappend(#[from] ReappendError),
+}
+
 /// Stores the decision for a half once: the committed message (commit only), then the op
 /// record. A half already resolved is left alone.
 pub async fn decide(
     broker: &ShardBroker,
     half: &RecordView<'_>,
     commit: bool,
-) -> Result<Decision, String> {
+) -> Result<Decision, DecisionError> {
     let queue_offset = half.queue_offset();
     if !transaction::mark_resolved(queue_offset) {
         return Ok(Decision::AlreadyResolved);
@@ -126,17 +138,13 @@ async fn store_decision(
     broker: &ShardBroker,
     half: &RecordView<'_>,
     commit: bool,
-) -> Result<(), String> {
+) -> Result<(), DecisionError> {
     if commit {
         let level_count = broker.store.config().delay_levels_ms.len();
         let record = transaction::committed_record(broker, half, level_count)
-            .ok_or("the half message has no REAL_TOPIC/REAL_QID")?;
-        crate::reappend::append_on_owners(broker, vec![record])
-            .await
-            .map_err(|e| e.to_string())?;
+            .ok_or(DecisionError::NoRealQueue)?;
+        append_on_owners(broker, vec![record]).await?;
     }
     let op = transaction::op_record(broker, half.queue_offset());
-    crate::reappend::append_on_owners(broker, vec![op])
-        .await
-        .map_err(|e| e.to_string())
+    Ok(append_on_owners(broker, vec![op]).await?)
 }

@@ -36,7 +36,7 @@ use comet_store::limits::CQ_INSPECT_ENTRIES_MAX;
 use comet_store::{QueueOffset, StoreError};
 
 use super::admin::{internal_request, message_queue, owner_offset, queue_min_max};
-use super::{call_owner, call_shard, error};
+use super::{call_owner, call_shard, error, InternalCallError};
 use crate::offset::OffsetFile;
 use crate::schedule::cursor;
 use crate::shard::{RequestContext, ShardBroker};
@@ -60,7 +60,7 @@ pub fn query_consume_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     if let Err(reason) = check_cq_query(&header) {
-        return error(request, ResponseCode::INVALID_PARAMETER, reason);
+        return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
     }
     let (topic, queue_id) = (header.topic.as_str(), header.queue_id);
     if !broker.store.has_queue(topic, queue_id) {
@@ -96,20 +96,31 @@ pub fn query_consume_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
     response.with_body(body.encode())
 }
 
+/// A QUERY_CONSUME_QUEUE header outside the bounds it must respect.
+#[derive(Debug, thiserror::Error)]
+enum CqQueryError {
+    /// A negative queue id.
+    #[error("queueId {0} is negative")]
+    NegativeQueueId(i32),
+    /// A negative start index.
+    #[error("index {0} is negative")]
+    NegativeIndex(i64),
+    /// Too many (or a negative number of) entries asked for.
+    #[error("count {0} is outside 0..={CQ_INSPECT_ENTRIES_MAX}")]
+    Count(i32),
+}
+
 /// The bounds a QUERY_CONSUME_QUEUE header must respect.
-fn check_cq_query(header: &QueryConsumeQueueRequestHeader) -> Result<(), String> {
+fn check_cq_query(header: &QueryConsumeQueueRequestHeader) -> Result<(), CqQueryError> {
     if header.queue_id < 0 {
-        return Err(format!("queueId {} is negative", header.queue_id));
+        return Err(CqQueryError::NegativeQueueId(header.queue_id));
     }
     if header.index < 0 {
-        return Err(format!("index {} is negative", header.index));
+        return Err(CqQueryError::NegativeIndex(header.index));
     }
     let count_ok = usize::try_from(header.count).is_ok_and(|n| n <= CQ_INSPECT_ENTRIES_MAX);
     if !count_ok {
-        return Err(format!(
-            "count {} is outside 0..={CQ_INSPECT_ENTRIES_MAX}",
-            header.count
-        ));
+        return Err(CqQueryError::Count(header.count));
     }
     Ok(())
 }
@@ -163,7 +174,7 @@ pub async fn consume_time_span(broker: &ShardBroker, request: &RemotingCommand) 
     for queue_id in 0..config.write_queue_nums {
         match queue_time_span(broker, &header.group, &header.topic, queue_id).await {
             Ok(span) => consume_time_span_set.push(span),
-            Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
+            Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
         }
     }
     ok(request).with_body(
@@ -180,20 +191,20 @@ pub(crate) async fn queue_time_span(
     group: &str,
     topic: &str,
     queue_id: i32,
-) -> Result<QueueTimeSpan, String> {
+) -> Result<QueueTimeSpan, InternalCallError> {
     let header = QueryConsumeTimeSpanRequestHeader {
         topic: topic.to_owned(),
         group: group.to_owned(),
     };
     let mut request = internal_request(RequestCode::QUERY_CONSUME_TIME_SPAN, &header);
     request.ext_fields.insert("queueId", queue_id.to_string());
-    let response = call_owner(broker, topic, queue_id, request)
-        .await
-        .ok_or_else(|| format!("no answer for {queue_id}@{topic}"))?;
-    if response.response_code() != ResponseCode::SUCCESS {
-        return Err(response.remark.unwrap_or_default());
-    }
-    QueueTimeSpan::decode(&response.body).map_err(|e| e.to_string())
+    let asked = || format!("time span of {queue_id}@{topic}");
+    let answer = call_owner(broker, topic, queue_id, request).await;
+    let response = InternalCallError::successful(answer, asked)?;
+    QueueTimeSpan::decode(&response.body).map_err(|source| InternalCallError::Unreadable {
+        asked: asked(),
+        source,
+    })
 }
 
 /// The span of one queue this shard owns. Times the store cannot give are -1, as Java's
@@ -314,7 +325,7 @@ pub async fn broker_consume_stats(
     };
     let offsets = match gather_offsets(broker).await {
         Ok(offsets) => offsets,
-        Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
+        Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
     let group_names = broker.metadata.groups().names();
     let mut list = ConsumeStatsList {
@@ -366,18 +377,19 @@ pub(crate) fn topics_of_group(offsets: &OffsetFile, group: &str) -> BTreeSet<Str
 }
 
 /// Every shard's consumer offsets, merged (each queue's offsets live on one shard only).
-pub(crate) async fn gather_offsets(broker: &ShardBroker) -> Result<OffsetFile, String> {
+pub(crate) async fn gather_offsets(broker: &ShardBroker) -> Result<OffsetFile, InternalCallError> {
     let mut merged = OffsetFile::default();
     for index in 0..broker.shard_count {
         let request = RemotingCommand::request(RequestCode::GET_ALL_CONSUMER_OFFSET, 0);
-        let response = call_shard(broker, index, request)
-            .await
-            .ok_or_else(|| format!("shard {index} gave no offsets"))?;
-        if response.response_code() != ResponseCode::SUCCESS {
-            return Err(response.remark.unwrap_or_default());
-        }
-        let part = ConsumerOffsetSerializeWrapper::decode(&response.body)
-            .map_err(|e| format!("offsets of shard {index}: {e}"))?;
+        let asked = || format!("offsets of shard {index}");
+        let answer = call_shard(broker, index, request).await;
+        let response = InternalCallError::successful(answer, asked)?;
+        let part = ConsumerOffsetSerializeWrapper::decode(&response.body).map_err(|source| {
+            InternalCallError::Unreadable {
+                asked: asked(),
+                source,
+            }
+        })?;
         for (key, queues) in part.offset_table {
             merged.offset_table.entry(key).or_default().extend(queues);
         }
@@ -408,7 +420,7 @@ pub async fn all_consumer_offsets(
             };
             ok(request).with_body(body.encode())
         }
-        Err(remark) => error(request, ResponseCode::SYSTEM_ERROR, remark),
+        Err(failure) => error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     }
 }
 
@@ -451,7 +463,7 @@ pub async fn clone_group_offset(
     };
     let offsets = match gather_offsets(broker).await {
         Ok(offsets) => offsets,
-        Err(remark) => return error(request, ResponseCode::SYSTEM_ERROR, remark),
+        Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
     let held = topics_of_group(&offsets, &header.src_group);
     let topics: Vec<String> = match header.topic.as_deref().map(str::trim) {

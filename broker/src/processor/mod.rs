@@ -196,6 +196,51 @@ pub(crate) async fn on_shard(
     }
 }
 
+/// Why an internal request to a shard gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum InternalCallError {
+    /// The shard did not answer (it is stopping).
+    #[error("{asked}: no answer")]
+    NoAnswer {
+        /// What was asked of whom.
+        asked: String,
+    },
+    /// The shard answered with an error; its remark says why.
+    #[error("{remark}")]
+    Refused {
+        /// The answer's code.
+        code: ResponseCode,
+        /// The answer's remark.
+        remark: String,
+    },
+    /// The answer's body could not be read.
+    #[error("{asked}: unreadable answer: {source}")]
+    Unreadable {
+        /// What was asked of whom.
+        asked: String,
+        /// The body's decoding error.
+        #[source]
+        source: comet_proto::json::JsonError,
+    },
+}
+
+impl InternalCallError {
+    /// The answer `response`, or why it is not one: `asked` says what was asked of whom.
+    pub fn successful(
+        response: Option<RemotingCommand>,
+        asked: impl FnOnce() -> String,
+    ) -> Result<RemotingCommand, InternalCallError> {
+        let response = response.ok_or_else(|| InternalCallError::NoAnswer { asked: asked() })?;
+        match response.response_code() {
+            ResponseCode::SUCCESS => Ok(response),
+            code => Err(InternalCallError::Refused {
+                code,
+                remark: response.remark.unwrap_or_default(),
+            }),
+        }
+    }
+}
+
 /// Runs an internal request (built by the broker itself) on the owner of the queue.
 pub async fn call_owner(
     broker: &ShardBroker,

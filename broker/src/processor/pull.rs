@@ -14,7 +14,7 @@ use comet_proto::flags::pull as pull_sys_flag;
 use comet_proto::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 use comet_rt::task_class::timeout;
-use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset};
+use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use crate::shard::ShardBroker;
 use crate::stats::Delivery;
@@ -59,7 +59,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
     }
     let mut result = match read(broker, &header, &subscription).await {
         Ok(result) => result,
-        Err(response) => return error(&request, ResponseCode::SYSTEM_ERROR, response),
+        Err(failure) => return error(&request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
     let suspend = header.sys_flag & pull_sys_flag::SUSPEND != 0;
     if suspend && would_be_not_found(&header, &result) {
@@ -74,7 +74,9 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         .await;
         result = match read(broker, &header, &subscription).await {
             Ok(result) => result,
-            Err(response) => return error(&request, ResponseCode::SYSTEM_ERROR, response),
+            Err(failure) => {
+                return error(&request, ResponseCode::SYSTEM_ERROR, failure.to_string())
+            }
         };
     }
     if result.status == GetStatus::Found {
@@ -238,7 +240,7 @@ async fn read(
     broker: &ShardBroker,
     header: &PullMessageRequestHeader,
     subscription: &TagSubscription,
-) -> Result<GetResult, String> {
+) -> Result<GetResult, StoreError> {
     let codes: Vec<i64> = subscription
         .codes()
         .iter()
@@ -269,7 +271,6 @@ async fn read(
             filter,
         )
         .await
-        .map_err(|e| e.to_string())
 }
 
 fn would_be_not_found(header: &PullMessageRequestHeader, result: &GetResult) -> bool {

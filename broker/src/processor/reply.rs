@@ -60,13 +60,36 @@ pub async fn process(
             answer.code = ResponseCode::SUCCESS.value();
             answer.remark = None;
         }
-        Err(reason) => {
-            log::warn!("{reason}");
+        Err(failure) => {
+            log::warn!("{failure}");
             answer.code = ResponseCode::SYSTEM_ERROR.value();
-            answer.remark = Some(reason);
+            answer.remark = Some(failure.to_string());
         }
     }
     answer
+}
+
+/// Why a reply did not reach its requester; the texts are Java's `ReplyMessageProcessor`
+/// remarks, which requesters see.
+#[derive(Debug, thiserror::Error)]
+enum PushFailure {
+    /// The reply does not name its requester.
+    #[error("reply message properties[{}] is null", names::REPLY_TO_CLIENT)]
+    NoRequester,
+    /// The requester is not connected.
+    #[error("push reply message fail, channel of <{requester}> not found.")]
+    NotConnected {
+        /// The requester's client id.
+        requester: String,
+    },
+    /// The requester refused the reply or did not answer.
+    #[error("push reply message to {requester} fail: {remark}")]
+    Refused {
+        /// The requester's client id.
+        requester: String,
+        /// Its answer's remark.
+        remark: String,
+    },
 }
 
 /// PUSH_REPLY_MESSAGE_TO_CLIENT to the requester named in `REPLY_TO_CLIENT`; why not, if not.
@@ -75,19 +98,14 @@ async fn push_to_requester(
     context: RequestContext,
     header: &SendMessageRequestHeader,
     request: &RemotingCommand,
-) -> Result<(), String> {
+) -> Result<(), PushFailure> {
     let mut properties = Properties::decode(header.properties.as_deref().unwrap_or(""));
     let Some(requester) = properties.get(names::REPLY_TO_CLIENT).map(str::to_owned) else {
-        return Err(format!(
-            "reply message properties[{}] is null",
-            names::REPLY_TO_CLIENT
-        ));
+        return Err(PushFailure::NoRequester);
     };
     let found = broker.metadata.clients().find_producer(&requester);
     let Some((group, channel)) = found else {
-        return Err(format!(
-            "push reply message fail, channel of <{requester}> not found."
-        ));
+        return Err(PushFailure::NotConnected { requester });
     };
     let now_ms = comet_rt::clock::wall_clock_ms();
     properties.insert(names::PUSH_REPLY_TIME, now_ms.to_string());
@@ -122,10 +140,10 @@ async fn push_to_requester(
     if answer.response_code() == ResponseCode::SUCCESS {
         Ok(())
     } else {
-        Err(format!(
-            "push reply message to {requester} fail: {}",
-            answer.remark.as_deref().unwrap_or("refused")
-        ))
+        Err(PushFailure::Refused {
+            requester,
+            remark: answer.remark.unwrap_or_else(|| "refused".to_owned()),
+        })
     }
 }
 

@@ -19,11 +19,12 @@
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::headers::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeader};
-use comet_proto::message::{encode_record, RecordSpec, RecordView};
+use comet_proto::message::{encode_record, RecordError, RecordSpec, RecordView};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 use comet_store::PhysicalOffset;
 
+use crate::reappend::ReappendError;
 use crate::schedule::rewrite::{retarget, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
@@ -102,8 +103,28 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
             broker.stats.add(shard, sent_back, topic, &header.group, 1);
             RemotingCommand::response_to(request, ResponseCode::SUCCESS)
         }
-        Err(remark) => error(request, ResponseCode::SYSTEM_ERROR, remark),
+        Err(failure) => error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     }
+}
+
+/// Why a message sent back could not be stored again.
+#[derive(Debug, thiserror::Error)]
+enum SendBackError {
+    /// The retry or dead-letter topic was created but could not be persisted.
+    #[error("cannot persist {topic}: {source}")]
+    PersistTopic {
+        /// The topic.
+        topic: String,
+        /// The write's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The rewritten record cannot be encoded.
+    #[error(transparent)]
+    Encode(#[from] RecordError),
+    /// The rewritten record was not stored.
+    #[error(transparent)]
+    Reappend(#[from] ReappendError),
 }
 
 /// The record at `offset`, or, past 2^53, the one a double-rounded `offset` stands for.
@@ -163,7 +184,11 @@ fn next_queue(broker: &ShardBroker, queue_nums: i32) -> i32 {
 }
 
 /// Ensures the retry or dead-letter topic exists (persisted before the record is stored).
-async fn ensure_topic(broker: &ShardBroker, topic: &str, queue_nums: i32) -> Result<(), String> {
+async fn ensure_topic(
+    broker: &ShardBroker,
+    topic: &str,
+    queue_nums: i32,
+) -> Result<(), SendBackError> {
     let exists = broker.metadata.topics().get(topic).is_some();
     if exists {
         return Ok(());
@@ -175,7 +200,10 @@ async fn ensure_topic(broker: &ShardBroker, topic: &str, queue_nums: i32) -> Res
     broker.metadata.mark_topics_changed();
     super::persist_topics_now(broker)
         .await
-        .map_err(|e| format!("cannot persist {topic}: {e}"))
+        .map_err(|source| SendBackError::PersistTopic {
+            topic: topic.to_owned(),
+            source,
+        })
 }
 
 async fn store_again(
@@ -184,7 +212,7 @@ async fn store_again(
     view: &RecordView<'_>,
     target: Target,
     retry_queue_nums: i32,
-) -> Result<(), String> {
+) -> Result<(), SendBackError> {
     let mut properties = Properties::decode(view.properties());
     if properties.get(names::RETRY_TOPIC).is_none() {
         properties.insert(names::RETRY_TOPIC, view.topic());
@@ -222,10 +250,8 @@ async fn store_again(
         properties: &properties,
     };
     let mut record = BytesMut::new();
-    encode_record(&spec, 0, 0, 0, &mut record).map_err(|e| e.to_string())?;
-    crate::reappend::append_on_owners(broker, vec![record])
-        .await
-        .map_err(|e| e.to_string())
+    encode_record(&spec, 0, 0, 0, &mut record)?;
+    Ok(crate::reappend::append_on_owners(broker, vec![record]).await?)
 }
 
 /// The client's fallback send to `%RETRY%<group>`: past the limit (`reconsumeTimes >

@@ -122,7 +122,7 @@ pub async fn append_concurrently(
     let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
     for (index, record) in records.into_iter().enumerate() {
         let owner = reappend::owner_of_record(broker, &record)
-            .map_err(|reason| ReappendError::Malformed { index, reason })?;
+            .map_err(|source| ReappendError::Malformed { index, source })?;
         by_owner.entry(owner).or_default().push(record);
     }
     let mut queues: Vec<(ShardId, VecDeque<Vec<BytesMut>>)> = by_owner
