@@ -41,7 +41,8 @@ impl LockTable {
     }
 
     fn is_live(lock: &Lock, now_ms: i64) -> bool {
-        now_ms - lock.taken_ms < LOCK_LIFETIME.as_millis() as i64
+        let lifetime_ms = i64::try_from(LOCK_LIFETIME.as_millis()).unwrap_or(i64::MAX);
+        now_ms - lock.taken_ms < lifetime_ms
     }
 
     /// Locks (or renews) every queue in `queues` that is free, expired, or already held by

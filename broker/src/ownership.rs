@@ -42,7 +42,7 @@ mod tests {
     fn ownership_is_stable_and_spread() {
         assert_eq!(topic_hash("TopicTest"), topic_hash("TopicTest"));
         for shards in 1..=8usize {
-            let owners: std::collections::HashSet<_> = (0..shards as i32)
+            let owners: std::collections::HashSet<_> = (0..i32::try_from(shards).unwrap())
                 .map(|q| owner_shard("TopicTest", q, shards))
                 .collect();
             assert_eq!(owners.len(), shards, "{shards} shards");

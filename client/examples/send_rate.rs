@@ -94,7 +94,8 @@ fn main() -> Result<(), comet_client::ClientError> {
     let client = ClientConfig::with_namesrv(&args.get("namesrv", "127.0.0.1:9876"));
     let producer = Producer::new(ProducerConfig::new("send_rate", client))?;
     producer.start()?;
-    let body = vec![b'x'; args.number("size", 128) as usize];
+    let body =
+        vec![b'x'; usize::try_from(args.number("size", 128)).expect("--size fits in memory")];
     producer.send(Message::new(topic.as_str(), body.clone()))?;
     let stop = AtomicBool::new(false);
     let seconds = args.number("seconds", 10);

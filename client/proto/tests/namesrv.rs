@@ -306,7 +306,7 @@ fn register_broker_body_compressed() {
 
     let mut plain = Vec::new();
     let mut part = |bytes: &[u8]| {
-        plain.extend_from_slice(&(bytes.len() as i32).to_be_bytes());
+        plain.extend_from_slice(&i32::try_from(bytes.len()).unwrap().to_be_bytes());
         plain.extend_from_slice(bytes);
     };
     part(br#"{"counter":3,"timestamp":5}"#);
@@ -314,7 +314,7 @@ fn register_broker_body_compressed() {
     with_count.extend_from_slice(&plain);
     with_count.extend_from_slice(&1i32.to_be_bytes());
     let line = br#"Spaced 8 8 6 SINGLE_TAG {"k":"a b"}"#;
-    with_count.extend_from_slice(&(line.len() as i32).to_be_bytes());
+    with_count.extend_from_slice(&i32::try_from(line.len()).unwrap().to_be_bytes());
     with_count.extend_from_slice(line);
     with_count.extend_from_slice(&2i32.to_be_bytes());
     with_count.extend_from_slice(b"[]");
