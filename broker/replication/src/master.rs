@@ -731,6 +731,38 @@ mod tests {
         );
     }
 
+    // Proves a slave whose end the master's retention has outrun is told, in the Welcome, to
+    // start afresh at the master's oldest retained segment, and that the Welcome survives
+    // the wire.
+    #[test]
+    fn welcome_says_full_copy() {
+        let history = epochs(&[(1, 2 * SEGMENT_BYTES)]);
+        let logs = [MasterLog {
+            log_id: 0,
+            epochs: &history,
+            written: 5 * SEGMENT_BYTES,
+            oldest: 2 * SEGMENT_BYTES,
+        }];
+        let mut behind = empty_state(0);
+        behind.epochs = epochs(&[(1, 0)]);
+        behind.written = SEGMENT_BYTES + 100;
+        behind.durable = SEGMENT_BYTES;
+        let answer = welcome(&identity(), &hello(vec![behind]), &logs).expect("accepted");
+        assert_eq!(
+            answer.logs[0].answer,
+            LogAnswer::Follow {
+                plan: ResumePlan::FullCopy {
+                    from: 2 * SEGMENT_BYTES
+                },
+                epochs: history.clone()
+            }
+        );
+        let frame = crate::wire::Frame::Welcome(answer);
+        let mut encoded = bytes::BytesMut::new();
+        crate::wire::encode(&frame, &mut encoded).expect("encodable");
+        assert_eq!(crate::wire::decode(&mut encoded), Ok(Some(frame)));
+    }
+
     fn sender(config: SenderConfig, plan: ResumePlan, now: Instant) -> Sender {
         Sender::start(&empty_state(0), plan, config, now)
     }
