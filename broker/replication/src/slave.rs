@@ -182,6 +182,7 @@ pub struct Receiver {
     confirm: u64,
     following: bool,
     acked: Option<(u64, u64, Instant)>,
+    highest_epoch_seen: Option<Epoch>,
 }
 
 impl Receiver {
@@ -199,6 +200,7 @@ impl Receiver {
             return Err(ReceiveError::StateInvalid { written, durable });
         }
         epochs.truncate_to(written);
+        let highest_epoch_seen = epochs.latest().map(|latest| latest.epoch);
         Ok(Receiver {
             log_id,
             segment_bytes,
@@ -208,6 +210,7 @@ impl Receiver {
             confirm: 0,
             following: false,
             acked: None,
+            highest_epoch_seen,
         })
     }
 
@@ -229,6 +232,20 @@ impl Receiver {
     /// The durable end.
     pub fn durable(&self) -> u64 {
         self.durable
+    }
+
+    /// The highest epoch this log has heard of: its own, the master's history in the
+    /// Welcome, Data and Heartbeat frames. A master begins an epoch before it writes in it,
+    /// so its newest epoch may hold no bytes this slave could record; promoted by hand, this
+    /// log must begin an epoch above this one (persist it with the history), or it could
+    /// reuse the number of an epoch whose bytes it never got.
+    pub fn highest_epoch_seen(&self) -> Option<Epoch> {
+        self.highest_epoch_seen
+    }
+
+    /// Takes an epoch heard of before a restart (see [`Receiver::highest_epoch_seen`]).
+    pub fn remember_epoch(&mut self, epoch: Epoch) {
+        self.highest_epoch_seen = self.highest_epoch_seen.max(Some(epoch));
     }
 
     /// The latest confirm position the master sent.
@@ -259,7 +276,12 @@ impl Receiver {
                 self.following = false;
                 return Ok(Instruction::Stop(*refusal));
             }
-            LogAnswer::Follow { plan, .. } => *plan,
+            LogAnswer::Follow { plan, epochs } => {
+                if let Some(latest) = epochs.latest() {
+                    self.remember_epoch(latest.epoch);
+                }
+                *plan
+            }
         };
         let mismatch = ReceiveError::PlanMismatch {
             plan,
@@ -344,6 +366,7 @@ impl Receiver {
         };
         self.written = found.end_position;
         self.confirm = self.confirm.max(data.confirm);
+        self.remember_epoch(data.epoch);
         Ok(Append {
             position: data.start,
             bytes: data.payload,
@@ -376,6 +399,7 @@ impl Receiver {
             });
         }
         self.confirm = self.confirm.max(heartbeat.confirm);
+        self.remember_epoch(heartbeat.epoch);
         Ok(())
     }
 
@@ -620,6 +644,40 @@ mod tests {
             .on_heartbeat(&beat(3, 99, 80))
             .expect_err("master behind");
         assert_eq!(behind.close().reason, CloseReason::Resync);
+    }
+
+    // Proves the highest epoch heard of covers epochs with no bytes here: the master's
+    // newest from the Welcome and heartbeats, and one remembered across a restart.
+    #[test]
+    fn highest_epoch_seen() {
+        let mut receiver =
+            Receiver::new(0, SEGMENT_BYTES, epochs(&[(1, 0)]), 100, 100).expect("valid");
+        assert_eq!(receiver.highest_epoch_seen(), Some(1));
+        let answer = LogAnswer::Follow {
+            plan: ResumePlan::Continue { from: 100 },
+            epochs: epochs(&[(1, 0), (4, 100)]),
+        };
+        receiver.on_answer(&answer).expect("fits");
+        assert_eq!(
+            receiver.epochs(),
+            &epochs(&[(1, 0)]),
+            "epoch 4 holds no bytes here"
+        );
+        assert_eq!(receiver.highest_epoch_seen(), Some(4));
+        let beat = Heartbeat {
+            log_id: 0,
+            epoch: 6,
+            written: 100,
+            confirm: 100,
+        };
+        receiver.on_heartbeat(&beat).expect("valid");
+        assert_eq!(receiver.highest_epoch_seen(), Some(6));
+        receiver.remember_epoch(2);
+        assert_eq!(receiver.highest_epoch_seen(), Some(6));
+        let mut fresh = Receiver::new(0, SEGMENT_BYTES, EpochHistory::new(), 0, 0).expect("ok");
+        assert_eq!(fresh.highest_epoch_seen(), None);
+        fresh.remember_epoch(9);
+        assert_eq!(fresh.highest_epoch_seen(), Some(9));
     }
 
     // Proves durable reports are checked and acks fall due on progress or the interval.
