@@ -3,9 +3,9 @@
 //! An epoch is one reign of one master over a log. Whenever a log starts serving as a
 //! master (a start-up or a promotion) it begins a new epoch, numbered above every epoch it
 //! has heard of (a slave's `Receiver::highest_epoch_seen`), at its written end; a slave
-//! records an epoch when the first Data frame of it arrives. A log's history is the list of `(epoch, start position)` of the epochs it holds
-//! bytes of, both strictly increasing: epoch `e` covers `[start(e), start(next))`, and the
-//! last one runs to the log's written end.
+//! records an epoch when the first Data frame of it arrives. A log's history is the list
+//! of `(epoch, start position)` of the epochs it holds bytes of, both strictly increasing:
+//! epoch `e` covers `[start(e), start(next))`, and the last one runs to the written end.
 //!
 //! Two logs that both hold bytes of epoch `e` got them from the same master, so they agree
 //! on every byte up to the smaller of their two ends of `e`. That gives the divergence rule
