@@ -277,6 +277,17 @@ pub enum SendError {
         /// Its length.
         bytes: u64,
     },
+    /// A record that claims more bytes than the log holds for it (past the written end or
+    /// the epoch's end): the master's log is damaged there.
+    #[error("record at {position} claims {bytes} bytes, the log holds {available} for it")]
+    RecordPastEnd {
+        /// Where it starts.
+        position: u64,
+        /// Its claimed length.
+        bytes: u64,
+        /// Bytes the log holds from there (to the written, segment or epoch end).
+        available: u64,
+    },
     /// The master's history does not cover a position it retains.
     #[error("no epoch of the master covers position {position}")]
     NoEpoch {
@@ -494,6 +505,16 @@ impl Sender {
                 return Err(SendError::RecordTooLarge {
                     position: self.next,
                     bytes: needed,
+                });
+            }
+            // A record reaching past the written end or into the next epoch is damage:
+            // waiting for it would stall this slave for ever.
+            let available = self.log_bytes_available(master)?;
+            if needed > available {
+                return Err(SendError::RecordPastEnd {
+                    position: self.next,
+                    bytes: needed,
+                    available,
                 });
             }
             self.record_bytes_needed = Some(needed);
@@ -1092,6 +1113,25 @@ mod tests {
             behind.prepare(Bytes::from(vec![0u8; 200]), &master, 0, now),
             Err(SendError::Framing(_))
         ));
+        let mut damaged = record(200, 1);
+        damaged.truncate(150);
+        let short = MasterLog {
+            written: 250,
+            ..master
+        };
+        let mut cut = sender(
+            SenderConfig::new(SEGMENT_BYTES),
+            ResumePlan::Continue { from: 100 },
+            now,
+        );
+        assert_eq!(
+            cut.prepare(Bytes::from(damaged), &short, 0, now),
+            Err(SendError::RecordPastEnd {
+                position: 100,
+                bytes: 200,
+                available: 150
+            })
+        );
         let mut uncovered = sender(
             SenderConfig::new(SEGMENT_BYTES),
             ResumePlan::Continue { from: 0 },
