@@ -16,7 +16,7 @@ use comet_proto::body::{JsonBody, SubscriptionGroupWrapper, TopicConfigSerialize
 use crate::clients::ClientRegistry;
 use crate::config::BrokerConfig;
 use crate::lock::LockTable;
-use crate::persist;
+use crate::persist::{self, PersistError};
 use crate::subscription::GroupTable;
 use crate::topic::TopicTable;
 
@@ -47,14 +47,16 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Metadata {
     /// Loads `config/topics.json` and `config/subscriptionGroup.json` (falling back to their
     /// `.bak`) and adds the system topics and built-in groups.
-    pub fn load(config: &BrokerConfig) -> Result<Metadata, String> {
+    pub fn load(config: &BrokerConfig) -> Result<Metadata, PersistError> {
         let config_dir = config.store_root.join("config");
-        let topics = persist::read_json(&config_dir.join("topics.json"), |bytes| {
-            TopicConfigSerializeWrapper::decode(bytes).map_err(|e| e.to_string())
-        })?;
-        let groups = persist::read_json(&config_dir.join("subscriptionGroup.json"), |bytes| {
-            SubscriptionGroupWrapper::decode(bytes).map_err(|e| e.to_string())
-        })?;
+        let topics = persist::read_json(
+            &config_dir.join("topics.json"),
+            TopicConfigSerializeWrapper::decode,
+        )?;
+        let groups = persist::read_json(
+            &config_dir.join("subscriptionGroup.json"),
+            SubscriptionGroupWrapper::decode,
+        )?;
         Ok(Metadata {
             topics: Mutex::new(TopicTable::new(config, topics)),
             groups: Mutex::new(GroupTable::new(groups)),

@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 
@@ -20,11 +20,38 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     comet_rt::fs::write_atomic_keeping_backup(path, bytes)
 }
 
-/// Reads and parses `path`, falling back to `<path>.bak`. `Ok(None)` when neither exists.
-pub fn read_json<T: DeserializeOwned>(
+/// A config file that exists but cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    /// The file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file does not parse.
+    #[error("cannot parse {}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// Reads and parses `path`, falling back to `<path>.bak`. `Ok(None)` when neither exists
+/// (or both are empty); otherwise the error of the last candidate tried.
+pub fn read_json<T, E>(
     path: &Path,
-    parse: impl Fn(&[u8]) -> Result<T, String>,
-) -> Result<Option<T>, String> {
+    parse: impl Fn(&[u8]) -> Result<T, E>,
+) -> Result<Option<T>, PersistError>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
     let mut last_error = None;
     for candidate in [path.to_path_buf(), comet_rt::fs::backup_path(path)] {
         match fs::read(&candidate) {
@@ -33,11 +60,19 @@ pub fn read_json<T: DeserializeOwned>(
                 Ok(value) => return Ok(Some(value)),
                 Err(error) => {
                     log::warn!("cannot parse {}: {error}", candidate.display());
-                    last_error = Some(error);
+                    last_error = Some(PersistError::Parse {
+                        path: candidate,
+                        source: Box::new(error),
+                    });
                 }
             },
             Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
-            Err(error) => last_error = Some(format!("{}: {error}", candidate.display())),
+            Err(source) => {
+                last_error = Some(PersistError::Read {
+                    path: candidate,
+                    source,
+                })
+            }
         }
     }
     match last_error {
@@ -51,7 +86,7 @@ pub struct FamilyFile<T> {
     /// The file name.
     pub name: String,
     /// Its content (`Ok(None)`: empty or gone; `Err`: unreadable or unparsable).
-    pub parsed: Result<Option<T>, String>,
+    pub parsed: Result<Option<T>, PersistError>,
 }
 
 /// Reads every `<prefix>*.json` file directly in `directory` as JSON of type `T`, in name
@@ -72,7 +107,7 @@ pub fn read_json_family<T: DeserializeOwned>(directory: &Path, prefix: &str) -> 
         .into_iter()
         .map(|name| {
             let parsed = read_json(&directory.join(&name), |bytes| {
-                serde_json::from_slice::<T>(bytes).map_err(|e| e.to_string())
+                serde_json::from_slice::<T>(bytes)
             });
             FamilyFile { name, parsed }
         })
@@ -83,8 +118,8 @@ pub fn read_json_family<T: DeserializeOwned>(directory: &Path, prefix: &str) -> 
 mod tests {
     use super::*;
 
-    fn parse(bytes: &[u8]) -> Result<serde_json::Value, String> {
-        serde_json::from_slice(bytes).map_err(|e| e.to_string())
+    fn parse(bytes: &[u8]) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_slice(bytes)
     }
 
     // Proves replace-with-backup, and that a corrupt main file falls back to the backup.
@@ -92,12 +127,23 @@ mod tests {
     fn atomic_write_and_backup_fallback() {
         let directory = std::env::temp_dir().join(format!("comet-persist-{}", std::process::id()));
         let path = directory.join("config/topics.json");
-        assert_eq!(read_json(&path, parse), Ok(None));
+        assert!(matches!(read_json(&path, parse), Ok(None)));
         write_atomic(&path, b"{\"v\":1}").unwrap();
         write_atomic(&path, b"{\"v\":2}").unwrap();
         assert_eq!(read_json(&path, parse).unwrap().unwrap()["v"], 2);
         fs::write(&path, b"{garbage").unwrap();
         assert_eq!(read_json(&path, parse).unwrap().unwrap()["v"], 1);
+        fs::write(comet_rt::fs::backup_path(&path), b"[").unwrap();
+        match read_json(&path, parse) {
+            Err(PersistError::Parse {
+                path: failed,
+                source,
+            }) => {
+                assert_eq!(failed, comet_rt::fs::backup_path(&path));
+                assert!(source.downcast_ref::<serde_json::Error>().is_some());
+            }
+            other => panic!("expected a parse error, got {:?}", other.map(|_| ())),
+        }
         fs::remove_dir_all(&directory).unwrap();
     }
 }

@@ -23,9 +23,9 @@ use comet_rt::pool::{CpuPlacement, ExecutorOptions, Pool, PoolConfig, ShardConte
 use comet_rt::shutdown::{RemoteStop, StopSignal};
 use comet_rt::task_class::{sleep, spawn, spawn_detached, timeout, TaskClass, TaskHandle};
 use comet_rt::ShardId;
-use comet_store::{remap, FlushPolicy, LogId, Store, StoreConfig};
+use comet_store::{remap, FlushPolicy, LogId, Store, StoreConfig, StoreError};
 
-use crate::acl::AccessControl;
+use crate::acl::{AccessControl, AclLoadError};
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
@@ -110,16 +110,30 @@ fn store_config(
     store
 }
 
+/// Why the stores could not be brought to the running shard count.
+#[derive(Debug, thiserror::Error)]
+enum RemapError {
+    /// The layout file or the store directories could not be read or written.
+    #[error(transparent)]
+    Layout(StoreError),
+    /// A store could not be recovered under the old ownership.
+    #[error("store recovery before the hand-over: {0}")]
+    Recovery(#[source] StoreError),
+    /// Queues could not be handed to their new owners.
+    #[error("queue hand-over: {0}")]
+    HandOver(#[source] StoreError),
+}
+
 /// Before any shard opens its store: when the shard count differs from the one recorded
 /// under the store root, brings every existing store to a clean state under the old
 /// ownership and hands each queue to its new owner (comet_store::remap; no record moves).
 /// Leftovers of an interrupted removal of a fully deleted store go first. Returns how many
 /// stores exist afterwards.
-fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, String> {
+fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, RemapError> {
     let root = &config.store_root;
-    remap::remove_retired_stores(root).map_err(|e| e.to_string())?;
-    let existing = remap::existing_store_count(root).map_err(|e| e.to_string())?;
-    let recorded = remap::read_shard_count(root).map_err(|e| e.to_string())?;
+    remap::remove_retired_stores(root).map_err(RemapError::Layout)?;
+    let existing = remap::existing_store_count(root).map_err(RemapError::Layout)?;
+    let recorded = remap::read_shard_count(root).map_err(RemapError::Layout)?;
     // Stores written before the layout file existed had one store per shard.
     let previous = recorded.unwrap_or(existing);
     if existing > 0 && previous != shard_count {
@@ -136,18 +150,18 @@ fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, Stri
             }
             Ok::<(), comet_store::StoreError>(())
         })
-        .map_err(|e| format!("store recovery before the hand-over: {e}"))?;
+        .map_err(RemapError::Recovery)?;
         let stores: Vec<PathBuf> = (0..existing.max(shard_count))
             .map(|index| remap::store_root(root, index))
             .collect();
         let moved = remap::hand_over_queues(&stores, |topic, queue_id| {
             owner_shard(topic, queue_id, shard_count).index()
         })
-        .map_err(|e| format!("queue hand-over: {e}"))?;
+        .map_err(RemapError::HandOver)?;
         log::warn!("{moved} queues handed to new owners");
     }
     if recorded != Some(shard_count) {
-        remap::write_shard_count(root, shard_count).map_err(|e| e.to_string())?;
+        remap::write_shard_count(root, shard_count).map_err(RemapError::Layout)?;
     }
     Ok(existing.max(shard_count))
 }
@@ -159,13 +173,36 @@ fn remap_stores(config: &BrokerConfig, shard_count: usize) -> Result<usize, Stri
 pub struct RunError {
     /// The class of failure (the process exit status).
     pub reason: FatalReason,
-    /// What failed, for the log.
+    /// What failed and why, for the log.
     pub message: String,
+    /// The error that caused it (none when several shards failed: the message has each).
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
 impl RunError {
-    fn new(reason: FatalReason) -> impl FnOnce(String) -> RunError {
-        move |message| RunError { reason, message }
+    /// Turns an error of class `reason` into a `RunError` with the error's message.
+    fn new<E>(reason: FatalReason) -> impl FnOnce(E) -> RunError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |source| RunError {
+            reason,
+            message: source.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// As [`RunError::new`], the message saying first what was being done (`what`).
+    fn during<E>(reason: FatalReason, what: impl std::fmt::Display) -> impl FnOnce(E) -> RunError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        move |source| RunError {
+            reason,
+            message: format!("{what}: {source}"),
+            source: Some(Box::new(source)),
+        }
     }
 }
 
@@ -175,10 +212,11 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     assert!(shard_count >= 1);
     let config = live.snapshot();
     crate::schedule::parse_delay_levels(&config.message_delay_levels)
-        .map_err(|e| RunError::new(FatalReason::Config)(e.to_string()))?;
-    std::fs::create_dir_all(&config.store_root)
-        .map_err(|e| format!("{}: {e}", config.store_root.display()))
-        .map_err(RunError::new(FatalReason::StorageIo))?;
+        .map_err(RunError::new(FatalReason::Config))?;
+    std::fs::create_dir_all(&config.store_root).map_err(RunError::during(
+        FatalReason::StorageIo,
+        config.store_root.display(),
+    ))?;
     let store_count =
         remap_stores(&config, shard_count).map_err(RunError::new(FatalReason::StorageIo))?;
     let listen: SocketAddr = config.listen_addr();
@@ -186,13 +224,15 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         // Checked here, before any shard runs, so shard 0 never waits for it.
         let namesrv = crate::standalone::name_server_addr(&config)
             .map_err(RunError::new(FatalReason::Config))?;
-        comet_rt::net::ensure_port_free(namesrv)
-            .map_err(|e| format!("cannot serve the name server on {namesrv}: {e}"))
-            .map_err(RunError::new(FatalReason::Bind))?;
+        comet_rt::net::ensure_port_free(namesrv).map_err(RunError::during(
+            FatalReason::Bind,
+            format!("cannot serve the name server on {namesrv}"),
+        ))?;
     }
-    let reservation = PortReservation::new(listen)
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))
-        .map_err(RunError::new(FatalReason::Bind))?;
+    let reservation = PortReservation::new(listen).map_err(RunError::during(
+        FatalReason::Bind,
+        format!("cannot listen on {listen}"),
+    ))?;
     let metadata = Arc::new(Metadata::load(&config).map_err(RunError::new(FatalReason::Config))?);
     let acl = load_acl(&config).map_err(RunError::new(FatalReason::Config))?;
     let config = Arc::new(live);
@@ -234,13 +274,13 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         let mesh = mesh.clone();
         async move { run_shard(context, start, mesh).await }
     })
-    .map_err(|e| RunError::new(FatalReason::Config)(e.to_string()))?;
+    .map_err(RunError::new(FatalReason::Config))?;
     let mut failures = Vec::new();
     for result in pool.join() {
         match result {
             Ok(Ok(())) => {}
             Ok(Err(error)) => failures.push(error),
-            Err(e) => failures.push(RunError::new(FatalReason::StorageIo)(e.to_string())),
+            Err(e) => failures.push(RunError::new(FatalReason::StorageIo)(e)),
         }
     }
     drop(reservation);
@@ -248,13 +288,20 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     let Some(first) = failures.first() else {
         return Ok(());
     };
+    if failures.len() == 1 {
+        return Err(failures.remove(0));
+    }
     let reason = first.reason;
     let message = failures
         .iter()
         .map(|failure| failure.message.as_str())
         .collect::<Vec<_>>()
         .join("; ");
-    Err(RunError { reason, message })
+    Err(RunError {
+        reason,
+        message,
+        source: None,
+    })
 }
 
 fn random_i32() -> i32 {
@@ -287,11 +334,11 @@ struct ShardStart {
 
 /// Reads the accounts file when `aclEnable` is on; a missing or malformed file stops the
 /// start: a broker asked to check credentials must not run open.
-fn load_acl(config: &BrokerConfig) -> Result<Option<Arc<AccessControl>>, String> {
+fn load_acl(config: &BrokerConfig) -> Result<Option<Arc<AccessControl>>, AclLoadError> {
     if !config.acl_enable {
         return Ok(None);
     }
-    let acl = AccessControl::load(&config.plain_acl_file).map_err(|e| e.to_string())?;
+    let acl = AccessControl::load(&config.plain_acl_file)?;
     log::info!(
         "ACL 1.0 on: every request is checked against {}",
         config.plain_acl_file.display()
@@ -315,10 +362,10 @@ async fn run_shard(
     // answers key queries from their index.
     config.adopted_logs =
         remap::adopted_logs(shard.index(), context.shard_count, start.store_count);
-    let store = Store::open(config)
-        .await
-        .map_err(|e| format!("{shard}: store: {e}"))
-        .map_err(RunError::new(FatalReason::StorageIo))?;
+    let store = Store::open(config).await.map_err(RunError::during(
+        FatalReason::StorageIo,
+        format!("{shard}: store"),
+    ))?;
     let broker = Rc::new(ShardBroker {
         shard,
         shard_count: context.shard_count,
@@ -342,8 +389,12 @@ async fn run_shard(
     let peer = mesh
         .join(mesh_handler(broker.clone()))
         .await
-        .map_err(|e| format!("{shard}: mesh: {e}"))
-        .map_err(RunError::new(FatalReason::Config))?;
+        // The error carries no cause (nor a request: joining sends none), only its text.
+        .map_err(|error| RunError {
+            reason: FatalReason::Config,
+            message: format!("{shard}: mesh: {error}"),
+            source: None,
+        })?;
     let _ = broker.mesh.set(peer);
     let server = Rc::new(build_server(&broker, start.acl.clone()));
     let _ = broker.server.set(server.clone());
@@ -360,9 +411,10 @@ async fn run_shard(
     let schedule_task = crate::schedule::delivery::spawn_delivery(&broker, &stop);
     let transaction_task = crate::transaction::check::spawn_checker(&broker, &stop);
     let timer_task = crate::timer::wheel::spawn_wheel(&broker, &stop);
-    let listener = Listener::bind(start.listen)
-        .map_err(|e| format!("{shard}: bind {}: {e}", start.listen))
-        .map_err(RunError::new(FatalReason::Bind))?;
+    let listener = Listener::bind(start.listen).map_err(RunError::during(
+        FatalReason::Bind,
+        format!("{shard}: bind {}", start.listen),
+    ))?;
     log::info!(
         "{shard} serving on {} (store {})",
         start.listen,
@@ -378,9 +430,10 @@ async fn run_shard(
     {
         task.await;
     }
-    shutdown_shard(&broker)
-        .await
-        .map_err(RunError::new(FatalReason::StorageIo))
+    shutdown_shard(&broker).await.map_err(RunError::during(
+        FatalReason::StorageIo,
+        format!("{shard}: store shutdown"),
+    ))
 }
 
 fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
@@ -699,7 +752,7 @@ async fn wait_for_change(broker: &ShardBroker, stop: &StopSignal) -> Duration {
     waited
 }
 
-async fn shutdown_shard(broker: &ShardBroker) -> Result<(), String> {
+async fn shutdown_shard(broker: &ShardBroker) -> Result<(), StoreError> {
     log::info!(
         "{} stopping: persisting offsets and flushing the store",
         broker.shard
@@ -708,11 +761,7 @@ async fn shutdown_shard(broker: &ShardBroker) -> Result<(), String> {
     if broker.shard.0 == 0 {
         persist_metadata(broker).await;
     }
-    broker
-        .store
-        .shutdown()
-        .await
-        .map_err(|e| format!("{}: store shutdown: {e}", broker.shard))?;
+    broker.store.shutdown().await?;
     let (in_place, forwarded) = broker.traffic().requests();
     log::info!(
         "{} stopped ({in_place} requests handled in place, {forwarded} handed to other shards)",

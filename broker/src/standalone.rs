@@ -8,9 +8,10 @@
 //! address (it defaults to `bindAddress:9876`), because the broker registers there and
 //! clients are told to connect there.
 
-use std::net::SocketAddr;
+use std::net::{AddrParseError, IpAddr, SocketAddr};
 
 use comet_nameserver::config::NamesrvConfig;
+use comet_nameserver::NameServerError;
 use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{spawn_detached, TaskClass};
 use comet_rt::ShardId;
@@ -34,29 +35,59 @@ pub fn default_namesrv_addr(config: &BrokerConfig) -> String {
     }
 }
 
+/// Why the embedded name server cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum StandaloneError {
+    /// The first `namesrvAddr` is not an `ip:port` address.
+    #[error("namesrvAddr {text:?} is not an ip:port address")]
+    NotAnAddress {
+        /// The address as configured.
+        text: String,
+        /// The parser's error.
+        #[source]
+        source: AddrParseError,
+    },
+    /// The first `namesrvAddr` is outside a specific `bindAddress`.
+    #[error(
+        "namesrvAddr {addr} is not on bindAddress {bind}: the embedded name server listens \
+         only on bindAddress, where the broker must find it (use {bind}:{port})",
+        port = addr.port()
+    )]
+    OutsideBindAddress {
+        /// The name server address.
+        addr: SocketAddr,
+        /// The broker's `bindAddress`.
+        bind: IpAddr,
+    },
+    /// The name server did not start.
+    #[error("embedded name server: {0}")]
+    Start(#[source] NameServerError),
+}
+
 /// The address the embedded name server listens at: the first `namesrvAddr`, which must be
 /// on `bindAddress` unless that is the wildcard (see the module docs).
-pub fn name_server_addr(config: &BrokerConfig) -> Result<SocketAddr, String> {
+pub fn name_server_addr(config: &BrokerConfig) -> Result<SocketAddr, StandaloneError> {
     let text = config
         .namesrv_addrs
         .first()
         .map_or(DEFAULT_NAMESRV_ADDR, String::as_str);
     let addr: SocketAddr = text
         .parse()
-        .map_err(|_| format!("namesrvAddr {text:?} is not an ip:port address"))?;
+        .map_err(|source| StandaloneError::NotAnAddress {
+            text: text.to_owned(),
+            source,
+        })?;
     if !config.bind_address.is_unspecified() && addr.ip() != config.bind_address {
-        return Err(format!(
-            "namesrvAddr {addr} is not on bindAddress {bind}: the embedded name server listens \
-             only on bindAddress, where the broker must find it (use {bind}:{port})",
-            bind = config.bind_address,
-            port = addr.port(),
-        ));
+        return Err(StandaloneError::OutsideBindAddress {
+            addr,
+            bind: config.bind_address,
+        });
     }
     Ok(addr)
 }
 
 /// Starts the embedded name server on the current shard; it stops with `stop`.
-pub fn spawn_name_server(config: &BrokerConfig, stop: StopSignal) -> Result<(), String> {
+pub fn spawn_name_server(config: &BrokerConfig, stop: StopSignal) -> Result<(), StandaloneError> {
     let addr = name_server_addr(config)?;
     let namesrv_config = NamesrvConfig {
         listen_port: addr.port(),
@@ -65,7 +96,7 @@ pub fn spawn_name_server(config: &BrokerConfig, stop: StopSignal) -> Result<(), 
         ..NamesrvConfig::default()
     };
     let (name_server, listener) = comet_nameserver::start_on_shard(namesrv_config, ShardId(0))
-        .map_err(|e| format!("embedded name server: {e}"))?;
+        .map_err(StandaloneError::Start)?;
     log::info!("embedded name server listening on {addr}");
     spawn_detached(TaskClass::NameServer, name_server.run(listener, stop));
     Ok(())
@@ -103,7 +134,7 @@ mod tests {
             ("bindAddress", "127.0.0.1"),
             ("namesrvAddr", "10.0.0.7:9877"),
         ]);
-        let error = name_server_addr(&outside).unwrap_err();
+        let error = name_server_addr(&outside).unwrap_err().to_string();
         assert!(error.contains("bindAddress 127.0.0.1"), "{error}");
         assert!(error.contains("127.0.0.1:9877"), "{error}");
         let inside = config(&[
