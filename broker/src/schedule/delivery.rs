@@ -22,12 +22,24 @@ use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{run_blocking, spawn, timeout, TaskClass, TaskHandle};
-use comet_store::{GetStatus, MessageFilter, QueueOffset};
+use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::limits::{CHECKS_IN_FLIGHT_MAX, READ_BYTES_MAX, READ_RECORDS_MAX};
 use super::{cursor, POLL_INTERVAL_MS, ROUND_ENTRIES_MAX, SCHEDULE_ORIGIN};
+use crate::reappend::ReappendError;
 use crate::shard::ShardBroker;
 use crate::timer::deliver::append_concurrently;
+
+/// Why a delivery round stopped early (the next round retries).
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    /// A schedule queue could not be read.
+    #[error("reading the schedule queue: {0}")]
+    Read(#[from] StoreError),
+    /// Due messages were not all stored in their real queues.
+    #[error(transparent)]
+    Deliver(#[from] ReappendError),
+}
 
 /// One shard's delivery state.
 struct Scheduler {
@@ -145,7 +157,7 @@ impl Scheduler {
 
     /// Delivers what is due on every owned level; returns the earliest due time left
     /// (`Some(past)` when a level stopped at its round limit with more due).
-    async fn round(&mut self) -> Result<Option<i64>, String> {
+    async fn round(&mut self) -> Result<Option<i64>, RoundError> {
         let now_ms = comet_rt::clock::wall_clock_ms();
         let mut records = Vec::new();
         let mut advanced = BTreeMap::new();
@@ -172,7 +184,7 @@ impl Scheduler {
                 let until = self.verify_until.entry(*queue_id).or_insert(0);
                 *until = (*until).max(*next_offset);
             }
-            return Err(e.to_string());
+            return Err(RoundError::Deliver(e));
         }
         self.cursors.extend(advanced);
         self.persist().await;
@@ -197,7 +209,7 @@ impl Scheduler {
 
     /// Reads one level from its cursor: due records rebuilt for their real queues, up to the
     /// round limit.
-    async fn collect_level(&self, queue_id: i32, now_ms: i64) -> Result<LevelRound, String> {
+    async fn collect_level(&self, queue_id: i32, now_ms: i64) -> Result<LevelRound, StoreError> {
         let start = self.cursors[&queue_id];
         let delay_ms = self.levels_ms[usize::try_from(queue_id).expect("queue id >= 0")];
         let mut round = LevelRound {
@@ -219,8 +231,7 @@ impl Scheduler {
                     READ_BYTES_MAX,
                     MessageFilter::All,
                 )
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             match result.status {
                 GetStatus::Found => {}
                 GetStatus::OffsetTooSmall => {

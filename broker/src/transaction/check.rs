@@ -17,16 +17,17 @@ use comet_proto::bytes::{Bytes, BytesMut};
 use comet_proto::headers::{
     CheckTransactionStateRequestHeader, PullMessageRequestHeader, QueryMessageRequestHeader,
 };
-use comet_proto::message::{decode_records, encode_record, RecordSpec, RecordView};
+use comet_proto::message::{decode_records, encode_record, RecordError, RecordSpec, RecordView};
 use comet_proto::message_id::encode_offset_msg_id;
 use comet_proto::names::{TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{spawn, timeout, TaskClass, TaskHandle};
-use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset};
+use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::{is_resolved, mark_resolved, op_offsets, op_record, unmark_resolved, SYSTEM_GROUP};
+use crate::reappend::{append_on_owners, ReappendError};
 use crate::shard::ShardBroker;
 
 /// Half records read per store read.
@@ -96,7 +97,24 @@ async fn replay_ops(broker: &ShardBroker, mut cursor: i64) -> i64 {
     }
 }
 
-async fn check_halves(broker: &ShardBroker) -> Result<(), String> {
+/// Why a pass over the pending halves stopped early (the next pass retries).
+#[derive(Debug, thiserror::Error)]
+enum CheckError {
+    /// The half queue could not be read, or a half could not be stored again.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A half or its replacement does not parse.
+    #[error("unreadable half: {0}")]
+    Record(#[from] RecordError),
+    /// The discard topic was created but could not be persisted.
+    #[error("cannot persist {TRANS_CHECK_MAX_TIME_TOPIC}: {0}")]
+    PersistTopic(#[source] std::io::Error),
+    /// A replacement or an op record was not stored on its owner.
+    #[error(transparent)]
+    Reappend(#[from] ReappendError),
+}
+
+async fn check_halves(broker: &ShardBroker) -> Result<(), CheckError> {
     let start = broker
         .offsets
         .borrow()
@@ -113,7 +131,7 @@ async fn check_halves(broker: &ShardBroker) -> Result<(), String> {
             break;
         }
         for bytes in records {
-            let view = RecordView::parse(&bytes).map_err(|e| e.to_string())?;
+            let view = RecordView::parse(&bytes)?;
             let queue_offset = view.queue_offset();
             offset = queue_offset + 1;
             if is_resolved(queue_offset) {
@@ -143,7 +161,7 @@ async fn check_halves(broker: &ShardBroker) -> Result<(), String> {
     Ok(())
 }
 
-async fn read_halves(broker: &ShardBroker, offset: i64) -> Result<Vec<Bytes>, String> {
+async fn read_halves(broker: &ShardBroker, offset: i64) -> Result<Vec<Bytes>, StoreError> {
     let result = broker
         .store
         .get_messages(
@@ -154,8 +172,7 @@ async fn read_halves(broker: &ShardBroker, offset: i64) -> Result<Vec<Bytes>, St
             4 * 1024 * 1024,
             MessageFilter::All,
         )
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     match result.status {
         GetStatus::Found => Ok(result.records),
         _ => Ok(Vec::new()),
@@ -174,7 +191,7 @@ fn is_due(broker: &ShardBroker, half: &RecordView<'_>, now_ms: i64) -> bool {
 }
 
 /// Handles one due pending half; true when it is resolved afterwards (this copy).
-async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, String> {
+async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, CheckError> {
     let queue_offset = half.queue_offset();
     if already_committed(broker, half).await {
         log::info!("half {queue_offset} was committed before a crash; writing its op record");
@@ -201,7 +218,7 @@ async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, 
 }
 
 /// Creates `TRANS_CHECK_MAX_TIME_TOPIC` (1 queue) on first use, persisted before use.
-async fn ensure_discard_topic(broker: &ShardBroker) -> Result<(), String> {
+async fn ensure_discard_topic(broker: &ShardBroker) -> Result<(), CheckError> {
     if broker
         .metadata
         .topics()
@@ -217,7 +234,7 @@ async fn ensure_discard_topic(broker: &ShardBroker) -> Result<(), String> {
     broker.metadata.mark_topics_changed();
     crate::processor::persist_topics_now(broker)
         .await
-        .map_err(|e| format!("cannot persist {TRANS_CHECK_MAX_TIME_TOPIC}: {e}"))
+        .map_err(CheckError::PersistTopic)
 }
 
 /// Marks the half resolved, appends `replacement` (locally when it is a new half copy) and
@@ -226,7 +243,7 @@ async fn resolve_with(
     broker: &ShardBroker,
     half: &RecordView<'_>,
     replacement: Option<BytesMut>,
-) -> Result<Option<AppendedRecord>, String> {
+) -> Result<Option<AppendedRecord>, CheckError> {
     let queue_offset = half.queue_offset();
     if !mark_resolved(queue_offset) {
         return Ok(None);
@@ -242,27 +259,19 @@ async fn append_resolution(
     broker: &ShardBroker,
     queue_offset: i64,
     replacement: Option<BytesMut>,
-) -> Result<Option<AppendedRecord>, String> {
+) -> Result<Option<AppendedRecord>, CheckError> {
     let mut appended = None;
     if let Some(record) = replacement {
-        let view = RecordView::parse(&record).map_err(|e| e.to_string())?;
+        let view = RecordView::parse(&record)?;
         if view.topic() == TRANS_HALF_TOPIC {
-            let mut stored = broker
-                .store
-                .append(&[record])
-                .await
-                .map_err(|e| e.to_string())?;
+            let mut stored = broker.store.append(&[record]).await?;
             appended = stored.pop();
         } else {
-            crate::reappend::append_on_owners(broker, vec![record])
-                .await
-                .map_err(|e| e.to_string())?;
+            append_on_owners(broker, vec![record]).await?;
         }
     }
     let op = op_record(broker, queue_offset);
-    crate::reappend::append_on_owners(broker, vec![op])
-        .await
-        .map_err(|e| e.to_string())?;
+    append_on_owners(broker, vec![op]).await?;
     Ok(appended)
 }
 
