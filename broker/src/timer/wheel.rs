@@ -44,7 +44,7 @@ use comet_proto::message::RecordView;
 use comet_proto::properties::names;
 use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{run_blocking, spawn, timeout, yield_if_needed, TaskClass, TaskHandle};
-use comet_store::{GetStatus, MessageFilter, QueueOffset};
+use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::cursor::{self, QueueCursor};
 use super::deliver::{append_concurrently, delivered_record, read_and_build};
@@ -54,6 +54,7 @@ use super::limits::{
 };
 use super::slot::{self, second_of, SlotEntry};
 use super::TIMER_TOPIC;
+use crate::reappend::ReappendError;
 use crate::schedule::delivery::{delivered_copy_exists, DeliveredCopy};
 use crate::shard::ShardBroker;
 
@@ -149,6 +150,32 @@ struct Wheel {
     built: usize,
 }
 
+/// Why a step of the wheel failed (the next step retries; opening fails the wheel).
+#[derive(Debug, thiserror::Error)]
+enum WheelError {
+    /// Slot or cursor files could not be listed, read or written.
+    #[error("cannot {what}: {source}")]
+    Files {
+        /// What was being done.
+        what: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A timer queue could not be read.
+    #[error("cannot read a timer queue: {0}")]
+    Read(#[from] StoreError),
+    /// Due messages were not all stored in their real queues.
+    #[error("timer delivery failed: {0}")]
+    Deliver(#[source] ReappendError),
+}
+
+impl WheelError {
+    fn files(what: &'static str) -> impl FnOnce(std::io::Error) -> WheelError {
+        move |source| WheelError::Files { what, source }
+    }
+}
+
 /// Starts this shard's wheel when it owns a timer queue; it ends after `stop`.
 pub fn spawn_wheel(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHandle<()>> {
     let queues: Vec<i32> = (0..TIMER_QUEUES)
@@ -172,18 +199,18 @@ pub fn spawn_wheel(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHa
 }
 
 impl Wheel {
-    async fn open(broker: Rc<ShardBroker>, queues: Vec<i32>) -> Result<Wheel, String> {
+    async fn open(broker: Rc<ShardBroker>, queues: Vec<i32>) -> Result<Wheel, WheelError> {
         let store_root = broker.config.load().store_root.clone();
         let root = store_root.clone();
         let owned = queues.clone();
         let (loaded, listed) = run_blocking(move || {
             let loaded = cursor::load_all(&root);
-            let listed: Result<Vec<(i32, Vec<i64>)>, String> = owned
+            let listed: Result<Vec<(i32, Vec<i64>)>, WheelError> = owned
                 .iter()
                 .map(|q| {
                     slot::list_seconds(&root, *q)
                         .map(|s| (*q, s))
-                        .map_err(|e| e.to_string())
+                        .map_err(WheelError::files("list slot files"))
                 })
                 .collect();
             (loaded, listed)
@@ -225,7 +252,7 @@ impl Wheel {
     /// After a crash: the slot entries of records past each queue's enqueue cursor (written,
     /// then the crash came before the cursor moved), so re-enqueueing does not write them
     /// again (a second copy could land in another second, the floor having moved).
-    async fn find_written_past_cursors(&mut self) -> Result<(), String> {
+    async fn find_written_past_cursors(&mut self) -> Result<(), WheelError> {
         let files: Vec<(i32, i64)> = self
             .files
             .iter()
@@ -233,12 +260,12 @@ impl Wheel {
             .collect();
         let root = self.store_root.clone();
         let cursors = self.cursors.clone();
-        let found = run_blocking(move || -> Result<HashSet<(i32, i64)>, String> {
+        let found = run_blocking(move || -> Result<HashSet<(i32, i64)>, WheelError> {
             let mut found = HashSet::new();
             for (queue_id, second) in files {
                 let enqueued = cursors[&queue_id].enqueued_offset;
                 let entries = slot::read(&slot::slot_path(&root, queue_id, second))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(WheelError::files("read slot files"))?;
                 found.extend(
                     entries
                         .iter()
@@ -335,7 +362,7 @@ impl Wheel {
     }
 
     /// One round of enqueue, load, deliver; true when more enqueue work is waiting.
-    async fn tick(&mut self) -> Result<bool, String> {
+    async fn tick(&mut self) -> Result<bool, WheelError> {
         let enqueued = self.enqueue_step().await?;
         let now_ms = comet_rt::clock::wall_clock_ms();
         self.load_until(second_of(now_ms.saturating_add(PREFETCH_MS)))
@@ -351,17 +378,17 @@ impl Wheel {
         self.slots.values().find_map(Slot::min_due_ms)
     }
 
-    async fn persist(&mut self) -> Result<(), String> {
+    async fn persist(&mut self) -> Result<(), WheelError> {
         self.persist_with(false).await
     }
 
     /// Writes the cursor file; `clean_stop` only from a clean stop.
-    async fn persist_with(&mut self, clean_stop: bool) -> Result<(), String> {
+    async fn persist_with(&mut self, clean_stop: bool) -> Result<(), WheelError> {
         let path = self.cursor_path.clone();
         let cursors = self.cursors.clone();
         run_blocking(move || cursor::store(&path, &cursors, clean_stop))
             .await
-            .map_err(|e| format!("cannot persist timer cursors: {e}"))?;
+            .map_err(WheelError::files("persist timer cursors"))?;
         self.persisted = self.cursors.clone();
         self.persisted_at_ms = comet_rt::clock::wall_clock_ms();
         Ok(())
@@ -376,7 +403,7 @@ struct QueueRead {
 
 impl Wheel {
     /// Moves new timer records into slot files; returns how many.
-    async fn enqueue_step(&mut self) -> Result<usize, String> {
+    async fn enqueue_step(&mut self) -> Result<usize, WheelError> {
         let mut batch: BTreeMap<(i32, i64), Vec<SlotEntry>> = BTreeMap::new();
         let mut to_memory = Vec::new();
         let mut moved = BTreeMap::new();
@@ -406,7 +433,7 @@ impl Wheel {
             let keys: Vec<(i32, i64)> = batch.keys().copied().collect();
             run_blocking(move || slot::append(&root, &batch))
                 .await
-                .map_err(|e| format!("cannot write slot files: {e}"))?;
+                .map_err(WheelError::files("write slot files"))?;
             for (queue_id, second) in keys {
                 self.files.entry(second).or_default().insert(queue_id);
                 if second > self.loaded_until {
@@ -433,7 +460,7 @@ impl Wheel {
 
     /// Reads up to `budget` new records of one timer queue as slot entries (with the
     /// delivered record built when its second is already in memory).
-    async fn read_queue(&mut self, queue_id: i32, budget: usize) -> Result<QueueRead, String> {
+    async fn read_queue(&mut self, queue_id: i32, budget: usize) -> Result<QueueRead, WheelError> {
         let mut read = QueueRead {
             next_offset: self.cursors[&queue_id].enqueued_offset,
             entries: Vec::new(),
@@ -453,8 +480,7 @@ impl Wheel {
                     READ_BYTES_MAX,
                     MessageFilter::All,
                 )
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             match result.status {
                 GetStatus::Found => {}
                 GetStatus::OffsetTooSmall => {
@@ -558,7 +584,7 @@ fn timer_out_ms(view: &RecordView<'_>) -> i64 {
 
 impl Wheel {
     /// Brings every slot up to `target_second` into memory with its records built.
-    async fn load_until(&mut self, target_second: i64) -> Result<(), String> {
+    async fn load_until(&mut self, target_second: i64) -> Result<(), WheelError> {
         if target_second <= self.loaded_until {
             return Ok(());
         }
@@ -577,11 +603,11 @@ impl Wheel {
         Ok(())
     }
 
-    async fn load_slot(&mut self, queue_id: i32, second: i64) -> Result<(), String> {
+    async fn load_slot(&mut self, queue_id: i32, second: i64) -> Result<(), WheelError> {
         let path = slot::slot_path(&self.store_root, queue_id, second);
         let entries = run_blocking(move || slot::read(&path))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(WheelError::files("read slot files"))?;
         let mut unique: HashMap<i64, i64> = HashMap::with_capacity(entries.len());
         for entry in entries {
             unique.entry(entry.queue_offset).or_insert(entry.due_ms);
@@ -614,11 +640,12 @@ impl Wheel {
 
 impl Wheel {
     /// Delivers every entry due at or before `now_ms`.
-    async fn deliver_due(&mut self, now_ms: i64) -> Result<(), String> {
+    async fn deliver_due(&mut self, now_ms: i64) -> Result<(), WheelError> {
         let mut due = self.take_due(now_ms);
         if due.is_empty() {
             self.advance_idle(now_ms);
-            return self.remove_delivered_files(now_ms).await;
+            self.remove_delivered_files(now_ms).await;
+            return Ok(());
         }
         let earliest_due_ms = due.iter().map(|p| p.due_ms).min().unwrap_or(now_ms);
         let taken_late_ms = comet_rt::clock::wall_clock_ms() - earliest_due_ms;
@@ -642,7 +669,7 @@ impl Wheel {
                     .or_default()
                     .push(pending);
             }
-            return Err(format!("timer delivery failed: {e}"));
+            return Err(WheelError::Deliver(e));
         }
         if count >= 10_000 {
             log::info!(
@@ -655,7 +682,8 @@ impl Wheel {
         for cursor in self.cursors.values_mut() {
             cursor.delivered_ms = cursor.delivered_ms.max(now_ms);
         }
-        self.remove_delivered_files(now_ms).await
+        self.remove_delivered_files(now_ms).await;
+        Ok(())
     }
 
     /// Nothing in memory is due at or before `now_ms`: every queue has delivered up to it.
@@ -770,7 +798,7 @@ impl Wheel {
         delivered_copy_exists(&self.broker, &copy).await
     }
 
-    async fn remove_delivered_files(&mut self, delivered_ms: i64) -> Result<(), String> {
+    async fn remove_delivered_files(&mut self, delivered_ms: i64) {
         let done: Vec<i64> = self
             .files
             .keys()
@@ -785,7 +813,6 @@ impl Wheel {
             }
         }
         self.remove_files(removals).await;
-        Ok(())
     }
 
     async fn remove_files(&self, removals: Vec<(i32, i64)>) {
