@@ -130,16 +130,25 @@ pub enum FlushDiskType {
     AsyncFlush,
 }
 
-/// The broker's replication role. Comet does not replicate yet, so every broker is a master
-/// and `SLAVE` is refused: a slave would register as a read replica holding nothing.
+/// The broker's replication role (see `crate::replication`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BrokerRole {
-    /// Master; slaves would catch up asynchronously.
+    /// Master; slaves catch up asynchronously.
     AsyncMaster,
     /// Master whose sends wait for a slave. With no slave to wait for, sends are stored and
     /// answered SLAVE_NOT_AVAILABLE, as Apache RocketMQ's SYNC_MASTER answers while no slave
     /// is connected.
     SyncMaster,
+    /// A read replica: follows the master of its `brokerName` log by log, refuses sends and
+    /// metadata writes, serves reads.
+    Slave,
+}
+
+impl BrokerRole {
+    /// True for both master roles.
+    pub fn is_master(self) -> bool {
+        self != BrokerRole::Slave
+    }
 }
 
 /// A key whose value cannot be used.
@@ -177,7 +186,28 @@ impl BrokerConfig {
         if !ha_port_set {
             self.ha_listen_port = self.listen_port.saturating_add(1);
         }
+        self.check_role()?;
         Ok(unknown)
+    }
+
+    /// Checks that `brokerId` fits `brokerRole`: clients send to id 0, so a master must have
+    /// it and a slave must not (a slave with id 0 would take its master's place in routes).
+    pub fn check_role(&self) -> Result<(), ConfigError> {
+        let value = self.broker_id.to_string();
+        match (self.broker_role, self.broker_id) {
+            (BrokerRole::Slave, 0) => Err(ConfigError {
+                key: "brokerId".to_owned(),
+                value,
+                expected: "1 or more with brokerRole=SLAVE (0 is the master's id)",
+            }),
+            (BrokerRole::AsyncMaster | BrokerRole::SyncMaster, id) if id != 0 => Err(ConfigError {
+                key: "brokerId".to_owned(),
+                value,
+                expected: "0 with brokerRole ASYNC_MASTER or SYNC_MASTER (1 or more is a \
+                               slave's id: set brokerRole=SLAVE)",
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Applies one key; `Ok(false)` for a key Comet does not know.
@@ -209,9 +239,26 @@ impl BrokerConfig {
         format!("{}:{}", self.broker_ip, self.listen_port)
     }
 
-    /// The HA address registered with name servers: `brokerIP1:haListenPort`.
+    /// The HA address registered with name servers: `brokerIP2:haListenPort` (`brokerIP1`
+    /// when `brokerIP2` is unset), as Java's `getHAServerAddr`.
     pub fn ha_server_addr(&self) -> String {
-        format!("{}:{}", self.broker_ip, self.ha_listen_port)
+        let ip = self.broker_ip2.unwrap_or(self.broker_ip);
+        format!("{ip}:{}", self.ha_listen_port)
+    }
+
+    /// The address the HA listener binds: `bindAddress:haListenPort`.
+    pub fn ha_listen_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.bind_address, self.ha_listen_port)
+    }
+
+    /// How often an idle replication link hears from each end (`haSendHeartbeatInterval`).
+    pub fn ha_heartbeat_interval(&self) -> Duration {
+        Duration::from_millis(self.ha_heartbeat_interval_ms)
+    }
+
+    /// How long a replication link may stay silent (`haHousekeepingInterval`).
+    pub fn ha_slave_timeout(&self) -> Duration {
+        Duration::from_millis(self.ha_slave_timeout_ms)
     }
 
     /// The ASYNC_FLUSH interval.
@@ -234,7 +281,7 @@ mod tests {
     use super::*;
 
     /// A value other than the default for every key, to prove each one round-trips.
-    /// `brokerId` takes only its default: Comet runs masters only.
+    /// `brokerId` takes only its default here: a master's id.
     const SAMPLES: &[(&str, &str)] = &[
         ("brokerClusterName", "C1"),
         ("brokerName", "broker-b"),
@@ -244,6 +291,12 @@ mod tests {
         ("bindAddress", "127.0.0.1"),
         ("listenPort", "20911"),
         ("haListenPort", "20999"),
+        ("brokerIP2", "10.9.8.7"),
+        ("haMasterAddress", "10.0.0.5:10912"),
+        ("slaveReadEnable", "true"),
+        ("haMaxGapNotInSync", "1048576"),
+        ("haSendHeartbeatInterval", "1000"),
+        ("haHousekeepingInterval", "5000"),
         ("storePathRootDir", "/var/lib/comet"),
         ("flushDiskType", "ASYNC_FLUSH"),
         ("flushIntervalCommitLog", "200"),
@@ -374,21 +427,65 @@ mod tests {
         assert_eq!(config.register_period_ms, 10_000);
     }
 
-    // Proves a slave's configuration is refused with a reason (Comet has no replication for
-    // it to follow), while both master roles apply.
+    // Proves a slave takes an id of 1 or more and a master only 0, each error naming
+    // `brokerId` and the fix, and every role applies with its own id.
     #[test]
-    fn slave_roles_are_refused() {
+    fn broker_id_must_fit_the_role() {
+        let slave_zero = BrokerConfig::default()
+            .apply_pairs([("brokerRole", "SLAVE")])
+            .unwrap_err();
+        assert_eq!(slave_zero.key, "brokerId");
+        assert!(
+            slave_zero.to_string().contains("brokerRole=SLAVE"),
+            "{slave_zero}"
+        );
+        let master_one = BrokerConfig::default()
+            .apply_pairs([("brokerId", "1")])
+            .unwrap_err();
+        assert_eq!(master_one.key, "brokerId");
+        assert!(
+            master_one.to_string().contains("set brokerRole=SLAVE"),
+            "{master_one}"
+        );
         let mut config = BrokerConfig::default();
-        let error = config.apply("brokerRole", "SLAVE").unwrap_err();
-        assert_eq!(error.key, "brokerRole");
-        assert!(error.to_string().contains("does not replicate"), "{error}");
-        let error = config.apply("brokerId", "1").unwrap_err();
-        assert_eq!(error.key, "brokerId");
+        assert!(config.apply("brokerId", "-1").is_err());
         assert!(config.apply("brokerId", "x").is_err());
-        assert_eq!(config.apply("brokerId", "0"), Ok(true));
-        assert_eq!(config.apply("brokerRole", "SYNC_MASTER"), Ok(true));
-        assert_eq!(config.broker_role, BrokerRole::SyncMaster);
-        assert_eq!(config.apply("brokerRole", "ASYNC_MASTER"), Ok(true));
+        assert!(config.apply("brokerRole", "BACKUP").is_err());
+        let pairs = [("brokerRole", "SLAVE"), ("brokerId", "2")];
+        assert!(config.apply_pairs(pairs).unwrap().is_empty());
+        assert_eq!(config.broker_role, BrokerRole::Slave);
+        assert!(!config.broker_role.is_master());
+        for role in ["SYNC_MASTER", "ASYNC_MASTER"] {
+            let mut config = BrokerConfig::default();
+            assert!(config.apply_pairs([("brokerRole", role)]).is_ok(), "{role}");
+            assert!(config.broker_role.is_master());
+        }
+    }
+
+    // Proves the HA keys: brokerIP2 replaces brokerIP1 in the HA address only, the HA
+    // listener binds bindAddress, haMasterAddress takes host:port or nothing, and the
+    // defaults are Java's.
+    #[test]
+    fn ha_keys_apply() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(config.ha_max_gap_not_in_sync_bytes, 256 * 1024 * 1024);
+        assert_eq!(config.ha_heartbeat_interval(), Duration::from_secs(5));
+        assert_eq!(config.ha_slave_timeout(), Duration::from_secs(20));
+        assert_eq!(config.ha_server_addr(), "127.0.0.1:10912");
+        let pairs = [("brokerIP2", "10.0.0.9"), ("bindAddress", "127.0.0.1")];
+        assert!(config.apply_pairs(pairs).unwrap().is_empty());
+        assert_eq!(config.ha_server_addr(), "10.0.0.9:10912");
+        assert_eq!(config.broker_addr(), "127.0.0.1:10911");
+        assert_eq!(config.ha_listen_addr().to_string(), "127.0.0.1:10912");
+        assert_eq!(config.apply("brokerIP2", ""), Ok(true));
+        assert_eq!(config.broker_ip2, None);
+        for bad in ["10.0.0.1", "10.0.0.1:x", ":10912", "host:70000"] {
+            let error = config.apply("haMasterAddress", bad).unwrap_err();
+            assert_eq!(error.key, "haMasterAddress", "{bad}");
+        }
+        assert_eq!(config.apply("haMasterAddress", "master:10912"), Ok(true));
+        assert_eq!(config.ha_master_address, "master:10912");
+        assert!(config.apply("haSendHeartbeatInterval", "0").is_err());
     }
 
     // Proves ACL 2.0 (5.x authentication/authorization) is refused with a reason while

@@ -98,17 +98,18 @@ fn bad_bind_address_settings_exit_with_the_config_status() {
     assert!(stderr.contains("bindAddress 127.0.0.1"), "stderr: {stderr}");
 }
 
-// Proves a slave's configuration stops the broker with the configuration status and says
-// why: Comet does not replicate, so a slave would serve nothing.
+// Proves a brokerId that does not fit the role stops the broker with the configuration
+// status and names the key: a slave with the master's id 0, a master with a slave's id.
 #[test]
-fn slave_configuration_exits_with_the_config_status() {
+fn role_and_id_mismatch_exits_with_the_config_status() {
     let store = TempDir::new("startup-slave");
     let namesrv = format!("127.0.0.1:{}", free_port());
     for option in ["brokerRole=SLAVE", "brokerId=1"] {
         let (code, stderr) =
             common::run_to_exit(&["-o", option, "--namesrv", &namesrv], store.path());
         assert_eq!(code, Some(EXIT_CONFIG), "{option}: stderr: {stderr}");
-        assert!(stderr.contains("does not replicate"), "stderr: {stderr}");
+        assert!(stderr.contains("brokerId"), "stderr: {stderr}");
+        assert!(stderr.contains("brokerRole"), "stderr: {stderr}");
     }
 }
 

@@ -22,8 +22,8 @@ broker_config! {
     },
     broker_id: i64 = 0 => {
         key: "brokerId", unit: "", applies: AtRestart,
-        doc: "0, a master's id: Comet does not replicate yet, so any other id is refused.",
-        parse: parse_master_id, show: ToString::to_string,
+        doc: "0 for a master, 1 or more for a slave of the master with the same brokerName.",
+        parse: parse_broker_id, show: ToString::to_string,
     },
     namesrv_addrs: Vec<String> = Vec::new() => {
         key: "namesrvAddr", unit: "", applies: AtRestart,
@@ -49,8 +49,42 @@ broker_config! {
     },
     ha_listen_port: u16 = 10912 => {
         key: "haListenPort", unit: "", applies: AtRestart,
-        doc: "HA port registered with the name servers; listenPort + 1 unless set.",
+        doc: "A master's replication port (slaves connect to it); listenPort + 1 unless set.",
         parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
+    },
+    /// Java's `brokerIP2`; unset, the HA address uses `brokerIP1`.
+    broker_ip2: Option<IpAddr> = None => {
+        key: "brokerIP2", unit: "", applies: AtRestart,
+        doc: "Address of a master's replication port given to slaves (default brokerIP1).",
+        parse: parse_optional_ip, show: optional_ip_text,
+    },
+    /// Empty: the slave takes the `haServerAddr` the name server returns to its
+    /// REGISTER_BROKER, as Java slaves do.
+    ha_master_address: String = String::new() => {
+        key: "haMasterAddress", unit: "", applies: AtRestart,
+        doc: "A slave's master HA address `host:port` (empty: learned from the name server).",
+        parse: parse_optional_host_port, show: ToString::to_string,
+    },
+    slave_read_enable: bool = false => {
+        key: "slaveReadEnable", unit: "", applies: Live,
+        doc: "Whether a master may suggest a slave to consumers that fall far behind.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    ha_max_gap_not_in_sync_bytes: u64 = 256 * 1024 * 1024 => {
+        key: "haMaxGapNotInSync", unit: "bytes", applies: Live,
+        doc: "A slave further behind than this is not in sync (SYNC_MASTER: SLAVE_NOT_AVAILABLE).",
+        parse: |key, value| parse(key, value, "bytes"), show: ToString::to_string,
+    },
+    ha_heartbeat_interval_ms: u64 = 5000 => {
+        key: "haSendHeartbeatInterval", unit: "ms", applies: AtRestart,
+        doc: "Most time between replication heartbeats (master) and acks (slave) on an idle link.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    /// Java's slave timeout (`haHousekeepingInterval`).
+    ha_slave_timeout_ms: u64 = 20_000 => {
+        key: "haHousekeepingInterval", unit: "ms", applies: AtRestart,
+        doc: "A replication link silent this long is closed (the slave reconnects).",
+        parse: parse_positive, show: ToString::to_string,
     },
     store_root: PathBuf = PathBuf::from("store") => {
         key: "storePathRootDir", unit: "", applies: StartUpOnly,
@@ -69,7 +103,7 @@ broker_config! {
     },
     broker_role: BrokerRole = BrokerRole::AsyncMaster => {
         key: "brokerRole", unit: "", applies: AtRestart,
-        doc: "ASYNC_MASTER or SYNC_MASTER; SLAVE is refused (no replication yet).",
+        doc: "ASYNC_MASTER, SYNC_MASTER, or SLAVE (a read replica of its master's logs).",
         parse: parse_broker_role, show: broker_role_text,
     },
     broker_permission: i32 = 6 => {

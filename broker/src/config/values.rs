@@ -146,11 +146,8 @@ pub(super) fn parse_broker_role(key: &str, value: &str) -> Result<BrokerRole, Co
     match value {
         "ASYNC_MASTER" => Ok(BrokerRole::AsyncMaster),
         "SYNC_MASTER" => Ok(BrokerRole::SyncMaster),
-        _ => Err(error(
-            key,
-            value,
-            "ASYNC_MASTER or SYNC_MASTER (Comet does not replicate yet, so it runs no slaves)",
-        )),
+        "SLAVE" => Ok(BrokerRole::Slave),
+        _ => Err(error(key, value, "ASYNC_MASTER, SYNC_MASTER or SLAVE")),
     }
 }
 
@@ -158,6 +155,7 @@ pub(super) fn broker_role_text(role: &BrokerRole) -> String {
     match role {
         BrokerRole::AsyncMaster => "ASYNC_MASTER",
         BrokerRole::SyncMaster => "SYNC_MASTER",
+        BrokerRole::Slave => "SLAVE",
     }
     .to_owned()
 }
@@ -177,16 +175,42 @@ pub(super) fn refuse_access_control(key: &str, value: &str) -> Result<(), Config
     }
 }
 
-/// `brokerId` of a master: 0, the id clients send to (a non-zero id would register a broker
-/// that producers never choose).
-pub(super) fn parse_master_id(key: &str, value: &str) -> Result<i64, ConfigError> {
-    match parse(key, value, "0 (a master's id)")? {
-        0 => Ok(0),
-        _ => Err(error(
-            key,
-            value,
-            "0 (a master's id; Comet does not replicate yet, so it runs no slaves)",
-        )),
+/// `brokerId`: 0 for a master, 1 or more for a slave (whether it fits `brokerRole` is
+/// checked once every key is read, see `BrokerConfig::check_role`).
+pub(super) fn parse_broker_id(key: &str, value: &str) -> Result<i64, ConfigError> {
+    const EXPECTED: &str = "0 (a master) or a positive id (a slave)";
+    let id: i64 = parse(key, value, EXPECTED)?;
+    if id < 0 {
+        return Err(error(key, value, EXPECTED));
+    }
+    Ok(id)
+}
+
+/// An IP address, or nothing for an empty value (`brokerIP2`).
+pub(super) fn parse_optional_ip(key: &str, value: &str) -> Result<Option<IpAddr>, ConfigError> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    parse(key, value, "an IP address, or nothing").map(Some)
+}
+
+pub(super) fn optional_ip_text(address: &Option<IpAddr>) -> String {
+    address
+        .map(|address| address.to_string())
+        .unwrap_or_default()
+}
+
+/// `host:port`, or nothing for an empty value (`haMasterAddress`).
+pub(super) fn parse_optional_host_port(key: &str, value: &str) -> Result<String, ConfigError> {
+    const EXPECTED: &str = "host:port with a port number, or nothing";
+    if value.is_empty() {
+        return Ok(String::new());
+    }
+    match value.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+            Ok(value.to_owned())
+        }
+        _ => Err(error(key, value, EXPECTED)),
     }
 }
 

@@ -28,8 +28,25 @@ fn ok(request: &RemotingCommand) -> RemotingCommand {
     RemotingCommand::response_to(request, ResponseCode::SUCCESS)
 }
 
+/// A slave takes topics and groups from its master only: a write is refused as Java's
+/// `AdminBrokerProcessor` refuses it on a slave, with its remark.
+fn refused_on_slave(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
+    if broker.config.load().broker_role.is_master() {
+        return None;
+    }
+    Some(error(
+        request,
+        ResponseCode::SYSTEM_ERROR,
+        "Can't modify topic or subscription group from slave broker, please execute it from \
+         master broker.",
+    ))
+}
+
 /// UPDATE_AND_CREATE_TOPIC (17).
 pub fn create_topic(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    if let Some(refused) = refused_on_slave(broker, request) {
+        return refused;
+    }
     let header = match CreateTopicRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
@@ -81,6 +98,9 @@ pub fn create_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
 
 /// DELETE_TOPIC_IN_BROKER (215).
 pub fn delete_topic(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    if let Some(refused) = refused_on_slave(broker, request) {
+        return refused;
+    }
     let header = match DeleteTopicRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
@@ -122,6 +142,9 @@ pub fn system_topics(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
 
 /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200).
 pub fn create_group(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    if let Some(refused) = refused_on_slave(broker, request) {
+        return refused;
+    }
     let config = match SubscriptionGroupConfig::decode(&request.body) {
         Ok(config) => config,
         Err(e) => {
@@ -148,6 +171,9 @@ pub fn all_groups(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCo
 /// DELETE_SUBSCRIPTIONGROUP (207). Offsets of the group are forgotten on every shard at the
 /// next persist when `cleanOffset` is set.
 pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    if let Some(refused) = refused_on_slave(broker, request) {
+        return refused;
+    }
     let header = match DeleteSubscriptionGroupRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),

@@ -49,6 +49,9 @@ pub fn route(
     broker: &ShardBroker,
     request: &mut RemotingCommand,
 ) -> Result<Route, RemotingCommand> {
+    if let Some(refused) = slave_refusal(broker, request) {
+        return Err(refused);
+    }
     let header = decode_send_request(request)
         .map_err(|e| error(request, ResponseCode::SYSTEM_ERROR, e.to_string()))?;
     let topic = header.topic.clone();
@@ -392,9 +395,27 @@ async fn append_and_respond(
     let code = match broker.config.load().broker_role {
         BrokerRole::AsyncMaster => ResponseCode::SUCCESS,
         BrokerRole::SyncMaster => ResponseCode::SLAVE_NOT_AVAILABLE,
+        // Refused before anything was appended (see `slave_refusal`).
+        BrokerRole::Slave => ResponseCode::SERVICE_NOT_AVAILABLE,
     };
     let response = RemotingCommand::response_to(request, code).with_header(&response_header);
     with_region_and_trace(broker, response)
+}
+
+/// A slave stores only what its master streams: a send is answered SERVICE_NOT_AVAILABLE
+/// with Java's remark (Java's `DefaultMessageStore` refuses every put on a slave, and its
+/// `SendMessageProcessor` answers so), before any topic is created.
+pub fn slave_refusal(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
+    if broker.config.load().broker_role.is_master() {
+        return None;
+    }
+    Some(error(
+        request,
+        ResponseCode::SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: the \
+         broker's disk is full, messages are put to the slave, message store has been shut \
+         down, etc.",
+    ))
 }
 
 /// Maps a store failure to the response RocketMQ gives for it.
