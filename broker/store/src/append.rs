@@ -92,7 +92,8 @@ impl<'s> Appender<'s> {
         Ok(appended)
     }
 
-    fn check_writable(&self) -> Result<(), StoreError> {
+    /// Refuses writes to a closed store, after a write failure, or above the disk's hard mark.
+    pub(crate) fn check_writable(&self) -> Result<(), StoreError> {
         let shared = &self.shared;
         if shared.closed.get() {
             return Err(StoreError::Closed);
@@ -176,7 +177,7 @@ impl<'s> Appender<'s> {
     }
 
     /// Starts creating the spare segment in the background unless it exists or is underway.
-    fn request_spare(&self) {
+    pub(crate) fn request_spare(&self) {
         let (start, dir, segment_bytes) = {
             let mut log = self.shared.log.borrow_mut();
             if log.spare.is_some() || log.spare_creating {
@@ -209,8 +210,26 @@ impl<'s> Appender<'s> {
         .detach();
     }
 
-    async fn wait_for_spare(&self) -> Result<(), StoreError> {
+    /// Resolves when the spare segment is ready, or fails when it cannot be created.
+    pub(crate) async fn wait_for_spare(&self) -> Result<(), StoreError> {
         SpareWait { appender: self }.await
+    }
+
+    /// Resolves when the log is durable up to `end`, or fails with the store's failure.
+    pub(crate) async fn wait_durable(&self, end: u64) -> Result<(), StoreError> {
+        DurableWait {
+            shared: self.shared,
+            end,
+        }
+        .await
+    }
+
+    /// Counts records appended by a replica (see `replica`).
+    pub(crate) fn count_replicated(&self, records: u64, bytes: u64) {
+        let mut stats = self.shared.stats.get();
+        stats.appended_records += records;
+        stats.appended_bytes += bytes;
+        self.shared.stats.set(stats);
     }
 }
 

@@ -234,6 +234,14 @@ impl CommitLog {
         Ok(position)
     }
 
+    /// Ends the current segment with its end marker and continues in the spare (a replica
+    /// does so where its master's log did). Returns the new written end.
+    pub(crate) fn end_segment(&mut self) -> Result<u64, NeedSpare> {
+        let segment_end = self.segment_start(self.write) + self.segment_bytes;
+        self.roll(segment_end)?;
+        Ok(self.write)
+    }
+
     /// Ends the current segment with the blank marker and continues in the spare.
     fn roll(&mut self, segment_end: u64) -> Result<(), NeedSpare> {
         let spare = self.spare.take().ok_or(NeedSpare)?;
@@ -346,13 +354,31 @@ impl CommitLog {
                 _ => groups.push((segment, low, high)),
             }
         }
-        let target = groups.last().map(|group| group.2)?;
+        let target = self.past_end_marker(groups.last().map(|group| group.2)?);
         assert!(target > from && target > self.durable && target <= self.write);
         let writes = groups
             .iter()
             .map(|&(segment, low, high)| self.flush_write(segment, low, high))
             .collect();
         Some(FlushPlan { target, writes })
+    }
+
+    /// `position`, or the end of its segment when it is the end of that segment's end
+    /// marker: the rest of the segment holds nothing, so once the marker is durable the log
+    /// is durable up to the segment's end. A log whose written end is a segment start then
+    /// becomes durable there too (a replica rolls without a record behind the marker).
+    fn past_end_marker(&self, position: u64) -> u64 {
+        let segment_end = self.segment_start(position) + self.segment_bytes;
+        // Chunks of a segment are contiguous and the last one ends with the end marker, so
+        // a written position of an earlier segment that no chunk holds is past the marker.
+        let ends_segment = position > self.segment_start(position)
+            && segment_end <= self.write
+            && self.cached_from(position).is_none();
+        if ends_segment {
+            segment_end
+        } else {
+            position
+        }
     }
 
     fn flush_write(&self, segment: u64, low: u64, high: u64) -> FlushWrite {
@@ -410,6 +436,22 @@ impl CommitLog {
         match &chunk.data {
             ChunkData::Sealed(sealed) => Some(sealed.slice(from..from + length)),
             ChunkData::Open(open) => Some(Bytes::copy_from_slice(&open[from..from + length])),
+        }
+    }
+
+    /// Up to `length` bytes from `position` to the end of the cached chunk holding it
+    /// (zero-copy from sealed chunks), if cached.
+    pub(crate) fn cached_span(&self, position: u64, length: usize) -> Option<Bytes> {
+        let index = self.chunks.partition_point(|chunk| chunk.start <= position);
+        let chunk = self.chunks.get(index.checked_sub(1)?)?;
+        if position >= chunk.end() {
+            return None;
+        }
+        let from = to_index(position - chunk.start);
+        let to = from + length.min(to_index(chunk.end() - position));
+        match &chunk.data {
+            ChunkData::Sealed(sealed) => Some(sealed.slice(from..to)),
+            ChunkData::Open(open) => Some(Bytes::copy_from_slice(&open[from..to])),
         }
     }
 

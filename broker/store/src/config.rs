@@ -82,6 +82,15 @@ pub struct StoreConfig {
     /// Logs of `other_logs` that no shard writes any more and that this store looks after:
     /// retention of their segments, query by key of their index (see `orphan`).
     pub adopted_logs: BTreeSet<LogId>,
+    /// SYNC_MASTER: records become visible to consumers (consume-queue and key-index
+    /// entries) only up to the position the slaves confirmed (`Store::confirm`) as well as
+    /// durably written here, so a failover can never take back a record someone read.
+    /// Off by default: visible once durable. Recovery makes the recovered log visible.
+    pub visible_after_confirm: bool,
+    /// Ends the log at this position at open (a slave whose log diverged from its master's):
+    /// it must be a record boundary at or below the recovered end; records from it on, and
+    /// their consume-queue and key-index entries, are dropped. `None` keeps the log.
+    pub truncate_log_to: Option<u64>,
 }
 
 /// Ownership test of a store: `(topic, queue id) -> owned`.
@@ -122,6 +131,8 @@ impl StoreConfig {
             owns_queue: None,
             other_logs: BTreeMap::new(),
             adopted_logs: BTreeSet::new(),
+            visible_after_confirm: false,
+            truncate_log_to: None,
         }
     }
 

@@ -68,6 +68,156 @@ pub enum StoreError {
     /// The store is shut down.
     #[error("store is shut down")]
     Closed,
+    /// A log position below the oldest retained segment: retention deleted those bytes, so a
+    /// slave that needs them must start over from `oldest` (a full copy).
+    #[error("log position {position} is below the oldest retained segment start {oldest}")]
+    BelowRetention {
+        /// The position asked for.
+        position: u64,
+        /// Start of the oldest retained segment.
+        oldest: u64,
+    },
+    /// A log position past the durable end: only durable bytes leave the store.
+    #[error("log position {position} is past the durable end {durable}")]
+    NotDurable {
+        /// The position asked for.
+        position: u64,
+        /// The durable end.
+        durable: u64,
+    },
+    /// A log position where no record, padding or segment end marker starts.
+    #[error("log position {position} is not a record boundary")]
+    NotRecordBoundary {
+        /// The position asked for.
+        position: u64,
+    },
+    /// Replicated bytes for another position than the written end: the stream and the
+    /// log disagree on where the log ends.
+    #[error("replicated bytes for log position {position}, the log is written up to {written}")]
+    ReplicaPosition {
+        /// Where the bytes were meant to go.
+        position: u64,
+        /// The log's written end.
+        written: u64,
+    },
+    /// Replicated bytes that are not the records of a log at their position; nothing of the
+    /// call was appended.
+    #[error("replicated bytes refused at log position {position}: {fault}")]
+    ReplicaInvalid {
+        /// Log position of the offending record.
+        position: u64,
+        /// What is wrong with it.
+        fault: ReplicaFault,
+    },
+    /// A wait for a position the log has not been written up to.
+    #[error("log position {position} is past the written end {written}")]
+    NotWritten {
+        /// The position asked for.
+        position: u64,
+        /// The written end.
+        written: u64,
+    },
+    /// `StoreConfig::truncate_log_to` names a position the log cannot end at.
+    #[error("cannot truncate the log to position {position}: {fault}")]
+    TruncateRefused {
+        /// The position asked for.
+        position: u64,
+        /// Why not.
+        fault: TruncateFault,
+    },
+}
+
+/// What is wrong with one record of a replicated append (see `Store::append_replicated`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicaFault {
+    /// A magic that is neither a record's nor a blank marker's.
+    #[error("unknown magic {magic:#010x}")]
+    Magic {
+        /// The magic found.
+        magic: u32,
+    },
+    /// A size no record or marker can have here (negative, too small, or running into the
+    /// room every segment keeps for its end marker).
+    #[error("impossible size {size}")]
+    Size {
+        /// The TOTALSIZE (or blank size) found.
+        size: i32,
+    },
+    /// The bytes end inside a record.
+    #[error("the bytes end inside a record of {size} bytes")]
+    Cut {
+        /// The record's TOTALSIZE.
+        size: u64,
+    },
+    /// The record does not parse.
+    #[error("record does not parse: {0}")]
+    Record(comet_proto::message::RecordError),
+    /// The body CRC does not match the body.
+    #[error("body CRC does not match the body")]
+    BodyCrc,
+    /// The record's PHYSICALOFFSET is not where it would land.
+    #[error("PHYSICALOFFSET {found} where the record lands at {expected}")]
+    PhysicalOffset {
+        /// The field's value.
+        found: i64,
+        /// The physical offset of its position here.
+        expected: i64,
+    },
+    /// The record's queue offset does not continue its queue (a gap or a reuse).
+    #[error("{topic}/{queue_id} queue offset {found} where {expected} is next")]
+    QueueOffset {
+        /// Its topic.
+        topic: String,
+        /// Its queue.
+        queue_id: i32,
+        /// The record's QUEUEOFFSET.
+        found: i64,
+        /// The queue's next offset here.
+        expected: u64,
+    },
+    /// Padding that is not padding's shape (ends on a page, at most a page plus the marker,
+    /// zero past its header).
+    #[error("blank marker of {size} bytes is neither padding nor the segment's end")]
+    Blank {
+        /// Its size.
+        size: i32,
+    },
+    /// A record or end marker that does not end where this store's segment does (a record
+    /// running into the room kept for its end marker, a marker ending the segment
+    /// elsewhere): the sender's segments have another size.
+    #[error("this store's segment ends at {segment_end}; the sender's segment size differs")]
+    SegmentSize {
+        /// Where this store's segment ends.
+        segment_end: u64,
+    },
+    /// Bytes after a segment's end marker: one call appends to one segment.
+    #[error("bytes follow the segment's end marker")]
+    AfterSegmentEnd,
+}
+
+/// Why `StoreConfig::truncate_log_to` cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TruncateFault {
+    /// The recovered log ends before it.
+    #[error("the recovered log ends at {end}")]
+    BeyondEnd {
+        /// The recovered end.
+        end: u64,
+    },
+    /// A record spans it.
+    #[error("a record spans it, from {record_start} to {record_end}")]
+    NotBoundary {
+        /// Where that record starts.
+        record_start: u64,
+        /// Where it ends.
+        record_end: u64,
+    },
+    /// It lies below the oldest retained segment.
+    #[error("the oldest retained segment starts at {oldest}")]
+    BelowOldest {
+        /// Start of the oldest retained segment.
+        oldest: u64,
+    },
 }
 
 impl StoreError {

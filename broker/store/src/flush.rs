@@ -186,12 +186,24 @@ pub(crate) fn fail(shared: &Shared, reason: String) {
     shared.zero_done.wake_all();
 }
 
-/// Dispatches every durable record not yet dispatched (waking readers of their queues).
-fn dispatch_durable(shared: &Shared) {
+/// How far records may become visible: the durable end, and under
+/// `StoreConfig::visible_after_confirm` (SYNC_MASTER) no further than the confirmed
+/// position, so consumers never read what a failover to the slave could take back.
+pub(crate) fn visible_end(shared: &Shared, durable: u64) -> u64 {
+    if shared.config.visible_after_confirm {
+        durable.min(shared.confirmed.get())
+    } else {
+        durable
+    }
+}
+
+/// Dispatches every visible record not yet dispatched (waking readers of their queues).
+pub(crate) fn dispatch_durable(shared: &Shared) {
     let mut log = shared.log.borrow_mut();
     let mut queues = shared.queues.borrow_mut();
     let mut index = shared.index.borrow_mut();
-    while log.dispatched < log.durable {
+    let limit = visible_end(shared, log.durable);
+    while log.dispatched < limit {
         let position = log.dispatched;
         let bytes = log
             .cached_from(position)
@@ -207,14 +219,14 @@ fn dispatch_durable(shared: &Shared) {
             } else {
                 end
             };
-            if needed > log.durable {
+            if needed > limit {
                 break;
             }
             log.dispatched = end;
             continue;
         }
         let size = u64::try_from(size).expect("appended records have positive sizes");
-        if position + size > log.durable {
+        if position + size > limit {
             break;
         }
         let view = RecordView::parse(bytes).expect("appended records were validated");

@@ -33,6 +33,8 @@
 //! - `orphan`: logs of shards that no longer run: key queries, deleting, retiring.
 //! - `maintenance`: derived-file flush and checkpoint, key-index sealing and linking, the
 //!   maintenance lock, queue min offsets past deleted records.
+//! - `replica`: replication: raw log reads for a master, checked appends of a master's bytes
+//!   for a slave, the confirmed position that limits visibility.
 //! - `read`: the read path: pulls, lookups by time, offset and key, waits for new data.
 //! - `append`: validates records, copies them into the log, spare segments, durable waits.
 //! - `flush`: the flush lanes (group commit) and dispatch of newly durable records.
@@ -83,6 +85,7 @@ pub(crate) mod queues;
 pub mod read;
 pub mod recovery;
 pub mod remap;
+pub mod replica;
 pub(crate) mod retention;
 pub(crate) mod sealed_index;
 pub(crate) mod shard;
@@ -90,7 +93,8 @@ pub mod store;
 pub(crate) mod warm;
 
 pub use config::{FlushPolicy, OwnsQueue, StoreConfig};
-pub use error::StoreError;
+pub use error::{ReplicaFault, StoreError, TruncateFault};
 pub use offset::{LogId, PhysicalOffset, QueueOffset};
 pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};
+pub use replica::LogChunk;
 pub use store::{AppendedRecord, Store, StoreStats};

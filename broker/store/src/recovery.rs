@@ -28,7 +28,7 @@ use crate::commit_log::{
 };
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
-use crate::error::{setup_error, StoreError};
+use crate::error::{setup_error, StoreError, TruncateFault};
 use crate::index::KeyIndex;
 use crate::limits::{FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES, RECOVERY_READ_BYTES};
 use crate::offset::{file_name, parse_file_name};
@@ -162,18 +162,28 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         let checkpoint_segment = scan_start - scan_start % config.segment_bytes;
         scan_start = checkpoint_segment.max(first).min(last);
     }
+    let mut watch = BoundaryWatch::new(config.truncate_log_to);
+    if let Some(to) = config.truncate_log_to {
+        if to < first {
+            let fault = TruncateFault::BelowOldest { oldest: first };
+            return Err(StoreError::TruncateRefused {
+                position: to,
+                fault,
+            });
+        }
+        // The segment holding `to` is scanned whole: its records below `to` are dispatched
+        // again (its sealed key index goes), and the scan sees whether `to` is a boundary.
+        scan_start = scan_start.min(to - to % config.segment_bytes).max(first);
+    }
     truncate_derived(&mut queues, &mut index, config, scan_start).await?;
-    let end = scan_with_rebuild(
-        config,
-        layout,
-        &segments,
-        scan_start,
-        &mut queues,
-        &mut index,
-    )
-    .await?;
+    let scanned = (&segments, scan_start);
+    let mut end =
+        scan_with_rebuild(config, layout, scanned, &mut queues, &mut index, &mut watch).await?;
     if crashed {
         zero_past_end(config, &segments, end).await?;
+    }
+    if let Some(to) = config.truncate_log_to {
+        end = truncate_log(config, layout, &segments, &watch, end, to).await?;
     }
     drop_segments_past(&mut segments, config, end).await?;
     ensure_segment(config, layout, &mut segments, end).await?;
@@ -289,12 +299,12 @@ async fn truncate_derived(
 async fn scan_with_rebuild(
     config: &StoreConfig,
     layout: &Layout,
-    segments: &BTreeMap<u64, Rc<DirectFile>>,
-    scan_start: u64,
+    (segments, scan_start): (&BTreeMap<u64, Rc<DirectFile>>, u64),
     queues: &mut Queues,
     index: &mut KeyIndex,
+    watch: &mut BoundaryWatch,
 ) -> Result<u64, StoreError> {
-    let what = match scan(config, segments, scan_start, queues, index, true).await? {
+    let what = match scan(config, segments, scan_start, queues, index, true, watch).await? {
         ScanEnd::At(end) => return Ok(end),
         ScanEnd::QueueGap(what) => what,
     };
@@ -303,7 +313,8 @@ async fn scan_with_rebuild(
     let first = segments.keys().next().copied().unwrap_or(0);
     log::error!("consume queues short of the checkpoint ({what}); rebuilding from {first}");
     truncate_derived(queues, index, config, first).await?;
-    match scan(config, segments, first, queues, index, false).await? {
+    watch.spanned = None;
+    match scan(config, segments, first, queues, index, false, watch).await? {
         ScanEnd::At(end) => Ok(end),
         ScanEnd::QueueGap(what) => Err(StoreError::corrupt(&layout.commit_log, what)),
     }
@@ -327,6 +338,7 @@ async fn scan(
     queues: &mut Queues,
     index: &mut KeyIndex,
     stop_at_gap: bool,
+    watch: &mut BoundaryWatch,
 ) -> Result<ScanEnd, StoreError> {
     let mut position = start;
     let mut scanner = Scanner {
@@ -334,6 +346,7 @@ async fn scan(
         queues,
         index,
         stop_at_gap,
+        watch,
     };
     loop {
         let segment_start = position - position % config.segment_bytes;
@@ -360,6 +373,30 @@ struct Scanner<'a> {
     queues: &'a mut Queues,
     index: &'a mut KeyIndex,
     stop_at_gap: bool,
+    watch: &'a mut BoundaryWatch,
+}
+
+/// Watches the scan for the piece (record, padding, end marker) that spans a truncation
+/// position: every position the scan passes is a piece's start or inside one.
+pub(crate) struct BoundaryWatch {
+    at: Option<u64>,
+    /// The piece `[start, end)` that holds `at` strictly inside it.
+    spanned: Option<(u64, u64)>,
+}
+
+impl BoundaryWatch {
+    fn new(at: Option<u64>) -> BoundaryWatch {
+        BoundaryWatch { at, spanned: None }
+    }
+
+    /// The scan passed a piece of `length` bytes at `start`.
+    fn piece(&mut self, start: u64, length: u64) {
+        if let Some(at) = self.at {
+            if start < at && at < start + length {
+                self.spanned = Some((start, start + length));
+            }
+        }
+    }
 }
 
 impl Scanner<'_> {
@@ -392,8 +429,14 @@ impl Scanner<'_> {
                         return ends_at(position);
                     }
                 }
-                Check::Blank => return Ok(SegmentScan::Continues),
-                Check::Padding(size) => position += size,
+                Check::Blank => {
+                    self.watch.piece(position, segment_end - position);
+                    return Ok(SegmentScan::Continues);
+                }
+                Check::Padding(size) => {
+                    self.watch.piece(position, size);
+                    position += size;
+                }
                 Check::Zeros => return ends_at(position),
                 Check::Invalid(reason) => {
                     log::warn!("commit log ends at {position}: {reason}");
@@ -407,6 +450,7 @@ impl Scanner<'_> {
                 Check::Valid(size) | Check::Gap { size, .. } => {
                     let view = RecordView::parse(&available[..size]).expect("checked");
                     dispatch_record(&view, position, self.queues, self.index, config);
+                    self.watch.piece(position, size as u64);
                     position += size as u64;
                     comet_rt::local::yield_if_needed().await;
                 }
@@ -566,33 +610,94 @@ fn queue_continuation(
     }
 }
 
+/// Bytes past the end of the log a crash can have left written: each flush in flight
+/// reaches at most FLUSH_BYTES_MAX past the previous one's start; one more for margin.
+const TORN_REACH_BYTES: u64 = (FLUSHES_IN_FLIGHT_MAX as u64 + 1) * FLUSH_BYTES_MAX as u64;
+
 /// Zeroes what the last, possibly torn, flush may have written past `end`.
 async fn zero_past_end(
     config: &StoreConfig,
     segments: &BTreeMap<u64, Rc<DirectFile>>,
     end: u64,
 ) -> Result<(), StoreError> {
-    let segment_start = end - end % config.segment_bytes;
+    zero_range(config, segments, end, end + TORN_REACH_BYTES).await
+}
+
+/// Zeroes log bytes `[from, to)` inside the segment holding `from` (the bytes of its page
+/// below `from` are kept), in writes of at most FLUSH_BYTES_MAX, then syncs.
+async fn zero_range(
+    config: &StoreConfig,
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
+    from: u64,
+    to: u64,
+) -> Result<(), StoreError> {
+    let segment_start = from - from % config.segment_bytes;
     let Some(file) = segments.get(&segment_start) else {
         return Ok(());
     };
-    let page_start = align_down(end);
-    // Each flush in flight reaches at most FLUSH_BYTES_MAX past the previous one's start; one
-    // more for margin.
-    let reach = (FLUSHES_IN_FLIGHT_MAX as u64 + 1) * FLUSH_BYTES_MAX as u64;
-    let limit = (segment_start + config.segment_bytes).min(end + reach);
-    let length = align_up(limit) - page_start;
-    if length == 0 {
+    let page_start = align_down(from);
+    let limit = align_up((segment_start + config.segment_bytes).min(to));
+    if limit <= page_start {
         return Ok(());
     }
     let kept = file
-        .read_at(page_start - segment_start, to_index(end - page_start))
+        .read_at(page_start - segment_start, to_index(from - page_start))
         .await?;
-    let mut buffer = file.alloc_buffer(to_index(length));
-    buffer.as_mut_slice()[..kept.len()].copy_from_slice(&kept);
-    file.write_at(buffer, page_start - segment_start).await?;
+    let mut at = page_start;
+    while at < limit {
+        let length = (limit - at).min(FLUSH_BYTES_MAX as u64);
+        let mut buffer = file.alloc_buffer(to_index(length));
+        if at == page_start {
+            buffer.as_mut_slice()[..kept.len()].copy_from_slice(&kept);
+        }
+        file.write_at(buffer, at - segment_start).await?;
+        at += length;
+    }
     file.fdatasync().await?;
     Ok(())
+}
+
+/// Ends the recovered log (`end`) at `to` (`StoreConfig::truncate_log_to`): checks that
+/// `to` is a boundary the scan passed, and zeroes the bytes of its segment from `to` to
+/// the old end, so no later scan finds the dropped records again (the caller drops the
+/// later segments and the derived entries). `abort` is written first: a crash before the
+/// new checkpoint re-verifies the segment and stops at the zeros. Returns the new end.
+async fn truncate_log(
+    config: &StoreConfig,
+    layout: &Layout,
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
+    watch: &BoundaryWatch,
+    end: u64,
+    to: u64,
+) -> Result<u64, StoreError> {
+    let refuse = |fault| StoreError::TruncateRefused {
+        position: to,
+        fault,
+    };
+    if to > end {
+        return Err(refuse(TruncateFault::BeyondEnd { end }));
+    }
+    if let Some((record_start, record_end)) = watch.spanned {
+        let fault = TruncateFault::NotBoundary {
+            record_start,
+            record_end,
+        };
+        return Err(refuse(fault));
+    }
+    if to == end {
+        return Ok(end);
+    }
+    std::fs::write(&layout.abort, std::process::id().to_string())
+        .map_err(|error| setup_error(&layout.abort, error))?;
+    comet_rt::io::sync_directory(&config.root).await?;
+    // The old data (and what a crash may have torn past it) ends within this reach.
+    zero_range(config, segments, to, end + TORN_REACH_BYTES).await?;
+    log::warn!(
+        "store {} log {}: truncated from {end} to {to}",
+        config.root.display(),
+        config.log_id
+    );
+    Ok(to)
 }
 
 /// Removes segments entirely past the one holding `end` (they hold nothing valid).

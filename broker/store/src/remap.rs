@@ -249,8 +249,8 @@ mod tests {
         assert!(!leftover.exists() && stores[1].exists());
         let owner = |_: &str, queue: i32| usize::try_from(queue).expect("non-negative queue id");
         assert_eq!(hand_over_queues(&stores, owner).expect("hand over"), 2);
-        for queue in 0..3 {
-            let file = stores[queue].join(format!("consumequeue/T/{queue}/00000000000000000000"));
+        for (queue, store) in stores.iter().enumerate().take(3) {
+            let file = store.join(format!("consumequeue/T/{queue}/00000000000000000000"));
             let byte = u8::try_from(queue).expect("small queue id");
             assert_eq!(std::fs::read(file).expect("moved"), vec![byte]);
         }

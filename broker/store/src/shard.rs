@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     pub(crate) maintenance_busy: Cell<bool>,
     pub(crate) maintenance_free: WakerList,
     pub(crate) last_store_timestamp_ms: Cell<i64>,
+    /// Log position confirmed by the slaves (`Store::confirm`); limits visibility under
+    /// `StoreConfig::visible_after_confirm`. Only moves forward.
+    pub(crate) confirmed: Cell<u64>,
     pub(crate) stats: Cell<StoreStats>,
     pub(crate) tasks: RefCell<Vec<LocalTask<()>>>,
     pub(crate) lock_file: RefCell<Option<std::fs::File>>,
@@ -100,6 +103,8 @@ impl Shared {
         lock: std::fs::File,
     ) -> Shared {
         let flights = Flights::new(recovered.log.durable, config.flushes_in_flight_max);
+        // Recovery made the whole recovered log visible: it counts as confirmed.
+        let confirmed = recovered.log.durable;
         Shared {
             config,
             log: RefCell::new(recovered.log),
@@ -127,6 +132,7 @@ impl Shared {
             maintenance_busy: Cell::new(false),
             maintenance_free: WakerList::default(),
             last_store_timestamp_ms: Cell::new(0),
+            confirmed: Cell::new(confirmed),
             stats: Cell::new(StoreStats::default()),
             tasks: RefCell::new(Vec::new()),
             lock_file: RefCell::new(Some(lock)),

@@ -33,6 +33,7 @@ use crate::maintenance::{drop_gone_entries, run_index_linker, run_maintenance};
 use crate::offset::{PhysicalOffset, QueueOffset};
 use crate::orphan::{AdoptedLogs, Orphans};
 use crate::read::{GetResult, MessageFilter, MessageWait, ReadPath, TimeBoundary};
+use crate::replica::{LogChunk, Replica};
 use crate::retention::{run_retention, Retention};
 use crate::shard::Shared;
 use crate::warm::run_warmer;
@@ -180,6 +181,68 @@ impl Store {
     pub fn min_physical_offset(&self) -> PhysicalOffset {
         let log = self.shared.log.borrow();
         log.physical(log.min_position())
+    }
+
+    /// Start of the oldest retained segment of this store's commit log, as a log position
+    /// (no log id in the top bits; [`Store::min_physical_offset`] is the same with it).
+    pub fn min_position(&self) -> u64 {
+        self.shared.log.borrow().min_position()
+    }
+
+    /// One past the last durable byte of this store's commit log, as a log position (no
+    /// log id in the top bits; [`Store::durable_end_offset`] is the same with it).
+    pub fn durable_position(&self) -> u64 {
+        self.shared.log.borrow().durable
+    }
+
+    /// One past the last byte written (durable or not) to this store's commit log, as a
+    /// log position: where [`Store::append_replicated`] continues.
+    pub fn written_position(&self) -> u64 {
+        self.shared.log.borrow().write
+    }
+
+    /// Master side of replication: raw bytes of this store's own commit log from
+    /// `position` (a record boundary or a segment start), whole records of one segment, at
+    /// most `max_bytes` of them, never past the durable end; a segment's end marker
+    /// travels as its 8 bytes and the chunk then ends at the segment's end. Served from the
+    /// read cache when it holds them, else read from disk and verified.
+    /// [`StoreError::BelowRetention`] names the oldest retained segment start when
+    /// `position` was deleted.
+    pub async fn read_log(&self, position: u64, max_bytes: usize) -> Result<LogChunk, StoreError> {
+        Replica::new(&self.shared)
+            .read_log(position, max_bytes)
+            .await
+    }
+
+    /// Slave side of replication: appends a master's log bytes (as [`Store::read_log`]
+    /// returns them) unchanged at `position`, which must be the written end. Every record
+    /// is checked first (magic, sizes, body CRC, PHYSICALOFFSET equal to where it lands,
+    /// queue offset equal to its queue's next); one bad record refuses the whole call and
+    /// changes nothing. Returns the new written end without waiting for durability (see
+    /// [`Store::wait_durable`]); records become visible once durable, as appended ones do.
+    pub async fn append_replicated(&self, position: u64, bytes: &[u8]) -> Result<u64, StoreError> {
+        Replica::new(&self.shared)
+            .append_replicated(position, bytes)
+            .await
+    }
+
+    /// Resolves once this store's commit log is durable up to `position` (at most the
+    /// written end), through the group commit that covers it.
+    pub async fn wait_durable(&self, position: u64) -> Result<(), StoreError> {
+        Replica::new(&self.shared).wait_durable(position).await
+    }
+
+    /// SYNC_MASTER: the slaves hold this store's log durably up to `position`. Under
+    /// [`StoreConfig::visible_after_confirm`] records become visible only up to the
+    /// confirmed position (and the durable end); this dispatches what it now covers and
+    /// wakes long-polling readers. The confirmed position never moves back.
+    pub fn confirm(&self, position: u64) {
+        Replica::new(&self.shared).confirm(position);
+    }
+
+    /// The confirmed position (see [`Store::confirm`]).
+    pub fn confirmed_position(&self) -> u64 {
+        self.shared.confirmed.get()
     }
 
     /// Counters since open.

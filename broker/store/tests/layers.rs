@@ -11,6 +11,7 @@ const LAYERS: &[&str] = &[
     "retention",
     "orphan",
     "maintenance",
+    "replica",
     "read",
     "append",
     "flush",
