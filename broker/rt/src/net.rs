@@ -6,6 +6,9 @@
 //! [`PortReservation`] (a bound, non-listening reuse-port socket that fixes the port number),
 //! bind every shard's listener to [`PortReservation::addr`], then drop the reservation.
 //!
+//! Sockets are made with `socket2`, for IPv4 and IPv6 alike. A listener on the IPv6 wildcard
+//! (`[::]`) also accepts IPv4 connections (the Linux default, `net.ipv6.bindv6only = 0`).
+//!
 //! A [`Stream`] is a cheap-to-clone handle: a connection's reader task and writer task each
 //! hold one. glommio keeps separate read and write readiness sources per socket, so one read
 //! and one write may be pending at the same time; a stream must not be read by two tasks at
@@ -14,12 +17,35 @@
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 
 use futures_lite::{AsyncRead, AsyncWrite};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+
+/// Connections the kernel queues for a listener before its shard accepts them.
+pub const LISTEN_BACKLOG: i32 = 1024;
+
+/// A TCP socket with `SO_REUSEPORT`, bound to `addr` (IPv4 or IPv6), not yet listening.
+fn reuse_port_socket(addr: SocketAddr) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket)
+}
+
+/// The address `socket` is bound to (with the real port after binding port 0).
+fn bound_addr(socket: &Socket) -> io::Result<SocketAddr> {
+    socket.local_addr()?.as_socket().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "a TCP socket bound to a non-IP address",
+        )
+    })
+}
 
 /// A listening socket with `SO_REUSEPORT`, owned by one shard.
 pub struct Listener {
@@ -28,10 +54,15 @@ pub struct Listener {
 }
 
 impl Listener {
-    /// Binds and listens on `addr` with `SO_REUSEPORT`. Must run inside an executor.
+    /// Binds and listens on `addr` (IPv4 or IPv6) with `SO_REUSEPORT`. Must run inside an
+    /// executor.
     pub fn bind(addr: SocketAddr) -> io::Result<Listener> {
-        let inner = glommio::net::TcpListener::bind(addr).map_err(io::Error::from)?;
-        let addr = inner.local_addr().map_err(io::Error::from)?;
+        let socket = reuse_port_socket(addr)?;
+        socket.listen(LISTEN_BACKLOG)?;
+        let addr = bound_addr(&socket)?;
+        // SAFETY: the descriptor is a bound, listening TCP socket whose ownership moves from
+        // `socket` to the glommio listener, which closes it.
+        let inner = unsafe { glommio::net::TcpListener::from_raw_fd(socket.into_raw_fd()) };
         Ok(Listener { inner, addr })
     }
 
@@ -127,105 +158,45 @@ impl Stream {
 
     /// Shuts both directions down: a pending read on another clone returns end of stream.
     pub fn shutdown(&self) {
-        self.shutdown_how(libc::SHUT_RDWR);
+        self.shutdown_how(Shutdown::Both);
     }
 
     /// Shuts the read side down only: a pending read returns end of stream while writes
     /// still go out (a connection closing after it has flushed its answers).
     pub fn shutdown_read(&self) {
-        self.shutdown_how(libc::SHUT_RD);
+        self.shutdown_how(Shutdown::Read);
     }
 
-    fn shutdown_how(&self, how: libc::c_int) {
+    fn shutdown_how(&self, how: Shutdown) {
         let stream = self.inner.borrow();
-        let fd = std::os::unix::io::AsRawFd::as_raw_fd(&*stream);
-        // SAFETY: `fd` is a socket owned by `stream`, alive for this call. A failure means the
-        // connection is already gone, which is what the caller wants.
-        let _ = unsafe { libc::shutdown(fd, how) };
+        // SAFETY: the descriptor is the socket `stream` owns, open while `stream` is borrowed,
+        // which outlasts `fd`.
+        let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
+        // A failure means the connection is already gone, which is what the caller wants.
+        let _ = SockRef::from(&fd).shutdown(how);
     }
 }
 
-// Sizes of small C structs, known to fit a socklen_t.
-#[allow(clippy::cast_possible_truncation)]
-const C_INT_LENGTH: libc::socklen_t = size_of::<libc::c_int>() as libc::socklen_t;
-#[allow(clippy::cast_possible_truncation)]
-const SOCKADDR_IN_LENGTH: libc::socklen_t = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-#[allow(clippy::cast_possible_truncation)]
-const AF_INET_FAMILY: libc::sa_family_t = libc::AF_INET as libc::sa_family_t;
-
 /// Holds a port number for a group of reuse-port listeners (see the module docs). The socket
-/// is bound but never listens, so the kernel never hands it a connection.
+/// is bound but never listens, so the kernel never hands it a connection; dropping the
+/// reservation closes it.
 pub struct PortReservation {
-    fd: libc::c_int,
+    _socket: Socket,
     addr: SocketAddr,
 }
 
 impl PortReservation {
-    /// Binds a reuse-port socket on `addr`; with port 0 the kernel picks the port. Fails with
-    /// `AddrInUse` when another socket (of any process) listens there: see
+    /// Binds a reuse-port socket on `addr` (IPv4 or IPv6); with port 0 the kernel picks the
+    /// port. Fails with `AddrInUse` when another socket (of any process) listens there: see
     /// [`ensure_port_free`].
     pub fn new(addr: SocketAddr) -> io::Result<PortReservation> {
-        let SocketAddr::V4(v4) = addr else {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "port reservations support IPv4 addresses",
-            ));
-        };
         ensure_port_free(addr)?;
-        // SAFETY: plain socket(2); the result is checked.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let reservation = PortReservation { fd, addr };
-        let one: libc::c_int = 1;
-        // SAFETY: `one` outlives the call and its size is passed.
-        let status = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_REUSEPORT,
-                std::ptr::from_ref(&one).cast(),
-                C_INT_LENGTH,
-            )
-        };
-        if status != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let sockaddr = libc::sockaddr_in {
-            sin_family: AF_INET_FAMILY,
-            sin_port: v4.port().to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from_ne_bytes(v4.ip().octets()),
-            },
-            sin_zero: [0; 8],
-        };
-        // SAFETY: `sockaddr` is a valid sockaddr_in and its size is passed.
-        let status =
-            unsafe { libc::bind(fd, std::ptr::from_ref(&sockaddr).cast(), SOCKADDR_IN_LENGTH) };
-        if status != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        reservation.resolve()
-    }
-
-    fn resolve(mut self) -> io::Result<PortReservation> {
-        // SAFETY: zeroed sockaddr_in is a valid value to be overwritten by getsockname.
-        let mut sockaddr: libc::sockaddr_in = unsafe { std::mem::zeroed() };
-        let mut length = SOCKADDR_IN_LENGTH;
-        // SAFETY: the pointers are valid for the sizes passed.
-        let status = unsafe {
-            libc::getsockname(
-                self.fd,
-                std::ptr::from_mut(&mut sockaddr).cast(),
-                &mut length,
-            )
-        };
-        if status != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        self.addr.set_port(u16::from_be(sockaddr.sin_port));
-        Ok(self)
+        let socket = reuse_port_socket(addr)?;
+        let addr = bound_addr(&socket)?;
+        Ok(PortReservation {
+            _socket: socket,
+            addr,
+        })
     }
 
     /// The reserved address, with the real port.
@@ -281,13 +252,6 @@ pub fn ensure_port_free_within(addr: SocketAddr, wait: Duration) -> io::Result<(
             ));
         }
         std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-impl Drop for PortReservation {
-    fn drop(&mut self) {
-        // SAFETY: we own `fd` and close it once.
-        unsafe { libc::close(self.fd) };
     }
 }
 
@@ -348,15 +312,30 @@ mod tests {
         assert!(ensure_port_free(addr).is_ok());
         let reservation = PortReservation::new(addr).unwrap();
         assert_eq!(reservation.addr(), addr);
+        let busy = std::net::TcpListener::bind("[::1]:0").unwrap();
+        let addr = busy.local_addr().unwrap();
+        let error = ensure_port_free_within(addr, Duration::from_millis(300)).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::AddrInUse);
     }
 
-    // Proves a listener accepts, reads and writes over loopback, and that two reuse-port
+    // Proves a listener accepts, reads and writes over IPv4 loopback, and that two reuse-port
     // listeners can share a reserved port.
     #[test]
     fn echo_over_reserved_port() {
-        let reservation = PortReservation::new("127.0.0.1:0".parse().unwrap()).unwrap();
+        echo_over_reserved_port_at("127.0.0.1:0".parse().unwrap());
+    }
+
+    // Proves the same over IPv6 loopback: reservations and listeners are not IPv4-only.
+    #[test]
+    fn echo_over_reserved_ipv6_port() {
+        echo_over_reserved_port_at("[::1]:0".parse().unwrap());
+    }
+
+    fn echo_over_reserved_port_at(wanted: SocketAddr) {
+        let reservation = PortReservation::new(wanted).unwrap();
         let addr = reservation.addr();
         assert_ne!(addr.port(), 0);
+        assert_eq!(addr.ip(), wanted.ip());
         let server = std::thread::spawn(move || {
             run_on_current_thread(&ExecutorOptions::default(), async move {
                 let first = Listener::bind(addr).unwrap();
@@ -364,6 +343,7 @@ mod tests {
                 assert_eq!(second.local_addr(), addr);
                 drop(second);
                 let stream = first.accept().await.unwrap();
+                assert_eq!(stream.local_addr().ip(), wanted.ip());
                 stream.set_nodelay(true).unwrap();
                 let mut buffer = [0u8; 5];
                 let mut filled = 0;
