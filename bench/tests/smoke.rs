@@ -6,9 +6,9 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use comet_test_support::Broker;
+use comet_test_support::{run_to_exit, Broker, TempDir};
 use serde_json::Value;
 
 /// Longest a bench run of this test may take before it is killed and the test fails.
@@ -18,26 +18,14 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 /// returns its JSON report.
 fn bench(broker: &Broker, dir: &Path, name: &str, args: &[&str]) -> Value {
     let json = dir.join(format!("{name}.json"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_comet-bench"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_comet-bench"));
+    command
         .args(["--namesrv", &broker.namesrv(), "--quiet"])
         .args(["--json", &json.display().to_string()])
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start comet-bench");
-    let deadline = Instant::now() + RUN_LIMIT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("poll comet-bench") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("comet-bench {name} ran past {RUN_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        .stderr(Stdio::inherit());
+    let status = run_to_exit(&format!("comet-bench {name}"), &mut command, RUN_LIMIT).status;
     assert!(status.success(), "comet-bench {name} failed: {status}");
     let text = std::fs::read_to_string(&json).expect("read the JSON report");
     serde_json::from_str(&text).expect("the report is JSON")
@@ -54,10 +42,7 @@ fn number(report: &Value, field: &str) -> u64 {
 // the unit-suffixed percentile fields.
 #[test]
 fn every_mode_moves_messages_without_errors() {
-    let dir = tempfile::Builder::new()
-        .prefix("bench-smoke-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .expect("temp dir on the target's file system (O_DIRECT needs a real one)");
+    let dir = TempDir::new("bench-smoke");
     let store = dir.path().join("store");
     let broker = Broker::start(&store, 1, &[]);
     let topic = ["--topic", "BenchSmoke"];

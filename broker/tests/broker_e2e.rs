@@ -6,7 +6,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use comet_proto::body::{BrokerStatsData, ConsumeStats, JsonBody, TopicRouteData, TopicStatsTable};
+use comet_proto::body::{
+    BrokerStatsData, ConsumeStats, JsonBody, KVTable, TopicRouteData, TopicStatsTable,
+};
 use comet_proto::headers::{
     GetConsumeStatsRequestHeader, GetRouteInfoRequestHeader, GetTopicStatsInfoRequestHeader,
     QueryConsumerOffsetRequestHeader, SendMessageResponseHeader, UpdateConsumerOffsetRequestHeader,
@@ -14,6 +16,7 @@ use comet_proto::headers::{
 };
 use comet_proto::message::decode_records;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_test_support::wait_until;
 use common::{create_topic, pull_request, send_request, Broker, Client, TempDir};
 
 /// Pulls a whole queue from offset 0: returns (queue offset, body) of every message.
@@ -88,18 +91,41 @@ fn produce_and_consume_across_queues_and_shards() {
     }
 }
 
+/// Queue requests the broker has routed so far (`requestsHandledInPlace` plus
+/// `requestsForwardedToOwnerShard` of GET_BROKER_RUNTIME_INFO, which itself is not counted).
+fn queue_requests_routed(client: &mut Client) -> u64 {
+    let response = client.call_ok(RemotingCommand::request(
+        RequestCode::GET_BROKER_RUNTIME_INFO,
+        0,
+    ));
+    let figures = KVTable::decode(&response.body).unwrap().table;
+    ["requestsHandledInPlace", "requestsForwardedToOwnerShard"]
+        .iter()
+        .map(|key| figures[*key].parse::<u64>().unwrap())
+        .sum()
+}
+
 // Proves a pull parked at the end of a queue answers within milliseconds of a send, not at
-// the end of its suspend time.
+// the end of its suspend time, and with the message (a suspended pull that answered at once
+// would carry PULL_NOT_FOUND).
 #[test]
 fn long_polling_wakes_on_arrival() {
     let directory = TempDir::new("e2e-longpoll");
     let broker = Broker::start(&directory.0, 2, &[]);
     let mut producer = broker.client();
     create_topic(&mut producer, "PollTopic", 2);
+    let mut observer = broker.client();
+    let routed_before = queue_requests_routed(&mut observer);
     let mut consumer = broker.client();
-    let started = Instant::now();
     consumer.send(pull_request("poll_group", "PollTopic", 1, 0, 32, 20_000));
-    std::thread::sleep(Duration::from_millis(300));
+    // The broker counts the pull when it routes it to the queue's owner, which parks it a
+    // moment later. A send landing in that moment is answered at once with the message:
+    // the test then passes without the wake-up, it never fails for it.
+    wait_until(
+        "the broker to route the pull",
+        Duration::from_secs(10),
+        || queue_requests_routed(&mut observer) > routed_before,
+    );
     let sent_at = Instant::now();
     let response = producer.call(send_request("PollTopic", 1, b"wake up", None, None));
     assert_eq!(response.response_code(), ResponseCode::SUCCESS);
@@ -110,10 +136,6 @@ fn long_polling_wakes_on_arrival() {
         ResponseCode::SUCCESS,
         "{:?}",
         pulled.remark
-    );
-    assert!(
-        started.elapsed() >= Duration::from_millis(300),
-        "the pull did not wait"
     );
     assert!(waited < Duration::from_secs(2), "woke after {waited:?}");
     let messages = decode_records(pulled.body.clone());

@@ -25,7 +25,7 @@ fn sender(broker_addr: std::net::SocketAddr, round: usize, sender_id: usize, ack
     drop(stream);
     let mut client = Client::connect(broker_addr);
     for sequence in 0.. {
-        let queue_id = ((sender_id + sequence) % QUEUES as usize) as i32;
+        let queue_id = i32::try_from((sender_id + sequence) % QUEUES as usize).unwrap();
         let body = format!("r{round}-s{sender_id}-n{sequence}");
         let request = send_request("CrashTopic", queue_id, body.as_bytes(), None, None);
         let response =
@@ -96,6 +96,7 @@ fn sigkill_under_sync_flush_load_loses_nothing_acknowledged() {
                 std::thread::spawn(move || sender(addr, round, sender_id, acked))
             })
             .collect();
+        // The kill at a pseudo-random moment of the load is this test's input, not a wait.
         std::thread::sleep(Duration::from_millis(pseudo_random_ms(round)));
         broker.kill();
         for handle in senders {

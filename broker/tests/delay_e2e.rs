@@ -308,7 +308,36 @@ fn sigkill_with_pending_schedule_delivers_each_exactly_once() {
     broker.stop();
     broker.restart(2);
     sched_common::wait_until_serving(broker.broker_addr);
-    std::thread::sleep(Duration::from_secs(2));
-    tally.pull_new(&mut broker.client());
-    assert_eq!(tally.records, count, "a clean restart delivered again");
+    // Each schedule queue delivers in order, so once markers scheduled now on every queue and
+    // level have arrived, whatever the restart would deliver again has arrived before them.
+    let mut client = broker.client();
+    let markers = send_markers(&mut client);
+    tally.pull_until(&mut client, count + markers, Duration::from_secs(60));
+    tally.pull_new(&mut client);
+    assert_eq!(tally.counts.len(), count + markers, "markers missing");
+    assert_eq!(
+        tally.records,
+        count + markers,
+        "a clean restart delivered again"
+    );
+}
+
+/// Sends one message per real queue of the crash topic and per level (body
+/// `marker-<queue>-<level>`), so every shard's schedule queue of every level holds one;
+/// returns how many.
+fn send_markers(client: &mut Client) -> usize {
+    let mut sent = 0;
+    for queue_id in 0..CRASH_QUEUES {
+        for level in 1..=3 {
+            send_delayed(
+                client,
+                CRASH_TOPIC,
+                queue_id,
+                &format!("marker-{queue_id}-{level}"),
+                level,
+            );
+            sent += 1;
+        }
+    }
+    sent
 }

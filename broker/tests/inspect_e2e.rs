@@ -94,11 +94,12 @@ fn seeded(name: &str) -> (TempDir, Broker, Client, BTreeMap<i32, Vec<MessageExt>
             let body = format!("q{queue_id}-{index}");
             let send = send_request(TOPIC, queue_id, body.as_bytes(), Some("TagA"), None);
             client.call_ok(send);
+            // Distinct store times per message are the input of the time-span checks.
             std::thread::sleep(Duration::from_millis(3));
         }
     }
-    for (queue_id, offset) in COMMITTED.iter().enumerate() {
-        commit(&mut client, "cg_src", queue_id as i32, *offset);
+    for (queue_id, offset) in (0..).zip(COMMITTED.iter()) {
+        commit(&mut client, "cg_src", queue_id, *offset);
     }
     let messages = (0..QUEUES).map(|q| (q, stored(&mut client, q))).collect();
     (directory, broker, client, messages)
@@ -217,7 +218,7 @@ fn time_spans_and_stats_timestamps() {
     for span in &spans.consume_time_span_set {
         let queue_id = span.message_queue.queue_id;
         let stored = &messages[&queue_id];
-        let committed = COMMITTED[queue_id as usize] as usize;
+        let committed = usize::try_from(COMMITTED[queue_id as usize]).unwrap();
         assert_eq!(span.min_time_stamp, stored[0].store_timestamp);
         assert_eq!(span.max_time_stamp, stored.last().unwrap().store_timestamp);
         let consumed = committed
@@ -266,7 +267,7 @@ fn time_spans_and_stats_timestamps() {
         assert_eq!(wrapper.consumer_offset, committed);
         let expected = match committed {
             0 => 0,
-            n => messages[&queue.queue_id][n as usize - 1].store_timestamp,
+            n => messages[&queue.queue_id][usize::try_from(n - 1).unwrap()].store_timestamp,
         };
         assert_eq!(wrapper.last_timestamp, expected, "{queue:?}");
     }
@@ -335,16 +336,10 @@ fn clone_all_offsets_and_broker_consume_stats() {
     client.call_ok(clone_request("cg_src", "cg_one", Some(TOPIC)));
     client.call_ok(clone_request("cg_src", "cg_all", None));
     client.call_ok(clone_request("cg_nobody", "cg_none", Some(TOPIC)));
-    for (queue_id, offset) in COMMITTED.iter().enumerate() {
-        assert_eq!(
-            committed(&mut client, "cg_one", queue_id as i32),
-            Some(*offset)
-        );
-        assert_eq!(
-            committed(&mut client, "cg_all", queue_id as i32),
-            Some(*offset)
-        );
-        assert_eq!(committed(&mut client, "cg_none", queue_id as i32), None);
+    for (queue_id, offset) in (0..).zip(COMMITTED.iter()) {
+        assert_eq!(committed(&mut client, "cg_one", queue_id), Some(*offset));
+        assert_eq!(committed(&mut client, "cg_all", queue_id), Some(*offset));
+        assert_eq!(committed(&mut client, "cg_none", queue_id), None);
     }
     let offsets = all_offsets(&mut client);
     let expected: BTreeMap<i32, i64> = (0..QUEUES).zip(COMMITTED).collect();
@@ -396,8 +391,8 @@ fn clone_all_offsets_and_broker_consume_stats() {
     broker.stop();
     broker.restart(2);
     let mut client = broker.client();
-    for (queue_id, offset) in COMMITTED.iter().enumerate() {
-        let after = committed(&mut client, "cg_one", queue_id as i32);
+    for (queue_id, offset) in (0..).zip(COMMITTED.iter()) {
+        let after = committed(&mut client, "cg_one", queue_id);
         assert_eq!(after, Some(*offset), "clone persisted");
     }
 }

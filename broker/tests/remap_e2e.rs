@@ -4,6 +4,9 @@
 
 mod common;
 
+use std::collections::BTreeMap;
+
+use comet_broker::offset::OffsetFile;
 use comet_proto::headers::{
     GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
@@ -83,6 +86,35 @@ fn commit_offsets(client: &mut Client) {
             RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, 0).with_header(&header);
         assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
     }
+}
+
+/// The offsets [`commit_offsets`] commits: queue id to offset.
+fn committed_offsets() -> BTreeMap<i32, i64> {
+    (0..QUEUES)
+        .map(|queue_id| (queue_id, i64::from(queue_id) + 1))
+        .collect()
+}
+
+/// The group's offsets of the topic as persisted in the store's `consumerOffset-<shard>.json`
+/// files (a file being rewritten reads as empty).
+fn persisted_offsets(store: &std::path::Path) -> BTreeMap<i32, i64> {
+    let mut offsets = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(store.join("config")) else {
+        return offsets;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("consumerOffset-") && name.ends_with(".json")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        if let Ok(file) = serde_json::from_str::<OffsetFile>(&text) {
+            if let Some(queues) = file.offset_table.get(&format!("{TOPIC}@{GROUP}")) {
+                offsets.extend(queues);
+            }
+        }
+    }
+    offsets
 }
 
 fn check_offsets(client: &mut Client) {
@@ -331,8 +363,13 @@ fn crash_then_fewer_cores_keeps_every_queue() {
     send_all(&mut client, "two", count);
     commit_offsets(&mut client);
     drop(client);
-    // Give the offset persistence a moment; the store itself is SIGKILLed mid-flight.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // The committed offsets must be on disk before the kill (they are persisted on an
+    // interval); the store itself is SIGKILLed mid-flight.
+    comet_test_support::wait_until(
+        "the committed offsets to be persisted",
+        std::time::Duration::from_secs(30),
+        || persisted_offsets(&directory.0) == committed_offsets(),
+    );
     broker.kill();
 
     // The harness waits for the killed broker's listener to be gone (it can outlive the

@@ -270,7 +270,7 @@ fn send_spread(
                             (min_ms + position * spread_ms / count).to_string(),
                         ),
                     };
-                    let queue_id = (index as i32) % RESTART_QUEUES;
+                    let queue_id = i32::try_from(index).unwrap() % RESTART_QUEUES;
                     let body = format!("m{index}");
                     let response = send_timed(&mut client, topic, queue_id, &body, timer);
                     keys.push(unique_key(&response));
@@ -337,6 +337,8 @@ fn interrupted_delivery_is_exactly_once(name: &str, crash: bool) {
     };
     keys.extend(send_spread(&broker, topic, in_flight, due));
     let count = keys.len();
+    // The interruption 0.5 s after the last send, while timers come due, is the test's
+    // input, not a wait.
     std::thread::sleep(Duration::from_millis(500));
     let delivered_before = deliveries(&broker, topic).len();
     if crash {
@@ -362,6 +364,8 @@ fn interrupted_delivery_is_exactly_once(name: &str, crash: bool) {
     assert!(broker.stop().success());
     broker.restart(2);
     sched_common::wait_until_serving(broker.broker_addr);
+    // What is checked is that nothing is delivered again; every timer is long due, so a
+    // wrongly kept one would fire on the wheel's first rounds, well inside this window.
     std::thread::sleep(Duration::from_secs(2));
     let total: usize = deliveries(&broker, topic).values().sum();
     assert_eq!(total, count, "a clean restart delivered again");

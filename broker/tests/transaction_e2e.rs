@@ -174,6 +174,7 @@ fn commit_and_rollback() {
     let mut producer = Producer::connect(&broker, "127.0.0.1@tx-commit");
     let committed = send_half(&mut producer.client, "TxTopic", "yes");
     let rolled_back = send_half(&mut producer.client, "TxTopic", "no");
+    // What is checked is that the halves stay invisible: a window is the only way.
     std::thread::sleep(Duration::from_millis(300));
     let mut reader = broker.client();
     assert!(
@@ -206,6 +207,7 @@ fn commit_and_rollback() {
     assert_refused(&end_two_way(&mut reader, "TxTopic", &committed, COMMIT));
     assert_refused(&end_two_way(&mut reader, "TxTopic", &committed, ROLLBACK));
     assert_refused(&end_two_way(&mut reader, "TxTopic", &rolled_back, COMMIT));
+    // What is checked is that no second commit appears: a window is the only way.
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         drain(&mut reader, "TxTopic", 0).len(),
@@ -304,6 +306,7 @@ fn unanswered_half_is_discarded_after_check_max() {
     let discarded = drain(&mut reader, "TRANS_CHECK_MAX_TIME_TOPIC", 0);
     assert_eq!(discarded.len(), 1);
     assert_refused(&end_two_way(&mut reader, "TxMax", &half, COMMIT));
+    // What is checked is that the discarded half never appears: a window is the only way.
     std::thread::sleep(Duration::from_millis(300));
     assert!(drain(&mut reader, "TxMax", 0).is_empty());
 }

@@ -4,9 +4,11 @@
 
 mod live;
 
+use std::time::Duration;
+
 use comet_client::{ClientConfig, Credentials, Message, Producer, ProducerConfig};
-use comet_test_support::TempDir;
-use live::{consumer_config, distinct_bodies, recording_consumer, unique, wait_for, Live};
+use comet_test_support::{wait_until, TempDir};
+use live::{consumer_config, distinct_bodies, recording_consumer, unique, Live};
 
 const ACCOUNTS: &str = "\
 accounts:
@@ -54,7 +56,7 @@ fn signed_producer_and_consumer_work_against_an_acl_broker() {
     let mut settings = consumer_config(&live, &unique("acl_cg"));
     settings.client.credentials = Some(credentials());
     let (consumer, seen) = recording_consumer(settings, &topic);
-    wait_for("20 signed messages", 60, || {
+    wait_until("20 signed messages", Duration::from_secs(60), || {
         distinct_bodies(&seen).len() >= 20
     });
     consumer.shutdown();

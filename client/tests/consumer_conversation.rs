@@ -24,6 +24,7 @@ use comet_proto::bytes::BytesMut;
 use comet_proto::message::{encode_record, RecordSpec};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_test_support::wait_until;
 use common::{FakeServer, ServerConn};
 
 const TOPIC: &str = "TopicTest";
@@ -43,6 +44,10 @@ struct BrokerState {
     locks: HashMap<i32, String>,
     lock_requests: usize,
     pulls: usize,
+    /// (group, topic, queue id) → offset a pull last committed (its commit flag).
+    pull_commits: HashMap<(String, String, i32), i64>,
+    /// (group, topic, queue id) → offset last stored by UPDATE_CONSUMER_OFFSET.
+    updates: HashMap<(String, String, i32), i64>,
     /// A RESET_CONSUMER_CLIENT_OFFSET to send once the group pulled queue 0 past offset 5.
     pending_reset: Option<(String, i64)>,
     /// Answer CONSUMER_SEND_MSG_BACK with SYSTEM_ERROR.
@@ -57,9 +62,10 @@ fn store(state: &State, queue_id: i32, count: usize, tags: &[&str]) {
     let mut state = state.lock().unwrap();
     let records = state.records.entry((TOPIC.into(), queue_id)).or_default();
     for _ in 0..count {
-        let offset = records.len() as i64;
+        let index = records.len();
+        let offset = index as i64;
         let mut properties = Properties::new();
-        properties.insert(names::TAGS, tags[offset as usize % tags.len()]);
+        properties.insert(names::TAGS, tags[index % tags.len()]);
         properties.insert(names::UNIQ_KEY, format!("KEY-{queue_id}-{offset}"));
         let properties = properties.encode();
         let body = format!("q{queue_id}-m{offset}");
@@ -207,6 +213,7 @@ fn offsets(s: &mut BrokerState, request: &RemotingCommand) -> RemotingCommand {
         RequestCode::UPDATE_CONSUMER_OFFSET => {
             let offset = field(request, "commitOffset").parse().unwrap();
             s.offsets.insert(offset_key(request), offset);
+            s.updates.insert(offset_key(request), offset);
         }
         code => {
             let queue_id = field(request, "queueId").parse().unwrap();
@@ -232,7 +239,10 @@ fn pull(state: &State, request: &RemotingCommand) -> RemotingCommand {
     let sys_flag: i32 = field(request, "sysFlag").parse().unwrap();
     if sys_flag & 1 != 0 {
         let commit = field(request, "commitOffset").parse().unwrap();
-        s.offsets.insert((group, topic.clone(), queue_id), commit);
+        s.offsets
+            .insert((group.clone(), topic.clone(), queue_id), commit);
+        s.pull_commits
+            .insert((group, topic.clone(), queue_id), commit);
     }
     let records = s
         .records
@@ -263,7 +273,7 @@ fn lock_batch(s: &mut BrokerState, request: &RemotingCommand) -> RemotingCommand
     let mut granted = Vec::new();
     s.lock_requests += 1;
     for mq in body["mqSet"].as_array().unwrap() {
-        let queue_id = mq["queueId"].as_i64().unwrap() as i32;
+        let queue_id = i32::try_from(mq["queueId"].as_i64().unwrap()).unwrap();
         if request.request_code() == RequestCode::UNLOCK_BATCH_MQ {
             s.locks.remove(&queue_id);
             continue;
@@ -333,13 +343,8 @@ fn consumer_config(namesrv: &FakeServer, group: &str) -> ConsumerConfig {
     config
 }
 
-fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(20));
-    }
-}
+/// How long a scripted conversation may take to reach a state.
+const CONVERSATION_LIMIT: Duration = Duration::from_secs(10);
 
 // Proves the push consumer conversation: it joins the group by heartbeat, takes every queue,
 // starts at offset 0 (first offset, nothing committed), keeps only TagA messages (client-side
@@ -375,10 +380,23 @@ fn push_consumer_consumes_filters_sends_back_and_commits() {
     .unwrap();
     consumer.subscribe(TOPIC, "TagA").unwrap();
     consumer.start().unwrap();
-    wait_for("20 TagA messages", || received.lock().unwrap().len() >= 20);
+    wait_until("20 TagA messages", CONVERSATION_LIMIT, || {
+        received.lock().unwrap().len() >= 20
+    });
     assert_eq!(consumer.assigned_queues().len(), QUEUES as usize);
-    // A few more (empty) pulls let each queue see its end past the filtered TagB tail.
-    thread::sleep(Duration::from_millis(300));
+    // The consumer's offsets pass the filtered TagB tails once every batch is consumed; its
+    // pulls report them (commit flag), which shows when it got there.
+    wait_until(
+        "the consumer's offsets at every queue's end",
+        CONVERSATION_LIMIT,
+        || {
+            let s = state.lock().unwrap();
+            (0..QUEUES).all(|queue_id| {
+                let key = ("cg".to_owned(), TOPIC.to_owned(), queue_id);
+                s.pull_commits.get(&key) == Some(&10)
+            })
+        },
+    );
     consumer.shutdown();
     let received = received.lock().unwrap().clone();
     assert_eq!(received.len(), 20, "{received:?}");
@@ -390,8 +408,8 @@ fn push_consumer_consumes_filters_sends_back_and_commits() {
     assert_eq!(send_back["group"], "cg");
     assert_eq!(send_back["maxReconsumeTimes"], "16");
     for queue_id in 0..QUEUES {
-        let offset = s.offsets.get(&("cg".into(), TOPIC.into(), queue_id));
-        assert_eq!(offset, Some(&10), "queue {queue_id}");
+        let offset = s.updates.get(&("cg".into(), TOPIC.into(), queue_id));
+        assert_eq!(offset, Some(&10), "queue {queue_id} committed at shutdown");
     }
     assert!(
         s.members.get("cg").is_none_or(BTreeSet::is_empty),
@@ -431,12 +449,14 @@ fn two_members_split_queues_and_take_over() {
     };
     let first = start(seen.clone());
     let second = start(seen.clone());
-    wait_for("an even split", || {
+    wait_until("an even split", CONVERSATION_LIMIT, || {
         first.assigned_queues().len() == 2 && second.assigned_queues().len() == 2
     });
-    wait_for("every message", || seen.lock().unwrap().len() >= 20);
+    wait_until("every message", CONVERSATION_LIMIT, || {
+        seen.lock().unwrap().len() >= 20
+    });
     second.shutdown();
-    wait_for("take-over", || {
+    wait_until("take-over", CONVERSATION_LIMIT, || {
         first.assigned_queues().len() == QUEUES as usize
     });
     first.shutdown();
@@ -475,7 +495,7 @@ fn orderly_consumer_keeps_queue_order() {
     let consumer = PushConsumer::new(config, listener).unwrap();
     consumer.subscribe(TOPIC, "*").unwrap();
     consumer.start().unwrap();
-    wait_for("32 ordered messages", || {
+    wait_until("32 ordered messages", CONVERSATION_LIMIT, || {
         per_queue
             .lock()
             .unwrap()
@@ -509,13 +529,15 @@ fn orderly_member_retries_locked_queues_soon() {
         consumer
     };
     let first = start(Duration::from_secs(2));
-    wait_for("the first member to lock every queue", || {
-        first.assigned_queues().len() == QUEUES as usize
-    });
+    wait_until(
+        "the first member to lock every queue",
+        CONVERSATION_LIMIT,
+        || first.assigned_queues().len() == QUEUES as usize,
+    );
     // The second member's first rebalance finds its two queues locked by the first member,
     // which gives them up only at its own next rebalance (up to 2 s later).
     let second = start(Duration::from_secs(60));
-    wait_for("a 2 + 2 split of locked queues", || {
+    wait_until("a 2 + 2 split of locked queues", CONVERSATION_LIMIT, || {
         first.assigned_queues().len() == 2 && second.assigned_queues().len() == 2
     });
     second.shutdown();
@@ -539,7 +561,7 @@ fn lite_pull_poll_commit_seek() {
     let offsets = poll_offsets(&consumer, 6);
     assert_eq!(offsets, (0..6).collect::<Vec<i64>>());
     consumer.commit().unwrap();
-    wait_for("the commit", || {
+    wait_until("the commit", CONVERSATION_LIMIT, || {
         state
             .lock()
             .unwrap()
@@ -607,7 +629,7 @@ fn broadcasting_delivers_to_every_member() {
     };
     let (first, first_seen) = start("first");
     let (second, second_seen) = start("second");
-    wait_for("both members to see all 12", || {
+    wait_until("both members to see all 12", CONVERSATION_LIMIT, || {
         first_seen.lock().unwrap().len() >= 12 && second_seen.lock().unwrap().len() >= 12
     });
     first.shutdown();
@@ -665,7 +687,9 @@ fn broker_reset_moves_the_queue_back() {
     let consumer = PushConsumer::new(config, listener).unwrap();
     consumer.subscribe(TOPIC, "*").unwrap();
     consumer.start().unwrap();
-    wait_for("5 messages and 3 again", || seen.lock().unwrap().len() >= 8);
+    wait_until("5 messages and 3 again", CONVERSATION_LIMIT, || {
+        seen.lock().unwrap().len() >= 8
+    });
     consumer.shutdown();
     let mut seen = seen.lock().unwrap().clone();
     seen.sort_unstable();
@@ -688,7 +712,9 @@ fn refused_send_back_falls_back_to_the_retry_topic() {
     let consumer = PushConsumer::new(config, listener).unwrap();
     consumer.subscribe(TOPIC, "*").unwrap();
     consumer.start().unwrap();
-    wait_for("the retry send", || !state.lock().unwrap().sends.is_empty());
+    wait_until("the retry send", CONVERSATION_LIMIT, || {
+        !state.lock().unwrap().sends.is_empty()
+    });
     consumer.shutdown();
     let send = state.lock().unwrap().sends[0].clone();
     assert_eq!(field(&send, "b"), "%RETRY%fallback");

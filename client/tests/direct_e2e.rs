@@ -23,7 +23,8 @@ use comet_proto::headers::{
     GetConsumerStatusRequestHeader,
 };
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use live::{consumer_config, unique, wait_for, Live};
+use comet_test_support::wait_until;
+use live::{consumer_config, unique, Live};
 
 /// What the listener saw: (topic, body, broker name of the queue it was given).
 type Seen = Arc<Mutex<Vec<(String, String, String)>>>;
@@ -102,16 +103,20 @@ fn push_consumer_consumes_a_message_directly() {
     let client_id = consumer.client_id().to_owned();
     // The consumer is online once its heartbeat reached the broker.
     let mut first = None;
-    wait_for("the consumer's registration", 30, || {
-        let response = consume_directly(&admin, &live, &group, &client_id, &msg_ids[0]);
-        let online = !response
-            .remark
-            .as_deref()
-            .unwrap_or("")
-            .contains("not online");
-        first = Some(response);
-        online
-    });
+    wait_until(
+        "the consumer's registration",
+        Duration::from_secs(30),
+        || {
+            let response = consume_directly(&admin, &live, &group, &client_id, &msg_ids[0]);
+            let online = !response
+                .remark
+                .as_deref()
+                .unwrap_or("")
+                .contains("not online");
+            first = Some(response);
+            online
+        },
+    );
     let mut results = vec![first.unwrap()];
     for msg_id in &msg_ids[1..] {
         results.push(consume_directly(&admin, &live, &group, &client_id, msg_id));
@@ -194,21 +199,25 @@ fn assert_running_info(
     };
     let addr = live.broker.broker_addr.to_string();
     let mut info = ConsumerRunningInfo::default();
-    wait_for("running info listing the consumer's queues", 20, || {
-        let request = RemotingCommand::request(RequestCode::GET_CONSUMER_RUNNING_INFO, 0)
-            .with_header(&header);
-        let response = admin
-            .invoke(&addr, request, Duration::from_secs(15))
-            .unwrap();
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::SUCCESS,
-            "{:?}",
-            response.remark
-        );
-        info = ConsumerRunningInfo::decode(&response.body).unwrap();
-        info.mq_table.keys().any(|queue| queue.topic == topic)
-    });
+    wait_until(
+        "running info listing the consumer's queues",
+        Duration::from_secs(20),
+        || {
+            let request = RemotingCommand::request(RequestCode::GET_CONSUMER_RUNNING_INFO, 0)
+                .with_header(&header);
+            let response = admin
+                .invoke(&addr, request, Duration::from_secs(15))
+                .unwrap();
+            assert_eq!(
+                response.response_code(),
+                ResponseCode::SUCCESS,
+                "{:?}",
+                response.remark
+            );
+            info = ConsumerRunningInfo::decode(&response.body).unwrap();
+            info.mq_table.keys().any(|queue| queue.topic == topic)
+        },
+    );
     assert_eq!(info.properties[PROP_CONSUME_TYPE], "CONSUME_PASSIVELY");
     let started = info.properties[PROP_CONSUMER_START_TIMESTAMP]
         .as_str()

@@ -19,7 +19,8 @@ use comet_client::{
     ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, LitePullConfig, LitePullConsumer, Message,
     MessageListener, MessageModel, Producer, ProducerConfig, PushConsumer, PushConsumerConfig,
 };
-use live::{consumer_config, distinct_bodies, recording_consumer, unique, wait_for, Live, Seen};
+use comet_test_support::{profile_dir, wait_until, ChildGuard};
+use live::{consumer_config, distinct_bodies, recording_consumer, unique, Live, Seen};
 
 fn producer(live: &Live, queues: i32) -> Producer {
     let mut config = ProducerConfig::new(&unique("e2e_pg"), live.client());
@@ -65,7 +66,9 @@ fn all_send_modes_round_trip() {
         .send(Message::new(topic.as_str(), big.clone()))
         .unwrap();
     let (consumer, seen) = recording_consumer(consumer_config(&live, &unique("e2e_cg")), &topic);
-    wait_for("51 messages", 60, || distinct_bodies(&seen).len() >= 51);
+    wait_until("51 messages", Duration::from_secs(60), || {
+        distinct_bodies(&seen).len() >= 51
+    });
     consumer.shutdown();
     producer.shutdown();
     let bodies = distinct_bodies(&seen);
@@ -123,11 +126,13 @@ fn ordered_per_key_through_a_consumer_restart() {
         map.lock().unwrap().values().map(Vec::len).sum::<usize>()
     };
     let first = start();
-    wait_for("the first 40", 60, || count(&per_key) >= 40);
+    wait_until("the first 40", Duration::from_secs(60), || {
+        count(&per_key) >= 40
+    });
     first.shutdown();
     send(40..80);
     let second = start();
-    wait_for("all 80", 60, || count(&per_key) >= 80);
+    wait_until("all 80", Duration::from_secs(60), || count(&per_key) >= 80);
     second.shutdown();
     producer.shutdown();
     for (key, indexes) in per_key.lock().unwrap().iter() {
@@ -166,23 +171,31 @@ fn three_members_split_evenly_and_take_over() {
         sizes.sort_unstable();
         sizes
     };
-    wait_for("a 2/3/3 split", 60, || owned(&members) == [2, 3, 3]);
+    wait_until("a 2/3/3 split", Duration::from_secs(60), || {
+        owned(&members) == [2, 3, 3]
+    });
     let mut members = members;
     let (stopped, _) = members.remove(0);
     stopped.shutdown();
-    wait_for("a 4/4 take-over", 30, || owned(&members) == [4, 4]);
+    wait_until("a 4/4 take-over", Duration::from_secs(30), || {
+        owned(&members) == [4, 4]
+    });
     for i in 0..40 {
         producer
             .send(Message::new(topic.as_str(), format!("after-{i}")))
             .unwrap();
     }
-    wait_for("every message after the take-over", 60, || {
-        let union: BTreeSet<String> = members
-            .iter()
-            .flat_map(|(_, s)| distinct_bodies(s))
-            .collect();
-        (0..40).all(|i| union.contains(&format!("after-{i}")))
-    });
+    wait_until(
+        "every message after the take-over",
+        Duration::from_secs(60),
+        || {
+            let union: BTreeSet<String> = members
+                .iter()
+                .flat_map(|(_, s)| distinct_bodies(s))
+                .collect();
+            (0..40).all(|i| union.contains(&format!("after-{i}")))
+        },
+    );
     for (consumer, _) in members {
         consumer.shutdown();
     }
@@ -216,10 +229,14 @@ fn broadcasting_reaches_every_member() {
             .unwrap();
     }
     for (_, seen) in &members {
-        wait_for("20 messages at each member", 60, || {
-            let bodies = distinct_bodies(seen);
-            (0..20).all(|i| bodies.contains(&format!("b-{i}")))
-        });
+        wait_until(
+            "20 messages at each member",
+            Duration::from_secs(60),
+            || {
+                let bodies = distinct_bodies(seen);
+                (0..20).all(|i| bodies.contains(&format!("b-{i}")))
+            },
+        );
     }
     for (consumer, _) in members {
         consumer.shutdown();
@@ -241,14 +258,8 @@ fn nothing_lost_across_a_consumer_crash() {
             .send(Message::new(topic.as_str(), format!("c-{i}")))
             .unwrap();
     }
-    let examples = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .parent()
-        .unwrap()
-        .join("examples");
-    let mut child = Command::new(examples.join("push_consumer"))
+    let mut command = Command::new(profile_dir().join("examples").join("push_consumer"));
+    command
         .args([
             "--namesrv",
             &live.namesrv(),
@@ -260,11 +271,13 @@ fn nothing_lost_across_a_consumer_crash() {
             "60",
         ])
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("the push_consumer example (built by cargo test)");
+        .stderr(Stdio::null());
+    let mut child = ChildGuard::spawn(
+        "the push_consumer example (built by cargo test)",
+        &mut command,
+    );
     let mut before_crash = BTreeSet::new();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut lines = BufReader::new(child.child().stdout.take().unwrap()).lines();
     for line in lines.by_ref().map_while(Result::ok) {
         if let Some(body) = line.split("body=").nth(1) {
             before_crash.insert(body.to_owned());
@@ -273,8 +286,7 @@ fn nothing_lost_across_a_consumer_crash() {
             break;
         }
     }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.kill();
     // What the process consumed (and may have committed) after the 60th line is still in
     // the pipe; it counts as consumed before the crash.
     for line in lines.map_while(Result::ok) {
@@ -283,7 +295,7 @@ fn nothing_lost_across_a_consumer_crash() {
         }
     }
     let (consumer, seen) = recording_consumer(consumer_config(&live, &group), &topic);
-    wait_for("the rest after the crash", 90, || {
+    wait_until("the rest after the crash", Duration::from_secs(90), || {
         let mut all = distinct_bodies(&seen);
         all.extend(before_crash.iter().cloned());
         (0..200).all(|i| all.contains(&format!("c-{i}")))
@@ -323,7 +335,7 @@ fn failed_message_is_redelivered_through_the_retry_topic() {
     let consumer = PushConsumer::new(config, listener).unwrap();
     consumer.subscribe(&topic, "*").unwrap();
     consumer.start().unwrap();
-    wait_for("the redelivery", 60, || {
+    wait_until("the redelivery", Duration::from_secs(60), || {
         deliveries.lock().unwrap().len() >= 2
     });
     consumer.shutdown();
@@ -352,22 +364,24 @@ fn admin_round_trip() {
     }
     let admin = comet_client::Admin::new(live.client()).unwrap();
     assert!(!admin.cluster_masters(None).unwrap().is_empty());
-    wait_for("the topic in the list", 30, || {
+    wait_until("the topic in the list", Duration::from_secs(30), || {
         admin.list_topics().unwrap().topic_list.contains(&topic)
     });
     let viewed = admin.view_message(&sent.offset_msg_id).unwrap();
     assert_eq!(&viewed.body[..], b"find me");
     let now = now_ms();
-    wait_for("the key in the index", 30, || {
+    wait_until("the key in the index", Duration::from_secs(30), || {
         let found = admin
             .query_messages_by_key(&topic, &key, 32, 0, now + 60_000)
             .unwrap();
         found.iter().any(|m| m.client_msg_id() == sent.msg_id)
     });
     let (consumer, seen) = recording_consumer(consumer_config(&live, &group), &topic);
-    wait_for("10 messages", 60, || distinct_bodies(&seen).len() >= 10);
+    wait_until("10 messages", Duration::from_secs(60), || {
+        distinct_bodies(&seen).len() >= 10
+    });
     consumer.shutdown();
-    wait_for("zero lag", 30, || {
+    wait_until("zero lag", Duration::from_secs(30), || {
         admin.consumer_lag(&group, &topic).unwrap() == 0
     });
     let stats = admin.consume_stats(&group, &topic).unwrap();
@@ -377,7 +391,7 @@ fn admin_round_trip() {
         .reset_offset_by_timestamp(&group, &topic, 0, true)
         .unwrap();
     assert!(reset.values().all(|offset| *offset == 0), "{reset:?}");
-    wait_for("the lag back at 10", 30, || {
+    wait_until("the lag back at 10", Duration::from_secs(30), || {
         admin.consumer_lag(&group, &topic).unwrap() == 10
     });
     admin.shutdown();
@@ -401,6 +415,8 @@ fn producer_survives_a_broker_restart() {
     let mut index = 0;
     let broker = &mut live.broker;
     thread::scope(|scope| {
+        // The restart's place in the send stream (1 s in, down for 0.5 s) is the test's
+        // input, not a wait.
         let restarter = scope.spawn(move || {
             thread::sleep(Duration::from_secs(1));
             broker.stop();
@@ -431,10 +447,14 @@ fn producer_survives_a_broker_restart() {
     );
     let (consumer, seen) =
         recording_consumer(consumer_config(&live, &unique("e2e_restart")), &topic);
-    wait_for("every acknowledged message", 50, || {
-        let bodies = distinct_bodies(&seen);
-        acknowledged.iter().all(|body| bodies.contains(body))
-    });
+    wait_until(
+        "every acknowledged message",
+        Duration::from_secs(50),
+        || {
+            let bodies = distinct_bodies(&seen);
+            acknowledged.iter().all(|body| bodies.contains(body))
+        },
+    );
     consumer.shutdown();
     producer.shutdown();
 }
@@ -460,6 +480,7 @@ fn lite_pull_seeks_to_a_timestamp() {
         }
     };
     send("before");
+    // Store times well apart on either side of the boundary are the input, not a wait.
     thread::sleep(Duration::from_millis(300));
     let boundary_ms = now_ms();
     thread::sleep(Duration::from_millis(300));
@@ -470,25 +491,29 @@ fn lite_pull_seeks_to_a_timestamp() {
     let lite = LitePullConsumer::new(config).unwrap();
     // The auto-created topic reaches the name server shortly after its first send.
     let mut queues = Vec::new();
-    wait_for("the topic's route", 30, || {
+    wait_until("the topic's route", Duration::from_secs(30), || {
         queues = lite.fetch_message_queues(&topic).unwrap_or_default();
         !queues.is_empty()
     });
     lite.assign(queues.clone());
     lite.start().unwrap();
-    wait_for("the assignment", 20, || {
+    wait_until("the assignment", Duration::from_secs(20), || {
         lite.assignment().len() == queues.len()
     });
     for queue in &queues {
         lite.seek_to_timestamp(queue, boundary_ms).unwrap();
     }
     let mut polled = BTreeSet::new();
-    wait_for("the polled messages after the boundary", 40, || {
-        for message in lite.poll(Duration::from_millis(100)) {
-            polled.insert(String::from_utf8_lossy(&message.body).into_owned());
-        }
-        polled.len() >= expected.len()
-    });
+    wait_until(
+        "the polled messages after the boundary",
+        Duration::from_secs(40),
+        || {
+            for message in lite.poll(Duration::from_millis(100)) {
+                polled.insert(String::from_utf8_lossy(&message.body).into_owned());
+            }
+            polled.len() >= expected.len()
+        },
+    );
     lite.shutdown();
     producer.shutdown();
     assert_eq!(polled, expected);

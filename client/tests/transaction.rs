@@ -14,7 +14,8 @@ use comet_client::{
     LocalTransactionState, Message, Producer, ProducerConfig, TransactionProducer,
     TransactionProducerConfig,
 };
-use live::{consumer_config, distinct_bodies, recording_consumer, unique, wait_for, Live};
+use comet_test_support::wait_until;
+use live::{consumer_config, distinct_bodies, recording_consumer, unique, Live};
 
 /// Broker settings that make check-backs quick.
 const QUICK_CHECKS: [&str; 4] = [
@@ -86,7 +87,7 @@ fn commit_delivers_the_message() {
         LocalTransactionState::CommitMessage
     );
     let (consumer, seen) = recording_consumer(consumer_config(&live, &unique("tx_cg")), &topic);
-    wait_for("the committed message", 30, || {
+    wait_until("the committed message", Duration::from_secs(30), || {
         !seen.lock().unwrap().is_empty()
     });
     // Long enough for a wrongly pending half to be checked back (1 s timeout, 300 ms scans).
@@ -128,7 +129,9 @@ fn rollback_drops_the_message() {
     let plain = plain_producer(&live);
     plain.send(Message::new(topic.as_str(), "marker")).unwrap();
     let (consumer, seen) = recording_consumer(consumer_config(&live, &unique("tx_cg")), &topic);
-    wait_for("the marker", 30, || !seen.lock().unwrap().is_empty());
+    wait_until("the marker", Duration::from_secs(30), || {
+        !seen.lock().unwrap().is_empty()
+    });
     // A wrongly pending half would be checked back, and committed, within this time.
     thread::sleep(Duration::from_secs(3));
     consumer.shutdown();
@@ -164,9 +167,11 @@ fn unknown_then_check_back_commits() {
         LocalTransactionState::Unknown
     );
     let (consumer, seen) = recording_consumer(consumer_config(&live, &unique("tx_cg")), &topic);
-    wait_for("the message committed by the check-back", 40, || {
-        !seen.lock().unwrap().is_empty()
-    });
+    wait_until(
+        "the message committed by the check-back",
+        Duration::from_secs(40),
+        || !seen.lock().unwrap().is_empty(),
+    );
     consumer.shutdown();
     producer.shutdown();
     let msg_id = result.send_result.msg_id.clone();
@@ -207,9 +212,11 @@ fn a_restarted_producer_answers_the_check_back() {
         LocalTransactionState::CommitMessage,
     );
     let (consumer, seen) = recording_consumer(consumer_config(&live, &unique("tx_cg")), &topic);
-    wait_for("the message committed by the new instance", 40, || {
-        !seen.lock().unwrap().is_empty()
-    });
+    wait_until(
+        "the message committed by the new instance",
+        Duration::from_secs(40),
+        || !seen.lock().unwrap().is_empty(),
+    );
     // Room for a duplicate commit to show up, if there were one.
     thread::sleep(Duration::from_secs(2));
     consumer.shutdown();

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use comet_client::{ClientError, Handled, RemotingClient, RequestHandler, TransportConfig};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_test_support::wait_until;
 use common::{echo, FakeServer, ServerConn};
 
 fn client() -> RemotingClient {
@@ -352,7 +353,8 @@ fn idle_connections_close_and_reconnect_on_demand() {
     let server = FakeServer::start(echo);
     let client = client_with_idle(Duration::from_millis(300));
     let addr = server.addr().to_owned();
-    // Steady traffic every 50 ms for about 1 s: never idle for 300 ms, one connection.
+    // Steady traffic every 50 ms for about 1 s: never idle for 300 ms, one connection. The
+    // pacing is the input, not a wait.
     for index in 0..20 {
         let body = format!("busy-{index}");
         let response = client
@@ -362,11 +364,11 @@ fn idle_connections_close_and_reconnect_on_demand() {
         thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(server.accepted(), 1, "a busy connection was closed");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !client.connected_addrs().is_empty() {
-        assert!(Instant::now() < deadline, "the idle connection stayed open");
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(
+        "the idle connection to close",
+        Duration::from_secs(10),
+        || client.connected_addrs().is_empty(),
+    );
     let response = client
         .invoke(&addr, request("again"), Duration::from_secs(5))
         .unwrap();
@@ -375,20 +377,31 @@ fn idle_connections_close_and_reconnect_on_demand() {
     client.shutdown();
 }
 
-// Proves a zero idle time keeps idle connections open.
+// Proves a zero idle time keeps idle connections open: a client with a 300 ms idle time,
+// idle as long, closes its connection (the control), and once it has, the zero-idle client's
+// connection, idle at least as long, is still open.
 #[test]
 fn zero_idle_time_keeps_connections() {
     let server = FakeServer::start(echo);
     let client = client_with_idle(Duration::ZERO);
+    let control = client_with_idle(Duration::from_millis(300));
     let addr = server.addr().to_owned();
     client
         .invoke(&addr, request("one"), Duration::from_secs(5))
         .unwrap();
-    thread::sleep(Duration::from_millis(500));
+    control
+        .invoke(&addr, request("control"), Duration::from_secs(5))
+        .unwrap();
+    wait_until(
+        "the control client to close its idle connection",
+        Duration::from_secs(10),
+        || control.connected_addrs().is_empty(),
+    );
     assert_eq!(client.connected_addrs(), std::slice::from_ref(&addr));
     client
         .invoke(&addr, request("two"), Duration::from_secs(5))
         .unwrap();
-    assert_eq!(server.accepted(), 1);
+    assert_eq!(server.accepted(), 2, "one connection per client");
+    control.shutdown();
     client.shutdown();
 }

@@ -3,31 +3,18 @@
 
 mod common;
 
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
 use comet_proto::ResponseCode;
-use common::{eventually, route_request, Client};
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap().port()
-}
+use comet_test_support::{free_port, wait_for_port, ChildGuard};
+use common::{route_request, Client, TempDir};
 
 // Proves the binary starts from a properties file (comments, RocketMQ keys), that the
 // `--listen-port` flag overrides the file's `listenPort`, and that it answers requests.
 #[test]
 fn binary_reads_config_file_and_flags() {
-    let directory = tempfile::tempdir().unwrap();
+    let directory = TempDir::new("namesrv-binary");
     let file_port = free_port();
     let flag_port = free_port();
     let config = directory.path().join("namesrv.properties");
@@ -37,20 +24,16 @@ fn binary_reads_config_file_and_flags() {
         kv_path.display()
     );
     std::fs::write(&config, text).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_comet-nameserver"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_comet-nameserver"));
+    command
         .arg("-c")
         .arg(&config)
         .arg("--listen-port")
         .arg(flag_port.to_string())
-        .env("RUST_LOG", "warn")
-        .spawn()
-        .unwrap();
-    let _child = KillOnDrop(child);
+        .env("RUST_LOG", "warn");
+    let _name_server = ChildGuard::spawn("comet-nameserver", &mut command);
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], flag_port));
-    let up = eventually(Duration::from_secs(10), || {
-        std::net::TcpStream::connect(addr).is_ok()
-    });
-    assert!(up, "binary never listened on the flag's port");
+    wait_for_port(addr, Duration::from_secs(10));
     let mut client = Client::connect(addr);
     let response = client.call(route_request("NoSuchTopic"));
     assert_eq!(response.response_code(), ResponseCode::TOPIC_NOT_EXIST);

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use comet_proto::body::{ClusterInfo, DataVersion, JsonBody, KVTable, TopicList, TopicRouteData};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use common::{eventually, route_request, Broker, Client, TestNameServer};
+use comet_test_support::poll_until;
+use common::{route_request, Broker, Client, TestNameServer};
 
 fn request(code: RequestCode, fields: &[(&str, &str)]) -> RemotingCommand {
     let mut request = RemotingCommand::request(code, 0);
@@ -311,7 +312,7 @@ fn silent_broker_expires() {
     alive.timeout_ms = Some(300);
     client.call(silent.register_request());
     client.call(alive.register_request());
-    let gone = eventually(Duration::from_secs(5), || {
+    let gone = poll_until(Duration::from_secs(5), || {
         client.call(alive.register_request());
         route(&mut client, "Silent").is_none()
     });
@@ -331,7 +332,7 @@ fn broker_restart_reregisters() {
     assert!(route(&mut client, "TopicTest").is_some());
     drop(broker_connection);
     assert!(
-        eventually(Duration::from_secs(5), || route(&mut client, "TopicTest")
+        poll_until(Duration::from_secs(5), || route(&mut client, "TopicTest")
             .is_none()),
         "closing the connection did not drop the broker"
     );

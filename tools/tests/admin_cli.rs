@@ -2,13 +2,13 @@
 //! topic, a broker or a group runs and prints what the broker holds.
 
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use comet_client::{
     ClientConfig, ConsumeConcurrentlyStatus, ConsumerConfig, Message, MessageListener, Producer,
     ProducerConfig, PushConsumer, PushConsumerConfig,
 };
-use comet_test_support::{Broker, TempDir};
+use comet_test_support::{wait_for, wait_until, Broker, TempDir};
 
 fn admin(namesrv: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_comet-admin"))
@@ -45,27 +45,23 @@ fn admin_commands_against_a_standalone_broker() {
     let broker = Broker::start(store.path(), 2, &[]);
     let namesrv = broker.namesrv();
     let broker_port = broker.broker_addr.port();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !stdout_of(&admin(&namesrv, &["cluster-list"])).contains(&format!(":{broker_port}")) {
-        assert!(Instant::now() < deadline, "the broker never registered");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until("the broker's registration", Duration::from_secs(15), || {
+        stdout_of(&admin(&namesrv, &["cluster-list"])).contains(&format!(":{broker_port}"))
+    });
     let created = stdout_of(&admin(
         &namesrv,
         &["update-topic", "-t", "AdminCliTopic", "-q", "3"],
     ));
     assert!(created.contains("AdminCliTopic"), "{created}");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !stdout_of(&admin(&namesrv, &["topic-list"]))
-        .lines()
-        .any(|line| line == "AdminCliTopic")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the topic never reached the name server"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_until(
+        "the topic at the name server",
+        Duration::from_secs(15),
+        || {
+            stdout_of(&admin(&namesrv, &["topic-list"]))
+                .lines()
+                .any(|line| line == "AdminCliTopic")
+        },
+    );
     let route = stdout_of(&admin(&namesrv, &["topic-route", "-t", "AdminCliTopic"]));
     assert!(route.contains("broker-a 3 3 6"), "{route}");
     let status = stdout_of(&admin(&namesrv, &["topic-status", "-t", "AdminCliTopic"]));
@@ -101,14 +97,13 @@ fn admin_commands_against_a_standalone_broker() {
     let consumer = PushConsumer::new(PushConsumerConfig::new(consumer_config), listener).unwrap();
     consumer.subscribe("AdminCliTopic", "*").unwrap();
     consumer.start().unwrap();
-    let mut status = String::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !status.contains("subscription AdminCliTopic *") {
-        assert!(Instant::now() < deadline, "no consumer status: {status}");
-        std::thread::sleep(Duration::from_millis(200));
+    let status = wait_for("the consumer's status", Duration::from_secs(30), || {
         let output = admin(&namesrv, &["consumer-status", "-g", "admin_cli_cg"]);
-        status = String::from_utf8_lossy(&output.stdout).into_owned();
-    }
+        let status = String::from_utf8_lossy(&output.stdout).into_owned();
+        status
+            .contains("subscription AdminCliTopic *")
+            .then_some(status)
+    });
     assert!(status.starts_with("#ClientId "), "{status}");
     assert!(
         status.contains("property PROP_CONSUME_TYPE CONSUME_PASSIVELY"),

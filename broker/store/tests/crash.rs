@@ -13,11 +13,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use comet_proto::message::RecordView;
 use comet_store::{FlushPolicy, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig};
-use common::{body, properties, record, TestDir};
+use comet_test_support::ChildGuard;
+use common::{body, properties, record, TempDir};
 
 const QUEUES: i32 = 4;
 const APPENDERS: u64 = 300;
@@ -77,7 +79,7 @@ fn crash_child() {
                         let pause_us = (tag * 7919) % 300;
                         comet_rt::local::sleep(std::time::Duration::from_micros(pause_us)).await;
                     }
-                    let queue_id = (appender % QUEUES as u64) as i32;
+                    let queue_id = i32::try_from(appender % QUEUES as u64).expect("below QUEUES");
                     let unique = format!("U{tag}");
                     let props = properties(&[("UNIQ_KEY", &unique)]);
                     let one = record(
@@ -119,39 +121,41 @@ impl XorShift {
 
 /// Runs one child, kills it after `run_ms` of appending, returns the acks it printed.
 fn run_child(root: &std::path::Path, round: u64, run_ms: u64) -> Vec<Ack> {
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+    let mut command = Command::new(std::env::current_exe().expect("test binary"));
+    command
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env("COMET_CRASH_CHILD", root)
         .env("COMET_CRASH_ROUND", round.to_string())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn child");
-    let stdout = child.stdout.take().expect("piped");
+        .stderr(Stdio::null());
+    // Killed on drop too, so a failed assertion here leaves no appender running.
+    let mut child = ChildGuard::spawn("the crash child", &mut command);
+    let stdout = child.child().stdout.take().expect("piped");
+    let (ready_sender, ready) = mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut acks = Vec::new();
-        let mut ready_at = None;
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if line == "READY" {
-                ready_at = Some(Instant::now());
+            // libtest prints `test crash_child ... ` before the test's own output, on the
+            // same line.
+            if line.ends_with("READY") {
+                let _ = ready_sender.send(());
             } else if let Some(ack) = parse_ack(&line) {
                 acks.push(ack);
             }
         }
-        (acks, ready_at)
+        acks
     });
-    let deadline = Instant::now() + Duration::from_secs(30);
-    // Wait for the child to start appending, then let it run for `run_ms`.
+    // The child opens (and recovers) the store before it appends; only then does the
+    // random run time start.
+    ready
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the child opened its store and printed READY");
+    // The kill at a random moment of the run is what this test is about.
     std::thread::sleep(Duration::from_millis(run_ms));
-    while Instant::now() < deadline && child.try_wait().expect("wait").is_none() {
-        let _ = child.kill();
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let status = child.wait().expect("reap child");
+    let status = child.kill();
     assert!(!status.success(), "the child runs until killed: {status:?}");
-    let (acks, _) = reader.join().expect("reader thread");
-    acks
+    reader.join().expect("reader thread")
 }
 
 /// Reopens the store and checks every ack, density and order of every queue.
@@ -230,18 +234,18 @@ fn sigkill_rounds() {
         .unwrap_or_else(|| comet_rt::clock::wall_clock_ms() as u64 | 1);
     eprintln!("crash test seed {seed} (set COMET_CRASH_SEED to replay)");
     let mut random = XorShift(seed);
-    let dir = TestDir::new("sigkill");
+    let dir = TempDir::new("sigkill");
     let mut acked: HashMap<(i32, u64), Ack> = HashMap::new();
     let mut per_round = BTreeMap::new();
     for round in 0..rounds {
         let run_ms = 150 + random.next() % 400;
-        let acks = run_child(&dir.path, round, run_ms);
+        let acks = run_child(dir.path(), round, run_ms);
         per_round.insert(round, acks.len());
         for ack in acks {
             let previous = acked.insert((ack.queue_id, ack.queue_offset), ack);
             assert!(previous.is_none(), "offset acknowledged twice: {ack:?}");
         }
-        verify(&dir.path, &acked);
+        verify(dir.path(), &acked);
     }
     eprintln!("acks per round: {per_round:?}");
     assert!(

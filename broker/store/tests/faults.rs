@@ -9,7 +9,7 @@ use std::rc::Rc;
 
 use comet_rt::io::FaultInjector;
 use comet_store::{AppendedRecord, MessageFilter, QueueOffset, Store, StoreError};
-use common::{body, record, small_config, TestDir};
+use common::{body, record, small_config, TempDir};
 
 /// Runs `appenders` tasks appending until the store refuses; returns acknowledged records
 /// (with the tag in their body) and the errors seen.
@@ -84,8 +84,8 @@ fn verify_acked(config: &comet_store::StoreConfig, acked: &[(u64, AppendedRecord
 // error, refuses every later append, and that every acknowledged record survives a restart.
 #[test]
 fn disk_full_on_write() {
-    let dir = TestDir::new("enospc");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("enospc");
+    let mut config = small_config(dir.path());
     let faults = FaultInjector::new();
     config.faults = Some(faults.clone());
     let acked = comet_rt::local::run_local("enospc", async {
@@ -114,8 +114,8 @@ fn disk_full_on_write() {
 // Proves a failed fdatasync fails the appends waiting on it and stops writes.
 #[test]
 fn failed_fdatasync() {
-    let dir = TestDir::new("fsync-fail");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("fsync-fail");
+    let mut config = small_config(dir.path());
     let faults = FaultInjector::new();
     config.faults = Some(faults.clone());
     let acked = comet_rt::local::run_local("fsync-fail", async {
@@ -146,8 +146,8 @@ fn failed_fdatasync() {
 // SegmentUnavailable without stopping the store, which continues once space is back.
 #[test]
 fn failed_preallocation_is_not_fatal() {
-    let dir = TestDir::new("prealloc-fail");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("prealloc-fail");
+    let mut config = small_config(dir.path());
     let faults = FaultInjector::new();
     config.faults = Some(faults.clone());
     comet_rt::local::run_local("prealloc-fail", async {

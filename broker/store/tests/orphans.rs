@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use comet_proto::message::RecordView;
 use comet_store::{remap, GetStatus, LogId, MessageFilter, QueueOffset, Store, StoreConfig};
-use common::{body, properties, record, small_config, TestDir};
+use common::{body, properties, record, small_config, TempDir};
 
 const TOPIC: &str = "Moved";
 const DAY_MS: i64 = 86_400_000;
@@ -157,8 +157,8 @@ fn next_delete_hour(config: &StoreConfig) -> i64 {
 // listed) keep the queue consistent.
 #[test]
 fn adopted_log_is_deleted_segment_by_segment_then_retired() {
-    let dir = TestDir::new("orphan-retention");
-    let root = dir.path.clone();
+    let dir = TempDir::new("orphan-retention");
+    let root = dir.path().to_path_buf();
     let starts = orphan_log(&root, 1500, 2);
     assert!(starts.len() >= 3, "history spans segments: {starts:?}");
     let old = SystemTime::now() - Duration::from_secs(100 * 86_400);
@@ -228,8 +228,8 @@ fn adopted_log_is_deleted_segment_by_segment_then_retired() {
 // oldest before the adopter's newer ones, regardless of the reserved time.
 #[test]
 fn high_mark_deletes_adopted_segments_first() {
-    let dir = TestDir::new("orphan-forced");
-    let root = dir.path.clone();
+    let dir = TempDir::new("orphan-forced");
+    let root = dir.path().to_path_buf();
     let starts = orphan_log(&root, 1200, 2);
     let old = SystemTime::now() - Duration::from_secs(3600);
     for start in &starts {
@@ -270,8 +270,8 @@ fn high_mark_deletes_adopted_segments_first() {
 // is never deleted.
 #[test]
 fn adopted_log_keys_are_found_and_unclean_logs_kept() {
-    let dir = TestDir::new("orphan-query");
-    let root = dir.path.clone();
+    let dir = TempDir::new("orphan-query");
+    let root = dir.path().to_path_buf();
     // Two of the adopted log's segments have sealed key indexes, the third its entries.
     let starts = orphan_log(&root, 1000, 2);
     let config = config(&root, 0, true);
@@ -313,8 +313,8 @@ fn adopted_log_keys_are_found_and_unclean_logs_kept() {
 // positions, the queue's min offset does not go back and none of those records is served.
 #[test]
 fn deleted_entries_stay_gone_when_the_log_id_returns() {
-    let dir = TestDir::new("orphan-reuse");
-    let root = dir.path.clone();
+    let dir = TempDir::new("orphan-reuse");
+    let root = dir.path().to_path_buf();
     let starts = orphan_log(&root, 300, 0);
     let old = SystemTime::now() - Duration::from_secs(100 * 86_400);
     for start in &starts {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use comet_proto::message::RecordView;
 use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig};
-use common::{body, properties, record, small_config, TestDir};
+use common::{body, properties, record, small_config, TempDir};
 
 const RECORDS: u64 = 100;
 
@@ -112,8 +112,8 @@ fn reopen_and_check(config: &StoreConfig, expected: u64) {
 // Proves a crash with nothing damaged loses no acknowledged record.
 #[test]
 fn clean_crash_keeps_everything() {
-    let dir = TestDir::new("crash-clean");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("crash-clean");
+    let config = small_config(dir.path());
     write_and_crash(&config);
     reopen_and_check(&config, RECORDS);
 }
@@ -121,13 +121,13 @@ fn clean_crash_keeps_everything() {
 // Proves a torn last record (its second half never reached the disk) is cut off.
 #[test]
 fn truncated_tail_record() {
-    let dir = TestDir::new("crash-torn");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("crash-torn");
+    let config = small_config(dir.path());
     let appended = write_and_crash(&config);
     let last = appended.last().expect("records");
     let half = u64::from(last.size_bytes) / 2;
     let zeros = vec![0u8; usize::try_from(half + 1).expect("small")];
-    damage(&dir.path, last.physical_offset.position() + half, &zeros);
+    damage(dir.path(), last.physical_offset.position() + half, &zeros);
     reopen_and_check(&config, RECORDS - 1);
 }
 
@@ -135,31 +135,31 @@ fn truncated_tail_record() {
 // (body CRC), and flipped header bytes too.
 #[test]
 fn flipped_bytes_in_last_records() {
-    let dir = TestDir::new("crash-flip");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("crash-flip");
+    let config = small_config(dir.path());
     let appended = write_and_crash(&config);
     let victim = appended[usize::try_from(RECORDS - 3).expect("small")];
     damage(
-        &dir.path,
+        dir.path(),
         victim.physical_offset.position() + 120,
         &[0xFF, 0x00, 0xAA],
     );
     reopen_and_check(&config, RECORDS - 3);
-    let dir = TestDir::new("crash-flip-header");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("crash-flip-header");
+    let config = small_config(dir.path());
     let appended = write_and_crash(&config);
     let victim = appended[usize::try_from(RECORDS - 2).expect("small")];
-    damage(&dir.path, victim.physical_offset.position() + 5, &[0x11]);
+    damage(dir.path(), victim.physical_offset.position() + 5, &[0x11]);
     reopen_and_check(&config, RECORDS - 2);
 }
 
 // Proves a zero-filled tail page ends the log at the first record touching that page.
 #[test]
 fn zero_filled_tail_page() {
-    let dir = TestDir::new("crash-zero");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("crash-zero");
+    let config = small_config(dir.path());
     let appended = write_and_crash(&config);
-    let survivors = zero_last_page(&dir.path, &appended);
+    let survivors = zero_last_page(dir.path(), &appended);
     reopen_and_check(&config, survivors);
 }
 
@@ -168,16 +168,16 @@ fn zero_filled_tail_page() {
 // spare, and served zeroed records below the checkpoint as valid).
 #[test]
 fn zero_filled_tail_page_below_the_checkpoint_with_spare_ready() {
-    let dir = TestDir::new("crash-zero-spare");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("crash-zero-spare");
+    let config = small_config(dir.path());
     let appended = comet_rt::local::run_local("recovery-writer", async {
         let store = Store::open(config.clone()).await.expect("open");
         let appended = append_records(&store).await;
         // Wait for the spare segment and a checkpoint covering every record.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        let segments = dir.path.join("commitlog/3");
+        let segments = dir.path().join("commitlog/3");
         while std::fs::read_dir(&segments).expect("segments").count() < 2
-            || !checkpoint_covers(&dir.path, appended.last().expect("records"))
+            || !checkpoint_covers(dir.path(), appended.last().expect("records"))
         {
             assert!(
                 std::time::Instant::now() < deadline,
@@ -187,7 +187,7 @@ fn zero_filled_tail_page_below_the_checkpoint_with_spare_ready() {
         }
         appended
     });
-    let survivors = zero_last_page(&dir.path, &appended);
+    let survivors = zero_last_page(dir.path(), &appended);
     reopen_and_check(&config, survivors);
 }
 
@@ -216,10 +216,10 @@ fn checkpoint_covers(root: &Path, record: &AppendedRecord) -> bool {
 // and recovery still finds every record.
 #[test]
 fn torn_checkpoint_copy() {
-    let dir = TestDir::new("crash-checkpoint");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("crash-checkpoint");
+    let config = small_config(dir.path());
     write_and_crash(&config);
-    let path = dir.path.join("checkpoint/3");
+    let path = dir.path().join("checkpoint/3");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .open(path)
@@ -235,8 +235,8 @@ fn torn_checkpoint_copy() {
 // made recovery call every record below it "stale" and end the commit log at the first one).
 #[test]
 fn empty_consume_queue_files_from_a_killed_flush() {
-    let dir = TestDir::new("crash-empty-cq");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("crash-empty-cq");
+    let mut config = small_config(dir.path());
     // No lazy flush after the one at open: the files below stand for the only flush.
     config.cq_flush_interval_ms = 3_600_000;
     let records: u64 = 1100;
@@ -251,7 +251,7 @@ fn empty_consume_queue_files_from_a_killed_flush() {
             store.append(&[one]).await.expect("append");
         }
     });
-    let queue_dir = dir.path.join("consumequeue/Crash/0");
+    let queue_dir = dir.path().join("consumequeue/Crash/0");
     std::fs::create_dir_all(&queue_dir).expect("queue dir");
     let second_file_byte = config.cq_entries_per_file * 20;
     for start_byte in [0, second_file_byte] {
@@ -266,8 +266,8 @@ fn empty_consume_queue_files_from_a_killed_flush() {
 // from the oldest segment.
 #[test]
 fn short_consume_queue_is_rebuilt_from_the_log() {
-    let dir = TestDir::new("crash-short-cq");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("crash-short-cq");
+    let mut config = small_config(dir.path());
     let (first_run, second_run): (u64, u64) = (1000, 100);
     let append_range = |config: &StoreConfig, range: std::ops::Range<u64>, crash: bool| {
         comet_rt::local::run_local("short-cq-writer", async move {
@@ -294,7 +294,7 @@ fn short_consume_queue_is_rebuilt_from_the_log() {
     // A crashed run with no lazy flush: its records lie past the checkpoint.
     config.cq_flush_interval_ms = 3_600_000;
     append_range(&config, first_run..first_run + second_run, true);
-    let queue_file = dir.path.join("consumequeue/Crash/0/00000000000000000000");
+    let queue_file = dir.path().join("consumequeue/Crash/0/00000000000000000000");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .open(queue_file)

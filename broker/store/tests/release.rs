@@ -5,7 +5,7 @@
 mod common;
 
 use comet_store::Store;
-use common::{body, record, small_config, TestDir};
+use common::{body, record, small_config, TempDir};
 
 /// Descriptors of this process open on files under `dir`.
 fn open_under(dir: &std::path::Path) -> usize {
@@ -22,8 +22,8 @@ fn open_under(dir: &std::path::Path) -> usize {
 // sleeping on with its files.
 #[test]
 fn shutdown_releases_every_file() {
-    let dir = TestDir::new("release");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("release");
+    let config = small_config(dir.path());
     for round in 0..5u64 {
         comet_rt::local::run_local("release", async {
             let store = Store::open(config.clone()).await.expect("open");
@@ -39,7 +39,7 @@ fn shutdown_releases_every_file() {
             store.shutdown().await.expect("shutdown");
         });
         assert_eq!(
-            open_under(&dir.path),
+            open_under(dir.path()),
             0,
             "files left open after round {round}"
         );

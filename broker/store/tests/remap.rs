@@ -10,7 +10,7 @@ use std::rc::Rc;
 
 use comet_proto::message::RecordView;
 use comet_store::{remap, GetStatus, LogId, MessageFilter, QueueOffset, Store, StoreConfig};
-use common::{body, record, small_config, TestDir};
+use common::{body, record, small_config, TempDir};
 
 /// Store `index` of two under `root`; it owns queue 0 of "Moved" only when `owns_moved`.
 fn config(root: &Path, index: u8, owns_moved: bool) -> StoreConfig {
@@ -66,8 +66,8 @@ async fn read_tags(store: &Store) -> Vec<u64> {
 // store 0, and that store 1's recovery, rescanning its whole log, does not take the queue back.
 #[test]
 fn handed_over_queue_reads_the_old_log() {
-    let dir = TestDir::new("remap");
-    let root = dir.path.clone();
+    let dir = TempDir::new("remap");
+    let root = dir.path().to_path_buf();
     comet_rt::local::run_local("remap-old-owner", async {
         let store = Store::open(config(&root, 1, true)).await.expect("open");
         assert_eq!(

@@ -3,15 +3,15 @@
 mod common;
 
 use comet_store::{MessageFilter, QueueOffset, Store};
-use common::{body, record, small_config, TestDir};
+use common::{body, record, small_config, TempDir};
 
 // Proves one append under SYNC_FLUSH is acknowledged, readable at queue offset 0, and
 // carries the patched offsets.
 #[test]
 fn append_and_read_one() {
-    let dir = TestDir::new("smoke");
+    let dir = TempDir::new("smoke");
     comet_rt::local::run_local("smoke", async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         let one = record("TopicA", 1, &body(7, 100), "");
         let appended = store.append(&[one]).await.expect("append");
         assert_eq!(appended[0].queue_offset, QueueOffset(0));

@@ -9,7 +9,7 @@ use comet_proto::message::RecordView;
 use comet_store::{
     FlushPolicy, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig, TimeBoundary,
 };
-use common::{body, properties, record, small_config, TestDir};
+use common::{body, properties, record, small_config, TempDir};
 
 fn run<T>(future: impl std::future::Future<Output = T>) -> T {
     comet_rt::local::run_local("store-test", future)
@@ -41,8 +41,8 @@ fn body_tag(record: &[u8]) -> u64 {
 // that a clean reopen keeps everything and continues the offsets.
 #[test]
 fn rolls_reads_and_reopen() {
-    let dir = TestDir::new("rolls");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("rolls");
+    let config = small_config(dir.path());
     run(async {
         let store = Store::open(config.clone()).await.expect("open");
         for index in 0..1200u64 {
@@ -51,7 +51,7 @@ fn rolls_reads_and_reopen() {
             let appended = store.append(&[one]).await.expect("append");
             assert_eq!(appended[0].queue_offset, QueueOffset(index / 3));
         }
-        let segments = std::fs::read_dir(dir.path.join("commitlog/3"))
+        let segments = std::fs::read_dir(dir.path().join("commitlog/3"))
             .expect("ls")
             .count();
         assert!(
@@ -70,7 +70,7 @@ fn rolls_reads_and_reopen() {
         store.shutdown().await.expect("shutdown");
     });
     assert!(
-        !dir.path.join("abort").exists(),
+        !dir.path().join("abort").exists(),
         "clean shutdown removes abort"
     );
     run(async {
@@ -89,9 +89,9 @@ fn rolls_reads_and_reopen() {
 // concurrent appenders all get distinct dense offsets.
 #[test]
 fn batches_and_concurrent_appenders() {
-    let dir = TestDir::new("batch");
+    let dir = TempDir::new("batch");
     run(async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         let batch: Vec<_> = (0..10)
             .map(|i| record("Batch", 0, &body(i, 50), ""))
             .collect();
@@ -133,9 +133,9 @@ fn batches_and_concurrent_appenders() {
 // and the earliest store time.
 #[test]
 fn filters_and_lookups() {
-    let dir = TestDir::new("lookups");
+    let dir = TempDir::new("lookups");
     run(async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         let mut physical = Vec::new();
         for index in 0..20u64 {
             let tag = if index % 2 == 0 { "TagA" } else { "TagB" };
@@ -145,6 +145,8 @@ fn filters_and_lookups() {
             let one = record("Look", 0, &body(index, 64), &props);
             physical.push(store.append(&[one]).await.expect("append")[0]);
             if index == 9 {
+                // A gap in store times between the two halves, which the lookup by time
+                // below tells apart; the pause is the input, not a wait for anything.
                 comet_rt::local::sleep(Duration::from_millis(20)).await;
             }
         }
@@ -203,9 +205,9 @@ fn filters_and_lookups() {
 // a waiter for new data wakes when a record for its queue becomes durable.
 #[test]
 fn statuses_and_long_poll_wake() {
-    let dir = TestDir::new("wake");
+    let dir = TempDir::new("wake");
     run(async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         let empty = store
             .get_messages("Wake", 0, QueueOffset(0), 1, 1024, MessageFilter::All)
             .await
@@ -218,7 +220,9 @@ fn statuses_and_long_poll_wake() {
                 store.max_offset("Wake", 0)
             })
         };
-        comet_rt::local::sleep(Duration::from_millis(10)).await;
+        // One executor thread: while this task yields, the waiter runs until it parks in
+        // wait_for_message, so the append below must wake it.
+        comet_rt::local::yield_now().await;
         store
             .append(&[record("Wake", 0, b"hello-wake", "")])
             .await
@@ -243,8 +247,8 @@ fn statuses_and_long_poll_wake() {
 // the interval flush, never before.
 #[test]
 fn async_flush_visibility() {
-    let dir = TestDir::new("async");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("async");
+    let mut config = small_config(dir.path());
     config.flush_policy = FlushPolicy::Async;
     config.flush_interval_ms = 100;
     run(async {
@@ -258,8 +262,14 @@ fn async_flush_visibility() {
             QueueOffset(0),
             "not durable yet"
         );
-        comet_rt::local::sleep(Duration::from_millis(300)).await;
-        assert_eq!(store.max_offset("Async", 0), QueueOffset(1));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.max_offset("Async", 0) != QueueOffset(1) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the interval flush never came"
+            );
+            comet_rt::local::sleep(Duration::from_millis(10)).await;
+        }
         store.shutdown().await.expect("shutdown");
     });
 }
@@ -268,8 +278,8 @@ fn async_flush_visibility() {
 // get more than `async_dirty_bytes_max` ahead of the disk, and every record becomes visible.
 #[test]
 fn async_flush_back_pressure() {
-    let dir = TestDir::new("async-pressure");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("async-pressure");
+    let mut config = small_config(dir.path());
     config.flush_policy = FlushPolicy::Async;
     config.flush_interval_ms = 5;
     config.async_dirty_bytes_max = 64 * 1024;
@@ -298,9 +308,9 @@ fn async_flush_back_pressure() {
 // transaction records take no queue offset.
 #[test]
 fn schedule_due_time_and_prepared_records() {
-    let dir = TestDir::new("schedule");
+    let dir = TempDir::new("schedule");
     run(async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         let props = properties(&[("DELAY", "3")]);
         let delayed = record("SCHEDULE_TOPIC_XXXX", 2, b"later", &props);
         let appended = store.append(&[delayed]).await.expect("append");
@@ -313,7 +323,7 @@ fn schedule_due_time_and_prepared_records() {
         drop(store);
         let due = appended[0].store_timestamp_ms + 10_000;
         let queue = dir
-            .path
+            .path()
             .join("consumequeue/SCHEDULE_TOPIC_XXXX/2/00000000000000000000");
         let bytes = std::fs::read(queue).expect("cq file");
         assert_eq!(
@@ -327,8 +337,8 @@ fn schedule_due_time_and_prepared_records() {
 // expired segments (and consume-queue files pointing only into them), moving min offsets.
 #[test]
 fn lock_and_retention() {
-    let dir = TestDir::new("retention");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("retention");
+    let mut config = small_config(dir.path());
     config.file_reserved_hours = 0;
     config.retention_check_interval_ms = 3_600_000;
     run(async {
@@ -344,6 +354,9 @@ fn lock_and_retention() {
                 .await
                 .expect("append");
         }
+        // Lets the consume-queue flush (every 50 ms) write the files retention must then
+        // delete; the store offers no signal for "this queue's files are on disk", so this
+        // is a margin of two intervals, not a condition.
         comet_rt::local::sleep(Duration::from_millis(120)).await;
         let hour_ms = i64::from(config.delete_when_hour) * 3_600_000;
         let now = comet_rt::clock::wall_clock_ms();
@@ -361,7 +374,7 @@ fn lock_and_retention() {
             .expect("get");
         assert_eq!(got.status, GetStatus::OffsetTooSmall);
         assert_eq!(read_all(&store, "Old", 0).await.len() as u64, 2400 - min.0);
-        let cq_dir = dir.path.join("consumequeue/Old/0");
+        let cq_dir = dir.path().join("consumequeue/Old/0");
         assert!(
             !cq_dir.join("00000000000000000000").exists(),
             "first cq file deleted"
@@ -373,9 +386,9 @@ fn lock_and_retention() {
 // Proves invalid input is refused with a typed error and writes nothing.
 #[test]
 fn invalid_records_are_refused() {
-    let dir = TestDir::new("invalid");
+    let dir = TempDir::new("invalid");
     run(async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         let mut bad_crc = record("Bad", 0, b"payload", "");
         bad_crc[8] ^= 0x01;
         let refused = store.append(&[bad_crc]).await;
@@ -403,8 +416,8 @@ fn invalid_records_are_refused() {
 // with no disk read, and that older data, evicted from the cache, is read from disk.
 #[test]
 fn tailing_reads_cost_no_disk_io() {
-    let dir = TestDir::new("tailing");
-    let config: StoreConfig = small_config(&dir.path);
+    let dir = TempDir::new("tailing");
+    let config: StoreConfig = small_config(dir.path());
     run(async {
         let store = Store::open(config).await.expect("open");
         let mut next = QueueOffset(0);
@@ -449,9 +462,9 @@ async fn only_tag(store: &Store, key: &str) -> u64 {
 // index linker has done so far, and that the linker catches up in the background.
 #[test]
 fn key_queries_before_and_after_background_linking() {
-    let dir = TestDir::new("index-linker");
+    let dir = TempDir::new("index-linker");
     run(async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         const RECORDS: u64 = 3_000;
         let mut batch = Vec::new();
         for index in 0..RECORDS {
@@ -494,8 +507,8 @@ fn key_queries_before_and_after_background_linking() {
 // back intact from disk after a reopen, and that warming off writes no zeros.
 #[test]
 fn warming_ahead_never_touches_data() {
-    let dir = TestDir::new("warm");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("warm");
+    let mut config = small_config(dir.path());
     config.warm_ahead_bytes = 512 * 1024;
     run(async {
         let store = Store::open(config.clone()).await.expect("open");
@@ -565,8 +578,8 @@ fn warming_ahead_never_touches_data() {
         assert!(store.stats().disk_reads > 0, "records came from disk");
         store.shutdown().await.expect("shutdown");
     });
-    let off = TestDir::new("warm-off");
-    let mut config = small_config(&off.path);
+    let off = TempDir::new("warm-off");
+    let mut config = small_config(off.path());
     config.warm_ahead_bytes = 0;
     run(async {
         let store = Store::open(config).await.expect("open");
@@ -628,8 +641,8 @@ async fn check_keys(store: &Store, records: u64) {
 // across a clean reopen and across a crash whose recovery re-dispatches records.
 #[test]
 fn sealed_key_indexes_leave_memory_and_answer_queries() {
-    let dir = TestDir::new("index-seal");
-    let config = small_config(&dir.path);
+    let dir = TempDir::new("index-seal");
+    let config = small_config(dir.path());
     const RECORDS: u64 = 2_000;
     let wait_sealed = |store: Store, segments: usize| async move {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -661,7 +674,7 @@ fn sealed_key_indexes_leave_memory_and_answer_queries() {
         append_keyed(&store, RECORDS..RECORDS + 500).await;
         drop(store);
     });
-    assert!(dir.path.join("abort").exists(), "crashed");
+    assert!(dir.path().join("abort").exists(), "crashed");
     run(async {
         let store = Store::open(config.clone()).await.expect("recover");
         check_keys(&store, RECORDS + 500).await;
@@ -677,8 +690,8 @@ fn sealed_key_indexes_leave_memory_and_answer_queries() {
 fn pipelined_flushes_pad_and_recover() {
     const TASKS: u64 = 48;
     const STEPS: u64 = 60;
-    let dir = TestDir::new("pipelined");
-    let mut config = small_config(&dir.path);
+    let dir = TempDir::new("pipelined");
+    let mut config = small_config(dir.path());
     config.segment_bytes = 1024 * 1024;
     let check = |store: Store| async move {
         let mut tags = Vec::new();
@@ -742,9 +755,9 @@ fn pipelined_flushes_pad_and_recover() {
 // only queues the store holds are reported as present.
 #[test]
 fn consume_queue_entries_and_store_times() {
-    let dir = TestDir::new("inspect");
+    let dir = TempDir::new("inspect");
     run(async {
-        let store = Store::open(small_config(&dir.path)).await.expect("open");
+        let store = Store::open(small_config(dir.path())).await.expect("open");
         assert!(!store.has_queue("Inspect", 0));
         let mut appended = Vec::new();
         for index in 0..8u64 {
@@ -756,6 +769,7 @@ fn consume_queue_entries_and_store_times() {
                 &properties(&[("TAGS", tag)]),
             );
             appended.push(store.append(&[one]).await.expect("append")[0]);
+            // Distinct store times per record (the input of the time checks below).
             comet_rt::local::sleep(Duration::from_millis(2)).await;
         }
         assert!(store.has_queue("Inspect", 0));
@@ -764,7 +778,7 @@ fn consume_queue_entries_and_store_times() {
         let offsets: Vec<u64> = entries.iter().map(|(offset, _)| offset.0).collect();
         assert_eq!(offsets, vec![3, 4, 5, 6]);
         for (offset, entry) in &entries {
-            let sent = appended[offset.0 as usize];
+            let sent = appended[usize::try_from(offset.0).expect("a small offset")];
             assert_eq!(entry.physical, sent.physical_offset);
             assert_eq!(entry.size, sent.size_bytes);
             let tag = if offset.0 % 2 == 0 { "TagA" } else { "TagB" };

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::{encode, FrameDecoder};
@@ -245,33 +245,16 @@ pub fn pull_request(
 /// exits, which it must within 30 s (a start-up that should fail); its exit status and
 /// standard error.
 pub fn run_to_exit(args: &[&str], store: &Path) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_comet-broker"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_comet-broker"));
+    command
         .args(["--standalone", "--no-pin", "--cores", "1"])
         .arg("--store")
         .arg(store)
         .args(args)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start comet-broker");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("comet-broker still running 30 s after start with {args:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("read stderr");
-    (status.code(), stderr)
+        .stderr(Stdio::piped());
+    let what = format!("comet-broker {args:?}");
+    let output = comet_test_support::run_to_exit(&what, &mut command, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    (output.status.code(), stderr)
 }

@@ -104,22 +104,15 @@ pub fn collect(
 /// Waits until a fresh connection gets an answer: right after a restart the first
 /// connection can be reset while the shards' listeners come up (seen on a loaded machine).
 pub fn wait_until_serving(broker_addr: std::net::SocketAddr) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let answered = std::panic::catch_unwind(|| {
+    let what = format!("the broker at {broker_addr} to answer");
+    comet_test_support::wait_until(&what, Duration::from_secs(60), || {
+        std::panic::catch_unwind(|| {
             let mut client = Client::connect(broker_addr);
             let request = RemotingCommand::request(RequestCode::GET_BROKER_CONFIG, 0);
             client.call(request).response_code()
-        });
-        if answered.is_ok() {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "broker at {broker_addr} never answered"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        })
+        .is_ok()
+    });
 }
 
 /// Sends every request over `client` with up to `window` unanswered at once (the broker

@@ -1,11 +1,11 @@
 //! A real Comet broker for the client's end-to-end tests: `comet-broker --standalone`
 //! (embedded name server) on free loopback ports with a temporary store, through
-//! comet-test-support. Each test starts its own and it is killed when the test ends.
+//! comet-test-support (which also has the waiting helpers). Each test starts its own and it
+//! is killed when the test ends.
 
 #![allow(dead_code)]
 
-use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,7 @@ use comet_client::{
     Admin, ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig,
     MessageListener, PushConsumer, PushConsumerConfig,
 };
-use comet_test_support::{Broker, TempDir};
+use comet_test_support::{wait_until, Broker, TempDir};
 
 /// How long a broker may take to show up in its name server's routes.
 const REGISTRATION_LIMIT: Duration = Duration::from_secs(30);
@@ -54,11 +54,9 @@ impl Live {
     /// Waits until the name server routes `TBW102` to this broker.
     pub fn wait_registered(&self) {
         let admin = Admin::new(self.client()).expect("an admin client");
-        wait_for(
-            "the broker's registration",
-            REGISTRATION_LIMIT.as_secs(),
-            || admin.topic_route("TBW102").is_ok(),
-        );
+        wait_until("the broker's registration", REGISTRATION_LIMIT, || {
+            admin.topic_route("TBW102").is_ok()
+        });
         admin.shutdown();
     }
 }
@@ -70,15 +68,6 @@ pub fn unique(prefix: &str) -> String {
         .unwrap()
         .as_nanos();
     format!("{prefix}_{}", nanos % 1_000_000_000_000)
-}
-
-/// Polls `done` every 50 ms; panics naming `what` after `seconds`.
-pub fn wait_for(what: &str, seconds: u64, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// Consumer settings for this broker: from the first offset, quick rebalances.

@@ -1,5 +1,6 @@
 //! Test helpers: a name server on its own thread bound to 127.0.0.1:0 with a temporary KV
-//! directory, and a blocking client speaking comet-proto frames.
+//! directory, and a blocking client speaking comet-proto frames. Directories, ports and
+//! waiting come from comet-test-support.
 
 #![allow(dead_code)]
 
@@ -15,11 +16,12 @@ use comet_proto::body::{
 use comet_proto::frame::encode_to_bytes;
 use comet_proto::headers::RegisterBrokerRequestHeader;
 use comet_proto::{Decoded, FrameDecoder, RemotingCommand, RequestCode};
+pub use comet_test_support::TempDir;
 
 /// A running name server and the temporary directory holding its KV file.
 pub struct TestNameServer {
     pub server: Option<NameServerThread>,
-    pub directory: tempfile::TempDir,
+    pub directory: TempDir,
 }
 
 impl TestNameServer {
@@ -28,7 +30,7 @@ impl TestNameServer {
     }
 
     pub fn start_with(adjust: impl FnOnce(&mut NamesrvConfig)) -> TestNameServer {
-        let directory = tempfile::tempdir().unwrap();
+        let directory = TempDir::new("namesrv-kv");
         let mut config = NamesrvConfig {
             listen_port: 0,
             bind_address: "127.0.0.1".parse().unwrap(),
@@ -190,16 +192,4 @@ pub fn route_request(topic: &str) -> RemotingCommand {
     let mut request = RemotingCommand::request(RequestCode::GET_ROUTEINFO_BY_TOPIC, 0);
     request.ext_fields.insert("topic", topic);
     request
-}
-
-/// Polls `condition` every 20 ms for up to `limit`.
-pub fn eventually(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < deadline {
-        if condition() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    condition()
 }

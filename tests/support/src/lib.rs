@@ -1,18 +1,26 @@
-//! Test support for Comet's end-to-end tests: a real `comet-broker --standalone` process
-//! (embedded name server) on free loopback ports with a temporary store, stopped on drop.
+//! Test support for Comet's end-to-end tests, one copy of each piece every test crate needs:
+//! a real `comet-broker --standalone` process (embedded name server) on free loopback ports,
+//! temporary store directories, free ports, waiting for a condition until a deadline, and
+//! running a process to its exit with a time limit.
+//!
+//! This crate depends on no Comet crate, so any crate's tests may use it (comet-store's too,
+//! which must not depend on the broker).
 //!
 //! The broker binary is `COMET_BROKER_BIN` when set, else the workspace's own build
 //! `target/<profile>/comet-broker`, found from the running test executable
 //! (`target/<profile>/deps/<test>-<hash>`). `cargo test --workspace` builds it; a test run
 //! that cannot find it fails and says how to build it, it never skips.
 //!
-//! Invariants: every process started here is killed and reaped when its [`Broker`] drops;
-//! every [`TempDir`] is removed when it drops; only 127.0.0.1 is used: brokers are started
-//! with `--bind-address 127.0.0.1`, so nothing they open listens on another interface.
+//! Invariants: every process started here is killed and reaped when its [`Broker`] or
+//! [`ChildGuard`] drops; every [`TempDir`] is removed when it drops; only 127.0.0.1 is used:
+//! brokers are started with `--bind-address 127.0.0.1`, so nothing they open listens on
+//! another interface.
 
+use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The one address tests use: brokers bind it (`bindAddress`), clients connect to it.
@@ -27,6 +35,43 @@ pub const STOP_LIMIT: Duration = Duration::from_secs(30);
 
 /// Commit-log file size the test brokers use, small so a temporary store stays small.
 pub const TEST_COMMIT_LOG_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How often the waiting helpers look at their condition again.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Polls `condition` every [`POLL_INTERVAL`] until it holds or `limit` has passed; whether it
+/// held. It is looked at once more at the deadline, so a slow last poll still counts.
+pub fn poll_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return condition();
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+}
+
+/// Polls `condition` until it holds; panics naming `what` when `limit` passes first.
+pub fn wait_until(what: &str, limit: Duration, condition: impl FnMut() -> bool) {
+    assert!(
+        poll_until(limit, condition),
+        "timed out after {limit:?} waiting for {what}"
+    );
+}
+
+/// Polls `probe` until it returns a value and returns it; panics naming `what` when `limit`
+/// passes first.
+pub fn wait_for<T>(what: &str, limit: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let mut found = None;
+    wait_until(what, limit, || {
+        found = probe();
+        found.is_some()
+    });
+    found.expect("wait_until returned, so the probe answered")
+}
 
 /// A free loopback port (bound then released; the broker binds it right after).
 pub fn free_port() -> u16 {
@@ -73,8 +118,10 @@ pub fn broker_binary() -> PathBuf {
 pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    /// A fresh directory whose name starts with `name`.
+    /// A fresh, empty directory whose name starts with `name`, unique within the test run
+    /// (process id and a per-process counter).
     pub fn new(name: &str) -> TempDir {
+        static CREATED: AtomicU32 = AtomicU32::new(0);
         let base = std::env::var_os("COMET_TEST_DIR")
             .map(PathBuf::from)
             .unwrap_or_else(|| {
@@ -83,7 +130,10 @@ impl TempDir {
                     .map(|target| target.join("tmp"))
                     .expect("target/<profile> has a parent")
             });
-        let path = base.join(format!("{name}-{}-{}", std::process::id(), free_port()));
+        let unique = CREATED.fetch_add(1, Ordering::Relaxed);
+        let path = base.join(format!("{name}-{}-{unique}", std::process::id()));
+        // A directory left by an earlier run whose process id came round again.
+        let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).expect("create a temporary directory");
         TempDir(path)
     }
@@ -102,14 +152,9 @@ impl Drop for TempDir {
 
 /// Waits until `addr` accepts connections; panics after `limit`.
 pub fn wait_for_port(addr: SocketAddr, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{addr} did not open within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until(&format!("{addr} to accept connections"), limit, || {
+        TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+    });
 }
 
 /// Waits until nothing accepts connections on `addr` any more. A killed broker's listener can
@@ -117,13 +162,100 @@ pub fn wait_for_port(addr: SocketAddr, limit: Duration) {
 /// the socket, asynchronously) and still complete handshakes; a restart probed before it is
 /// gone would take that dying listener for the new broker.
 pub fn wait_for_port_closed(addr: SocketAddr, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-        assert!(
-            Instant::now() < deadline,
-            "{addr} still accepts connections {limit:?} after its broker exited"
-        );
-        std::thread::sleep(Duration::from_millis(20));
+    wait_until(
+        &format!("{addr} to stop accepting connections"),
+        limit,
+        || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err(),
+    );
+}
+
+/// A child process that is killed and reaped when dropped, so a test that fails half-way
+/// leaves no process running.
+pub struct ChildGuard(Option<Child>);
+
+impl ChildGuard {
+    /// Starts `command`; panics naming `what` when it cannot start.
+    pub fn spawn(what: &str, command: &mut Command) -> ChildGuard {
+        match command.spawn() {
+            Ok(child) => ChildGuard(Some(child)),
+            Err(error) => panic!("start {what}: {error}"),
+        }
+    }
+
+    /// The running process.
+    pub fn child(&mut self) -> &mut Child {
+        self.0
+            .as_mut()
+            .expect("the guard holds its child until dropped")
+    }
+
+    /// Waits for the process to exit on its own; kills it and panics naming `what` when it
+    /// is still running after `limit`.
+    pub fn wait_for_exit(&mut self, what: &str, limit: Duration) -> ExitStatus {
+        let child = self.child();
+        let mut status = None;
+        let exited = poll_until(limit, || {
+            status = child.try_wait().expect("poll a child process");
+            status.is_some()
+        });
+        if !exited {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running {limit:?} after it started");
+        }
+        status.expect("poll_until returned true, so the child exited")
+    }
+
+    /// SIGKILL now and reap: the process's status.
+    pub fn kill(&mut self) -> ExitStatus {
+        let child = self.child();
+        let _ = child.kill();
+        child.wait().expect("reap a killed child process")
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `command` until it exits, which it must within `limit` (else it is killed and this
+/// panics naming `what`); its status and whatever it wrote to the streams the command pipes
+/// (`Stdio::piped()`; a stream not piped reads as empty). The pipes are drained while it
+/// runs, so a chatty process cannot block on a full pipe.
+pub fn run_to_exit(what: &str, command: &mut Command, limit: Duration) -> Output {
+    let mut guard = ChildGuard::spawn(what, command);
+    let drain = |stream: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut stream) = stream {
+                let _ = stream.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let child = guard.child();
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|s| Box::new(s) as Box<dyn Read + Send>),
+    );
+    let status = guard.wait_for_exit(what, limit);
+    Output {
+        status,
+        stdout: stdout.join().expect("the stdout reader"),
+        stderr: stderr.join().expect("the stderr reader"),
     }
 }
 
@@ -197,18 +329,20 @@ impl Broker {
             .stderr(Stdio::inherit());
         let mut child = command.spawn().expect("start comet-broker");
         for addr in [self.broker_addr, self.namesrv_addr] {
-            let deadline = Instant::now() + STARTUP_LIMIT;
-            while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+            let mut exited = None;
+            let open = poll_until(STARTUP_LIMIT, || {
                 // An early exit is reported at once instead of waiting the limit out.
-                if let Ok(Some(status)) = child.try_wait() {
-                    panic!("comet-broker exited during start-up: {status}");
-                }
-                if Instant::now() >= deadline {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    panic!("{addr} did not open within {STARTUP_LIMIT:?}");
-                }
-                std::thread::sleep(Duration::from_millis(20));
+                exited = child.try_wait().ok().flatten();
+                exited.is_some()
+                    || TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+            });
+            if let Some(status) = exited {
+                panic!("comet-broker exited during start-up: {status}");
+            }
+            if !open {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{addr} did not open within {STARTUP_LIMIT:?}");
             }
         }
         self.child = Some(child);
@@ -227,19 +361,18 @@ impl Broker {
         // SAFETY: kill(2) with a pid this process spawned and has not reaped yet, so the
         // pid cannot name another process.
         unsafe { libc::kill(pid, libc::SIGTERM) };
-        let deadline = Instant::now() + STOP_LIMIT;
-        loop {
-            if let Some(status) = child.try_wait().expect("poll the broker") {
-                self.wait_for_ports_closed();
-                return status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("the broker did not stop within {STOP_LIMIT:?} of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let mut status = None;
+        let stopped = poll_until(STOP_LIMIT, || {
+            status = child.try_wait().expect("poll the broker");
+            status.is_some()
+        });
+        if !stopped {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the broker did not stop within {STOP_LIMIT:?} of SIGTERM");
         }
+        self.wait_for_ports_closed();
+        status.expect("poll_until returned true, so the broker exited")
     }
 
     /// SIGKILL: a crash.

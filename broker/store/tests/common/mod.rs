@@ -1,41 +1,16 @@
-//! Helpers shared by the store's integration tests: temp stores on a real file system
-//! (direct I/O needs one; tmpfs silently drops O_DIRECT) and record encoding.
+//! Helpers shared by the store's integration tests: small store configs and record encoding.
+//! Temporary stores are comet-test-support's [`TempDir`]s, on a real file system (direct I/O
+//! needs one; tmpfs silently drops O_DIRECT).
 
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
 
 use bytes::BytesMut;
 use comet_proto::message::{encode_record, RecordSpec};
 use comet_store::{LogId, StoreConfig};
-
-/// A directory removed when dropped. Under `COMET_TEST_DIR` if set, else cargo's per-target
-/// temp dir (inside `target/`, on the worktree's file system).
-pub struct TestDir {
-    pub path: PathBuf,
-}
-
-impl TestDir {
-    pub fn new(name: &str) -> TestDir {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let base = std::env::var_os("COMET_TEST_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("test-stores"));
-        let unique = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = base.join(format!("{name}-{}-{unique}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("create test dir");
-        TestDir { path }
-    }
-}
-
-impl Drop for TestDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
-    }
-}
+pub use comet_test_support::TempDir;
 
 /// A small-store config: 256 KiB segments, 64 KiB chunks, no background noise.
 pub fn small_config(root: &Path) -> StoreConfig {
@@ -88,7 +63,7 @@ pub fn record(topic: &str, queue_id: i32, body: &[u8], properties: &str) -> Byte
 pub fn body(tag: u64, length: usize) -> Vec<u8> {
     let mut body = tag.to_be_bytes().to_vec();
     while body.len() < length {
-        body.push((body.len() as u64 ^ tag) as u8);
+        body.push((body.len() as u64 ^ tag).to_le_bytes()[0]);
     }
     body.truncate(length.max(8));
     body
