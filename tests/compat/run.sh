@@ -22,7 +22,9 @@
 # (java, mvn, go, python3, node, npm, cargo, the comet-broker binary) fails the run: nothing
 # is ever skipped silently.
 # Prints a summary table and "N passed, N failed" over all scenarios; exits 1 when any
-# scenario or suite failed, 2 on bad arguments.
+# scenario or suite failed, 2 on bad arguments. A run with --against also writes each step's
+# result into tests/compat/RESULTS.md (COMPAT_RESULTS_FILE to write elsewhere; see
+# tools/results.py); a failure to write it is a warning, never a failed run.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -50,7 +52,7 @@ while (($#)); do
     --suites) SUITES="$2"; SUITES_GIVEN=1; shift 2 ;;
     --acl-namesrv) ACL_NAMESRV="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
@@ -212,6 +214,24 @@ suite_title() {
   esac
 }
 
+RESULTS_FILE="${COMPAT_RESULTS_FILE:-$HERE/RESULTS.md}"
+
+# Writes this run's results into RESULTS_FILE (runs that started their own broker only): the
+# date, and the commit (with "+changes" when tracked files other than the results differ).
+write_results() {
+  if [[ -z "$AGAINST" ]]; then
+    echo "compat: results not recorded: this run did not start its broker" >&2
+    return 0
+  fi
+  local commit changes
+  commit="$(git -C "$REPO" rev-parse --short=12 HEAD 2>/dev/null)" || commit=unknown
+  changes="$(git -C "$REPO" status --porcelain --untracked-files=no -- . \
+    ':!tests/compat/RESULTS.md' 2>/dev/null)" || changes=""
+  if [[ -n "$changes" && "$commit" != unknown ]]; then commit="$commit+changes"; fi
+  python3 "$HERE/tools/results.py" --results "$RESULTS_FILE" --target "$AGAINST" \
+    --run-dir "$WORK" --suites "$SUITES" --date "$(date -u +%Y-%m-%d)" --commit "$commit"
+}
+
 IFS=',' read -r -a SUITE_LIST <<<"$SUITES"
 for s in "${SUITE_LIST[@]}"; do suite_cmd "$s" >/dev/null || die "unknown suite $s" 2; done
 
@@ -227,6 +247,7 @@ for s in "${SUITE_LIST[@]}"; do
   $(suite_cmd "$s") 2>"$WORK/$s.err" | tee "$log"
   rc=${PIPESTATUS[0]}
   set -e
+  echo "$rc" >"$WORK/$s.rc"
   secs=$((SECONDS - start))
   pass=$(grep -c '^PASS ' "$log" || true)
   fail=$(grep -c '^FAIL ' "$log" || true)
@@ -248,4 +269,5 @@ echo "== compatibility summary (name server $NAMESRV${AGAINST:+, against $AGAINS
 printf '%-32s %6s %6s %7s  %s\n' suite passed failed time status
 for r in "${rows[@]}"; do echo "$r"; done
 echo "compat: $total_pass passed, $total_fail failed"
+write_results || echo "compat: warning: $RESULTS_FILE was not updated (error above)" >&2
 ((total_fail == 0))
