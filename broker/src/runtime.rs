@@ -309,11 +309,9 @@ fn random_i32() -> i32 {
     // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given.
     let written = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
     if written != 4 {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .subsec_nanos();
-        return (nanos ^ std::process::id()) as i32;
+        // The low 32 bits of the wall clock: only a fallback seed, any bits will do.
+        let millis = u32::try_from(comet_rt::clock::wall_clock_ms().rem_euclid(1 << 32));
+        return (millis.unwrap_or(0) ^ std::process::id()) as i32;
     }
     i32::from_be_bytes(bytes)
 }

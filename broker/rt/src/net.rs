@@ -237,12 +237,12 @@ pub fn ensure_port_free_within(addr: SocketAddr, wait: Duration) -> io::Result<(
             SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
         });
     }
-    let deadline = std::time::Instant::now() + wait;
+    let deadline = crate::clock::monotonic_now() + wait;
     loop {
         if std::net::TcpStream::connect_timeout(&target, PORT_PROBE_TIMEOUT).is_err() {
             return Ok(());
         }
-        if std::time::Instant::now() >= deadline {
+        if crate::clock::monotonic_now() >= deadline {
             return Err(io::Error::new(
                 io::ErrorKind::AddrInUse,
                 format!(

@@ -305,7 +305,7 @@ mod tests {
     fn timer_queue_follows_the_real_queue_owner() {
         for shard_count in 1..=limits::TIMER_QUEUES as usize {
             for owner in 0..shard_count {
-                let owner = ShardId(owner as u16);
+                let owner = ShardId(u16::try_from(owner).unwrap());
                 let mut seen = std::collections::BTreeSet::new();
                 for cursor in 0..limits::TIMER_QUEUES as u32 {
                     let queue = pick_timer_queue(owner, shard_count, cursor);
@@ -324,7 +324,7 @@ mod tests {
         }
         let shard_count = limits::TIMER_QUEUES as usize + 8;
         for owner in 0..shard_count {
-            let queue = pick_timer_queue(ShardId(owner as u16), shard_count, 7);
+            let queue = pick_timer_queue(ShardId(u16::try_from(owner).unwrap()), shard_count, 7);
             assert!((0..limits::TIMER_QUEUES).contains(&queue));
         }
     }

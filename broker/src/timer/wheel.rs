@@ -658,7 +658,7 @@ impl Wheel {
         let count = due.len();
         let records: Vec<BytesMut> = due.iter_mut().filter_map(|p| p.record.take()).collect();
         self.built = self.built.saturating_sub(count);
-        let started = std::time::Instant::now();
+        let started = comet_rt::clock::monotonic_now();
         let prepare_ms = comet_rt::clock::wall_clock_ms() - earliest_due_ms - taken_late_ms;
         if let Err(e) = append_concurrently(&self.broker, records).await {
             // Some may be stored: put all back as suspects, to be checked and retried.
