@@ -40,15 +40,17 @@ pub const TEST_COMMIT_LOG_FILE_BYTES: u64 = 16 * 1024 * 1024;
 pub const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Polls `condition` every [`POLL_INTERVAL`] until it holds or `limit` has passed; whether it
-/// held. It is looked at once more at the deadline, so a slow last poll still counts.
+/// held. It is always looked at once at or after the deadline, so a slow machine's last poll
+/// still counts.
 pub fn poll_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + limit;
     loop {
+        let last = Instant::now() >= deadline;
         if condition() {
             return true;
         }
-        if Instant::now() >= deadline {
-            return condition();
+        if last {
+            return false;
         }
         std::thread::sleep(POLL_INTERVAL);
     }
@@ -396,5 +398,61 @@ impl Drop for Broker {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves poll_until waits for a condition that comes true, and gives up after the limit
+    // (looking at least once at the deadline) on one that never does.
+    #[test]
+    fn poll_until_waits_then_gives_up() {
+        let mut calls = 0;
+        assert!(poll_until(Duration::from_secs(5), || {
+            calls += 1;
+            calls == 3
+        }));
+        let started = Instant::now();
+        let mut looks = 0;
+        assert!(!poll_until(Duration::from_millis(100), || {
+            looks += 1;
+            false
+        }));
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(looks >= 2, "looked {looks} times");
+        assert_eq!(wait_for("a value", Duration::from_secs(1), || Some(7)), 7);
+    }
+
+    // Proves run_to_exit returns the status and both piped streams, and kills a process that
+    // outlives its limit (the panic names it).
+    #[test]
+    fn run_to_exit_captures_and_bounds() {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "echo out; echo err >&2; exit 3"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let output = run_to_exit("sh", &mut command, Duration::from_secs(30));
+        assert_eq!(output.status.code(), Some(3));
+        assert_eq!(output.stdout, b"out\n");
+        assert_eq!(output.stderr, b"err\n");
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(|| {
+            let mut sleeper = Command::new("sleep");
+            sleeper.arg("30");
+            run_to_exit("the sleeper", &mut sleeper, Duration::from_millis(200))
+        });
+        let message = outcome.expect_err("a process past its limit fails the caller");
+        let text = message
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(text.contains("the sleeper still running"), "{text}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "it was killed, not awaited"
+        );
     }
 }
