@@ -455,9 +455,13 @@ impl CommitLog {
         }
     }
 
-    /// Drops the oldest sealed chunks beyond the cache budget that no flush or dispatch needs.
-    pub(crate) fn evict(&mut self) {
-        let keep_from = align_down(self.durable).min(self.dispatched);
+    /// Drops the oldest sealed chunks beyond the cache budget that no flush needs, nor
+    /// dispatch unless `keep_undispatched` is false (dispatch then reads them from disk).
+    pub(crate) fn evict(&mut self, keep_undispatched: bool) {
+        let mut keep_from = align_down(self.durable);
+        if keep_undispatched {
+            keep_from = keep_from.min(self.dispatched);
+        }
         while self.cached_bytes > self.read_cache_bytes && self.chunks.len() > 1 {
             let front = self.chunks.front().expect("non-empty");
             if front.end() > keep_from || matches!(front.data, ChunkData::Open(_)) {

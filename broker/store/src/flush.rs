@@ -31,9 +31,10 @@ use std::time::Duration;
 
 use comet_proto::message::{RecordView, BLANK_MAGIC};
 
-use crate::commit_log::{align_down, align_up, FlushPlan, BLANK_BYTES};
+use crate::commit_log::{align_down, align_up, to_index, FlushPlan, BLANK_BYTES};
 use crate::config::FlushPolicy;
-use crate::limits::{FLUSH_BYTES_MAX, PADDING_SHARE_MAX};
+use crate::error::StoreError;
+use crate::limits::{FLUSH_BYTES_MAX, PADDING_SHARE_MAX, RECORD_BYTES_MAX};
 use crate::queues::dispatch_record;
 use crate::shard::Shared;
 use crate::warm::meets_zero_write;
@@ -200,43 +201,152 @@ pub(crate) fn visible_end(shared: &Shared, durable: u64) -> u64 {
 /// Dispatches every visible record not yet dispatched (waking readers of their queues).
 pub(crate) fn dispatch_durable(shared: &Shared) {
     let mut log = shared.log.borrow_mut();
-    let mut queues = shared.queues.borrow_mut();
-    let mut index = shared.index.borrow_mut();
     let limit = visible_end(shared, log.durable);
     while log.dispatched < limit {
         let position = log.dispatched;
-        let bytes = log
-            .cached_from(position)
-            .expect("undispatched bytes stay cached");
-        let (size, magic) =
-            comet_proto::message::peek_total_size_and_magic(bytes).expect("whole header");
+        let segment_end = log.segment_start(position) + log.segment_bytes;
+        let Some(bytes) = log.cached_from(position) else {
+            // Evicted while it waited for confirm (see `CommitLog::evict`): the disk
+            // dispatcher reads it back.
+            assert!(
+                shared.config.visible_after_confirm,
+                "undispatched bytes stay cached"
+            );
+            shared.dispatch_lagging.wake_all();
+            break;
+        };
+        let reached = dispatch_pieces(shared, bytes, (position, segment_end), limit)
+            .expect("appended records were validated");
+        if reached == position {
+            break;
+        }
+        log.dispatched = reached;
+    }
+    // Under the confirm limit undispatched bytes may leave the cache, so a lagging confirm
+    // (a slave away) costs disk reads later instead of memory now.
+    log.evict(!shared.config.visible_after_confirm);
+    if shared.index.borrow().unlinked() > 0 {
+        shared.index_pushed.wake_all();
+    }
+}
+
+/// Dispatches the whole records (and skips the blanks) at the start of `bytes`, the log
+/// from `position` in the segment ending at `segment_end`, that end at or below `limit`;
+/// returns the position past them.
+fn dispatch_pieces(
+    shared: &Shared,
+    bytes: &[u8],
+    (position, segment_end): (u64, u64),
+    limit: u64,
+) -> Result<u64, StoreError> {
+    let mut queues = shared.queues.borrow_mut();
+    let mut index = shared.index.borrow_mut();
+    let mut at = position;
+    let damaged = |at: u64, reason: String| {
+        let log_id = shared.config.log_id.to_string();
+        let dir = shared.config.root.join("commitlog").join(log_id);
+        StoreError::corrupt(dir, format!("log position {at}: {reason}"))
+    };
+    loop {
+        // Padding skipped past the end of `bytes` ends them too.
+        let Some(rest) = bytes.get(to_index(at - position)..) else {
+            return Ok(at);
+        };
+        let Some((size, magic)) = comet_proto::message::peek_total_size_and_magic(rest) else {
+            return Ok(at);
+        };
+        let size = u64::try_from(size).map_err(|_| damaged(at, format!("size {size}")))?;
         if magic == BLANK_MAGIC {
             // The segment's end marker (the rest of the segment holds nothing) or padding.
-            let end = position + u64::try_from(size).expect("appended blanks are positive");
-            let segment_end = log.segment_start(position) + log.segment_bytes;
+            let end = at + size;
             let needed = if end == segment_end {
-                position + BLANK_BYTES
+                at + BLANK_BYTES
             } else {
                 end
             };
             if needed > limit {
-                break;
+                return Ok(at);
             }
-            log.dispatched = end;
+            at = end;
+            if at == segment_end {
+                return Ok(at);
+            }
             continue;
         }
-        let size = u64::try_from(size).expect("appended records have positive sizes");
-        if position + size > limit {
-            break;
+        if at + size > limit || (rest.len() as u64) < size {
+            return Ok(at);
         }
-        let view = RecordView::parse(bytes).expect("appended records were validated");
-        let dispatched = dispatch_record(&view, position, &mut queues, &mut index, &shared.config);
+        let view = RecordView::parse(&rest[..to_index(size)])
+            .map_err(|error| damaged(at, error.to_string()))?;
+        let dispatched = dispatch_record(&view, at, &mut queues, &mut index, &shared.config);
         assert!(dispatched, "live records continue their queue");
         shared.last_store_timestamp_ms.set(view.store_timestamp());
-        log.dispatched = position + size;
+        at += size;
     }
-    log.evict();
-    if index.unlinked() > 0 {
-        shared.index_pushed.wake_all();
+}
+
+/// Under `StoreConfig::visible_after_confirm`: dispatches from disk what left the cache
+/// before confirm made it visible, until the store closes or writes fail.
+pub(crate) async fn run_disk_dispatcher(shared: Rc<Shared>) {
+    // The (dispatched, visible end) of a read that made no progress: no whole record is
+    // visible there yet, so nothing is read again until one of them moves.
+    let mut stalled: Option<(u64, u64)> = None;
+    loop {
+        shared
+            .dispatch_lagging
+            .until(|| {
+                lagging(&shared).is_some_and(|state| Some(state) != stalled)
+                    || shared.closed.get()
+                    || shared.failure.borrow().is_some()
+            })
+            .await;
+        if shared.closed.get() || shared.failure.borrow().is_some() {
+            return;
+        }
+        match dispatch_from_disk(&shared).await {
+            Ok(progress) => stalled = (!progress).then(|| lagging(&shared)).flatten(),
+            Err(error) => {
+                fail(&shared, error.to_string());
+                return;
+            }
+        }
     }
+}
+
+/// `(dispatched, visible end)` when visible records wait that the cache no longer holds.
+fn lagging(shared: &Shared) -> Option<(u64, u64)> {
+    let log = shared.log.borrow();
+    let limit = visible_end(shared, log.durable);
+    (log.dispatched < limit && log.cached_from(log.dispatched).is_none())
+        .then_some((log.dispatched, limit))
+}
+
+/// Reads the segment from the dispatch position and dispatches what is visible of it;
+/// returns whether the dispatch position moved.
+async fn dispatch_from_disk(shared: &Shared) -> Result<bool, StoreError> {
+    let (position, segment_end, segment_start, file, length) = {
+        let log = shared.log.borrow();
+        let position = log.dispatched;
+        let limit = visible_end(shared, log.durable);
+        let (start, file) = log
+            .segment_of(position)
+            .ok_or_else(|| StoreError::corrupt(&log.dir, format!("no segment at {position}")))?;
+        let segment_end = start + log.segment_bytes;
+        // A window holds the largest record, so every step dispatches at least one.
+        let length = (limit.min(segment_end) - position).min(RECORD_BYTES_MAX as u64);
+        (position, segment_end, start, file, to_index(length))
+    };
+    let mut stats = shared.stats.get();
+    stats.disk_reads += 1;
+    shared.stats.set(stats);
+    let window = file.read_at(position - segment_start, length).await?;
+    if shared.log.borrow().dispatched != position {
+        return Ok(true);
+    }
+    let limit = visible_end(shared, shared.log.borrow().durable);
+    let reached = dispatch_pieces(shared, &window, (position, segment_end), limit)?;
+    shared.log.borrow_mut().dispatched = reached;
+    // Continues from the cache where it holds the rest, wakes the linker.
+    dispatch_durable(shared);
+    Ok(reached > position)
 }

@@ -59,6 +59,8 @@ pub(crate) struct Shared {
     pub(crate) flush_wanted: WakerList,
     /// The index linker, waiting for unlinked entries.
     pub(crate) index_pushed: WakerList,
+    /// The disk dispatcher: visible records wait that the cache no longer holds.
+    pub(crate) dispatch_lagging: WakerList,
     pub(crate) spare_ready: WakerList,
     /// Flushes planned and in flight (the warmer waits while any is, see `warm`).
     pub(crate) flights: RefCell<Flights>,
@@ -120,6 +122,7 @@ impl Shared {
             durable_waiters: PositionWaiters::default(),
             flush_wanted: WakerList::default(),
             index_pushed: WakerList::default(),
+            dispatch_lagging: WakerList::default(),
             spare_ready: WakerList::default(),
             flights: RefCell::new(flights),
             next_flush_waited: Cell::new(false),
@@ -147,6 +150,7 @@ impl Shared {
         self.durable_waiters.wake_all();
         self.flush_wanted.wake_all();
         self.index_pushed.wake_all();
+        self.dispatch_lagging.wake_all();
         self.spare_ready.wake_all();
         self.warm_wanted.wake_all();
         self.zero_done.wake_all();

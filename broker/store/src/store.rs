@@ -26,7 +26,7 @@ use crate::append::Appender;
 use crate::config::StoreConfig;
 use crate::consume_queue::CqEntry;
 use crate::error::StoreError;
-use crate::flush::run_flush_lane;
+use crate::flush::{run_disk_dispatcher, run_flush_lane};
 use crate::limits::QUERY_RESULTS_MAX;
 use crate::maintenance::write_maintenance_checkpoint;
 use crate::maintenance::{drop_gone_entries, run_index_linker, run_maintenance};
@@ -115,6 +115,9 @@ impl Store {
         }));
         tasks.push(spawn(run_index_linker(Rc::clone(&self.shared))));
         tasks.push(spawn(run_warmer(Rc::clone(&self.shared))));
+        if self.shared.config.visible_after_confirm {
+            tasks.push(spawn(run_disk_dispatcher(Rc::clone(&self.shared))));
+        }
     }
 
     /// Flushes everything, writes the checkpoint, removes `abort` and releases the lock.
@@ -126,6 +129,7 @@ impl Store {
         }
         shared.flush_wanted.wake_all();
         shared.index_pushed.wake_all();
+        shared.dispatch_lagging.wake_all();
         shared.warm_wanted.wake_all();
         shared.closing.wake_all();
         let tasks: Vec<_> = shared.tasks.borrow_mut().drain(..).collect();
