@@ -7,7 +7,6 @@
 pub mod allocator;
 pub mod clock;
 pub mod fatal;
-pub mod fs;
 pub mod io;
 pub mod local;
 pub mod mesh;
@@ -18,4 +17,5 @@ pub mod shutdown;
 pub mod sync;
 pub mod task_class;
 
+pub use comet_fs as fs;
 pub use shard_id::ShardId;

@@ -190,13 +190,10 @@ fn local_error(path: &std::path::Path, reason: &str) -> ClientError {
     }
 }
 
+/// Replaces the offsets file whole and durably (file and directory fsynced), so a crash leaves
+/// either the previous offsets or the new ones, never an empty or torn file.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
-    if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(|e| local_error(path, &e.to_string()))?;
-    }
-    let temporary = path.with_extension("json.tmp");
-    fs::write(&temporary, bytes).map_err(|e| local_error(&temporary, &e.to_string()))?;
-    fs::rename(&temporary, path).map_err(|e| local_error(path, &e.to_string()))
+    comet_fs::write_atomic(path, bytes).map_err(|e| local_error(path, &e.to_string()))
 }
 
 #[cfg(test)]

@@ -6,8 +6,10 @@
 //! never a torn mix, and a completed call is durable. Without the file fsync a crash after the
 //! rename can leave an empty file; without the directory fsync the rename itself can be lost.
 //!
-//! These are blocking calls: shard code runs them on the blocking thread
-//! ([`crate::task_class::run_blocking`]) or at start-up. Every error is an [`std::io::Error`]
+//! These are blocking calls: broker shards run them on the blocking thread
+//! (`comet_rt::task_class::run_blocking`) or at start-up; the client calls them from its own
+//! threads. A crate of its own, with no runtime, so that the client (which must not depend on
+//! the broker's runtime) and the server crates share one writer (`comet_rt::fs` re-exports it). Every error is an [`std::io::Error`]
 //! of the original kind whose payload is a [`FileError`] naming the operation and the path.
 
 use std::fs::{self, File, OpenOptions};
