@@ -1,9 +1,9 @@
-//! Admin requests the broker forwards to a client end to end: GET_CONSUMER_RUNNING_INFO
-//! (307), CONSUME_MESSAGE_DIRECTLY (309) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223),
-//! answered by fake consumer connections registered by heartbeat, with the admin's and the
-//! client's connections on the same and on different shards, and the error answers for a
-//! client that is not online, too old, silent, or gone mid-request; and request-reply, whose
-//! replies the broker pushes to the requesting producer's connection (PUSH_REPLY_MESSAGE_TO_CLIENT).
+//! Admin requests the broker forwards to a client end to end: GET_CONSUMER_RUNNING_INFO (307),
+//! CONSUME_MESSAGE_DIRECTLY (309) and INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223), answered by fake
+//! consumer connections registered by heartbeat, with the admin's and the client's connections on
+//! the same and on different shards, and the error answers for a client that is not online, too
+//! old, silent, or gone mid-request; and request-reply, whose replies the broker pushes to the
+//! requesting producer's connection (PUSH_REPLY_MESSAGE_TO_CLIENT).
 //!
 //! Which shard accepted a connection is learned from a send that lets the broker pick the
 //! queue: the broker picks a queue its accepting shard owns, and the offset message id of

@@ -20,7 +20,8 @@ fn binary_reads_config_file_and_flags() {
     let config = directory.path().join("namesrv.properties");
     let kv_path = directory.path().join("kv").join("kvConfig.json");
     let text = format!(
-        "# test config\nlistenPort={file_port}\nbindAddress=127.0.0.1\nkvConfigPath={}\nrocketmqHome=/nowhere\n",
+        "# test config\nlistenPort={file_port}\nbindAddress=127.0.0.1\nkvConfigPath={}\n\
+         rocketmqHome=/nowhere\n",
         kv_path.display()
     );
     std::fs::write(&config, text).unwrap();

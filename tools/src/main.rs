@@ -172,7 +172,8 @@ enum Command {
 
 fn print_message(message: &MessageExt) {
     println!(
-        "msgId={} offsetMsgId={} topic={} queueId={} queueOffset={} tags={} keys={} bornTimestamp={} storeTimestamp={} bodyBytes={}",
+        "msgId={} offsetMsgId={} topic={} queueId={} queueOffset={} tags={} keys={} \
+         bornTimestamp={} storeTimestamp={} bodyBytes={}",
         message.uniq_key().unwrap_or("-"),
         message.msg_id,
         message.topic,
@@ -423,7 +424,8 @@ fn consumer_status(admin: &Admin, group: &str, only: Option<String>) -> comet_cl
         }
         for (topic, status) in &info.status_table {
             println!(
-                "rates {topic} pullTPS={:.2} consumeOkTPS={:.2} consumeFailedTPS={:.2} pullRT={:.2} consumeRT={:.2}",
+                "rates {topic} pullTPS={:.2} consumeOkTPS={:.2} consumeFailedTPS={:.2} \
+                 pullRT={:.2} consumeRT={:.2}",
                 status.pull_tps,
                 status.consume_ok_tps,
                 status.consume_failed_tps,

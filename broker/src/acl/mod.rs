@@ -213,10 +213,10 @@ impl AccessControl {
         }
     }
 
-    /// Reads the accounts file again and applies it if its content changed since it was last
-    /// read (Java watches it too). A file that parses replaces the accounts in force (`Ok(true)`); one that does not
-    /// is an error and the accounts in force stay until the file changes again. Blocking file
-    /// I/O: callers run it off the shard threads.
+    /// Reads the accounts file again and applies it if its content changed since it was last read
+    /// (Java watches it too). A file that parses replaces the accounts in force (`Ok(true)`); one
+    /// that does not is an error and the accounts in force stay until the file changes again.
+    /// Blocking file I/O: callers run it off the shard threads.
     pub fn reload_if_changed(&self) -> Result<bool, AclLoadError> {
         let Some(source) = &self.source else {
             return Ok(false);

@@ -4,16 +4,16 @@
 //! its topic at that time, to the millisecond, from a persistent timing wheel per shard.
 //!
 //! Send side ([`rewrite_timer_send`], as Apache's `HookUtils.transformTimerMessage`): only
-//! non-transactional or committed single sends without a `DELAY` level (a level wins, and
-//! the delay rewrite has already dropped the timer properties). The due time is
-//! `now + TIMER_DELAY_SEC * 1000`, else `now + TIMER_DELAY_MS`, else `TIMER_DELIVER_MS`; an
-//! unparsable value, or a due time more than `timerMaxDelaySec` ahead, is refused with
-//! MESSAGE_ILLEGAL and Apache's remark; with `timerWheelEnable=false` the send fails with
-//! SYSTEM_ERROR. A due time not in the future is stored directly in the real topic, as Apache
-//! does. Otherwise `TIMER_OUT_MS` (the due time), `REAL_TOPIC` and `REAL_QID` are added and
-//! the message is stored in [`TIMER_TOPIC`], in a queue owned by the shard that owns its real
-//! queue (so its delivery is an append to that shard's own log), and answered like any send (its msgId is the stored timer record's). Unlike Apache, the due
-//! time is not rounded down to a 1 s precision: Comet delivers at the exact millisecond.
+//! non-transactional or committed single sends without a `DELAY` level (a level wins, and the delay
+//! rewrite has already dropped the timer properties). The due time is `now + TIMER_DELAY_SEC *
+//! 1000`, else `now + TIMER_DELAY_MS`, else `TIMER_DELIVER_MS`; an unparsable value, or a due time
+//! more than `timerMaxDelaySec` ahead, is refused with MESSAGE_ILLEGAL and Apache's remark; with
+//! `timerWheelEnable=false` the send fails with SYSTEM_ERROR. A due time not in the future is
+//! stored directly in the real topic, as Apache does. Otherwise `TIMER_OUT_MS` (the due time),
+//! `REAL_TOPIC` and `REAL_QID` are added and the message is stored in [`TIMER_TOPIC`], in a queue
+//! owned by the shard that owns its real queue (so its delivery is an append to that shard's own
+//! log), and answered like any send (its msgId is the stored timer record's). Unlike Apache, the
+//! due time is not rounded down to a 1 s precision: Comet delivers at the exact millisecond.
 //!
 //! Delivery side ([`wheel`]): each shard's wheel reads the timer queues it owns into slot
 //! files ([`slot`], one per queue and due second), keeps the slots due within

@@ -8,9 +8,10 @@
 //!
 //! These are blocking calls: broker shards run them on the blocking thread
 //! (`comet_rt::task_class::run_blocking`) or at start-up; the client calls them from its own
-//! threads. A crate of its own, with no runtime, so that the client (which must not depend on
-//! the broker's runtime) and the server crates share one writer (`comet_rt::fs` re-exports it). Every error is an [`std::io::Error`]
-//! of the original kind whose payload is a [`FileError`] naming the operation and the path.
+//! threads. A crate of its own, with no runtime, so that the client (which must not depend on the
+//! broker's runtime) and the server crates share one writer (`comet_rt::fs` re-exports it). Every
+//! error is an [`std::io::Error`] of the original kind whose payload is a [`FileError`] naming the
+//! operation and the path.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};

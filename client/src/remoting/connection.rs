@@ -14,11 +14,11 @@
 //! docs/protocol.md#opaque-spaces-are-per-sender: a broker request with the
 //! same opaque as one of ours is a request, not our answer) and hands requests to the sink.
 //!
-//! A connection is closed once: by a read or write failure, by a broken frame stream, by
-//! the owner, or by the transport's scanner once it has been idle too long (nothing read or
-//! written, nothing pending; see [`Connection::idle_for`]). Closing shuts the socket down
-//! (which ends the reader thread) and fails every pending request with `ConnectionClosed`. A closed connection is never reused; the pool
-//! opens a fresh one on the next request.
+//! A connection is closed once: by a read or write failure, by a broken frame stream, by the owner,
+//! or by the transport's scanner once it has been idle too long (nothing read or written, nothing
+//! pending; see [`Connection::idle_for`]). Closing shuts the socket down (which ends the reader
+//! thread) and fails every pending request with `ConnectionClosed`. A closed connection is never
+//! reused; the pool opens a fresh one on the next request.
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
