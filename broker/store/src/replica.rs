@@ -2,18 +2,22 @@
 //! bytes, a slave appends the same bytes at the same positions, so queue offsets, physical
 //! offsets and message ids agree on both.
 //!
-//! - [`Replica::read_log`] (master): whole records of the durable log from a record
+//! - [`Store::read_log`] (master): whole records of the durable log from a record
 //!   boundary, from the read cache when it still holds them, else from the segment with
 //!   direct I/O (then every record is verified before it leaves). A segment's end marker
 //!   travels as its 8 bytes; the chunk then ends at the segment's end, so the slave's
 //!   segments end exactly where the master's do. A chunk never crosses a segment end.
-//! - [`Replica::append_replicated`] (slave): checks every record of the call against the
-//!   log and the queues as they are here (magic, sizes, body CRC, PHYSICALOFFSET equal to
-//!   where it lands, queue offset equal to its queue's next), then copies the bytes
-//!   unchanged, all or nothing. Dispatch (consume queues, key index) follows durability as
-//!   for local appends.
-//! - [`Replica::confirm`] (SYNC_MASTER): moves the confirmed position that limits visibility
+//! - [`Store::append_replicated`] (slave): checks every record of the call against the log
+//!   and the queues as they are here (magic, sizes, body CRC, PHYSICALOFFSET equal to where
+//!   it lands, queue offset equal to its queue's next), then copies the bytes unchanged,
+//!   all or nothing. Dispatch (consume queues, key index) follows durability as for local
+//!   appends.
+//! - [`Store::confirm`] (SYNC_MASTER): moves the confirmed position that limits visibility
 //!   under `StoreConfig::visible_after_confirm` (see `flush::visible_end`).
+//!
+//! [`Store::read_log`]: crate::Store::read_log
+//! [`Store::append_replicated`]: crate::Store::append_replicated
+//! [`Store::confirm`]: crate::Store::confirm
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -55,16 +59,16 @@ struct Cut {
     next_record_bytes: Option<usize>,
 }
 
-/// One piece of a checked replicated append.
-struct Piece {
+/// One piece of a checked replicated append (borrowing the call's bytes).
+struct Piece<'b> {
     range: Range<usize>,
-    /// The queue whose next offset it takes, and that offset.
-    queue: Option<(String, i32, u64)>,
+    /// The queue whose next offset it takes (topic, queue id), and that offset.
+    queue: Option<(&'b str, i32, u64)>,
 }
 
 /// What a replicated append holds, checked against the log and queues.
-struct Checked {
-    pieces: Vec<Piece>,
+struct Checked<'b> {
+    pieces: Vec<Piece<'b>>,
     records: u64,
     ends_segment: bool,
 }
@@ -192,7 +196,7 @@ impl<'s> Replica<'s> {
     }
 
     /// Checks every piece of a replicated append against the log and the queues.
-    fn check(&self, position: u64, bytes: &[u8]) -> Result<Checked, StoreError> {
+    fn check<'b>(&self, position: u64, bytes: &'b [u8]) -> Result<Checked<'b>, StoreError> {
         let log = self.shared.log.borrow();
         if position != log.write {
             return Err(StoreError::ReplicaPosition {
@@ -203,7 +207,7 @@ impl<'s> Replica<'s> {
         let queues = self.shared.queues.borrow();
         let config = &self.shared.config;
         let segment_end = log.segment_start(position) + log.segment_bytes;
-        let mut next_offsets: HashMap<(String, i32), u64> = HashMap::new();
+        let mut next_offsets: HashMap<(&'b str, i32), u64> = HashMap::new();
         let mut checked = Checked {
             pieces: Vec::new(),
             records: 0,
@@ -247,7 +251,13 @@ impl<'s> Replica<'s> {
     }
 
     /// Copies checked pieces into the log unchanged; returns the new written end.
-    fn apply(&self, position: u64, bytes: &[u8], pieces: Vec<Piece>, ends_segment: bool) -> u64 {
+    fn apply(
+        &self,
+        position: u64,
+        bytes: &[u8],
+        pieces: Vec<Piece<'_>>,
+        ends_segment: bool,
+    ) -> u64 {
         let shared = self.shared;
         let mut log = shared.log.borrow_mut();
         let mut queues = shared.queues.borrow_mut();
@@ -263,7 +273,7 @@ impl<'s> Replica<'s> {
             );
             if let Some((topic, queue_id, offset)) = piece.queue {
                 let queue =
-                    crate::queues::queue_state(&mut queues, &shared.config, &topic, queue_id);
+                    crate::queues::queue_state(&mut queues, &shared.config, topic, queue_id);
                 queue.next_offset = offset + 1;
             }
         }
@@ -400,12 +410,12 @@ fn check_record(bytes: &[u8], physical: PhysicalOffset) -> Result<RecordView<'_>
 /// deleted, or live in another log (queues move between logs when the shard count
 /// changes). Records of queues this store does not own, and prepared or rolled-back
 /// transaction records, take no queue offset.
-fn next_queue_offset(
-    view: &RecordView<'_>,
+fn next_queue_offset<'b>(
+    view: &RecordView<'b>,
     queues: &crate::queues::Queues,
-    pending: &mut HashMap<(String, i32), u64>,
+    pending: &mut HashMap<(&'b str, i32), u64>,
     config: &crate::config::StoreConfig,
-) -> Result<Option<(String, i32, u64)>, ReplicaFault> {
+) -> Result<Option<(&'b str, i32, u64)>, ReplicaFault> {
     let transaction = view.sysflag() & TRANSACTION_TYPE_MASK;
     let (topic, queue_id) = (view.topic(), view.queue_id());
     if transaction == TRANSACTION_PREPARED
@@ -414,7 +424,7 @@ fn next_queue_offset(
     {
         return Ok(None);
     }
-    let key = (topic.to_string(), queue_id);
+    let key = (topic, queue_id);
     let expected = pending.get(&key).copied().or_else(|| {
         let queue = queues.get(topic)?.get(&queue_id)?;
         let next = queue.next_offset.max(queue.consume_queue.max_offset());
@@ -434,10 +444,10 @@ fn next_queue_offset(
         }
     };
     pending.insert(key, offset + 1);
-    Ok(Some((topic.to_string(), queue_id, offset)))
+    Ok(Some((topic, queue_id, offset)))
 }
 
-/// Cuts the bytes of a read at record boundaries (see [`Replica::read_log`]).
+/// Cuts the bytes of a read at record boundaries (see [`Store::read_log`](crate::Store::read_log)).
 struct ChunkReader {
     log_id: crate::offset::LogId,
     segment_end: u64,
