@@ -91,6 +91,10 @@ pub struct StoreConfig {
     /// it must be a record boundary at or below the recovered end; records from it on, and
     /// their consume-queue and key-index entries, are dropped. `None` keeps the log.
     pub truncate_log_to: Option<u64>,
+    /// Drops the whole log at open, with its key index and the consume queues this store
+    /// owns, and starts it empty at this segment start (a slave copying its master afresh
+    /// from the master's oldest retained segment). `None` keeps the log.
+    pub reset_log_to: Option<u64>,
 }
 
 /// Ownership test of a store: `(topic, queue id) -> owned`.
@@ -133,6 +137,7 @@ impl StoreConfig {
             adopted_logs: BTreeSet::new(),
             visible_after_confirm: false,
             truncate_log_to: None,
+            reset_log_to: None,
         }
     }
 
@@ -172,6 +177,14 @@ impl StoreConfig {
             || !(0.0..=1.0).contains(&self.disk_hard_ratio)
         {
             return bad("disk ratios must lie in [0, 1]".to_string());
+        }
+        if let Some(from) = self.reset_log_to {
+            if from % self.segment_bytes != 0 || from > crate::offset::POSITION_MASK {
+                return bad(format!("reset_log_to {from} is not a segment start"));
+            }
+            if self.truncate_log_to.is_some() {
+                return bad("reset_log_to and truncate_log_to both set".to_string());
+            }
         }
         if self.delete_when_hour > 23 || self.flush_interval_ms == 0 {
             return bad("delete_when_hour above 23 or flush_interval_ms zero".to_string());
@@ -226,6 +239,14 @@ mod tests {
             ("disk ratios", Box::new(|c| c.disk_high_ratio = 1.5)),
             ("flush_interval_ms", Box::new(|c| c.flush_interval_ms = 0)),
             ("delete_when_hour", Box::new(|c| c.delete_when_hour = 24)),
+            ("reset_log_to", Box::new(|c| c.reset_log_to = Some(4096))),
+            (
+                "reset_log_to",
+                Box::new(|c| {
+                    c.reset_log_to = Some(0);
+                    c.truncate_log_to = Some(0);
+                }),
+            ),
         ];
         for (field, spoil) in cases {
             let mut config = base.clone();

@@ -19,7 +19,8 @@ use std::fmt;
 
 /// Bits of a physical offset that hold the position inside the log.
 pub const POSITION_BITS: u32 = 56;
-const POSITION_MASK: u64 = (1 << POSITION_BITS) - 1;
+/// Largest position inside a log.
+pub const POSITION_MASK: u64 = (1 << POSITION_BITS) - 1;
 
 /// The id of one commit log (not a core number; survives changes of the shard count).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

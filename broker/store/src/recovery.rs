@@ -145,6 +145,9 @@ fn list_numbered(dir: &Path) -> Result<Vec<u64>, StoreError> {
 }
 
 async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, StoreError> {
+    if let Some(from) = config.reset_log_to {
+        reset_log(config, layout, from).await?;
+    }
     let crashed = layout.abort.exists();
     let checkpoint = CheckpointFile::open(&layout.checkpoint, config.faults.clone()).await?;
     let mut segments = open_segments(config, layout).await?;
@@ -698,6 +701,66 @@ async fn truncate_log(
         config.log_id
     );
     Ok(to)
+}
+
+/// Drops the log, its key index and the consume queues this store owns, and leaves one
+/// empty segment at `from` (`StoreConfig::reset_log_to`). `abort` is written first, so
+/// recovery treats the store as crashed: it re-verifies from the segment at `from`, also
+/// after a crash part-way, and the old checkpoint cannot point past the new end.
+async fn reset_log(config: &StoreConfig, layout: &Layout, from: u64) -> Result<(), StoreError> {
+    assert_eq!(from % config.segment_bytes, 0, "validated: a segment start");
+    std::fs::write(&layout.abort, std::process::id().to_string())
+        .map_err(|error| setup_error(&layout.abort, error))?;
+    comet_rt::io::sync_directory(&config.root).await?;
+    for start in list_numbered(&layout.commit_log)? {
+        let path = layout.commit_log.join(file_name(start));
+        std::fs::remove_file(&path).map_err(|error| setup_error(&path, error))?;
+    }
+    comet_rt::io::sync_directory(&layout.commit_log).await?;
+    std::fs::remove_dir_all(&layout.index).map_err(|error| setup_error(&layout.index, error))?;
+    std::fs::create_dir_all(&layout.index).map_err(|error| setup_error(&layout.index, error))?;
+    let queues_root = config.root.join("consumequeue");
+    for (topic, queue_id) in owned_queue_dirs(config)? {
+        let dir = crate::queues::queue_dir(config, &topic, queue_id);
+        std::fs::remove_dir_all(&dir).map_err(|error| setup_error(&dir, error))?;
+    }
+    if queues_root.exists() {
+        comet_rt::io::sync_directory(&queues_root).await?;
+    }
+    ensure_segment(config, layout, &mut BTreeMap::new(), from).await?;
+    log::warn!(
+        "store {} log {}: dropped, starts empty at {from}",
+        config.root.display(),
+        config.log_id
+    );
+    Ok(())
+}
+
+/// (topic, queue id) of every consume-queue directory this store owns.
+fn owned_queue_dirs(config: &StoreConfig) -> Result<Vec<(String, i32)>, StoreError> {
+    let root = config.root.join("consumequeue");
+    let mut owned = Vec::new();
+    let Ok(topics) = std::fs::read_dir(&root) else {
+        return Ok(owned);
+    };
+    for topic in topics {
+        let topic = topic.map_err(|error| setup_error(&root, error))?;
+        let Some(topic_name) = topic.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let queue_dirs =
+            std::fs::read_dir(topic.path()).map_err(|error| setup_error(&topic.path(), error))?;
+        for queue_dir in queue_dirs {
+            let queue_dir = queue_dir.map_err(|error| setup_error(&topic.path(), error))?;
+            let Some(queue_id) = queue_dir.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            if config.owns(&topic_name, queue_id) {
+                owned.push((topic_name.clone(), queue_id));
+            }
+        }
+    }
+    Ok(owned)
 }
 
 /// Removes segments entirely past the one holding `end` (they hold nothing valid).

@@ -434,6 +434,72 @@ fn replica_is_durable_at_a_segment_end() {
     });
 }
 
+// Proves a full copy: a slave whose position retention deleted on the master is told the
+// oldest retained segment start, reopens with its log reset to it (old records, queues and
+// keys gone), and a copy from there gives the same log and queues, which start at the
+// master's min offsets.
+#[test]
+fn full_copy_from_the_oldest_retained_segment() {
+    let dir = TempDir::new("repl-full");
+    let mut master_config = small_config(&dir.path().join("m"));
+    master_config.file_reserved_hours = 0;
+    master_config.retention_check_interval_ms = 3_600_000;
+    let slave_config = small_config(&dir.path().join("s"));
+    run(async {
+        let master = Store::open(master_config.clone()).await.expect("m");
+        let slave = Store::open(slave_config.clone()).await.expect("s");
+        fill(&master, "Full", 3, 0..300, 700).await;
+        let copied = copy_log(&master, &slave, 0, 32 * 1024).await;
+        slave.wait_durable(copied).await.expect("durable");
+        slave.shutdown().await.expect("shutdown");
+
+        fill(&master, "Full", 3, 300..1500, 700).await;
+        let hour_ms = i64::from(master_config.delete_when_hour) * 3_600_000;
+        let now = comet_rt::clock::wall_clock_ms();
+        let at_delete_hour = now - now.rem_euclid(86_400_000) + 86_400_000 + hour_ms;
+        let deleted = master.run_retention_once(at_delete_hour).await;
+        assert!(deleted.expect("retention") >= 2);
+        let oldest = match master.read_log(copied, 1 << 20).await {
+            Err(StoreError::BelowRetention { oldest, .. }) => oldest,
+            other => panic!("expected BelowRetention, got {other:?}"),
+        };
+        assert!(oldest > copied);
+
+        let mut reset = slave_config.clone();
+        reset.reset_log_to = Some(oldest);
+        let slave = Store::open(reset).await.expect("reset");
+        assert_eq!(slave.written_position(), oldest);
+        assert_eq!(slave.min_position(), oldest);
+        assert_eq!(
+            slave.max_offset("Full", 0),
+            QueueOffset(0),
+            "old queues gone"
+        );
+        let keyed = slave.query_by_key("Full", "k0", 10, 0, i64::MAX).await;
+        assert!(keyed.expect("query").is_empty(), "old keys gone");
+        let end = copy_log(&master, &slave, oldest, 32 * 1024).await;
+        slave.wait_durable(end).await.expect("durable");
+        assert_eq!(log_bytes(&master).await, log_bytes(&slave).await);
+        for queue_id in 0..3 {
+            let min = master.min_offset("Full", queue_id);
+            assert!(min.0 > 0, "the master deleted some of queue {queue_id}");
+            assert_eq!(slave.min_offset("Full", queue_id), min);
+            assert_eq!(
+                slave.max_offset("Full", queue_id),
+                master.max_offset("Full", queue_id)
+            );
+            let get = |store: Store| async move {
+                let got =
+                    store.get_messages("Full", queue_id, min, 64, 1 << 20, MessageFilter::All);
+                got.await.expect("get").records
+            };
+            assert_eq!(get(master.clone()).await, get(slave.clone()).await);
+        }
+        master.shutdown().await.expect("shutdown");
+        slave.shutdown().await.expect("shutdown");
+    });
+}
+
 /// Position of the record with queue offset `offset` of (topic, 0).
 fn position_of(store: &Store, topic: &str, offset: u64) -> u64 {
     let entries = store.consume_queue_entries(topic, 0, QueueOffset(offset), 1);
