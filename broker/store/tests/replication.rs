@@ -338,18 +338,28 @@ fn visibility_waits_for_confirm() {
             .await
             .expect("query");
         assert!(found.is_empty(), "no key lookup either");
+        let waiting = std::rc::Rc::new(std::cell::Cell::new(false));
         let waiter = {
-            let store = store.clone();
+            let (store, waiting) = (store.clone(), std::rc::Rc::clone(&waiting));
             comet_rt::local::spawn(async move {
+                // Set in the same poll that registers the wait below.
+                waiting.set(true);
                 store.wait_for_message("Sync", 0, QueueOffset(0)).await;
                 store.max_offset("Sync", 0)
             })
         };
-        comet_rt::local::sleep(Duration::from_millis(20)).await;
+        for _ in 0..1000 {
+            if waiting.get() {
+                break;
+            }
+            comet_rt::local::yield_now().await;
+        }
+        assert!(waiting.get(), "the waiter waits before the confirm");
         let first_end = store.read_log(0, 1).await.expect("read").next_record_bytes;
         let first_end = first_end.expect("size") as u64;
         store.confirm(first_end);
-        assert_eq!(waiter.await, QueueOffset(1), "woken by the confirm");
+        let woken = comet_rt::task_class::timeout(Duration::from_secs(10), waiter).await;
+        assert_eq!(woken.ok(), Some(QueueOffset(1)), "woken by the confirm");
         store.confirm(0);
         assert_eq!(store.confirmed_position(), first_end, "never back");
         store.confirm(durable + 1000);
