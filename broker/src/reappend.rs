@@ -8,13 +8,14 @@
 //! flush policy (SYNC_FLUSH: on disk), which is what lets callers advance persisted cursors
 //! only after what they delivered cannot be lost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::rc::Rc;
 use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::message::{encode_record, RecordError, RecordSpec, RecordView};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use comet_rt::task_class::timeout;
+use comet_rt::task_class::{spawn, timeout, TaskClass, TaskHandle};
 use comet_rt::ShardId;
 
 use crate::shard::{ShardBroker, ShardCall};
@@ -22,6 +23,20 @@ use crate::shard::{ShardBroker, ShardCall};
 /// Bytes of records handed to one `Store::append` call (well under the store's per-call
 /// limit, so a call never spans more than one segment roll).
 pub const APPEND_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Chunk appends to other shards in flight at once per shard (each at most
+/// [`APPEND_CHUNK_BYTES`]): enough to keep every owner's group commit full,
+/// bounded so one storm cannot queue unbounded work on the mesh.
+pub const APPENDS_IN_FLIGHT_MAX: usize = 64;
+
+/// Chunk appends to the shard's own queues in flight at once (each at most
+/// [`APPEND_CHUNK_BYTES`]): two store flushes' worth (a flush writes at most
+/// 8 MiB), enough to keep the flusher busy while the next chunks are placed. More only holds
+/// memory ahead of the flusher: in 1M-message storms on 2 shards, 16, 64 and 256 used the
+/// same CPU per message and their wall-clock differences were within run-to-run noise.
+pub const LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX: usize = 16;
+
+const _: () = assert!(APPENDS_IN_FLIGHT_MAX > 0 && LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX > 0);
 
 /// Why re-stored records are not durable.
 #[derive(Debug, thiserror::Error)]
@@ -178,5 +193,91 @@ async fn append_owned(broker: &ShardBroker, records: Vec<BytesMut>) -> RemotingC
             ResponseCode::FLUSH_DISK_TIMEOUT,
             "flush did not complete in time",
         ),
+    }
+}
+
+/// Appends `records` (any real queues) on their owners and resolves when all are durable.
+/// Chunks for this shard's own queues are appended directly (no mesh), up to
+/// [`LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX`] at once; chunks for other shards cross the mesh, up to
+/// [`APPENDS_IN_FLIGHT_MAX`] at once, round robin over owners so every owner's group commit
+/// covers many chunks from the start. On error some chunks may be stored (the caller treats
+/// the whole set as possibly delivered).
+pub async fn append_concurrently(
+    broker: &Rc<ShardBroker>,
+    records: Vec<BytesMut>,
+) -> Result<(), ReappendError> {
+    let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
+    for (index, record) in records.into_iter().enumerate() {
+        let owner = owner_of_record(broker, &record)
+            .map_err(|source| ReappendError::Malformed { index, source })?;
+        by_owner.entry(owner).or_default().push(record);
+    }
+    let mut queues: Vec<(ShardId, VecDeque<Vec<BytesMut>>)> = by_owner
+        .into_iter()
+        .map(|(owner, records)| (owner, chunks(records).into()))
+        .collect();
+    let mut local = InFlight::new(LOCAL_APPEND_CHUNKS_IN_FLIGHT_MAX);
+    let mut remote = InFlight::new(APPENDS_IN_FLIGHT_MAX);
+    while queues.iter().any(|(_, chunks)| !chunks.is_empty()) {
+        for (owner, chunks) in &mut queues {
+            let Some(chunk) = chunks.pop_front() else {
+                continue;
+            };
+            let lane = if *owner == broker.shard {
+                &mut local
+            } else {
+                &mut remote
+            };
+            let broker = broker.clone();
+            let owner = *owner;
+            lane.start(async move { append_chunk(&broker, owner, chunk).await })
+                .await;
+        }
+    }
+    local.finish().await;
+    remote.finish().await;
+    local.first_error.or(remote.first_error).map_or(Ok(()), Err)
+}
+
+/// Chunk appends running as their own tasks, at most `max` at once, oldest awaited first.
+struct InFlight {
+    max: usize,
+    tasks: VecDeque<TaskHandle<Result<(), ReappendError>>>,
+    first_error: Option<ReappendError>,
+}
+
+impl InFlight {
+    fn new(max: usize) -> InFlight {
+        assert!(max > 0);
+        InFlight {
+            max,
+            tasks: VecDeque::new(),
+            first_error: None,
+        }
+    }
+
+    /// Starts `append` once fewer than `max` are in flight. Its task runs (and its records
+    /// get their place and store time in the log) as soon as the caller yields.
+    async fn start<F>(&mut self, append: F)
+    where
+        F: std::future::Future<Output = Result<(), ReappendError>> + 'static,
+    {
+        if self.tasks.len() >= self.max {
+            let done = self.tasks.pop_front().expect("in flight");
+            self.record(done.await);
+        }
+        self.tasks.push_back(spawn(TaskClass::Produce, append));
+    }
+
+    async fn finish(&mut self) {
+        while let Some(done) = self.tasks.pop_front() {
+            self.record(done.await);
+        }
+    }
+
+    fn record(&mut self, result: Result<(), ReappendError>) {
+        if let Err(e) = result {
+            self.first_error.get_or_insert(e);
+        }
     }
 }

@@ -12,6 +12,18 @@ use comet_proto::names;
 
 use crate::config::BrokerConfig;
 
+/// The system topic timed messages wait in (Apache's `TimerMessageStore.TIMER_TOPIC`); the
+/// timer wheel (`crate::timer`) reads it, the table here creates it.
+pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
+
+/// Queues of the timer topic. A timed send is stored in a queue owned by its real queue's
+/// owner, so every shard's wheel gets the share of the real queues it owns; with at least as
+/// many queues as shards every shard owns one. Apache uses one queue; nobody consumes this
+/// topic, so the count is internal.
+pub const TIMER_QUEUES: i32 = 32;
+
+const _: () = assert!(TIMER_QUEUES > 0);
+
 /// Permission bits (docs/protocol.md#flag-words).
 pub mod perm {
     /// Readable.
@@ -89,11 +101,7 @@ impl TopicTable {
         add(topic(&config.broker_name, 1, broker_perm));
         add(topic(names::OFFSET_MOVED_EVENT_TOPIC, 1, perm::READ_WRITE));
         add(topic(names::SCHEDULE_TOPIC, 18, perm::READ_WRITE));
-        add(topic(
-            crate::timer::TIMER_TOPIC,
-            crate::timer::limits::TIMER_QUEUES,
-            perm::READ_WRITE,
-        ));
+        add(topic(TIMER_TOPIC, TIMER_QUEUES, perm::READ_WRITE));
         if config.trace_topic_enable {
             add(topic(names::TRACE_TOPIC, 1, perm::READ_WRITE));
         }
@@ -251,7 +259,10 @@ mod tests {
         let config = BrokerConfig::default();
         let mut table = TopicTable::new(&config, None);
         assert_eq!(table.get(names::AUTO_CREATE_TOPIC_KEY).unwrap().perm, 7);
-        assert_eq!(table.get(names::SCHEDULE_TOPIC).unwrap().read_queue_nums, 18);
+        assert_eq!(
+            table.get(names::SCHEDULE_TOPIC).unwrap().read_queue_nums,
+            18
+        );
         assert!(table.get("DefaultCluster").is_some());
         let version = table.data_version().counter;
         let created = table

@@ -4,20 +4,21 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use comet_proto::body::{
-    Connection, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KVTable, MessageQueue,
-    ProducerConnection, SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicList,
-    TopicOffset, TopicStatsTable,
+    Connection, ConsumeStats, ConsumerConnection, GroupList, JsonBody, KVTable, ProducerConnection,
+    SubscriptionGroupConfig, TopicConfig, TopicFilterType, TopicList, TopicOffset, TopicStatsTable,
 };
 use comet_proto::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-    GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader, GetProducerConnectionListRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+    GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
 };
 use comet_proto::names;
-use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 
-use crate::processor::{call_owner, inspect, InternalCallError};
+use super::inspect;
+use super::queue_figures::{message_queue, queue_min_max};
+use crate::processor::InternalCallError;
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
 use crate::traffic::format_tps;
@@ -184,62 +185,6 @@ pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         broker.offsets.borrow_mut().remove_group(&header.group_name);
     }
     ok(request)
-}
-
-pub(crate) fn internal_request<H: CommandHeader>(code: RequestCode, header: &H) -> RemotingCommand {
-    RemotingCommand::request(code, 0).with_header(header)
-}
-
-pub(crate) async fn owner_offset(
-    broker: &ShardBroker,
-    topic: &str,
-    queue_id: i32,
-    request: RemotingCommand,
-) -> Option<i64> {
-    let response = call_owner(broker, topic, queue_id, request).await?;
-    if response.response_code() != ResponseCode::SUCCESS {
-        return None;
-    }
-    response.ext_fields.optional_i64("offset").ok().flatten()
-}
-
-pub(crate) async fn queue_min_max(broker: &ShardBroker, topic: &str, queue_id: i32) -> (i64, i64) {
-    let min = GetMinOffsetRequestHeader {
-        topic: topic.to_owned(),
-        queue_id,
-        broker_name: None,
-        logical: None,
-    };
-    let max = GetMaxOffsetRequestHeader {
-        topic: topic.to_owned(),
-        queue_id,
-        committed: None,
-        broker_name: None,
-        logical: None,
-    };
-    let min = owner_offset(
-        broker,
-        topic,
-        queue_id,
-        internal_request(RequestCode::GET_MIN_OFFSET, &min),
-    )
-    .await;
-    let max = owner_offset(
-        broker,
-        topic,
-        queue_id,
-        internal_request(RequestCode::GET_MAX_OFFSET, &max),
-    )
-    .await;
-    (min.unwrap_or(0), max.unwrap_or(0))
-}
-
-pub(crate) fn message_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> MessageQueue {
-    MessageQueue {
-        topic: topic.to_owned(),
-        broker_name: broker.config.load().broker_name.clone(),
-        queue_id,
-    }
 }
 
 /// GET_TOPIC_STATS_INFO (202).

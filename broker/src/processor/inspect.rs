@@ -35,7 +35,7 @@ use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use comet_store::limits::CQ_INSPECT_ENTRIES_MAX;
 use comet_store::{QueueOffset, StoreError};
 
-use super::admin::{internal_request, message_queue, owner_offset, queue_min_max};
+use super::queue_figures::{internal_request, message_queue, owner_offset, queue_min_max};
 use super::{call_owner, call_shard, error, InternalCallError};
 use crate::offset::OffsetFile;
 use crate::schedule::cursor;

@@ -18,6 +18,7 @@ pub mod inspect;
 pub mod offsets;
 pub mod pull;
 pub mod query;
+pub mod queue_figures;
 pub mod reply;
 pub mod send;
 pub mod send_back;

@@ -26,9 +26,9 @@ use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::limits::{CHECKS_IN_FLIGHT_MAX, READ_BYTES_MAX, READ_RECORDS_MAX};
 use super::{cursor, POLL_INTERVAL_MS, ROUND_ENTRIES_MAX, SCHEDULE_ORIGIN};
+use crate::reappend::append_concurrently;
 use crate::reappend::ReappendError;
 use crate::shard::ShardBroker;
-use crate::timer::deliver::append_concurrently;
 
 /// Why a delivery round stopped early (the next round retries).
 #[derive(Debug, thiserror::Error)]

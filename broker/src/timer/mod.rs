@@ -43,8 +43,7 @@ use crate::schedule::rewrite::{retarget, Rewritten};
 use crate::shard::ShardBroker;
 use comet_rt::ShardId;
 
-/// The system topic timed messages wait in (Apache's `TimerMessageStore.TIMER_TOPIC`).
-pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
+pub use crate::topic::{TIMER_QUEUES, TIMER_TOPIC};
 
 /// Why a timed send is refused.
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -223,11 +222,11 @@ fn timer_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> i32 {
 /// The `cursor`-th (modulo) timer queue `owner` owns among `shard_count` shards; the
 /// `cursor`-th of all when it owns none (more shards than timer queues).
 fn pick_timer_queue(owner: ShardId, shard_count: usize, cursor: u32) -> i32 {
-    let candidates: Vec<i32> = (0..limits::TIMER_QUEUES)
+    let candidates: Vec<i32> = (0..TIMER_QUEUES)
         .filter(|q| crate::ownership::owner_shard(TIMER_TOPIC, *q, shard_count) == owner)
         .collect();
     if candidates.is_empty() {
-        (cursor % limits::TIMER_QUEUES as u32) as i32
+        (cursor % TIMER_QUEUES as u32) as i32
     } else {
         candidates[cursor as usize % candidates.len()]
     }
@@ -303,18 +302,18 @@ mod tests {
     // with more shards than timer queues a shard owning none still gets a valid queue.
     #[test]
     fn timer_queue_follows_the_real_queue_owner() {
-        for shard_count in 1..=limits::TIMER_QUEUES as usize {
+        for shard_count in 1..=TIMER_QUEUES as usize {
             for owner in 0..shard_count {
                 let owner = ShardId(u16::try_from(owner).unwrap());
                 let mut seen = std::collections::BTreeSet::new();
-                for cursor in 0..limits::TIMER_QUEUES as u32 {
+                for cursor in 0..TIMER_QUEUES as u32 {
                     let queue = pick_timer_queue(owner, shard_count, cursor);
                     let queue_owner =
                         crate::ownership::owner_shard(TIMER_TOPIC, queue, shard_count);
                     assert_eq!(queue_owner, owner, "{shard_count} shards");
                     seen.insert(queue);
                 }
-                let owned = (0..limits::TIMER_QUEUES)
+                let owned = (0..TIMER_QUEUES)
                     .filter(|q| {
                         crate::ownership::owner_shard(TIMER_TOPIC, *q, shard_count) == owner
                     })
@@ -322,10 +321,10 @@ mod tests {
                 assert_eq!(seen.len(), owned);
             }
         }
-        let shard_count = limits::TIMER_QUEUES as usize + 8;
+        let shard_count = TIMER_QUEUES as usize + 8;
         for owner in 0..shard_count {
             let queue = pick_timer_queue(ShardId(u16::try_from(owner).unwrap()), shard_count, 7);
-            assert!((0..limits::TIMER_QUEUES).contains(&queue));
+            assert!((0..TIMER_QUEUES).contains(&queue));
         }
     }
 }

@@ -47,14 +47,14 @@ use comet_rt::task_class::{run_blocking, spawn, timeout, yield_if_needed, TaskCl
 use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::cursor::{self, QueueCursor};
-use super::deliver::{append_concurrently, delivered_record, read_and_build};
+use super::deliver::{delivered_record, read_and_build};
 use super::limits::{
     ENQUEUE_RECORDS_MAX, PREFETCH_MS, PREFETCH_RECORDS_MAX, READ_BYTES_MAX, READ_RECORDS_MAX,
-    TICK_MS, TIMER_QUEUES,
+    TICK_MS,
 };
 use super::slot::{self, second_of, SlotEntry};
-use super::TIMER_TOPIC;
-use crate::reappend::ReappendError;
+use super::{TIMER_QUEUES, TIMER_TOPIC};
+use crate::reappend::{append_concurrently, ReappendError};
 use crate::schedule::delivery::{delivered_copy_exists, DeliveredCopy};
 use crate::shard::ShardBroker;
 
