@@ -18,7 +18,8 @@
 //! and reads of older entries open the other log's segments read-only; logs no shard writes
 //! any more are deleted and queried by the store that adopts them (module `orphan`). The
 //! write path (append, group commit, visibility) is described in modules `append` and
-//! `flush`; recovery in [`recovery`].
+//! `flush`; recovery in [`recovery`]; replication (a master's raw log reads, a slave's
+//! checked appends of the same bytes at the same positions) in [`replica`].
 //!
 //! # Layers
 //!
