@@ -19,6 +19,7 @@ pub mod persist;
 pub mod processor;
 pub mod reappend;
 pub mod register;
+pub mod replication;
 pub mod runtime;
 pub mod schedule;
 pub mod shard;

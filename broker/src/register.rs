@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use comet_proto::body::{JsonBody, RegisterBrokerBody, TopicConfigSerializeWrapper};
-use comet_proto::headers::{RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader};
-use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::headers::{
+    RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnRegisterBrokerRequestHeader,
+};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::BrokerConfig;
 use crate::namesrv_client::{parse_addr, NameServerLink};
@@ -65,19 +67,33 @@ pub fn links(config: &BrokerConfig) -> Vec<NameServerLink> {
         .collect()
 }
 
-/// Registers with every name server; returns how many accepted. Failures are logged: the
-/// next period retries, and a name server that is down must not stop the broker.
+/// What the name servers answered to one round of registration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Registered {
+    /// How many accepted.
+    pub accepted: usize,
+    /// The master of this broker name as a name server named it (`haServerAddr`,
+    /// `masterAddr` of the response header): how a slave learns where to replicate from,
+    /// as Java slaves do. Empty for a master.
+    pub master: crate::replication::MasterAddresses,
+}
+
+/// Registers with every name server. Failures are logged: the next period retries, and a
+/// name server that is down must not stop the broker.
 pub async fn register_all(
     config: &BrokerConfig,
     links: &mut [NameServerLink],
     topics: &TopicConfigSerializeWrapper,
     opaque: i32,
-) -> usize {
-    let mut accepted = 0;
+) -> Registered {
+    let mut registered = Registered::default();
     for link in links.iter_mut() {
         let request = register_request(config, topics.clone(), opaque);
         match link.call(&request, REGISTER_TIMEOUT).await {
-            Ok(response) if response.response_code() == ResponseCode::SUCCESS => accepted += 1,
+            Ok(response) if response.response_code() == ResponseCode::SUCCESS => {
+                registered.accepted += 1;
+                learn_master(&mut registered.master, &response);
+            }
             Ok(response) => log::warn!(
                 "name server {} refused registration: {} {:?}",
                 link.addr(),
@@ -87,7 +103,22 @@ pub async fn register_all(
             Err(error) => log::warn!("registration failed: {error}"),
         }
     }
-    accepted
+    registered
+}
+
+/// Takes the master's addresses from a REGISTER_BROKER response header (the first name
+/// server that names them wins; a header that does not decode names none).
+fn learn_master(master: &mut crate::replication::MasterAddresses, response: &RemotingCommand) {
+    let Ok(header) = RegisterBrokerResponseHeader::from_ext_fields(&response.ext_fields) else {
+        return;
+    };
+    let named = |addr: Option<String>| addr.filter(|addr| !addr.is_empty());
+    if master.ha_addr.is_none() {
+        master.ha_addr = named(header.ha_server_addr);
+    }
+    if master.broker_addr.is_none() {
+        master.broker_addr = named(header.master_addr);
+    }
 }
 
 /// Unregisters from every name server (shutdown); errors are logged.
@@ -111,7 +142,6 @@ pub async fn unregister_all(config: &BrokerConfig, links: &mut [NameServerLink],
 mod tests {
     use super::*;
     use crate::topic::TopicTable;
-    use comet_proto::CommandHeader;
 
     // Proves the request carries the header keys a Java name server reads, a body that
     // decodes to the topic table, and a matching masked CRC.

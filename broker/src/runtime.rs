@@ -268,6 +268,7 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         options,
         store_count,
         acl,
+        replication: Arc::new(crate::replication::SharedReplication::new()),
     });
     let pool = Pool::start(&pool_config, move |context: ShardContext| {
         let start = start.clone();
@@ -328,6 +329,8 @@ struct ShardStart {
     store_count: usize,
     /// The plain ACL, when `aclEnable` is on.
     acl: Option<Arc<AccessControl>>,
+    /// Replication state every shard shares (a slave's master addresses).
+    replication: Arc<crate::replication::SharedReplication>,
 }
 
 /// Reads the accounts file when `aclEnable` is on; a missing or malformed file stops the
@@ -360,6 +363,12 @@ async fn run_shard(
     // answers key queries from their index.
     config.adopted_logs =
         remap::adopted_logs(shard.index(), context.shard_count, start.store_count);
+    if !start.config.load().broker_role.is_master() {
+        // A truncation the master asked for in an earlier run, applied before anything is
+        // served (see crate::replication::receiver).
+        config.truncate_log_to = crate::replication::pending_truncation(&config.root)
+            .map_err(RunError::during(FatalReason::StorageIo, format!("{shard}")))?;
+    }
     let store = Store::open(config).await.map_err(RunError::during(
         FatalReason::StorageIo,
         format!("{shard}: store"),
@@ -382,6 +391,10 @@ async fn run_shard(
         queue_cursor: Cell::new(u32::from(shard.0)),
         traffic: start.traffic.clone(),
         stats: start.stats.clone(),
+        replication: crate::replication::ReplicationState::new(
+            crate::replication::log_id_of(shard.index()),
+            start.replication.clone(),
+        ),
     });
     load_offsets(&broker).await;
     let peer = mesh
@@ -405,10 +418,28 @@ async fn run_shard(
     if let (Some(acl), 0) = (start.acl.clone(), shard.0) {
         spawn_acl_watch(acl, stop.clone());
     }
+    crate::replication::start(&broker, &stop)
+        .await
+        .map_err(|error| {
+            let reason = match error {
+                crate::replication::ReplicationError::Bind { .. } => FatalReason::Bind,
+                _ => FatalReason::StorageIo,
+            };
+            RunError::during(reason, format!("{shard}: replication"))(error)
+        })?;
     let metadata_task = spawn_housekeeping(&broker, &stop, !start.options.standalone);
-    let schedule_task = crate::schedule::delivery::spawn_delivery(&broker, &stop);
-    let transaction_task = crate::transaction::check::spawn_checker(&broker, &stop);
-    let timer_task = crate::timer::wheel::spawn_wheel(&broker, &stop);
+    // A slave's log holds only what its master streams: the services that append records
+    // of their own run on masters.
+    let (schedule_task, transaction_task, timer_task) =
+        if start.config.load().broker_role.is_master() {
+            (
+                crate::schedule::delivery::spawn_delivery(&broker, &stop),
+                crate::transaction::check::spawn_checker(&broker, &stop),
+                crate::timer::wheel::spawn_wheel(&broker, &stop),
+            )
+        } else {
+            (None, None, None)
+        };
     let listener = Listener::bind(start.listen).map_err(RunError::during(
         FatalReason::Bind,
         format!("{shard}: bind {}", start.listen),
@@ -428,6 +459,7 @@ async fn run_shard(
     {
         task.await;
     }
+    crate::replication::finish(&broker).await;
     shutdown_shard(&broker).await.map_err(RunError::during(
         FatalReason::StorageIo,
         format!("{shard}: store shutdown"),
@@ -463,6 +495,14 @@ fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
                     ),
                     ShardCall::Append { records } => {
                         Some(crate::reappend::append_local(&broker, records).await)
+                    }
+                    ShardCall::Replica {
+                        stream,
+                        hello,
+                        buffered,
+                    } => {
+                        crate::replication::adopt(&broker, stream, hello, buffered);
+                        None
                     }
                 }
             })
@@ -718,7 +758,12 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
                 .topics()
                 .to_wrapper(broker.config.load().broker_permission);
             opaque = opaque.wrapping_add(1);
-            register::register_all(&registered, &mut links, &wrapper, opaque).await;
+            let answered = register::register_all(&registered, &mut links, &wrapper, opaque).await;
+            let master = answered.master;
+            broker
+                .replication
+                .shared
+                .learn(master.ha_addr, master.broker_addr);
             broker.metadata.set_registered_generation(generation);
             since_register = Duration::ZERO;
         }

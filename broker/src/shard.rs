@@ -69,6 +69,17 @@ pub enum ShardCall {
         /// Encoded records (see `crate::reappend`).
         records: Vec<comet_proto::bytes::BytesMut>,
     },
+    /// A slave's replication connection for the target shard's log, accepted and checked by
+    /// shard 0's HA listener; the target adopts the socket and streams to it (see
+    /// `crate::replication`). The reply is `None` at once.
+    Replica {
+        /// The connection.
+        stream: std::net::TcpStream,
+        /// The slave's Hello, naming the target's log.
+        hello: comet_replication::wire::Hello,
+        /// Bytes read after the Hello.
+        buffered: Vec<u8>,
+    },
 }
 
 /// The reply to a [`ShardCall`].
@@ -108,6 +119,8 @@ pub struct ShardBroker {
     pub traffic: Arc<Traffic>,
     /// Per-topic and per-group statistics (this shard writes only its own slot).
     pub stats: Arc<ItemStats>,
+    /// This shard's log replication: the slaves following it, or the master it follows.
+    pub replication: crate::replication::ReplicationState,
 }
 
 impl ShardBroker {

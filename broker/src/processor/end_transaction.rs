@@ -26,6 +26,11 @@ fn reply(request: &RemotingCommand, code: ResponseCode, remark: &str) -> Option<
 
 /// Serves END_TRANSACTION; `None` for the one-way form (the Java producer's).
 pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
+    if !broker.config.load().broker_role.is_master() {
+        // As Java's `EndTransactionProcessor`: a slave's log holds only its master's records.
+        let remark = "Message store is slave mode, so end transaction is forbidden.";
+        return reply(request, ResponseCode::SLAVE_NOT_AVAILABLE, remark);
+    }
     let header = match EndTransactionRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,
         Err(e) => return reply(request, ResponseCode::SYSTEM_ERROR, &e.to_string()),

@@ -55,6 +55,9 @@ enum Target {
 
 /// Serves CONSUMER_SEND_MSG_BACK on the shard whose log holds the message.
 pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    if let Some(refused) = super::send::slave_refusal(broker, request) {
+        return refused;
+    }
     let header = match ConsumerSendMsgBackRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
