@@ -247,6 +247,16 @@ impl ClientRegistry {
     }
 }
 
+/// Which client of which group is asked: what error remarks name (an admin
+/// request a client answers, see `crate::processor::ask_client`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientLabel {
+    /// Consumer group.
+    pub group: String,
+    /// Client id within the group.
+    pub client_id: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

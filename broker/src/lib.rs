@@ -20,6 +20,7 @@ pub mod processor;
 pub mod reappend;
 pub mod register;
 pub mod replication;
+pub mod routing;
 pub mod runtime;
 pub mod schedule;
 pub mod shard;

@@ -229,6 +229,14 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
             format!("cannot serve the name server on {namesrv}"),
         ))?;
     }
+    if config.broker_role.is_master() {
+        // Shard 0's HA listener shares its port with nothing (a reuse-port bind would).
+        let ha = config.ha_listen_addr();
+        comet_rt::net::ensure_port_free(ha).map_err(RunError::during(
+            FatalReason::Bind,
+            format!("cannot listen for slaves on {ha}"),
+        ))?;
+    }
     let reservation = PortReservation::new(listen).map_err(RunError::during(
         FatalReason::Bind,
         format!("cannot listen on {listen}"),
@@ -479,7 +487,7 @@ fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
                         connection,
                         command,
                     } => {
-                        client::deliver_locally(&broker, connection, command);
+                        crate::routing::deliver_locally(&broker, connection, command);
                         None
                     }
                     ShardCall::AskClient {
@@ -759,11 +767,10 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
                 .to_wrapper(broker.config.load().broker_permission);
             opaque = opaque.wrapping_add(1);
             let answered = register::register_all(&registered, &mut links, &wrapper, opaque).await;
-            let master = answered.master;
-            broker
-                .replication
-                .shared
-                .learn(master.ha_addr, master.broker_addr);
+            if !registered.broker_role.is_master() {
+                let master = answered.master;
+                broker.replication.shared.learn(master.ha_addr, master.broker_addr);
+            }
             broker.metadata.set_registered_generation(generation);
             since_register = Duration::ZERO;
         }

@@ -56,7 +56,7 @@ pub enum ShardCall {
         /// Target connection.
         connection: ConnectionId,
         /// Group and client id, for error remarks.
-        label: crate::processor::ask_client::ClientLabel,
+        label: crate::clients::ClientLabel,
         /// The request (two-way).
         command: RemotingCommand,
         /// How long the client may take.

@@ -18,7 +18,7 @@ use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 
 use super::inspect;
 use super::queue_figures::{message_queue, queue_min_max};
-use crate::processor::InternalCallError;
+use crate::routing::InternalCallError;
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
 use crate::traffic::format_tps;

@@ -43,7 +43,7 @@ use comet_proto::message_id::decode_offset_msg_id;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use thiserror::Error;
 
-use crate::clients::ChannelRef;
+use crate::clients::{ChannelRef, ClientLabel};
 use crate::shard::{ShardBroker, ShardCall};
 
 use super::error;
@@ -86,15 +86,6 @@ fn old_version_name(version: i32) -> String {
         .ok()
         .and_then(|index| OLD_VERSION_NAMES.get(index))
         .map_or_else(|| version.to_string(), |name| (*name).to_owned())
-}
-
-/// Which client of which group is asked: what error remarks name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClientLabel {
-    /// Consumer group.
-    pub group: String,
-    /// Client id within the group.
-    pub client_id: String,
 }
 
 /// Why a client gave no answer.
@@ -345,7 +336,7 @@ async fn read_message(
     };
     let view = RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID, 0).with_header(&header);
     // Boxed: this processor runs under `handle`, and the cycle needs one indirection.
-    let context = super::internal_context(broker);
+    let context = crate::routing::internal_context(broker);
     let viewed = Box::pin(super::handle(broker, context, view)).await;
     match viewed {
         Some(found) if found.response_code() == ResponseCode::SUCCESS => Ok(found.body),

@@ -19,7 +19,8 @@ use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::clients::ChannelRef;
 use crate::lock::QueueKey;
-use crate::shard::{RequestContext, ShardBroker, ShardCall};
+use crate::routing::send_to_client;
+use crate::shard::{RequestContext, ShardBroker};
 
 use super::error;
 
@@ -98,7 +99,7 @@ pub async fn heartbeat(
         );
     }
     if let Some(generation) = topics_created {
-        if let Err(e) = crate::processor::persist_topics_now(broker).await {
+        if let Err(e) = crate::routing::persist_topics_now(broker).await {
             log::error!("cannot persist retry topics: {e}");
         }
         wait_registered(broker, generation).await;
@@ -205,42 +206,6 @@ pub async fn notify_consumer_ids_changed(broker: &ShardBroker, group: &str) {
             serial: channel.connection_id,
         };
         send_to_client(broker, connection, command).await;
-    }
-}
-
-/// Sends a one-way request to a client connection, crossing the mesh when the connection
-/// lives on another shard. A closed connection is not an error: the client is gone.
-pub async fn send_to_client(
-    broker: &ShardBroker,
-    connection: ConnectionId,
-    command: RemotingCommand,
-) {
-    if connection.shard == broker.shard {
-        deliver_locally(broker, connection, command);
-        return;
-    }
-    let call = ShardCall::ToClient {
-        connection,
-        command,
-    };
-    if broker.mesh().call(connection.shard, call).await.is_err() {
-        log::debug!("could not reach {connection} across the mesh");
-    }
-}
-
-/// Writes a one-way request to a connection of this shard.
-pub fn deliver_locally(broker: &ShardBroker, connection: ConnectionId, command: RemotingCommand) {
-    let handle = broker
-        .server
-        .get()
-        .and_then(|server| server.connection(connection));
-    match handle {
-        Some(handle) => {
-            if let Err(e) = handle.send_oneway(command) {
-                log::debug!("notification to {connection} not sent: {e}");
-            }
-        }
-        None => log::debug!("connection {connection} is gone"),
     }
 }
 

@@ -35,9 +35,10 @@ use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use comet_store::limits::CQ_INSPECT_ENTRIES_MAX;
 use comet_store::{QueueOffset, StoreError};
 
+use super::error;
 use super::queue_figures::{internal_request, message_queue, owner_offset, queue_min_max};
-use super::{call_owner, call_shard, error, InternalCallError};
 use crate::offset::OffsetFile;
+use crate::routing::{call_owner, call_shard, on_shard, shard_id, InternalCallError};
 use crate::schedule::cursor;
 use crate::shard::{RequestContext, ShardBroker};
 use crate::stats::StatsName;
@@ -482,7 +483,7 @@ pub async fn clone_group_offset(
         per_topic.ext_fields.insert("topic", topic.clone());
         for index in 0..broker.shard_count {
             let copy = per_topic.clone();
-            let response = super::on_shard(broker, context, super::shard_id(index), copy).await;
+            let response = on_shard(broker, context, shard_id(index), copy).await;
             match response {
                 Some(response) if response.response_code() == ResponseCode::SUCCESS => {}
                 Some(response) => {

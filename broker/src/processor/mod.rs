@@ -24,14 +24,11 @@ pub mod send;
 pub mod send_back;
 pub mod stats;
 
-use std::net::SocketAddr;
-
-use comet_net::ConnectionId;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use comet_rt::ShardId;
 use comet_store::PhysicalOffset;
 
-use crate::shard::{RequestContext, ShardBroker, ShardCall};
+use crate::routing::{on_owner, on_shard, persist_topics_now, shard_id};
+use crate::shard::{RequestContext, ShardBroker};
 
 /// Serves one request that arrived on this shard.
 pub async fn handle(
@@ -129,148 +126,10 @@ pub(crate) fn error(
     RemotingCommand::error_to(request, code, remark)
 }
 
-/// Writes `config/topics.json` now (off the shard thread) and waits for it: topic changes a
-/// client was told about must survive a crash.
-pub async fn persist_topics_now(broker: &ShardBroker) -> std::io::Result<()> {
-    let metadata = broker.metadata.clone();
-    comet_rt::task_class::run_blocking(move || metadata.persist_topics()).await
-}
-
-pub(crate) fn shard_id(index: usize) -> ShardId {
-    ShardId(u16::try_from(index).expect("shard count is bounded"))
-}
-
 fn queue_of(request: &RemotingCommand) -> Option<(String, i32)> {
     let topic = request.ext_fields.get("topic")?;
     let queue_id = request.ext_fields.optional_i32("queueId").ok().flatten()?;
     (queue_id >= 0).then(|| (topic.to_owned(), queue_id))
-}
-
-/// Runs `request` on the owner of `(topic, queue_id)`.
-pub async fn on_owner(
-    broker: &ShardBroker,
-    context: RequestContext,
-    topic: &str,
-    queue_id: i32,
-    request: RemotingCommand,
-) -> Option<RemotingCommand> {
-    on_shard(broker, context, broker.owner_of(topic, queue_id), request).await
-}
-
-pub(crate) async fn on_shard(
-    broker: &ShardBroker,
-    context: RequestContext,
-    target: ShardId,
-    request: RemotingCommand,
-) -> Option<RemotingCommand> {
-    if target == broker.shard {
-        broker.traffic().add_in_place();
-        // Boxed: admin processors call back into routing for per-queue figures, and the
-        // cycle needs one indirection to have a finite future type.
-        return Box::pin(handle_local(broker, context, request)).await;
-    }
-    broker.traffic().add_forwarded();
-    let opaque = request.opaque;
-    let serialize_type = request.serialize_type;
-    match broker
-        .mesh()
-        .call(
-            target,
-            ShardCall::Request {
-                context,
-                command: request,
-            },
-        )
-        .await
-    {
-        Ok(reply) => reply,
-        Err(e) => {
-            log::warn!("hand-off to {target} failed: {e}");
-            let mut busy = RemotingCommand::request(RequestCode::Unknown(0), opaque);
-            busy.serialize_type = serialize_type;
-            Some(RemotingCommand::error_to(
-                &busy,
-                ResponseCode::SYSTEM_BUSY,
-                "[OVERLOAD] shard hand-off failed",
-            ))
-        }
-    }
-}
-
-/// Why an internal request to a shard gave no usable answer.
-#[derive(Debug, thiserror::Error)]
-pub enum InternalCallError {
-    /// The shard did not answer (it is stopping).
-    #[error("{asked}: no answer")]
-    NoAnswer {
-        /// What was asked of whom.
-        asked: String,
-    },
-    /// The shard answered with an error; its remark says why.
-    #[error("{remark}")]
-    Refused {
-        /// The answer's code.
-        code: ResponseCode,
-        /// The answer's remark.
-        remark: String,
-    },
-    /// The answer's body could not be read.
-    #[error("{asked}: unreadable answer: {source}")]
-    Unreadable {
-        /// What was asked of whom.
-        asked: String,
-        /// The body's decoding error.
-        #[source]
-        source: comet_proto::json::JsonError,
-    },
-}
-
-impl InternalCallError {
-    /// The answer `response`, or why it is not one: `asked` says what was asked of whom.
-    pub fn successful(
-        response: Option<RemotingCommand>,
-        asked: impl FnOnce() -> String,
-    ) -> Result<RemotingCommand, InternalCallError> {
-        let response = response.ok_or_else(|| InternalCallError::NoAnswer { asked: asked() })?;
-        match response.response_code() {
-            ResponseCode::SUCCESS => Ok(response),
-            code => Err(InternalCallError::Refused {
-                code,
-                remark: response.remark.unwrap_or_default(),
-            }),
-        }
-    }
-}
-
-/// Runs an internal request (built by the broker itself) on the owner of the queue.
-pub async fn call_owner(
-    broker: &ShardBroker,
-    topic: &str,
-    queue_id: i32,
-    request: RemotingCommand,
-) -> Option<RemotingCommand> {
-    let context = internal_context(broker);
-    on_owner(broker, context, topic, queue_id, request).await
-}
-
-/// Runs an internal request on shard `index` (its own part of a broker-wide table).
-pub async fn call_shard(
-    broker: &ShardBroker,
-    index: usize,
-    request: RemotingCommand,
-) -> Option<RemotingCommand> {
-    let context = internal_context(broker);
-    on_shard(broker, context, shard_id(index), request).await
-}
-
-pub(crate) fn internal_context(broker: &ShardBroker) -> RequestContext {
-    RequestContext {
-        peer: broker.store_host,
-        connection: ConnectionId {
-            shard: broker.shard,
-            serial: u64::MAX,
-        },
-    }
 }
 
 /// INVOKE_BROKER_TO_RESET_OFFSET without a queue: every readable queue of the topic is
@@ -488,8 +347,3 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_ALL_CONSUMER_OFFSET,
     RequestCode::GET_ALL_DELAY_OFFSET,
 ];
-
-/// A context for tests and internal callers: `peer` as the born host.
-pub fn context_for(peer: SocketAddr, connection: ConnectionId) -> RequestContext {
-    RequestContext { peer, connection }
-}

@@ -8,12 +8,11 @@ use comet_proto::headers::{
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 use comet_store::PhysicalOffset;
 
+use crate::routing::QUERY_MAX;
 use crate::shard::ShardBroker;
 
 /// Results a unique-key query returns at most (Java's `defaultQueryMaxNum`).
 pub const UNIQUE_KEY_QUERY_MAX: i32 = 32;
-/// Results any key query returns at most.
-pub const QUERY_MAX: i32 = 64;
 
 /// QUERY_MESSAGE on this shard's index only; the dispatcher merges the shards' answers.
 pub async fn query_local(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {

@@ -5,7 +5,7 @@ use comet_proto::body::MessageQueue;
 use comet_proto::headers::{GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader};
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
-use super::call_owner;
+use crate::routing::call_owner;
 use crate::shard::ShardBroker;
 
 /// An internal request with `header`, for another shard's processor.

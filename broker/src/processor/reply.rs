@@ -26,8 +26,9 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::shard::{RequestContext, ShardBroker};
 
-use super::ask_client::{ask, ClientLabel, CLIENT_ANSWER_TIMEOUT};
+use super::ask_client::{ask, CLIENT_ANSWER_TIMEOUT};
 use super::{error, send};
+use crate::clients::ClientLabel;
 
 /// Serves one reply on the owner of its queue: push to the requester, then store.
 pub async fn process(

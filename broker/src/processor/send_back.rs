@@ -201,7 +201,7 @@ async fn ensure_topic(
         .topics()
         .ensure_system_topic(topic, queue_nums);
     broker.metadata.mark_topics_changed();
-    super::persist_topics_now(broker)
+    crate::routing::persist_topics_now(broker)
         .await
         .map_err(|source| SendBackError::PersistTopic {
             topic: topic.to_owned(),

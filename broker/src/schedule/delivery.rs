@@ -15,11 +15,9 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use comet_proto::bytes::BytesMut;
-use comet_proto::headers::QueryMessageRequestHeader;
 use comet_proto::message::RecordView;
 use comet_proto::names::SCHEDULE_TOPIC;
 use comet_proto::properties::{names, Properties};
-use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{run_blocking, spawn, timeout, TaskClass, TaskHandle};
 use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
@@ -28,6 +26,7 @@ use super::limits::{CHECKS_IN_FLIGHT_MAX, READ_BYTES_MAX, READ_RECORDS_MAX};
 use super::{cursor, POLL_INTERVAL_MS, ROUND_ENTRIES_MAX, SCHEDULE_ORIGIN};
 use crate::reappend::append_concurrently;
 use crate::reappend::ReappendError;
+use crate::routing::messages_by_key;
 use crate::shard::ShardBroker;
 
 /// Why a delivery round stopped early (the next round retries).
@@ -389,25 +388,19 @@ pub(crate) struct DeliveredCopy<'a> {
 /// True when the queue's owner holds a record with the copy's key and origin (searched in
 /// the owner's index by `UNIQ_KEY`).
 pub(crate) async fn delivered_copy_exists(broker: &ShardBroker, copy: &DeliveredCopy<'_>) -> bool {
-    let header = QueryMessageRequestHeader {
-        topic: copy.topic.to_owned(),
-        key: copy.unique_key.to_owned(),
-        max_num: crate::processor::query::QUERY_MAX,
-        begin_timestamp: copy.since_ms,
-        end_timestamp: i64::MAX,
-        unique_key_query: None,
-        broker_name: None,
-    };
-    let request = RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header);
-    let response = crate::processor::call_owner(broker, copy.topic, copy.queue_id, request).await;
-    let Some(response) = response else {
+    let found = messages_by_key(
+        broker,
+        copy.topic,
+        copy.queue_id,
+        copy.unique_key,
+        copy.since_ms,
+    )
+    .await;
+    let Some(found) = found else {
         return false;
     };
-    if response.response_code() != ResponseCode::SUCCESS {
-        return false;
-    }
     let origin = copy.origin.to_string();
-    let mut rest: &[u8] = &response.body;
+    let mut rest: &[u8] = &found;
     while let Ok(found) = RecordView::parse(rest) {
         if found.property(SCHEDULE_ORIGIN) == Some(origin.as_str()) {
             return true;

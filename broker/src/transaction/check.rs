@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use comet_net::ConnectionId;
 use comet_proto::bytes::{Bytes, BytesMut};
-use comet_proto::headers::{
-    CheckTransactionStateRequestHeader, PullMessageRequestHeader, QueryMessageRequestHeader,
-};
+use comet_proto::headers::{CheckTransactionStateRequestHeader, PullMessageRequestHeader};
 use comet_proto::message::{decode_records, encode_record, RecordError, RecordSpec, RecordView};
 use comet_proto::message_id::encode_offset_msg_id;
 use comet_proto::names::{TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
@@ -28,6 +26,7 @@ use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset, StoreEr
 
 use super::{is_resolved, mark_resolved, op_offsets, op_record, unmark_resolved, SYSTEM_GROUP};
 use crate::reappend::{append_on_owners, ReappendError};
+use crate::routing::{call_owner, messages_by_key};
 use crate::shard::ShardBroker;
 
 /// Half records read per store read.
@@ -77,9 +76,7 @@ async fn replay_ops(broker: &ShardBroker, mut cursor: i64) -> i64 {
             logical: None,
         };
         let request = RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header);
-        let Some(response) =
-            crate::processor::call_owner(broker, TRANS_OP_HALF_TOPIC, 0, request).await
-        else {
+        let Some(response) = call_owner(broker, TRANS_OP_HALF_TOPIC, 0, request).await else {
             return cursor;
         };
         if response.response_code() != ResponseCode::SUCCESS {
@@ -232,7 +229,7 @@ async fn ensure_discard_topic(broker: &ShardBroker) -> Result<(), CheckError> {
         .topics()
         .ensure_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1);
     broker.metadata.mark_topics_changed();
-    crate::processor::persist_topics_now(broker)
+    crate::routing::persist_topics_now(broker)
         .await
         .map_err(CheckError::PersistTopic)
 }
@@ -338,7 +335,7 @@ async fn send_check(
         shard: channel.shard,
         serial: channel.connection_id,
     };
-    crate::processor::client::send_to_client(broker, connection, command).await;
+    crate::routing::send_to_client(broker, connection, command).await;
 }
 
 /// The new half copy re-encoded as a stored record under its real topic and queue, with the
@@ -382,25 +379,12 @@ async fn already_committed(broker: &ShardBroker, half: &RecordView<'_>) -> bool 
     ) else {
         return false;
     };
-    let header = QueryMessageRequestHeader {
-        topic: topic.to_owned(),
-        key: key.to_owned(),
-        max_num: crate::processor::query::QUERY_MAX,
-        begin_timestamp: half.store_timestamp(),
-        end_timestamp: i64::MAX,
-        unique_key_query: None,
-        broker_name: None,
-    };
-    let request = RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header);
-    let Some(response) = crate::processor::call_owner(broker, topic, queue_id, request).await
-    else {
+    let found = messages_by_key(broker, topic, queue_id, key, half.store_timestamp()).await;
+    let Some(found) = found else {
         return false;
     };
-    if response.response_code() != ResponseCode::SUCCESS {
-        return false;
-    }
     let physical = half.physical_offset();
-    decode_records(response.body.clone())
+    decode_records(found)
         .iter()
         .any(|message| message.prepared_transaction_offset == physical)
 }
