@@ -96,7 +96,7 @@ pub fn owner_of_record(broker: &ShardBroker, record: &[u8]) -> Result<ShardId, R
 
 /// Appends `records` (any queues) on their owners; resolves when all are durable. On error,
 /// some owners may have stored theirs: callers must tolerate a retry storing them again or
-/// detect it (the schedule service does, see `crate::schedule`).
+/// detect it (the schedule service does, see `crate::delay_level`).
 pub async fn append_on_owners(
     broker: &ShardBroker,
     records: Vec<BytesMut>,

@@ -94,7 +94,7 @@ fn store_config(
     store.file_reserved_hours = config.file_reserved_hours;
     store.delete_when_hour = u32::from(config.delete_when_hours.first().copied().unwrap_or(4));
     store.disk_high_ratio = f64::from(config.disk_used_high_percent) / 100.0;
-    store.delay_levels_ms = crate::schedule::delay_levels_ms(config);
+    store.delay_levels_ms = crate::delay_level::delay_levels_ms(config);
     store.owns_queue = Some(Rc::new(move |topic: &str, queue_id: i32| {
         owner_shard(topic, queue_id, shard_count).index() == index
     }));
@@ -211,7 +211,7 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     let shard_count = options.shard_count;
     assert!(shard_count >= 1);
     let config = live.snapshot();
-    crate::schedule::parse_delay_levels(&config.message_delay_levels)
+    crate::delay_level::parse_delay_levels(&config.message_delay_levels)
         .map_err(RunError::new(FatalReason::Config))?;
     std::fs::create_dir_all(&config.store_root).map_err(RunError::during(
         FatalReason::StorageIo,
@@ -441,9 +441,9 @@ async fn run_shard(
     let (schedule_task, transaction_task, timer_task) =
         if start.config.load().broker_role.is_master() {
             (
-                crate::schedule::delivery::spawn_delivery(&broker, &stop),
+                crate::delay_level::delivery::spawn_delivery(&broker, &stop),
                 crate::transaction::check::spawn_checker(&broker, &stop),
-                crate::timer::wheel::spawn_wheel(&broker, &stop),
+                crate::timer_wheel::wheel::spawn_wheel(&broker, &stop),
             )
         } else {
             (None, None, None)

@@ -13,7 +13,7 @@ use comet_proto::names;
 use crate::config::BrokerConfig;
 
 /// The system topic timed messages wait in (Apache's `TimerMessageStore.TIMER_TOPIC`); the
-/// timer wheel (`crate::timer`) reads it, the table here creates it.
+/// timer wheel (`crate::timer_wheel`) reads it, the table here creates it.
 pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
 
 /// Queues of the timer topic. A timed send is stored in a queue owned by its real queue's

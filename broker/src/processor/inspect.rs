@@ -37,9 +37,9 @@ use comet_store::{QueueOffset, StoreError};
 
 use super::error;
 use super::queue_figures::{internal_request, message_queue, owner_offset, queue_min_max};
+use crate::delay_level::cursor;
 use crate::offset::OffsetFile;
 use crate::routing::{call_owner, call_shard, on_shard, shard_id, InternalCallError};
-use crate::schedule::cursor;
 use crate::shard::{RequestContext, ShardBroker};
 use crate::stats::StatsName;
 

@@ -114,7 +114,7 @@ pub fn route(
     }
     let level_count = broker.store.config().delay_levels_ms.len();
     if let Some(rewritten) =
-        crate::schedule::rewrite::rewrite_delayed_send(request, &header, queue_id, level_count)
+        crate::delay_level::rewrite::rewrite_delayed_send(request, &header, queue_id, level_count)
     {
         return Ok(Route {
             topic: rewritten.topic,
@@ -122,7 +122,7 @@ pub fn route(
             topic_created,
         });
     }
-    match crate::timer::rewrite_timer_send(broker, request, &header, queue_id) {
+    match crate::timer_wheel::rewrite_timer_send(broker, request, &header, queue_id) {
         Ok(Some(rewritten)) => {
             return Ok(Route {
                 topic: rewritten.topic,

@@ -4,7 +4,7 @@
 //! A consumer that failed a message sends back its physical offset; the request runs on the
 //! shard whose commit log that offset names. The record is re-stored as a new message for
 //! `%RETRY%<group>` with `reconsumeTimes + 1` and the next delay level, which the delay
-//! rewrite (`crate::schedule::rewrite`) moves to the schedule topic first; past the group's
+//! rewrite (`crate::delay_level::rewrite`) moves to the schedule topic first; past the group's
 //! limit it goes to `%DLQ%<group>` instead, which nobody subscribes to.
 //!
 //! The same limit is applied to the Java client's fallback path (a plain send to the retry
@@ -24,8 +24,8 @@ use comet_proto::properties::{names, Properties};
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 use comet_store::PhysicalOffset;
 
+use crate::delay_level::rewrite::{retarget, to_schedule, Rewritten};
 use crate::reappend::ReappendError;
-use crate::schedule::rewrite::{retarget, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
 use crate::stats::StatsName;
 
@@ -223,7 +223,7 @@ async fn store_again(
     if properties.get(names::ORIGIN_MESSAGE_ID).is_none() {
         properties.insert(names::ORIGIN_MESSAGE_ID, view.offset_msg_id());
     }
-    properties.remove(crate::schedule::SCHEDULE_ORIGIN);
+    properties.remove(crate::delay_level::SCHEDULE_ORIGIN);
     let level_count = broker.store.config().delay_levels_ms.len();
     let destination = match target {
         Target::DeadLetter => {

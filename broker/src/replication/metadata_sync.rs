@@ -23,9 +23,9 @@ use comet_rt::sync::race;
 use comet_rt::task_class::{run_blocking, sleep, TaskClass};
 use thiserror::Error;
 
+use crate::delay_level::cursor;
 use crate::namesrv_client::{parse_addr, CallError, NameServerLink};
 use crate::offset::OffsetTable;
-use crate::schedule::cursor;
 use crate::shard::ShardBroker;
 
 /// How often a slave copies its master's metadata (Java's `SlaveSynchronize` period).

@@ -33,7 +33,7 @@ use comet_proto::names::{TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode};
 
-use crate::schedule::rewrite::{requested_level, retarget, send_keys, to_schedule, Rewritten};
+use crate::delay_level::rewrite::{requested_level, retarget, send_keys, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
 
 /// Tag of op records.

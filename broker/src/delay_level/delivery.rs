@@ -1,4 +1,4 @@
-//! The per-shard delivery loop of delayed messages (see the module docs of `schedule` for
+//! The per-shard delivery loop of delayed messages (see the module docs of `delay_level` for
 //! the cursor and exactly-once rules).
 //!
 //! One task per shard serves every level whose schedule queue the shard owns. A round reads

@@ -54,8 +54,8 @@ use super::limits::{
 };
 use super::slot::{self, second_of, SlotEntry};
 use super::{TIMER_QUEUES, TIMER_TOPIC};
+use crate::delay_level::delivery::{delivered_copy_exists, DeliveredCopy};
 use crate::reappend::{append_concurrently, ReappendError};
-use crate::schedule::delivery::{delivered_copy_exists, DeliveredCopy};
 use crate::shard::ShardBroker;
 
 /// Longest time an advanced `deliveredMs` stays unpersisted while the wheel is idle, ms.

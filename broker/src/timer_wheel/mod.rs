@@ -23,7 +23,7 @@
 //! and queue, `REAL_TOPIC`/`REAL_QID` removed (as Apache's `convertMessage`),
 //! `TIMER_ENQUEUE_MS` (the timer record's store time) and `TIMER_DEQUEUE_MS` (its due time)
 //! added, `UNIQ_KEY` and the timer properties kept, and
-//! [`SCHEDULE_ORIGIN`](crate::schedule::SCHEDULE_ORIGIN) = the timer record's physical offset
+//! [`SCHEDULE_ORIGIN`](crate::delay_level::SCHEDULE_ORIGIN) = the timer record's physical offset
 //! (what makes a redelivery after a crash detectable). Cursors ([`cursor`]) make delivery
 //! exactly once across clean restarts and crashes; see [`wheel`] for the argument.
 
@@ -39,7 +39,7 @@ use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use thiserror::Error;
 
-use crate::schedule::rewrite::{retarget, Rewritten};
+use crate::delay_level::rewrite::{retarget, Rewritten};
 use crate::shard::ShardBroker;
 use comet_rt::ShardId;
 

@@ -11,8 +11,8 @@ use comet_store::{GetStatus, MessageFilter, QueueOffset};
 
 use super::limits::{READ_BYTES_MAX, READ_RECORDS_MAX};
 use super::TIMER_TOPIC;
+use crate::delay_level::SCHEDULE_ORIGIN;
 use crate::reappend;
-use crate::schedule::SCHEDULE_ORIGIN;
 use crate::shard::ShardBroker;
 
 /// A delivered record ready to append, with what identifies its timer record.
@@ -23,7 +23,7 @@ pub struct Built {
     pub origin: i64,
 }
 
-/// The delivered form of a timer record due at `due_ms` (see the module docs of `timer`);
+/// The delivered form of a timer record due at `due_ms` (see the module docs of `timer_wheel`);
 /// `None` when it names no real queue.
 pub fn delivered_record(
     broker: &ShardBroker,
