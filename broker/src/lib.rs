@@ -5,6 +5,57 @@
 //! when the connection that carried it lives elsewhere. Broker-wide metadata (topics,
 //! subscription groups, clients, locks) is shared by all shards behind short critical
 //! sections; consumer offsets and everything on the data path are shard-local.
+//!
+//! # Layers
+//!
+//! Each module uses only modules below it in this list (`tests/layers.rs` checks it, and that
+//! no files import each other in a circle), so the broker reads top-down. Where a lower layer
+//! needs something from above, it is passed in: the processors reach a queue's owner through
+//! the mesh handler the runtime installs, not by name.
+//!
+//! Runtime:
+//! - `main`: the binary: command line, config file and overrides, exit statuses.
+//! - `runtime`: starts the shards (store, mesh, server per core), runs the housekeeping loops
+//!   and the stop order.
+//! - `register`: registration with the name servers.
+//! - `standalone`: the name server embedded in stand-alone mode.
+//!
+//! Processors:
+//! - `processor`: one module per family of request codes: decodes a request, calls the layers
+//!   below, encodes the answer; `handle` sends a request to the shard that serves it.
+//!
+//! Features:
+//! - `replication`: master/slave replication of each shard's log, and a slave's copy of its
+//!   master's metadata.
+//! - `transaction`: half messages, END_TRANSACTION decisions and the check-back service.
+//! - `timer_wheel`: 5.x timed messages: the send-time rewrite and each shard's persistent
+//!   timing wheel.
+//! - `delay_level`: RocketMQ's 18 delay levels on `SCHEDULE_TOPIC_XXXX`: the send-time
+//!   rewrite and the per-level delivery.
+//!
+//! Shard context:
+//! - `routing`: runs a request on the shard that owns its queue, pushes a request to a
+//!   client's shard, looks keys up on a queue's owner.
+//! - `reappend`: appends records the broker built itself on the shards owning their queues.
+//! - `shard`: [`shard::ShardBroker`], one shard's view of the broker, and what crosses the
+//!   mesh.
+//!
+//! Tables:
+//! - `metadata`: the broker-wide tables behind their locks, and persisting them.
+//! - `clients`: the producers and consumers connected, by group.
+//! - `lock`: the queue locks of orderly consumers.
+//! - `subscription`: the subscription groups.
+//! - `topic`: the topic table: system topics, auto-creation, permissions, data version.
+//! - `offset`: the consumer offsets of the queues a shard owns, and their file.
+//! - `stats`: per-topic and per-group statistics.
+//! - `traffic`: broker-wide traffic counters and rates.
+//! - `live_config`: the configuration in force, replaced at run time by
+//!   UPDATE_BROKER_CONFIG.
+//! - `config`: `BrokerConfig` and its key table.
+//! - `acl`: the plain ACL: accounts, permissions, request signatures.
+//! - `namesrv_client`: one request to a name server.
+//! - `ownership`: which shard owns a queue.
+//! - `persist`: atomic writes and reads of the JSON config files.
 
 pub mod acl;
 pub mod clients;

@@ -126,6 +126,22 @@ pub(crate) fn error(
     RemotingCommand::error_to(request, code, remark)
 }
 
+/// A slave stores only what its master streams: a send is answered SERVICE_NOT_AVAILABLE
+/// with Java's remark (Java's `DefaultMessageStore` refuses every put on a slave, and its
+/// `SendMessageProcessor` answers so), before any topic is created.
+pub fn slave_refusal(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
+    if broker.config.load().broker_role.is_master() {
+        return None;
+    }
+    Some(error(
+        request,
+        ResponseCode::SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: the \
+         broker's disk is full, messages are put to the slave, message store has been shut \
+         down, etc.",
+    ))
+}
+
 fn queue_of(request: &RemotingCommand) -> Option<(String, i32)> {
     let topic = request.ext_fields.get("topic")?;
     let queue_id = request.ext_fields.optional_i32("queueId").ok().flatten()?;

@@ -30,7 +30,7 @@ use crate::topic::{perm, AutoCreateError};
 /// Largest number of messages in one batch send.
 pub const BATCH_MESSAGES_MAX: usize = 10_000;
 
-use super::error;
+use super::{error, slave_refusal};
 
 /// Where a validated send goes.
 pub struct Route {
@@ -400,22 +400,6 @@ async fn append_and_respond(
     };
     let response = RemotingCommand::response_to(request, code).with_header(&response_header);
     with_region_and_trace(broker, response)
-}
-
-/// A slave stores only what its master streams: a send is answered SERVICE_NOT_AVAILABLE
-/// with Java's remark (Java's `DefaultMessageStore` refuses every put on a slave, and its
-/// `SendMessageProcessor` answers so), before any topic is created.
-pub fn slave_refusal(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
-    if broker.config.load().broker_role.is_master() {
-        return None;
-    }
-    Some(error(
-        request,
-        ResponseCode::SERVICE_NOT_AVAILABLE,
-        "service not available now. It may be caused by one of the following reasons: the \
-         broker's disk is full, messages are put to the slave, message store has been shut \
-         down, etc.",
-    ))
 }
 
 /// Maps a store failure to the response RocketMQ gives for it.

@@ -55,7 +55,7 @@ enum Target {
 
 /// Serves CONSUMER_SEND_MSG_BACK on the shard whose log holds the message.
 pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    if let Some(refused) = super::send::slave_refusal(broker, request) {
+    if let Some(refused) = super::slave_refusal(broker, request) {
         return refused;
     }
     let header = match ConsumerSendMsgBackRequestHeader::from_ext_fields(&request.ext_fields) {
