@@ -77,7 +77,7 @@ pub fn restored_record(
         sysflag: view.sysflag(),
         born_timestamp: view.born_timestamp(),
         born_host: view.born_host(),
-        store_host: broker.store_host,
+        store_host: broker.store_host(),
         reconsume_times: view.reconsume_times(),
         prepared_transaction_offset: view.prepared_transaction_offset(),
         body: view.body(),
@@ -141,7 +141,7 @@ pub(crate) async fn append_chunk(
     records: Vec<BytesMut>,
 ) -> Result<(), ReappendError> {
     assert!(!records.is_empty());
-    let response = if owner == broker.shard {
+    let response = if owner == broker.shard() {
         // The caller found the owner from each record already: no second parse.
         append_owned(broker, records).await
     } else {
@@ -173,7 +173,11 @@ fn status(code: ResponseCode, remark: &str) -> RemotingCommand {
 pub async fn append_local(broker: &ShardBroker, records: Vec<BytesMut>) -> RemotingCommand {
     for record in &records {
         match owner_of_record(broker, record) {
-            Ok(owner) => assert_eq!(owner, broker.shard, "re-stored record sent to a non-owner"),
+            Ok(owner) => assert_eq!(
+                owner,
+                broker.shard(),
+                "re-stored record sent to a non-owner"
+            ),
             Err(error) => return status(ResponseCode::SYSTEM_ERROR, &error.to_string()),
         }
     }
@@ -182,8 +186,8 @@ pub async fn append_local(broker: &ShardBroker, records: Vec<BytesMut>) -> Remot
 
 /// Appends records already known to be for queues this shard owns; SUCCESS once durable.
 async fn append_owned(broker: &ShardBroker, records: Vec<BytesMut>) -> RemotingCommand {
-    let limit = Duration::from_millis(broker.config.load().sync_flush_timeout_ms);
-    match timeout(limit, broker.store.append(&records)).await {
+    let limit = Duration::from_millis(broker.config().sync_flush_timeout_ms);
+    match timeout(limit, broker.store().append(&records)).await {
         Ok(Ok(appended)) => {
             assert_eq!(appended.len(), records.len());
             status(ResponseCode::SUCCESS, "")
@@ -223,7 +227,7 @@ pub async fn append_concurrently(
             let Some(chunk) = chunks.pop_front() else {
                 continue;
             };
-            let lane = if *owner == broker.shard {
+            let lane = if *owner == broker.shard() {
                 &mut local
             } else {
                 &mut remote

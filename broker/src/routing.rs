@@ -24,7 +24,7 @@ pub const QUERY_MAX: i32 = 64;
 /// Writes `config/topics.json` now (off the shard thread) and waits for it: topic changes a
 /// client was told about must survive a crash.
 pub async fn persist_topics_now(broker: &ShardBroker) -> std::io::Result<()> {
-    let metadata = broker.metadata.clone();
+    let metadata = broker.metadata().clone();
     comet_rt::task_class::run_blocking(move || metadata.persist_topics()).await
 }
 
@@ -54,7 +54,7 @@ pub async fn on_shard(
     // A request for this shard goes through the mesh too: the mesh runs the handler the
     // runtime installed (the processors, a layer above this one) in place, boxed, so the
     // processors that route per-queue figures back here have a future of finite type.
-    if target == broker.shard {
+    if target == broker.shard() {
         broker.traffic().add_in_place();
     } else {
         broker.traffic().add_forwarded();
@@ -156,9 +156,9 @@ pub async fn call_shard(
 /// a connection id no client has.
 pub fn internal_context(broker: &ShardBroker) -> RequestContext {
     RequestContext {
-        peer: broker.store_host,
+        peer: broker.store_host(),
         connection: ConnectionId {
-            shard: broker.shard,
+            shard: broker.shard(),
             serial: u64::MAX,
         },
     }
@@ -195,7 +195,7 @@ pub async fn send_to_client(
     connection: ConnectionId,
     command: RemotingCommand,
 ) {
-    if connection.shard == broker.shard {
+    if connection.shard == broker.shard() {
         deliver_locally(broker, connection, command);
         return;
     }
@@ -211,8 +211,7 @@ pub async fn send_to_client(
 /// Writes a one-way request to a connection of this shard.
 pub fn deliver_locally(broker: &ShardBroker, connection: ConnectionId, command: RemotingCommand) {
     let handle = broker
-        .server
-        .get()
+        .server()
         .and_then(|server| server.connection(connection));
     match handle {
         Some(handle) => {

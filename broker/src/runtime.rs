@@ -7,7 +7,6 @@
 //! and metadata, unregister from name servers, shut the store down (final flush,
 //! checkpoint, `abort` removed).
 
-use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -29,10 +28,10 @@ use crate::acl::{AccessControl, AclLoadError};
 use crate::config::{BrokerConfig, FlushDiskType};
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
-use crate::offset::{OffsetFile, OffsetTable};
+use crate::offset::OffsetFile;
 use crate::ownership::owner_shard;
 use crate::processor::{self, client};
-use crate::shard::{RequestContext, ShardBroker, ShardCall, ShardReply};
+use crate::shard::{RequestContext, ShardBroker, ShardCall, ShardParts, ShardReply};
 use crate::stats::ItemStats;
 use crate::traffic::Traffic;
 use crate::{persist, register};
@@ -381,29 +380,24 @@ async fn run_shard(
         FatalReason::StorageIo,
         format!("{shard}: store"),
     ))?;
-    let broker = Rc::new(ShardBroker {
+    let broker = Rc::new(ShardBroker::new(ShardParts {
         shard,
         shard_count: context.shard_count,
         config: start.config.clone(),
         metadata: start.metadata.clone(),
         store,
-        offsets: RefCell::new(OffsetTable::new()),
         store_host: SocketAddr::new(
             start.config.load().broker_ip,
             start.config.load().listen_port,
         ),
         unique_keys: start.unique_keys.clone(),
-        server: OnceCell::new(),
-        mesh: OnceCell::new(),
-        boot_timestamp_ms: comet_rt::clock::wall_clock_ms(),
-        queue_cursor: Cell::new(u32::from(shard.0)),
         traffic: start.traffic.clone(),
         stats: start.stats.clone(),
         replication: crate::replication::ReplicationState::new(
             crate::replication::log_id_of(shard.index()),
             start.replication.clone(),
         ),
-    });
+    }));
     load_offsets(&broker).await;
     let peer = mesh
         .join(mesh_handler(broker.clone()))
@@ -414,9 +408,9 @@ async fn run_shard(
             message: format!("{shard}: mesh: {error}"),
             source: None,
         })?;
-    let _ = broker.mesh.set(peer);
+    broker.set_mesh(peer);
     let server = Rc::new(build_server(&broker, start.acl.clone()));
-    let _ = broker.server.set(server.clone());
+    broker.set_server(server.clone());
     let stop = StopSignal::new();
     stop.follow(start.options.stop.clone());
     if start.options.standalone && shard.0 == 0 {
@@ -548,10 +542,10 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
         table.set_fallback(acl_fallback(acl));
     }
     let config = ServerConfig {
-        idle_timeout: Duration::from_millis(broker.config.load().channel_idle_ms),
+        idle_timeout: Duration::from_millis(broker.config().channel_idle_ms),
         ..ServerConfig::default()
     };
-    let mut server = Server::new(broker.shard, table, config);
+    let mut server = Server::new(broker.shard(), table, config);
     let closed_broker = broker.clone();
     server.on_connection_closed(Rc::new(move |connection| {
         let broker = closed_broker.clone();
@@ -602,7 +596,7 @@ fn refused(
 
 fn offsets_path(broker: &ShardBroker, shard: ShardId) -> PathBuf {
     broker
-        .metadata
+        .metadata()
         .config_dir()
         .join(format!("consumerOffset-{}.json", shard.0))
 }
@@ -610,10 +604,10 @@ fn offsets_path(broker: &ShardBroker, shard: ShardId) -> PathBuf {
 /// Reads every shard's offset file and keeps the entries this shard owns, so a changed core
 /// count loses no committed offset.
 async fn load_offsets(broker: &Rc<ShardBroker>) {
-    let directory = broker.metadata.config_dir().to_path_buf();
+    let directory = broker.metadata().config_dir().to_path_buf();
     let files: Vec<OffsetFile> =
         comet_rt::task_class::run_blocking(move || read_offset_files(&directory)).await;
-    let mut offsets = broker.offsets.borrow_mut();
+    let mut offsets = broker.offsets().borrow_mut();
     for file in files {
         offsets.load(file, |topic, queue_id| broker.owns(topic, queue_id));
     }
@@ -634,13 +628,13 @@ fn read_offset_files(directory: &std::path::Path) -> Vec<OffsetFile> {
 
 async fn persist_offsets(broker: &ShardBroker) {
     let snapshot = {
-        let mut offsets = broker.offsets.borrow_mut();
+        let mut offsets = broker.offsets().borrow_mut();
         if !offsets.is_changed() {
             return;
         }
         offsets.take_snapshot()
     };
-    let path = offsets_path(broker, broker.shard);
+    let path = offsets_path(broker, broker.shard());
     let bytes = match serde_json::to_vec(&snapshot) {
         Ok(bytes) => bytes,
         Err(e) => return log::error!("cannot encode consumer offsets: {e}"),
@@ -654,17 +648,17 @@ async fn persist_offsets(broker: &ShardBroker) {
 
 async fn persist_groups(broker: &ShardBroker) {
     // Checked here so an unchanged table costs no trip to the blocking pool every second.
-    if !broker.metadata.groups().is_changed() {
+    if !broker.groups().is_changed() {
         return;
     }
-    let metadata = broker.metadata.clone();
+    let metadata = broker.metadata().clone();
     if let Err(e) = comet_rt::task_class::run_blocking(move || metadata.persist_groups()).await {
         log::error!("cannot persist subscription groups: {e}");
     }
 }
 
 async fn persist_metadata(broker: &ShardBroker) {
-    let metadata = broker.metadata.clone();
+    let metadata = broker.metadata().clone();
     let written = comet_rt::task_class::run_blocking(move || {
         metadata
             .persist_topics()
@@ -703,7 +697,7 @@ fn spawn_housekeeping(
     let offsets_broker = broker.clone();
     let offsets_stop = stop.clone();
     spawn_detached(TaskClass::Housekeeping, async move {
-        let interval = Duration::from_millis(offsets_broker.config.load().persist_interval_ms);
+        let interval = Duration::from_millis(offsets_broker.config().persist_interval_ms);
         while !offsets_stop.is_triggered() {
             sleep(interval.min(Duration::from_secs(1))).await;
             persist_offsets(&offsets_broker).await;
@@ -718,7 +712,7 @@ fn spawn_housekeeping(
             sleep(TRAFFIC_SAMPLE_INTERVAL).await;
         }
     });
-    if broker.shard.0 != 0 {
+    if broker.shard().0 != 0 {
         return None;
     }
     let broker = broker.clone();
@@ -735,13 +729,13 @@ fn spawn_housekeeping(
 fn sample_traffic(broker: &ShardBroker) {
     broker
         .traffic()
-        .set_put(broker.store.stats().appended_records);
-    if broker.shard.0 == 0 {
+        .set_put(broker.store().stats().appended_records);
+    if broker.shard().0 == 0 {
         let now_ms = comet_rt::clock::wall_clock_ms();
         broker
-            .traffic
+            .all_traffic()
             .sample(now_ms, crate::traffic::local_day(now_ms));
-        broker.stats.sample(now_ms);
+        broker.stats().sample(now_ms);
     }
 }
 
@@ -750,33 +744,35 @@ fn sample_traffic(broker: &ShardBroker) {
 async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_stop: bool) {
     // What is registered (name, addresses, cluster) takes effect at restart: a run-time
     // update of `listenPort` must not advertise a port nothing listens on.
-    let registered = broker.config.snapshot();
+    let registered = broker.live_config().snapshot();
     let mut links = register::links(&registered);
-    let period = Duration::from_millis(broker.config.load().register_period_ms);
+    let period = Duration::from_millis(broker.config().register_period_ms);
     let mut since_register = period;
     let mut opaque = 0i32;
     while !stop.is_triggered() {
-        let (changed, generation) = broker.metadata.take_topics_changed();
+        let (changed, generation) = broker.metadata().take_topics_changed();
         if changed || since_register >= period {
             if changed {
                 persist_metadata(broker).await;
             }
             let wrapper = broker
-                .metadata
                 .topics()
-                .to_wrapper(broker.config.load().broker_permission);
+                .to_wrapper(broker.config().broker_permission);
             opaque = opaque.wrapping_add(1);
             let answered = register::register_all(&registered, &mut links, &wrapper, opaque).await;
             if !registered.broker_role.is_master() {
                 let master = answered.master;
-                broker.replication.shared.learn(master.ha_addr, master.broker_addr);
+                broker
+                    .replication
+                    .shared
+                    .learn(master.ha_addr, master.broker_addr);
             }
-            broker.metadata.set_registered_generation(generation);
+            broker.metadata().set_registered_generation(generation);
             since_register = Duration::ZERO;
         }
         let now_ms = comet_rt::clock::wall_clock_ms();
-        let expired = broker.metadata.clients().expire(now_ms);
-        broker.metadata.locks().expire(now_ms);
+        let expired = broker.clients().expire(now_ms);
+        broker.locks().expire(now_ms);
         for group in expired {
             client::notify_consumer_ids_changed(broker, &group).await;
         }
@@ -793,7 +789,7 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
 /// or the broker stops; returns the time waited.
 async fn wait_for_change(broker: &ShardBroker, stop: &StopSignal) -> Duration {
     let mut waited = Duration::ZERO;
-    while waited < METADATA_CHECK_INTERVAL && !broker.metadata.topics_change_pending() {
+    while waited < METADATA_CHECK_INTERVAL && !broker.metadata().topics_change_pending() {
         if timeout(TOPIC_CHANGE_POLL, stop.wait()).await.is_ok() {
             break;
         }
@@ -805,17 +801,17 @@ async fn wait_for_change(broker: &ShardBroker, stop: &StopSignal) -> Duration {
 async fn shutdown_shard(broker: &ShardBroker) -> Result<(), StoreError> {
     log::info!(
         "{} stopping: persisting offsets and flushing the store",
-        broker.shard
+        broker.shard()
     );
     persist_offsets(broker).await;
-    if broker.shard.0 == 0 {
+    if broker.shard().0 == 0 {
         persist_metadata(broker).await;
     }
-    broker.store.shutdown().await?;
+    broker.store().shutdown().await?;
     let (in_place, forwarded) = broker.traffic().requests();
     log::info!(
         "{} stopped ({in_place} requests handled in place, {forwarded} handed to other shards)",
-        broker.shard,
+        broker.shard(),
     );
     Ok(())
 }

@@ -7,7 +7,9 @@
 use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
+
+use arc_swap::Guard;
 
 use comet_net::{ConnectionId, Server};
 use comet_proto::message_id::UniqueKeyGenerator;
@@ -16,11 +18,16 @@ use comet_rt::mesh::MeshPeer;
 use comet_rt::ShardId;
 use comet_store::Store;
 
+use crate::clients::ClientRegistry;
+use crate::config::BrokerConfig;
 use crate::live_config::LiveConfig;
+use crate::lock::LockTable;
 use crate::metadata::Metadata;
 use crate::offset::OffsetTable;
 use crate::ownership::owner_shard;
 use crate::stats::ItemStats;
+use crate::subscription::GroupTable;
+use crate::topic::TopicTable;
 use crate::traffic::{ShardTraffic, Traffic};
 
 /// Who sent a request: the connection it arrived on. Plain data, so it can cross shards.
@@ -88,7 +95,37 @@ pub type ShardReply = Option<RemotingCommand>;
 /// This shard's end of the mesh.
 pub type ShardMesh = Rc<MeshPeer<ShardCall, ShardReply>>;
 
-/// The broker as one shard sees it.
+/// What a shard's broker is made of at start-up (see [`ShardBroker::new`]).
+pub struct ShardParts {
+    /// This shard.
+    pub shard: ShardId,
+    /// Number of shards.
+    pub shard_count: usize,
+    /// The configuration, shared by every shard.
+    pub config: Arc<LiveConfig>,
+    /// Broker-wide tables.
+    pub metadata: Arc<Metadata>,
+    /// This shard's store.
+    pub store: Store,
+    /// `brokerIP1:listenPort`.
+    pub store_host: SocketAddr,
+    /// The `UNIQ_KEY` generator, shared by every shard.
+    pub unique_keys: Arc<UniqueKeyGenerator>,
+    /// Broker-wide traffic counters.
+    pub traffic: Arc<Traffic>,
+    /// Per-topic and per-group statistics.
+    pub stats: Arc<ItemStats>,
+    /// This shard's log replication.
+    pub replication: crate::replication::ReplicationState,
+}
+
+/// The broker as one shard sees it. The layers above reach it through the accessors below,
+/// grouped by what they need: who this shard is, the configuration, the broker-wide tables,
+/// the store and offsets, the send path, the counters, the connections.
+///
+/// `shard`, `shard_count`, `config`, `metadata`, `store`, `offsets` and `replication` are
+/// still public fields because the replication module reads them directly; everything else
+/// uses the accessors, and those fields become private once it does too.
 pub struct ShardBroker {
     /// This shard.
     pub shard: ShardId,
@@ -104,26 +141,155 @@ pub struct ShardBroker {
     /// Consumer offsets of the queues this shard owns.
     pub offsets: RefCell<OffsetTable>,
     /// `brokerIP1:listenPort`, written into every record as its store host.
-    pub store_host: SocketAddr,
+    store_host: SocketAddr,
     /// Generates `UNIQ_KEY` for messages that arrive without one.
-    pub unique_keys: Arc<UniqueKeyGenerator>,
+    unique_keys: Arc<UniqueKeyGenerator>,
     /// This shard's remoting server (its connections).
-    pub server: OnceCell<Rc<Server>>,
+    server: OnceCell<Rc<Server>>,
     /// The mesh, set once every shard has joined.
-    pub mesh: OnceCell<ShardMesh>,
+    mesh: OnceCell<ShardMesh>,
     /// Wall clock at start-up, ms.
-    pub boot_timestamp_ms: i64,
+    boot_timestamp_ms: i64,
     /// Round-robin cursor for sends that let the broker pick the queue.
-    pub queue_cursor: Cell<u32>,
+    queue_cursor: Cell<u32>,
     /// Broker-wide traffic counters (this shard writes only its own slot).
-    pub traffic: Arc<Traffic>,
+    traffic: Arc<Traffic>,
     /// Per-topic and per-group statistics (this shard writes only its own slot).
-    pub stats: Arc<ItemStats>,
+    stats: Arc<ItemStats>,
     /// This shard's log replication: the slaves following it, or the master it follows.
     pub replication: crate::replication::ReplicationState,
 }
 
 impl ShardBroker {
+    /// A shard's broker from its parts, with no server or mesh yet ([`ShardBroker::set_mesh`],
+    /// [`ShardBroker::set_server`]); its boot time is now.
+    pub fn new(parts: ShardParts) -> ShardBroker {
+        ShardBroker {
+            shard: parts.shard,
+            shard_count: parts.shard_count,
+            config: parts.config,
+            metadata: parts.metadata,
+            store: parts.store,
+            offsets: RefCell::new(OffsetTable::new()),
+            store_host: parts.store_host,
+            unique_keys: parts.unique_keys,
+            server: OnceCell::new(),
+            mesh: OnceCell::new(),
+            boot_timestamp_ms: comet_rt::clock::wall_clock_ms(),
+            // Shards start their round robin at different queues.
+            queue_cursor: Cell::new(u32::from(parts.shard.0)),
+            traffic: parts.traffic,
+            stats: parts.stats,
+            replication: parts.replication,
+        }
+    }
+
+    /// This shard.
+    pub fn shard(&self) -> ShardId {
+        self.shard
+    }
+
+    /// Number of shards.
+    pub fn shard_count(&self) -> usize {
+        self.shard_count
+    }
+
+    /// `brokerIP1:listenPort`, written into every record as its store host.
+    pub fn store_host(&self) -> SocketAddr {
+        self.store_host
+    }
+
+    /// Wall clock at start-up, ms.
+    pub fn boot_timestamp_ms(&self) -> i64 {
+        self.boot_timestamp_ms
+    }
+
+    /// The configuration in force now (UPDATE_BROKER_CONFIG may replace it between reads).
+    pub fn config(&self) -> Guard<Arc<BrokerConfig>> {
+        self.config.load()
+    }
+
+    /// The live configuration itself: what UPDATE_BROKER_CONFIG changes.
+    pub fn live_config(&self) -> &Arc<LiveConfig> {
+        &self.config
+    }
+
+    /// The topic table (a short critical section: never held across an await).
+    pub fn topics(&self) -> MutexGuard<'_, TopicTable> {
+        self.metadata.topics()
+    }
+
+    /// The subscription groups (a short critical section).
+    pub fn groups(&self) -> MutexGuard<'_, GroupTable> {
+        self.metadata.groups()
+    }
+
+    /// The client registry (a short critical section).
+    pub fn clients(&self) -> MutexGuard<'_, ClientRegistry> {
+        self.metadata.clients()
+    }
+
+    /// The queue locks (a short critical section).
+    pub fn locks(&self) -> MutexGuard<'_, LockTable> {
+        self.metadata.locks()
+    }
+
+    /// Marks the topic table changed (see [`Metadata::mark_topics_changed`]).
+    pub fn mark_topics_changed(&self) -> u64 {
+        self.metadata.mark_topics_changed()
+    }
+
+    /// The broker-wide tables as a whole: persisting them, the registration generations,
+    /// the config directory.
+    pub fn metadata(&self) -> &Arc<Metadata> {
+        &self.metadata
+    }
+
+    /// This shard's store (its own commit log).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Consumer offsets of the queues this shard owns.
+    pub fn offsets(&self) -> &RefCell<OffsetTable> {
+        &self.offsets
+    }
+
+    /// A new `UNIQ_KEY` for a message that arrived without one.
+    pub fn unique_key(&self, now_ms: i64) -> String {
+        self.unique_keys.next(now_ms)
+    }
+
+    /// Round-robin cursor for sends that let the broker pick the queue.
+    pub fn queue_cursor(&self) -> &Cell<u32> {
+        &self.queue_cursor
+    }
+
+    /// Broker-wide traffic counters (this shard writes only its own slot, [`Self::traffic`]).
+    pub fn all_traffic(&self) -> &Arc<Traffic> {
+        &self.traffic
+    }
+
+    /// Per-topic and per-group statistics (this shard writes only its own slot).
+    pub fn stats(&self) -> &ItemStats {
+        &self.stats
+    }
+
+    /// This shard's remoting server; present once start-up finished.
+    pub fn server(&self) -> Option<&Rc<Server>> {
+        self.server.get()
+    }
+
+    /// Sets the remoting server (once, at start-up).
+    pub fn set_server(&self, server: Rc<Server>) {
+        assert!(self.server.set(server).is_ok(), "server set twice");
+    }
+
+    /// Sets this shard's end of the mesh (once, when every shard has joined).
+    pub fn set_mesh(&self, mesh: ShardMesh) {
+        assert!(self.mesh.set(mesh).is_ok(), "mesh set twice");
+    }
+
     /// The shard owning `(topic, queue_id)`.
     pub fn owner_of(&self, topic: &str, queue_id: i32) -> ShardId {
         owner_shard(topic, queue_id, self.shard_count)

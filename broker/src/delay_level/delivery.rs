@@ -99,7 +99,7 @@ impl SuspectCopy {
 
 /// Starts the delivery task when this shard owns a schedule queue; it ends after `stop`.
 pub fn spawn_delivery(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHandle<()>> {
-    let levels_ms = broker.store.config().delay_levels_ms.clone();
+    let levels_ms = broker.store().config().delay_levels_ms.clone();
     let owned: Vec<i32> = (0..levels_ms.len())
         .filter_map(|level| i32::try_from(level).ok())
         .filter(|queue_id| broker.owns(SCHEDULE_TOPIC, *queue_id))
@@ -110,9 +110,9 @@ pub fn spawn_delivery(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<Tas
     let broker = broker.clone();
     let stop = stop.clone();
     Some(spawn(TaskClass::Produce, async move {
-        let config_dir = broker.metadata.config_dir().to_path_buf();
+        let config_dir = broker.metadata().config_dir().to_path_buf();
         let loaded = run_blocking(move || cursor::load_all(&config_dir)).await;
-        let path = cursor::path(broker.metadata.config_dir(), broker.shard.0);
+        let path = cursor::path(broker.metadata().config_dir(), broker.shard().0);
         let cursors: BTreeMap<i32, i64> = owned
             .iter()
             .map(|queue_id| (*queue_id, loaded.get(queue_id).copied().unwrap_or(0)))
@@ -139,7 +139,7 @@ impl Scheduler {
             let next_due_ms = match self.round().await {
                 Ok(next_due_ms) => next_due_ms,
                 Err(e) => {
-                    log::warn!("{} delayed delivery round failed: {e}", self.broker.shard);
+                    log::warn!("{} delayed delivery round failed: {e}", self.broker.shard());
                     None
                 }
             };
@@ -221,7 +221,7 @@ impl Scheduler {
             let offset = QueueOffset(u64::try_from(round.next_offset).unwrap_or(0));
             let result = self
                 .broker
-                .store
+                .store()
                 .get_messages(
                     SCHEDULE_TOPIC,
                     queue_id,
@@ -329,7 +329,7 @@ async fn drop_delivered(broker: &Rc<ShardBroker>, queue_id: i32, level: &mut Lev
     log::info!(
         "{}: {checked} scheduled entries of queue {queue_id} possibly delivered before a \
          crash checked, {} were",
-        broker.shard,
+        broker.shard(),
         delivered.len()
     );
 }

@@ -32,7 +32,7 @@ fn ok(request: &RemotingCommand) -> RemotingCommand {
 /// A slave takes topics and groups from its master only: a write is refused as Java's
 /// `AdminBrokerProcessor` refuses it on a slave, with its remark.
 fn refused_on_slave(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
-    if broker.config.load().broker_role.is_master() {
+    if broker.config().broker_role.is_master() {
         return None;
     }
     Some(error(
@@ -92,8 +92,8 @@ pub fn create_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         order: header.order,
         ..TopicConfig::new(header.topic.clone())
     };
-    broker.metadata.topics().upsert(config);
-    broker.metadata.mark_topics_changed();
+    broker.topics().upsert(config);
+    broker.mark_topics_changed();
     ok(request)
 }
 
@@ -106,25 +106,22 @@ pub fn delete_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    if broker.metadata.topics().delete(&header.topic) {
-        broker.metadata.mark_topics_changed();
+    if broker.topics().delete(&header.topic) {
+        broker.mark_topics_changed();
     }
-    broker.stats.remove_topic(&header.topic);
+    broker.stats().remove_topic(&header.topic);
     ok(request)
 }
 
 /// GET_ALL_TOPIC_CONFIG (21).
 pub fn all_topic_config(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let wrapper = broker
-        .metadata
-        .topics()
-        .to_wrapper(crate::topic::perm::READ_WRITE);
+    let wrapper = broker.topics().to_wrapper(crate::topic::perm::READ_WRITE);
     ok(request).with_body(wrapper.encode())
 }
 
 /// GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305).
 pub fn system_topics(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let topics = broker.metadata.topics();
+    let topics = broker.topics();
     let topic_list = topics
         .iter()
         .map(|config| config.topic_name.clone())
@@ -136,7 +133,7 @@ pub fn system_topics(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         .collect();
     let body = TopicList {
         topic_list,
-        broker_addr: Some(broker.config.load().broker_addr()),
+        broker_addr: Some(broker.config().broker_addr()),
     };
     ok(request).with_body(body.encode())
 }
@@ -159,13 +156,13 @@ pub fn create_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     if let Err(reason) = names::check_group(&config.group_name) {
         return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
     }
-    broker.metadata.groups().upsert(config);
+    broker.groups().upsert(config);
     ok(request)
 }
 
 /// GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201).
 pub fn all_groups(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let wrapper = broker.metadata.groups().to_wrapper();
+    let wrapper = broker.groups().to_wrapper();
     ok(request).with_body(wrapper.encode())
 }
 
@@ -179,10 +176,13 @@ pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    broker.metadata.groups().delete(&header.group_name);
-    broker.stats.remove_group(&header.group_name);
+    broker.groups().delete(&header.group_name);
+    broker.stats().remove_group(&header.group_name);
     if header.clean_offset == Some(true) {
-        broker.offsets.borrow_mut().remove_group(&header.group_name);
+        broker
+            .offsets()
+            .borrow_mut()
+            .remove_group(&header.group_name);
     }
     ok(request)
 }
@@ -193,7 +193,7 @@ pub async fn topic_stats(broker: &ShardBroker, request: &RemotingCommand) -> Rem
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let config = broker.metadata.topics().get(&header.topic).cloned();
+    let config = broker.topics().get(&header.topic).cloned();
     let Some(config) = config else {
         return error(
             request,
@@ -221,9 +221,10 @@ pub async fn topic_stats(broker: &ShardBroker, request: &RemotingCommand) -> Rem
         offset_table.insert(message_queue(broker, &header.topic, queue_id), offset);
     }
     let now_ms = comet_rt::clock::wall_clock_ms();
-    let topic_put_tps = broker
-        .stats
-        .minute_tps(StatsName::TopicPutNums, &header.topic, "", now_ms);
+    let topic_put_tps =
+        broker
+            .stats()
+            .minute_tps(StatsName::TopicPutNums, &header.topic, "", now_ms);
     ok(request).with_body(
         TopicStatsTable {
             offset_table,
@@ -250,14 +251,13 @@ pub async fn consume_stats(broker: &ShardBroker, request: &RemotingCommand) -> R
     let now_ms = comet_rt::clock::wall_clock_ms();
     let mut consume_tps = 0.0;
     for topic in topics {
-        consume_tps += broker.stats.minute_tps(
+        consume_tps += broker.stats().minute_tps(
             StatsName::GroupGetNums,
             &topic,
             &header.consumer_group,
             now_ms,
         );
         let read_queue_nums = broker
-            .metadata
             .topics()
             .get(&topic)
             .map_or(0, |config| config.read_queue_nums);
@@ -292,7 +292,7 @@ async fn consume_stats_topics(
                 .collect()
         }
     };
-    let clients = broker.metadata.clients();
+    let clients = broker.clients();
     let subscriptions = clients
         .consumer_group(&header.consumer_group)
         .map(|consumers| &consumers.subscriptions)
@@ -310,7 +310,7 @@ pub fn consumer_connections(broker: &ShardBroker, request: &RemotingCommand) -> 
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let clients = broker.metadata.clients();
+    let clients = broker.clients();
     let Some(group) = clients.consumer_group(&header.consumer_group) else {
         return error(
             request,
@@ -346,7 +346,6 @@ pub fn producer_connections(broker: &ShardBroker, request: &RemotingCommand) -> 
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     let connection_set = broker
-        .metadata
         .clients()
         .producer_channels(&header.producer_group)
         .into_iter()
@@ -367,12 +366,11 @@ pub fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) -> Remot
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     let mut group_list: BTreeSet<String> = broker
-        .metadata
         .clients()
         .groups_subscribed_to(&header.topic)
         .into_iter()
         .collect();
-    group_list.extend(broker.offsets.borrow().groups_of_topic(&header.topic));
+    group_list.extend(broker.offsets().borrow().groups_of_topic(&header.topic));
     ok(request).with_body(GroupList { group_list }.encode())
 }
 
@@ -380,8 +378,8 @@ pub fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) -> Remot
 /// `brokerStatus` prints and `clusterList` reads. Traffic figures are broker-wide (every
 /// shard); commit-log offsets are this shard's log (every shard has one).
 pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let stats = broker.store.stats();
-    let traffic = broker.traffic.report();
+    let stats = broker.store().stats();
+    let traffic = broker.all_traffic().report();
     let requests = traffic.now.in_place + traffic.now.forwarded;
     let forwarded_percent = if requests == 0 {
         0.0
@@ -394,7 +392,7 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
             "brokerVersion",
             comet_proto::code::version::CURRENT.to_string(),
         ),
-        ("bootTimestamp", broker.boot_timestamp_ms.to_string()),
+        ("bootTimestamp", broker.boot_timestamp_ms().to_string()),
         ("msgPutTotalTodayNow", traffic.now.put.to_string()),
         ("msgGetTotalTodayNow", traffic.now.got.to_string()),
         (
@@ -417,14 +415,14 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         ("getTransferredTps", format_tps(&traffic.got_tps)),
         (
             "commitLogMaxOffset",
-            broker.store.durable_end_offset().as_i64().to_string(),
+            broker.store().durable_end_offset().as_i64().to_string(),
         ),
         (
             "commitLogMinOffset",
-            broker.store.min_physical_offset().as_i64().to_string(),
+            broker.store().min_physical_offset().as_i64().to_string(),
         ),
         ("dispatchBehindBytes", "0".to_owned()),
-        ("shardCount", broker.shard_count.to_string()),
+        ("shardCount", broker.shard_count().to_string()),
         ("fdatasyncCount", stats.fdatasyncs.to_string()),
         (
             "commitLogPipelinedFlushes",
@@ -455,7 +453,7 @@ pub fn topic_config(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         Ok(topic) => topic,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    match broker.metadata.topics().get(topic) {
+    match broker.topics().get(topic) {
         Some(config) => ok(request).with_body(config.encode()),
         None => error(
             request,

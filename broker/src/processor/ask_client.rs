@@ -133,15 +133,14 @@ pub async fn ask_local(
     command: RemotingCommand,
     limit: Duration,
 ) -> RemotingCommand {
-    assert_eq!(connection.shard, broker.shard, "asked on the wrong shard");
+    assert_eq!(connection.shard, broker.shard(), "asked on the wrong shard");
     assert!(!command.is_response(), "a client is asked with a request");
     assert!(
         !command.is_oneway(),
         "a one-way request gets no answer to wait for"
     );
     let handle = broker
-        .server
-        .get()
+        .server()
         .and_then(|server| server.connection(connection));
     let outcome = match handle {
         Some(handle) => handle
@@ -172,7 +171,7 @@ pub async fn ask(
     command: RemotingCommand,
     limit: Duration,
 ) -> RemotingCommand {
-    if connection.shard == broker.shard {
+    if connection.shard == broker.shard() {
         return ask_local(broker, connection, label, command, limit).await;
     }
     let fallback = command.clone();
@@ -208,7 +207,7 @@ fn answer_admin(request: &RemotingCommand, mut answer: RemotingCommand) -> Remot
 
 /// The registered channel of `client_id` in `group`.
 fn find_channel(broker: &ShardBroker, group: &str, client_id: &str) -> Option<ChannelRef> {
-    let clients = broker.metadata.clients();
+    let clients = broker.clients();
     let channels = clients.consumer_group(group)?.channels();
     channels
         .into_iter()
@@ -303,14 +302,14 @@ fn add_flags(
     header: &ConsumeMessageDirectlyResultRequestHeader,
 ) {
     let ext = &mut request.ext_fields;
-    ext.insert("brokerName", &broker.config.load().broker_name);
+    ext.insert("brokerName", &broker.config().broker_name);
     let topic = header.topic.as_deref().filter(|topic| !topic.is_empty());
     if let Some(topic) = topic {
-        if let Some(config) = broker.metadata.topics().get(topic) {
+        if let Some(config) = broker.topics().get(topic) {
             ext.insert("topicSysFlag", config.topic_sys_flag.to_string());
         }
     }
-    if let Some(group) = broker.metadata.groups().get(&header.consumer_group) {
+    if let Some(group) = broker.groups().get(&header.consumer_group) {
         ext.insert("groupSysFlag", group.group_sys_flag.to_string());
     }
 }
@@ -358,7 +357,6 @@ pub async fn consumer_status(broker: &ShardBroker, request: &RemotingCommand) ->
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     let channels = broker
-        .metadata
         .clients()
         .consumer_group(&header.group)
         .map(|group| group.channels())

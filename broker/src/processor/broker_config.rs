@@ -14,7 +14,7 @@ pub const UPDATE_BODY_BYTES_MAX: usize = 64 * 1024;
 
 /// GET_BROKER_CONFIG (26): the configuration now in force as Java properties text.
 pub fn get(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let pairs = broker.config.load().to_pairs();
+    let pairs = broker.config().to_pairs();
     let text = java_properties::write(pairs.iter().map(|(key, value)| (*key, value.as_str())));
     RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(text.into_bytes())
 }
@@ -43,7 +43,7 @@ pub async fn update(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         );
     };
     let pairs = java_properties::parse(text);
-    let live = broker.config.clone();
+    let live = broker.live_config().clone();
     let update_pairs = pairs.clone();
     let result = comet_rt::task_class::run_blocking(move || live.update(&update_pairs)).await;
     match result {
@@ -59,7 +59,7 @@ pub async fn update(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
                 .iter()
                 .any(|key| key == "brokerPermission")
             {
-                broker.metadata.mark_topics_changed();
+                broker.mark_topics_changed();
             }
             RemotingCommand::response_to(request, ResponseCode::SUCCESS)
         }

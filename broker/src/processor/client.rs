@@ -64,34 +64,31 @@ pub async fn heartbeat(
         if names::check_group(&consumer.group_name).is_err() {
             continue;
         }
-        let group = broker.metadata.groups().get_or_create(
+        let group = broker.groups().get_or_create(
             &consumer.group_name,
-            broker.config.load().auto_create_subscription_group,
+            broker.config().auto_create_subscription_group,
         );
         let Some(group) = group else { continue };
         if consumer.consume_type != ConsumeType::CONSUME_POP {
             let retry = names::retry_topic(&consumer.group_name);
-            let exists = broker.metadata.topics().get(&retry).is_some();
+            let exists = broker.topics().get(&retry).is_some();
             if !exists {
                 broker
-                    .metadata
                     .topics()
                     .ensure_system_topic(&retry, group.retry_queue_nums.max(1));
-                topics_created = Some(broker.metadata.mark_topics_changed());
+                topics_created = Some(broker.mark_topics_changed());
             }
         }
-        let change = broker.metadata.clients().register_consumer(
-            &data.client_id,
-            consumer,
-            channel.clone(),
-            now_ms,
-        );
+        let change =
+            broker
+                .clients()
+                .register_consumer(&data.client_id, consumer, channel.clone(), now_ms);
         if change.members_changed && group.notify_consumer_ids_changed_enable {
             changed_groups.push(consumer.group_name.clone());
         }
     }
     for producer in &data.producer_data_set {
-        broker.metadata.clients().register_producer(
+        broker.clients().register_producer(
             &producer.group_name,
             &data.client_id,
             channel.clone(),
@@ -122,7 +119,7 @@ pub async fn heartbeat(
 /// retries of a new group would wait that long.
 async fn wait_registered(broker: &ShardBroker, generation: u64) {
     let mut waited = Duration::ZERO;
-    while broker.metadata.registered_generation() < generation && waited < REGISTER_WAIT {
+    while broker.metadata().registered_generation() < generation && waited < REGISTER_WAIT {
         comet_rt::task_class::sleep(REGISTER_POLL).await;
         waited += REGISTER_POLL;
     }
@@ -136,13 +133,11 @@ pub async fn unregister(broker: &ShardBroker, request: &RemotingCommand) -> Remo
     };
     if let Some(group) = &header.producer_group {
         broker
-            .metadata
             .clients()
             .unregister_producer(group, &header.client_id);
     }
     if let Some(group) = &header.consumer_group {
         let removed = broker
-            .metadata
             .clients()
             .unregister_consumer(group, &header.client_id);
         if removed {
@@ -155,7 +150,6 @@ pub async fn unregister(broker: &ShardBroker, request: &RemotingCommand) -> Remo
 /// A client connection closed: its registrations go, and the groups it left are told.
 pub async fn connection_closed(broker: &ShardBroker, connection: ConnectionId) {
     let changed = broker
-        .metadata
         .clients()
         .connection_closed(connection.shard, connection.serial);
     for group in changed {
@@ -170,7 +164,6 @@ pub fn consumer_list(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
     let ids = broker
-        .metadata
         .clients()
         .consumer_group(&header.consumer_group)
         .map(|group| group.client_ids());
@@ -190,7 +183,7 @@ pub fn consumer_list(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
 /// Sends NOTIFY_CONSUMER_IDS_CHANGED (one-way) to every member of `group`, on whichever
 /// shard its connection lives.
 pub async fn notify_consumer_ids_changed(broker: &ShardBroker, group: &str) {
-    let channels = match broker.metadata.clients().consumer_group(group) {
+    let channels = match broker.clients().consumer_group(group) {
         Some(consumers) => consumers.channels(),
         None => return,
     };
@@ -234,7 +227,7 @@ pub fn lock_batch(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCo
     };
     let queues: Vec<MessageQueue> = body.mq_set.iter().cloned().collect();
     let now_ms = comet_rt::clock::wall_clock_ms();
-    let granted = broker.metadata.locks().lock_batch(
+    let granted = broker.locks().lock_batch(
         &body.consumer_group,
         &body.client_id,
         &queue_keys(&queues),
@@ -267,11 +260,9 @@ pub fn unlock_batch(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         }
     };
     let queues: Vec<MessageQueue> = body.mq_set.iter().cloned().collect();
-    broker.metadata.locks().unlock_batch(
-        &body.consumer_group,
-        &body.client_id,
-        &queue_keys(&queues),
-    );
+    broker
+        .locks()
+        .unlock_batch(&body.consumer_group, &body.client_id, &queue_keys(&queues));
     RemotingCommand::response_to(request, ResponseCode::SUCCESS)
 }
 

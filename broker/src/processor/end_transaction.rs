@@ -26,7 +26,7 @@ fn reply(request: &RemotingCommand, code: ResponseCode, remark: &str) -> Option<
 
 /// Serves END_TRANSACTION; `None` for the one-way form (the Java producer's).
 pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
-    if !broker.config.load().broker_role.is_master() {
+    if !broker.config().broker_role.is_master() {
         // As Java's `EndTransactionProcessor`: a slave's log holds only its master's records.
         let remark = "Message store is slave mode, so end transaction is forbidden.";
         return reply(request, ResponseCode::SLAVE_NOT_AVAILABLE, remark);
@@ -45,7 +45,7 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Option<
         }
     };
     let half = match PhysicalOffset::from_i64(header.commit_log_offset) {
-        Some(physical) => broker.store.read_record(physical).await.ok().flatten(),
+        Some(physical) => broker.store().read_record(physical).await.ok().flatten(),
         None => None,
     };
     let Some(half) = half else {
@@ -145,7 +145,7 @@ async fn store_decision(
     commit: bool,
 ) -> Result<(), DecisionError> {
     if commit {
-        let level_count = broker.store.config().delay_levels_ms.len();
+        let level_count = broker.store().config().delay_levels_ms.len();
         let record = transaction::committed_record(broker, half, level_count)
             .ok_or(DecisionError::NoRealQueue)?;
         append_on_owners(broker, vec![record]).await?;

@@ -64,12 +64,12 @@ pub fn query_consume_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
         return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
     }
     let (topic, queue_id) = (header.topic.as_str(), header.queue_id);
-    if !broker.store.has_queue(topic, queue_id) {
+    if !broker.store().has_queue(topic, queue_id) {
         let remark = format!("{queue_id}@{topic} is not exist!");
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
-    let min = broker.store.min_offset(topic, queue_id).as_i64();
-    let max = broker.store.max_offset(topic, queue_id).as_i64();
+    let min = broker.store().min_offset(topic, queue_id).as_i64();
+    let max = broker.store().max_offset(topic, queue_id).as_i64();
     let mut body = QueryConsumeQueueResponseBody {
         max_queue_index: max,
         min_queue_index: min,
@@ -91,7 +91,7 @@ pub fn query_consume_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
     let from = QueueOffset(u64::try_from(header.index).expect("checked non-negative"));
     let count = usize::try_from(header.count).expect("checked non-negative");
     let entries = broker
-        .store
+        .store()
         .consume_queue_entries(topic, queue_id, from, count);
     body.queue_data = Some(entries.iter().map(|(_, entry)| cq_data(entry)).collect());
     response.with_body(body.encode())
@@ -136,7 +136,7 @@ fn cq_data(entry: &comet_store::consume_queue::CqEntry) -> ConsumeQueueData {
 }
 
 fn subscription_of(broker: &ShardBroker, group: &str, topic: &str) -> Option<SubscriptionData> {
-    let clients = broker.metadata.clients();
+    let clients = broker.clients();
     clients
         .consumer_group(group)
         .and_then(|consumers| consumers.subscriptions.get(topic).cloned())
@@ -145,7 +145,7 @@ fn subscription_of(broker: &ShardBroker, group: &str, topic: &str) -> Option<Sub
 /// True when `group` has live subscriptions and none to `topic`: Java then leaves the topic
 /// out of the group's statistics and clones.
 fn unsubscribed(broker: &ShardBroker, group: &str, topic: &str) -> bool {
-    let clients = broker.metadata.clients();
+    let clients = broker.clients();
     clients.consumer_group(group).is_some_and(|consumers| {
         !consumers.subscriptions.is_empty() && !consumers.subscriptions.contains_key(topic)
     })
@@ -220,7 +220,7 @@ async fn local_time_span(
     header: &QueryConsumeTimeSpanRequestHeader,
     queue_id: i32,
 ) -> Result<QueueTimeSpan, StoreError> {
-    let (store, topic) = (&broker.store, header.topic.as_str());
+    let (store, topic) = (broker.store(), header.topic.as_str());
     let min = store.min_offset(topic, queue_id);
     let max = store.max_offset(topic, queue_id);
     let min_time_stamp = store.earliest_store_time(topic, queue_id).await?;
@@ -234,7 +234,7 @@ async fn local_time_span(
         None => None,
     };
     let committed = broker
-        .offsets
+        .offsets()
         .borrow()
         .query(&header.group, topic, queue_id);
     let consume_time_stamp = match committed {
@@ -266,7 +266,7 @@ async fn local_time_span(
 }
 
 fn topic_config(broker: &ShardBroker, topic: &str) -> Option<TopicConfig> {
-    broker.metadata.topics().get(topic).cloned()
+    broker.topics().get(topic).cloned()
 }
 
 fn topic_not_exist(request: &RemotingCommand, topic: &str) -> RemotingCommand {
@@ -328,9 +328,9 @@ pub async fn broker_consume_stats(
         Ok(offsets) => offsets,
         Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
-    let group_names = broker.metadata.groups().names();
+    let group_names = broker.groups().names();
     let mut list = ConsumeStatsList {
-        broker_addr: Some(broker.config.load().broker_addr()),
+        broker_addr: Some(broker.config().broker_addr()),
         ..ConsumeStatsList::default()
     };
     for group in group_names {
@@ -343,7 +343,7 @@ pub async fn broker_consume_stats(
                 continue;
             }
             let mut stats = ConsumeStats {
-                consume_tps: broker.stats.minute_tps(
+                consume_tps: broker.stats().minute_tps(
                     StatsName::GroupGetNums,
                     &topic,
                     &group,
@@ -380,7 +380,7 @@ pub(crate) fn topics_of_group(offsets: &OffsetFile, group: &str) -> BTreeSet<Str
 /// Every shard's consumer offsets, merged (each queue's offsets live on one shard only).
 pub(crate) async fn gather_offsets(broker: &ShardBroker) -> Result<OffsetFile, InternalCallError> {
     let mut merged = OffsetFile::default();
-    for index in 0..broker.shard_count {
+    for index in 0..broker.shard_count() {
         let request = RemotingCommand::request(RequestCode::GET_ALL_CONSUMER_OFFSET, 0);
         let asked = || format!("offsets of shard {index}");
         let answer = call_shard(broker, index, request).await;
@@ -402,7 +402,7 @@ pub(crate) async fn gather_offsets(broker: &ShardBroker) -> Result<OffsetFile, I
 pub fn local_consumer_offsets(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let body = ConsumerOffsetSerializeWrapper {
         data_version: None,
-        offset_table: broker.offsets.borrow().snapshot().offset_table,
+        offset_table: broker.offsets().borrow().snapshot().offset_table,
     };
     ok(request).with_body(body.encode())
 }
@@ -436,7 +436,7 @@ fn version_now() -> DataVersion {
 /// GET_ALL_DELAY_OFFSET (45): the broker-wide `delayOffset.json` content in Java's shape,
 /// keyed by delay level (Comet's cursor files key by schedule queue id, level - 1).
 pub async fn all_delay_offsets(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let config_dir = broker.metadata.config_dir().to_path_buf();
+    let config_dir = broker.metadata().config_dir().to_path_buf();
     let cursors = comet_rt::task_class::run_blocking(move || cursor::load_all(&config_dir)).await;
     let offset_table = cursors
         .into_iter()
@@ -481,7 +481,7 @@ pub async fn clone_group_offset(
         }
         let mut per_topic = request.clone();
         per_topic.ext_fields.insert("topic", topic.clone());
-        for index in 0..broker.shard_count {
+        for index in 0..broker.shard_count() {
             let copy = per_topic.clone();
             let response = on_shard(broker, context, shard_id(index), copy).await;
             match response {
@@ -533,7 +533,7 @@ pub fn clone_group_offset_local(
         );
     };
     broker
-        .offsets
+        .offsets()
         .borrow_mut()
         .clone_topic(&header.src_group, &header.dest_group, &topic);
     ok(request)

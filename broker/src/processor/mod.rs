@@ -99,7 +99,7 @@ pub async fn handle(
             let offset = request.ext_fields.optional_i64(key).ok().flatten();
             let well_formed =
                 offset.is_some_and(|offset| PhysicalOffset::from_i64(offset).is_some());
-            match offset.and_then(|offset| query::shard_of_offset(offset, broker.shard_count)) {
+            match offset.and_then(|offset| query::shard_of_offset(offset, broker.shard_count())) {
                 Some(index) => on_shard(broker, context, shard_id(index), request).await,
                 // A log no running shard writes (the core count shrank): its durable segments
                 // are readable from every shard, so the message is viewed where it was asked.
@@ -130,7 +130,7 @@ pub(crate) fn error(
 /// with Java's remark (Java's `DefaultMessageStore` refuses every put on a slave, and its
 /// `SendMessageProcessor` answers so), before any topic is created.
 pub fn slave_refusal(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
-    if broker.config.load().broker_role.is_master() {
+    if broker.config().broker_role.is_master() {
         return None;
     }
     Some(error(
@@ -163,7 +163,6 @@ async fn reset_all_queues(
         );
     };
     let queue_count = broker
-        .metadata
         .topics()
         .get(&topic)
         .map(|config| config.read_queue_nums);
@@ -195,7 +194,7 @@ async fn reset_all_queues(
             .unwrap_or(0);
         let queue = comet_proto::body::MessageQueue {
             topic: topic.clone(),
-            broker_name: broker.config.load().broker_name.clone(),
+            broker_name: broker.config().broker_name.clone(),
             queue_id,
         };
         offset_table.insert(queue, offset);
@@ -212,7 +211,7 @@ async fn query_all_shards(
 ) -> RemotingCommand {
     let mut records = Vec::new();
     let mut last = None;
-    for index in 0..broker.shard_count {
+    for index in 0..broker.shard_count() {
         let copy = request.clone();
         let Some(response) = on_shard(broker, context, shard_id(index), copy).await else {
             continue;

@@ -32,15 +32,15 @@ pub fn query_consumer_offset(broker: &ShardBroker, request: &RemotingCommand) ->
     };
     let stored =
         broker
-            .offsets
+            .offsets()
             .borrow()
             .query(&header.consumer_group, &header.topic, header.queue_id);
     let offset = match stored {
         Some(offset) => Some(offset),
         None if header.set_zero_if_not_found == Some(false) => None,
         None => {
-            let min = broker.store.min_offset(&header.topic, header.queue_id).0;
-            let max = broker.store.max_offset(&header.topic, header.queue_id).0;
+            let min = broker.store().min_offset(&header.topic, header.queue_id).0;
+            let max = broker.store().max_offset(&header.topic, header.queue_id).0;
             (min == 0 && max > 0).then_some(0)
         }
     };
@@ -67,7 +67,7 @@ pub fn update_consumer_offset(broker: &ShardBroker, request: &RemotingCommand) -
             "negative queue id or offset",
         );
     }
-    broker.offsets.borrow_mut().commit(
+    broker.offsets().borrow_mut().commit(
         &header.consumer_group,
         &header.topic,
         header.queue_id,
@@ -81,7 +81,7 @@ pub fn max_offset(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCo
     match GetMaxOffsetRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => {
             let offset = broker
-                .store
+                .store()
                 .max_offset(&header.topic, header.queue_id)
                 .as_i64();
             success(request, &GetMaxOffsetResponseHeader { offset })
@@ -95,7 +95,7 @@ pub fn min_offset(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCo
     match GetMinOffsetRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => {
             let offset = broker
-                .store
+                .store()
                 .min_offset(&header.topic, header.queue_id)
                 .as_i64();
             success(request, &GetMinOffsetResponseHeader { offset })
@@ -115,7 +115,7 @@ pub async fn search_offset(broker: &ShardBroker, request: &RemotingCommand) -> R
         BoundaryType::Upper => TimeBoundary::Upper,
     };
     let found = broker
-        .store
+        .store()
         .offset_by_timestamp(&header.topic, header.queue_id, header.timestamp, boundary)
         .await;
     match found {
@@ -139,7 +139,7 @@ pub async fn earliest_store_time(
         Err(e) => return bad_header(request, e),
     };
     match broker
-        .store
+        .store()
         .earliest_store_time(&header.topic, header.queue_id)
         .await
     {
@@ -172,8 +172,8 @@ pub async fn reset_offset_of_queue(
             "queueId is required here",
         );
     };
-    let max = broker.store.max_offset(&header.topic, queue_id).as_i64();
-    let min = broker.store.min_offset(&header.topic, queue_id).as_i64();
+    let max = broker.store().max_offset(&header.topic, queue_id).as_i64();
+    let min = broker.store().min_offset(&header.topic, queue_id).as_i64();
     let target = match header.offset {
         Some(offset) if offset < min || offset > max => {
             let remark = format!("offset {offset} is outside [{min}, {max}]");
@@ -182,7 +182,7 @@ pub async fn reset_offset_of_queue(
         Some(offset) => offset,
         None if header.timestamp < 0 => max,
         None => match broker
-            .store
+            .store()
             .offset_by_timestamp(
                 &header.topic,
                 queue_id,
@@ -202,7 +202,7 @@ pub async fn reset_offset_of_queue(
         },
     };
     broker
-        .offsets
+        .offsets()
         .borrow_mut()
         .reset(&header.group, &header.topic, queue_id, target);
     let mut response = RemotingCommand::response_to(request, ResponseCode::SUCCESS);

@@ -41,7 +41,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         Ok(subscription) => subscription,
         Err(response) => return response,
     };
-    let reset = broker.offsets.borrow_mut().take_reset(
+    let reset = broker.offsets().borrow_mut().take_reset(
         &header.consumer_group,
         &header.topic,
         header.queue_id,
@@ -50,7 +50,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         return reset_response(broker, &request, &header, offset);
     }
     if header.sys_flag & pull_sys_flag::COMMIT_OFFSET != 0 && header.commit_offset >= 0 {
-        broker.offsets.borrow_mut().commit(
+        broker.offsets().borrow_mut().commit(
             &header.consumer_group,
             &header.topic,
             header.queue_id,
@@ -68,7 +68,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         let _ = timeout(
             hold,
             broker
-                .store
+                .store()
                 .wait_for_message(&header.topic, header.queue_id, offset),
         )
         .await;
@@ -90,11 +90,11 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         let delivery = Delivery {
             topic: &header.topic,
             group: &header.consumer_group,
-            cluster: &broker.config.load().cluster_name,
+            cluster: &broker.config().cluster_name,
         };
         broker
-            .stats
-            .record_get(broker.shard.index(), delivery, messages, bytes);
+            .stats()
+            .record_get(broker.shard().index(), delivery, messages, bytes);
     }
     respond(&request, &header, result)
 }
@@ -111,11 +111,11 @@ fn reset_response(
         suggest_which_broker_id: 0,
         next_begin_offset: offset,
         min_offset: broker
-            .store
+            .store()
             .min_offset(&header.topic, header.queue_id)
             .as_i64(),
         max_offset: broker
-            .store
+            .store()
             .max_offset(&header.topic, header.queue_id)
             .as_i64(),
         offset_delta: None,
@@ -129,11 +129,11 @@ fn reset_response(
 }
 
 fn hold_time(broker: &ShardBroker, header: &PullMessageRequestHeader) -> Duration {
-    if broker.config.load().long_polling_enable {
+    if broker.config().long_polling_enable {
         Duration::from_millis(u64::try_from(header.suspend_timeout_millis).unwrap_or(0))
             .min(SUSPEND_MAX)
     } else {
-        Duration::from_millis(broker.config.load().short_polling_ms)
+        Duration::from_millis(broker.config().short_polling_ms)
     }
 }
 
@@ -143,16 +143,16 @@ fn check(
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,
 ) -> Result<TagSubscription, RemotingCommand> {
-    if !perm::is_readable(broker.config.load().broker_permission) {
+    if !perm::is_readable(broker.config().broker_permission) {
         return Err(error(
             request,
             ResponseCode::NO_PERMISSION,
             "the broker pulling message is forbidden",
         ));
     }
-    let group = broker.metadata.groups().get_or_create(
+    let group = broker.groups().get_or_create(
         &header.consumer_group,
-        broker.config.load().auto_create_subscription_group,
+        broker.config().auto_create_subscription_group,
     );
     let Some(group) = group else {
         let remark = format!(
@@ -172,7 +172,7 @@ fn check(
             "subscription group no permission",
         ));
     }
-    let topic = broker.metadata.topics().get(&header.topic).cloned();
+    let topic = broker.topics().get(&header.topic).cloned();
     let Some(topic) = topic else {
         let remark = format!("topic[{}] not exist, apply first please!", header.topic);
         return Err(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
@@ -209,7 +209,7 @@ fn subscription_of(
         }
         return Ok(TagSubscription::parse(header.subscription.as_deref()));
     }
-    let clients = broker.metadata.clients();
+    let clients = broker.clients();
     let Some(group) = clients.consumer_group(&header.consumer_group) else {
         let remark = format!(
             "the consumer's group info not exist, group: {}",
@@ -261,7 +261,7 @@ async fn read(
         .clamp(1, PULL_BYTES_MAX);
     let offset = QueueOffset(u64::try_from(header.queue_offset).unwrap_or(0));
     broker
-        .store
+        .store()
         .get_messages(
             &header.topic,
             header.queue_id,

@@ -29,7 +29,7 @@ pub async fn query_local(broker: &ShardBroker, request: &RemotingCommand) -> Rem
     };
     let max = usize::try_from(max).unwrap_or(1);
     let found = broker
-        .store
+        .store()
         .query_by_key(
             &header.topic,
             &header.key,
@@ -87,7 +87,7 @@ pub async fn view_local(broker: &ShardBroker, request: &RemotingCommand) -> Remo
             format!("no message at offset {}", header.offset),
         );
     };
-    match broker.store.read_record(physical).await {
+    match broker.store().read_record(physical).await {
         Ok(Some(record)) => {
             RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(record)
         }

@@ -63,7 +63,7 @@ pub(crate) async fn queue_min_max(broker: &ShardBroker, topic: &str, queue_id: i
 pub(crate) fn message_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> MessageQueue {
     MessageQueue {
         topic: topic.to_owned(),
-        broker_name: broker.config.load().broker_name.clone(),
+        broker_name: broker.config().broker_name.clone(),
         queue_id,
     }
 }

@@ -104,7 +104,7 @@ async fn push_to_requester(
     let Some(requester) = properties.get(names::REPLY_TO_CLIENT).map(str::to_owned) else {
         return Err(PushFailure::NoRequester);
     };
-    let found = broker.metadata.clients().find_producer(&requester);
+    let found = broker.clients().find_producer(&requester);
     let Some((group, channel)) = found else {
         return Err(PushFailure::NotConnected { requester });
     };
@@ -123,7 +123,7 @@ async fn push_to_requester(
         reconsume_times: header.reconsume_times,
         unit_mode: header.unit_mode,
         born_host: context.peer.to_string(),
-        store_host: broker.store_host.to_string(),
+        store_host: broker.store_host().to_string(),
         store_timestamp: now_ms,
     };
     let command = RemotingCommand::request(RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT, 0)

@@ -56,8 +56,8 @@ pub fn route(
         .map_err(|e| error(request, ResponseCode::SYSTEM_ERROR, e.to_string()))?;
     let topic = header.topic.clone();
     check_topic(broker, request, &topic)?;
-    let auto_create = broker.config.load().auto_create_topic;
-    let config = broker.metadata.topics().create_on_send(
+    let auto_create = broker.config().auto_create_topic;
+    let config = broker.topics().create_on_send(
         &topic,
         &header.default_topic,
         header.default_topic_queue_nums,
@@ -72,7 +72,7 @@ pub fn route(
         }
     };
     if topic_created {
-        broker.metadata.mark_topics_changed();
+        broker.mark_topics_changed();
     }
     if !perm::is_writable(config.perm) {
         let remark = format!("the topic[{topic}] sending message is forbidden");
@@ -112,7 +112,7 @@ pub fn route(
             topic_created,
         });
     }
-    let level_count = broker.store.config().delay_levels_ms.len();
+    let level_count = broker.store().config().delay_levels_ms.len();
     if let Some(rewritten) =
         crate::delay_level::rewrite::rewrite_delayed_send(request, &header, queue_id, level_count)
     {
@@ -156,10 +156,10 @@ fn check_topic(
         let remark = format!("Sending message to topic[{topic}] is forbidden.");
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
-    if !perm::is_writable(broker.config.load().broker_permission) {
+    if !perm::is_writable(broker.config().broker_permission) {
         let remark = format!(
             "the broker[{}] sending message is forbidden",
-            broker.config.load().broker_addr()
+            broker.config().broker_addr()
         );
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
@@ -177,8 +177,8 @@ fn check_topic(
 
 /// Picks a writable queue for a send without one, preferring queues this shard owns.
 fn choose_queue(broker: &ShardBroker, topic: &str, write_queue_nums: i32) -> i32 {
-    let cursor = broker.queue_cursor.get();
-    broker.queue_cursor.set(cursor.wrapping_add(1));
+    let cursor = broker.queue_cursor().get();
+    broker.queue_cursor().set(cursor.wrapping_add(1));
     let local: Vec<i32> = (0..write_queue_nums)
         .filter(|queue| broker.owns(topic, *queue))
         .collect();
@@ -217,13 +217,9 @@ pub async fn process(
 }
 
 fn with_topic_flags(broker: &ShardBroker, header: &SendMessageRequestHeader) -> i32 {
-    let multi_tag = broker
-        .metadata
-        .topics()
-        .get(&header.topic)
-        .is_some_and(|config| {
-            config.topic_filter_type == comet_proto::body::TopicFilterType::MULTI_TAG
-        });
+    let multi_tag = broker.topics().get(&header.topic).is_some_and(|config| {
+        config.topic_filter_type == comet_proto::body::TopicFilterType::MULTI_TAG
+    });
     if multi_tag {
         header.sys_flag | message_sys_flag::MULTI_TAGS
     } else {
@@ -238,12 +234,12 @@ fn complete_properties(broker: &ShardBroker, raw: &str) -> (String, String) {
     let unique_key = match properties.get(names::UNIQ_KEY) {
         Some(key) => key.to_owned(),
         None => {
-            let key = broker.unique_keys.next(comet_rt::clock::wall_clock_ms());
+            let key = broker.unique_key(comet_rt::clock::wall_clock_ms());
             properties.insert(names::UNIQ_KEY, key.clone());
             key
         }
     };
-    properties.insert(names::CLUSTER, broker.config.load().cluster_name.clone());
+    properties.insert(names::CLUSTER, broker.config().cluster_name.clone());
     (properties.encode(), unique_key)
 }
 
@@ -259,10 +255,10 @@ fn check_body(
             "the message body is empty",
         ));
     }
-    if length > broker.config.load().message_bytes_max {
+    if length > broker.config().message_bytes_max {
         let remark = format!(
             "the message body size {length} exceeds the maximum {}",
-            broker.config.load().message_bytes_max
+            broker.config().message_bytes_max
         );
         return Err(error(request, ResponseCode::MESSAGE_ILLEGAL, remark));
     }
@@ -288,7 +284,7 @@ fn build_single(
         sysflag,
         born_timestamp: header.born_timestamp,
         born_host: context.peer,
-        store_host: broker.store_host,
+        store_host: broker.store_host(),
         reconsume_times: header.reconsume_times.unwrap_or(0),
         prepared_transaction_offset: 0,
         body: &request.body,
@@ -327,7 +323,7 @@ fn build_batch(
             sysflag,
             born_timestamp: header.born_timestamp,
             born_host: context.peer,
-            store_host: broker.store_host,
+            store_host: broker.store_host(),
             reconsume_times: header.reconsume_times.unwrap_or(0),
             prepared_transaction_offset: 0,
             body: entry.body,
@@ -356,8 +352,8 @@ async fn append_and_respond(
     records: Vec<BytesMut>,
     unique_keys: Vec<String>,
 ) -> RemotingCommand {
-    let limit = Duration::from_millis(broker.config.load().sync_flush_timeout_ms);
-    let appended = match timeout(limit, broker.store.append(&records)).await {
+    let limit = Duration::from_millis(broker.config().sync_flush_timeout_ms);
+    let appended = match timeout(limit, broker.store().append(&records)).await {
         Ok(Ok(appended)) => appended,
         Ok(Err(store_error)) => return store_error_response(broker, request, &store_error),
         Err(_) => {
@@ -370,16 +366,16 @@ async fn append_and_respond(
     };
     assert_eq!(appended.len(), records.len());
     let bytes = records.iter().map(|record| record.len() as u64).sum();
-    broker.stats.record_put(
-        broker.shard.index(),
+    broker.stats().record_put(
+        broker.shard().index(),
         &header.topic,
-        &broker.config.load().cluster_name,
+        &broker.config().cluster_name,
         records.len() as u64,
         bytes,
     );
     let msg_ids: Vec<String> = appended
         .iter()
-        .map(|record| encode_offset_msg_id(broker.store_host, record.physical_offset.as_i64()))
+        .map(|record| encode_offset_msg_id(broker.store_host(), record.physical_offset.as_i64()))
         .collect();
     let response_header = SendMessageResponseHeader {
         msg_id: msg_ids.join(","),
@@ -392,7 +388,7 @@ async fn append_and_respond(
     // A SYNC_MASTER acknowledges what a slave holds. Comet has no slaves yet, so the message
     // is stored here and the answer says so, as Apache RocketMQ's SYNC_MASTER answers while
     // no slave is connected (clients report SendStatus SLAVE_NOT_AVAILABLE, not an error).
-    let code = match broker.config.load().broker_role {
+    let code = match broker.config().broker_role {
         BrokerRole::AsyncMaster => ResponseCode::SUCCESS,
         BrokerRole::SyncMaster => ResponseCode::SLAVE_NOT_AVAILABLE,
         // Refused before anything was appended (see `slave_refusal`).
@@ -429,9 +425,9 @@ pub fn with_region_and_trace(
 ) -> RemotingCommand {
     response
         .ext_fields
-        .insert(EXT_MSG_REGION, &broker.config.load().region_id);
+        .insert(EXT_MSG_REGION, &broker.config().region_id);
     response
         .ext_fields
-        .insert_opt(EXT_TRACE_ON, Some(broker.config.load().trace_on));
+        .insert_opt(EXT_TRACE_ON, Some(broker.config().trace_on));
     response
 }

@@ -62,9 +62,9 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let group = broker.metadata.groups().get_or_create(
+    let group = broker.groups().get_or_create(
         &header.group,
-        broker.config.load().auto_create_subscription_group,
+        broker.config().auto_create_subscription_group,
     );
     let Some(group) = group else {
         let remark = format!("subscription group not exist, {}", header.group);
@@ -102,8 +102,10 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
             // Counted under the topic the message was first sent to, as RocketMQ does.
             let topic = view.property(names::RETRY_TOPIC).unwrap_or(view.topic());
             let sent_back = StatsName::SendBackPutNums;
-            let shard = broker.shard.index();
-            broker.stats.add(shard, sent_back, topic, &header.group, 1);
+            let shard = broker.shard().index();
+            broker
+                .stats()
+                .add(shard, sent_back, topic, &header.group, 1);
             RemotingCommand::response_to(request, ResponseCode::SUCCESS)
         }
         Err(failure) => error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
@@ -133,14 +135,14 @@ enum SendBackError {
 /// The record at `offset`, or, past 2^53, the one a double-rounded `offset` stands for.
 async fn lookup(broker: &ShardBroker, offset: i64) -> Option<comet_proto::bytes::Bytes> {
     let physical = PhysicalOffset::from_i64(offset)?;
-    if let Some(record) = broker.store.read_record(physical).await.ok().flatten() {
+    if let Some(record) = broker.store().read_record(physical).await.ok().flatten() {
         return Some(record);
     }
     for candidate in rounding_candidates(offset) {
         let Some(physical) = PhysicalOffset::from_i64(candidate) else {
             continue;
         };
-        let Some(record) = broker.store.read_record(physical).await.ok().flatten() else {
+        let Some(record) = broker.store().read_record(physical).await.ok().flatten() else {
             continue;
         };
         // Away from a record boundary the bytes may still parse by chance; a record's own
@@ -181,8 +183,8 @@ pub fn max_reconsume_times(
 }
 
 fn next_queue(broker: &ShardBroker, queue_nums: i32) -> i32 {
-    let cursor = broker.queue_cursor.get();
-    broker.queue_cursor.set(cursor.wrapping_add(1));
+    let cursor = broker.queue_cursor().get();
+    broker.queue_cursor().set(cursor.wrapping_add(1));
     (cursor % queue_nums.max(1) as u32) as i32
 }
 
@@ -192,15 +194,12 @@ async fn ensure_topic(
     topic: &str,
     queue_nums: i32,
 ) -> Result<(), SendBackError> {
-    let exists = broker.metadata.topics().get(topic).is_some();
+    let exists = broker.topics().get(topic).is_some();
     if exists {
         return Ok(());
     }
-    broker
-        .metadata
-        .topics()
-        .ensure_system_topic(topic, queue_nums);
-    broker.metadata.mark_topics_changed();
+    broker.topics().ensure_system_topic(topic, queue_nums);
+    broker.mark_topics_changed();
     crate::routing::persist_topics_now(broker)
         .await
         .map_err(|source| SendBackError::PersistTopic {
@@ -224,7 +223,7 @@ async fn store_again(
         properties.insert(names::ORIGIN_MESSAGE_ID, view.offset_msg_id());
     }
     properties.remove(crate::delay_level::SCHEDULE_ORIGIN);
-    let level_count = broker.store.config().delay_levels_ms.len();
+    let level_count = broker.store().config().delay_levels_ms.len();
     let destination = match target {
         Target::DeadLetter => {
             let topic = comet_proto::names::dlq_topic(group);
@@ -246,7 +245,7 @@ async fn store_again(
         sysflag: view.sysflag(),
         born_timestamp: view.born_timestamp(),
         born_host: view.born_host(),
-        store_host: broker.store_host,
+        store_host: broker.store_host(),
         reconsume_times: view.reconsume_times().saturating_add(1),
         prepared_transaction_offset: 0,
         body: view.body(),
@@ -272,24 +271,20 @@ pub fn dead_letter_on_send(
         .strip_prefix(comet_proto::names::RETRY_TOPIC_PREFIX)?;
     let reconsume_times = header.reconsume_times.unwrap_or(0);
     let group_max = broker
-        .metadata
         .groups()
         .get(group)
         .map_or(MAX_RECONSUME_TIMES_DEFAULT, |config| config.retry_max_times);
     let max = max_reconsume_times(request, header.max_reconsume_times, group_max);
     let now_ms = comet_rt::clock::wall_clock_ms();
-    let orderly = broker.metadata.locks().group_holds_locks(group, now_ms);
+    let orderly = broker.locks().group_holds_locks(group, now_ms);
     if reconsume_times <= max && !orderly {
         return None;
     }
     let topic = comet_proto::names::dlq_topic(group);
-    let created = broker.metadata.topics().get(&topic).is_none();
+    let created = broker.topics().get(&topic).is_none();
     if created {
-        broker
-            .metadata
-            .topics()
-            .ensure_system_topic(&topic, DLQ_QUEUE_NUMS);
-        broker.metadata.mark_topics_changed();
+        broker.topics().ensure_system_topic(&topic, DLQ_QUEUE_NUMS);
+        broker.mark_topics_changed();
     }
     let mut properties = Properties::decode(header.properties.as_deref().unwrap_or(""));
     properties.remove(names::DELAY);

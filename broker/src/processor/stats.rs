@@ -21,7 +21,7 @@ pub fn view(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand 
     let now_ms = comet_rt::clock::wall_clock_ms();
     let data = StatsName::parse(&header.stats_name).and_then(|name| {
         let (first, second) = split_key(name, &header.stats_key)?;
-        broker.stats.view(name, first, second, now_ms)
+        broker.stats().view(name, first, second, now_ms)
     });
     match data {
         Some(data) => {

@@ -65,7 +65,7 @@ where
         }
         let offset = QueueOffset(u64::try_from(start).unwrap_or(0));
         let read = broker
-            .store
+            .store()
             .get_messages(
                 TIMER_TOPIC,
                 queue_id,

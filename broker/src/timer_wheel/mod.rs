@@ -172,7 +172,7 @@ pub fn rewrite_timer_send(
     if !is_timed(&header.topic, &properties) {
         return Ok(None);
     }
-    if !broker.config.load().timer_wheel_enable {
+    if !broker.config().timer_wheel_enable {
         let remark = "accurate timer message is not enabled, timerWheelEnable is false";
         return Err(RemotingCommand::error_to(
             request,
@@ -180,7 +180,7 @@ pub fn rewrite_timer_send(
             remark,
         ));
     }
-    let max_delay_sec = broker.config.load().timer_max_delay_sec;
+    let max_delay_sec = broker.config().timer_max_delay_sec;
     let due = match classify(&properties, comet_rt::clock::wall_clock_ms(), max_delay_sec) {
         Ok(Some(due)) => due,
         Ok(None) => return Ok(None),
@@ -213,10 +213,10 @@ pub fn rewrite_timer_send(
 /// happen to be spread. The send itself goes to the real queue's owner, as an untimed send to
 /// that queue would, so choosing this way adds no hop.
 fn timer_queue(broker: &ShardBroker, topic: &str, queue_id: i32) -> i32 {
-    let cursor = broker.queue_cursor.get();
-    broker.queue_cursor.set(cursor.wrapping_add(1));
+    let cursor = broker.queue_cursor().get();
+    broker.queue_cursor().set(cursor.wrapping_add(1));
     let owner = broker.owner_of(topic, queue_id);
-    pick_timer_queue(owner, broker.shard_count, cursor)
+    pick_timer_queue(owner, broker.shard_count(), cursor)
 }
 
 /// The `cursor`-th (modulo) timer queue `owner` owns among `shard_count` shards; the

@@ -200,7 +200,7 @@ pub fn spawn_wheel(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHa
 
 impl Wheel {
     async fn open(broker: Rc<ShardBroker>, queues: Vec<i32>) -> Result<Wheel, WheelError> {
-        let store_root = broker.config.load().store_root.clone();
+        let store_root = broker.config().store_root.clone();
         let root = store_root.clone();
         let owned = queues.clone();
         let (loaded, listed) = run_blocking(move || {
@@ -222,7 +222,7 @@ impl Wheel {
             .map(|q| (*q, loaded.queues.get(q).copied().unwrap_or_default()))
             .collect();
         let mut wheel = Wheel {
-            cursor_path: cursor::path(&store_root, broker.shard.0),
+            cursor_path: cursor::path(&store_root, broker.shard().0),
             store_root,
             suspect_range: cursors
                 .iter()
@@ -279,7 +279,7 @@ impl Wheel {
         if !found.is_empty() {
             log::info!(
                 "{}: {} timer entries were written before a crash; not written again",
-                self.broker.shard,
+                self.broker.shard(),
                 found.len()
             );
         }
@@ -326,7 +326,7 @@ impl Wheel {
                 Ok(0) => break,
                 Ok(_) => {}
                 Err(e) => {
-                    log::warn!("{} timer enqueue failed: {e}", self.broker.shard);
+                    log::warn!("{} timer enqueue failed: {e}", self.broker.shard());
                     break;
                 }
             }
@@ -335,7 +335,7 @@ impl Wheel {
             let more = match self.tick().await {
                 Ok(more) => more,
                 Err(e) => {
-                    log::warn!("{} timer wheel step failed: {e}", self.broker.shard);
+                    log::warn!("{} timer wheel step failed: {e}", self.broker.shard());
                     false
                 }
             };
@@ -356,7 +356,7 @@ impl Wheel {
         if let Err(e) = self.persist_with(true).await {
             log::error!(
                 "{} timer cursors not persisted at stop: {e}",
-                self.broker.shard
+                self.broker.shard()
             );
         }
     }
@@ -471,7 +471,7 @@ impl Wheel {
             let count = READ_RECORDS_MAX.min(budget - read.entries.len());
             let result = self
                 .broker
-                .store
+                .store()
                 .get_messages(
                     TIMER_TOPIC,
                     queue_id,
@@ -675,7 +675,7 @@ impl Wheel {
             log::info!(
                 "{} delivered {count} timed messages in {} ms (taken {taken_late_ms} ms after \
                  the earliest due time, {prepare_ms} ms to prepare)",
-                self.broker.shard,
+                self.broker.shard(),
                 started.elapsed().as_millis()
             );
         }
@@ -768,7 +768,7 @@ impl Wheel {
         if checked > 0 {
             log::info!(
                 "{}: {checked} timers possibly delivered before a crash checked, {found} were",
-                self.broker.shard
+                self.broker.shard()
             );
         }
         *due = keep;

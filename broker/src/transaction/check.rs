@@ -42,7 +42,7 @@ pub fn spawn_checker(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<Task
     Some(spawn(TaskClass::Housekeeping, async move {
         let mut op_cursor = 0i64;
         let interval =
-            Duration::from_millis(broker.config.load().transaction_check_interval_ms.max(100));
+            Duration::from_millis(broker.config().transaction_check_interval_ms.max(100));
         while !stop.is_triggered() {
             op_cursor = replay_ops(&broker, op_cursor).await;
             if let Err(e) = check_halves(&broker).await {
@@ -113,14 +113,14 @@ enum CheckError {
 
 async fn check_halves(broker: &ShardBroker) -> Result<(), CheckError> {
     let start = broker
-        .offsets
+        .offsets()
         .borrow()
         .query(SYSTEM_GROUP, TRANS_HALF_TOPIC, 0)
         .unwrap_or(0);
     let mut cursor = start;
     let mut contiguous = true;
     let now_ms = comet_rt::clock::wall_clock_ms();
-    let end = broker.store.max_offset(TRANS_HALF_TOPIC, 0).as_i64();
+    let end = broker.store().max_offset(TRANS_HALF_TOPIC, 0).as_i64();
     let mut offset = start;
     'scan: while offset < end {
         let records = read_halves(broker, offset).await?;
@@ -151,7 +151,7 @@ async fn check_halves(broker: &ShardBroker) -> Result<(), CheckError> {
     }
     if cursor != start {
         broker
-            .offsets
+            .offsets()
             .borrow_mut()
             .commit(SYSTEM_GROUP, TRANS_HALF_TOPIC, 0, cursor);
     }
@@ -160,7 +160,7 @@ async fn check_halves(broker: &ShardBroker) -> Result<(), CheckError> {
 
 async fn read_halves(broker: &ShardBroker, offset: i64) -> Result<Vec<Bytes>, StoreError> {
     let result = broker
-        .store
+        .store()
         .get_messages(
             TRANS_HALF_TOPIC,
             0,
@@ -181,7 +181,7 @@ fn is_due(broker: &ShardBroker, half: &RecordView<'_>, now_ms: i64) -> bool {
         .property(names::CHECK_IMMUNITY_TIME_IN_SECONDS)
         .and_then(|seconds| seconds.trim().parse::<i64>().ok())
         .map_or(
-            i64::try_from(broker.config.load().transaction_timeout_ms).unwrap_or(i64::MAX),
+            i64::try_from(broker.config().transaction_timeout_ms).unwrap_or(i64::MAX),
             |seconds| seconds.saturating_mul(1000),
         );
     now_ms - half.store_timestamp() >= immunity_ms
@@ -198,7 +198,7 @@ async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, 
         .property(names::TRANSACTION_CHECK_TIMES)
         .and_then(|times| times.trim().parse().ok())
         .unwrap_or(0);
-    if times >= broker.config.load().transaction_check_max {
+    if times >= broker.config().transaction_check_max {
         ensure_discard_topic(broker).await?;
         let discarded = copy_of(broker, half, TRANS_CHECK_MAX_TIME_TOPIC, times);
         log::info!("half {queue_offset} checked {times} times; discarded");
@@ -216,19 +216,13 @@ async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, 
 
 /// Creates `TRANS_CHECK_MAX_TIME_TOPIC` (1 queue) on first use, persisted before use.
 async fn ensure_discard_topic(broker: &ShardBroker) -> Result<(), CheckError> {
-    if broker
-        .metadata
-        .topics()
-        .get(TRANS_CHECK_MAX_TIME_TOPIC)
-        .is_some()
-    {
+    if broker.topics().get(TRANS_CHECK_MAX_TIME_TOPIC).is_some() {
         return Ok(());
     }
     broker
-        .metadata
         .topics()
         .ensure_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1);
-    broker.metadata.mark_topics_changed();
+    broker.mark_topics_changed();
     crate::routing::persist_topics_now(broker)
         .await
         .map_err(CheckError::PersistTopic)
@@ -261,7 +255,7 @@ async fn append_resolution(
     if let Some(record) = replacement {
         let view = RecordView::parse(&record)?;
         if view.topic() == TRANS_HALF_TOPIC {
-            let mut stored = broker.store.append(&[record]).await?;
+            let mut stored = broker.store().append(&[record]).await?;
             appended = stored.pop();
         } else {
             append_on_owners(broker, vec![record]).await?;
@@ -284,7 +278,7 @@ fn copy_of(broker: &ShardBroker, half: &RecordView<'_>, topic: &str, times: i32)
         sysflag: half.sysflag(),
         born_timestamp: half.born_timestamp(),
         born_host: half.born_host(),
-        store_host: broker.store_host,
+        store_host: broker.store_host(),
         reconsume_times: half.reconsume_times(),
         prepared_transaction_offset: 0,
         body: half.body(),
@@ -305,7 +299,7 @@ async fn send_check(
     let Some(group) = half.property(names::PGROUP) else {
         return;
     };
-    let channels = broker.metadata.clients().producer_channels(group);
+    let channels = broker.clients().producer_channels(group);
     let Some((_, channel)) = channels.first() else {
         log::debug!("no live producer of {group} to check a half with");
         return;
@@ -324,8 +318,8 @@ async fn send_check(
             .property(names::TRANSACTION_ID)
             .map(str::to_owned)
             .or(unique_key),
-        offset_msg_id: Some(encode_offset_msg_id(broker.store_host, physical)),
-        broker_name: Some(broker.config.load().broker_name.clone()),
+        offset_msg_id: Some(encode_offset_msg_id(broker.store_host(), physical)),
+        broker_name: Some(broker.config().broker_name.clone()),
     };
     let mut command = RemotingCommand::request(RequestCode::CHECK_TRANSACTION_STATE, 0)
         .with_header(&header)

@@ -87,7 +87,7 @@ pub fn half_send(
     let unique_key = match properties.get(names::UNIQ_KEY) {
         Some(key) => key.to_owned(),
         None => {
-            let key = broker.unique_keys.next(comet_rt::clock::wall_clock_ms());
+            let key = broker.unique_key(comet_rt::clock::wall_clock_ms());
             properties.insert(names::UNIQ_KEY, key.clone());
             key
         }
@@ -127,8 +127,8 @@ pub fn op_record(broker: &ShardBroker, half_queue_offset: i64) -> BytesMut {
         flag: 0,
         sysflag: 0,
         born_timestamp: comet_rt::clock::wall_clock_ms(),
-        born_host: broker.store_host,
-        store_host: broker.store_host,
+        born_host: broker.store_host(),
+        store_host: broker.store_host(),
         reconsume_times: 0,
         prepared_transaction_offset: 0,
         body: body.as_bytes(),
@@ -176,7 +176,7 @@ pub fn committed_record(
         sysflag,
         born_timestamp: half.born_timestamp(),
         born_host: half.born_host(),
-        store_host: broker.store_host,
+        store_host: broker.store_host(),
         reconsume_times: half.reconsume_times(),
         prepared_transaction_offset: half.physical_offset(),
         body: half.body(),
