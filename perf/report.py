@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
-"""Turns one perf/run.sh sitting into a results page (markdown + PNG chart).
+"""Figures of one perf/run.sh sitting, and its results page (markdown + PNG chart).
 
-  report.py w4-rate RAW SYSTEM...          half the slower system's median W1 throughput
-  report.py report RUN_DIR OUT_PREFIX README SYSTEM...
+Used by run.sh while the sitting runs:
+  report.py check JSON [EXPECTED]     "<msgs/s>\\t<errors>\\t<reason>" of one comet-bench report
+                                      (EXPECTED: messages a draining run must reach)
+  report.py line JSON                 p50/p99/p99.9 and errors of one report, one line
+  report.py delta A B                 |B - A| / A in per cent (one decimal)
+  report.py within DELTA LIMIT        exit 0 when DELTA < LIMIT
+  report.py java-windows LOG          "<tps>\\t<failed so far>" per window the Java producer printed
+  report.py w4-rate RAW SYSTEM...     half the slower system's median W1 throughput
+and at its end:
+  report.py report RUN_DIR OUT_PREFIX [--readme README] -- SYSTEM...
 
-Inputs: RAW/<system>.<workload>.<rep>.json (comet-bench reports) and
-RAW/<system>.<workload>-java.<rep>.log (the Java benchmark producer's output).
-Figures are medians over the repetitions; ratios are Comet / peer.
+Inputs in RUN_DIR: raw/<system>.<workload>.<rep>.json (measured comet-bench runs),
+warmup.tsv (every warm-up round: system, workload, rep, round, msgs/s, errors),
+warmup-verdicts.tsv (system, workload, rep, rounds, converged, last change %), java.tsv
+(measured Java producer windows: system, workload, rep, window, TPS, failed), loadavg.tsv
+(label, time, 1/5/15-minute load), failures.tsv (system, workload, rep, reason), meta.txt.
 """
 
 import glob
@@ -28,33 +38,90 @@ WORKLOADS = [
 ]
 README_START = "<!-- perf-summary:start -->"
 README_END = "<!-- perf-summary:end -->"
+# 5.x prints "Current Time: ... | Send TPS: 7274 | Max RT(ms): 1018 | Average RT(ms):   8.373
+# | Send Failed: 0 | Response Failed: 0" every 10 s; TPS and average RT cover that window,
+# Send Failed counts from the start.
+JAVA_LINE = re.compile(r"Send TPS: (\d+)\D+Max RT\(ms\): (\d+)\D+Average RT\(ms\):\s*([\d.]+)"
+                       r"\D+Send Failed: (\d+)")
+
+
+# ---- one report ---------------------------------------------------------------------------
+
+def read_json(path):
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def run_errors(report, expected=0):
+    """(count, reason) of what makes a measured run fail; (0, "") when it is clean."""
+    problems = []
+    count = 0
+    for field, what in (("errors_total", "errors"), ("send_errors_total", "failed sends"),
+                        ("e2e_missing_total", "sent but never delivered")):
+        value = report.get(field) or 0
+        if value:
+            count += value
+            problems.append(f"{value} {what}")
+    first = report.get("first_error") or report.get("send_first_error")
+    received = report.get("messages_total") or 0
+    if expected and received < expected:
+        count += expected - received
+        problems.append(f"drained {received} of {expected} messages")
+    reason = ", ".join(problems)
+    if first and problems:
+        reason += f" (first: {first})"
+    return count, reason
+
+
+def check(path, expected=0):
+    report = read_json(path)
+    count, reason = run_errors(report, expected)
+    tput = report.get("throughput_msgs_per_s") or 0.0
+    return f"{tput:.0f}\t{count}\t{reason or '-'}"
+
+
+def line(path):
+    r = read_json(path)
+    return (f"p50 {r['latency_us_p50']} us  p99 {r['latency_us_p99']} us  "
+            f"p99.9 {r['latency_us_p999']} us  errors {run_errors(r)[0]}")
+
+
+def delta_pct(a, b):
+    a, b = float(a), float(b)
+    if a <= 0:
+        return 100.0 if b > 0 else 0.0
+    return abs(b - a) / a * 100.0
+
+
+def java_windows(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, errors="replace") as handle:
+        found = JAVA_LINE.findall(handle.read())
+    return [(int(tps), int(failed)) for tps, _max_rt, _avg_rt, failed in found]
+
+
+# ---- a sitting ----------------------------------------------------------------------------
+
+def read_tsv(path, columns):
+    rows = []
+    if not os.path.exists(path):
+        return rows
+    with open(path) as handle:
+        for text in handle:
+            fields = text.rstrip("\n").split("\t")
+            if len(fields) >= columns:
+                rows.append(fields[:columns - 1] + ["\t".join(fields[columns - 1:])])
+    return rows
 
 
 def load_runs(raw):
+    """{(system, workload): {rep: report}} of the measured runs."""
     runs = {}
     for path in glob.glob(os.path.join(raw, "*.json")):
-        system, workload, _rep, _ = os.path.basename(path).split(".")
-        with open(path) as handle:
-            runs.setdefault((system, workload), []).append(json.load(handle))
+        system, workload, rep, _ = os.path.basename(path).split(".")
+        runs.setdefault((system, workload), {})[rep] = read_json(path)
     return runs
-
-
-def load_java(raw):
-    # 5.x prints "Send TPS: 7274 | Max RT(ms): 1018 | Average RT(ms):   8.373 | Send Failed: 0",
-    # older releases the same without the bars.
-    pattern = re.compile(r"Send TPS: (\d+)\D+Max RT\(ms\): (\d+)\D+Average RT\(ms\):\s*([\d.]+)"
-                         r"\D+Send Failed: (\d+)")
-    java = {}
-    for path in glob.glob(os.path.join(raw, "*-java.*.log")):
-        system, workload, _rep, _ = os.path.basename(path).split(".")
-        with open(path, errors="replace") as handle:
-            found = pattern.findall(handle.read())
-        if found:
-            tps, max_rt, avg_rt, failed = found[-1]
-            java.setdefault((system, workload[: -len("-java")]), []).append(
-                {"tps": float(tps), "max_rt_ms": float(max_rt), "avg_rt_ms": float(avg_rt),
-                 "failed": int(failed)})
-    return java
 
 
 def median(values):
@@ -62,33 +129,52 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def summarise(reports):
+def spread(values):
+    """(median, min, max, (max - min) / median) of the values present."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    mid = statistics.median(values)
+    rel = (max(values) - min(values)) / mid if mid else None
+    return mid, min(values), max(values), rel
+
+
+def broker_cpu(report):
+    watched = report.get("cpu", {}).get("watched") or []
+    return watched[0] if watched else {}
+
+
+def idle_peer_cores(report):
+    watched = report.get("cpu", {}).get("watched") or []
+    cores = [w.get("cpu_cores") for w in watched[1:] if w.get("cpu_cores") is not None]
+    return sum(cores) if cores else None
+
+
+def us_per_msg(report):
+    cpu_s = broker_cpu(report).get("cpu_s")
+    msgs = report.get("messages_total")
+    return cpu_s / msgs * 1e6 if cpu_s is not None and msgs else None
+
+
+def summarise(reps):
+    """Medians and spreads of one system's measured runs of one workload."""
+    reports = list(reps.values())
+
     def field(name):
-        return median([r.get(name) for r in reports])
-
-    def broker_cores():
-        return median([(r["cpu"]["watched"] or [{}])[0].get("cpu_cores") for r in reports])
-
-    def broker_us_per_msg():
-        values = []
-        for r in reports:
-            watched = (r["cpu"]["watched"] or [{}])[0].get("cpu_s")
-            if watched is not None and r["messages_total"]:
-                values.append(watched / r["messages_total"] * 1e6)
-        return median(values)
+        return [r.get(name) for r in reports]
 
     return {
         "runs": len(reports),
-        "throughput": field("throughput_msgs_per_s"),
-        "p50": field("latency_us_p50"),
-        "p99": field("latency_us_p99"),
-        "p999": field("latency_us_p999"),
-        "max": field("latency_us_max"),
-        "errors": sum(r["errors_total"] + r.get("send_errors_total", 0) for r in reports),
-        "missing": sum(r.get("e2e_missing_total", 0) for r in reports),
-        "broker_cores": broker_cores(),
-        "bench_cores": median([r["cpu"].get("bench_cpu_cores") for r in reports]),
-        "broker_us_per_msg": broker_us_per_msg(),
+        "tput_by_rep": {rep: r.get("throughput_msgs_per_s") for rep, r in reps.items()},
+        "p999_by_rep": {rep: r.get("latency_us_p999") for rep, r in reps.items()},
+        "throughput": spread(field("throughput_msgs_per_s")),
+        "p50": median(field("latency_us_p50")),
+        "p99": median(field("latency_us_p99")),
+        "p999": spread(field("latency_us_p999")),
+        "broker_us_per_msg": median([us_per_msg(r) for r in reports]),
+        "broker_cores": median([broker_cpu(r).get("cpu_cores") for r in reports]),
+        "idle_peer_cores": median([idle_peer_cores(r) for r in reports]),
+        "errors": sum(run_errors(r)[0] for r in reports),
     }
 
 
@@ -100,90 +186,190 @@ def fmt(value, digits=0):
     return f"{value:,.{digits}f}"
 
 
-def ratio(a, b, digits=2):
-    if a is None or b in (None, 0):
-        return "–"
-    return f"{a / b:.{digits}f}×"
+def fmt_spread(s, digits=0):
+    if s is None:
+        return "–", "–", "–"
+    mid, low, high, rel = s
+    return (fmt(mid, digits), f"{fmt(low, digits)}–{fmt(high, digits)}",
+            "–" if rel is None else f"{rel * 100:.1f}%")
 
 
-def w4_rate(raw, systems):
-    runs = load_runs(raw)
-    figures = [summarise(runs[(s, "W1")])["throughput"] for s in systems if (s, "W1") in runs]
-    figures = [f for f in figures if f]
-    if not figures:
-        return 1000
-    return max(100, int(min(figures) / 2))
+def pair_ratios(a_by_rep, b_by_rep):
+    """a/b for every run pair (the same rep of both systems, run back to back)."""
+    ratios = []
+    for rep, a in a_by_rep.items():
+        b = b_by_rep.get(rep)
+        if a is not None and b:
+            ratios.append(a / b)
+    return ratios
+
+
+def ratio_cell(a, b, pairs, digits=2):
+    if a is None or not b:
+        return "–", "–"
+    cell = f"{a / b:.{digits}f}×"
+    if not pairs:
+        return cell, "–"
+    return cell, f"{min(pairs):.{digits}f}–{max(pairs):.{digits}f}×"
 
 
 def results_table(summary, systems):
-    peers = [s for s in systems if s != "comet"]
-    head = ["workload"]
-    for s in systems:
-        head += [f"{s} msgs/s", f"{s} p50 µs", f"{s} p99 µs", f"{s} p99.9 µs",
-                 f"{s} broker cores", f"{s} broker µs CPU/msg"]
-    for p in peers:
-        head += [f"throughput comet/{p}", f"p99.9 comet/{p}"]
+    head = ["workload", "system", "runs", "msgs/s (median)", "min–max", "spread",
+            "p50 µs", "p99 µs", "p99.9 µs (median)", "p99.9 min–max", "broker µs CPU/msg",
+            "broker cores", "idle peer cores"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for workload, _ in WORKLOADS:
-        row = [workload]
-        present = False
         for s in systems:
             fig = summary.get((s, workload))
-            present |= fig is not None
-            fig = fig or {}
-            row += [fmt(fig.get("throughput")), fmt(fig.get("p50")), fmt(fig.get("p99")),
-                    fmt(fig.get("p999")), fmt(fig.get("broker_cores"), 2),
-                    fmt(fig.get("broker_us_per_msg"), 1)]
-        for p in peers:
-            c, q = summary.get(("comet", workload), {}), summary.get((p, workload), {})
-            row += [ratio(c.get("throughput"), q.get("throughput")),
-                    ratio(c.get("p999"), q.get("p999"), 3)]
-        if present:
-            lines.append("| " + " | ".join(row) + " |")
+            if fig is None:
+                continue
+            tput = fmt_spread(fig["throughput"])
+            p999 = fmt_spread(fig["p999"])
+            lines.append("| " + " | ".join([
+                workload, s, str(fig["runs"]), *tput, fmt(fig["p50"]), fmt(fig["p99"]),
+                p999[0], p999[1], fmt(fig["broker_us_per_msg"], 1),
+                fmt(fig["broker_cores"], 2), fmt(fig["idle_peer_cores"], 2)]) + " |")
     return "\n".join(lines)
 
 
+def ratio_table(summary, systems):
+    peers = [s for s in systems if s != "comet"]
+    if "comet" not in systems or not peers:
+        return "(one system only: no ratios)"
+    lines = ["| workload | peer | throughput comet/peer (medians) | per run pair | "
+             "p99.9 comet/peer (medians) | per run pair |", "|---|---|---|---|---|---|"]
+    for workload, _ in WORKLOADS:
+        c = summary.get(("comet", workload))
+        for p in peers:
+            q = summary.get((p, workload))
+            if not c or not q:
+                continue
+            t = ratio_cell((c["throughput"] or [None])[0], (q["throughput"] or [None])[0],
+                           pair_ratios(c["tput_by_rep"], q["tput_by_rep"]))
+            l = ratio_cell((c["p999"] or [None])[0], (q["p999"] or [None])[0],
+                           pair_ratios(c["p999_by_rep"], q["p999_by_rep"]), 3)
+            lines.append(f"| {workload} | {p} | {t[0]} | {t[1]} | {l[0]} | {l[1]} |")
+    return "\n".join(lines)
+
+
+def java_summary(java_rows):
+    """{(system, workload): {"tps_by_rep", "tps": spread, "failed"}} of measured windows."""
+    out = {}
+    for system, workload, rep, _window, tps, failed in java_rows:
+        entry = out.setdefault((system, workload), {"tps_by_rep": {}, "failed": 0})
+        entry["tps_by_rep"][rep] = float(tps)
+        entry["failed"] += int(failed)
+    for entry in out.values():
+        entry["tps"] = spread(list(entry["tps_by_rep"].values()))
+    return out
+
+
 def java_table(java, systems):
-    lines = ["| workload | system | Send TPS (median) | average RT ms | max RT ms | failed | runs |",
+    lines = ["| workload | system | runs | Send TPS (median) | min–max | spread | failed |",
              "|---|---|---|---|---|---|---|"]
     for workload in ("W1", "W2"):
         for s in systems:
-            runs = java.get((s, workload))
-            if not runs:
+            entry = java.get((s, workload))
+            if not entry:
                 continue
-            lines.append(f"| {workload} | {s} | {fmt(median([r['tps'] for r in runs]))} | "
-                         f"{fmt(median([r['avg_rt_ms'] for r in runs]), 3)} | "
-                         f"{fmt(median([r['max_rt_ms'] for r in runs]))} | "
-                         f"{sum(r['failed'] for r in runs)} | {len(runs)} |")
+            lines.append(f"| {workload} | {s} | {len(entry['tps_by_rep'])} | "
+                         + " | ".join(fmt_spread(entry["tps"])) + f" | {entry['failed']} |")
+        c, a = java.get(("comet", workload)), java.get(("apache", workload))
+        if c and a and c["tps"] and a["tps"]:
+            cell = ratio_cell(c["tps"][0], a["tps"][0],
+                              pair_ratios(c["tps_by_rep"], a["tps_by_rep"]))
+            lines.append(f"| {workload} | comet/apache | | {cell[0]} | {cell[1]} | | |")
     return "\n".join(lines) if len(lines) > 2 else "(the Java benchmark producer did not run)"
 
 
-def goals(summary, java):
-    def get(system, workload, key):
-        return (summary.get((system, workload)) or {}).get(key)
+def warmup_table(rounds, verdicts, runs, java_rows):
+    """Every warm-up: its rounds' figures, the last change, the verdict, and how far the
+    measured run that followed landed from the last round."""
+    by_key = {}
+    for system, workload, rep, _round, tput, errors in rounds:
+        by_key.setdefault((system, workload, rep), []).append((float(tput), int(errors)))
+    measured = {}
+    for (system, workload), reps in runs.items():
+        for rep, r in reps.items():
+            measured[(system, workload, rep)] = r.get("throughput_msgs_per_s")
+    for system, workload, rep, _window, tps, _failed in java_rows:
+        measured[(system, workload + "-java", rep)] = float(tps)
+    lines = ["| workload | system | run | warm-up rounds, msgs/s (errors) | last change | "
+             "verdict | measured run vs last round |", "|---|---|---|---|---|---|---|"]
+    capped = 0
+    for system, workload, rep, count, converged, last in verdicts:
+        figures = by_key.get((system, workload, rep), [])
+        shown = ", ".join(fmt(t) + (f" ({e})" if e else "") for t, e in figures)
+        ok = converged == "1"
+        capped += 0 if ok else 1
+        verdict = "converged" if ok else f"**cap hit** ({count} rounds)"
+        m = measured.get((system, workload, rep))
+        after = (f"{(m - figures[-1][0]) / figures[-1][0] * 100:+.1f}%"
+                 if m is not None and figures and figures[-1][0] else "–")
+        lines.append(f"| {workload} | {system} | {rep} | {shown} | "
+                     f"{(last + '%') if last else '–'} | {verdict} | {after} |")
+    return "\n".join(lines), capped, len(verdicts)
+
+
+def load_table(loads):
+    lines = ["| when | UTC | load 1 min | 5 min | 15 min |", "|---|---|---|---|---|"]
+    for label, when, one, five, fifteen in loads:
+        if " run " in label:
+            continue
+        lines.append(f"| {label} | {when} | {one} | {five} | {fifteen} |")
+    return "\n".join(lines)
+
+
+def goals(summary, java, failures):
+    def med(system, workload, key):
+        fig = summary.get((system, workload)) or {}
+        value = fig.get(key)
+        return value[0] if isinstance(value, tuple) else value
+
+    def pairs(workload, key):
+        c, a = summary.get(("comet", workload)), summary.get(("apache", workload))
+        if not c or not a:
+            return []
+        return pair_ratios(c[key], a[key])
 
     def verdict(ok):
         return "**met**" if ok else "**not met**"
 
+    def span(values, digits=2):
+        if not values:
+            return ""
+        return f" (run pairs {min(values):.{digits}f}–{max(values):.{digits}f}×)"
+
     lines = []
-    for workload, target in (("W1", 5), ("W2", 2)):
-        c, a = get("comet", workload, "throughput"), get("apache", workload, "throughput")
+    for workload, target in (("W1", 5), ("W2", 2), ("AW-S", 3), ("AW-A", 3)):
+        c, a = med("comet", workload, "throughput"), med("apache", workload, "throughput")
         if c and a:
-            lines.append(f"- {workload} throughput Comet/Apache ≥ {target}×: {c / a:.2f}× "
-                         f"{verdict(c / a >= target)}")
+            lines.append(f"- {workload} throughput Comet/Apache ≥ {target}×: {c / a:.2f}×"
+                         f"{span(pairs(workload, 'tput_by_rep'))} {verdict(c / a >= target)}")
         jc, ja = java.get(("comet", workload)), java.get(("apache", workload))
-        if jc and ja:
-            rc = median([r["tps"] for r in jc]) / max(1.0, median([r["tps"] for r in ja]))
-            lines.append(f"- {workload} with the Java benchmark producer: {rc:.2f}× "
+        if jc and ja and jc["tps"] and ja["tps"]:
+            rc = jc["tps"][0] / max(1.0, ja["tps"][0])
+            lines.append(f"- {workload} with the Java benchmark producer ≥ {target}×: {rc:.2f}×"
+                         f"{span(pair_ratios(jc['tps_by_rep'], ja['tps_by_rep']))} "
                          f"{verdict(rc >= target)}")
-    c, a = get("comet", "W4", "p999"), get("apache", "W4", "p999")
-    if c and a:
-        lines.append(f"- W4 p99.9 Comet ≤ Apache/10: {c:,.0f} µs vs {a:,.0f} µs "
-                     f"({c / a:.3f}×) {verdict(c * 10 <= a)}")
-    t, p99 = get("comet", "W1", "throughput"), get("comet", "W1", "p99")
+    for workload in ("W1", "W4"):
+        c, a = med("comet", workload, "p999"), med("apache", workload, "p999")
+        if c and a:
+            ps = pairs(workload, "p999_by_rep")
+            extra = f", run pairs {min(ps):.3f}–{max(ps):.3f}×" if ps else ""
+            lines.append(f"- {workload} p99.9 Comet ≤ Apache/10: {c:,.0f} µs vs {a:,.0f} µs "
+                         f"({c / a:.3f}×{extra}) {verdict(c * 10 <= a)}")
+    comet_failed = sorted({w for s, w, _rep, _why in failures if s == "comet"})
+    comet_ran = any(s == "comet" for s, _ in summary)
+    if comet_ran:
+        lines.append("- zero failed sends in every Comet workload: "
+                     + ("failures in " + ", ".join(comet_failed) + " **not met**"
+                        if comet_failed else "none **met**"))
+    t, p99 = med("comet", "AW-S", "throughput"), med("comet", "AW-S", "p99")
     if t and p99:
-        lines.append(f"- absolute: ≥ 100k msgs/s of 1 KiB SYNC_FLUSH sends with p99 < 2 ms: "
-                     f"{t:,.0f} msgs/s, p99 {p99:,.0f} µs {verdict(t >= 100_000 and p99 < 2000)}")
+        lines.append(f"- absolute, async window (AW-S): ≥ 100k msgs/s of 1 KiB SYNC_FLUSH sends "
+                     f"with p99 < 2 ms: {t:,.0f} msgs/s, p99 {p99:,.0f} µs "
+                     f"{verdict(t >= 100_000 and p99 < 2000)}")
     return "\n".join(lines) if lines else "(not enough systems ran to compare)"
 
 
@@ -199,9 +385,10 @@ def chart(summary, systems, out_png, workdir):
             row = [workload]
             for s in systems:
                 fig = summary.get((s, workload)) or {}
-                row += [str(fig.get(k) or "NaN") for k in ("throughput", "p50", "p99", "p999")]
+                values = [(fig.get("throughput") or [None])[0], fig.get("p50"), fig.get("p99"),
+                          (fig.get("p999") or [None])[0]]
+                row += [str(v) if v else "NaN" for v in values]
             handle.write(" ".join(row) + "\n")
-    cols = len(systems)
     tput = ", ".join(f"'{data}' using {2 + 4 * i}:xtic(1) title '{s}'"
                      for i, s in enumerate(systems))
     lat = []
@@ -218,9 +405,9 @@ set style fill solid 0.8 border -1
 set logscale y
 set grid ytics
 set key top left
-set title 'throughput (msgs/s, log scale, median of runs)'
+set title 'throughput (msgs/s, log scale, median of measured runs)'
 plot {tput}
-set title 'latency (µs, log scale): p50, p99, p99.9'
+set title 'latency (µs, log scale): p50, p99, p99.9 medians'
 plot {", ".join(lat)}
 unset multiplot
 """
@@ -230,30 +417,51 @@ unset multiplot
     result = subprocess.run([gnuplot, script_path], capture_output=True, text=True)
     if result.returncode != 0:
         return f"no chart: gnuplot failed ({result.stderr.strip()[:200]})"
-    del cols
     return None
 
 
 def report(run_dir, out_prefix, readme, systems):
     raw = os.path.join(run_dir, "raw")
-    runs, java = load_runs(raw), load_java(raw)
-    summary = {key: summarise(value) for key, value in runs.items()}
+    runs = load_runs(raw)
+    fill = {s: r for (s, w), r in runs.items() if w == "W5-fill"}
+    runs = {k: v for k, v in runs.items() if k[1] != "W5-fill"}
+    summary = {key: summarise(reps) for key, reps in runs.items()}
+    rounds = read_tsv(os.path.join(run_dir, "warmup.tsv"), 6)
+    verdicts = read_tsv(os.path.join(run_dir, "warmup-verdicts.tsv"), 6)
+    java_rows = read_tsv(os.path.join(run_dir, "java.tsv"), 6)
+    loads = read_tsv(os.path.join(run_dir, "loadavg.tsv"), 5)
+    failures = read_tsv(os.path.join(run_dir, "failures.tsv"), 4)
+    java = java_summary(java_rows)
     with open(os.path.join(run_dir, "meta.txt")) as handle:
         meta = handle.read().strip()
+    warm, capped, warmups = warmup_table(rounds, verdicts, runs, java_rows)
     chart_note = chart(summary, systems, out_prefix + ".png", run_dir)
-    errors = [f"{s} {w}: {fig['errors']} errors" + (f", {fig['missing']} missing" if fig["missing"] else "")
-              for (s, w), fig in sorted(summary.items()) if fig["errors"] or fig["missing"]]
-    w5 = summary.get(("comet", "W5-fill")) or summary.get(("apache", "W5-fill"))
+    failed = sorted({f"{s} {w}" for s, w, _rep, _why in failures})
+    status = ("**FAILED**: " + ", ".join(failed) + " (see Failures)" if failed
+              else "passed: no measured run had an error")
+    cap_note = (f"{capped} of {warmups} warm-ups hit the cap of rounds without converging "
+                "(marked below)" if capped else f"all {warmups} warm-ups converged")
     table = results_table(summary, systems)
+    ratios = ratio_table(summary, systems)
+    goal_lines = goals(summary, java, failures)
+    fill_lines = [f"- {s}: {fmt(reps.get('1', {}).get('throughput_msgs_per_s'))} msgs/s "
+                  "(async window 512)" for s, reps in sorted(fill.items())]
     page = [
-        f"# Side-by-side run of {os.path.basename(out_prefix)}",
+        f"# Side-by-side sitting of {os.path.basename(out_prefix)}",
         "",
-        "Written by `perf/run.sh`. Medians over the repetitions; ratios are Comet / peer "
-        "(throughput: higher is better for Comet above 1×; p99.9: lower is better below 1×). "
-        "Latencies in µs from comet-bench's HdrHistograms: send to acknowledgement for W1-W3 "
-        "and AW, intended send time to delivery for W4 (open loop), born time to delivery for "
-        "W5. Broker cores = broker CPU seconds / wall seconds during the run (from "
-        "/proc/<pid>/stat); the bench shares the same cores.",
+        f"Status: {status}. Warm-up: {cap_note}.",
+        "",
+        "Written by `perf/run.sh` under the rules in perf/README.md: every broker starts once "
+        "per broker configuration and stays up; before every measured run, warm-up rounds of "
+        "the same load (not counted) repeat until two consecutive rounds' throughputs differ "
+        "by less than the tolerance in the sitting facts; the two systems' runs alternate "
+        "(run pair n = run n of each). Figures are medians over the measured runs with their "
+        "range and relative spread ((max − min) / median). Latencies in µs from "
+        "comet-bench's HdrHistograms: send to acknowledgement for W1-W3 and AW, intended "
+        "send time to delivery for W4 (open loop), born time to delivery for W5. Broker "
+        "cores = broker CPU seconds / wall seconds during the run (from /proc/<pid>/stat); "
+        "the bench shares the same cores; idle peer cores is what the other system's broker, "
+        "up but unused, took meanwhile.",
         "",
         "Workloads:",
         "",
@@ -263,49 +471,101 @@ def report(run_dir, out_prefix, readme, systems):
         "",
         table,
         "",
+        "## Comet / peer",
+        "",
+        "Ratio of the medians, and the lowest and highest ratio over run pairs.",
+        "",
+        ratios,
+        "",
         "## Apache RocketMQ's benchmark producer (rocketmq-example, 64 threads, 1 KiB)",
+        "",
+        "Send TPS of one 10 s window per run, after windows of warm-up under the same "
+        "5% rule; failed sends counted in that window.",
         "",
         java_table(java, systems),
         "",
-        "## Goals of issue 7",
+        "## Goals of issue 26",
         "",
-        goals(summary, java),
+        goal_lines,
         "",
-        "## Errors",
+        "## Warm-up evidence",
         "",
-        "\n".join(f"- {e}" for e in errors) if errors else "None in any run.",
+        "Each row is the warm-up before one measured run: the throughput of every round, the "
+        "change between the last two, and where the measured run landed against the last "
+        "round. Errors in warm-up rounds do not fail a workload; errors in measured runs do.",
+        "",
+        warm,
+        "",
+        "## Load average",
+        "",
+        load_table(loads),
+        "",
+        "## Failures",
+        "",
+        "\n".join(f"- {s} {w} run {rep}: {why}" for s, w, rep, why in failures)
+        if failures else "None: no measured run had an error.",
         "",
         "## Sitting",
         "",
         "```",
         meta,
-        f"W5 backlog fill: {fmt((w5 or {}).get('throughput'))} msgs/s (async window 512)",
         "```",
         "",
+        *(["W5 backlog fill:", "", *fill_lines, ""] if fill_lines else []),
         f"![chart]({os.path.basename(out_prefix)}.png)" if chart_note is None else chart_note,
         "",
     ]
     with open(out_prefix + ".md", "w") as handle:
         handle.write("\n".join(page))
-    if os.path.exists(readme):
+    if readme and os.path.exists(readme):
         with open(readme) as handle:
             text = handle.read()
         if README_START in text and README_END in text:
             before = text.split(README_START)[0]
             after = text.split(README_END)[1]
             name = os.path.basename(out_prefix)
-            block = (f"{README_START}\nFrom `results/{name}.md` (medians of the runs of that "
-                     f"sitting):\n\n{table}\n\n{goals(summary, java)}\n{README_END}")
+            block = (f"{README_START}\nFrom `results/{name}.md` (medians of the measured runs "
+                     f"of that sitting, warmed). Status: {status}. Warm-up: {cap_note}.\n\n"
+                     f"{table}\n\n{ratios}\n\n{goal_lines}\n{README_END}")
             with open(readme, "w") as handle:
                 handle.write(before + block + after)
 
 
+def w4_rate(raw, systems):
+    runs = load_runs(raw)
+    figures = [median([r.get("throughput_msgs_per_s") for r in runs[(s, "W1")].values()])
+               for s in systems if (s, "W1") in runs]
+    figures = [f for f in figures if f]
+    if not figures:
+        return 1000
+    return max(100, int(min(figures) / 2))
+
+
 def main():
-    command = sys.argv[1] if len(sys.argv) > 1 else ""
-    if command == "w4-rate":
-        print(w4_rate(sys.argv[2], sys.argv[3:]))
-    elif command == "report":
-        report(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+    args = sys.argv[1:]
+    command = args[0] if args else ""
+    if command == "check" and len(args) in (2, 3):
+        print(check(args[1], int(args[2]) if len(args) == 3 else 0))
+    elif command == "line" and len(args) == 2:
+        print(line(args[1]))
+    elif command == "delta" and len(args) == 3:
+        print(f"{delta_pct(args[1], args[2]):.1f}")
+    elif command == "within" and len(args) == 3:
+        sys.exit(0 if float(args[1]) < float(args[2]) else 1)
+    elif command == "java-windows" and len(args) == 2:
+        for tps, failed in java_windows(args[1]):
+            print(f"{tps}\t{failed}")
+    elif command == "w4-rate" and len(args) >= 2:
+        print(w4_rate(args[1], args[2:]))
+    elif command == "report" and "--" in args and len(args) >= 4:
+        split = args.index("--")
+        head, systems = args[1:split], args[split + 1:]
+        readme = None
+        if len(head) == 4 and head[2] == "--readme":
+            readme = head[3]
+        elif len(head) != 2:
+            sys.exit(__doc__)
+        report(head[0], head[1], readme, systems)
     else:
         sys.exit(__doc__)
 

@@ -1,77 +1,136 @@
 #!/usr/bin/env bash
-# Side-by-side performance harness: Comet against Apache RocketMQ's Java broker (and, when
-# it installs, the rocketmq-rust port), on this machine, same flush mode, same workloads,
-# in one sitting. One command:
+# Side-by-side performance harness: Comet against Apache RocketMQ's Java broker, on this
+# machine, same flush mode, same workloads, in one sitting. One command:
 #
 #   perf/run.sh
 #
 # It builds Comet and comet-bench (release), fetches Apache RocketMQ (tests/compat/apache)
-# and its official benchmark producer (rocketmq-example), runs the workloads below REPS
-# times per system, and writes perf/results/<date>.md (+ <date>.png) with medians and
+# and its official benchmark producer (rocketmq-example), runs every workload REPS times per
+# system and writes perf/results/<date>.md (+ <date>.png) with medians, spreads and
 # Comet/peer ratios, then refreshes the summary in perf/README.md.
 #
-# Workloads (issue 7):
-#   W1  1 KiB sync sends, 64 threads, SYNC_FLUSH          (+ the Java benchmark producer)
-#   W2  1 KiB sync sends, 64 threads, ASYNC_FLUSH         (+ the Java benchmark producer)
-#   AW  1 KiB async window of 256 sends, SYNC_FLUSH and ASYNC_FLUSH (AW-S, AW-A)
-#   W3  128-byte messages in batches of 32, 16 threads, SYNC_FLUSH
-#   W4  end-to-end latency at a fixed rate = half the slower system's W1 throughput, SYNC_FLUSH
-#   W5  drain a backlog of BACKLOG_MIB MiB of 1 KiB messages with one push consumer group
+# Fairness rules (perf/README.md#rules-of-a-sitting):
+# - Every system's brokers start once per broker configuration (SYNC_FLUSH, then
+#   ASYNC_FLUSH) and stay up for all workloads of that configuration; both systems' brokers
+#   are up at the same time (each on its own ports, the idle one's CPU is recorded), so the
+#   runs of the two systems alternate and each run pair shares the same minutes.
+# - Before every measured run, warm-up rounds of the same load run until two consecutive
+#   rounds' throughputs differ by less than WARMUP_TOLERANCE_PCT (at most WARMUP_MAX_ROUNDS
+#   rounds; hitting the cap is reported). Warm-up rounds are recorded, never counted.
+# - A measured run with errors (failed sends, non-OK statuses, missing or undrained
+#   messages, a bench that fails) fails its workload: the report marks it and this script
+#   exits 1 once the sitting is over.
+# - REPS >= 3 measured runs per workload and system; the report gives medians and spreads.
+#
+# Workloads:
+#   W1    1 KiB sync sends, 64 threads, SYNC_FLUSH          (+ the Java benchmark producer)
+#   W3    128-byte messages in batches of 32, 16 threads, SYNC_FLUSH
+#   AW-S  1 KiB async window of 256 sends, SYNC_FLUSH
+#   W4    end-to-end latency at a fixed rate = half the slower system's W1 median, SYNC_FLUSH
+#   W2    1 KiB sync sends, 64 threads, ASYNC_FLUSH         (+ the Java benchmark producer)
+#   AW-A  1 KiB async window of 256 sends, ASYNC_FLUSH
+#   W5    drain a backlog of BACKLOG_MIB MiB of 1 KiB messages with one push consumer group
 #
 # Environment (defaults in brackets):
-#   REPS [3]  DURATION_S [10]  BACKLOG_MIB [256]  SYSTEMS ["comet apache"]  JAVA_BENCH [1]
-#   COMET_CORES [2]  NS_PORT [39876]  BROKER_PORT [40911]  PERF_CACHE [perf/.cache]
+#   REPS [3]  DURATION_S [10]  WARMUP_S [DURATION_S]  WARMUP_TOLERANCE_PCT [5]
+#   WARMUP_MAX_ROUNDS [6]  WORKLOADS ["W1 W3 AW-S W4 W2 AW-A W5"]  SYSTEMS ["comet apache"]
+#   BACKLOG_MIB [256]  JAVA_BENCH [1]  JAVA_MAX_WINDOWS [6]  W4_RATE [from W1]
+#   COMET_CORES [2]  PIN [0]  NS_PORT [39876]  BROKER_PORT [40911]
+#   PERF_CACHE [perf/.cache]: builds' downloads, run directories (stores, raw reports)
+#   OUT_DIR [perf/results]: where <date>.md and <date>.png go
+#   README [perf/README.md]: whose summary block is refreshed; README=none leaves it alone
+#   ROCKETMQ_VERSION [5.5.0]
 #   ROCKETMQ_RUST [0]: 1 tries `cargo install rocketmq-broker/rocketmq-namesrv 1.0.0` once
-#                      (10-minute limit) and adds the port as a third system if it installs.
+#                      (10-minute limit); the port is not wired into the workloads.
 #
 # Pinning: on a 2-core machine each broker gets both cores and the bench shares them (there
 # is no core left to pin the bench away from the broker); COMET_CORES=1 PIN=1 instead puts
-# the broker on core 0 (Comet --cores 1, Java with taskset) and the bench on core 1.
+# the brokers on core 0 (Comet --cores 1, Java with taskset) and the bench on core 1.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
 REPS="${REPS:-3}"
 DURATION_S="${DURATION_S:-10}"
-BACKLOG_MIB="${BACKLOG_MIB:-256}"
+WARMUP_S="${WARMUP_S:-$DURATION_S}"
+WARMUP_TOLERANCE_PCT="${WARMUP_TOLERANCE_PCT:-5}"
+WARMUP_MAX_ROUNDS="${WARMUP_MAX_ROUNDS:-6}"
+WORKLOADS="${WORKLOADS:-W1 W3 AW-S W4 W2 AW-A W5}"
 SYSTEMS="${SYSTEMS:-comet apache}"
+read -r -a SYSTEM_LIST <<<"$SYSTEMS"
+BACKLOG_MIB="${BACKLOG_MIB:-256}"
 JAVA_BENCH="${JAVA_BENCH:-1}"
+JAVA_MAX_WINDOWS="${JAVA_MAX_WINDOWS:-6}"
+W4_RATE="${W4_RATE:-}"
 COMET_CORES="${COMET_CORES:-2}"
 PIN="${PIN:-0}"
 NS_PORT="${NS_PORT:-39876}"
 BROKER_PORT="${BROKER_PORT:-40911}"
 CACHE="${PERF_CACHE:-$HERE/.cache}"
+OUT_DIR="${OUT_DIR:-$HERE/results}"
+README="${README:-$HERE/README.md}"
 ROCKETMQ_VERSION="${ROCKETMQ_VERSION:-5.5.0}"
 ROCKETMQ_RUST="${ROCKETMQ_RUST:-0}"
 STAMP="$(date -u +%Y-%m-%d)"
 RUN_DIR="$CACHE/run-$(date -u +%Y%m%dT%H%M%S)"
 RAW="$RUN_DIR/raw"
-NS="127.0.0.1:$NS_PORT"
+WARM="$RUN_DIR/warmup"
 BENCH="$ROOT/target/release/comet-bench"
 COMET="$ROOT/target/release/comet-broker"
 APACHE_SH="$ROOT/tests/compat/apache/broker.sh"
+REPORT=(python3 "$HERE/report.py")
+# The Java benchmark producer prints one line per 10-second window.
+JAVA_WINDOW_S=10
 
 log() { echo "perf: $*" >&2; }
-die() { echo "perf: error: $*" >&2; exit 1; }
+die() { echo "perf: error: $*" >&2; exit 2; }
 
-BROKER_PID=""
-SYSTEM=""
 BENCH_PIN=()
 BROKER_PIN=()
 if [[ "$PIN" == 1 ]]; then BENCH_PIN=(taskset -c 1); BROKER_PIN=(taskset -c 0); fi
 
+# Per system, while its brokers are up: broker pid, name server address, state directory.
+declare -A PID=() NS=() DIR=()
+
+check_settings() {
+  local n
+  for n in REPS DURATION_S WARMUP_S WARMUP_TOLERANCE_PCT WARMUP_MAX_ROUNDS BACKLOG_MIB \
+      JAVA_MAX_WINDOWS; do
+    [[ "${!n}" =~ ^[0-9]+$ ]] || die "$n must be a whole number, not '${!n}'"
+  done
+  (( REPS >= 3 )) || die "REPS must be at least 3 (medians and spreads need three runs)"
+  (( WARMUP_MAX_ROUNDS >= 2 )) || die "WARMUP_MAX_ROUNDS must be at least 2"
+  (( DURATION_S > 0 && WARMUP_S > 0 )) || die "DURATION_S and WARMUP_S must be positive"
+  local w s
+  for w in $WORKLOADS; do
+    case "$w" in W1|W2|W3|W4|W5|AW-S|AW-A) ;; *) die "unknown workload $w" ;; esac
+  done
+  for s in $SYSTEMS; do
+    case "$s" in comet|apache) ;; *) die "unknown system $s (comet, apache)" ;; esac
+  done
+  if [[ " $WORKLOADS " == *" W4 "* && " $WORKLOADS " != *" W1 "* && -z "$W4_RATE" ]]; then
+    die "W4 needs W1 in the same sitting (its rate is half the slower W1) or W4_RATE"
+  fi
+}
+
 prepare() {
-  mkdir -p "$RAW" "$HERE/results"
+  mkdir -p "$RAW" "$WARM" "$OUT_DIR"
+  : >"$RUN_DIR/failures.tsv"
+  : >"$RUN_DIR/warmup.tsv"
+  : >"$RUN_DIR/warmup-verdicts.tsv"
+  : >"$RUN_DIR/loadavg.tsv"
+  : >"$RUN_DIR/java.tsv"
   log "building comet-broker and comet-bench (release)"
   (cd "$ROOT" && cargo build --release -q -p comet-broker -p comet-bench)
   [[ -x "$COMET" && -x "$BENCH" ]] || die "release binaries missing after the build"
   if [[ " $SYSTEMS " == *" apache "* ]]; then
     APACHE_LIB="$(ROCKETMQ_VERSION="$ROCKETMQ_VERSION" bash "$APACHE_SH" fetch)"
-    fetch_java_bench
   fi
+  if [[ "$JAVA_BENCH" == 1 ]]; then fetch_java_bench; fi
   if ! command -v gnuplot >/dev/null; then
     if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-      apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 || log "gnuplot could not be installed; no chart"
+      apt-get install -y -qq gnuplot-nox >/dev/null 2>&1 \
+        || log "gnuplot could not be installed; no chart"
     fi
   fi
   if [[ "$ROCKETMQ_RUST" == 1 ]]; then try_rocketmq_rust; fi
@@ -79,11 +138,17 @@ prepare() {
 
 # The official benchmark producer (org.apache.rocketmq.example.benchmark.Producer).
 fetch_java_bench() {
+  mkdir -p "$CACHE"
   EXAMPLE_JAR="$CACHE/rocketmq-example-$ROCKETMQ_VERSION.jar"
-  [[ -f "$EXAMPLE_JAR" || "$JAVA_BENCH" != 1 ]] && return 0
+  [[ -f "$EXAMPLE_JAR" ]] && return 0
+  if [[ -z "${APACHE_LIB:-}" ]]; then
+    APACHE_LIB="$(ROCKETMQ_VERSION="$ROCKETMQ_VERSION" bash "$APACHE_SH" fetch)"
+  fi
   if timeout 300 mvn -B -q dependency:get -Dtransitive=false \
-      -Dartifact="org.apache.rocketmq:rocketmq-example:$ROCKETMQ_VERSION" >"$RUN_DIR/example-fetch.log" 2>&1; then
-    cp "$HOME/.m2/repository/org/apache/rocketmq/rocketmq-example/$ROCKETMQ_VERSION/rocketmq-example-$ROCKETMQ_VERSION.jar" "$EXAMPLE_JAR"
+      -Dartifact="org.apache.rocketmq:rocketmq-example:$ROCKETMQ_VERSION" \
+      >"$RUN_DIR/example-fetch.log" 2>&1; then
+    local m2="$HOME/.m2/repository/org/apache/rocketmq/rocketmq-example/$ROCKETMQ_VERSION"
+    cp "$m2/rocketmq-example-$ROCKETMQ_VERSION.jar" "$EXAMPLE_JAR"
   else
     log "rocketmq-example $ROCKETMQ_VERSION did not resolve; W1/W2 run with comet-bench only"
     JAVA_BENCH=0
@@ -92,11 +157,13 @@ fetch_java_bench() {
 
 try_rocketmq_rust() {
   local root="$CACHE/rocketmq-rust"
-  if [[ -x "$root/bin/rocketmq-broker-rust" || -x "$root/bin/rocketmq-namesrv-rust" ]]; then return 0; fi
+  if [[ -x "$root/bin/rocketmq-broker-rust" || -x "$root/bin/rocketmq-namesrv-rust" ]]; then
+    return 0
+  fi
   log "trying cargo install rocketmq-broker / rocketmq-namesrv 1.0.0 (10-minute limit)"
   if timeout 600 cargo install --root "$root" --version 1.0.0 rocketmq-namesrv rocketmq-broker \
       >"$RUN_DIR/rocketmq-rust-install.log" 2>&1; then
-    log "rocketmq-rust installed into $root (not wired into the workloads yet; see perf/README.md)"
+    log "rocketmq-rust installed into $root (not wired into the workloads; see perf/README.md)"
   else
     log "rocketmq-rust did not install within the limit (log: $RUN_DIR/rocketmq-rust-install.log)"
   fi
@@ -105,157 +172,367 @@ try_rocketmq_rust() {
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 wait_port() {
-  local port="$1" deadline=$((SECONDS + 60))
+  local port="$1" pid="$2" deadline=$((SECONDS + 60))
   until port_open "$port"; do
+    kill -0 "$pid" 2>/dev/null || die "the broker (pid $pid) exited before port $port opened"
     (( SECONDS < deadline )) || die "port $port did not open"
     sleep 0.2
   done
 }
 
-# Every broker start takes fresh ports: a name server that just stopped leaves its port in
+loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
+
+# note_load LABEL: one line of loadavg.tsv (label, UTC time, 1/5/15-minute load averages).
+note_load() {
+  printf '%s\t%s\t%s\n' "$1" "$(date -u +%H:%M:%S)" "$(loadavg | tr ' ' '\t')" \
+    >>"$RUN_DIR/loadavg.tsv"
+}
+
+# fail SYSTEM WORKLOAD REP REASON: marks a workload as failed (the sitting then exits 1).
+fail() {
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$RUN_DIR/failures.tsv"
+  log "FAILED: $1 $2 run $3: $4"
+}
+
+# Each configuration takes fresh ports: a name server that just stopped leaves its port in
 # TIME_WAIT, and the JVM's listener refuses to bind over it.
 SESSION=0
-start_broker() {
-  SYSTEM="$1"; local flush="$2"
+start_brokers() {
+  local flush="$1" index=0 sys
   SESSION=$((SESSION + 1))
-  local ns_port=$((NS_PORT + SESSION)) broker_port=$((BROKER_PORT + 10 * SESSION))
-  NS="127.0.0.1:$ns_port"
-  for p in "$ns_port" "$broker_port"; do port_open "$p" && die "port $p is busy"; done
-  case "$SYSTEM" in
-    comet)
-      rm -rf "$RUN_DIR/comet-store"; mkdir -p "$RUN_DIR/comet-store"
-      RUST_LOG=warn "${BROKER_PIN[@]}" "$COMET" --standalone --cores "$COMET_CORES" \
-        --bind-address 127.0.0.1 --listen-port "$broker_port" --namesrv "$NS" \
-        --store "$RUN_DIR/comet-store" --flush "$flush" >"$RUN_DIR/comet-$flush.log" 2>&1 &
-      BROKER_PID=$!
-      wait_port "$broker_port"; wait_port "$ns_port"
-      ;;
-    apache)
-      ROCKETMQ_VERSION="$ROCKETMQ_VERSION" \
-        bash "$APACHE_SH" start --dir "$RUN_DIR/apache" --flush "$flush" \
-        --namesrv-port "$ns_port" --broker-port "$broker_port" >&2
-      BROKER_PID="$(cat "$RUN_DIR/apache/broker.pid")"
-      if [[ "$PIN" == 1 ]]; then
-        taskset -a -p -c 0 "$BROKER_PID" >/dev/null
-        taskset -a -p -c 0 "$(cat "$RUN_DIR/apache/namesrv.pid")" >/dev/null
-      fi
-      ;;
-    *) die "unknown system $SYSTEM" ;;
-  esac
-  log "$SYSTEM up ($flush, pid $BROKER_PID)"
+  for sys in $SYSTEMS; do
+    index=$((index + 1))
+    local ns_port=$((NS_PORT + 10 * SESSION + index))
+    local broker_port=$((BROKER_PORT + 100 * SESSION + 10 * index))
+    local p
+    for p in "$ns_port" "$broker_port"; do port_open "$p" && die "port $p is busy"; done
+    NS[$sys]="127.0.0.1:$ns_port"
+    case "$sys" in
+      comet)
+        DIR[$sys]="$RUN_DIR/comet-$flush"
+        rm -rf "${DIR[$sys]}"; mkdir -p "${DIR[$sys]}/store"
+        RUST_LOG=warn "${BROKER_PIN[@]}" "$COMET" --standalone --cores "$COMET_CORES" \
+          --bind-address 127.0.0.1 --listen-port "$broker_port" --namesrv "${NS[$sys]}" \
+          --store "${DIR[$sys]}/store" --flush "$flush" >"${DIR[$sys]}/broker.log" 2>&1 &
+        PID[$sys]=$!
+        wait_port "$broker_port" "${PID[$sys]}"; wait_port "$ns_port" "${PID[$sys]}"
+        ;;
+      apache)
+        DIR[$sys]="$RUN_DIR/apache-$flush"
+        ROCKETMQ_VERSION="$ROCKETMQ_VERSION" \
+          bash "$APACHE_SH" start --dir "${DIR[$sys]}" --flush "$flush" \
+          --namesrv-port "$ns_port" --broker-port "$broker_port" >&2
+        PID[$sys]="$(cat "${DIR[$sys]}/broker.pid")"
+        if [[ "$PIN" == 1 ]]; then
+          taskset -a -p -c 0 "${PID[$sys]}" >/dev/null
+          taskset -a -p -c 0 "$(cat "${DIR[$sys]}/namesrv.pid")" >/dev/null
+        fi
+        ;;
+    esac
+    log "$sys up ($flush, pid ${PID[$sys]}, name server ${NS[$sys]})"
+  done
 }
 
-stop_broker() {
-  case "$SYSTEM" in
-    comet)
-      kill -TERM "$BROKER_PID" 2>/dev/null || true
-      local deadline=$((SECONDS + 30))
-      while kill -0 "$BROKER_PID" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
-      kill -KILL "$BROKER_PID" 2>/dev/null || true
-      wait "$BROKER_PID" 2>/dev/null || true
-      rm -rf "$RUN_DIR/comet-store"
-      ;;
-    apache)
-      bash "$APACHE_SH" stop --dir "$RUN_DIR/apache" >&2 || true
-      ;;
-  esac
-  BROKER_PID=""
+stop_brokers() {
+  local sys
+  for sys in "${!PID[@]}"; do
+    case "$sys" in
+      comet)
+        kill -TERM "${PID[$sys]}" 2>/dev/null || true
+        local deadline=$((SECONDS + 30))
+        while kill -0 "${PID[$sys]}" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
+        kill -KILL "${PID[$sys]}" 2>/dev/null || true
+        wait "${PID[$sys]}" 2>/dev/null || true
+        rm -rf "${DIR[$sys]}/store"
+        ;;
+      apache)
+        bash "$APACHE_SH" stop --dir "${DIR[$sys]}" >&2 || true
+        ;;
+    esac
+    unset "PID[$sys]"
+  done
+}
+trap stop_brokers EXIT
+
+# The other systems' broker pids (idle while SYSTEM runs), for the report's idle-peer CPU.
+peer_pids() {
+  local sys="$1" other
+  for other in "${!PID[@]}"; do [[ "$other" == "$sys" ]] || echo "${PID[$other]}"; done
 }
 
-cleanup() {
-  if [[ -n "$BROKER_PID" ]]; then stop_broker; fi
+# bench_once SYSTEM JSON ARGS...: one comet-bench run against SYSTEM's brokers. Returns 1
+# (and leaves a reason in BENCH_FAILURE) when the broker is gone or the bench fails.
+BENCH_FAILURE=""
+bench_once() {
+  local sys="$1" json="$2"; shift 2
+  local watch=(--watch-pid "${PID[$sys]}") peer
+  for peer in $(peer_pids "$sys"); do watch+=(--watch-pid "$peer"); done
+  BENCH_FAILURE=""
+  rm -f "$json"
+  if ! kill -0 "${PID[$sys]}" 2>/dev/null; then
+    BENCH_FAILURE="the $sys broker (pid ${PID[$sys]}) is not running"
+    return 1
+  fi
+  if ! "${BENCH_PIN[@]}" "$BENCH" --namesrv "${NS[$sys]}" --quiet "${watch[@]}" --json "$json" \
+      "$@" >"${json%.json}.txt" 2>&1; then
+    BENCH_FAILURE="comet-bench failed: $(tail -1 "${json%.json}.txt")"
+    return 1
+  fi
+  [[ -f "$json" ]] || { BENCH_FAILURE="comet-bench wrote no report"; return 1; }
 }
-trap cleanup EXIT
 
-# bench WORKLOAD REP ARGS...: one comet-bench run, JSON into $RAW/<system>.<workload>.<rep>.json
-bench() {
-  local workload="$1" rep="$2"; shift 2
-  local json="$RAW/$SYSTEM.$workload.$rep.json"
-  "${BENCH_PIN[@]}" "$BENCH" --namesrv "$NS" --quiet --watch-pid "$BROKER_PID" --json "$json" "$@" \
-    >"$RAW/$SYSTEM.$workload.$rep.txt" 2>&1 || { tail -5 "$RAW/$SYSTEM.$workload.$rep.txt" >&2; log "$workload run $rep failed"; return 0; }
-  python3 - "$json" <<'EOF' >&2
-import json, sys
-r = json.load(open(sys.argv[1]))
-print(f"perf:   {r['throughput_msgs_per_s']:10.0f} msgs/s  p50 {r['latency_us_p50']} us  p99 {r['latency_us_p99']} us"
-      f"  p99.9 {r['latency_us_p999']} us  errors {r['errors_total']}")
-EOF
+# figures JSON [EXPECTED]: "<msgs/s>\t<errors>\t<reason>" of one report (report.py check).
+figures() { "${REPORT[@]}" check "$@"; }
+
+# warm_up SYSTEM WORKLOAD REP ARGS...: rounds of WARMUP_S seconds until two consecutive
+# rounds differ by less than WARMUP_TOLERANCE_PCT, or WARMUP_MAX_ROUNDS. Records every round
+# in warmup.tsv and the verdict in warmup-verdicts.tsv. ARGS are the measured run's
+# arguments without its length, which warm-up rounds replace with --duration WARMUP_S.
+warm_up() {
+  local sys="$1" workload="$2" rep="$3"; shift 3
+  local round=0 prev="" tput errors reason delta="" converged=0
+  while (( round < WARMUP_MAX_ROUNDS )); do
+    round=$((round + 1))
+    local json="$WARM/$sys.$workload.$rep.$round.json" args=()
+    # A draining warm-up round needs a consumer group of its own to start from the first
+    # message again: @ROUND@ in an argument names the round.
+    local a
+    for a in "$@"; do args+=("${a//@ROUND@/${sys}_${rep}_$round}"); done
+    if ! bench_once "$sys" "$json" "${args[@]}" --duration "$WARMUP_S"; then
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$workload" "$rep" "$round" 0 "-1" \
+        >>"$RUN_DIR/warmup.tsv"
+      log "  $sys $workload warm-up $round: $BENCH_FAILURE"
+      prev=""
+      continue
+    fi
+    IFS=$'\t' read -r tput errors reason < <(figures "$json")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$workload" "$rep" "$round" "$tput" "$errors" \
+      >>"$RUN_DIR/warmup.tsv"
+    if [[ -n "$prev" ]]; then
+      delta="$("${REPORT[@]}" delta "$prev" "$tput")"
+      if "${REPORT[@]}" within "$delta" "$WARMUP_TOLERANCE_PCT"; then converged=1; fi
+    fi
+    log "  $sys $workload warm-up $round: $tput msgs/s, errors $errors${delta:+, change $delta%}"
+    (( converged )) && break
+    prev="$tput"
+  done
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$workload" "$rep" "$round" "$converged" \
+    "${delta:-}" >>"$RUN_DIR/warmup-verdicts.tsv"
+  (( converged )) || log "  $sys $workload: warm-up cap of $WARMUP_MAX_ROUNDS rounds hit" \
+    "(last change ${delta:-n/a}%); measuring anyway, the report marks it"
 }
 
-# java_bench WORKLOAD REP TOPIC: the official producer, 64 threads, 1 KiB, ~DURATION_S+3 s.
-java_bench() {
-  local workload="$1" rep="$2" topic="$3"
-  [[ "$JAVA_BENCH" == 1 && -f "${EXAMPLE_JAR:-}" ]] || return 0
-  local out="$RAW/$SYSTEM.$workload-java.$rep.log" home="$RUN_DIR/java-home"
+# measure SYSTEM WORKLOAD REP EXPECTED ARGS...: warm up, then one measured run (ARGS plus
+# --duration DURATION_S unless ARGS end it otherwise). EXPECTED is the message count a
+# draining run must reach (0: none).
+measure() {
+  local sys="$1" workload="$2" rep="$3" expected="$4"; shift 4
+  local measured=("$@")
+  if [[ " $* " != *" --messages "* ]]; then measured+=(--duration "$DURATION_S"); fi
+  warm_up "$sys" "$workload" "$rep" "${WARM_ARGS[@]}"
+  local json="$RAW/$sys.$workload.$rep.json" tput errors reason
+  note_load "$workload $sys run $rep"
+  if ! bench_once "$sys" "$json" "${measured[@]}"; then
+    fail "$sys" "$workload" "$rep" "$BENCH_FAILURE"
+    return 0
+  fi
+  IFS=$'\t' read -r tput errors reason < <(figures "$json" "$expected")
+  log "  $sys $workload run $rep: $tput msgs/s, $("${REPORT[@]}" line "$json")"
+  if [[ "$errors" != 0 ]]; then fail "$sys" "$workload" "$rep" "$reason"; fi
+}
+
+# The order of the systems in run REP: alternating, so neither always runs first.
+order() {
+  local rep="$1" list=() s
+  for s in $SYSTEMS; do list+=("$s"); done
+  if (( rep % 2 == 0 )); then
+    local reversed=() i
+    for (( i = ${#list[@]} - 1; i >= 0; i-- )); do reversed+=("${list[$i]}"); done
+    list=("${reversed[@]}")
+  fi
+  echo "${list[@]}"
+}
+
+# java_run SYSTEM WORKLOAD REP TOPIC: the official producer, 64 threads, 1 KiB. Its 10 s
+# windows are warm-up rounds (client and broker) until two consecutive ones differ by less
+# than the tolerance (at most JAVA_MAX_WINDOWS); the next window is the measured one.
+java_run() {
+  local sys="$1" workload="$2" rep="$3" topic="$4"
+  local out="$RAW/$sys.$workload-java.$rep.log" home="$RUN_DIR/java-home"
   mkdir -p "$home"
-  # It prints "Send TPS" over its last 10 one-second snapshots every 10 s; run 13 s and keep
-  # the line printed at 10 s.
-  timeout -s KILL 14 "${BENCH_PIN[@]}" java -Xms256m -Xmx1g -Duser.home="$home" \
+  if ! kill -0 "${PID[$sys]}" 2>/dev/null; then
+    fail "$sys" "$workload-java" "$rep" "the $sys broker is not running"
+    return 0
+  fi
+  local limit_s=$(( (JAVA_MAX_WINDOWS + 1) * JAVA_WINDOW_S + 20 ))
+  timeout -s KILL "$limit_s" "${BENCH_PIN[@]}" java -Xms256m -Xmx1g -Duser.home="$home" \
     -Drocketmq.client.logRoot="$home/logs" -cp "$EXAMPLE_JAR:$APACHE_LIB/*" \
-    org.apache.rocketmq.example.benchmark.Producer -n "$NS" -t "$topic" -w 64 -s 1024 \
-    >"$out" 2>&1 || true
-  grep -E "Send TPS" "$out" | tail -1 | sed 's/^/perf:   java: /' >&2 || log "java producer printed no figures ($out)"
+    org.apache.rocketmq.example.benchmark.Producer -n "${NS[$sys]}" -t "$topic" -w 64 -s 1024 \
+    >"$out" 2>&1 &
+  local java_pid=$! seen=0 prev="" prev_failed=0 converged=0 measured_tps="" delta=""
+  local tps failed
+  while kill -0 "$java_pid" 2>/dev/null && [[ -z "$measured_tps" ]]; do
+    sleep 1
+    local windows=()
+    mapfile -t windows < <("${REPORT[@]}" java-windows "$out")
+    while (( seen < ${#windows[@]} )) && [[ -z "$measured_tps" ]]; do
+      IFS=$'\t' read -r tps failed <<<"${windows[$seen]}"
+      seen=$((seen + 1))
+      local window_failed=$((failed - prev_failed))
+      prev_failed="$failed"
+      if (( converged )) || (( seen > JAVA_MAX_WINDOWS )); then
+        measured_tps="$tps"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$workload" "$rep" "$seen" "$tps" \
+          "$window_failed" >>"$RUN_DIR/java.tsv"
+        log "  $sys $workload-java run $rep: $tps msgs/s (window $seen), failed $window_failed"
+        (( window_failed == 0 )) \
+          || fail "$sys" "$workload-java" "$rep" "$window_failed sends failed in the window"
+        break
+      fi
+      printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$workload-java" "$rep" "$seen" "$tps" \
+        "$window_failed" >>"$RUN_DIR/warmup.tsv"
+      if [[ -n "$prev" ]]; then
+        delta="$("${REPORT[@]}" delta "$prev" "$tps")"
+        if "${REPORT[@]}" within "$delta" "$WARMUP_TOLERANCE_PCT"; then converged=1; fi
+      fi
+      log "  $sys $workload-java warm-up window $seen: $tps msgs/s${delta:+, change $delta%}"
+      prev="$tps"
+      if (( seen == JAVA_MAX_WINDOWS )) || (( converged )); then
+        printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$workload-java" "$rep" "$seen" \
+          "$converged" "$delta" >>"$RUN_DIR/warmup-verdicts.tsv"
+      fi
+    done
+  done
+  kill -TERM "$java_pid" 2>/dev/null || true
+  wait "$java_pid" 2>/dev/null || true
+  [[ -n "$measured_tps" ]] || fail "$sys" "$workload-java" "$rep" \
+    "no measured window (output: $out)"
 }
 
-run_sync_session() {
-  local sys="$1" d="$DURATION_S"
-  start_broker "$sys" SYNC_FLUSH
-  for r in $(seq 1 "$REPS"); do
-    log "$sys W1 run $r"; bench W1 "$r" produce --topic PerfW1 --queues 8 --size 1024 --threads 64 --duration "$d"
-    java_bench W1 "$r" PerfW1
-    log "$sys W3 run $r"; bench W3 "$r" produce --topic PerfW3 --queues 8 --size 128 --batch 32 --threads 16 --duration "$d"
-    log "$sys AW-S run $r"; bench AW-S "$r" produce --topic PerfAW --queues 8 --size 1024 --inflight 256 --duration "$d"
-  done
-  stop_broker
+# The measured arguments of each closed-loop workload (each run adds its length).
+workload_args() {
+  case "$1" in
+    W1) echo "produce --topic PerfW1 --queues 8 --size 1024 --threads 64" ;;
+    W2) echo "produce --topic PerfW2 --queues 8 --size 1024 --threads 64" ;;
+    W3) echo "produce --topic PerfW3 --queues 8 --size 128 --batch 32 --threads 16" ;;
+    AW-S|AW-A) echo "produce --topic PerfAW --queues 8 --size 1024 --inflight 256" ;;
+    W4) echo "e2e --topic PerfW4 --queues 8 --size 1024 --threads 64 --rate $2" ;;
+  esac
 }
 
-run_e2e_session() {
-  local sys="$1" rate="$2"
-  start_broker "$sys" SYNC_FLUSH
-  for r in $(seq 1 "$REPS"); do
-    log "$sys W4 run $r at $rate msgs/s"
-    bench W4 "$r" e2e --topic PerfW4 --queues 8 --size 1024 --threads 64 --rate "$rate" --duration "$DURATION_S"
-  done
-  stop_broker
+workload_flush() {
+  case "$1" in W1|W3|AW-S|W4) echo SYNC_FLUSH ;; *) echo ASYNC_FLUSH ;; esac
 }
 
-run_async_session() {
-  local sys="$1" d="$DURATION_S"
-  local backlog=$(( BACKLOG_MIB * 1024 ))
-  start_broker "$sys" ASYNC_FLUSH
-  for r in $(seq 1 "$REPS"); do
-    log "$sys W2 run $r"; bench W2 "$r" produce --topic PerfW2 --queues 8 --size 1024 --threads 64 --duration "$d"
-    java_bench W2 "$r" PerfW2
-    log "$sys AW-A run $r"; bench AW-A "$r" produce --topic PerfAW --queues 8 --size 1024 --inflight 256 --duration "$d"
+run_workload() {
+  local workload="$1" rate="" sys rep
+  note_load "$workload start"
+  if [[ "$workload" == W4 ]]; then
+    rate="${W4_RATE:-$("${REPORT[@]}" w4-rate "$RAW" "${SYSTEM_LIST[@]}")}"
+    echo "w4_rate_msgs_per_s=$rate" >>"$RUN_DIR/meta.txt"
+    log "W4 rate: $rate msgs/s"
+  fi
+  if [[ "$workload" == W5 ]]; then
+    run_drain
+  else
+    local args
+    read -r -a args <<<"$(workload_args "$workload" "$rate")"
+    WARM_ARGS=("${args[@]}")
+    for rep in $(seq 1 "$REPS"); do
+      for sys in $(order "$rep"); do
+        log "$sys $workload run $rep"
+        measure "$sys" "$workload" "$rep" 0 "${args[@]}"
+      done
+    done
+    if [[ "$JAVA_BENCH" == 1 && ( "$workload" == W1 || "$workload" == W2 ) ]]; then
+      for rep in $(seq 1 "$REPS"); do
+        for sys in $(order "$rep"); do
+          log "$sys $workload with the Java benchmark producer, run $rep"
+          java_run "$sys" "$workload" "$rep" "Perf$workload"
+        done
+      done
+    fi
+  fi
+  note_load "$workload end"
+}
+
+# W5: each system gets a backlog, then drains it with a fresh group per measured run; warm-up
+# rounds drain from the start for WARMUP_S with groups of their own.
+run_drain() {
+  local backlog=$(( BACKLOG_MIB * 1024 )) sys rep tput errors reason
+  for sys in $SYSTEMS; do
+    log "$sys W5: filling a backlog of $BACKLOG_MIB MiB ($backlog messages)"
+    local json="$RAW/$sys.W5-fill.1.json"
+    if ! bench_once "$sys" "$json" produce --topic PerfW5 --queues 8 --size 1024 \
+        --inflight 512 --messages "$backlog"; then
+      fail "$sys" W5 fill "$BENCH_FAILURE"
+      continue
+    fi
+    IFS=$'\t' read -r tput errors reason < <(figures "$json")
+    log "  $sys W5 fill: $tput msgs/s, errors $errors"
+    [[ "$errors" == 0 ]] || fail "$sys" W5 fill "$reason"
   done
-  log "$sys W5: filling a backlog of $BACKLOG_MIB MiB ($backlog messages)"
-  bench W5-fill 1 produce --topic PerfW5 --queues 8 --size 1024 --inflight 512 --messages "$backlog"
-  for r in $(seq 1 "$REPS"); do
-    log "$sys W5 drain run $r"
-    bench W5 "$r" consume --topic PerfW5 --group "perf_drain_$r" --from first --threads 20 \
-      --messages "$backlog" --idle-exit 5 --duration 600
+  for rep in $(seq 1 "$REPS"); do
+    for sys in $(order "$rep"); do
+      log "$sys W5 drain run $rep"
+      WARM_ARGS=(consume --topic PerfW5 --group "perf_warm_@ROUND@" --from first --threads 20)
+      measure "$sys" W5 "$rep" "$backlog" consume --topic PerfW5 --group "perf_drain_$rep" \
+        --from first --threads 20 --messages "$backlog" --idle-exit 5 --duration 600
+    done
   done
-  stop_broker
+}
+
+write_meta() {
+  local fs
+  fs="$(findmnt -n -o SOURCE,FSTYPE,OPTIONS --target "$RUN_DIR" 2>/dev/null || echo unknown)"
+  {
+    echo "date_utc=$(date -u +%FT%TZ)"
+    echo "git_commit=$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "git_uncommitted_files=$(cd "$ROOT" && git status --porcelain 2>/dev/null | wc -l)"
+    echo "cores=$(nproc)"
+    echo "cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+    echo "memory_mib=$(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo)"
+    echo "kernel=$(uname -r)"
+    echo "filesystem=$fs"
+    echo "java=$(java -version 2>&1 | head -1)"
+    echo "rocketmq_version=$ROCKETMQ_VERSION java_bench=$JAVA_BENCH"
+    echo "systems=$SYSTEMS"
+    echo "workloads=$WORKLOADS"
+    echo "reps=$REPS duration_s=$DURATION_S warmup_s=$WARMUP_S" \
+      "warmup_tolerance_pct=$WARMUP_TOLERANCE_PCT warmup_max_rounds=$WARMUP_MAX_ROUNDS" \
+      "java_max_windows=$JAVA_MAX_WINDOWS"
+    echo "backlog_mib=$BACKLOG_MIB comet_cores=$COMET_CORES pin=$PIN"
+  } >"$RUN_DIR/meta.txt"
 }
 
 main() {
+  check_settings
   prepare
   log "results of this run: $RUN_DIR"
-  {
-    echo "date_utc=$(date -u +%FT%TZ)"; echo "kernel=$(uname -r)"; echo "cpus=$(nproc)"
-    echo "git_commit=$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)"
-    echo "reps=$REPS duration_s=$DURATION_S backlog_mib=$BACKLOG_MIB comet_cores=$COMET_CORES pin=$PIN"
-    echo "rocketmq_version=$ROCKETMQ_VERSION java_bench=$JAVA_BENCH"
-    echo "loadavg_before=$(cut -d' ' -f1-3 /proc/loadavg)"
-  } >"$RUN_DIR/meta.txt"
-  for sys in $SYSTEMS; do run_sync_session "$sys"; done
-  local rate
-  rate="$(python3 "$HERE/report.py" w4-rate "$RAW" $SYSTEMS)"
-  for sys in $SYSTEMS; do run_e2e_session "$sys" "$rate"; done
-  for sys in $SYSTEMS; do run_async_session "$sys"; done
-  echo "loadavg_after=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$RUN_DIR/meta.txt"
-  echo "w4_rate_msgs_per_s=$rate" >>"$RUN_DIR/meta.txt"
-  python3 "$HERE/report.py" report "$RUN_DIR" "$HERE/results/$STAMP" "$HERE/README.md" $SYSTEMS
-  log "wrote $HERE/results/$STAMP.md"
+  write_meta
+  note_load "sitting start"
+  local flush w
+  for flush in SYNC_FLUSH ASYNC_FLUSH; do
+    local selected=()
+    for w in W1 W3 AW-S W4 W2 AW-A W5; do
+      if [[ " $WORKLOADS " == *" $w "* && "$(workload_flush "$w")" == "$flush" ]]; then
+        selected+=("$w")
+      fi
+    done
+    (( ${#selected[@]} )) || continue
+    start_brokers "$flush"
+    for w in "${selected[@]}"; do run_workload "$w"; done
+    stop_brokers
+  done
+  note_load "sitting end"
+  local readme_args=()
+  [[ "$README" == none ]] || readme_args=(--readme "$README")
+  "${REPORT[@]}" report "$RUN_DIR" "$OUT_DIR/$STAMP" "${readme_args[@]}" -- "${SYSTEM_LIST[@]}"
+  log "wrote $OUT_DIR/$STAMP.md"
+  if [[ -s "$RUN_DIR/failures.tsv" ]]; then
+    log "the sitting FAILED: $(cut -f1,2 "$RUN_DIR/failures.tsv" | sort -u | tr '\t\n' ' ,')"
+    exit 1
+  fi
 }
 
 main "$@"
