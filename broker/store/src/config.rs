@@ -53,6 +53,10 @@ pub struct StoreConfig {
     pub flushes_in_flight_max: usize,
     /// Entries per consume-queue file; a multiple of 1024 (whole pages).
     pub cq_entries_per_file: u64,
+    /// Bytes of consume-queue blocks read from disk kept in memory (cold ranges: backlogs,
+    /// lookups by time); 0 caches none. Hot tails are not counted: a small constant per
+    /// queue (see `consume_queue`).
+    pub cq_cache_bytes: usize,
     /// How often consume queues, the key index and the checkpoint are flushed.
     pub cq_flush_interval_ms: u64,
     /// Segments older than this are deleted at `delete_when_hour` (`fileReservedTime`).
@@ -124,6 +128,7 @@ impl StoreConfig {
             warm_ahead_bytes: limits::WARM_AHEAD_BYTES_DEFAULT,
             flushes_in_flight_max: limits::FLUSHES_IN_FLIGHT_MAX,
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
+            cq_cache_bytes: limits::CQ_CACHE_BYTES_DEFAULT,
             cq_flush_interval_ms: 1000,
             file_reserved_hours: 72,
             delete_when_hour: 4,

@@ -11,25 +11,39 @@
 //!
 //! Entry `q` lives at byte `q * 20` of the concatenated files ([`entry_byte`] is the only
 //! place that converts); a file holds `entries_per_file` entries (a multiple of 1024, so
-//! files are whole pages). The schedule topic's tag field holds the due time
-//! (docs/protocol.md#delay-levels).
+//! files are whole pages, and a block of 1024 entries is 5 whole pages). The schedule
+//! topic's tag field holds the due time (docs/protocol.md#delay-levels).
 //!
-//! The queue is held in memory (entries since the oldest retained file) and written to its
-//! files lazily, rewriting the partial tail page; files only save a rescan at start-up, the
-//! commit log is the truth. Entries are only ever added for durable records (visibility).
-//! Placeholder entries (size `0x7FFFFFFF`) fill a file's start when a queue begins mid-file,
-//! and replace entries whose records were deleted (written back to their file), so a
-//! deleted record is never served again, even once its log id names a new commit log.
+//! The files are the queue: memory holds only its hot tail, the entries from the page the
+//! next flush rewrites (the one holding the first unwritten entry) or the last
+//! [`CQ_TAIL_ENTRIES`] entries, whichever reach further back, plus the entries dispatched
+//! since the last lazy flush. Older entries are read from the files on demand, a block of
+//! [`CQ_BLOCK_ENTRIES`] at a time, through the store's bounded block cache (`cq_cache`):
+//! with direct I/O through `comet_rt::io::DirectFile` on the serving path (io_uring, so the
+//! shard never blocks and no page cache grows behind the bound), and with plain positional
+//! reads at start-up and for the bounded admin inspection, which cannot await. Resident
+//! memory per queue is therefore a constant: at most 205 entries of 24 bytes once flushed
+//! (about 4.9 KiB), the queue's fields and paths (about 300 bytes) and one open file (the
+//! one being written); nothing grows with the entries retained.
+//!
+//! Entries are only ever added for durable records (visibility). Placeholder entries (size
+//! `0x7FFFFFFF`) fill the block below a queue's first entry when it begins mid-file, and
+//! gaps left by records missing from the log; entries below `min` (records deleted) stay
+//! in their file until the whole file goes, never served: the queue table
+//! (`queue_table`) keeps `min` across restarts.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use comet_rt::io::{AlignedBuffer, DirectFile, FaultInjector, OpenMode};
+use comet_rt::io::{AlignedBuffer, DirectFile, IoError, OpenMode};
 
 use crate::commit_log::{align_down, align_up, to_index};
+use crate::cq_cache::{BlockKey, CqCache};
 use crate::error::StoreError;
-use crate::limits::CQ_ENTRY_BYTES;
+use crate::limits::{CQ_BLOCK_ENTRIES, CQ_ENTRY_BYTES, CQ_TAIL_ENTRIES};
 use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset, QueueOffset};
 
 /// Size field of a placeholder entry.
@@ -47,7 +61,7 @@ pub struct CqEntry {
 }
 
 impl CqEntry {
-    fn placeholder() -> CqEntry {
+    pub(crate) fn placeholder() -> CqEntry {
         CqEntry {
             physical: PhysicalOffset::from_i64(0).expect("zero"),
             size: PLACEHOLDER_SIZE,
@@ -67,7 +81,7 @@ impl CqEntry {
     }
 
     /// Decodes an entry; `None` for the all-zero end of written data or an impossible one.
-    fn decode(bytes: &[u8]) -> Option<CqEntry> {
+    pub(crate) fn decode(bytes: &[u8]) -> Option<CqEntry> {
         let physical = i64::from_be_bytes(bytes[..8].try_into().expect("8 bytes"));
         let size = u32::from_be_bytes(bytes[8..12].try_into().expect("4 bytes"));
         let tag_code = i64::from_be_bytes(bytes[12..20].try_into().expect("8 bytes"));
@@ -87,208 +101,618 @@ pub fn entry_byte(offset: QueueOffset) -> u64 {
     offset.0 * CQ_ENTRY_BYTES
 }
 
+/// Distinct block-cache keys for the queues of this process.
+static NEXT_CACHE_KEY: AtomicU64 = AtomicU64::new(0);
+
+/// Start of the block holding `offset` (blocks never span files: files hold whole blocks).
+fn block_floor(offset: u64) -> u64 {
+    offset - offset % CQ_BLOCK_ENTRIES
+}
+
+/// What the queue table promised about a queue at open (see `queue_table`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Promise {
+    /// Its first entry with a record.
+    pub(crate) min: u64,
+    /// One past its last entry written durably to its files.
+    pub(crate) max: u64,
+    /// Where the record at `min` is, when known.
+    pub(crate) min_physical: Option<PhysicalOffset>,
+}
+
 /// One queue (see the module docs). Lives on the shard owning the queue.
 pub(crate) struct ConsumeQueue {
     dir: PathBuf,
     entries_per_file: u64,
-    /// Queue offset of `entries[0]`; always a file start.
+    cache_key: u64,
+    /// Queue offset where the oldest retained file starts.
     base: u64,
-    entries: VecDeque<CqEntry>,
     /// Smallest offset with a record (placeholders and deleted records lie below).
     min: u64,
-    /// Entries `[base, flushed)` are in the files.
+    /// One past the last entry.
+    max: u64,
+    /// Queue offset of `tail[0]`: the hot tail holds `[tail_start, max)`.
+    tail_start: u64,
+    tail: VecDeque<CqEntry>,
+    /// Entries below this are in the files.
     flushed: u64,
     /// One past the last entry the files may hold (stale entries past `max` get zeroed).
     disk_end: u64,
-    /// Entries below `flushed` turned into placeholders (records deleted) and not yet
-    /// written back: `[low, high)`.
-    rewrite: Option<(u64, u64)>,
+    /// Files open for writing: the one holding `flushed` and later ones.
     files: BTreeMap<u64, Rc<DirectFile>>,
+    /// Where the record at `min` is, when known: retention then skips the queue without
+    /// reading its files while that record is stored.
+    min_physical: Option<PhysicalOffset>,
+    /// `max` the queue table promised at open (0 without a promise): recovery repairs a
+    /// queue that ends short of it.
+    promised: u64,
 }
+
+/// Where the entries from an offset are (see [`ConsumeQueue::lookup`]).
+pub(crate) enum Lookup {
+    /// No entry there (at or past `max`, or below the oldest file).
+    End,
+    /// The entries from the offset on, in order (at least one).
+    Entries(Vec<CqEntry>),
+    /// In a file and not cached: read this block.
+    Cold(ColdBlock),
+}
+
+/// A block of a queue file to read (see [`Lookup::Cold`]).
+pub(crate) struct ColdBlock {
+    /// Its block-cache key.
+    pub(crate) key: BlockKey,
+    path: PathBuf,
+    /// The queue's own handle when the file is open for writing.
+    file: Option<Rc<DirectFile>>,
+    /// Byte of the block in its file.
+    position: u64,
+    /// Entries of the block that are written.
+    entries: u64,
+}
+
+impl ColdBlock {
+    fn bytes(&self) -> usize {
+        to_index(self.entries * CQ_ENTRY_BYTES)
+    }
+
+    /// Reads the block with direct I/O (io_uring: the shard never blocks).
+    pub(crate) async fn read(&self) -> Result<Vec<u8>, StoreError> {
+        let bytes = match &self.file {
+            Some(file) => file.read_at(self.position, self.bytes()).await?,
+            None => {
+                let file = DirectFile::open(&self.path, OpenMode::Read, None).await?;
+                let read = file.read_at(self.position, self.bytes()).await;
+                file.close().await?;
+                read?
+            }
+        };
+        self.checked(bytes)
+    }
+
+    /// Reads the block with a plain positional read (start-up and admin inspection, which
+    /// cannot await; at most one block).
+    pub(crate) fn read_blocking(&self) -> Result<Vec<u8>, StoreError> {
+        let bytes = read_blocking(&self.path, self.position, self.bytes())?;
+        self.checked(bytes)
+    }
+
+    fn checked(&self, bytes: Vec<u8>) -> Result<Vec<u8>, StoreError> {
+        if bytes.len() < self.bytes() {
+            let reason = format!(
+                "{} bytes at {} where {} entries were flushed",
+                bytes.len(),
+                self.position,
+                self.entries
+            );
+            return Err(StoreError::corrupt(&self.path, reason));
+        }
+        Ok(bytes)
+    }
+
+    /// The entries from `from` (at most `limit`) in the block's bytes.
+    pub(crate) fn run(
+        &self,
+        bytes: &[u8],
+        from: u64,
+        limit: u64,
+    ) -> Result<Vec<CqEntry>, StoreError> {
+        let first = self.key.1;
+        decode_run(&self.path, bytes, first, from, limit)?
+            .ok_or_else(|| StoreError::corrupt(&self.path, format!("entry {from} not read")))
+    }
+}
+
+/// Decodes the entries `[from, from + limit)` (clipped to `bytes`) of the block starting at
+/// queue offset `first`; `None` when `bytes` ends before `from`. An unwritten entry among
+/// flushed ones is damage.
+fn decode_run(
+    path: &Path,
+    bytes: &[u8],
+    first: u64,
+    from: u64,
+    limit: u64,
+) -> Result<Option<Vec<CqEntry>>, StoreError> {
+    assert!(from >= first, "entry {from} below its block {first}");
+    let held = bytes.len() as u64 / CQ_ENTRY_BYTES;
+    if from - first >= held {
+        return Ok(None);
+    }
+    let end = held.min(from - first + limit);
+    let mut entries = Vec::with_capacity(to_index(end - (from - first)));
+    for index in (from - first)..end {
+        let at = to_index(index * CQ_ENTRY_BYTES);
+        let raw = &bytes[at..at + to_index(CQ_ENTRY_BYTES)];
+        let Some(entry) = CqEntry::decode(raw) else {
+            let reason = format!("entry {} is not written", first + index);
+            return Err(StoreError::corrupt(path, reason));
+        };
+        entries.push(entry);
+    }
+    Ok(Some(entries))
+}
+
+/// Reads up to `length` bytes at `position` of `path`; fewer at the end of the file, none
+/// when the file is missing.
+fn read_blocking(path: &Path, position: u64, length: usize) -> Result<Vec<u8>, StoreError> {
+    let io = |error| StoreError::Io(IoError::new("read", path, position, error));
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(error) => return Err(io(error)),
+    };
+    let mut bytes = vec![0u8; length];
+    let mut filled = 0;
+    while filled < length {
+        match file.read_at(&mut bytes[filled..], position + filled as u64) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(error) => return Err(io(error)),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}
+
+/// A block read at start-up, kept while a walk stays inside it.
+type Memo = Option<(u64, Vec<u8>)>;
 
 impl ConsumeQueue {
     /// An empty queue stored in `dir`.
     pub(crate) fn new(dir: PathBuf, entries_per_file: u64) -> ConsumeQueue {
+        assert!(
+            entries_per_file % CQ_BLOCK_ENTRIES == 0,
+            "files hold whole blocks"
+        );
         ConsumeQueue {
             dir,
             entries_per_file,
+            cache_key: NEXT_CACHE_KEY.fetch_add(1, Ordering::Relaxed),
             base: 0,
-            entries: VecDeque::new(),
             min: 0,
+            max: 0,
+            tail_start: 0,
+            tail: VecDeque::new(),
             flushed: 0,
             disk_end: 0,
-            rewrite: None,
             files: BTreeMap::new(),
+            min_physical: None,
+            promised: 0,
         }
     }
 
     /// One past the last entry.
     pub(crate) fn max_offset(&self) -> u64 {
-        self.base + self.entries.len() as u64
+        self.max
     }
 
     /// The first entry with a record.
     pub(crate) fn min_offset(&self) -> u64 {
-        self.min.min(self.max_offset())
+        self.min.min(self.max)
     }
 
-    /// The entry at `offset`, if held.
-    pub(crate) fn entry(&self, offset: u64) -> Option<CqEntry> {
-        let index = offset.checked_sub(self.base)?;
-        self.entries.get(to_index(index)).copied()
+    /// What the queue table promised at open (`max`; 0 without a promise).
+    pub(crate) fn promised(&self) -> u64 {
+        self.promised
+    }
+
+    /// Where the record at `min` is, when known.
+    pub(crate) fn min_physical(&self) -> Option<PhysicalOffset> {
+        self.min_physical
+    }
+
+    /// Entries below this are in the files (durable once the flush that wrote them synced).
+    pub(crate) fn flushed_offset(&self) -> u64 {
+        self.flushed
+    }
+
+    /// Entries held in memory (the hot tail).
+    pub(crate) fn resident_entries(&self) -> usize {
+        self.tail.len()
+    }
+
+    /// Entries dispatched but not yet written to the files.
+    pub(crate) fn unflushed_entries(&self) -> u64 {
+        self.max - self.flushed
+    }
+
+    /// The entry at `offset` if memory holds it (the hot tail; placeholders below `min`).
+    pub(crate) fn hot_entry(&self, offset: u64) -> Option<CqEntry> {
+        if offset >= self.max || offset < self.base {
+            return None;
+        }
+        if offset < self.min {
+            return Some(CqEntry::placeholder());
+        }
+        let index = offset.checked_sub(self.tail_start)?;
+        self.tail.get(to_index(index)).copied()
     }
 
     /// Appends the entry for `offset`, which must be the next one or lie past it (the gap,
-    /// left by deleted log data, is filled with placeholders).
+    /// left by records missing from the log, is filled with placeholders; a queue holding
+    /// no record starts over at `offset`).
     pub(crate) fn push(&mut self, offset: u64, entry: CqEntry) {
-        let max = self.max_offset();
         assert!(
-            offset >= max,
-            "entry {offset} below max {max}: offsets are dense"
+            offset >= self.max,
+            "entry {offset} below max {}: offsets are dense",
+            self.max
         );
-        if self.entries.is_empty() && offset > max {
-            self.base = offset - offset % self.entries_per_file;
+        if offset > self.max && self.min_offset() == self.max {
+            self.restart_at(offset);
+        }
+        while self.max < offset {
+            self.tail.push_back(CqEntry::placeholder());
+            self.max += 1;
+        }
+        if self.min_offset() == self.max {
             self.min = offset;
-            self.flushed = self.base;
+            self.min_physical = Some(entry.physical);
         }
-        while self.max_offset() < offset {
-            self.entries.push_back(CqEntry::placeholder());
-        }
-        self.entries.push_back(entry);
-        assert_eq!(self.max_offset(), offset + 1);
+        self.tail.push_back(entry);
+        self.max += 1;
+        assert_eq!(self.max, offset + 1);
+        assert_eq!(
+            self.tail_start + self.tail.len() as u64,
+            self.max,
+            "tail ends at max"
+        );
     }
 
-    /// Drops trailing entries of log `log_id` at or past `position` (recovery truncation).
-    pub(crate) fn truncate_from(&mut self, log_id: LogId, position: u64) {
-        while let Some(last) = self.entries.back() {
-            let ours = last.physical.log_id() == log_id;
-            if last.is_placeholder() || !ours || last.physical.position() < position {
-                break;
+    /// Starts a queue holding no record over at `offset`: its block gets placeholders up to
+    /// it (the page a flush rewrites must be known), earlier entries are below `min`.
+    fn restart_at(&mut self, offset: u64) {
+        let block = block_floor(offset);
+        self.disk_end = self.disk_end.max(self.max).max(self.flushed);
+        self.tail.clear();
+        self.tail_start = block;
+        self.flushed = block;
+        self.max = block;
+        self.min = offset;
+        self.min_physical = None;
+        while self.max < offset {
+            self.tail.push_back(CqEntry::placeholder());
+            self.max += 1;
+        }
+    }
+
+    /// Where the entries from `from` (at most `limit`) are: in memory, in the block cache,
+    /// or in a file ([`Lookup::Cold`]: the caller reads the block and caches it).
+    pub(crate) fn lookup(
+        &self,
+        from: u64,
+        limit: u64,
+        cache: &mut CqCache,
+    ) -> Result<Lookup, StoreError> {
+        assert!(limit > 0, "look up at least one entry");
+        if from >= self.max || from < self.base {
+            return Ok(Lookup::End);
+        }
+        if from < self.min {
+            let count = to_index((self.min - from).min(limit));
+            return Ok(Lookup::Entries(vec![CqEntry::placeholder(); count]));
+        }
+        if from >= self.tail_start {
+            let first = to_index(from - self.tail_start);
+            let count = to_index((self.max - from).min(limit));
+            let entries = self.tail.range(first..first + count).copied().collect();
+            return Ok(Lookup::Entries(entries));
+        }
+        let block = block_floor(from);
+        let key = (self.cache_key, block);
+        if let Some(bytes) = cache.get(key) {
+            if let Some(entries) = decode_run(&self.dir, bytes, block, from, limit)? {
+                return Ok(Lookup::Entries(entries));
             }
-            self.entries.pop_back();
         }
-        self.flushed = self.flushed.min(self.max_offset());
+        Ok(Lookup::Cold(self.cold_block(block)))
     }
 
-    /// Moves `min` past leading entries whose records are `gone` (deleted by retention of
-    /// their log) and returns the files that hold only such entries (deleted by the caller).
-    pub(crate) fn drop_below(
+    fn cold_block(&self, block: u64) -> ColdBlock {
+        let file_start = block - block % self.entries_per_file;
+        let end = (block + CQ_BLOCK_ENTRIES).min(self.flushed);
+        assert!(block < end, "entries below the hot tail are flushed");
+        ColdBlock {
+            key: (self.cache_key, block),
+            path: self.file_path(file_start),
+            file: self.files.get(&file_start).map(Rc::clone),
+            position: (block - file_start) * CQ_ENTRY_BYTES,
+            entries: end - block,
+        }
+    }
+
+    fn file_path(&self, file_start: u64) -> PathBuf {
+        self.dir.join(file_name(file_start * CQ_ENTRY_BYTES))
+    }
+
+    /// Moves `min` to `new_min` (the records below are gone; `physical` is where the record
+    /// at it is) and returns the files now wholly below it, for the caller to delete; their
+    /// cached blocks are forgotten. Entries below `min` are never served again, so they
+    /// stay as they are in a file that still holds newer ones.
+    pub(crate) fn advance_min(
         &mut self,
-        gone: impl Fn(PhysicalOffset) -> bool,
-    ) -> Vec<Rc<DirectFile>> {
-        let old_min = self.min.max(self.base);
-        let mut new_min = old_min;
-        while let Some(entry) = self.entry(new_min) {
-            if !entry.is_placeholder() {
-                if !gone(entry.physical) {
-                    break;
-                }
-                self.entries[to_index(new_min - self.base)] = CqEntry::placeholder();
-            }
-            new_min += 1;
-        }
+        new_min: u64,
+        physical: Option<PhysicalOffset>,
+        cache: &mut CqCache,
+    ) -> Vec<PathBuf> {
+        assert!(
+            new_min >= self.min_offset() && new_min <= self.max,
+            "min {new_min} moves forward within the queue"
+        );
         self.min = new_min;
-        if new_min > old_min && old_min < self.flushed {
-            let (low, high) = self.rewrite.unwrap_or((old_min, new_min));
-            self.rewrite = Some((low.min(old_min), high.max(new_min)));
-        }
+        self.min_physical = physical;
         let mut dropped = Vec::new();
         while self.base + self.entries_per_file <= new_min.min(self.flushed) {
-            for _ in 0..self.entries_per_file {
-                self.entries.pop_front();
-            }
-            if let Some(file) = self.files.remove(&self.base) {
-                dropped.push(file);
-            }
+            self.files.remove(&self.base);
+            dropped.push(self.file_path(self.base));
             self.base += self.entries_per_file;
         }
+        cache.forget_below(self.cache_key, self.base);
         dropped
     }
 
-    /// Loads the queue's files from disk (start-up). Entries end at the first all-zero one.
-    pub(crate) async fn load(
-        &mut self,
-        faults: &Option<Rc<FaultInjector>>,
-    ) -> Result<(), StoreError> {
-        let mut starts = Vec::new();
-        let listing = std::fs::read_dir(&self.dir)
-            .map_err(|error| StoreError::Config(format!("list {}: {error}", self.dir.display())))?;
-        for item in listing.flatten() {
-            if let Some(start) = item.file_name().to_str().and_then(parse_file_name) {
-                starts.push(start);
+    /// Opens the queue stored in `dir` at start-up, with blocking reads (the store serves
+    /// nothing yet): finds where its written entries end (reading back from the end of its
+    /// last file, one block in the normal case), checks the files against what the queue
+    /// table promised (each file the promise covers exists, is long enough and has its
+    /// first and last promised entries written; a queue file cut short, deleted or zeroed
+    /// ends the trusted entries there, and recovery repairs the rest from the commit log),
+    /// and loads the hot tail.
+    pub(crate) fn load(
+        dir: PathBuf,
+        entries_per_file: u64,
+        promise: Option<Promise>,
+    ) -> Result<ConsumeQueue, StoreError> {
+        let mut queue = ConsumeQueue::new(dir, entries_per_file);
+        queue.promised = promise.map_or(0, |promise| promise.max);
+        let files = queue.list_files()?;
+        let Some(&(first, _)) = files.first() else {
+            if let Some(promise) = promise.filter(|promise| promise.min == promise.max) {
+                // Every record was deleted, and the files with them.
+                queue.restart_at(promise.min);
             }
+            return Ok(queue);
+        };
+        queue.base = first;
+        let written = queue.written_end(&files)?;
+        let trusted = match promise {
+            Some(promise) => queue.first_damage(&files, promise, written)?,
+            None => written,
+        };
+        queue.max = trusted;
+        queue.flushed = trusted;
+        queue.tail_start = trusted;
+        queue.disk_end = written;
+        queue.min = match promise {
+            Some(promise) => promise.min.clamp(first, trusted),
+            None => queue.first_record(first, trusted)?,
+        };
+        queue.min_physical = promise.and_then(|promise| promise.min_physical);
+        if queue.min == trusted {
+            queue.min_physical = None;
         }
-        starts.sort_unstable();
-        for start_byte in starts {
-            self.load_file(start_byte, faults).await?;
-        }
-        self.flushed = self.max_offset();
-        self.disk_end = self.flushed;
-        Ok(())
+        queue.reload_tail()?;
+        Ok(queue)
     }
 
-    async fn load_file(
-        &mut self,
-        start_byte: u64,
-        faults: &Option<Rc<FaultInjector>>,
-    ) -> Result<(), StoreError> {
-        let path = self.dir.join(file_name(start_byte));
+    /// The queue's files, by start (queue offset), with the entries their size holds; only
+    /// those contiguous from the first (data after a gap is not trusted: recovery rebuilds
+    /// it from the commit log).
+    fn list_files(&self) -> Result<Vec<(u64, u64)>, StoreError> {
+        let setup = |error| crate::error::setup_error(&self.dir, error);
+        let mut files = Vec::new();
+        let listing = match std::fs::read_dir(&self.dir) {
+            Ok(listing) => listing,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(files),
+            Err(error) => return Err(setup(error)),
+        };
         let file_bytes = self.entries_per_file * CQ_ENTRY_BYTES;
-        if start_byte % file_bytes != 0 {
-            return Err(StoreError::corrupt(
-                path,
-                "file start is not a file boundary",
-            ));
+        for item in listing {
+            let item = item.map_err(setup)?;
+            let Some(start_byte) = item.file_name().to_str().and_then(parse_file_name) else {
+                continue;
+            };
+            if start_byte % file_bytes != 0 {
+                let reason = "file start is not a file boundary";
+                return Err(StoreError::corrupt(item.path(), reason));
+            }
+            let length = item.metadata().map_err(setup)?.len();
+            let held = (length / CQ_ENTRY_BYTES).min(self.entries_per_file);
+            files.push((start_byte / CQ_ENTRY_BYTES, held));
         }
-        let start = start_byte / CQ_ENTRY_BYTES;
-        // The first file (by start) fixes the base, even when it holds no entry: a flush
-        // killed after creating its files but before writing them leaves empty files, and
-        // letting a later file become the base would put the queue's max above records that
-        // recovery then rejects as stale, ending the commit log early.
-        if self.files.is_empty() {
-            self.base = start;
-            self.min = start;
-        } else if start != self.max_offset() {
-            // A gap between files (or data after a short or torn file): later files are not
-            // trusted; recovery rebuilds their entries from the commit log.
-            return Ok(());
+        files.sort_unstable();
+        let contiguous = files
+            .windows(2)
+            .position(|pair| pair[1].0 != pair[0].0 + self.entries_per_file)
+            .map_or(files.len(), |last| last + 1);
+        files.truncate(contiguous);
+        Ok(files)
+    }
+
+    /// One past the last written entry of `files`, reading back from the end.
+    fn written_end(&self, files: &[(u64, u64)]) -> Result<u64, StoreError> {
+        for &(start, held) in files.iter().rev() {
+            let mut end = start + held;
+            while end > start {
+                let block = block_floor(end - 1);
+                let position = (block - start) * CQ_ENTRY_BYTES;
+                let length = to_index((end - block) * CQ_ENTRY_BYTES);
+                let bytes = read_blocking(&self.file_path(start), position, length)?;
+                let last = bytes
+                    .chunks_exact(to_index(CQ_ENTRY_BYTES))
+                    .rposition(|raw| CqEntry::decode(raw).is_some());
+                if let Some(last) = last {
+                    return Ok(block + last as u64 + 1);
+                }
+                end = block;
+            }
         }
-        let file = DirectFile::open(&path, OpenMode::ReadWrite, faults.clone()).await?;
-        let bytes = file.read_at(0, to_index(file_bytes)).await?;
-        assert_eq!(self.max_offset(), start, "loaded entries are dense");
-        for raw in bytes.chunks_exact(to_index(CQ_ENTRY_BYTES)) {
-            match CqEntry::decode(raw) {
-                Some(entry) => self.entries.push_back(entry),
+        Ok(files.first().map_or(self.base, |first| first.0))
+    }
+
+    /// The first offset of `[promise.min, min(promise.max, written))` whose file is
+    /// missing, short, or has its first or last promised entry unwritten; `written` when
+    /// none is.
+    fn first_damage(
+        &self,
+        files: &[(u64, u64)],
+        promise: Promise,
+        written: u64,
+    ) -> Result<u64, StoreError> {
+        let to = promise.max.min(written);
+        let mut at = promise.min.max(self.base);
+        let mut memo = None;
+        while at < to {
+            let file_start = at - at % self.entries_per_file;
+            let file_end = (file_start + self.entries_per_file).min(to);
+            let held = files
+                .iter()
+                .find(|file| file.0 == file_start)
+                .map(|file| file.1);
+            if held.is_none_or(|held| file_start + held < file_end) {
+                return Ok(at);
+            }
+            for probe in [at, file_end - 1] {
+                if self.disk_entry(probe, &mut memo)?.is_none() {
+                    return Ok(at);
+                }
+            }
+            at = file_end;
+        }
+        Ok(written)
+    }
+
+    /// The first entry of `[from, to)` with a record (skipping unwritten entries and
+    /// placeholders below it); `to` when none has.
+    fn first_record(&self, from: u64, to: u64) -> Result<u64, StoreError> {
+        let mut memo = None;
+        for offset in from..to {
+            let entry = self.disk_entry(offset, &mut memo)?;
+            if entry.is_some_and(|entry| !entry.is_placeholder()) {
+                return Ok(offset);
+            }
+        }
+        Ok(to)
+    }
+
+    /// The entry at `offset` as its file holds it (`None`: unwritten), reading its block
+    /// with a blocking read unless `memo` holds it.
+    fn disk_entry(&self, offset: u64, memo: &mut Memo) -> Result<Option<CqEntry>, StoreError> {
+        let block = block_floor(offset);
+        if memo.as_ref().is_none_or(|(first, _)| *first != block) {
+            let file_start = block - block % self.entries_per_file;
+            let position = (block - file_start) * CQ_ENTRY_BYTES;
+            let length = to_index(CQ_BLOCK_ENTRIES * CQ_ENTRY_BYTES);
+            let bytes = read_blocking(&self.file_path(file_start), position, length)?;
+            *memo = Some((block, bytes));
+        }
+        let (_, bytes) = memo.as_ref().expect("just read");
+        let at = to_index((offset - block) * CQ_ENTRY_BYTES);
+        Ok(bytes
+            .get(at..at + to_index(CQ_ENTRY_BYTES))
+            .and_then(CqEntry::decode))
+    }
+
+    /// The entry at `offset` below `max` at start-up: from the hot tail, else from its
+    /// file (blocking read). `None`: its file does not hold it (damage).
+    pub(crate) fn entry_blocking(&self, offset: u64) -> Result<Option<CqEntry>, StoreError> {
+        if let Some(entry) = self.hot_entry(offset) {
+            return Ok(Some(entry));
+        }
+        if offset >= self.max || offset < self.base {
+            return Ok(None);
+        }
+        self.disk_entry(offset, &mut None)
+    }
+
+    /// Loads the hot tail from the block holding `max` (all flushed): the page a flush
+    /// rewrites must be known. An unwritten entry at or above `min` there ends the queue.
+    fn reload_tail(&mut self) -> Result<(), StoreError> {
+        assert_eq!(self.flushed, self.max, "only flushed entries are reloaded");
+        let start = block_floor(self.max).max(self.base);
+        let mut memo = None;
+        self.tail.clear();
+        self.tail_start = start;
+        for offset in start..self.max {
+            match self.disk_entry(offset, &mut memo)? {
+                Some(entry) => self.tail.push_back(entry),
+                None if offset < self.min => self.tail.push_back(CqEntry::placeholder()),
                 None => break,
             }
         }
-        while self
-            .entry(self.min)
-            .is_some_and(|entry| entry.is_placeholder())
-        {
-            self.min += 1;
-        }
-        self.files.insert(start, Rc::new(file));
+        self.max = self.tail_start + self.tail.len() as u64;
+        self.flushed = self.max;
         Ok(())
+    }
+
+    /// Drops trailing entries of log `log_id` at or past `position` (recovery truncation),
+    /// and unwritten ones, reading back from the end (blocking reads at start-up).
+    pub(crate) fn truncate_from(&mut self, log_id: LogId, position: u64) -> Result<(), StoreError> {
+        let old_max = self.max;
+        let mut memo = None;
+        while self.max > self.min_offset() {
+            let offset = self.max - 1;
+            let entry = match self.hot_entry(offset) {
+                Some(entry) => Some(entry),
+                None => self.disk_entry(offset, &mut memo)?,
+            };
+            let keep = entry.is_some_and(|entry| {
+                entry.is_placeholder()
+                    || entry.physical.log_id() != log_id
+                    || entry.physical.position() < position
+            });
+            if keep {
+                break;
+            }
+            self.max -= 1;
+        }
+        if self.max == old_max {
+            return Ok(());
+        }
+        self.disk_end = self.disk_end.max(self.flushed);
+        self.flushed = self.flushed.min(self.max);
+        if self.max >= self.tail_start && self.page_first(self.flushed) >= self.tail_start {
+            self.tail.truncate(to_index(self.max - self.tail_start));
+            return Ok(());
+        }
+        // The page the next flush rewrites starts below the tail: all flushed, reread it.
+        self.reload_tail()
     }
 
     /// True when entries wait to be written.
     pub(crate) fn is_dirty(&self) -> bool {
-        self.flushed < self.max_offset()
-            || self.disk_end > self.max_offset()
-            || self.rewrite.is_some()
+        self.flushed < self.max || self.disk_end > self.max
     }
 
     /// File starts (queue offsets) a flush will write to that have no open file yet.
     pub(crate) fn missing_files(&self) -> Vec<(u64, PathBuf)> {
-        let end = self.max_offset().max(self.disk_end);
+        let end = self.max.max(self.disk_end);
         let mut from = self.flushed.max(self.base);
         let mut missing = Vec::new();
         while from < end {
             let file_start = from - from % self.entries_per_file;
             if !self.files.contains_key(&file_start) {
-                let path = self.dir.join(file_name(file_start * CQ_ENTRY_BYTES));
-                missing.push((file_start, path));
+                missing.push((file_start, self.file_path(file_start)));
             }
             from = file_start + self.entries_per_file;
         }
@@ -301,10 +725,11 @@ impl ConsumeQueue {
     }
 
     /// The writes that put unwritten entries (and zeros over stale ones) into the files that
-    /// exist; the queue counts them as flushed (the caller stops the store if a write fails).
+    /// exist; the queue counts them as flushed (the caller stops the store if a write fails)
+    /// and trims its hot tail and its open files to what later flushes need.
     pub(crate) fn plan_flush(&mut self) -> Vec<FileWrite> {
-        let mut writes = self.plan_rewrite();
-        let end = self.max_offset().max(self.disk_end);
+        let mut writes = Vec::new();
+        let end = self.max.max(self.disk_end);
         let mut from = self.flushed.max(self.base);
         while from < end {
             let file_start = from - from % self.entries_per_file;
@@ -318,30 +743,47 @@ impl ConsumeQueue {
             from = file_end;
         }
         if from >= end {
-            self.disk_end = self.max_offset();
+            self.disk_end = self.max;
         }
-        self.flushed = from.min(self.max_offset());
+        self.flushed = from.min(self.max);
+        self.trim();
         writes
     }
 
-    /// The writes that put placeholders of deleted records over their entries in the files
-    /// (files already deleted need none; entries past `flushed` go with the normal flush).
-    fn plan_rewrite(&mut self) -> Vec<FileWrite> {
-        let Some((low, high)) = self.rewrite.take() else {
-            return Vec::new();
-        };
-        let mut from = low.max(self.base);
-        let to = high.min(self.flushed);
-        let mut writes = Vec::new();
-        while from < to {
-            let file_start = from - from % self.entries_per_file;
-            let file_end = (file_start + self.entries_per_file).min(to);
-            if let Some(file) = self.files.get(&file_start).map(Rc::clone) {
-                writes.push(self.write_range(file, file_start, from, file_end));
-            }
-            from = file_end;
+    /// Drops hot entries no flush rewrites and no tailing reader needs: the tail keeps the
+    /// page holding `flushed` (a flush rewrites it whole) or the last [`CQ_TAIL_ENTRIES`].
+    fn trim(&mut self) {
+        let page_first = self.page_first(self.flushed);
+        let keep_from = page_first.min(self.max.saturating_sub(CQ_TAIL_ENTRIES));
+        while self.tail_start < keep_from {
+            self.tail.pop_front();
+            self.tail_start += 1;
         }
-        writes
+        let current = self.flushed - self.flushed % self.entries_per_file;
+        self.files = self.files.split_off(&current);
+        assert!(
+            self.tail_start <= self.page_first(self.flushed),
+            "tail holds the page"
+        );
+    }
+
+    /// The first entry with bytes in the page holding entry `offset`.
+    fn page_first(&self, offset: u64) -> u64 {
+        let file_start = offset - offset % self.entries_per_file;
+        let page_byte = align_down((offset - file_start) * CQ_ENTRY_BYTES);
+        file_start + page_byte / CQ_ENTRY_BYTES
+    }
+
+    /// The entry a flush writes at `offset` (`None`: zeros, past `max`).
+    fn entry_to_write(&self, offset: u64) -> Option<CqEntry> {
+        if offset >= self.max {
+            return None;
+        }
+        assert!(
+            offset >= self.tail_start,
+            "a flush writes only pages the tail holds"
+        );
+        self.tail.get(to_index(offset - self.tail_start)).copied()
     }
 
     fn write_range(&self, file: Rc<DirectFile>, file_start: u64, from: u64, to: u64) -> FileWrite {
@@ -356,10 +798,8 @@ impl ConsumeQueue {
         for offset in first..=(file_start + (high_byte - 1) / CQ_ENTRY_BYTES) {
             let entry_start = (offset - file_start) * CQ_ENTRY_BYTES;
             scratch.fill(0);
-            if offset < self.max_offset() {
-                if let Some(entry) = self.entry(offset) {
-                    entry.encode(&mut scratch);
-                }
+            if let Some(entry) = self.entry_to_write(offset) {
+                entry.encode(&mut scratch);
             }
             copy_clipped(target, low_byte, entry_start, &scratch);
         }
@@ -425,12 +865,14 @@ mod tests {
         assert_eq!(entry_byte(QueueOffset(3)), 60);
     }
 
-    // Proves a queue that starts mid-file gets placeholders below its first entry, reports the
-    // right min and max, and that truncation and retention move max and min.
+    // Proves a queue that starts mid-file gets placeholders below its first entry (only in
+    // its block), reports the right min and max, and that truncation and a moved min move
+    // max and min.
     #[test]
-    fn placeholders_truncate_and_drop() {
+    fn placeholders_truncate_and_advance_min() {
         let log = LogId::new(0).expect("id");
         let mut queue = ConsumeQueue::new(PathBuf::from("/nonexistent"), 1024);
+        let mut cache = CqCache::new(0);
         let entry = |position| CqEntry {
             physical: PhysicalOffset::new(log, position),
             size: 100,
@@ -439,13 +881,51 @@ mod tests {
         queue.push(1030, entry(0));
         assert_eq!(queue.max_offset(), 1031);
         assert_eq!(queue.min_offset(), 1030);
-        assert!(queue.entry(1025).expect("placeholder").is_placeholder());
+        assert_eq!(
+            queue.resident_entries(),
+            7,
+            "placeholders from the block start only"
+        );
+        assert!(queue.hot_entry(1025).expect("placeholder").is_placeholder());
+        assert!(queue.hot_entry(10).expect("below min").is_placeholder());
         queue.push(1031, entry(100));
         queue.push(1032, entry(200));
-        queue.truncate_from(log, 150);
+        queue.truncate_from(log, 150).expect("in memory");
         assert_eq!(queue.max_offset(), 1032);
-        let dropped = queue.drop_below(|physical| physical.position() < 100);
-        assert!(dropped.is_empty());
+        let dropped = queue.advance_min(1031, Some(entry(100).physical), &mut cache);
+        // The first file lies wholly below min (it was never written: the queue began in
+        // the second), so it may go.
+        assert_eq!(dropped, vec![PathBuf::from("/nonexistent/00000000000000000000")]);
+        assert!(queue.hot_entry(10).is_none(), "below the oldest file");
         assert_eq!(queue.min_offset(), 1031);
+        match queue.lookup(1031, 10, &mut cache).expect("lookup") {
+            Lookup::Entries(entries) => assert_eq!(entries, vec![entry(100)]),
+            _ => panic!("the hot tail holds the entry"),
+        }
+        assert!(matches!(
+            queue.lookup(1032, 1, &mut cache).expect("lookup"),
+            Lookup::End
+        ));
+    }
+
+    // Proves the hot tail shrinks to a bounded size once entries are planned for writing,
+    // keeping the page the next flush rewrites.
+    #[test]
+    fn flush_trims_the_hot_tail() {
+        let log = LogId::new(0).expect("id");
+        let mut queue = ConsumeQueue::new(PathBuf::from("/nonexistent"), 1024);
+        for offset in 0..5000u64 {
+            let entry = CqEntry {
+                physical: PhysicalOffset::new(log, offset * 100),
+                size: 100,
+                tag_code: 0,
+            };
+            queue.push(offset, entry);
+        }
+        assert_eq!(queue.resident_entries(), 5000);
+        // No file is open: nothing can be written, nothing is trimmed below `flushed`.
+        assert!(queue.plan_flush().is_empty());
+        assert_eq!(queue.unflushed_entries(), 5000);
+        assert_eq!(queue.missing_files().len(), 5);
     }
 }

@@ -8,6 +8,7 @@
 //! <root>/consumequeue/<topic>/<queueId>/<20-digit byte> 20-byte entries (consume_queue)
 //! <root>/index/<log id>/<20-digit segment start>        key index entries (index)
 //! <root>/checkpoint/<log id>                            two checksummed slots (checkpoint)
+//! <root>/checkpoint/<log id>.queues                     queue min/max table (queue_table)
 //! <root>/abort                                          present while running (crash marker)
 //! <root>/lock                                           flock held while open
 //! ```
@@ -41,13 +42,17 @@
 //! - `flush`: the flush lanes (group commit) and dispatch of newly durable records.
 //! - `warm`: writes zeros ahead of the write position.
 //! - `recovery`: locks, loads and verifies the files at open, producing the shard state.
+//! - `queue_repair`: rebuilds one short consume queue from the commit log at open, and the
+//!   progress log of long recovery steps.
 //! - `shard`: the shard state the parts above share, and the counters.
 //! - `flights`: bookkeeping of the flushes planned and in flight.
 //! - `queues`: per-queue state, and dispatch of one record into its queue and the key index.
 //! - `index`: the key index of one log: in-memory chains over append-order files.
 //! - `sealed_index`: a segment's key index sorted by hash in one file.
 //! - `index_entry`: the 32-byte key-index entry both index files hold.
-//! - `consume_queue`: one queue's files of 20-byte entries.
+//! - `consume_queue`: one queue's files of 20-byte entries and its hot tail in memory.
+//! - `cq_cache`: the store's bounded cache of consume-queue blocks read from disk.
+//! - `queue_table`: each queue's min and max as its files held them at the checkpoint.
 //! - `checkpoint`: the two-slot checkpoint file.
 //! - `commit_log`: segments, the open chunk, the read cache and flush plans of the log.
 //! - `config`: [`StoreConfig`] and [`FlushPolicy`].
@@ -73,6 +78,7 @@ pub mod checkpoint;
 pub(crate) mod commit_log;
 pub mod config;
 pub mod consume_queue;
+pub(crate) mod cq_cache;
 pub mod error;
 pub(crate) mod flights;
 pub(crate) mod flush;
@@ -82,6 +88,8 @@ pub mod limits;
 pub(crate) mod maintenance;
 pub mod offset;
 pub(crate) mod orphan;
+pub(crate) mod queue_repair;
+pub(crate) mod queue_table;
 pub(crate) mod queues;
 pub mod read;
 pub mod recovery;
@@ -98,4 +106,4 @@ pub use error::{ReplicaFault, StoreError, TruncateFault};
 pub use offset::{LogId, PhysicalOffset, QueueOffset};
 pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};
 pub use replica::LogChunk;
-pub use store::{AppendedRecord, Store, StoreStats};
+pub use store::{AppendedRecord, ConsumeQueueMemory, Store, StoreStats};

@@ -48,6 +48,30 @@ pub const CQ_ENTRY_BYTES: u64 = 20;
 /// (20 × 1024 = 5 pages), the nearest such value to RocketMQ's 300,000.
 pub const CQ_ENTRIES_PER_FILE_DEFAULT: u64 = 288 * 1024;
 
+/// Entries of a consume-queue block: the unit cold reads fetch and the block cache holds.
+/// 1024 entries are 20 KiB, exactly 5 pages, so every block is page-aligned in its file
+/// (files hold a multiple of 1024 entries) and one read serves a pull of up to 1024 records.
+pub const CQ_BLOCK_ENTRIES: u64 = 1024;
+
+/// Entries a queue keeps in memory behind its newest one (besides those not yet written and
+/// the page the next flush rewrites): a tailing consumer pulling up to this far behind (32
+/// per pull by default in RocketMQ clients) is served without reading the queue's files.
+/// 128 entries cost 3 KiB per queue, less than the page kept anyway.
+pub const CQ_TAIL_ENTRIES: u64 = 128;
+
+/// Default bytes of consume-queue blocks cached per store (`StoreConfig::cq_cache_bytes`):
+/// 1,600 blocks of 20 KiB, enough for that many consumers reading backlogs (each needs its
+/// current block) or lookups by time, while a store of any size stays within it; the page
+/// cache is not used (direct I/O), so this is all the memory cold consume-queue reads take.
+pub const CQ_CACHE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
+
+/// Entries a repaired queue collects in memory before they are written to its files, so
+/// repairing a queue of any length holds at most this many (1.5 MiB).
+pub const CQ_REPAIR_FLUSH_ENTRIES: u64 = 64 * 1024;
+
+/// A recovery step running longer than this logs its progress this often.
+pub const RECOVERY_PROGRESS_MS: u64 = 1000;
+
 /// Bytes of one key-index entry (see `index`): 32 divides the page.
 pub const INDEX_ENTRY_BYTES: u64 = 32;
 
@@ -90,6 +114,8 @@ const _: () = assert!(SEGMENT_BYTES_DEFAULT % PAGE_BYTES == 0);
 const _: () = assert!(SEGMENT_BYTES_MIN % PAGE_BYTES == 0);
 const _: () = assert!((CQ_ENTRIES_PER_FILE_DEFAULT * CQ_ENTRY_BYTES) % PAGE_BYTES == 0);
 const _: () = assert!(PAGE_BYTES % INDEX_ENTRY_BYTES == 0);
+const _: () = assert!((CQ_BLOCK_ENTRIES * CQ_ENTRY_BYTES) % PAGE_BYTES == 0);
+const _: () = assert!(CQ_ENTRIES_PER_FILE_DEFAULT % CQ_BLOCK_ENTRIES == 0);
 const _: () = assert!(FLUSH_BYTES_MAX as u64 % PAGE_BYTES == 0);
 const _: () = assert!((RECORD_BYTES_MAX as u64) < SEGMENT_BYTES_DEFAULT);
 

@@ -19,9 +19,12 @@ use crate::consume_queue::FileWrite;
 use crate::error::{setup_error, StoreError};
 use crate::flush::fail;
 use crate::limits::{
-    INDEX_LINK_BATCH, INDEX_LINK_BUSY_BATCH, INDEX_LINK_BUSY_PAUSE_MS, INDEX_UNLINKED_MAX,
+    CQ_BLOCK_ENTRIES, INDEX_LINK_BATCH, INDEX_LINK_BUSY_BATCH, INDEX_LINK_BUSY_PAUSE_MS,
+    INDEX_UNLINKED_MAX,
 };
 use crate::offset::{parse_file_name, LogId, PhysicalOffset};
+use crate::queue_table::{self, QueueRecord};
+use crate::queues::read_entries;
 use crate::sealed_index::{self, sealed_path, SealedIndex};
 use crate::shard::Shared;
 
@@ -120,8 +123,9 @@ async fn seal_index_segment(shared: &Shared, checkpointed: u64) -> Result<(), St
     Ok(())
 }
 
-/// Flushes consume queues and the index, then writes a checkpoint saying everything
-/// dispatched before the flush began is durable in them; returns that position.
+/// Flushes consume queues and the index (every file written is synced), writes the queue
+/// table if a queue moved, then writes a checkpoint saying everything dispatched before the
+/// flush began is durable in them; returns that position.
 pub(crate) async fn write_maintenance_checkpoint(shared: &Shared) -> Result<u64, StoreError> {
     let _guard = MaintenanceLock { shared }.await;
     let (dispatched, durable) = {
@@ -129,6 +133,7 @@ pub(crate) async fn write_maintenance_checkpoint(shared: &Shared) -> Result<u64,
         (log.dispatched, log.durable)
     };
     flush_derived(shared).await?;
+    write_queue_table(shared).await?;
     let checkpoint = Checkpoint {
         sequence: 0,
         log_durable_position: durable,
@@ -205,10 +210,56 @@ async fn create_derived_file(
     faults: &Option<Rc<comet_rt::io::FaultInjector>>,
 ) -> Result<DirectFile, StoreError> {
     let dir = path.parent().expect("derived files live in a directory");
+    let created_dir = !dir.exists();
     std::fs::create_dir_all(dir).map_err(|error| crate::error::setup_error(dir, error))?;
     let file = DirectFile::open(path, OpenMode::CreateReadWrite, faults.clone()).await?;
     comet_rt::io::sync_directory(dir).await?;
+    if created_dir {
+        // A new queue's directory (and its topic's) must survive a crash with its file.
+        for parent in dir.ancestors().skip(1).take(2) {
+            comet_rt::io::sync_directory(parent).await?;
+        }
+    }
     Ok(file)
+}
+
+/// The queue table for the queues as their files hold them now (see `queue_table`), in a
+/// fixed order so an unchanged table has the same bytes.
+fn queue_table_records(shared: &Shared) -> Vec<QueueRecord> {
+    let mut records = Vec::new();
+    for (topic, queues) in shared.queues.borrow().iter() {
+        for (queue_id, queue) in queues {
+            let queue = &queue.consume_queue;
+            let (min, flushed) = (queue.min_offset(), queue.flushed_offset());
+            // A queue with nothing written, or starting over past what is written, has
+            // nothing the files must hold yet.
+            if flushed == 0 || min > flushed {
+                continue;
+            }
+            records.push(QueueRecord {
+                topic: topic.clone(),
+                queue_id: *queue_id,
+                min,
+                max: flushed,
+                min_physical: queue.min_physical(),
+            });
+        }
+    }
+    records.sort_unstable_by(|a, b| (&a.topic, a.queue_id).cmp(&(&b.topic, b.queue_id)));
+    records
+}
+
+/// Replaces the queue table when a queue moved since it was last written. Runs under the
+/// maintenance lock, after the flush that wrote the queue files it describes was synced.
+pub(crate) async fn write_queue_table(shared: &Shared) -> Result<(), StoreError> {
+    let bytes = queue_table::encode(&queue_table_records(shared));
+    if *shared.queue_table_bytes.borrow() == bytes {
+        return Ok(());
+    }
+    let path = queue_table::table_path(&shared.config.root, shared.config.log_id);
+    queue_table::write(&path, bytes.clone()).await?;
+    *shared.queue_table_bytes.borrow_mut() = bytes;
+    Ok(())
 }
 
 async fn write_and_sync(writes: Vec<FileWrite>) -> Result<(), StoreError> {
@@ -258,16 +309,80 @@ pub(crate) async fn drop_gone_entries(shared: &Shared) -> Result<(), StoreError>
         Some(first) => physical.position() < *first,
         None => !known(physical.log_id()),
     };
+    let names: Vec<(String, i32)> = shared
+        .queues
+        .borrow()
+        .iter()
+        .flat_map(|(topic, queues)| queues.keys().map(|queue_id| (topic.clone(), *queue_id)))
+        .collect();
     let mut dropped = Vec::new();
-    for queues in shared.queues.borrow_mut().values_mut() {
-        for queue in queues.values_mut() {
-            dropped.extend(queue.consume_queue.drop_below(gone));
+    for (topic, queue_id) in names {
+        dropped.extend(advance_queue_min(shared, (&topic, queue_id), &gone).await?);
+    }
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    // The table moves min first: a crash before the deletes then finds files below min,
+    // never a min below the oldest file (which recovery would take for a lost file).
+    write_queue_table(shared).await?;
+    for path in dropped {
+        if path.exists() {
+            comet_rt::io::remove_file(&path).await?;
         }
     }
-    for file in dropped {
-        comet_rt::io::remove_file(file.path()).await?;
-    }
     Ok(())
+}
+
+/// Moves the min offset of (topic, queue_id) past entries whose records are `gone`, reading
+/// them through the hot tail, the block cache or the files; returns the queue files left
+/// wholly below it. A queue whose record at min is known to be stored reads nothing.
+async fn advance_queue_min(
+    shared: &Shared,
+    (topic, queue_id): (&str, i32),
+    gone: &impl Fn(PhysicalOffset) -> bool,
+) -> Result<Vec<PathBuf>, StoreError> {
+    let (start, known) = {
+        let queues = shared.queues.borrow();
+        let queue = &queues[topic][&queue_id].consume_queue;
+        (queue.min_offset(), queue.min_physical())
+    };
+    if known.is_some_and(|physical| !gone(physical)) {
+        return Ok(Vec::new());
+    }
+    let (mut at, mut physical) = (start, None);
+    'walk: loop {
+        let queue = (topic, queue_id);
+        let (run, _) = read_entries(
+            &shared.queues,
+            &shared.cq_cache,
+            queue,
+            at,
+            CQ_BLOCK_ENTRIES,
+        )
+        .await?;
+        let Some(run) = run else {
+            break;
+        };
+        for entry in run {
+            if !entry.is_placeholder() && !gone(entry.physical) {
+                physical = Some(entry.physical);
+                break 'walk;
+            }
+            at += 1;
+        }
+    }
+    let mut queues = shared.queues.borrow_mut();
+    let queue = &mut queues
+        .get_mut(topic)
+        .and_then(|queues| queues.get_mut(&queue_id))
+        .expect("queues are never removed")
+        .consume_queue;
+    if queue.min_offset() != start || at > queue.max_offset() {
+        // A first record arrived meanwhile: the next pass looks again.
+        return Ok(Vec::new());
+    }
+    let mut cache = shared.cq_cache.borrow_mut();
+    Ok(queue.advance_min(at, physical, &mut cache))
 }
 
 /// Segment starts of a log directory, oldest first; `None` when the directory is gone.

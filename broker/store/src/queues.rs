@@ -1,7 +1,9 @@
-//! The queue tables: the state of each consume queue this store owns, and dispatch, which
+//! The queue tables: the state of each consume queue this store owns, dispatch, which
 //! turns one durable record into its consume-queue entry and key-index entries (shared by
-//! the live dispatcher in `flush` and by `recovery`).
+//! the live dispatcher in `flush` and by `recovery`), and reads of a queue's entries
+//! through its hot tail, the store's block cache or its files.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -9,7 +11,9 @@ use comet_proto::message::RecordView;
 use comet_rt::sync::WakerList;
 
 use crate::config::StoreConfig;
-use crate::consume_queue::{tag_code, ConsumeQueue, CqEntry};
+use crate::consume_queue::{tag_code, ConsumeQueue, CqEntry, Lookup};
+use crate::cq_cache::CqCache;
+use crate::error::StoreError;
 use crate::index::KeyIndex;
 use crate::offset::PhysicalOffset;
 
@@ -63,9 +67,9 @@ pub(crate) fn queue_dir(config: &StoreConfig, topic: &str, queue_id: i32) -> Pat
 }
 
 /// Dispatches one durable record into its consume queue (if this store owns the queue) and
-/// the key index: the single place shared by the live dispatcher and recovery. Returns false
-/// (nothing changed) when the record's queue offset does not continue its queue (a stale
-/// record, for recovery).
+/// the key index: the single place shared by the live dispatcher and recovery. A record
+/// whose queue already holds its offset (recovery rescanning a queue handed over and back,
+/// checked by recovery before) only reaches the key index; returns false for it.
 pub(crate) fn dispatch_record(
     view: &RecordView<'_>,
     position: u64,
@@ -76,25 +80,11 @@ pub(crate) fn dispatch_record(
     let transaction = view.sysflag() & TRANSACTION_TYPE_MASK;
     let physical = PhysicalOffset::new(config.log_id, position);
     let found = DispatchProperties::scan(view);
-    let owned = config.owns(view.topic(), view.queue_id());
-    if owned && transaction != TRANSACTION_PREPARED && transaction != TRANSACTION_ROLLBACK {
+    let mut continues = true;
+    if let Some((offset, entry)) = queue_entry(view, &found, physical, config) {
         let queue = queue_state(queues, config, view.topic(), view.queue_id());
-        let Ok(offset) = u64::try_from(view.queue_offset()) else {
-            return false;
-        };
-        if offset < queue.consume_queue.max_offset() {
-            // Recovery may rescan a record its queue already holds (a queue handed over and
-            // back keeps entries of another log after it, so truncation stops above it).
-            let held = queue.consume_queue.entry(offset);
-            if held.is_none_or(|entry| entry.physical != physical) {
-                return false;
-            }
-        } else {
-            let entry = CqEntry {
-                physical,
-                size: u32::try_from(view.total_size()).expect("record size limit"),
-                tag_code: consume_queue_tag(view, &found, config),
-            };
+        continues = offset >= queue.consume_queue.max_offset();
+        if continues {
             queue.consume_queue.push(offset, entry);
             queue.next_offset = queue.next_offset.max(offset + 1);
             // Wake long-polling readers of this queue (a no-op without waiters, as in
@@ -105,7 +95,91 @@ pub(crate) fn dispatch_record(
     if transaction != TRANSACTION_ROLLBACK {
         index_keys(view, &found, physical, index);
     }
-    true
+    continues
+}
+
+/// The consume-queue entry of a record at `physical` and its queue offset: `None` for a
+/// queue this store does not own, a prepared or rolled-back record, or a negative offset.
+fn queue_entry(
+    view: &RecordView<'_>,
+    found: &DispatchProperties<'_>,
+    physical: PhysicalOffset,
+    config: &StoreConfig,
+) -> Option<(u64, CqEntry)> {
+    let transaction = view.sysflag() & TRANSACTION_TYPE_MASK;
+    if transaction == TRANSACTION_PREPARED || transaction == TRANSACTION_ROLLBACK {
+        return None;
+    }
+    if !config.owns(view.topic(), view.queue_id()) {
+        return None;
+    }
+    let offset = u64::try_from(view.queue_offset()).ok()?;
+    let entry = CqEntry {
+        physical,
+        size: u32::try_from(view.total_size()).expect("record size limit"),
+        tag_code: consume_queue_tag(view, found, config),
+    };
+    Some((offset, entry))
+}
+
+/// [`queue_entry`] for a record recovery repairs one queue from.
+pub(crate) fn repair_entry(
+    view: &RecordView<'_>,
+    physical: PhysicalOffset,
+    config: &StoreConfig,
+) -> Option<(u64, CqEntry)> {
+    queue_entry(view, &DispatchProperties::scan(view), physical, config)
+}
+
+/// Entries of (topic, queue_id) from `from` on (at least one, at most `limit`), from the
+/// hot tail or the block cache, or read from the queue's file (direct I/O, then cached);
+/// `None` at or past the end, for an unknown queue, or below the oldest file. The second
+/// value says whether the queue's file was read.
+pub(crate) async fn read_entries(
+    queues: &RefCell<Queues>,
+    cache: &RefCell<CqCache>,
+    (topic, queue_id): (&str, i32),
+    from: u64,
+    limit: u64,
+) -> Result<(Option<Vec<CqEntry>>, bool), StoreError> {
+    let cold = {
+        let queues = queues.borrow();
+        let Some(queue) = queues.get(topic).and_then(|queues| queues.get(&queue_id)) else {
+            return Ok((None, false));
+        };
+        match queue
+            .consume_queue
+            .lookup(from, limit, &mut cache.borrow_mut())?
+        {
+            Lookup::End => return Ok((None, false)),
+            Lookup::Entries(entries) => return Ok((Some(entries), false)),
+            Lookup::Cold(block) => block,
+        }
+    };
+    let bytes = cold.read().await?;
+    let entries = cold.run(&bytes, from, limit)?;
+    cache.borrow_mut().insert(cold.key, bytes);
+    Ok((Some(entries), true))
+}
+
+/// [`read_entries`] for callers that cannot await (admin inspection): a block not cached is
+/// read with a blocking positional read of at most 20 KiB.
+pub(crate) fn read_entries_blocking(
+    queue: &ConsumeQueue,
+    cache: &mut CqCache,
+    from: u64,
+    limit: u64,
+) -> Result<Option<Vec<CqEntry>>, StoreError> {
+    match queue.lookup(from, limit, cache)? {
+        Lookup::End => Ok(None),
+        Lookup::Entries(entries) => Ok(Some(entries)),
+        Lookup::Cold(block) => {
+            let bytes = block.read_blocking()?;
+            let entries = block.run(&bytes, from, limit)?;
+            cache.insert(block.key, bytes);
+            Ok(Some(entries))
+        }
+    }
 }
 
 /// The properties dispatch reads, found in one pass over the properties string (each

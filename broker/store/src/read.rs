@@ -1,8 +1,10 @@
 //! The read path: pulls by queue offset (with tag filtering), lookups by time, by physical
 //! offset (view by id) and by key, and the wait for new data that long polling uses.
 //!
-//! Records come from the in-memory chunks when still cached (tailing consumers never touch
-//! the disk) and otherwise from the segment files with read-ahead; disk reads are verified
+//! Consume-queue entries come from the queue's hot tail, the store's block cache, or the
+//! queue's files (a block at a time, see `consume_queue`). Records come from the in-memory
+//! chunks when still cached (tailing consumers never touch the disk) and otherwise from the
+//! segment files with read-ahead; disk reads are verified
 //! (magic, lengths, body CRC) before they are returned (docs/style.md#paired-record-checks). Only
 //! durable, dispatched records are ever reachable.
 
@@ -18,13 +20,15 @@ use comet_rt::io::{DirectFile, OpenMode};
 use crate::commit_log::{to_index, CommitLog};
 use crate::config::StoreConfig;
 use crate::consume_queue::{ConsumeQueue, CqEntry};
+use crate::cq_cache::CqCache;
 use crate::error::StoreError;
 use crate::index::KeyIndex;
 use crate::limits::{
-    CQ_INSPECT_ENTRIES_MAX, PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX, READ_AHEAD_BYTES,
+    CQ_BLOCK_ENTRIES, CQ_INSPECT_ENTRIES_MAX, PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX,
+    READ_AHEAD_BYTES,
 };
 use crate::offset::{file_name, PhysicalOffset, QueueOffset};
-use crate::queues::{queue_state, Queues};
+use crate::queues::{queue_state, read_entries, read_entries_blocking, Queues};
 use crate::shard::{Shared, StoreStats};
 
 /// Which records a pull wants.
@@ -107,6 +111,7 @@ pub(crate) struct ReadPath<'s> {
     config: &'s StoreConfig,
     log: &'s RefCell<CommitLog>,
     queues: &'s RefCell<Queues>,
+    cq_cache: &'s RefCell<CqCache>,
     index: &'s RefCell<KeyIndex>,
     stats: &'s Cell<StoreStats>,
     closed: &'s Cell<bool>,
@@ -119,6 +124,7 @@ impl<'s> ReadPath<'s> {
             config: &shared.config,
             log: &shared.log,
             queues: &shared.queues,
+            cq_cache: &shared.cq_cache,
             index: &shared.index,
             stats: &shared.stats,
             closed: &shared.closed,
@@ -129,6 +135,25 @@ impl<'s> ReadPath<'s> {
         let mut stats = self.stats.get();
         stats.disk_reads += 1;
         self.stats.set(stats);
+    }
+
+    /// Entries of (topic, queue_id) from `from` on (at least one, at most `limit`), through
+    /// the hot tail, the block cache or the queue's file; `None` past the end.
+    async fn entries(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        from: u64,
+        limit: u64,
+    ) -> Result<Option<Vec<CqEntry>>, StoreError> {
+        let queue = (topic, queue_id);
+        let (entries, read) = read_entries(self.queues, self.cq_cache, queue, from, limit).await?;
+        if read {
+            let mut stats = self.stats.get();
+            stats.cq_disk_reads += 1;
+            self.stats.set(stats);
+        }
+        Ok(entries)
     }
 
     /// One past the last entry of (topic, queue_id); 0 for an unknown queue.
@@ -180,8 +205,9 @@ impl<'s> ReadPath<'s> {
             result.next_offset = next;
             return Ok(result);
         }
-        let (chosen, next) =
-            self.choose_entries(topic, queue_id, offset, max_count, max_bytes, filter);
+        let (chosen, next) = self
+            .choose_entries((topic, queue_id), offset, max_count, max_bytes, filter)
+            .await?;
         result.next_offset = next;
         if chosen.is_empty() {
             result.status = GetStatus::NoMatchedMessage;
@@ -197,36 +223,37 @@ impl<'s> ReadPath<'s> {
         Ok(result)
     }
 
-    fn choose_entries(
+    async fn choose_entries(
         &self,
-        topic: &str,
-        queue_id: i32,
+        (topic, queue_id): (&str, i32),
         offset: QueueOffset,
         max_count: usize,
         max_bytes: usize,
         filter: MessageFilter<'_>,
-    ) -> (Vec<CqEntry>, QueueOffset) {
-        let queues = self.queues.borrow();
-        let queue = &queues[topic][&queue_id].consume_queue;
+    ) -> Result<(Vec<CqEntry>, QueueOffset), StoreError> {
         let max_count = max_count.clamp(1, PULL_RECORDS_MAX);
         let (mut chosen, mut bytes, mut next) = (Vec::new(), 0usize, offset.0);
-        for scanned in 0..PULL_SCAN_ENTRIES_MAX {
-            let Some(entry) = queue.entry(offset.0 + scanned as u64) else {
+        let scan_end = offset.0 + PULL_SCAN_ENTRIES_MAX as u64;
+        'scan: while next < scan_end {
+            let limit = (scan_end - next).min(CQ_BLOCK_ENTRIES);
+            let Some(run) = self.entries(topic, queue_id, next, limit).await? else {
                 break;
             };
-            let size = to_index(u64::from(entry.size));
-            if entry.is_placeholder() || !filter.accepts(&entry) {
+            for entry in run {
+                let size = to_index(u64::from(entry.size));
+                if entry.is_placeholder() || !filter.accepts(&entry) {
+                    next += 1;
+                    continue;
+                }
+                if !chosen.is_empty() && (chosen.len() >= max_count || bytes + size > max_bytes) {
+                    break 'scan;
+                }
+                bytes += size;
+                chosen.push(entry);
                 next += 1;
-                continue;
             }
-            if !chosen.is_empty() && (chosen.len() >= max_count || bytes + size > max_bytes) {
-                break;
-            }
-            bytes += size;
-            chosen.push(entry);
-            next += 1;
         }
-        (chosen, QueueOffset(next))
+        Ok((chosen, QueueOffset(next)))
     }
 
     /// Reads `size` bytes of the record at `physical`: cache, window, or disk (read-ahead).
@@ -395,7 +422,7 @@ impl<'s> ReadPath<'s> {
         let (mut low, mut high) = (min, max);
         while low < high {
             let middle = low + (high - low) / 2;
-            let Some(entry) = self.entry_at(topic, queue_id, middle) else {
+            let Some(entry) = self.entry_at(topic, queue_id, middle).await? else {
                 break;
             };
             let time = self.store_time_of(entry).await?;
@@ -416,14 +443,16 @@ impl<'s> ReadPath<'s> {
         Ok(QueueOffset(offset.min(max)))
     }
 
-    fn entry_at(&self, topic: &str, queue_id: i32, offset: u64) -> Option<CqEntry> {
-        let queues = self.queues.borrow();
-        let entry = queues
-            .get(topic)?
-            .get(&queue_id)?
-            .consume_queue
-            .entry(offset)?;
-        (!entry.is_placeholder()).then_some(entry)
+    /// The entry at `offset` when it has a record.
+    async fn entry_at(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        offset: u64,
+    ) -> Result<Option<CqEntry>, StoreError> {
+        let run = self.entries(topic, queue_id, offset, 1).await?;
+        let entry = run.and_then(|run| run.first().copied());
+        Ok(entry.filter(|entry| !entry.is_placeholder()))
     }
 
     /// Store time of the oldest record of (topic, queue_id), or `None` when it is empty.
@@ -433,7 +462,7 @@ impl<'s> ReadPath<'s> {
         queue_id: i32,
     ) -> Result<Option<i64>, StoreError> {
         let min = self.min_offset(topic, queue_id).0;
-        match self.entry_at(topic, queue_id, min) {
+        match self.entry_at(topic, queue_id, min).await? {
             Some(entry) => Ok(Some(self.store_time_of(entry).await?)),
             None => Ok(None),
         }
@@ -451,7 +480,7 @@ impl<'s> ReadPath<'s> {
         if offset < self.min_offset(topic, queue_id) {
             return Ok(None);
         }
-        match self.entry_at(topic, queue_id, offset.0) {
+        match self.entry_at(topic, queue_id, offset.0).await? {
             Some(entry) => Ok(Some(self.store_time_of(entry).await?)),
             None => Ok(None),
         }
@@ -488,7 +517,7 @@ impl<'s> ReadPath<'s> {
         };
         let start = from.0.max(queue.min_offset());
         let end = from.0.saturating_add(count as u64).min(queue.max_offset());
-        let entries = collect_entries(queue, start, end);
+        let entries = collect_entries(queue, &mut self.cq_cache.borrow_mut(), start, end);
         assert!(entries.len() <= count, "at most {count} entries");
         entries
     }
@@ -560,15 +589,36 @@ impl Future for MessageWait<'_> {
     }
 }
 
-/// The entries of `[start, end)` that hold a record.
-fn collect_entries(queue: &ConsumeQueue, start: u64, end: u64) -> Vec<(QueueOffset, CqEntry)> {
+/// The entries of `[start, end)` that hold a record. Cold blocks are read with blocking
+/// reads (the caller cannot await; at most [`CQ_INSPECT_ENTRIES_MAX`] entries, 5 blocks);
+/// a failed read ends the answer there, logged.
+fn collect_entries(
+    queue: &ConsumeQueue,
+    cache: &mut CqCache,
+    start: u64,
+    end: u64,
+) -> Vec<(QueueOffset, CqEntry)> {
     assert!(end <= queue.max_offset(), "range ends inside the queue");
-    (start..end)
-        .filter_map(|offset| {
-            let entry = queue.entry(offset)?;
-            (!entry.is_placeholder()).then_some((QueueOffset(offset), entry))
-        })
-        .collect()
+    let mut entries = Vec::new();
+    let mut at = start;
+    while at < end {
+        match read_entries_blocking(queue, cache, at, end - at) {
+            Ok(Some(run)) => {
+                for entry in run {
+                    if !entry.is_placeholder() {
+                        entries.push((QueueOffset(at), entry));
+                    }
+                    at += 1;
+                }
+            }
+            Ok(None) => break,
+            Err(error) => {
+                log::warn!("consume-queue entries from {at} not read: {error}");
+                break;
+            }
+        }
+    }
+    entries
 }
 
 pub(crate) fn record_has_key(view: &RecordView<'_>, key: &str) -> bool {

@@ -5,11 +5,14 @@
 //! the start of the segment holding it, so recently written data is always re-verified),
 //! checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that its queue
 //! offset continues its queue), and ends the log at the first record that fails.
-//! Consume queues and the index are cut back to the scan start and rebuilt from the scan.
-//! The checkpoint promises every consume-queue entry of records below its dispatch position
-//! is on disk; if a scanned record shows a queue's loaded entries fall short of that (it
-//! skips offsets), every queue is cut back to the oldest segment and the whole log is
-//! rescanned, so a short queue file never hides records behind placeholders.
+//! Consume queues and the index are cut back to the scan start and rebuilt from the scan,
+//! so recovery reads the log written since the checkpoint, not what is retained.
+//! Consume queues are trusted up to what their files hold: opening one reads the end of
+//! its last file and checks its files against the queue table (`queue_table`), which says
+//! what each queue's files held at the last checkpoint. A queue found short (a file cut
+//! short, deleted or zeroed), or whose records past the checkpoint skip offsets it lacks,
+//! is repaired alone from the commit log (`queue_repair`), so a short queue file never
+//! hides records behind placeholders and never costs a rebuild of every queue.
 //! After a crash the bytes past the end are zeroed (as far as one flush can have reached), so
 //! a torn write can never reappear behind newer records.
 
@@ -27,11 +30,13 @@ use crate::commit_log::{
     align_down, align_up, to_index, CommitLog, CommitLogShape, BLANK_BYTES, PADDING_BYTES_MAX,
 };
 use crate::config::StoreConfig;
-use crate::consume_queue::ConsumeQueue;
+use crate::consume_queue::{ConsumeQueue, Promise};
 use crate::error::{setup_error, StoreError, TruncateFault};
 use crate::index::KeyIndex;
 use crate::limits::{FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES, RECOVERY_READ_BYTES};
 use crate::offset::{file_name, parse_file_name};
+use crate::queue_repair::{repair_queue, Progress};
+use crate::queue_table::{self, QueueRecord};
 use crate::queues::{dispatch_record, QueueState, Queues};
 use crate::shard::RecoveredState;
 
@@ -151,7 +156,13 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     let crashed = layout.abort.exists();
     let checkpoint = CheckpointFile::open(&layout.checkpoint, config.faults.clone()).await?;
     let mut segments = open_segments(config, layout).await?;
-    let mut queues = load_queues(config).await?;
+    // A log cut back or dropped at open leaves queues legitimately shorter than the table.
+    let table = if config.truncate_log_to.is_some() || config.reset_log_to.is_some() {
+        HashMap::new()
+    } else {
+        queue_table::read(&queue_table::table_path(&config.root, config.log_id))
+    };
+    let mut queues = load_queues(config, &table)?;
     let mut index = KeyIndex::new(layout.index.clone(), config.log_id, config.segment_bytes);
     index.load(&config.faults).await?;
     let first = segments.keys().next().copied().unwrap_or(0);
@@ -179,9 +190,16 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         scan_start = scan_start.min(to - to % config.segment_bytes).max(first);
     }
     truncate_derived(&mut queues, &mut index, config, scan_start).await?;
-    let scanned = (&segments, scan_start);
-    let mut end =
-        scan_with_rebuild(config, layout, scanned, &mut queues, &mut index, &mut watch).await?;
+    let mut end = scan(
+        config,
+        &segments,
+        scan_start,
+        &mut queues,
+        &mut index,
+        &mut watch,
+    )
+    .await?;
+    repair_promised(config, &segments, &mut queues, end).await?;
     if crashed {
         zero_past_end(config, &segments, end).await?;
     }
@@ -237,42 +255,54 @@ async fn open_segments(
     Ok(segments)
 }
 
-async fn load_queues(config: &StoreConfig) -> Result<Queues, StoreError> {
-    let mut queues = Queues::new();
+/// Opens the consume queues this store owns: those with a directory, and those the queue
+/// table lists (a deleted directory is a queue to repair). Blocking reads: start-up.
+fn load_queues(
+    config: &StoreConfig,
+    table: &HashMap<(String, i32), QueueRecord>,
+) -> Result<Queues, StoreError> {
+    let mut names: Vec<(String, i32)> = table.keys().cloned().collect();
     let root = config.root.join("consumequeue");
-    let Ok(topics) = std::fs::read_dir(&root) else {
-        return Ok(queues);
-    };
-    for topic in topics.flatten() {
-        let Some(topic_name) = topic.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        let Ok(queue_dirs) = std::fs::read_dir(topic.path()) else {
-            continue;
-        };
-        for queue_dir in queue_dirs.flatten() {
-            let Some(queue_id) = queue_dir.file_name().to_str().and_then(|n| n.parse().ok()) else {
+    if let Ok(topics) = std::fs::read_dir(&root) {
+        for topic in topics.flatten() {
+            let Some(topic_name) = topic.file_name().to_str().map(str::to_string) else {
                 continue;
             };
-            if !config.owns(&topic_name, queue_id) {
-                log::warn!(
-                    "ignoring consume queue {} owned by another store",
-                    queue_dir.path().display()
-                );
+            let Ok(queue_dirs) = std::fs::read_dir(topic.path()) else {
                 continue;
+            };
+            for queue_dir in queue_dirs.flatten() {
+                let name = queue_dir.file_name();
+                if let Some(queue_id) = name.to_str().and_then(|n| n.parse().ok()) {
+                    names.push((topic_name.clone(), queue_id));
+                }
             }
-            let mut queue = ConsumeQueue::new(queue_dir.path(), config.cq_entries_per_file);
-            queue.load(&config.faults).await?;
-            let state = QueueState {
-                next_offset: queue.max_offset(),
-                consume_queue: queue,
-                arrivals: WakerList::default(),
-            };
-            queues
-                .entry(topic_name.clone())
-                .or_default()
-                .insert(queue_id, state);
         }
+    }
+    names.sort_unstable();
+    names.dedup();
+    let mut queues = Queues::new();
+    for (topic, queue_id) in names {
+        let dir = crate::queues::queue_dir(config, &topic, queue_id);
+        if !config.owns(&topic, queue_id) {
+            log::warn!(
+                "ignoring consume queue {} owned by another store",
+                dir.display()
+            );
+            continue;
+        }
+        let promise = table.get(&(topic.clone(), queue_id)).map(|record| Promise {
+            min: record.min,
+            max: record.max,
+            min_physical: record.min_physical,
+        });
+        let queue = ConsumeQueue::load(dir, config.cq_entries_per_file, promise)?;
+        let state = QueueState {
+            next_offset: queue.max_offset(),
+            consume_queue: queue,
+            arrivals: WakerList::default(),
+        };
+        queues.entry(topic).or_default().insert(queue_id, state);
     }
     Ok(queues)
 }
@@ -286,7 +316,7 @@ async fn truncate_derived(
 ) -> Result<(), StoreError> {
     for topic_queues in queues.values_mut() {
         for queue in topic_queues.values_mut() {
-            queue.consume_queue.truncate_from(config.log_id, at);
+            queue.consume_queue.truncate_from(config.log_id, at)?;
             queue.next_offset = queue.consume_queue.max_offset();
         }
     }
@@ -297,64 +327,77 @@ async fn truncate_derived(
     Ok(())
 }
 
-/// Scans from `scan_start`; if the consume queues prove shorter than the checkpoint said,
-/// cuts them back to the oldest segment and scans the whole log instead. Returns the end.
-async fn scan_with_rebuild(
+/// Repairs every queue that ends short of what the queue table promised once the scan is
+/// done (the records it lacks lie below the scan start: no later record showed the gap).
+async fn repair_promised(
     config: &StoreConfig,
-    layout: &Layout,
-    (segments, scan_start): (&BTreeMap<u64, Rc<DirectFile>>, u64),
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
     queues: &mut Queues,
-    index: &mut KeyIndex,
-    watch: &mut BoundaryWatch,
-) -> Result<u64, StoreError> {
-    let what = match scan(config, segments, scan_start, queues, index, true, watch).await? {
-        ScanEnd::At(end) => return Ok(end),
-        ScanEnd::QueueGap(what) => what,
-    };
-    // Placeholders would hide records the log still has: rebuild instead (slow, but only
-    // when a consume-queue file lost entries it had synced).
-    let first = segments.keys().next().copied().unwrap_or(0);
-    log::error!("consume queues short of the checkpoint ({what}); rebuilding from {first}");
-    truncate_derived(queues, index, config, first).await?;
-    watch.spanned = None;
-    match scan(config, segments, first, queues, index, false, watch).await? {
-        ScanEnd::At(end) => Ok(end),
-        ScanEnd::QueueGap(what) => Err(StoreError::corrupt(&layout.commit_log, what)),
+    end: u64,
+) -> Result<(), StoreError> {
+    let mut short = Vec::new();
+    for (topic, topic_queues) in queues.iter() {
+        for (queue_id, queue) in topic_queues {
+            let queue = &queue.consume_queue;
+            if queue.max_offset() < queue.promised() {
+                short.push((topic.clone(), *queue_id));
+            }
+        }
     }
+    for (topic, queue_id) in short {
+        repair_queue(config, segments, queues, (&topic, queue_id), end).await?;
+        let queue = &queues[&topic][&queue_id];
+        let (max, promised) = (
+            queue.consume_queue.max_offset(),
+            queue.consume_queue.promised(),
+        );
+        if max < promised {
+            log::error!(
+                "store {} log {}: consume queue {topic}/{queue_id} ends at {max}, the queue \
+                 table said {promised}: the records between are not in the log",
+                config.root.display(),
+                config.log_id
+            );
+        }
+        queues
+            .get_mut(&topic)
+            .and_then(|queues| queues.get_mut(&queue_id))
+            .expect("just repaired")
+            .next_offset = max;
+    }
+    Ok(())
 }
 
-/// How a scan ended.
-enum ScanEnd {
-    /// Valid data ends here.
-    At(u64),
-    /// A record skips queue offsets its (non-empty) consume queue lacks: the queue on disk
-    /// is shorter than the checkpoint says, and the scan must restart earlier.
-    QueueGap(String),
-}
-
-/// Scans and dispatches records from `start`. With `stop_at_gap`, a record skipping
-/// offsets of a non-empty queue stops the scan; without, the gap becomes placeholders.
+/// Scans and dispatches records from `start`; returns where valid data ends. A record
+/// skipping offsets its queue lacks has that queue repaired first (`queue_repair`).
 async fn scan(
     config: &StoreConfig,
     segments: &BTreeMap<u64, Rc<DirectFile>>,
     start: u64,
     queues: &mut Queues,
     index: &mut KeyIndex,
-    stop_at_gap: bool,
     watch: &mut BoundaryWatch,
-) -> Result<ScanEnd, StoreError> {
+) -> Result<u64, StoreError> {
     let mut position = start;
+    let last = segments.keys().next_back().copied().unwrap_or(0);
+    let what = format!(
+        "store {} log {}: recovery scan",
+        config.root.display(),
+        config.log_id
+    );
     let mut scanner = Scanner {
         config,
+        segments,
         queues,
         index,
-        stop_at_gap,
         watch,
+        repaired_at: None,
+        progress: Progress::new(what, start, last + config.segment_bytes),
     };
     loop {
         let segment_start = position - position % config.segment_bytes;
         let Some(file) = segments.get(&segment_start) else {
-            return Ok(ScanEnd::At(position));
+            return Ok(position);
         };
         let segment_end = segment_start + config.segment_bytes;
         match scanner.segment(file, segment_start, position).await? {
@@ -366,17 +409,22 @@ async fn scan(
 }
 
 enum SegmentScan {
-    Ends(ScanEnd),
+    /// Valid data ends here.
+    Ends(u64),
     Continues,
 }
 
-/// What a scan dispatches into, and how it treats gaps.
+/// What a scan reads and dispatches into.
 struct Scanner<'a> {
     config: &'a StoreConfig,
+    segments: &'a BTreeMap<u64, Rc<DirectFile>>,
     queues: &'a mut Queues,
     index: &'a mut KeyIndex,
-    stop_at_gap: bool,
     watch: &'a mut BoundaryWatch,
+    /// The record position whose queue was last repaired: a gap still there afterwards
+    /// (its records are gone from the log) becomes placeholders.
+    repaired_at: Option<u64>,
+    progress: Progress,
 }
 
 /// Watches the scan for the piece (record, padding, end marker) that spans a truncation
@@ -412,7 +460,7 @@ impl Scanner<'_> {
     ) -> Result<SegmentScan, StoreError> {
         let config = self.config;
         let segment_end = segment_start + config.segment_bytes;
-        let ends_at = |position| Ok(SegmentScan::Ends(ScanEnd::At(position)));
+        let ends_at = |position| Ok(SegmentScan::Ends(position));
         let mut position = from;
         let mut window_start = position;
         let mut window: Vec<u8> = Vec::new();
@@ -428,6 +476,7 @@ impl Scanner<'_> {
                     }
                     window = file.read_at(position - segment_start, read_length).await?;
                     window_start = position;
+                    self.progress.at(position);
                     if window.len() < length {
                         return ends_at(position);
                     }
@@ -445,10 +494,17 @@ impl Scanner<'_> {
                     log::warn!("commit log ends at {position}: {reason}");
                     return ends_at(position);
                 }
-                Check::Gap { what, .. } if self.stop_at_gap => {
-                    return Ok(SegmentScan::Ends(ScanEnd::QueueGap(format!(
-                        "{what} at log position {position}"
-                    ))));
+                Check::Failed(error) => return Err(error),
+                Check::Gap {
+                    what,
+                    topic,
+                    queue_id,
+                    ..
+                } if self.repaired_at != Some(position) => {
+                    log::warn!("consume queue short: {what} at log position {position}");
+                    let name = (topic.as_str(), queue_id);
+                    repair_queue(config, self.segments, self.queues, name, position).await?;
+                    self.repaired_at = Some(position);
                 }
                 Check::Valid(size) | Check::Gap { size, .. } => {
                     let view = RecordView::parse(&available[..size]).expect("checked");
@@ -472,11 +528,15 @@ enum Check {
     Zeros,
     Invalid(String),
     Valid(usize),
-    /// Valid, but it skips offsets its non-empty queue lacks.
+    /// Valid, but it skips offsets its queue lacks.
     Gap {
         size: usize,
         what: String,
+        topic: String,
+        queue_id: i32,
     },
+    /// Reading the queue's file failed.
+    Failed(StoreError),
 }
 
 /// A blank marker of `size` bytes at `position` ends the segment, or is padding: it ends on
@@ -554,15 +614,13 @@ fn check_record(
         // Its queue lives with another store now; only the key index takes it.
         return Check::Valid(size);
     }
-    match queue_continuation(
-        &view,
-        crate::offset::PhysicalOffset::new(config.log_id, position),
-        queues,
-    ) {
-        Continuation::Stale => {
+    let physical = crate::offset::PhysicalOffset::new(config.log_id, position);
+    match queue_continuation(&view, physical, queues) {
+        Err(error) => Check::Failed(error),
+        Ok(Continuation::Stale) => {
             Check::Invalid(format!("queue offset {} is stale", view.queue_offset()))
         }
-        Continuation::Gap(max) => Check::Gap {
+        Ok(Continuation::Gap(max)) => Check::Gap {
             size,
             what: format!(
                 "{}/{} offset {} follows max {max}",
@@ -570,8 +628,10 @@ fn check_record(
                 view.queue_id(),
                 view.queue_offset()
             ),
+            topic: view.topic().to_string(),
+            queue_id: view.queue_id(),
         },
-        Continuation::Next => Check::Valid(size),
+        Ok(Continuation::Next) => Check::Valid(size),
     }
 }
 
@@ -588,29 +648,37 @@ fn queue_continuation(
     view: &RecordView<'_>,
     physical: crate::offset::PhysicalOffset,
     queues: &Queues,
-) -> Continuation {
+) -> Result<Continuation, StoreError> {
     let transaction = view.sysflag() & (0x3 << 2);
     if transaction == 0x1 << 2 || transaction == 0x3 << 2 {
-        return Continuation::Next;
+        return Ok(Continuation::Next);
     }
     let queue = queues
         .get(view.topic())
-        .and_then(|queues| queues.get(&view.queue_id()));
-    let max = queue.map_or(0, |queue| queue.consume_queue.max_offset());
-    let held = |offset: u64| {
-        queue
-            .and_then(|queue| queue.consume_queue.entry(offset))
-            .is_some_and(|entry| entry.physical == physical)
+        .and_then(|queues| queues.get(&view.queue_id()))
+        .map(|queue| &queue.consume_queue);
+    let max = queue.map_or(0, ConsumeQueue::max_offset);
+    // A queue without entries may start anywhere (its older records were deleted), unless
+    // the queue table promised it entries.
+    let promised = queue.map_or(0, ConsumeQueue::promised);
+    let Ok(offset) = u64::try_from(view.queue_offset()) else {
+        return Ok(Continuation::Stale);
     };
-    match u64::try_from(view.queue_offset()) {
-        Ok(offset) if offset == max => Continuation::Next,
-        // Already held: its queue keeps entries of another log after it (handed over).
-        Ok(offset) if offset < max && held(offset) => Continuation::Next,
-        // A queue without entries may start anywhere (its older records were deleted).
-        Ok(offset) if offset > max && max == 0 => Continuation::Next,
-        Ok(offset) if offset > max => Continuation::Gap(max),
-        _ => Continuation::Stale,
+    if offset == max || (offset > max && max == 0 && promised == 0) {
+        return Ok(Continuation::Next);
     }
+    if offset > max {
+        return Ok(Continuation::Gap(max));
+    }
+    // Already held: its queue keeps entries of another log after it (handed over).
+    let held = match queue {
+        Some(queue) => queue.entry_blocking(offset)?,
+        None => None,
+    };
+    if held.is_some_and(|entry| entry.physical == physical) {
+        return Ok(Continuation::Next);
+    }
+    Ok(Continuation::Stale)
 }
 
 /// Bytes past the end of the log a crash can have left written: each flush in flight

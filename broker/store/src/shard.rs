@@ -11,6 +11,7 @@ use comet_rt::sync::{PositionWaiters, WakerList};
 use crate::checkpoint::CheckpointFile;
 use crate::commit_log::CommitLog;
 use crate::config::StoreConfig;
+use crate::cq_cache::CqCache;
 use crate::flights::Flights;
 use crate::index::KeyIndex;
 use crate::queues::Queues;
@@ -31,6 +32,9 @@ pub struct StoreStats {
     pub written_bytes: u64,
     /// Reads of commit-log data from disk (cache misses of the read path).
     pub disk_reads: u64,
+    /// Reads of consume-queue blocks from their files (cold ranges the hot tails and the
+    /// block cache did not hold).
+    pub cq_disk_reads: u64,
     /// Bytes of zeros the warmer wrote ahead of the write position (see `warm`).
     pub zeroed_bytes: u64,
     /// Bytes of padding that put a flush's end on a page, so the next could start while it
@@ -45,6 +49,10 @@ pub(crate) struct Shared {
     pub(crate) config: StoreConfig,
     pub(crate) log: RefCell<CommitLog>,
     pub(crate) queues: RefCell<Queues>,
+    /// Blocks of consume-queue files read for cold ranges (see `cq_cache`).
+    pub(crate) cq_cache: RefCell<CqCache>,
+    /// The queue table last written (see `queue_table`): an unchanged one is not rewritten.
+    pub(crate) queue_table_bytes: RefCell<Vec<u8>>,
     pub(crate) index: RefCell<KeyIndex>,
     pub(crate) checkpoint: RefCell<Option<CheckpointFile>>,
     pub(crate) failure: RefCell<Option<String>>,
@@ -107,10 +115,13 @@ impl Shared {
         let flights = Flights::new(recovered.log.durable, config.flushes_in_flight_max);
         // Recovery made the whole recovered log visible: it counts as confirmed.
         let confirmed = recovered.log.durable;
+        let cq_cache = CqCache::new(config.cq_cache_bytes);
         Shared {
             config,
             log: RefCell::new(recovered.log),
             queues: RefCell::new(recovered.queues),
+            cq_cache: RefCell::new(cq_cache),
+            queue_table_bytes: RefCell::new(Vec::new()),
             index: RefCell::new(recovered.index),
             checkpoint: RefCell::new(Some(recovered.checkpoint)),
             failure: RefCell::new(None),

@@ -42,6 +42,23 @@ pub use crate::append::AppendedRecord;
 pub use crate::queues::SCHEDULE_TOPIC;
 pub use crate::shard::StoreStats;
 
+/// What the consume queues of a store hold in memory ([`Store::consume_queue_memory`]):
+/// the hot tails of its queues and the block cache, neither growing with the entries
+/// retained.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConsumeQueueMemory {
+    /// Queues the store holds.
+    pub queues: usize,
+    /// Entries in the queues' hot tails (24 bytes each).
+    pub resident_entries: usize,
+    /// Bytes of blocks in the cache now.
+    pub cache_bytes: usize,
+    /// Most bytes the cache held since open.
+    pub cache_peak_bytes: usize,
+    /// The cache's bound (`StoreConfig::cq_cache_bytes`).
+    pub cache_bound_bytes: usize,
+}
+
 /// A shard's store. Cloning gives another handle to the same store (same shard only).
 ///
 /// When the last handle is dropped without [`Store::shutdown`] the store is abandoned as in a
@@ -166,6 +183,22 @@ impl Store {
     /// Segments whose key index is sealed (sorted on disk, see `sealed_index`).
     pub fn index_sealed_segments(&self) -> usize {
         self.shared.index.borrow().sealed_segments()
+    }
+
+    /// What consume queues hold in memory now (see [`ConsumeQueueMemory`]).
+    pub fn consume_queue_memory(&self) -> ConsumeQueueMemory {
+        let mut memory = ConsumeQueueMemory::default();
+        for queues in self.shared.queues.borrow().values() {
+            for queue in queues.values() {
+                memory.queues += 1;
+                memory.resident_entries += queue.consume_queue.resident_entries();
+            }
+        }
+        let cache = self.shared.cq_cache.borrow();
+        memory.cache_bytes = cache.held_bytes();
+        memory.cache_peak_bytes = cache.peak_bytes();
+        memory.cache_bound_bytes = cache.bound_bytes();
+        memory
     }
 
     /// Bytes appended but not yet durable.

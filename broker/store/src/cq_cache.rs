@@ -1,0 +1,147 @@
+//! The consume-queue block cache: one per store, bounded in bytes
+//! (`StoreConfig::cq_cache_bytes`), holding blocks of consume-queue files that readers
+//! fetched from disk (cold ranges: a backlog far behind the tail, lookups by time). A block
+//! is [`CQ_BLOCK_ENTRIES`](crate::limits::CQ_BLOCK_ENTRIES) entries of one queue in their
+//! 20-byte file form (20 KiB, whole pages), or fewer when the queue's flushed entries end
+//! inside it; the least recently used block goes first. Hot tails live in the queues
+//! themselves (`consume_queue`), never here.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// A block: (the queue's cache key, queue offset of the block's first entry).
+pub(crate) type BlockKey = (u64, u64);
+
+struct CachedBlock {
+    bytes: Box<[u8]>,
+    used_at: u64,
+}
+
+/// The cache (see the module docs). Shard-local.
+pub(crate) struct CqCache {
+    bound_bytes: usize,
+    held_bytes: usize,
+    clock: u64,
+    blocks: HashMap<BlockKey, CachedBlock>,
+    /// Blocks by last use, oldest first.
+    by_use: BTreeMap<u64, BlockKey>,
+    /// Largest `held_bytes` ever seen (tests and metrics check it stays within the bound).
+    peak_bytes: usize,
+}
+
+impl CqCache {
+    /// An empty cache holding at most `bound_bytes` of blocks.
+    pub(crate) fn new(bound_bytes: usize) -> CqCache {
+        CqCache {
+            bound_bytes,
+            held_bytes: 0,
+            clock: 0,
+            blocks: HashMap::new(),
+            by_use: BTreeMap::new(),
+            peak_bytes: 0,
+        }
+    }
+
+    /// The bytes of a cached block, marked as just used.
+    pub(crate) fn get(&mut self, key: BlockKey) -> Option<&[u8]> {
+        self.clock += 1;
+        let block = self.blocks.get_mut(&key)?;
+        self.by_use.remove(&block.used_at);
+        block.used_at = self.clock;
+        self.by_use.insert(self.clock, key);
+        Some(&block.bytes)
+    }
+
+    /// Caches `bytes` as block `key` (replacing an older copy), evicting the least recently
+    /// used blocks to stay within the bound; a block larger than the bound is not kept.
+    pub(crate) fn insert(&mut self, key: BlockKey, bytes: Vec<u8>) {
+        self.remove(key);
+        if bytes.len() > self.bound_bytes {
+            return;
+        }
+        while self.held_bytes + bytes.len() > self.bound_bytes {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            if let Some(block) = self.blocks.remove(&oldest) {
+                self.held_bytes -= block.bytes.len();
+            }
+        }
+        self.clock += 1;
+        self.held_bytes += bytes.len();
+        self.peak_bytes = self.peak_bytes.max(self.held_bytes);
+        let block = CachedBlock {
+            bytes: bytes.into_boxed_slice(),
+            used_at: self.clock,
+        };
+        self.blocks.insert(key, block);
+        self.by_use.insert(self.clock, key);
+        assert!(
+            self.held_bytes <= self.bound_bytes,
+            "cache within its bound"
+        );
+    }
+
+    fn remove(&mut self, key: BlockKey) {
+        if let Some(block) = self.blocks.remove(&key) {
+            self.by_use.remove(&block.used_at);
+            self.held_bytes -= block.bytes.len();
+        }
+    }
+
+    /// Drops the blocks of queue `queue_key` that start below `first` (their entries were
+    /// deleted, or their files went).
+    pub(crate) fn forget_below(&mut self, queue_key: u64, first: u64) {
+        let gone: Vec<BlockKey> = self
+            .blocks
+            .keys()
+            .filter(|(queue, block)| *queue == queue_key && *block < first)
+            .copied()
+            .collect();
+        for key in gone {
+            self.remove(key);
+        }
+    }
+
+    /// Bytes held now.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held_bytes
+    }
+
+    /// Most bytes ever held.
+    pub(crate) fn peak_bytes(&self) -> usize {
+        self.peak_bytes
+    }
+
+    /// The configured bound.
+    pub(crate) fn bound_bytes(&self) -> usize {
+        self.bound_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the cache evicts the least recently used block to stay within its bound, keeps
+    // a block just read, refuses a block larger than the bound, and forgets a queue's old
+    // blocks.
+    #[test]
+    fn evicts_least_recently_used_within_bound() {
+        let mut cache = CqCache::new(300);
+        cache.insert((1, 0), vec![1; 100]);
+        cache.insert((1, 1024), vec![2; 100]);
+        cache.insert((2, 0), vec![3; 100]);
+        assert!(cache.get((1, 0)).is_some(), "touch the oldest");
+        cache.insert((2, 1024), vec![4; 100]);
+        assert!(cache.get((1, 1024)).is_none(), "least recently used went");
+        assert_eq!(cache.get((1, 0)).map(|bytes| bytes[0]), Some(1));
+        assert_eq!(cache.held_bytes(), 300);
+        cache.insert((3, 0), vec![5; 301]);
+        assert!(cache.get((3, 0)).is_none());
+        cache.forget_below(2, 1024);
+        assert!(cache.get((2, 0)).is_none());
+        assert!(cache.get((2, 1024)).is_some());
+        assert_eq!(cache.held_bytes(), 200);
+        assert_eq!(cache.peak_bytes(), 300);
+    }
+}

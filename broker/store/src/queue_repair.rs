@@ -1,0 +1,286 @@
+//! Repairing one consume queue from the commit log at open: when a queue's files hold fewer
+//! entries than the queue table promised, or a record past the checkpoint skips offsets its
+//! queue lacks (a file cut short, deleted or zeroed), recovery rebuilds that queue alone:
+//! it reads the log from just past the queue's last good entry (from the oldest segment
+//! when none is left) and dispatches only that queue's records. Other queues and the key
+//! index are untouched, so one damaged file costs a scan of the log range its entries
+//! cover, never a rebuild of every queue. Entries are written to the queue's files every
+//! [`CQ_REPAIR_FLUSH_ENTRIES`], so a repair holds a bounded number in memory.
+//!
+//! Also the progress log of long recovery steps ([`Progress`]).
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use comet_proto::message::{peek_total_size_and_magic, RecordView, BLANK_MAGIC};
+use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
+
+use crate::commit_log::{to_index, BLANK_BYTES};
+use crate::config::StoreConfig;
+use crate::consume_queue::ConsumeQueue;
+use crate::error::{setup_error, StoreError};
+use crate::limits::{CQ_REPAIR_FLUSH_ENTRIES, RECOVERY_PROGRESS_MS, RECOVERY_READ_BYTES};
+use crate::offset::PhysicalOffset;
+use crate::queues::{queue_state, repair_entry, Queues};
+
+/// Logs the progress of a recovery step once it has run for a second, then every second:
+/// which store, how far through its log range, how long it has taken and about how long
+/// is left at the rate so far.
+pub(crate) struct Progress {
+    what: String,
+    from: u64,
+    to: u64,
+    started: Instant,
+    logged: Instant,
+}
+
+impl Progress {
+    /// A step called `what` (naming the store) going through log positions `[from, to)`.
+    pub(crate) fn new(what: String, from: u64, to: u64) -> Progress {
+        let now = comet_rt::clock::monotonic_now();
+        Progress {
+            what,
+            from,
+            to,
+            started: now,
+            logged: now,
+        }
+    }
+
+    /// The step reached `position`.
+    pub(crate) fn at(&mut self, position: u64) {
+        let now = comet_rt::clock::monotonic_now();
+        let every = Duration::from_millis(RECOVERY_PROGRESS_MS);
+        if now.duration_since(self.logged) < every {
+            return;
+        }
+        self.logged = now;
+        let elapsed = now.duration_since(self.started).as_secs_f64();
+        let done = position.saturating_sub(self.from);
+        let left = self.to.saturating_sub(position);
+        let total = (self.to.saturating_sub(self.from)).max(1);
+        // Precision loss is irrelevant for a progress estimate.
+        #[allow(clippy::cast_precision_loss)]
+        let (done_share, left_s) = {
+            let rate = done as f64 / elapsed.max(0.001);
+            let left_s = if done == 0 {
+                f64::NAN
+            } else {
+                left as f64 / rate
+            };
+            (done as f64 * 100.0 / total as f64, left_s)
+        };
+        log::info!(
+            "{}: at log position {position} of {}..{} ({done_share:.1}%), {elapsed:.1} s so \
+             far, about {left_s:.1} s left",
+            self.what,
+            self.from,
+            self.to
+        );
+    }
+}
+
+/// Rebuilds the entries of (topic, queue_id) from its max on out of this log's records
+/// below `upto` (see the module docs). Records missing from the log (deleted) leave
+/// placeholders when a later one is found; nothing is added past the last one found.
+pub(crate) async fn repair_queue(
+    config: &StoreConfig,
+    segments: &BTreeMap<u64, Rc<DirectFile>>,
+    queues: &mut Queues,
+    (topic, queue_id): (&str, i32),
+    upto: u64,
+) -> Result<(), StoreError> {
+    let first = segments.keys().next().copied().unwrap_or(0);
+    let queue = &mut queue_state(queues, config, topic, queue_id).consume_queue;
+    let max = queue.max_offset();
+    let from = repair_start(config, queue)?.max(first).min(upto);
+    let what = format!(
+        "store {} log {}: repairing consume queue {topic}/{queue_id} from offset {max}",
+        config.root.display(),
+        config.log_id
+    );
+    log::warn!("{what}: reading log positions {from}..{upto}");
+    let mut progress = Progress::new(what, from, upto);
+    let mut position = from;
+    while position < upto {
+        let segment_start = position - position % config.segment_bytes;
+        let Some(file) = segments.get(&segment_start) else {
+            break;
+        };
+        let segment_end = (segment_start + config.segment_bytes).min(upto);
+        let length = to_index((segment_end - position).min(RECOVERY_READ_BYTES as u64));
+        let window = file.read_at(position - segment_start, length).await?;
+        let name = (topic, queue_id);
+        let walked = walk_window(config, &window, position, segment_start, queue, name)?;
+        position = match walked {
+            Walk::Reached(reached) if reached > position => reached,
+            // A record longer than the window: read it whole.
+            Walk::Reached(_) => read_one(config, file, segment_start, position, queue, name)
+                .await?
+                .unwrap_or(upto),
+            Walk::SegmentEnds => segment_start + config.segment_bytes,
+            Walk::Stops => break,
+        };
+        progress.at(position);
+        if queue.unflushed_entries() >= CQ_REPAIR_FLUSH_ENTRIES {
+            flush_queue(queue, &config.faults).await?;
+        }
+        comet_rt::local::yield_if_needed().await;
+    }
+    let found = queue.max_offset() - max;
+    log::warn!(
+        "store {} log {}: consume queue {topic}/{queue_id} repaired: {found} entries rebuilt, \
+         max offset {}",
+        config.root.display(),
+        config.log_id,
+        queue.max_offset()
+    );
+    Ok(())
+}
+
+/// Where the records past the queue's last entry can start: just past that entry's record
+/// when it is one of this log's; else the oldest segment (0 here, raised by the caller).
+fn repair_start(config: &StoreConfig, queue: &ConsumeQueue) -> Result<u64, StoreError> {
+    let Some(last) = queue.max_offset().checked_sub(1) else {
+        return Ok(0);
+    };
+    let entry = queue.entry_blocking(last)?;
+    Ok(entry
+        .filter(|entry| !entry.is_placeholder() && entry.physical.log_id() == config.log_id)
+        .map_or(0, |entry| entry.physical.position() + u64::from(entry.size)))
+}
+
+/// How walking a window of the log ended.
+enum Walk {
+    /// Every whole record before this position was walked.
+    Reached(u64),
+    /// The segment's end marker or its unwritten end: continue with the next segment.
+    SegmentEnds,
+    /// Something that is no record: the repair stops (logged).
+    Stops,
+}
+
+/// Walks the records of `window` (the log from `position`), adding those of the queue.
+fn walk_window(
+    config: &StoreConfig,
+    window: &[u8],
+    position: u64,
+    segment_start: u64,
+    queue: &mut ConsumeQueue,
+    name: (&str, i32),
+) -> Result<Walk, StoreError> {
+    let segment_end = segment_start + config.segment_bytes;
+    let mut at = position;
+    loop {
+        let rest = &window[to_index(at - position)..];
+        let Some((size, magic)) = peek_total_size_and_magic(rest) else {
+            return Ok(Walk::Reached(at));
+        };
+        if size == 0 && magic == 0 {
+            return Ok(Walk::SegmentEnds);
+        }
+        let Ok(size) = u64::try_from(size) else {
+            log::warn!("repair stops at log position {at}: size {size}");
+            return Ok(Walk::Stops);
+        };
+        if magic == BLANK_MAGIC {
+            if at + size >= segment_end || size < BLANK_BYTES {
+                return Ok(Walk::SegmentEnds);
+            }
+            at += size;
+            continue;
+        }
+        if (rest.len() as u64) < size {
+            return Ok(Walk::Reached(at));
+        }
+        if !add_record(config, &rest[..to_index(size)], at, queue, name) {
+            return Ok(Walk::Stops);
+        }
+        at += size;
+    }
+}
+
+/// Reads the record at `position` whole (longer than a window) and adds it; returns the
+/// position past it, or `None` when it is no record.
+async fn read_one(
+    config: &StoreConfig,
+    file: &DirectFile,
+    segment_start: u64,
+    position: u64,
+    queue: &mut ConsumeQueue,
+    name: (&str, i32),
+) -> Result<Option<u64>, StoreError> {
+    let head = file.read_at(position - segment_start, 8).await?;
+    let Some((size, _)) = peek_total_size_and_magic(&head) else {
+        return Ok(None);
+    };
+    let Ok(size) = usize::try_from(size) else {
+        return Ok(None);
+    };
+    let bytes = file.read_at(position - segment_start, size).await?;
+    if bytes.len() < size || !add_record(config, &bytes, position, queue, name) {
+        return Ok(None);
+    }
+    Ok(Some(position + size as u64))
+}
+
+/// Adds the record `bytes` at log `position` to the queue when it is one of its records
+/// past its max; false (logged) when the bytes are no record of this position.
+fn add_record(
+    config: &StoreConfig,
+    bytes: &[u8],
+    position: u64,
+    queue: &mut ConsumeQueue,
+    name: (&str, i32),
+) -> bool {
+    let physical = PhysicalOffset::new(config.log_id, position);
+    let view = match RecordView::parse(bytes) {
+        Ok(view) if view.physical_offset() == physical.as_i64() => view,
+        Ok(view) => {
+            let stale = view.physical_offset();
+            log::warn!("repair stops at log position {position}: PHYSICALOFFSET {stale}");
+            return false;
+        }
+        Err(error) => {
+            log::warn!("repair stops at log position {position}: {error}");
+            return false;
+        }
+    };
+    if view.topic() != name.0 || view.queue_id() != name.1 {
+        return true;
+    }
+    if let Some((offset, entry)) = repair_entry(&view, physical, config) {
+        if offset >= queue.max_offset() {
+            queue.push(offset, entry);
+        }
+    }
+    true
+}
+
+/// Writes the queue's unwritten entries to its files (creating them) and syncs them.
+pub(crate) async fn flush_queue(
+    queue: &mut ConsumeQueue,
+    faults: &Option<Rc<FaultInjector>>,
+) -> Result<(), StoreError> {
+    for (start, path) in queue.missing_files() {
+        let dir = path.parent().expect("queue files live in a directory");
+        std::fs::create_dir_all(dir).map_err(|error| setup_error(dir, error))?;
+        let file = DirectFile::open(&path, OpenMode::CreateReadWrite, faults.clone()).await?;
+        for synced in dir.ancestors().take(3) {
+            comet_rt::io::sync_directory(synced).await?;
+        }
+        queue.attach_file(start, Rc::new(file));
+    }
+    let mut written: Vec<Rc<DirectFile>> = Vec::new();
+    for write in queue.plan_flush() {
+        write.file.write_at(write.buffer, write.position).await?;
+        if !written.iter().any(|file| Rc::ptr_eq(file, &write.file)) {
+            written.push(write.file);
+        }
+    }
+    for file in written {
+        file.fdatasync().await?;
+    }
+    Ok(())
+}
