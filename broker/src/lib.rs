@@ -39,6 +39,8 @@
 //! - `reappend`: appends records the broker built itself on the shards owning their queues.
 //! - `shard`: [`shard::ShardBroker`], one shard's view of the broker, and what crosses the
 //!   mesh.
+//! - `replication_state`: one shard's replication state: its log's epochs, the slaves
+//!   following it or the stream it follows.
 //!
 //! Tables:
 //! - `metadata`: the broker-wide tables behind their locks, and persisting them.
@@ -72,6 +74,7 @@ pub mod processor;
 pub mod reappend;
 pub mod register;
 pub mod replication;
+pub mod replication_state;
 pub mod routing;
 pub mod runtime;
 pub mod shard;

@@ -75,7 +75,7 @@ pub struct Registered {
     /// The master of this broker name as a name server named it (`haServerAddr`,
     /// `masterAddr` of the response header): how a slave learns where to replicate from,
     /// as Java slaves do. Empty for a master.
-    pub master: crate::replication::MasterAddresses,
+    pub master: crate::replication_state::MasterAddresses,
 }
 
 /// Registers with every name server. Failures are logged: the next period retries, and a
@@ -108,7 +108,10 @@ pub async fn register_all(
 
 /// Takes the master's addresses from a REGISTER_BROKER response header (the first name
 /// server that names them wins; a header that does not decode names none).
-fn learn_master(master: &mut crate::replication::MasterAddresses, response: &RemotingCommand) {
+fn learn_master(
+    master: &mut crate::replication_state::MasterAddresses,
+    response: &RemotingCommand,
+) {
     let Ok(header) = RegisterBrokerResponseHeader::from_ext_fields(&response.ext_fields) else {
         return;
     };

@@ -116,7 +116,7 @@ pub struct ShardParts {
     /// Per-topic and per-group statistics.
     pub stats: Arc<ItemStats>,
     /// This shard's log replication.
-    pub replication: crate::replication::ReplicationState,
+    pub replication: crate::replication_state::ReplicationState,
 }
 
 /// The broker as one shard sees it. The layers above reach it through the accessors below,
@@ -157,7 +157,7 @@ pub struct ShardBroker {
     /// Per-topic and per-group statistics (this shard writes only its own slot).
     stats: Arc<ItemStats>,
     /// This shard's log replication: the slaves following it, or the master it follows.
-    pub replication: crate::replication::ReplicationState,
+    pub replication: crate::replication_state::ReplicationState,
 }
 
 impl ShardBroker {

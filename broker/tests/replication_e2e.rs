@@ -24,30 +24,58 @@ const CONVERGE_LIMIT: Duration = Duration::from_secs(40);
 const SHARDS: usize = 2;
 const QUEUES: i32 = 4;
 
-/// A slave broker process (not standalone: it registers with the master's name server).
-struct Slave {
+/// A broker process that is not standalone: it registers with a name server it is given
+/// (a slave, or a broker whose role changes between starts).
+struct Node {
     guard: Option<ChildGuard>,
     store: std::path::PathBuf,
     addr: SocketAddr,
     namesrv: String,
+    cores: usize,
+    /// Role and HA settings, as `-o` pairs.
+    options: Vec<String>,
+    /// Where its standard error goes (inherited when `None`).
+    log: Option<std::path::PathBuf>,
 }
 
-impl Slave {
-    fn start(store: &Path, namesrv: &str) -> Slave {
-        let mut slave = Slave {
+/// The `-o` pairs of a slave.
+fn slave_options() -> Vec<String> {
+    vec!["brokerRole=SLAVE".into(), "brokerId=1".into()]
+}
+
+impl Node {
+    fn start(store: &Path, namesrv: &str, options: Vec<String>) -> Node {
+        Node::start_with(store, namesrv, SHARDS, options, None)
+    }
+
+    fn start_with(
+        store: &Path,
+        namesrv: &str,
+        cores: usize,
+        options: Vec<String>,
+        log: Option<&Path>,
+    ) -> Node {
+        let mut node = Node {
             guard: None,
             store: store.to_path_buf(),
             addr: SocketAddr::new(LOOPBACK.into(), free_port()),
             namesrv: namesrv.to_owned(),
+            cores,
+            options,
+            log: log.map(Path::to_path_buf),
         };
-        slave.spawn();
-        slave
+        node.spawn();
+        node
     }
 
     fn spawn(&mut self) {
+        let stderr = match &self.log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::inherit(),
+        };
         let mut command = Command::new(env!("CARGO_BIN_EXE_comet-broker"));
         command
-            .args(["--no-pin", "--cores", &SHARDS.to_string()])
+            .args(["--no-pin", "--cores", &self.cores.to_string()])
             .args(["--bind-address", "127.0.0.1"])
             .args(["--listen-port", &self.addr.port().to_string()])
             .args(["--namesrv", &self.namesrv])
@@ -58,15 +86,19 @@ impl Slave {
                 "-o",
                 &format!("mappedFileSizeCommitLog={TEST_COMMIT_LOG_FILE_BYTES}"),
             ])
-            .args(["-o", "brokerRole=SLAVE", "-o", "brokerId=1"])
             .args(["-o", "haSendHeartbeatInterval=500"])
+            .args(
+                self.options
+                    .iter()
+                    .flat_map(|option| ["-o", option.as_str()]),
+            )
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
-        self.guard = Some(ChildGuard::spawn("the slave", &mut command));
+            .stderr(stderr);
+        self.guard = Some(ChildGuard::spawn("a broker", &mut command));
         wait_for_port(self.addr, Duration::from_secs(60));
     }
 
@@ -77,8 +109,26 @@ impl Slave {
         wait_for_port_closed(self.addr, Duration::from_secs(15));
     }
 
+    /// SIGTERM and wait for a clean exit.
+    fn stop(&mut self) {
+        let mut guard = self.guard.take().expect("running");
+        let pid = libc::pid_t::try_from(guard.child().id()).unwrap();
+        // SAFETY: kill(2) of a child this test spawned and has not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = guard.wait_for_exit("a broker", Duration::from_secs(30));
+        assert!(status.success(), "{status}");
+        wait_for_port_closed(self.addr, Duration::from_secs(15));
+    }
+
     fn client(&self) -> Client {
         Client::connect(self.addr)
+    }
+
+    fn log_text(&self) -> String {
+        self.log
+            .as_ref()
+            .and_then(|path| std::fs::read_to_string(path).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -198,6 +248,28 @@ fn frames_sent_to(mut stranger: TcpStream) -> Vec<Frame> {
     frames
 }
 
+/// A Hello as a slave of the test master would send it for log 0, holding nothing.
+fn hello(broker_name: &str, broker_id: u64) -> Vec<u8> {
+    let hello = Hello {
+        cluster_name: "DefaultCluster".into(),
+        broker_name: broker_name.into(),
+        broker_id,
+        format: StoreFormat {
+            format_version: comet_broker::replication::STORE_FORMAT_VERSION,
+            segment_bytes: TEST_COMMIT_LOG_FILE_BYTES,
+        },
+        logs: vec![LogState {
+            log_id: 0,
+            written: 0,
+            durable: 0,
+            epochs: Default::default(),
+        }],
+    };
+    let mut frame = comet_proto::bytes::BytesMut::new();
+    wire::encode(&Frame::Hello(hello), &mut frame).unwrap();
+    frame.to_vec()
+}
+
 fn assert_only_close(frames: &[Frame], reason: CloseReason) {
     match frames {
         [Frame::Close(close)] => assert_eq!(close.reason, reason, "{close:?}"),
@@ -220,7 +292,7 @@ fn master_streams_its_logs_to_a_slave() {
     create_topic(&mut master_client, "ReplA", QUEUES);
     send_messages(&mut master_client, "ReplA", 0, 40);
 
-    let mut slave = Slave::start(slave_dir.path(), &master.namesrv());
+    let mut slave = Node::start(slave_dir.path(), &master.namesrv(), slave_options());
     let mut slave_client = slave.client();
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client, "ReplA"));
     assert!(known, "a topic created before the slave started reaches it");
@@ -260,25 +332,29 @@ fn master_streams_its_logs_to_a_slave() {
     garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     assert_only_close(&frames_sent_to(garbage), CloseReason::Malformed);
     let mut stranger = TcpStream::connect(ha_addr).unwrap();
-    let hello = Hello {
-        cluster_name: "DefaultCluster".into(),
-        broker_name: "someone-else".into(),
-        broker_id: 1,
-        format: StoreFormat {
-            format_version: comet_broker::replication::STORE_FORMAT_VERSION,
-            segment_bytes: TEST_COMMIT_LOG_FILE_BYTES,
-        },
-        logs: vec![LogState {
-            log_id: 0,
-            written: 0,
-            durable: 0,
-            epochs: Default::default(),
-        }],
-    };
-    let mut frame = comet_proto::bytes::BytesMut::new();
-    wire::encode(&Frame::Hello(hello), &mut frame).unwrap();
-    stranger.write_all(&frame).unwrap();
+    stranger.write_all(&hello("someone-else", 1)).unwrap();
     assert_only_close(&frames_sent_to(stranger), CloseReason::WrongBrokerName);
+    // A slave-shaped peer that acks bytes it was never sent is cut off.
+    let mut liar = TcpStream::connect(ha_addr).unwrap();
+    let mut frames = hello("broker-a", 2);
+    let ack = wire::Ack {
+        log_id: 0,
+        written: 1 << 40,
+        durable: 0,
+    };
+    let mut encoded = comet_proto::bytes::BytesMut::new();
+    wire::encode(&Frame::Ack(ack), &mut encoded).unwrap();
+    frames.extend_from_slice(&encoded);
+    liar.write_all(&frames).unwrap();
+    let answered = frames_sent_to(liar);
+    assert!(
+        matches!(answered.first(), Some(Frame::Welcome(_))),
+        "{answered:?}"
+    );
+    match answered.last() {
+        Some(Frame::Close(close)) => assert_eq!(close.reason, CloseReason::AckInvalid),
+        other => panic!("an ack past the end must close the stream, got {other:?}"),
+    }
     send_messages(&mut master_client, "ReplA", 60, 8);
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 68);
 
@@ -290,4 +366,110 @@ fn master_streams_its_logs_to_a_slave() {
     let mut slave_client = slave.client();
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 88);
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplB", 12);
+}
+
+// Proves a slave whose shard count differs from the master's log count is refused at the
+// handshake with an error naming the --cores to use, and replicates nothing.
+#[test]
+fn a_slave_with_another_shard_count_is_told_the_cores() {
+    let master_dir = TempDir::new("repl-cores-master");
+    let slave_dir = TempDir::new("repl-cores-slave");
+    let master = start_master(master_dir.path(), free_port());
+    let mut master_client = master.client();
+    create_topic(&mut master_client, "ReplCores", QUEUES);
+    send_messages(&mut master_client, "ReplCores", 0, 8);
+    let log = slave_dir.path().join("slave.log");
+    let slave_store = slave_dir.path().join("store");
+    let slave = Node::start_with(
+        &slave_store,
+        &master.namesrv(),
+        1,
+        slave_options(),
+        Some(&log),
+    );
+    let told = poll_until(CONVERGE_LIMIT, || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("--cores 2"))
+    });
+    assert!(
+        told,
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let mut slave_client = slave.client();
+    let pulled = pull_all(&mut slave_client, "ReplCores", 0);
+    assert!(pulled.is_empty(), "a refused slave holds nothing");
+}
+
+// Proves a hand-made failover with a diverged log: the slave is promoted (restarted as
+// master with brokerId 0, a new epoch) while the old master holds messages the slave never
+// got; the old master restarted as a slave is told to truncate, stops with an error saying
+// a restart applies it, and after that restart holds exactly the new master's log.
+#[test]
+fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
+    let namesrv_dir = TempDir::new("repl-failover-ns");
+    let mut namesrv_config = comet_nameserver::NamesrvConfig {
+        listen_port: 0,
+        bind_address: "127.0.0.1".parse().unwrap(),
+        kv_config_path: namesrv_dir.path().join("kvConfig.json"),
+        ..comet_nameserver::NamesrvConfig::default()
+    };
+    namesrv_config.listen_port = free_port();
+    let namesrv = comet_nameserver::NameServerThread::spawn(namesrv_config).unwrap();
+    let namesrv_addr = namesrv.addr().to_string();
+    let a_dir = TempDir::new("repl-failover-a");
+    let b_dir = TempDir::new("repl-failover-b");
+    let (a_ha, b_ha) = (free_port(), free_port());
+    let master_options = |ha: u16| {
+        vec![
+            "brokerRole=ASYNC_MASTER".to_owned(),
+            "brokerId=0".to_owned(),
+            format!("haListenPort={ha}"),
+        ]
+    };
+    let mut a = Node::start(a_dir.path(), &namesrv_addr, master_options(a_ha));
+    let mut a_client = a.client();
+    create_topic(&mut a_client, "ReplFail", QUEUES);
+    send_messages(&mut a_client, "ReplFail", 0, 20);
+    let mut b = Node::start(b_dir.path(), &namesrv_addr, slave_options());
+    let mut b_client = b.client();
+    let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut b_client, "ReplFail"));
+    assert!(known, "the slave copies the topic");
+    wait_for_same_queues(&mut a_client, &mut b_client, "ReplFail", 20);
+    drop(b_client);
+    b.stop();
+    send_messages(&mut a_client, "ReplFail", 20, 10);
+    drop(a_client);
+    a.stop();
+
+    // B promoted by hand; A comes back as its slave with 10 messages B never got.
+    b.options = master_options(b_ha);
+    b.spawn();
+    let mut b_client = b.client();
+    send_messages(&mut b_client, "ReplFail", 100, 6);
+    a.options = slave_options();
+    a.options.push(format!("haMasterAddress=127.0.0.1:{b_ha}"));
+    a.log = Some(a_dir.path().join("as-slave.log"));
+    a.spawn();
+    // Each diverged log says so once its answer arrives; the restart must come after both.
+    let told = poll_until(CONVERGE_LIMIT, || {
+        let text = a.log_text();
+        (0..SHARDS).all(|log| text.contains(&format!("log {log} holds bytes from")))
+    });
+    assert!(told, "{}", a.log_text());
+    a.kill();
+    a.spawn();
+    let mut a_client = a.client();
+    wait_for_same_queues(&mut b_client, &mut a_client, "ReplFail", 26);
+    let bodies: Vec<String> = pull_topic(&mut a_client, "ReplFail")
+        .into_iter()
+        .flat_map(|records| decode_records(records.into()))
+        .map(|message| String::from_utf8_lossy(&message.body).into_owned())
+        .collect();
+    for index in 20..30 {
+        let lost = format!("message {index}");
+        assert!(!bodies.contains(&lost), "{lost} was truncated away");
+    }
+    drop(a);
+    drop(b);
+    namesrv.stop();
 }

@@ -31,24 +31,23 @@ pub mod metadata_sync;
 pub mod receiver;
 pub mod sender;
 
-use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use comet_replication::epoch::{Epoch, EpochHistory};
 use comet_replication::wire::{Hello, StoreFormat};
-use comet_rt::shutdown::{Gate, StopSignal};
-use comet_rt::sync::WakerList;
+use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{spawn_detached, TaskClass};
 use thiserror::Error;
 
 use crate::config::BrokerConfig;
 use crate::shard::ShardBroker;
 
+pub use crate::replication_state::{
+    FollowState, FollowerProgress, MasterAddresses, ReplicationState, SharedReplication,
+};
 pub use epochs::{EpochFileError, LogEpochs};
 
 /// The record layout version master and slave must share (`StoreFormat::format_version`):
@@ -84,142 +83,9 @@ pub enum ReplicationError {
     },
 }
 
-/// What a master learns of one slave following one of its logs (one session).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FollowerProgress {
-    /// The slave's `brokerId`.
-    pub broker_id: u64,
-    /// Where its connection comes from.
-    pub peer: SocketAddr,
-    /// Its acknowledged written end of the log.
-    pub written: u64,
-    /// Its acknowledged durable end of the log.
-    pub durable: u64,
-    /// When its last Ack was accepted (or the session started).
-    pub last_ack_at: Instant,
-}
-
-/// What a slave's log knows of its master's stream.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FollowState {
-    /// Whether a session is up (Welcome applied).
-    pub connected: bool,
-    /// The master's HA address last used.
-    pub master: Option<String>,
-    /// Written end of this log here.
-    pub written: u64,
-    /// Durable end of this log here.
-    pub durable: u64,
-    /// The master's confirm position, as last heard.
-    pub confirm: u64,
-    /// Why replication of this log stopped for good (a restart is needed), if it did.
-    pub stopped: Option<String>,
-}
-
-/// The master's addresses as a slave learns them: the HA address streams the logs, the
-/// broker address serves the metadata sync. Shared by every shard of a slave.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MasterAddresses {
-    /// `haServerAddr` from the name server (`haMasterAddress` takes precedence).
-    pub ha_addr: Option<String>,
-    /// `masterAddr` from the name server.
-    pub broker_addr: Option<String>,
-}
-
-/// Replication state shared by a broker's shards.
-#[derive(Debug, Default)]
-pub struct SharedReplication {
-    master: Mutex<MasterAddresses>,
-}
-
-impl SharedReplication {
-    /// Nothing learned yet.
-    pub fn new() -> SharedReplication {
-        SharedReplication::default()
-    }
-
-    /// The master's addresses as last learned.
-    pub fn master(&self) -> MasterAddresses {
-        self.master
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Takes what a name server answered to REGISTER_BROKER (empty answers keep what was
-    /// known: a name server that has not seen the master yet says nothing).
-    pub fn learn(&self, ha_addr: Option<String>, broker_addr: Option<String>) {
-        let mut master = self.master.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(ha_addr) = ha_addr.filter(|addr| !addr.is_empty()) {
-            if master.ha_addr.as_deref() != Some(ha_addr.as_str()) {
-                log::info!("the master's HA address is {ha_addr}");
-            }
-            master.ha_addr = Some(ha_addr);
-        }
-        if let Some(broker_addr) = broker_addr.filter(|addr| !addr.is_empty()) {
-            master.broker_addr = Some(broker_addr);
-        }
-    }
-}
-
-/// One shard's replication state: its log's epochs, the slaves following it (master), or
-/// the stream it follows (slave). Read by the SYNC_MASTER waits and the admin figures.
-pub struct ReplicationState {
-    /// This shard's log.
-    pub log_id: u8,
-    /// The master log's epoch history (empty on a slave: its receiver holds it).
-    pub epochs: RefCell<EpochHistory>,
-    /// Master: each session's slave progress, by session number.
-    pub followers: RefCell<BTreeMap<u64, FollowerProgress>>,
-    /// Master: woken whenever a slave's Ack moves its progress (SYNC_MASTER waiters wait
-    /// on it) and when a session ends.
-    pub acks: WakerList,
-    /// Slave: the state of this log's stream.
-    pub follow: RefCell<FollowState>,
-    /// Shared by every shard.
-    pub shared: Arc<SharedReplication>,
-    next_session: Cell<u64>,
-    stop: StopSignal,
-    tasks: Gate,
-    store_root: OnceCell<PathBuf>,
-}
-
-impl ReplicationState {
-    /// The state of the shard whose log is `log_id`.
-    pub fn new(log_id: u8, shared: Arc<SharedReplication>) -> ReplicationState {
-        ReplicationState {
-            log_id,
-            epochs: RefCell::new(EpochHistory::new()),
-            followers: RefCell::new(BTreeMap::new()),
-            acks: WakerList::default(),
-            follow: RefCell::new(FollowState::default()),
-            shared,
-            next_session: Cell::new(1),
-            stop: StopSignal::new(),
-            tasks: Gate::new(),
-            store_root: OnceCell::new(),
-        }
-    }
-
-    /// The slowest in-sync figure a SYNC_MASTER wait needs: the highest durable position
-    /// any slave acknowledged for this log, if a slave follows it.
-    pub fn best_slave_durable(&self) -> Option<u64> {
-        self.followers
-            .borrow()
-            .values()
-            .map(|progress| progress.durable)
-            .max()
-    }
-
-    fn new_session(&self) -> u64 {
-        let session = self.next_session.get();
-        self.next_session.set(session + 1);
-        session
-    }
-
-    fn epochs_path(&self) -> PathBuf {
-        epochs::path(self.store_root.get().map_or(&PathBuf::new(), |root| root))
-    }
+/// The replication state of a shard's log (see `crate::replication_state`).
+fn epochs_path(state: &ReplicationState) -> PathBuf {
+    epochs::path(state.store_root().unwrap_or(Path::new("")))
 }
 
 /// The store format both ends must share, from the config.
@@ -246,9 +112,8 @@ pub fn pending_truncation(store_root: &std::path::Path) -> Result<Option<u64>, E
 /// slave shard copies its master's metadata. The tasks end with `stop` (then [`finish`]).
 pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), ReplicationError> {
     let state = &broker.replication;
-    let store_root = broker.store.config().root.clone();
-    let _ = state.store_root.set(store_root);
-    let follower = state.stop.clone();
+    state.set_store_root(broker.store.config().root.clone());
+    let follower = state.stop().clone();
     let shard_stop = stop.clone();
     spawn_detached(TaskClass::Housekeeping, async move {
         shard_stop.wait().await;
@@ -256,11 +121,11 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
     });
     let config = broker.config.snapshot();
     if !config.broker_role.is_master() {
-        receiver::spawn(broker, &state.tasks, &state.stop);
-        metadata_sync::spawn(broker, &state.tasks, &state.stop);
+        receiver::spawn(broker, state.tasks(), state.stop());
+        metadata_sync::spawn(broker, state.tasks(), state.stop());
         return Ok(());
     }
-    let path = state.epochs_path();
+    let path = epochs_path(state);
     let mut kept = comet_rt::task_class::run_blocking({
         let path = path.clone();
         move || epochs::load(&path)
@@ -286,8 +151,9 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
         broker.store.written_position()
     );
     *state.epochs.borrow_mut() = kept.history;
+    state.set_ready();
     if broker.shard.0 == 0 {
-        listener::spawn(broker, &state.tasks, &state.stop)?;
+        listener::spawn(broker, state.tasks(), state.stop())?;
     }
     Ok(())
 }
@@ -311,8 +177,8 @@ pub fn adopt(
 /// Ends this shard's replication tasks (shutdown, before the store closes).
 pub async fn finish(broker: &ShardBroker) {
     let state = &broker.replication;
-    state.stop.trigger();
-    if let Err(error) = state.tasks.close(STOP_WAIT_MAX).await {
+    state.stop().trigger();
+    if let Err(error) = state.tasks().close(STOP_WAIT_MAX).await {
         log::warn!("{}: replication tasks did not end: {error}", broker.shard);
     }
 }

@@ -140,7 +140,7 @@ async fn follow(broker: Rc<ShardBroker>, stop: StopSignal) {
 /// Loads the epoch file and settles a truncation applied at open (the runtime opened the
 /// store with `truncate_log_to`).
 async fn prepare(broker: &ShardBroker) -> Result<LogEpochs, ReceiveError> {
-    let path = broker.replication.epochs_path();
+    let path = super::epochs_path(&broker.replication);
     let load_path = path.clone();
     let mut kept = run_blocking(move || epochs::load(&load_path)).await?;
     if let Some(to) = kept.pending_truncate {
@@ -318,7 +318,7 @@ async fn handshake_and_receive(
     }
     kept.history = receiver.epochs().clone();
     kept.highest_seen = highest(receiver.epochs(), receiver.highest_epoch_seen());
-    epochs::store_off_shard(broker.replication.epochs_path(), kept.clone()).await?;
+    epochs::store_off_shard(super::epochs_path(&broker.replication), kept.clone()).await?;
     log::info!(
         "log {log_id}: following {} from {}",
         stream.peer_addr(),
@@ -368,7 +368,7 @@ fn refused_by_master(broker: &ShardBroker, stream: &Stream, close: Close) -> Rec
 async fn truncate_at_restart(broker: &ShardBroker, kept: &mut LogEpochs, to: u64) -> ReceiveError {
     kept.pending_truncate = Some(to);
     if let Err(error) =
-        epochs::store_off_shard(broker.replication.epochs_path(), kept.clone()).await
+        epochs::store_off_shard(super::epochs_path(&broker.replication), kept.clone()).await
     {
         return error.into();
     }
@@ -417,7 +417,7 @@ async fn receive(
                     kept.history = receiver.borrow().epochs().clone();
                     kept.highest_seen =
                         highest(&kept.history, receiver.borrow().highest_epoch_seen());
-                    let path = broker.replication.epochs_path();
+                    let path = super::epochs_path(&broker.replication);
                     epochs::store_off_shard(path, kept.clone()).await?;
                 }
                 let end = broker
@@ -443,7 +443,7 @@ async fn receive(
                 let after = receiver.borrow().highest_epoch_seen();
                 if after > before {
                     kept.highest_seen = highest(&kept.history, after);
-                    let path = broker.replication.epochs_path();
+                    let path = super::epochs_path(&broker.replication);
                     epochs::store_off_shard(path, kept.clone()).await?;
                 }
                 appended.notify();

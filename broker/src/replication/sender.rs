@@ -80,7 +80,7 @@ pub fn spawn(broker: &Rc<ShardBroker>, stream: Stream, hello: Hello, buffered: V
     let id = state.new_session();
     let serving = run(broker.clone(), stream.clone(), hello, buffered, id);
     if state
-        .tasks
+        .tasks()
         .spawn("ha-sender", TaskClass::Replication, serving)
         .is_err()
     {
@@ -93,6 +93,12 @@ async fn run(broker: Rc<ShardBroker>, stream: Stream, hello: Hello, buffered: Ve
     let log_id = broker.replication.log_id;
     match serve(&broker, &stream, &hello, &buffered, id).await {
         Ok(()) => log::info!("log {log_id}: replication to {peer} ended"),
+        Err(
+            error @ SessionError::Link(LinkError::PeerClosed {
+                reason: CloseReason::Shutdown,
+                ..
+            }),
+        ) => log::info!("log {log_id}: replication to {peer} ended: {error}"),
         Err(error) => log::warn!("log {log_id}: replication to {peer} ended: {error}"),
     }
     broker.replication.followers.borrow_mut().remove(&id);
@@ -120,6 +126,10 @@ async fn serve(
     id: u64,
 ) -> Result<(), SessionError> {
     let slave: &LogState = &hello.logs[0];
+    if !broker.replication.is_ready() {
+        let close = Close::new(CloseReason::Resync, "the master's log is still starting");
+        return close_for(stream, close).await;
+    }
     let answer = with_master_log(broker, |view| answer_log(view, slave));
     let welcome = Welcome {
         master_logs: (0..broker.shard_count).map(log_id_of).collect(),
@@ -169,7 +179,7 @@ async fn serve(
     let reading = read_acks(broker.clone(), reader, session.clone());
     if broker
         .replication
-        .tasks
+        .tasks()
         .spawn("ha-ack-reader", TaskClass::Replication, reading)
         .is_err()
     {
@@ -197,7 +207,7 @@ async fn stream_log(
             }
             return Err(error);
         }
-        if broker.replication.stop.is_triggered() {
+        if broker.replication.stop().is_triggered() {
             let close = Close::new(CloseReason::Shutdown, "the master is stopping");
             link::close(stream, close).await;
             return Ok(());
