@@ -282,9 +282,10 @@ def java_table(java, systems):
     return "\n".join(lines) if len(lines) > 2 else "(the Java benchmark producer did not run)"
 
 
-def warmup_table(rounds, verdicts, runs, java_rows):
-    """Every warm-up: its rounds' figures, the last change, the verdict, and how far the
-    measured run that followed landed from the last round."""
+def warmup_table(rounds, verdicts, runs, java_rows, loads):
+    """Every warm-up: its rounds' figures, the last change, the verdict, how far the
+    measured run that followed landed from the last round, and the load as it began."""
+    load_at = {label: one for label, _when, one, _five, _fifteen in loads}
     by_key = {}
     for system, workload, rep, _round, tput, errors in rounds:
         by_key.setdefault((system, workload, rep), []).append((float(tput), int(errors)))
@@ -295,7 +296,8 @@ def warmup_table(rounds, verdicts, runs, java_rows):
     for system, workload, rep, _window, tps, _failed in java_rows:
         measured[(system, workload + "-java", rep)] = float(tps)
     lines = ["| workload | system | run | warm-up rounds, msgs/s (errors) | last change | "
-             "verdict | measured run vs last round |", "|---|---|---|---|---|---|---|"]
+             "verdict | measured run vs last round | load (1 min) at the measured run |",
+             "|---|---|---|---|---|---|---|---|"]
     capped = 0
     for system, workload, rep, count, converged, last in verdicts:
         figures = by_key.get((system, workload, rep), [])
@@ -306,8 +308,9 @@ def warmup_table(rounds, verdicts, runs, java_rows):
         m = measured.get((system, workload, rep))
         after = (f"{(m - figures[-1][0]) / figures[-1][0] * 100:+.1f}%"
                  if m is not None and figures and figures[-1][0] else "–")
+        load = load_at.get(f"{workload} {system} run {rep}", "–")
         lines.append(f"| {workload} | {system} | {rep} | {shown} | "
-                     f"{(last + '%') if last else '–'} | {verdict} | {after} |")
+                     f"{(last + '%') if last else '–'} | {verdict} | {after} | {load} |")
     return "\n".join(lines), capped, len(verdicts)
 
 
@@ -434,7 +437,7 @@ def report(run_dir, out_prefix, readme, systems):
     java = java_summary(java_rows)
     with open(os.path.join(run_dir, "meta.txt")) as handle:
         meta = handle.read().strip()
-    warm, capped, warmups = warmup_table(rounds, verdicts, runs, java_rows)
+    warm, capped, warmups = warmup_table(rounds, verdicts, runs, java_rows, loads)
     chart_note = chart(summary, systems, out_prefix + ".png", run_dir)
     failed = sorted({f"{s} {w}" for s, w, _rep, _why in failures})
     status = ("**FAILED**: " + ", ".join(failed) + " (see Failures)" if failed

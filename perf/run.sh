@@ -34,7 +34,7 @@
 # Environment (defaults in brackets):
 #   REPS [3]  DURATION_S [10]  WARMUP_S [DURATION_S]  WARMUP_TOLERANCE_PCT [5]
 #   WARMUP_MAX_ROUNDS [6]  WORKLOADS ["W1 W3 AW-S W4 W2 AW-A W5"]  SYSTEMS ["comet apache"]
-#   BACKLOG_MIB [256]  JAVA_BENCH [1]  JAVA_MAX_WINDOWS [6]  W4_RATE [from W1]
+#   BACKLOG_MIB [2048]  JAVA_BENCH [1]  JAVA_MAX_WINDOWS [6]  W4_RATE [from W1]
 #   COMET_CORES [2]  PIN [0]  NS_PORT [39876]  BROKER_PORT [40911]
 #   PERF_CACHE [perf/.cache]: builds' downloads, run directories (stores, raw reports)
 #   OUT_DIR [perf/results]: where <date>.md and <date>.png go
@@ -58,7 +58,7 @@ WARMUP_MAX_ROUNDS="${WARMUP_MAX_ROUNDS:-6}"
 WORKLOADS="${WORKLOADS:-W1 W3 AW-S W4 W2 AW-A W5}"
 SYSTEMS="${SYSTEMS:-comet apache}"
 read -r -a SYSTEM_LIST <<<"$SYSTEMS"
-BACKLOG_MIB="${BACKLOG_MIB:-256}"
+BACKLOG_MIB="${BACKLOG_MIB:-2048}"
 JAVA_BENCH="${JAVA_BENCH:-1}"
 JAVA_MAX_WINDOWS="${JAVA_MAX_WINDOWS:-6}"
 W4_RATE="${W4_RATE:-}"
@@ -400,6 +400,9 @@ java_run() {
       if (( seen == JAVA_MAX_WINDOWS )) || (( converged )); then
         printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$sys" "$workload-java" "$rep" "$seen" \
           "$converged" "$delta" >>"$RUN_DIR/warmup-verdicts.tsv"
+        (( converged )) || log "  $sys $workload-java: warm-up cap of $JAVA_MAX_WINDOWS" \
+          "windows hit (last change ${delta:-n/a}%); measuring the next window anyway"
+        note_load "$workload-java $sys run $rep"
       fi
     done
   done
