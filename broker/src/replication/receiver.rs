@@ -400,10 +400,21 @@ async fn receive(
     appended: &Notify,
     stop: &StopSignal,
 ) -> Result<Ended, ReceiveError> {
+    let silence_max = broker.config.load().ha_slave_timeout();
     loop {
-        let frame = match race(stop.wait(), reader.next()).await {
+        // The master sends at least a heartbeat every haSendHeartbeatInterval: silence for
+        // haHousekeepingInterval means the link is dead even if no FIN ever arrives.
+        let next = timeout(silence_max, reader.next());
+        let frame = match race(stop.wait(), next).await {
             Either::Left(()) => return Ok(Ended::Stopped),
-            Either::Right(frame) => frame?,
+            Either::Right(Ok(frame)) => frame?,
+            Either::Right(Err(_)) => {
+                let detail = format!("nothing from the master for {silence_max:?}");
+                return Err(ReceiveError::closed(&Close::new(
+                    CloseReason::Timeout,
+                    detail,
+                )));
+            }
         };
         match frame {
             Frame::Data(data) => {
