@@ -6,6 +6,7 @@
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::{Arc, MutexGuard};
 
@@ -25,6 +26,7 @@ use crate::lock::LockTable;
 use crate::metadata::Metadata;
 use crate::offset::OffsetTable;
 use crate::ownership::owner_shard;
+use crate::replication_state::ReplicationState;
 use crate::stats::ItemStats;
 use crate::subscription::GroupTable;
 use crate::topic::TopicTable;
@@ -116,7 +118,7 @@ pub struct ShardParts {
     /// Per-topic and per-group statistics.
     pub stats: Arc<ItemStats>,
     /// This shard's log replication.
-    pub replication: crate::replication_state::ReplicationState,
+    pub replication: ReplicationState,
 }
 
 /// The broker as one shard sees it. The layers above reach it through the accessors below,
@@ -157,7 +159,7 @@ pub struct ShardBroker {
     /// Per-topic and per-group statistics (this shard writes only its own slot).
     stats: Arc<ItemStats>,
     /// This shard's log replication: the slaves following it, or the master it follows.
-    pub replication: crate::replication_state::ReplicationState,
+    pub replication: ReplicationState,
 }
 
 impl ShardBroker {
@@ -243,6 +245,16 @@ impl ShardBroker {
     /// the config directory.
     pub fn metadata(&self) -> &Arc<Metadata> {
         &self.metadata
+    }
+
+    /// Where the broker's config files live (`<storeRoot>/config`).
+    pub fn config_dir(&self) -> &Path {
+        self.metadata.config_dir()
+    }
+
+    /// This shard's log replication: the slaves following it, or the master it follows.
+    pub fn replication(&self) -> &ReplicationState {
+        &self.replication
     }
 
     /// This shard's store (its own commit log).

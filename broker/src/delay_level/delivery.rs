@@ -110,9 +110,9 @@ pub fn spawn_delivery(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<Tas
     let broker = broker.clone();
     let stop = stop.clone();
     Some(spawn(TaskClass::Produce, async move {
-        let config_dir = broker.metadata().config_dir().to_path_buf();
+        let config_dir = broker.config_dir().to_path_buf();
         let loaded = run_blocking(move || cursor::load_all(&config_dir)).await;
-        let path = cursor::path(broker.metadata().config_dir(), broker.shard().0);
+        let path = cursor::path(broker.config_dir(), broker.shard().0);
         let cursors: BTreeMap<i32, i64> = owned
             .iter()
             .map(|queue_id| (*queue_id, loaded.get(queue_id).copied().unwrap_or(0)))

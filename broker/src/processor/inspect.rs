@@ -436,7 +436,7 @@ fn version_now() -> DataVersion {
 /// GET_ALL_DELAY_OFFSET (45): the broker-wide `delayOffset.json` content in Java's shape,
 /// keyed by delay level (Comet's cursor files key by schedule queue id, level - 1).
 pub async fn all_delay_offsets(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let config_dir = broker.metadata().config_dir().to_path_buf();
+    let config_dir = broker.config_dir().to_path_buf();
     let cursors = comet_rt::task_class::run_blocking(move || cursor::load_all(&config_dir)).await;
     let offset_table = cursors
         .into_iter()
