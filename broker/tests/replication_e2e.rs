@@ -232,6 +232,65 @@ fn wait_for_same_queues(master: &mut Client, slave: &mut Client, topic: &str, ex
     assert!(same, "the slave's queues of {topic} equal the master's");
 }
 
+/// The committed offset of `group` on (`topic`, `queue`), if any.
+fn committed_offset(client: &mut Client, group: &str, topic: &str, queue: i32) -> Option<i64> {
+    use comet_proto::headers::{
+        QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
+    };
+    use comet_proto::CommandHeader;
+    let header = QueryConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id: queue,
+        set_zero_if_not_found: Some(false),
+        broker_name: None,
+    };
+    let response = client
+        .call(RemotingCommand::request(RequestCode::QUERY_CONSUMER_OFFSET, 0).with_header(&header));
+    if response.response_code() != ResponseCode::SUCCESS {
+        return None;
+    }
+    QueryConsumerOffsetResponseHeader::from_ext_fields(&response.ext_fields)
+        .ok()
+        .map(|header| header.offset)
+}
+
+fn commit_offset(client: &mut Client, group: &str, topic: &str, queue: i32, offset: i64) {
+    let header = comet_proto::headers::UpdateConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id: queue,
+        commit_offset: offset,
+        broker_name: None,
+    };
+    client.call_ok(
+        RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, 0).with_header(&header),
+    );
+}
+
+/// Every message of `topic`, looked up by its offset (VIEW_MESSAGE_BY_ID), is the same
+/// record on the slave as on the master.
+fn assert_views_match(master: &mut Client, slave: &mut Client, topic: &str) {
+    let mut viewed = 0;
+    for records in pull_topic(slave, topic) {
+        for message in decode_records(records.into()) {
+            let header = comet_proto::headers::ViewMessageRequestHeader {
+                offset: message.commit_log_offset,
+                topic: None,
+                broker_name: None,
+            };
+            let view = || {
+                RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID, 0).with_header(&header)
+            };
+            let on_master = master.call_ok(view());
+            let on_slave = slave.call_ok(view());
+            assert_eq!(on_slave.body, on_master.body, "{}", message.msg_id);
+            viewed += 1;
+        }
+    }
+    assert!(viewed > 0, "{topic} has messages to view");
+}
+
 /// Reads what the HA port sends back to a connection within a moment: every frame must
 /// be a Close (a stranger gets nothing else).
 fn frames_sent_to(mut stranger: TcpStream) -> Vec<Frame> {
@@ -297,12 +356,21 @@ fn master_streams_its_logs_to_a_slave() {
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client, "ReplA"));
     assert!(known, "a topic created before the slave started reaches it");
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 40);
+    assert_views_match(&mut master_client, &mut slave_client, "ReplA");
 
     create_topic(&mut master_client, "ReplB", QUEUES);
+    commit_offset(&mut master_client, "repl_offsets", "ReplA", 1, 5);
     send_messages(&mut master_client, "ReplB", 0, 12);
     send_messages(&mut master_client, "ReplA", 40, 20);
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client, "ReplB"));
     assert!(known, "a topic created on the master appears on the slave");
+    let copied = poll_until(CONVERGE_LIMIT, || {
+        committed_offset(&mut slave_client, "repl_offsets", "ReplA", 1) == Some(5)
+    });
+    assert!(
+        copied,
+        "a consumer offset committed on the master reaches the slave"
+    );
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 60);
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplB", 12);
 
