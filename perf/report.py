@@ -156,8 +156,10 @@ def us_per_msg(report):
     return cpu_s / msgs * 1e6 if cpu_s is not None and msgs else None
 
 
-def summarise(reps):
-    """Medians and spreads of one system's measured runs of one workload."""
+def summarise(all_reps, failed_reps):
+    """Medians and spreads of one system's measured runs of one workload, leaving out the
+    runs that failed (their figures are not evidence; the workload is marked instead)."""
+    reps = {rep: r for rep, r in all_reps.items() if rep not in failed_reps}
     reports = list(reps.values())
 
     def field(name):
@@ -165,6 +167,7 @@ def summarise(reps):
 
     return {
         "runs": len(reports),
+        "failed_runs": len(failed_reps),
         "tput_by_rep": {rep: r.get("throughput_msgs_per_s") for rep, r in reps.items()},
         "p999_by_rep": {rep: r.get("latency_us_p999") for rep, r in reps.items()},
         "throughput": spread(field("throughput_msgs_per_s")),
@@ -214,7 +217,7 @@ def ratio_cell(a, b, pairs, digits=2):
 
 
 def results_table(summary, systems):
-    head = ["workload", "system", "runs", "msgs/s (median)", "min–max", "spread",
+    head = ["workload", "system", "status", "runs", "msgs/s (median)", "min–max", "spread",
             "p50 µs", "p99 µs", "p99.9 µs (median)", "p99.9 min–max", "broker µs CPU/msg",
             "broker cores", "idle peer cores"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -225,8 +228,9 @@ def results_table(summary, systems):
                 continue
             tput = fmt_spread(fig["throughput"])
             p999 = fmt_spread(fig["p999"])
+            status = f"**FAILED** ({fig['failed_runs']} runs)" if fig["failed_runs"] else "ok"
             lines.append("| " + " | ".join([
-                workload, s, str(fig["runs"]), *tput, fmt(fig["p50"]), fmt(fig["p99"]),
+                workload, s, status, str(fig["runs"]), *tput, fmt(fig["p50"]), fmt(fig["p99"]),
                 p999[0], p999[1], fmt(fig["broker_us_per_msg"], 1),
                 fmt(fig["broker_cores"], 2), fmt(fig["idle_peer_cores"], 2)]) + " |")
     return "\n".join(lines)
@@ -237,7 +241,8 @@ def ratio_table(summary, systems):
     if "comet" not in systems or not peers:
         return "(one system only: no ratios)"
     lines = ["| workload | peer | throughput comet/peer (medians) | per run pair | "
-             "p99.9 comet/peer (medians) | per run pair |", "|---|---|---|---|---|---|"]
+             "p99.9 comet/peer (medians) | per run pair | failed runs |",
+             "|---|---|---|---|---|---|---|"]
     for workload, _ in WORKLOADS:
         c = summary.get(("comet", workload))
         for p in peers:
@@ -248,7 +253,9 @@ def ratio_table(summary, systems):
                            pair_ratios(c["tput_by_rep"], q["tput_by_rep"]))
             l = ratio_cell((c["p999"] or [None])[0], (q["p999"] or [None])[0],
                            pair_ratios(c["p999_by_rep"], q["p999_by_rep"]), 3)
-            lines.append(f"| {workload} | {p} | {t[0]} | {t[1]} | {l[0]} | {l[1]} |")
+            failed = ", ".join(f"{name} **{fig['failed_runs']}**" for name, fig
+                               in (("comet", c), (p, q)) if fig["failed_runs"]) or "none"
+            lines.append(f"| {workload} | {p} | {t[0]} | {t[1]} | {l[0]} | {l[1]} | {failed} |")
     return "\n".join(lines)
 
 
@@ -257,8 +264,10 @@ def java_summary(java_rows):
     out = {}
     for system, workload, rep, _window, tps, failed in java_rows:
         entry = out.setdefault((system, workload), {"tps_by_rep": {}, "failed": 0})
-        entry["tps_by_rep"][rep] = float(tps)
         entry["failed"] += int(failed)
+        # A window with failed sends fails the run (run.sh); its TPS is not evidence.
+        if int(failed) == 0:
+            entry["tps_by_rep"][rep] = float(tps)
     for entry in out.values():
         entry["tps"] = spread(list(entry["tps_by_rep"].values()))
     return out
@@ -428,12 +437,15 @@ def report(run_dir, out_prefix, readme, systems):
     runs = load_runs(raw)
     fill = {s: r for (s, w), r in runs.items() if w == "W5-fill"}
     runs = {k: v for k, v in runs.items() if k[1] != "W5-fill"}
-    summary = {key: summarise(reps) for key, reps in runs.items()}
+    failures = read_tsv(os.path.join(run_dir, "failures.tsv"), 4)
+    failed_reps = {}
+    for system, workload, rep, _why in failures:
+        failed_reps.setdefault((system, workload), set()).add(rep)
+    summary = {key: summarise(reps, failed_reps.get(key, set())) for key, reps in runs.items()}
     rounds = read_tsv(os.path.join(run_dir, "warmup.tsv"), 6)
     verdicts = read_tsv(os.path.join(run_dir, "warmup-verdicts.tsv"), 6)
     java_rows = read_tsv(os.path.join(run_dir, "java.tsv"), 6)
     loads = read_tsv(os.path.join(run_dir, "loadavg.tsv"), 5)
-    failures = read_tsv(os.path.join(run_dir, "failures.tsv"), 4)
     java = java_summary(java_rows)
     with open(os.path.join(run_dir, "meta.txt")) as handle:
         meta = handle.read().strip()
@@ -459,7 +471,8 @@ def report(run_dir, out_prefix, readme, systems):
         "the same load (not counted) repeat until two consecutive rounds' throughputs differ "
         "by less than the tolerance in the sitting facts; the two systems' runs alternate "
         "(run pair n = run n of each). Figures are medians over the measured runs with their "
-        "range and relative spread ((max − min) / median). Latencies in µs from "
+        "range and relative spread ((max − min) / median); runs that failed are left out of "
+        "them and their workload is marked FAILED. Latencies in µs from "
         "comet-bench's HdrHistograms: send to acknowledgement for W1-W3 and AW, intended "
         "send time to delivery for W4 (open loop), born time to delivery for W5. Broker "
         "cores = broker CPU seconds / wall seconds during the run (from /proc/<pid>/stat); "

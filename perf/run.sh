@@ -303,6 +303,8 @@ warm_up() {
         >>"$RUN_DIR/warmup.tsv"
       log "  $sys $workload warm-up $round: $BENCH_FAILURE"
       prev=""
+      # A broker that is gone will not come back: the measured run records the failure.
+      kill -0 "${PID[$sys]}" 2>/dev/null || break
       continue
     fi
     IFS=$'\t' read -r tput errors reason < <(figures "$json")
@@ -533,7 +535,8 @@ main() {
   "${REPORT[@]}" report "$RUN_DIR" "$OUT_DIR/$STAMP" "${readme_args[@]}" -- "${SYSTEM_LIST[@]}"
   log "wrote $OUT_DIR/$STAMP.md"
   if [[ -s "$RUN_DIR/failures.tsv" ]]; then
-    log "the sitting FAILED: $(cut -f1,2 "$RUN_DIR/failures.tsv" | sort -u | tr '\t\n' ' ,')"
+    log "the sitting FAILED: $(cut -f1,2 "$RUN_DIR/failures.tsv" | sort -u | tr '\t' ' ' \
+      | paste -sd, -)"
     exit 1
   fi
 }
