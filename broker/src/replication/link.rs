@@ -94,6 +94,9 @@ pub fn kind(frame: &Frame) -> &'static str {
 pub struct FrameReader {
     stream: Stream,
     buffer: BytesMut,
+    /// What one read fills; only the bytes read are copied on, so a small frame (an Ack)
+    /// costs a small copy.
+    scratch: Box<[u8]>,
 }
 
 impl FrameReader {
@@ -101,7 +104,11 @@ impl FrameReader {
     pub fn new(stream: Stream, buffered: &[u8]) -> FrameReader {
         let mut buffer = BytesMut::with_capacity(READ_CHUNK_BYTES);
         buffer.extend_from_slice(buffered);
-        FrameReader { stream, buffer }
+        FrameReader {
+            stream,
+            buffer,
+            scratch: vec![0; READ_CHUNK_BYTES].into_boxed_slice(),
+        }
     }
 
     /// The other end.
@@ -123,19 +130,10 @@ impl FrameReader {
             {
                 return Ok(frame);
             }
-            let start = self.buffer.len();
-            self.buffer.resize(start + READ_CHUNK_BYTES, 0);
-            let read = self.stream.read(&mut self.buffer[start..]).await;
-            match read {
-                Ok(0) => {
-                    self.buffer.truncate(start);
-                    return Err(LinkError::Closed { peer });
-                }
-                Ok(read) => self.buffer.truncate(start + read),
-                Err(source) => {
-                    self.buffer.truncate(start);
-                    return Err(LinkError::Io { peer, source });
-                }
+            match self.stream.read(&mut self.scratch).await {
+                Ok(0) => return Err(LinkError::Closed { peer }),
+                Ok(read) => self.buffer.extend_from_slice(&self.scratch[..read]),
+                Err(source) => return Err(LinkError::Io { peer, source }),
             }
         }
     }
@@ -174,4 +172,64 @@ pub async fn write_frame_within(
 pub async fn close(stream: &Stream, close: Close) {
     let _ = write_frame_within(stream, &Frame::Close(close), CLOSE_WAIT_MAX).await;
     stream.shutdown();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use comet_replication::wire::{Ack, CloseReason};
+    use std::io::Write;
+
+    fn encoded(frame: &Frame) -> Vec<u8> {
+        let mut bytes = BytesMut::new();
+        wire::encode(frame, &mut bytes).unwrap();
+        bytes.to_vec()
+    }
+
+    // Proves the reader returns whole frames whatever the reads cut them into (two frames
+    // in one write, one frame split across writes), starts from bytes read before it, and
+    // turns bytes that are not a frame into a decode error and end of stream into Closed.
+    #[test]
+    fn frames_are_read_whole_and_garbage_is_an_error() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let ack = Frame::Ack(Ack {
+            log_id: 1,
+            written: 4096,
+            durable: 2048,
+        });
+        let close = Frame::Close(Close::new(CloseReason::Shutdown, "bye"));
+        let (first, rest) = {
+            let mut all = encoded(&ack);
+            all.extend(encoded(&close));
+            all.extend(encoded(&ack));
+            let split = encoded(&ack).len() / 2;
+            (all[..split].to_vec(), all[split..].to_vec())
+        };
+        let partial = encoded(&ack)[..5].to_vec();
+        let writer = std::thread::spawn(move || {
+            let (mut peer, _) = listener.accept().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            peer.write_all(&rest).unwrap();
+            peer.write_all(b"not a frame").unwrap();
+            let (mut second, _) = listener.accept().unwrap();
+            second.write_all(&partial).unwrap();
+        });
+        let options = comet_rt::pool::ExecutorOptions::default();
+        comet_rt::pool::run_on_current_thread(&options, async move {
+            let stream = Stream::connect(addr).await.unwrap();
+            let mut reader = FrameReader::new(stream, &first);
+            assert_eq!(reader.next().await.unwrap(), ack);
+            assert_eq!(reader.next().await.unwrap(), close);
+            assert_eq!(reader.next().await.unwrap(), ack);
+            let error = reader.next().await.unwrap_err();
+            assert!(matches!(error, LinkError::Decode { .. }), "{error}");
+            let stream = Stream::connect(addr).await.unwrap();
+            let mut reader = FrameReader::new(stream, &[]);
+            let error = reader.next().await.unwrap_err();
+            assert!(matches!(error, LinkError::Closed { .. }), "{error}");
+        })
+        .unwrap();
+        writer.join().unwrap();
+    }
 }
