@@ -136,8 +136,8 @@ impl ReplicationState {
         }
     }
 
-    /// The slowest in-sync figure a SYNC_MASTER wait needs: the highest durable position
-    /// any slave acknowledged for this log, if a slave follows it.
+    /// The furthest durable position any slave following this log acknowledged (what a
+    /// SYNC_MASTER wait compares with), or `None` while no slave follows it.
     pub fn best_slave_durable(&self) -> Option<u64> {
         self.followers
             .borrow()
