@@ -134,8 +134,11 @@ pub(crate) struct ConsumeQueue {
     /// Queue offset of `tail[0]`: the hot tail holds `[tail_start, max)`.
     tail_start: u64,
     tail: VecDeque<CqEntry>,
-    /// Entries below this are in the files.
+    /// Entries below this are planned into writes of the files.
     flushed: u64,
+    /// Entries below this are in the files, synced (at most `flushed`): reads of the files
+    /// and the queue table never go past it.
+    written: u64,
     /// One past the last entry the files may hold (stale entries past `max` get zeroed).
     disk_end: u64,
     /// Files open for writing: the one holding `flushed` and later ones.
@@ -146,6 +149,8 @@ pub(crate) struct ConsumeQueue {
     /// `max` the queue table promised at open (0 without a promise): recovery repairs a
     /// queue that ends short of it.
     promised: u64,
+    /// Recovery rebuilt entries of this queue from the commit log at open.
+    repaired: bool,
 }
 
 /// Where the entries from an offset are (see [`ConsumeQueue::lookup`]).
@@ -295,10 +300,12 @@ impl ConsumeQueue {
             tail_start: 0,
             tail: VecDeque::new(),
             flushed: 0,
+            written: 0,
             disk_end: 0,
             files: BTreeMap::new(),
             min_physical: None,
             promised: 0,
+            repaired: false,
         }
     }
 
@@ -322,9 +329,19 @@ impl ConsumeQueue {
         self.min_physical
     }
 
-    /// Entries below this are in the files (durable once the flush that wrote them synced).
-    pub(crate) fn flushed_offset(&self) -> u64 {
-        self.flushed
+    /// Recovery is rebuilding entries of this queue from the commit log.
+    pub(crate) fn mark_repaired(&mut self) {
+        self.repaired = true;
+    }
+
+    /// Whether recovery rebuilt entries of this queue from the commit log at open.
+    pub(crate) fn was_repaired(&self) -> bool {
+        self.repaired
+    }
+
+    /// Entries below this are in the files, synced.
+    pub(crate) fn written_offset(&self) -> u64 {
+        self.written
     }
 
     /// Entries held in memory (the hot tail).
@@ -387,6 +404,7 @@ impl ConsumeQueue {
         self.tail.clear();
         self.tail_start = block;
         self.flushed = block;
+        self.written = block;
         self.max = block;
         self.min = offset;
         self.min_physical = None;
@@ -430,8 +448,8 @@ impl ConsumeQueue {
 
     fn cold_block(&self, block: u64) -> ColdBlock {
         let file_start = block - block % self.entries_per_file;
-        let end = (block + CQ_BLOCK_ENTRIES).min(self.flushed);
-        assert!(block < end, "entries below the hot tail are flushed");
+        let end = (block + CQ_BLOCK_ENTRIES).min(self.written);
+        assert!(block < end, "entries below the hot tail are written");
         ColdBlock {
             key: (self.cache_key, block),
             path: self.file_path(file_start),
@@ -462,7 +480,7 @@ impl ConsumeQueue {
         self.min = new_min;
         self.min_physical = physical;
         let mut dropped = Vec::new();
-        while self.base + self.entries_per_file <= new_min.min(self.flushed) {
+        while self.base + self.entries_per_file <= new_min.min(self.written) {
             self.files.remove(&self.base);
             dropped.push(self.file_path(self.base));
             self.base += self.entries_per_file;
@@ -501,6 +519,7 @@ impl ConsumeQueue {
         };
         queue.max = trusted;
         queue.flushed = trusted;
+        queue.written = trusted;
         queue.tail_start = trusted;
         queue.disk_end = written;
         queue.min = match promise {
@@ -662,6 +681,8 @@ impl ConsumeQueue {
         }
         self.max = self.tail_start + self.tail.len() as u64;
         self.flushed = self.max;
+        self.written = self.max;
+        self.trim(None);
         Ok(())
     }
 
@@ -691,6 +712,7 @@ impl ConsumeQueue {
         }
         self.disk_end = self.disk_end.max(self.flushed);
         self.flushed = self.flushed.min(self.max);
+        self.written = self.written.min(self.max);
         if self.max >= self.tail_start && self.page_first(self.flushed) >= self.tail_start {
             self.tail.truncate(to_index(self.max - self.tail_start));
             return Ok(());
@@ -725,9 +747,10 @@ impl ConsumeQueue {
     }
 
     /// The writes that put unwritten entries (and zeros over stale ones) into the files that
-    /// exist; the queue counts them as flushed (the caller stops the store if a write fails)
-    /// and trims its hot tail and its open files to what later flushes need.
-    pub(crate) fn plan_flush(&mut self) -> Vec<FileWrite> {
+    /// exist, and the offset they reach: once they are written and synced, the caller
+    /// reports it to [`ConsumeQueue::finish_flush`] (or stops the store if a write fails).
+    /// One flush at a time.
+    pub(crate) fn plan_flush(&mut self) -> (Vec<FileWrite>, u64) {
         let mut writes = Vec::new();
         let end = self.max.max(self.disk_end);
         let mut from = self.flushed.max(self.base);
@@ -746,20 +769,44 @@ impl ConsumeQueue {
             self.disk_end = self.max;
         }
         self.flushed = from.min(self.max);
-        self.trim();
-        writes
+        (writes, self.flushed)
     }
 
-    /// Drops hot entries no flush rewrites and no tailing reader needs: the tail keeps the
-    /// page holding `flushed` (a flush rewrites it whole) or the last [`CQ_TAIL_ENTRIES`].
-    fn trim(&mut self) {
+    /// The writes of a flush reaching `planned` are synced: reads may go to the files below
+    /// it, and the hot tail and the open files shrink to what later flushes need; the
+    /// entries leaving the tail join `cache` when given.
+    pub(crate) fn finish_flush(&mut self, planned: u64, cache: Option<&mut CqCache>) {
+        self.written = self.written.max(planned.min(self.max));
+        assert!(self.written <= self.flushed, "written entries were planned");
+        self.trim(cache);
+    }
+
+    /// Drops hot entries no flush rewrites and no tailing reader needs: the tail keeps what
+    /// is not written yet, the page holding `flushed` (a flush rewrites it whole) and the
+    /// last [`CQ_TAIL_ENTRIES`].
+    fn trim(&mut self, mut cache: Option<&mut CqCache>) {
         let page_first = self.page_first(self.flushed);
-        let keep_from = page_first.min(self.max.saturating_sub(CQ_TAIL_ENTRIES));
+        let keep_from = page_first
+            .min(self.max.saturating_sub(CQ_TAIL_ENTRIES))
+            .min(self.written);
         while self.tail_start < keep_from {
-            self.tail.pop_front();
-            self.tail_start += 1;
+            let block = block_floor(self.tail_start);
+            let run_end = keep_from.min(block + CQ_BLOCK_ENTRIES);
+            let count = to_index(run_end - self.tail_start);
+            if let Some(cache) = cache.as_deref_mut() {
+                // These entries are written and synced: the cache may serve them.
+                let mut bytes = vec![0u8; count * to_index(CQ_ENTRY_BYTES)];
+                let raws = bytes.chunks_exact_mut(to_index(CQ_ENTRY_BYTES));
+                for (raw, entry) in raws.zip(self.tail.range(..count)) {
+                    entry.encode(raw);
+                }
+                let at = to_index((self.tail_start - block) * CQ_ENTRY_BYTES);
+                cache.append((self.cache_key, block), at, &bytes);
+            }
+            self.tail.drain(..count);
+            self.tail_start = run_end;
         }
-        let current = self.flushed - self.flushed % self.entries_per_file;
+        let current = self.written - self.written % self.entries_per_file;
         self.files = self.files.split_off(&current);
         assert!(
             self.tail_start <= self.page_first(self.flushed),
@@ -895,7 +942,10 @@ mod tests {
         let dropped = queue.advance_min(1031, Some(entry(100).physical), &mut cache);
         // The first file lies wholly below min (it was never written: the queue began in
         // the second), so it may go.
-        assert_eq!(dropped, vec![PathBuf::from("/nonexistent/00000000000000000000")]);
+        assert_eq!(
+            dropped,
+            vec![PathBuf::from("/nonexistent/00000000000000000000")]
+        );
         assert!(queue.hot_entry(10).is_none(), "below the oldest file");
         assert_eq!(queue.min_offset(), 1031);
         match queue.lookup(1031, 10, &mut cache).expect("lookup") {
@@ -923,8 +973,11 @@ mod tests {
             queue.push(offset, entry);
         }
         assert_eq!(queue.resident_entries(), 5000);
-        // No file is open: nothing can be written, nothing is trimmed below `flushed`.
-        assert!(queue.plan_flush().is_empty());
+        // No file is open: nothing can be written, nothing is trimmed.
+        let (writes, planned) = queue.plan_flush();
+        assert!(writes.is_empty());
+        queue.finish_flush(planned, None);
+        assert_eq!(queue.resident_entries(), 5000);
         assert_eq!(queue.unflushed_entries(), 5000);
         assert_eq!(queue.missing_files().len(), 5);
     }

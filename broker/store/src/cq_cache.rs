@@ -81,11 +81,25 @@ impl CqCache {
         );
     }
 
-    fn remove(&mut self, key: BlockKey) {
-        if let Some(block) = self.blocks.remove(&key) {
-            self.by_use.remove(&block.used_at);
-            self.held_bytes -= block.bytes.len();
+    /// Extends block `key` with `bytes` at byte `at` of it: entries leaving a queue's hot
+    /// tail join the cache, so a reader a little behind the tail still reads no file. Kept
+    /// only where the cached block ends exactly at `at` (or `at` starts the block).
+    pub(crate) fn append(&mut self, key: BlockKey, at: usize, bytes: &[u8]) {
+        let held = self.blocks.get(&key).map(|block| block.bytes.len());
+        if held != Some(at) && at != 0 {
+            return;
         }
+        let mut block = self.remove(key).map_or_else(Vec::new, Vec::from);
+        block.truncate(at);
+        block.extend_from_slice(bytes);
+        self.insert(key, block);
+    }
+
+    fn remove(&mut self, key: BlockKey) -> Option<Box<[u8]>> {
+        let block = self.blocks.remove(&key)?;
+        self.by_use.remove(&block.used_at);
+        self.held_bytes -= block.bytes.len();
+        Some(block.bytes)
     }
 
     /// Drops the blocks of queue `queue_key` that start below `first` (their entries were
@@ -143,5 +157,16 @@ mod tests {
         assert!(cache.get((2, 1024)).is_some());
         assert_eq!(cache.held_bytes(), 200);
         assert_eq!(cache.peak_bytes(), 300);
+        cache.append((2, 1024), 100, &[6; 40]);
+        assert_eq!(cache.get((2, 1024)).map(<[u8]>::len), Some(140));
+        cache.append((2, 1024), 100, &[7; 20]);
+        assert_eq!(
+            cache.get((2, 1024)).map(<[u8]>::len),
+            Some(140),
+            "not where it ends"
+        );
+        cache.append((4, 0), 0, &[8; 20]);
+        assert_eq!(cache.get((4, 0)).map(<[u8]>::len), Some(20));
+        assert!(cache.held_bytes() <= 300);
     }
 }

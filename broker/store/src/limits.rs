@@ -65,9 +65,10 @@ pub const CQ_TAIL_ENTRIES: u64 = 128;
 /// cache is not used (direct I/O), so this is all the memory cold consume-queue reads take.
 pub const CQ_CACHE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
 
-/// Entries a repaired queue collects in memory before they are written to its files, so
-/// repairing a queue of any length holds at most this many (1.5 MiB).
-pub const CQ_REPAIR_FLUSH_ENTRIES: u64 = 64 * 1024;
+/// Entries recovery (its scan past the checkpoint, or a queue repair) dispatches before it
+/// writes them to the queue files, so recovering any amount of log holds at most this many
+/// in memory besides the hot tails (1.5 MiB).
+pub const CQ_RECOVERY_FLUSH_ENTRIES: u64 = 64 * 1024;
 
 /// A recovery step running longer than this logs its progress this often.
 pub const RECOVERY_PROGRESS_MS: u64 = 1000;

@@ -167,8 +167,18 @@ async fn flush_derived(shared: &Shared) -> Result<(), StoreError> {
             shared.index.borrow_mut().attach_file(start, file);
         }
     }
-    let writes = plan_derived_writes(shared);
-    write_and_sync(writes).await
+    let (writes, planned) = plan_derived_writes(shared);
+    write_and_sync(writes).await?;
+    let mut queues = shared.queues.borrow_mut();
+    let mut cache = shared.cq_cache.borrow_mut();
+    for (topic, queue_id, reached) in planned {
+        let queue = queues
+            .get_mut(&topic)
+            .and_then(|queues| queues.get_mut(&queue_id))
+            .expect("queues are never removed");
+        queue.consume_queue.finish_flush(reached, Some(&mut cache));
+    }
+    Ok(())
 }
 
 fn missing_derived_files(shared: &Shared) -> Vec<(DerivedKind, String, i32, u64, PathBuf)> {
@@ -186,17 +196,21 @@ fn missing_derived_files(shared: &Shared) -> Vec<(DerivedKind, String, i32, u64,
     missing
 }
 
-fn plan_derived_writes(shared: &Shared) -> Vec<FileWrite> {
+/// The writes of a derived-file flush, and each queue planned with the offset it reaches.
+fn plan_derived_writes(shared: &Shared) -> (Vec<FileWrite>, Vec<(String, i32, u64)>) {
     let mut writes = Vec::new();
-    for queues in shared.queues.borrow_mut().values_mut() {
-        for queue in queues.values_mut() {
+    let mut planned = Vec::new();
+    for (topic, queues) in shared.queues.borrow_mut().iter_mut() {
+        for (queue_id, queue) in queues.iter_mut() {
             if queue.consume_queue.is_dirty() {
-                writes.extend(queue.consume_queue.plan_flush());
+                let (queue_writes, reached) = queue.consume_queue.plan_flush();
+                writes.extend(queue_writes);
+                planned.push((topic.clone(), *queue_id, reached));
             }
         }
     }
     writes.extend(shared.index.borrow_mut().plan_flush());
-    writes
+    (writes, planned)
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -230,7 +244,7 @@ fn queue_table_records(shared: &Shared) -> Vec<QueueRecord> {
     for (topic, queues) in shared.queues.borrow().iter() {
         for (queue_id, queue) in queues {
             let queue = &queue.consume_queue;
-            let (min, flushed) = (queue.min_offset(), queue.flushed_offset());
+            let (min, flushed) = (queue.min_offset(), queue.written_offset());
             // A queue with nothing written, or starting over past what is written, has
             // nothing the files must hold yet.
             if flushed == 0 || min > flushed {

@@ -5,7 +5,7 @@
 //! when none is left) and dispatches only that queue's records. Other queues and the key
 //! index are untouched, so one damaged file costs a scan of the log range its entries
 //! cover, never a rebuild of every queue. Entries are written to the queue's files every
-//! [`CQ_REPAIR_FLUSH_ENTRIES`], so a repair holds a bounded number in memory.
+//! [`CQ_RECOVERY_FLUSH_ENTRIES`], so a repair holds a bounded number in memory.
 //!
 //! Also the progress log of long recovery steps ([`Progress`]).
 
@@ -20,7 +20,7 @@ use crate::commit_log::{to_index, BLANK_BYTES};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::error::{setup_error, StoreError};
-use crate::limits::{CQ_REPAIR_FLUSH_ENTRIES, RECOVERY_PROGRESS_MS, RECOVERY_READ_BYTES};
+use crate::limits::{CQ_RECOVERY_FLUSH_ENTRIES, RECOVERY_PROGRESS_MS, RECOVERY_READ_BYTES};
 use crate::offset::PhysicalOffset;
 use crate::queues::{queue_state, repair_entry, Queues};
 
@@ -93,6 +93,7 @@ pub(crate) async fn repair_queue(
 ) -> Result<(), StoreError> {
     let first = segments.keys().next().copied().unwrap_or(0);
     let queue = &mut queue_state(queues, config, topic, queue_id).consume_queue;
+    queue.mark_repaired();
     let max = queue.max_offset();
     let from = repair_start(config, queue)?.max(first).min(upto);
     let what = format!(
@@ -123,7 +124,7 @@ pub(crate) async fn repair_queue(
             Walk::Stops => break,
         };
         progress.at(position);
-        if queue.unflushed_entries() >= CQ_REPAIR_FLUSH_ENTRIES {
+        if queue.unflushed_entries() >= CQ_RECOVERY_FLUSH_ENTRIES {
             flush_queue(queue, &config.faults).await?;
         }
         comet_rt::local::yield_if_needed().await;
@@ -272,8 +273,9 @@ pub(crate) async fn flush_queue(
         }
         queue.attach_file(start, Rc::new(file));
     }
+    let (writes, planned) = queue.plan_flush();
     let mut written: Vec<Rc<DirectFile>> = Vec::new();
-    for write in queue.plan_flush() {
+    for write in writes {
         write.file.write_at(write.buffer, write.position).await?;
         if !written.iter().any(|file| Rc::ptr_eq(file, &write.file)) {
             written.push(write.file);
@@ -282,5 +284,6 @@ pub(crate) async fn flush_queue(
     for file in written {
         file.fdatasync().await?;
     }
+    queue.finish_flush(planned, None);
     Ok(())
 }

@@ -33,9 +33,12 @@ use crate::config::StoreConfig;
 use crate::consume_queue::{ConsumeQueue, Promise};
 use crate::error::{setup_error, StoreError, TruncateFault};
 use crate::index::KeyIndex;
-use crate::limits::{FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES, RECOVERY_READ_BYTES};
+use crate::limits::{
+    CQ_RECOVERY_FLUSH_ENTRIES, FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES,
+    RECOVERY_READ_BYTES,
+};
 use crate::offset::{file_name, parse_file_name};
-use crate::queue_repair::{repair_queue, Progress};
+use crate::queue_repair::{flush_queue, repair_queue, Progress};
 use crate::queue_table::{self, QueueRecord};
 use crate::queues::{dispatch_record, QueueState, Queues};
 use crate::shard::RecoveredState;
@@ -393,6 +396,7 @@ async fn scan(
         watch,
         repaired_at: None,
         progress: Progress::new(what, start, last + config.segment_bytes),
+        unflushed: 0,
     };
     loop {
         let segment_start = position - position % config.segment_bytes;
@@ -425,6 +429,8 @@ struct Scanner<'a> {
     /// (its records are gone from the log) becomes placeholders.
     repaired_at: Option<u64>,
     progress: Progress,
+    /// Records dispatched since the queues were last written (see `flush_queues`).
+    unflushed: u64,
 }
 
 /// Watches the scan for the piece (record, padding, end marker) that spans a truncation
@@ -451,6 +457,20 @@ impl BoundaryWatch {
 }
 
 impl Scanner<'_> {
+    /// Writes the entries the scan dispatched to the queue files, so the memory a scan
+    /// holds does not grow with the log it reads.
+    async fn flush_queues(&mut self) -> Result<(), StoreError> {
+        self.unflushed = 0;
+        for topic_queues in self.queues.values_mut() {
+            for queue in topic_queues.values_mut() {
+                if queue.consume_queue.unflushed_entries() > 0 {
+                    flush_queue(&mut queue.consume_queue, &self.config.faults).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Scans one segment from `from`.
     async fn segment(
         &mut self,
@@ -511,6 +531,10 @@ impl Scanner<'_> {
                     dispatch_record(&view, position, self.queues, self.index, config);
                     self.watch.piece(position, size as u64);
                     position += size as u64;
+                    self.unflushed += 1;
+                    if self.unflushed >= CQ_RECOVERY_FLUSH_ENTRIES {
+                        self.flush_queues().await?;
+                    }
                     comet_rt::local::yield_if_needed().await;
                 }
             }

@@ -201,6 +201,21 @@ impl Store {
         memory
     }
 
+    /// The queues recovery repaired from the commit log at open (their files were short,
+    /// deleted or zeroed), as (topic, queue id), sorted.
+    pub fn repaired_queues(&self) -> Vec<(String, i32)> {
+        let mut repaired = Vec::new();
+        for (topic, queues) in self.shared.queues.borrow().iter() {
+            for (queue_id, queue) in queues {
+                if queue.consume_queue.was_repaired() {
+                    repaired.push((topic.clone(), *queue_id));
+                }
+            }
+        }
+        repaired.sort_unstable();
+        repaired
+    }
+
     /// Bytes appended but not yet durable.
     pub fn unflushed_bytes(&self) -> u64 {
         let log = self.shared.log.borrow();

@@ -29,6 +29,9 @@ fn crash_config(root: PathBuf) -> StoreConfig {
     config.segment_bytes = 1024 * 1024;
     config.flush_policy = FlushPolicy::Sync;
     config.cq_flush_interval_ms = 100;
+    // Two blocks: far less than the queues hold, so the verifying reads go to the queue
+    // files recovery trusted or repaired, not to memory.
+    config.cq_cache_bytes = 40 * 1024;
     config
 }
 
