@@ -132,7 +132,8 @@ impl Node {
     }
 }
 
-fn start_master(store: &Path, ha_port: u16) -> Broker {
+/// A standalone master; the harness gives it a free `haListenPort` (`Broker::ha_port`).
+fn start_master(store: &Path) -> Broker {
     Broker::start(
         store,
         SHARDS,
@@ -141,8 +142,6 @@ fn start_master(store: &Path, ha_port: u16) -> Broker {
             "SYNC_FLUSH",
             "-o",
             "brokerRole=ASYNC_MASTER",
-            "-o",
-            &format!("haListenPort={ha_port}"),
             "-o",
             "haSendHeartbeatInterval=500",
         ],
@@ -345,8 +344,7 @@ fn assert_only_close(frames: &[Frame], reason: CloseReason) {
 fn master_streams_its_logs_to_a_slave() {
     let master_dir = TempDir::new("repl-master");
     let slave_dir = TempDir::new("repl-slave");
-    let ha_port = free_port();
-    let master = start_master(master_dir.path(), ha_port);
+    let master = start_master(master_dir.path());
     let mut master_client = master.client();
     create_topic(&mut master_client, "ReplA", QUEUES);
     send_messages(&mut master_client, "ReplA", 0, 40);
@@ -395,7 +393,7 @@ fn master_streams_its_logs_to_a_slave() {
     assert!(refused.remark.unwrap_or_default().contains("slave"));
 
     // Strangers: bytes that are not a frame, and a Hello for another broker name.
-    let ha_addr = SocketAddr::new(LOOPBACK.into(), ha_port);
+    let ha_addr = SocketAddr::new(LOOPBACK.into(), master.ha_port);
     let mut garbage = TcpStream::connect(ha_addr).unwrap();
     garbage.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     assert_only_close(&frames_sent_to(garbage), CloseReason::Malformed);
@@ -442,7 +440,7 @@ fn master_streams_its_logs_to_a_slave() {
 fn a_slave_with_another_shard_count_is_told_the_cores() {
     let master_dir = TempDir::new("repl-cores-master");
     let slave_dir = TempDir::new("repl-cores-slave");
-    let master = start_master(master_dir.path(), free_port());
+    let master = start_master(master_dir.path());
     let mut master_client = master.client();
     create_topic(&mut master_client, "ReplCores", QUEUES);
     send_messages(&mut master_client, "ReplCores", 0, 8);

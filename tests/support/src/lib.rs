@@ -271,6 +271,9 @@ pub struct Broker {
     pub broker_addr: SocketAddr,
     /// The embedded name server's address.
     pub namesrv_addr: SocketAddr,
+    /// The port a master listens on for slaves (`haListenPort`), free like the others
+    /// rather than the listen port + 1, which another process may hold.
+    pub ha_port: u16,
     /// The store root.
     pub store: PathBuf,
     /// Shards (`--cores`).
@@ -294,6 +297,7 @@ impl Broker {
             binary: binary.to_path_buf(),
             broker_addr: SocketAddr::new(LOOPBACK.into(), free_port()),
             namesrv_addr: SocketAddr::new(LOOPBACK.into(), free_port()),
+            ha_port: free_port(),
             store: store.to_path_buf(),
             cores,
             extra: extra.iter().map(|arg| arg.to_string()).collect(),
@@ -322,6 +326,7 @@ impl Broker {
                 "-o",
                 &format!("mappedFileSizeCommitLog={TEST_COMMIT_LOG_FILE_BYTES}"),
             ])
+            .args(["-o", &format!("haListenPort={}", self.ha_port)])
             .args(&self.extra)
             .env(
                 "RUST_LOG",
