@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project, as the README says:
-#  1. the workspace's unit, integration and end-to-end tests (they start their own brokers
-#     and name servers on free loopback ports and stop them);
+#  1. the quick tier (tests/quick.sh): cargo fmt --check, clippy with warnings as errors, and
+#     the workspace's unit, integration, end-to-end and tidy tests (they start their own
+#     brokers and name servers on free loopback ports and stop them);
 #  2. the compatibility suites: Apache RocketMQ's own Java clients (5.x and 4.9.x), its
 #     mqadmin tool, the Go client, the C++ clients 1.x (PyPI) and 3.0 (npm), the
 #     pure-JavaScript ali-ons (npm) and the Rust rocketmq-client-rust 1.0 (Rust registry)
@@ -27,8 +28,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-echo "== workspace tests"
-cargo test --workspace
+tests/quick.sh
 
 echo "== compatibility suites against Comet"
 cargo build --release -p comet-broker
