@@ -25,10 +25,12 @@ use crate::offset::PhysicalOffset;
 use crate::queues::{queue_state, repair_entry, Queues};
 
 /// Logs the progress of a recovery step once it has run for a second, then every second:
-/// which store, how far through its log range, how long it has taken and about how long
-/// is left at the rate so far.
+/// which store, how far through its range (log positions, or queues opened), how long it
+/// has taken and about how long is left at the rate so far.
 pub(crate) struct Progress {
     what: String,
+    /// What the range counts ("log position", "queue").
+    unit: &'static str,
     from: u64,
     to: u64,
     started: Instant,
@@ -38,9 +40,15 @@ pub(crate) struct Progress {
 impl Progress {
     /// A step called `what` (naming the store) going through log positions `[from, to)`.
     pub(crate) fn new(what: String, from: u64, to: u64) -> Progress {
+        Progress::counting(what, "log position", from, to)
+    }
+
+    /// A step going through `[from, to)` of `unit`s.
+    pub(crate) fn counting(what: String, unit: &'static str, from: u64, to: u64) -> Progress {
         let now = comet_rt::clock::monotonic_now();
         Progress {
             what,
+            unit,
             from,
             to,
             started: now,
@@ -72,9 +80,10 @@ impl Progress {
             (done as f64 * 100.0 / total as f64, left_s)
         };
         log::info!(
-            "{}: at log position {position} of {}..{} ({done_share:.1}%), {elapsed:.1} s so \
-             far, about {left_s:.1} s left",
+            "{}: at {} {position} of {}..{} ({done_share:.1}%), {elapsed:.1} s so far, about \
+             {left_s:.1} s left",
             self.what,
+            self.unit,
             self.from,
             self.to
         );

@@ -159,13 +159,7 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     let crashed = layout.abort.exists();
     let checkpoint = CheckpointFile::open(&layout.checkpoint, config.faults.clone()).await?;
     let mut segments = open_segments(config, layout).await?;
-    // A log cut back or dropped at open leaves queues legitimately shorter than the table.
-    let table = if config.truncate_log_to.is_some() || config.reset_log_to.is_some() {
-        HashMap::new()
-    } else {
-        queue_table::read(&queue_table::table_path(&config.root, config.log_id))
-    };
-    let mut queues = load_queues(config, &table)?;
+    let mut queues = load_queues(config, &read_queue_table(config))?;
     let mut index = KeyIndex::new(layout.index.clone(), config.log_id, config.segment_bytes);
     index.load(&config.faults).await?;
     let first = segments.keys().next().copied().unwrap_or(0);
@@ -258,6 +252,15 @@ async fn open_segments(
     Ok(segments)
 }
 
+/// The queue table of this store's log (see `queue_table`); none when the log is cut back or
+/// dropped at open, which leaves queues legitimately shorter than it.
+fn read_queue_table(config: &StoreConfig) -> HashMap<(String, i32), QueueRecord> {
+    if config.truncate_log_to.is_some() || config.reset_log_to.is_some() {
+        return HashMap::new();
+    }
+    queue_table::read(&queue_table::table_path(&config.root, config.log_id))
+}
+
 /// Opens the consume queues this store owns: those with a directory, and those the queue
 /// table lists (a deleted directory is a queue to repair). Blocking reads: start-up.
 fn load_queues(
@@ -284,8 +287,15 @@ fn load_queues(
     }
     names.sort_unstable();
     names.dedup();
+    let what = format!(
+        "store {} log {}: opening consume queues",
+        config.root.display(),
+        config.log_id
+    );
+    let mut progress = Progress::counting(what, "queue", 0, names.len() as u64);
     let mut queues = Queues::new();
-    for (topic, queue_id) in names {
+    for (opened, (topic, queue_id)) in names.into_iter().enumerate() {
+        progress.at(opened as u64);
         let dir = crate::queues::queue_dir(config, &topic, queue_id);
         if !config.owns(&topic, queue_id) {
             log::warn!(
@@ -811,6 +821,12 @@ async fn reset_log(config: &StoreConfig, layout: &Layout, from: u64) -> Result<(
     comet_rt::io::sync_directory(&layout.commit_log).await?;
     std::fs::remove_dir_all(&layout.index).map_err(|error| setup_error(&layout.index, error))?;
     std::fs::create_dir_all(&layout.index).map_err(|error| setup_error(&layout.index, error))?;
+    let table = queue_table::table_path(&config.root, config.log_id);
+    if table.exists() {
+        // Its queues go below: a crash before the next checkpoint must not find them owed.
+        std::fs::remove_file(&table).map_err(|error| setup_error(&table, error))?;
+        comet_rt::io::sync_directory(table.parent().expect("checkpoint dir")).await?;
+    }
     let queues_root = config.root.join("consumequeue");
     for (topic, queue_id) in owned_queue_dirs(config)? {
         let dir = crate::queues::queue_dir(config, &topic, queue_id);
