@@ -512,6 +512,11 @@ impl ConsumeQueue {
             return Ok(queue);
         };
         queue.base = first;
+        if let Some(promise) = promise.filter(|promise| promise.min < first) {
+            // Files holding promised entries are gone from the front: start at the file of
+            // `min`, so the check below finds them missing.
+            queue.base = promise.min - promise.min % entries_per_file;
+        }
         let written = queue.written_end(&files)?;
         let trusted = match promise {
             Some(promise) => queue.first_damage(&files, promise, written)?,
@@ -523,7 +528,7 @@ impl ConsumeQueue {
         queue.tail_start = trusted;
         queue.disk_end = written;
         queue.min = match promise {
-            Some(promise) => promise.min.clamp(first, trusted),
+            Some(promise) => promise.min.clamp(queue.base, trusted),
             None => queue.first_record(first, trusted)?,
         };
         queue.min_physical = promise.and_then(|promise| promise.min_physical);

@@ -113,6 +113,8 @@ enum Damage {
     CutShort,
     /// A file in the middle is gone.
     FileDeleted,
+    /// The first file is gone.
+    FirstFileDeleted,
     /// The queue's directory is gone.
     DirectoryDeleted,
     /// The first file holds only zeros.
@@ -131,6 +133,7 @@ fn damage(root: &Path, kind: Damage) {
             file.sync_all().expect("sync");
         }
         Damage::FileDeleted => std::fs::remove_file(path(1)).expect("middle file"),
+        Damage::FirstFileDeleted => std::fs::remove_file(path(0)).expect("first file"),
         Damage::DirectoryDeleted => {
             let dir = path(0).parent().expect("dir").to_path_buf();
             std::fs::remove_dir_all(dir).expect("queue directory");
@@ -153,6 +156,7 @@ fn damaged_queue_files_are_repaired_alone() {
     for kind in [
         Damage::CutShort,
         Damage::FileDeleted,
+        Damage::FirstFileDeleted,
         Damage::DirectoryDeleted,
         Damage::Zeroed,
     ] {
