@@ -517,9 +517,11 @@ impl ConsumeQueue {
             // `min`, so the check below finds them missing.
             queue.base = promise.min - promise.min % entries_per_file;
         }
-        let written = queue.written_end(&files)?;
+        // One block read serves the end, the last promised entry and the hot tail.
+        let mut memo = None;
+        let written = queue.written_end(&files, &mut memo)?;
         let trusted = match promise {
-            Some(promise) => queue.first_damage(&files, promise, written)?,
+            Some(promise) => queue.first_damage(&files, promise, written, &mut memo)?,
             None => written,
         };
         queue.max = trusted;
@@ -529,13 +531,13 @@ impl ConsumeQueue {
         queue.disk_end = written;
         queue.min = match promise {
             Some(promise) => promise.min.clamp(queue.base, trusted),
-            None => queue.first_record(first, trusted)?,
+            None => queue.first_record(first, trusted, &mut memo)?,
         };
         queue.min_physical = promise.and_then(|promise| promise.min_physical);
         if queue.min == trusted {
             queue.min_physical = None;
         }
-        queue.reload_tail()?;
+        queue.reload_tail(&mut memo)?;
         Ok(queue)
     }
 
@@ -574,21 +576,12 @@ impl ConsumeQueue {
     }
 
     /// One past the last written entry of `files`, reading back from the end.
-    fn written_end(&self, files: &[(u64, u64)]) -> Result<u64, StoreError> {
+    fn written_end(&self, files: &[(u64, u64)], memo: &mut Memo) -> Result<u64, StoreError> {
         for &(start, held) in files.iter().rev() {
-            let mut end = start + held;
-            while end > start {
-                let block = block_floor(end - 1);
-                let position = (block - start) * CQ_ENTRY_BYTES;
-                let length = to_index((end - block) * CQ_ENTRY_BYTES);
-                let bytes = read_blocking(&self.file_path(start), position, length)?;
-                let last = bytes
-                    .chunks_exact(to_index(CQ_ENTRY_BYTES))
-                    .rposition(|raw| CqEntry::decode(raw).is_some());
-                if let Some(last) = last {
-                    return Ok(block + last as u64 + 1);
+            for offset in (start..start + held).rev() {
+                if self.disk_entry(offset, memo)?.is_some() {
+                    return Ok(offset + 1);
                 }
-                end = block;
             }
         }
         Ok(files.first().map_or(self.base, |first| first.0))
@@ -602,10 +595,10 @@ impl ConsumeQueue {
         files: &[(u64, u64)],
         promise: Promise,
         written: u64,
+        memo: &mut Memo,
     ) -> Result<u64, StoreError> {
         let to = promise.max.min(written);
         let mut at = promise.min.max(self.base);
-        let mut memo = None;
         while at < to {
             let file_start = at - at % self.entries_per_file;
             let file_end = (file_start + self.entries_per_file).min(to);
@@ -616,8 +609,8 @@ impl ConsumeQueue {
             if held.is_none_or(|held| file_start + held < file_end) {
                 return Ok(at);
             }
-            for probe in [at, file_end - 1] {
-                if self.disk_entry(probe, &mut memo)?.is_none() {
+            for probe in [file_end - 1, at] {
+                if self.disk_entry(probe, memo)?.is_none() {
                     return Ok(at);
                 }
             }
@@ -628,10 +621,9 @@ impl ConsumeQueue {
 
     /// The first entry of `[from, to)` with a record (skipping unwritten entries and
     /// placeholders below it); `to` when none has.
-    fn first_record(&self, from: u64, to: u64) -> Result<u64, StoreError> {
-        let mut memo = None;
+    fn first_record(&self, from: u64, to: u64, memo: &mut Memo) -> Result<u64, StoreError> {
         for offset in from..to {
-            let entry = self.disk_entry(offset, &mut memo)?;
+            let entry = self.disk_entry(offset, memo)?;
             if entry.is_some_and(|entry| !entry.is_placeholder()) {
                 return Ok(offset);
             }
@@ -671,14 +663,13 @@ impl ConsumeQueue {
 
     /// Loads the hot tail from the block holding `max` (all flushed): the page a flush
     /// rewrites must be known. An unwritten entry at or above `min` there ends the queue.
-    fn reload_tail(&mut self) -> Result<(), StoreError> {
+    fn reload_tail(&mut self, memo: &mut Memo) -> Result<(), StoreError> {
         assert_eq!(self.flushed, self.max, "only flushed entries are reloaded");
         let start = block_floor(self.max).max(self.base);
-        let mut memo = None;
         self.tail.clear();
         self.tail_start = start;
         for offset in start..self.max {
-            match self.disk_entry(offset, &mut memo)? {
+            match self.disk_entry(offset, memo)? {
                 Some(entry) => self.tail.push_back(entry),
                 None if offset < self.min => self.tail.push_back(CqEntry::placeholder()),
                 None => break,
@@ -723,7 +714,7 @@ impl ConsumeQueue {
             return Ok(());
         }
         // The page the next flush rewrites starts below the tail: all flushed, reread it.
-        self.reload_tail()
+        self.reload_tail(&mut memo)
     }
 
     /// True when entries wait to be written.
