@@ -8,11 +8,18 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::limits::{CQ_BLOCK_ENTRIES, CQ_ENTRY_BYTES};
+
+/// Bytes of a whole block (20 KiB: fits any usize).
+#[allow(clippy::cast_possible_truncation)]
+const BLOCK_BYTES: usize = (CQ_BLOCK_ENTRIES * CQ_ENTRY_BYTES) as usize;
+
 /// A block: (the queue's cache key, queue offset of the block's first entry).
 pub(crate) type BlockKey = (u64, u64);
 
 struct CachedBlock {
-    bytes: Box<[u8]>,
+    /// Counted by capacity: what its allocation holds.
+    bytes: Vec<u8>,
     used_at: u64,
 }
 
@@ -55,22 +62,15 @@ impl CqCache {
     /// used blocks to stay within the bound; a block larger than the bound is not kept.
     pub(crate) fn insert(&mut self, key: BlockKey, bytes: Vec<u8>) {
         self.remove(key);
-        if bytes.len() > self.bound_bytes {
+        if bytes.capacity() > self.bound_bytes {
             return;
         }
-        while self.held_bytes + bytes.len() > self.bound_bytes {
-            let Some((_, oldest)) = self.by_use.pop_first() else {
-                break;
-            };
-            if let Some(block) = self.blocks.remove(&oldest) {
-                self.held_bytes -= block.bytes.len();
-            }
-        }
+        self.evict_for(bytes.capacity());
         self.clock += 1;
-        self.held_bytes += bytes.len();
+        self.held_bytes += bytes.capacity();
         self.peak_bytes = self.peak_bytes.max(self.held_bytes);
         let block = CachedBlock {
-            bytes: bytes.into_boxed_slice(),
+            bytes,
             used_at: self.clock,
         };
         self.blocks.insert(key, block);
@@ -81,24 +81,38 @@ impl CqCache {
         );
     }
 
+    /// Evicts the least recently used blocks until `bytes` more fit the bound.
+    fn evict_for(&mut self, bytes: usize) {
+        while self.held_bytes + bytes > self.bound_bytes {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            if let Some(block) = self.blocks.remove(&oldest) {
+                self.held_bytes -= block.bytes.capacity();
+            }
+        }
+    }
+
     /// Extends block `key` with `bytes` at byte `at` of it: entries leaving a queue's hot
     /// tail join the cache, so a reader a little behind the tail still reads no file. Kept
-    /// only where the cached block ends exactly at `at` (or `at` starts the block).
+    /// only where the cached block ends exactly at `at` (or `at` starts the block). A block
+    /// started here gets a whole block's room at once, so it grows in place.
     pub(crate) fn append(&mut self, key: BlockKey, at: usize, bytes: &[u8]) {
         let held = self.blocks.get(&key).map(|block| block.bytes.len());
-        if held != Some(at) && at != 0 {
-            return;
-        }
-        let mut block = self.remove(key).map_or_else(Vec::new, Vec::from);
+        let mut block = match held {
+            Some(held) if held == at => self.remove(key).expect("held"),
+            _ if at == 0 => Vec::with_capacity(BLOCK_BYTES.max(bytes.len())),
+            _ => return,
+        };
         block.truncate(at);
         block.extend_from_slice(bytes);
         self.insert(key, block);
     }
 
-    fn remove(&mut self, key: BlockKey) -> Option<Box<[u8]>> {
+    fn remove(&mut self, key: BlockKey) -> Option<Vec<u8>> {
         let block = self.blocks.remove(&key)?;
         self.by_use.remove(&block.used_at);
-        self.held_bytes -= block.bytes.len();
+        self.held_bytes -= block.bytes.capacity();
         Some(block.bytes)
     }
 
@@ -116,7 +130,7 @@ impl CqCache {
         }
     }
 
-    /// Bytes held now.
+    /// Bytes held now (the blocks' allocations).
     pub(crate) fn held_bytes(&self) -> usize {
         self.held_bytes
     }
@@ -165,8 +179,18 @@ mod tests {
             Some(140),
             "not where it ends"
         );
-        cache.append((4, 0), 0, &[8; 20]);
-        assert_eq!(cache.get((4, 0)).map(<[u8]>::len), Some(20));
         assert!(cache.held_bytes() <= 300);
+        // A block started from a hot tail reserves a whole block: more than this bound.
+        cache.append((4, 0), 0, &[8; 20]);
+        assert!(cache.get((4, 0)).is_none());
+        let mut roomy = CqCache::new(2 * BLOCK_BYTES);
+        roomy.append((4, 0), 0, &[8; 20]);
+        roomy.append((4, 0), 20, &[9; 20]);
+        assert_eq!(roomy.get((4, 0)).map(<[u8]>::len), Some(40));
+        assert_eq!(
+            roomy.held_bytes(),
+            BLOCK_BYTES,
+            "counted by the room it holds"
+        );
     }
 }
