@@ -8,12 +8,14 @@ use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use comet_replication::epoch::EpochHistory;
+use comet_replication::sync_wait::{in_sync, SyncOutcome, SyncWaiters};
 use comet_rt::shutdown::{Gate, StopSignal};
-use comet_rt::sync::WakerList;
+use comet_rt::sync::{Notify, WakerList};
 
 /// What a master learns of one slave following one of its logs (one session).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +30,16 @@ pub struct FollowerProgress {
     pub durable: u64,
     /// When its last Ack was accepted (or the session started).
     pub last_ack_at: Instant,
+}
+
+/// One SYNC_MASTER send waiting for a slave: its answer, once known, and the wake-up of the
+/// task that waits for it.
+#[derive(Default)]
+pub struct SyncSlot {
+    /// The answer, once a slave Ack or the deadline decided it.
+    pub outcome: Cell<Option<SyncOutcome>>,
+    /// Woken when `outcome` is set.
+    pub woken: Notify,
 }
 
 /// What a slave's log knows of its master's stream.
@@ -105,6 +117,8 @@ pub struct ReplicationState {
     /// Master: woken whenever a slave's Ack moves its progress (SYNC_MASTER waiters wait
     /// on it) and when a session ends.
     pub acks: WakerList,
+    /// Master (SYNC_MASTER): sends waiting for a slave to hold their message durably.
+    pub sync_waiters: RefCell<SyncWaiters<Rc<SyncSlot>>>,
     /// Slave: the state of this log's stream.
     pub follow: RefCell<FollowState>,
     /// Shared by every shard.
@@ -126,6 +140,7 @@ impl ReplicationState {
             epochs: RefCell::new(EpochHistory::new()),
             followers: RefCell::new(BTreeMap::new()),
             acks: WakerList::default(),
+            sync_waiters: RefCell::new(SyncWaiters::new()),
             follow: RefCell::new(FollowState::default()),
             shared,
             next_session: Cell::new(1),
@@ -144,6 +159,38 @@ impl ReplicationState {
             .values()
             .map(|progress| progress.durable)
             .max()
+    }
+
+    /// Whether a slave is in sync for a message ending at `master_end`: one follows this
+    /// log and is less than `gap_max_bytes` behind it (Java's `HAService.isSlaveOK`).
+    pub fn slave_in_sync(&self, master_end: u64, gap_max_bytes: u64) -> bool {
+        in_sync(master_end, self.best_slave_durable(), gap_max_bytes)
+    }
+
+    /// What consumers of a SYNC_MASTER may see: the smallest durable end of the in-sync
+    /// set, the master (`master_durable`) and every slave less than `gap_max_bytes` behind
+    /// `master_written`; with no slave in sync, the master's alone (Kafka's ISR rule: a
+    /// master without a slave still serves its consumers).
+    pub fn confirm_target(&self, master_durable: u64, master_written: u64, gap_max: u64) -> u64 {
+        self.followers
+            .borrow()
+            .values()
+            .filter(|slave| in_sync(master_written, Some(slave.durable), gap_max))
+            .map(|slave| slave.durable)
+            .fold(master_durable, u64::min)
+    }
+
+    /// A slave holds this log durably up to `durable`: every SYNC_MASTER send it covers is
+    /// answered SEND_OK (one Ack releases them all, as one flush releases a group commit).
+    pub fn on_slave_durable(&self, durable: u64) {
+        let released = self.sync_waiters.borrow_mut().on_slave_durable(durable);
+        answer(released);
+    }
+
+    /// Answers FLUSH_SLAVE_TIMEOUT to every SYNC_MASTER send whose deadline is past.
+    pub fn expire_sync_waiters(&self, now: Instant) {
+        let expired = self.sync_waiters.borrow_mut().expire(now);
+        answer(expired);
     }
 
     /// A number for a new slave session (master).
@@ -181,5 +228,13 @@ impl ReplicationState {
     /// Records the shard's store root (once; later calls keep the first).
     pub fn set_store_root(&self, root: PathBuf) {
         let _ = self.store_root.set(root);
+    }
+}
+
+/// Gives each released waiter its answer (after the waiters' borrow ended).
+fn answer(released: Vec<(Rc<SyncSlot>, SyncOutcome)>) {
+    for (slot, outcome) in released {
+        slot.outcome.set(Some(outcome));
+        slot.woken.notify();
     }
 }

@@ -25,7 +25,7 @@ use comet_rt::ShardId;
 use comet_store::{remap, FlushPolicy, LogId, Store, StoreConfig, StoreError};
 
 use crate::acl::{AccessControl, AclLoadError};
-use crate::config::{BrokerConfig, FlushDiskType};
+use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
 use crate::offset::OffsetFile;
@@ -376,6 +376,9 @@ async fn run_shard(
         config.truncate_log_to = crate::replication::pending_truncation(&config.root)
             .map_err(RunError::during(FatalReason::StorageIo, format!("{shard}")))?;
     }
+    // A SYNC_MASTER's consumers see only what the in-sync slaves hold (see
+    // crate::replication::sync_master).
+    config.visible_after_confirm = start.config.load().broker_role == BrokerRole::SyncMaster;
     let store = Store::open(config).await.map_err(RunError::during(
         FatalReason::StorageIo,
         format!("{shard}: store"),

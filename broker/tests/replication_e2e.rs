@@ -124,6 +124,14 @@ impl Node {
         Client::connect(self.addr)
     }
 
+    /// Sends `signal` to the running broker (SIGSTOP freezes it, SIGCONT resumes it).
+    fn signal(&mut self, signal: libc::c_int) {
+        let guard = self.guard.as_mut().expect("running");
+        let pid = libc::pid_t::try_from(guard.child().id()).unwrap();
+        // SAFETY: kill(2) of a child this test spawned and has not reaped.
+        unsafe { libc::kill(pid, signal) };
+    }
+
     fn log_text(&self) -> String {
         self.log
             .as_ref()
@@ -146,6 +154,51 @@ fn start_master(store: &Path) -> Broker {
             "haSendHeartbeatInterval=500",
         ],
     )
+}
+
+/// A standalone SYNC_MASTER whose sends wait at most 1 s for the slave and which drops a
+/// slave silent for 4 s (the slave acks at least every 500 ms).
+fn start_sync_master(store: &Path) -> Broker {
+    Broker::start(
+        store,
+        SHARDS,
+        &[
+            "--flush",
+            "SYNC_FLUSH",
+            "-o",
+            "brokerRole=SYNC_MASTER",
+            "-o",
+            "haSendHeartbeatInterval=300",
+            "-o",
+            "haHousekeepingInterval=4000",
+            "-o",
+            "syncFlushTimeout=1000",
+        ],
+    )
+}
+
+/// Sends `body` to `queue` of `topic`; the answer's code and queue offset (the message is
+/// stored whenever the code is one of the send statuses).
+fn send_one(client: &mut Client, topic: &str, queue: i32, body: &str) -> (ResponseCode, i64) {
+    let response = client.call(send_request(topic, queue, body.as_bytes(), None, None));
+    let offset = response
+        .ext_fields
+        .get("queueOffset")
+        .and_then(|offset| offset.parse().ok())
+        .unwrap_or(-1);
+    (response.response_code(), offset)
+}
+
+/// The body of the message at `offset` of `queue`, if the broker serves it now.
+fn body_at(client: &mut Client, topic: &str, queue: i32, offset: i64) -> Option<String> {
+    let response = client.call(pull_request("repl_cg", topic, queue, offset, 1, 0));
+    if response.response_code() != ResponseCode::SUCCESS {
+        return None;
+    }
+    decode_records(response.body.clone())
+        .into_iter()
+        .find(|message| message.queue_offset == offset)
+        .map(|message| String::from_utf8_lossy(&message.body).into_owned())
 }
 
 /// The records of `queue` from `offset` on, as a broker serves them (raw record bytes).
@@ -538,4 +591,105 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     drop(a);
     drop(b);
     namesrv.stop();
+}
+
+// Proves SYNC_MASTER answers as Java's do and its consumers see only what the slave holds:
+// with no slave a send is stored and answered SLAVE_NOT_AVAILABLE at once (WAIT=false:
+// SEND_OK), and consumers of the master still see it; with a slave every SEND_OK message is
+// on the slave when the answer arrives; with the slave frozen (SIGSTOP) a send waits and is
+// answered FLUSH_SLAVE_TIMEOUT and the master's consumers do not see it, until the master
+// drops the silent slave: then answers are SLAVE_NOT_AVAILABLE and the master serves alone;
+// the slave resumed (SIGCONT) catches up and answers return to SEND_OK, with every message
+// sent held by both, no gap, no duplicate.
+#[test]
+fn sync_master_answers_once_the_slave_holds_the_message() {
+    let master_dir = TempDir::new("repl-sync-master");
+    let slave_dir = TempDir::new("repl-sync-slave");
+    let master = start_sync_master(master_dir.path());
+    let mut master_client = master.client();
+    let topic = "ReplSync";
+    create_topic(&mut master_client, topic, QUEUES);
+    let mut sent = 0usize;
+    let send = |client: &mut Client, sent: &mut usize| {
+        let queue = i32::try_from(*sent).unwrap() % QUEUES;
+        let body = format!("message {sent}");
+        *sent += 1;
+        let (code, offset) = send_one(client, topic, queue, &body);
+        (code, queue, offset, body)
+    };
+
+    let asked = std::time::Instant::now();
+    let (code, queue, offset, body) = send(&mut master_client, &mut sent);
+    assert_eq!(code, ResponseCode::SLAVE_NOT_AVAILABLE, "no slave yet");
+    assert!(
+        asked.elapsed() < Duration::from_millis(900),
+        "answered at once"
+    );
+    let served = poll_until(CONVERGE_LIMIT, || {
+        body_at(&mut master_client, topic, queue, offset).as_deref() == Some(body.as_str())
+    });
+    assert!(served, "a SYNC_MASTER without a slave serves its consumers");
+    let mut properties = comet_proto::properties::Properties::new();
+    properties.insert(comet_proto::properties::names::WAIT, "false");
+    let no_wait = master_client.call(common::send_request_with(
+        topic,
+        1,
+        b"message 1",
+        &properties,
+    ));
+    sent += 1;
+    assert_eq!(no_wait.response_code(), ResponseCode::SUCCESS, "WAIT=false");
+
+    let mut slave = Node::start(slave_dir.path(), &master.namesrv(), slave_options());
+    let mut slave_client = slave.client();
+    let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client, topic));
+    assert!(known, "the slave copies the topic");
+    let in_sync = poll_until(CONVERGE_LIMIT, || {
+        send(&mut master_client, &mut sent).0 == ResponseCode::SUCCESS
+    });
+    assert!(in_sync, "sends are answered SEND_OK once the slave follows");
+    for _ in 0..30 {
+        let (code, queue, offset, body) = send(&mut master_client, &mut sent);
+        assert_eq!(code, ResponseCode::SUCCESS, "{body}");
+        let held = body_at(&mut slave_client, topic, queue, offset);
+        assert_eq!(
+            held.as_deref(),
+            Some(body.as_str()),
+            "on the slave when acknowledged"
+        );
+    }
+
+    slave.signal(libc::SIGSTOP);
+    let (code, queue, offset, body) = send(&mut master_client, &mut sent);
+    assert_eq!(code, ResponseCode::FLUSH_SLAVE_TIMEOUT, "{body}");
+    assert_eq!(
+        body_at(&mut master_client, topic, queue, offset),
+        None,
+        "consumers do not see what the in-sync slave lacks"
+    );
+    let mut codes = Vec::new();
+    let dropped = poll_until(CONVERGE_LIMIT, || {
+        let code = send(&mut master_client, &mut sent).0;
+        codes.push(code);
+        code == ResponseCode::SLAVE_NOT_AVAILABLE
+    });
+    assert!(dropped, "the silent slave is dropped: {codes:?}");
+    assert!(
+        codes.iter().all(|code| matches!(
+            code,
+            ResponseCode::FLUSH_SLAVE_TIMEOUT | ResponseCode::SLAVE_NOT_AVAILABLE
+        )),
+        "{codes:?}"
+    );
+    let served = poll_until(CONVERGE_LIMIT, || {
+        body_at(&mut master_client, topic, queue, offset).as_deref() == Some(body.as_str())
+    });
+    assert!(served, "with no slave in sync the master serves alone");
+
+    slave.signal(libc::SIGCONT);
+    let back = poll_until(CONVERGE_LIMIT, || {
+        send(&mut master_client, &mut sent).0 == ResponseCode::SUCCESS
+    });
+    assert!(back, "SEND_OK again once the slave caught up");
+    wait_for_same_queues(&mut master_client, &mut slave_client, topic, sent);
 }

@@ -67,8 +67,15 @@ broker_config! {
     },
     slave_read_enable: bool = false => {
         key: "slaveReadEnable", unit: "", applies: Live,
-        doc: "Whether a master may suggest a slave to consumers that fall far behind.",
+        doc: "Whether a master suggests its slave to a consumer far behind (brokerId 1).",
         parse: parse_bool, show: ToString::to_string,
+    },
+    /// Java's `accessMessageInMemoryMaxRatio`: the share of the machine's memory past which
+    /// a consumer's backlog is no longer in memory.
+    access_message_in_memory_max_ratio_percent: u8 = 40 => {
+        key: "accessMessageInMemoryMaxRatio", unit: "%", applies: Live,
+        doc: "A pull further behind than this share of RAM is sent to the slave (0..100).",
+        parse: parse_ratio_percent, show: ToString::to_string,
     },
     ha_max_gap_not_in_sync_bytes: u64 = 256 * 1024 * 1024 => {
         key: "haMaxGapNotInSync", unit: "bytes", applies: Live,
@@ -201,7 +208,8 @@ broker_config! {
     },
     sync_flush_timeout_ms: u64 = 5000 => {
         key: "syncFlushTimeout", unit: "ms", applies: Live,
-        doc: "How long a send waits for its flush before answering FLUSH_DISK_TIMEOUT.",
+        doc: "How long a send waits for its flush (FLUSH_DISK_TIMEOUT), then for a \
+              SYNC_MASTER's slave (FLUSH_SLAVE_TIMEOUT).",
         parse: |key, value| parse(key, value, "ms"), show: ToString::to_string,
     },
     transaction_check_interval_ms: u64 = 60_000 => {

@@ -69,6 +69,15 @@ pub(super) fn parse_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
     Ok(percent)
 }
 
+/// A percentage 0..100 (Java's `accessMessageInMemoryMaxRatio`).
+pub(super) fn parse_ratio_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
+    let percent: u8 = parse(key, value, "a percentage 0..100")?;
+    if percent > 100 {
+        return Err(error(key, value, "a percentage 0..100"));
+    }
+    Ok(percent)
+}
+
 pub(super) fn parse_hours(key: &str, value: &str) -> Result<Vec<u8>, ConfigError> {
     let mut hours = Vec::new();
     for part in value

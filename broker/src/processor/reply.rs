@@ -44,7 +44,9 @@ pub async fn process(
     let stored = send::process(broker, context, request.clone()).await;
     let stored_ok = matches!(
         stored.response_code(),
-        ResponseCode::SUCCESS | ResponseCode::SLAVE_NOT_AVAILABLE
+        ResponseCode::SUCCESS
+            | ResponseCode::SLAVE_NOT_AVAILABLE
+            | ResponseCode::FLUSH_SLAVE_TIMEOUT
     );
     let mut answer = if stored_ok {
         stored

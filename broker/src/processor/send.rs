@@ -5,7 +5,8 @@
 //! topic, auto-creates it, and resolves a negative queue id (preferring a queue this shard
 //! owns, so most broker-picked sends never cross cores); the request then goes to the owner
 //! of that queue. On the owner, [`process`] builds the stored records, appends them to the
-//! owner's commit log, and answers once the append is durable under the flush policy.
+//! owner's commit log, and answers once the append is durable under the flush policy; a
+//! SYNC_MASTER then waits for a slave to hold it (`crate::replication::sync_master`).
 
 use std::time::Duration;
 
@@ -20,10 +21,12 @@ use comet_proto::message::{encode_record, RecordSpec};
 use comet_proto::message_id::encode_offset_msg_id;
 use comet_proto::properties::{self, names};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_replication::sync_wait::SyncOutcome;
 use comet_rt::task_class::timeout;
 use comet_store::StoreError;
 
 use crate::config::BrokerRole;
+use crate::replication::sync_master::wait_for_slave;
 use crate::shard::{RequestContext, ShardBroker};
 use crate::topic::{perm, AutoCreateError};
 
@@ -353,6 +356,7 @@ async fn append_and_respond(
     unique_keys: Vec<String>,
 ) -> RemotingCommand {
     let limit = Duration::from_millis(broker.config().sync_flush_timeout_ms);
+    let deadline = comet_rt::clock::monotonic_now() + limit;
     let appended = match timeout(limit, broker.store().append(&records)).await {
         Ok(Ok(appended)) => appended,
         Ok(Err(store_error)) => return store_error_response(broker, request, &store_error),
@@ -385,17 +389,44 @@ async fn append_and_respond(
         batch_uniq_id: None,
         recall_handle: None,
     };
-    // A SYNC_MASTER acknowledges what a slave holds. Comet has no slaves yet, so the message
-    // is stored here and the answer says so, as Apache RocketMQ's SYNC_MASTER answers while
-    // no slave is connected (clients report SendStatus SLAVE_NOT_AVAILABLE, not an error).
     let code = match broker.config().broker_role {
         BrokerRole::AsyncMaster => ResponseCode::SUCCESS,
-        BrokerRole::SyncMaster => ResponseCode::SLAVE_NOT_AVAILABLE,
+        BrokerRole::SyncMaster if !waits_for_slave(header) => ResponseCode::SUCCESS,
+        BrokerRole::SyncMaster => {
+            let last = appended
+                .last()
+                .expect("one record per message, at least one");
+            let end = last.physical_offset.position() + u64::from(last.size_bytes);
+            sync_code(wait_for_slave(broker, end, deadline).await)
+        }
         // Refused before anything was appended (see `slave_refusal`).
         BrokerRole::Slave => ResponseCode::SERVICE_NOT_AVAILABLE,
     };
     let response = RemotingCommand::response_to(request, code).with_header(&response_header);
     with_region_and_trace(broker, response)
+}
+
+/// Whether a SYNC_MASTER answers this send only once a slave holds it, as Java's
+/// `CommitLog.submitReplicaRequest` decides: not when the producer set `WAIT=false`, and
+/// not for half (prepared) transaction messages, which Java stores without waiting
+/// (`TransactionalMessageBridge.parseHalfMessageInner`). A batch follows its header's
+/// properties, as Java's `MessageExtBatch` does.
+fn waits_for_slave(header: &SendMessageRequestHeader) -> bool {
+    if header.topic == comet_proto::names::TRANS_HALF_TOPIC {
+        return false;
+    }
+    let raw = header.properties.as_deref().unwrap_or("");
+    properties::Properties::decode(raw).get(names::WAIT) != Some("false")
+}
+
+/// The send status Java's `SendMessageProcessor` gives each replication outcome (the
+/// message is stored in every case, so the answer carries its header).
+fn sync_code(outcome: SyncOutcome) -> ResponseCode {
+    match outcome {
+        SyncOutcome::SendOk => ResponseCode::SUCCESS,
+        SyncOutcome::FlushSlaveTimeout => ResponseCode::FLUSH_SLAVE_TIMEOUT,
+        SyncOutcome::SlaveNotAvailable => ResponseCode::SLAVE_NOT_AVAILABLE,
+    }
 }
 
 /// Maps a store failure to the response RocketMQ gives for it.

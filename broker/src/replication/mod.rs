@@ -18,6 +18,9 @@
 //!   positions; a dropped link is retried with bounded backoff.
 //! - `epochs`: each log's epoch history, persisted next to the log. A master begins a new
 //!   epoch at every start.
+//! - `sync_master`: a SYNC_MASTER's sends wait for a slave Ack (or answer at once that no
+//!   slave is in sync), and its confirm task moves the position up to which consumers see
+//!   records.
 //! - `metadata_sync`: a slave copies topics, groups, consumer offsets and delay cursors from
 //!   its master every 10 s, as Java's `SlaveSynchronize` does.
 //!
@@ -30,6 +33,7 @@ pub mod listener;
 pub mod metadata_sync;
 pub mod receiver;
 pub mod sender;
+pub mod sync_master;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -46,7 +50,7 @@ use crate::config::BrokerConfig;
 use crate::shard::ShardBroker;
 
 pub use crate::replication_state::{
-    FollowState, FollowerProgress, MasterAddresses, ReplicationState, SharedReplication,
+    FollowState, FollowerProgress, MasterAddresses, ReplicationState, SharedReplication, SyncSlot,
 };
 pub use epochs::{EpochFileError, LogEpochs};
 
@@ -152,6 +156,9 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
     );
     *state.epochs.borrow_mut() = kept.history;
     state.set_ready();
+    if config.broker_role == crate::config::BrokerRole::SyncMaster {
+        sync_master::spawn_confirm(broker, state.tasks(), state.stop());
+    }
     if broker.shard.0 == 0 {
         listener::spawn(broker, state.tasks(), state.stop())?;
     }

@@ -28,10 +28,6 @@ use super::link::{self, FrameReader, LinkError};
 use super::{log_id_of, FollowerProgress};
 use crate::shard::ShardBroker;
 
-/// How often an idle sender looks for newly durable bytes when nothing is being written
-/// (while a flush is in flight it waits for that flush instead).
-const IDLE_POLL: Duration = Duration::from_millis(1);
-
 /// Longest wait for the Welcome to leave (the slave is waiting for it).
 const WRITE_WAIT_MAX: Duration = Duration::from_secs(5);
 
@@ -287,12 +283,9 @@ async fn wait_for_work(broker: &ShardBroker, session: &Session, heartbeat_interv
         race(session.woken.notified(), sleep(limit)).await;
         return;
     }
-    if store.written_position() > durable {
-        let flushed = store.wait_durable(durable + 1);
-        race(session.woken.notified(), race(flushed, sleep(limit))).await;
-        return;
-    }
-    race(session.woken.notified(), sleep(IDLE_POLL)).await;
+    // Nothing to send: the next group commit (or an Ack, or the heartbeat) wakes it.
+    let flushed = store.wait_durable_beyond(durable);
+    race(session.woken.notified(), race(flushed, sleep(limit))).await;
 }
 
 /// The ack reader: every Ack goes through the Sender; the session's progress is published.
@@ -332,6 +325,7 @@ async fn read_acks(broker: Rc<ShardBroker>, mut reader: FrameReader, session: Rc
                     follower.durable = progress.durable;
                     follower.last_ack_at = now;
                 }
+                broker.replication.on_slave_durable(progress.durable);
                 broker.replication.acks.wake_all();
                 session.woken.notify();
             }

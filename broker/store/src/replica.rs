@@ -14,14 +14,20 @@
 //!   appends.
 //! - [`Store::confirm`] (SYNC_MASTER): moves the confirmed position that limits visibility
 //!   under `StoreConfig::visible_after_confirm` (see `flush::visible_end`).
+//! - [`Store::wait_durable_beyond`] (master): resolves when the durable end passes a
+//!   position, so an idle sender sleeps until a group commit gives it bytes to send.
 //!
 //! [`Store::read_log`]: crate::Store::read_log
 //! [`Store::append_replicated`]: crate::Store::append_replicated
 //! [`Store::confirm`]: crate::Store::confirm
+//! [`Store::wait_durable_beyond`]: crate::Store::wait_durable_beyond
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use comet_proto::message::{
@@ -183,6 +189,15 @@ impl<'s> Replica<'s> {
         Appender::new(self.shared).wait_durable(position).await
     }
 
+    /// Resolves once the durable end is past `position`, or the store stopped (failed,
+    /// closed or abandoned: the caller re-checks and finds out).
+    pub(crate) fn wait_durable_beyond(&self, position: u64) -> DurableBeyond {
+        DurableBeyond {
+            shared: Rc::clone(self.shared),
+            position,
+        }
+    }
+
     /// Moves the confirmed position forward to `position` (never back) and dispatches what
     /// becomes visible; readers of the queues that get entries wake.
     pub(crate) fn confirm(&self, position: u64) {
@@ -281,6 +296,31 @@ impl<'s> Replica<'s> {
             log.end_segment().expect("spare checked");
         }
         log.write
+    }
+}
+
+/// See [`Store::wait_durable_beyond`](crate::Store::wait_durable_beyond).
+pub struct DurableBeyond {
+    shared: Rc<Shared>,
+    position: u64,
+}
+
+impl Future for DurableBeyond {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let shared = &self.shared;
+        let stopped = shared.closed.get() || shared.failure.borrow().is_some();
+        if stopped || shared.log.borrow().durable > self.position {
+            return Poll::Ready(());
+        }
+        // Flushes wake waiters up to the new durable end; failure and abandonment wake all,
+        // shutdown wakes `closing`.
+        shared
+            .durable_waiters
+            .register(self.position.saturating_add(1), cx.waker());
+        shared.closing.register(cx.waker());
+        Poll::Pending
     }
 }
 

@@ -33,7 +33,7 @@ use crate::maintenance::{drop_gone_entries, run_index_linker, run_maintenance};
 use crate::offset::{PhysicalOffset, QueueOffset};
 use crate::orphan::{AdoptedLogs, Orphans};
 use crate::read::{GetResult, MessageFilter, MessageWait, ReadPath, TimeBoundary};
-use crate::replica::{LogChunk, Replica};
+use crate::replica::{DurableBeyond, LogChunk, Replica};
 use crate::retention::{run_retention, Retention};
 use crate::shard::Shared;
 use crate::warm::run_warmer;
@@ -282,6 +282,14 @@ impl Store {
     /// written end), through the group commit that covers it.
     pub async fn wait_durable(&self, position: u64) -> Result<(), StoreError> {
         Replica::new(&self.shared).wait_durable(position).await
+    }
+
+    /// Resolves once this store's commit log is durable past `position` (a group commit
+    /// moved its durable end beyond it), or the store failed or began to close: a master's
+    /// idle replication sender sleeps on it instead of polling. Spurious completion is
+    /// possible; callers re-check [`Store::durable_position`].
+    pub fn wait_durable_beyond(&self, position: u64) -> DurableBeyond {
+        Replica::new(&self.shared).wait_durable_beyond(position)
     }
 
     /// SYNC_MASTER: the slaves hold this store's log durably up to `position`. Under

@@ -398,6 +398,53 @@ fn visibility_waits_for_confirm() {
     });
 }
 
+// Proves wait_durable_beyond stays pending while the durable end is at the position, resolves
+// once a group commit moves it past, resolves at once when it already is past, and resolves
+// when the store shuts down (a sender asleep on it is not stuck).
+#[test]
+fn wait_durable_beyond_resolves_when_the_durable_end_moves() {
+    let dir = TempDir::new("repl-durable-beyond");
+    run(async {
+        let store = Store::open(small_config(dir.path())).await.expect("open");
+        let start = store.durable_position();
+        let done = std::rc::Rc::new(std::cell::Cell::new(false));
+        let waiter = {
+            let (store, done) = (store.clone(), std::rc::Rc::clone(&done));
+            comet_rt::local::spawn(async move {
+                store.wait_durable_beyond(start).await;
+                done.set(true);
+                store.durable_position()
+            })
+        };
+        for _ in 0..100 {
+            comet_rt::local::yield_now().await;
+        }
+        assert!(!done.get(), "nothing new is durable yet");
+        fill(&store, "Beyond", 1, 0..1, 100).await;
+        let woken = comet_rt::task_class::timeout(Duration::from_secs(10), waiter).await;
+        assert!(
+            woken.is_ok_and(|durable| durable > start),
+            "woken by the flush"
+        );
+        let past = comet_rt::task_class::timeout(
+            Duration::from_secs(10),
+            store.wait_durable_beyond(start),
+        );
+        assert!(past.await.is_ok(), "already past: at once");
+        let end = store.durable_position();
+        let idle = {
+            let store = store.clone();
+            comet_rt::local::spawn(async move { store.wait_durable_beyond(end).await })
+        };
+        for _ in 0..100 {
+            comet_rt::local::yield_now().await;
+        }
+        store.shutdown().await.expect("shutdown");
+        let ended = comet_rt::task_class::timeout(Duration::from_secs(10), idle).await;
+        assert!(ended.is_ok(), "a closed store ends the wait");
+    });
+}
+
 // Proves a slave that appended a master's chunk ending with the segment's end marker, and
 // nothing after it, becomes durable up to the segment's end (the rest of the segment holds
 // nothing), keeps that end across a restart and continues in the next segment.

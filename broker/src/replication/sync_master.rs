@@ -1,0 +1,112 @@
+//! SYNC_MASTER on a master shard: sends waiting for a slave, and the confirm position that
+//! limits what consumers see.
+//!
+//! A send is appended and made durable here first (the store's group commit), then waits
+//! in the log's [`SyncWaiters`](comet_replication::sync_wait::SyncWaiters): the sender's
+//! ack reader hands every accepted Ack's durable position to
+//! [`ReplicationState::on_slave_durable`], which answers every waiter it covers at once.
+//! The answers are Java's (`CommitLog.submitReplicaRequest`, `HAService.isSlaveOK`):
+//! SEND_OK once a slave holds the message durably, FLUSH_SLAVE_TIMEOUT when none did
+//! before `syncFlushTimeout`, SLAVE_NOT_AVAILABLE at once when no slave is in sync (none
+//! follows the log, or the best is `haMaxGapNotInSync` or more behind). The message stays
+//! stored in every case.
+//!
+//! The store of a SYNC_MASTER is opened with `visible_after_confirm`: consumers see a
+//! record only once [`Store::confirm`](comet_store::Store::confirm) covers it. The confirm
+//! task moves it to the smallest durable end of the in-sync set (the master and every slave
+//! in sync), or the master's own durable end while no slave is in sync, so a consumer never
+//! reads a message an in-sync slave lacks, and a master without a slave keeps serving.
+
+use std::future::poll_fn;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use comet_replication::sync_wait::SyncOutcome;
+use comet_rt::clock::monotonic_now;
+use comet_rt::shutdown::{Gate, StopSignal};
+use comet_rt::sync::race;
+use comet_rt::sync::WakerList;
+use comet_rt::task_class::{sleep, TaskClass};
+
+use super::SyncSlot;
+use crate::shard::ShardBroker;
+
+/// The longest the confirm task sleeps without looking: a slave falling out of sync by
+/// time alone (its master writing on) is noticed within it.
+const CONFIRM_RECHECK_MAX: Duration = Duration::from_millis(100);
+
+/// Waits until a slave holds the log durably up to `end` (the message's end, already
+/// durable here), at most until `deadline`; answers at once when no slave is in sync.
+pub async fn wait_for_slave(broker: &ShardBroker, end: u64, deadline: Instant) -> SyncOutcome {
+    let state = broker.replication();
+    let gap_max = broker.config().ha_max_gap_not_in_sync_bytes;
+    let in_sync = state.slave_in_sync(end, gap_max);
+    let slot = Rc::new(SyncSlot::default());
+    let registered =
+        state
+            .sync_waiters
+            .borrow_mut()
+            .register(end, deadline, in_sync, Rc::clone(&slot));
+    if let Some((_, outcome)) = registered {
+        return outcome;
+    }
+    loop {
+        if let Some(outcome) = slot.outcome.get() {
+            return outcome;
+        }
+        let now = monotonic_now();
+        if now >= deadline {
+            // Answers this waiter too (its deadline is past), and any other overdue one.
+            state.expire_sync_waiters(now);
+            continue;
+        }
+        race(slot.woken.notified(), sleep(deadline - now)).await;
+    }
+}
+
+/// Starts the confirm task of a SYNC_MASTER shard (see the module docs).
+pub fn spawn_confirm(broker: &Rc<ShardBroker>, tasks: &Gate, stop: &StopSignal) {
+    let confirming = confirm_loop(broker.clone(), stop.clone());
+    if tasks
+        .spawn("ha-confirm", TaskClass::Replication, confirming)
+        .is_err()
+    {
+        log::warn!(
+            "{}: replication is stopping: no confirm task",
+            broker.shard()
+        );
+    }
+}
+
+async fn confirm_loop(broker: Rc<ShardBroker>, stop: StopSignal) {
+    let store = broker.store();
+    while !stop.is_triggered() {
+        let durable = store.durable_position();
+        let gap_max = broker.config().ha_max_gap_not_in_sync_bytes;
+        let target =
+            broker
+                .replication()
+                .confirm_target(durable, store.written_position(), gap_max);
+        store.confirm(target);
+        let moved = race(
+            store.wait_durable_beyond(durable),
+            next_wake(&broker.replication().acks),
+        );
+        race(stop.wait(), race(moved, sleep(CONFIRM_RECHECK_MAX))).await;
+    }
+}
+
+/// Resolves at the next wake of `list` (the first poll only registers).
+async fn next_wake(list: &WakerList) {
+    let mut registered = false;
+    poll_fn(|cx| {
+        if registered {
+            return Poll::Ready(());
+        }
+        registered = true;
+        list.register(cx.waker());
+        Poll::Pending
+    })
+    .await;
+}
