@@ -147,46 +147,66 @@ fn damage(root: &Path, kind: Damage) {
 }
 
 // Proves a queue whose file was cut short, deleted (one file or the whole directory) or
-// zeroed after a clean stop, with no later record of it past the checkpoint to reveal the
-// gap, is found short against the queue table and repaired alone from the commit log (no
-// other queue is rebuilt), serves every message, and stays repaired after another restart.
+// zeroed is repaired alone from the commit log (no other queue is rebuilt), serves every
+// message, and stays repaired after another restart: after a clean stop, where no record
+// past the checkpoint reveals the gap and the queue table does, and after a crash with
+// records of every queue past the checkpoint, where the first of the damaged queue's
+// records that skips offsets does.
 #[test]
 fn damaged_queue_files_are_repaired_alone() {
+    for crashed in [false, true] {
+        for kind in [
+            Damage::CutShort,
+            Damage::FileDeleted,
+            Damage::FirstFileDeleted,
+            Damage::DirectoryDeleted,
+            Damage::Zeroed,
+        ] {
+            repair_after(kind, crashed);
+        }
+    }
+}
+
+fn repair_after(kind: Damage, crashed: bool) {
     let records: u64 = 2500;
-    for kind in [
-        Damage::CutShort,
-        Damage::FileDeleted,
-        Damage::FirstFileDeleted,
-        Damage::DirectoryDeleted,
-        Damage::Zeroed,
-    ] {
-        let dir = TempDir::new("cq-damage");
-        let config = config(dir.path());
-        comet_rt::local::run_local("cq-damage-write", async {
-            let store = Store::open(config.clone()).await.expect("open");
-            append_queues(&store, "Hit", 3, (0, records)).await;
-            store.shutdown().await.expect("shutdown");
-        });
-        damage(dir.path(), kind);
-        comet_rt::local::run_local("cq-damage-repair", async {
-            let store = Store::open(config.clone()).await.expect("reopen");
-            let repaired = store.repaired_queues();
-            assert_eq!(repaired, vec![("Hit".to_string(), 1)], "{kind:?}");
-            for queue_id in 0..3 {
-                check_queue(&store, "Hit", queue_id, records).await;
-            }
-            store.shutdown().await.expect("shutdown");
-        });
-        comet_rt::local::run_local("cq-damage-again", async {
-            let store = Store::open(config.clone()).await.expect("reopen");
-            assert!(
-                store.repaired_queues().is_empty(),
-                "{kind:?}: repaired for good"
-            );
-            check_queue(&store, "Hit", 1, records).await;
-            store.shutdown().await.expect("shutdown");
+    let after_crash: u64 = if crashed { 300 } else { 0 };
+    let dir = TempDir::new("cq-damage");
+    let config = config(dir.path());
+    comet_rt::local::run_local("cq-damage-write", async {
+        let store = Store::open(config.clone()).await.expect("open");
+        append_queues(&store, "Hit", 3, (0, records)).await;
+        store.shutdown().await.expect("shutdown");
+    });
+    if crashed {
+        let mut no_flush = config.clone();
+        no_flush.cq_flush_interval_ms = 3_600_000;
+        comet_rt::local::run_local("cq-damage-crash", async {
+            let store = Store::open(no_flush).await.expect("open");
+            append_queues(&store, "Hit", 3, (records, after_crash)).await;
+            // Dropped without shutdown: these records lie past the checkpoint.
         });
     }
+    damage(dir.path(), kind);
+    let total = records + after_crash;
+    let case = format!("{kind:?}, crashed: {crashed}");
+    comet_rt::local::run_local("cq-damage-repair", async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        let repaired = store.repaired_queues();
+        assert_eq!(repaired, vec![("Hit".to_string(), 1)], "{case}");
+        for queue_id in 0..3 {
+            check_queue(&store, "Hit", queue_id, total).await;
+        }
+        store.shutdown().await.expect("shutdown");
+    });
+    comet_rt::local::run_local("cq-damage-again", async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        assert!(
+            store.repaired_queues().is_empty(),
+            "{case}: repaired for good"
+        );
+        check_queue(&store, "Hit", 1, total).await;
+        store.shutdown().await.expect("shutdown");
+    });
 }
 
 /// Reads every record of Cold/0 one by one through its entry (`consume_queue_entries`),
