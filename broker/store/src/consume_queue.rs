@@ -485,7 +485,9 @@ impl ConsumeQueue {
             dropped.push(self.file_path(self.base));
             self.base += self.entries_per_file;
         }
-        cache.forget_below(self.cache_key, self.base);
+        if !dropped.is_empty() {
+            cache.forget_below(self.cache_key, self.base);
+        }
         dropped
     }
 
