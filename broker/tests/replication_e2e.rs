@@ -201,6 +201,22 @@ fn body_at(client: &mut Client, topic: &str, queue: i32, offset: i64) -> Option<
         .map(|message| String::from_utf8_lossy(&message.body).into_owned())
 }
 
+/// `suggestWhichBrokerId` of a pull of `queue` from offset 0.
+fn suggested_broker(client: &mut Client, topic: &str, queue: i32) -> Option<i64> {
+    let response = client.call(pull_request("repl_cg", topic, queue, 0, 1, 0));
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    response
+        .ext_fields
+        .get("suggestWhichBrokerId")
+        .and_then(|id| id.parse().ok())
+}
+
+fn update_config(client: &mut Client, text: &str) {
+    let request = RemotingCommand::request(RequestCode::UPDATE_BROKER_CONFIG, 0)
+        .with_body(text.as_bytes().to_vec());
+    client.call_ok(request);
+}
+
 /// The records of `queue` from `offset` on, as a broker serves them (raw record bytes).
 fn pull_all(client: &mut Client, topic: &str, queue: i32) -> Vec<u8> {
     let mut records = Vec::new();
@@ -408,6 +424,20 @@ fn master_streams_its_logs_to_a_slave() {
     assert!(known, "a topic created before the slave started reaches it");
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 40);
     assert_views_match(&mut master_client, &mut slave_client, "ReplA");
+
+    // suggestWhichBrokerId: the master without slaveReadEnable, and a consumer within
+    // accessMessageInMemoryMaxRatio of memory, are told the master; with the ratio at 0
+    // every consumer is far behind and told the slave (brokerId 1); the slave tells a
+    // caught-up consumer the master.
+    assert_eq!(suggested_broker(&mut master_client, "ReplA", 0), Some(0));
+    update_config(&mut master_client, "slaveReadEnable=true");
+    assert_eq!(suggested_broker(&mut master_client, "ReplA", 0), Some(0));
+    update_config(&mut master_client, "accessMessageInMemoryMaxRatio=0");
+    assert_eq!(suggested_broker(&mut master_client, "ReplA", 0), Some(1));
+    update_config(&mut slave_client, "slaveReadEnable=true");
+    assert_eq!(suggested_broker(&mut slave_client, "ReplA", 0), Some(0));
+    update_config(&mut master_client, "accessMessageInMemoryMaxRatio=40");
+    assert_eq!(suggested_broker(&mut master_client, "ReplA", 0), Some(0));
 
     create_topic(&mut master_client, "ReplB", QUEUES);
     commit_offset(&mut master_client, "repl_offsets", "ReplA", 1, 5);

@@ -6,6 +6,7 @@
 //! durable record) or until `suspendTimeoutMillis`, then runs once more and answers, so a
 //! tailing consumer sees a message within the flush that made it durable.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use comet_proto::bytes::{Bytes, BytesMut};
@@ -96,7 +97,94 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
             .stats()
             .record_get(broker.shard().index(), delivery, messages, bytes);
     }
-    respond(&request, &header, result)
+    let suggested = suggest_which_broker_id(broker, &header, &result);
+    respond(&request, &header, result, suggested)
+}
+
+/// The machine's physical memory in bytes, read from `/proc/meminfo` once at start-up
+/// ([`read_total_memory`]); 0 until then or where it cannot be read.
+static TOTAL_MEMORY_BYTES: OnceLock<u64> = OnceLock::new();
+
+/// Reads the machine's physical memory for the slave suggestion (Java's
+/// `StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE`). Blocking: call it at start-up, before shards
+/// serve. Without it (or without `/proc`), no pull is judged far behind.
+pub fn read_total_memory() {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| mem_total_bytes(&text));
+    if total.is_none() {
+        log::warn!("/proc/meminfo names no MemTotal: consumers are never sent to a slave");
+    }
+    let _ = TOTAL_MEMORY_BYTES.set(total.unwrap_or(0));
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn mem_total_bytes(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let amount: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => amount.checked_mul(1024),
+        None => Some(amount),
+        Some(_) => None,
+    }
+}
+
+/// Java's rule for a pull that is no longer served from memory
+/// (`DefaultMessageStore.getMessage`): the log holds more than `ratio_percent` of the
+/// machine's memory past the last entry the pull looked at.
+fn is_far_behind(behind_bytes: u64, memory_bytes: u64, ratio_percent: u8) -> bool {
+    let in_memory = u128::from(memory_bytes) * u128::from(ratio_percent) / 100;
+    u128::from(behind_bytes) > in_memory
+}
+
+/// `suggestWhichBrokerId` as Java's `PullMessageProcessor` sets it: without
+/// `slaveReadEnable` always the master (0); with it, the group's
+/// `whichBrokerWhenConsumeSlowly` (1 by default) to a consumer far behind, else the
+/// group's `brokerId` (0 by default), so a master sends a lagging consumer to its slave and
+/// a slave sends a caught-up consumer back to its master.
+fn suggest_which_broker_id(
+    broker: &ShardBroker,
+    header: &PullMessageRequestHeader,
+    result: &GetResult,
+) -> i64 {
+    let config = broker.config();
+    if !config.slave_read_enable {
+        return 0;
+    }
+    let (broker_id, when_slow) = broker
+        .groups()
+        .get(&header.consumer_group)
+        .map_or((0, 1), |group| {
+            (group.broker_id, group.which_broker_when_consume_slowly)
+        });
+    let looked_at = matches!(
+        result.status,
+        GetStatus::Found | GetStatus::NoMatchedMessage
+    );
+    let last = result.next_offset.0.checked_sub(1).filter(|_| looked_at);
+    let store = broker.store();
+    let behind = last
+        .and_then(|last| {
+            store
+                .consume_queue_entries(&header.topic, header.queue_id, QueueOffset(last), 1)
+                .into_iter()
+                .next()
+        })
+        // Entries in a log of another shard count (an earlier core count) are not judged.
+        .filter(|(_, entry)| entry.physical.log_id() == store.config().log_id)
+        .map_or(0, |(_, entry)| {
+            store
+                .written_position()
+                .saturating_sub(entry.physical.position())
+        });
+    let memory = TOTAL_MEMORY_BYTES.get().copied().unwrap_or(0);
+    let ratio = config.access_message_in_memory_max_ratio_percent;
+    if memory > 0 && is_far_behind(behind, memory, ratio) {
+        when_slow
+    } else {
+        broker_id
+    }
 }
 
 /// A pending server-side reset: PULL_OFFSET_MOVED to the reset offset
@@ -298,6 +386,7 @@ fn respond(
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,
     result: GetResult,
+    suggested: i64,
 ) -> RemotingCommand {
     let (code, next_begin_offset) = match result.status {
         GetStatus::Found => (ResponseCode::SUCCESS, result.next_offset.as_i64()),
@@ -316,7 +405,7 @@ fn respond(
         }
     };
     let response_header = PullMessageResponseHeader {
-        suggest_which_broker_id: 0,
+        suggest_which_broker_id: suggested,
         next_begin_offset,
         min_offset: result.min_offset.as_i64(),
         max_offset: result.max_offset.as_i64(),
@@ -346,4 +435,32 @@ fn concatenate(records: &[Bytes]) -> Bytes {
         body.extend_from_slice(record);
     }
     body.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves MemTotal is read in bytes from /proc/meminfo's text, and a text without it or
+    // with an unknown unit gives nothing.
+    #[test]
+    fn mem_total_is_read_in_bytes() {
+        let text = "MemTotal:        8048576 kB\nMemFree:  100 kB\n";
+        assert_eq!(mem_total_bytes(text), Some(8_048_576 * 1024));
+        assert_eq!(mem_total_bytes("MemFree: 1 kB\n"), None);
+        assert_eq!(mem_total_bytes("MemTotal: 1 MB\n"), None);
+        assert_eq!(mem_total_bytes("MemTotal: lots kB\n"), None);
+    }
+
+    // Proves Java's rule: behind by more than ratio% of memory is far behind, exactly the
+    // share is not, and ratio 0 sends every pull that has anything behind it to the slave.
+    #[test]
+    fn far_behind_is_a_share_of_memory() {
+        let gib = 1u64 << 30;
+        assert!(!is_far_behind(4 * gib, 10 * gib, 40));
+        assert!(is_far_behind(4 * gib + 1, 10 * gib, 40));
+        assert!(is_far_behind(1, 10 * gib, 0));
+        assert!(!is_far_behind(0, 10 * gib, 0));
+        assert!(!is_far_behind(u64::MAX, u64::MAX, 100));
+    }
 }
