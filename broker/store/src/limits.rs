@@ -59,6 +59,12 @@ pub const CQ_BLOCK_ENTRIES: u64 = 1024;
 /// 128 entries cost 3 KiB per queue, less than the page kept anyway.
 pub const CQ_TAIL_ENTRIES: u64 = 128;
 
+/// Entry slots a queue's hot tail keeps allocated when it shrinks after a burst: room for
+/// the usual tail (at most 205 entries once written) plus what arrives between two lazy
+/// flushes of a quiet queue, so a steady queue does not reallocate at every flush; a tail
+/// holds at most twice this once written (512 slots of 24 bytes, 12 KiB).
+pub const CQ_TAIL_ROOM_ENTRIES: u64 = 256;
+
 /// Default bytes of consume-queue blocks cached per store (`StoreConfig::cq_cache_bytes`):
 /// 1,600 blocks of 20 KiB, enough for that many consumers reading backlogs (each needs its
 /// current block) or lookups by time, while a store of any size stays within it; the page

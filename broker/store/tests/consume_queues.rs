@@ -18,9 +18,9 @@ use common::{body, record, small_config, TempDir};
 /// Entries per queue file in these tests (the smallest allowed): queues span many files.
 const ENTRIES_PER_FILE: u64 = 1024;
 
-/// Most hot entries a queue keeps once its entries are written: the page the next flush
-/// rewrites (at most 206 entries) or the last 128, whichever reaches further back.
-const HOT_ENTRIES_MAX: usize = 206;
+/// Most hot entry slots a queue keeps allocated once its entries are written: at most 205
+/// entries (the page the next flush rewrites, or the last 128) in at most 512 slots.
+const HOT_ENTRIES_MAX: usize = 512;
 
 fn config(root: &Path) -> StoreConfig {
     let mut config = small_config(root);
