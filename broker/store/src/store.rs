@@ -49,7 +49,7 @@ pub use crate::shard::StoreStats;
 pub struct ConsumeQueueMemory {
     /// Queues the store holds.
     pub queues: usize,
-    /// Entries in the queues' hot tails (24 bytes each).
+    /// Entry slots the queues' hot tails hold allocated (24 bytes each).
     pub resident_entries: usize,
     /// Bytes of blocks in the cache now.
     pub cache_bytes: usize,
@@ -412,7 +412,9 @@ impl Store {
     }
 
     /// The consume-queue entries of (topic, queue_id) at queue offsets
-    /// `[from, from + count)` that hold a record, each with its offset, in queue order;
+    /// `[from, from + count)` that hold a record, each with its offset, in queue order
+    /// (entries outside the hot tail and the block cache are read from the queue's files
+    /// with a blocking read of at most 20 KiB each, see `consume_queue`);
     /// `count` is capped at [`CQ_INSPECT_ENTRIES_MAX`](crate::limits::CQ_INSPECT_ENTRIES_MAX).
     /// Entries below the queue's min (their records deleted) and past its max are not
     /// returned.
