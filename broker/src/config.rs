@@ -6,7 +6,8 @@
 //! mean nothing here. A known key with a malformed value is an error naming the key: a broker
 //! that silently ignores `listenPort=10911x` would listen somewhere unexpected.
 //!
-//! Every key is one entry of the table in `config/table.rs` ([`KEYS`]): the field it sets,
+//! Every key is one entry of the table in `config/table.rs` ([`KEYS`], declared with
+//! `comet_proto::config_table`): the field it sets,
 //! its default, unit, when a change takes effect and a line of doc. Parsing (broker.conf,
 //! `-o key=value`, UPDATE_BROKER_CONFIG, the persisted overrides), GET_BROKER_CONFIG,
 //! `--help-config` and `docs/config/broker.md` all read that table. Internal names carry
@@ -17,99 +18,10 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-/// When a broker config key changed at run time (UPDATE_BROKER_CONFIG) takes effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Applies {
-    /// At once: the broker reads the value on every request.
-    Live,
-    /// At the next start: the value is read when the broker starts (listeners, store,
-    /// name-server links, periodic tasks). An update is persisted and reported at once.
-    AtRestart,
-    /// Set only in broker.conf or on the command line: UPDATE_BROKER_CONFIG refuses it (the
-    /// run-time updates are kept under this very key's directory).
-    StartUpOnly,
-}
-
-impl Applies {
-    /// How `--help-config` and the docs say it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Applies::Live => "live",
-            Applies::AtRestart => "restart",
-            Applies::StartUpOnly => "start-up only",
-        }
-    }
-}
+pub use comet_proto::config_table::Applies;
 
 /// One broker config key: what the table in `config/table.rs` declares for it.
-pub struct KeyDef {
-    /// The RocketMQ key, e.g. `listenPort`.
-    pub key: &'static str,
-    /// Unit of the value (`ms`, `s`, `hours`, `bytes`, ...), empty for none.
-    pub unit: &'static str,
-    /// When a change at run time takes effect.
-    pub applies: Applies,
-    /// One line for operators.
-    pub doc: &'static str,
-    /// Parses a (trimmed) value into its field; the error names the key.
-    pub parse: fn(&mut BrokerConfig, &str) -> Result<(), ConfigError>,
-    /// The field's value in the form `parse` takes back.
-    pub show: fn(&BrokerConfig) -> String,
-}
-
-/// Declares [`BrokerConfig`], its `Default` and [`KEYS`] from one entry per key:
-///
-/// ```text
-/// /// More about the field, for maintainers (optional).
-/// field_name: FieldType = default_value => {
-///     key: "rocketmqKey", unit: "ms", applies: Live | AtRestart | StartUpOnly,
-///     doc: "One line for operators.",
-///     parse: fn(key: &str, value: &str) -> Result<FieldType, ConfigError>,
-///     show: fn(&FieldType) -> String,
-/// },
-/// ```
-macro_rules! broker_config {
-    ($(
-        $(#[doc = $extra:literal])*
-        $field:ident: $ty:ty = $default:expr => {
-            key: $key:literal, unit: $unit:literal, applies: $applies:ident,
-            doc: $doc:literal,
-            parse: $parse:expr, show: $show:expr $(,)?
-        }
-    ),* $(,)?) => {
-        /// Everything a broker process is told at start-up: one field per key of [`KEYS`].
-        #[derive(Clone, Debug, PartialEq, Eq)]
-        pub struct BrokerConfig {
-            $(
-                #[doc = concat!("`", $key, "`: ", $doc)]
-                $(#[doc = $extra])*
-                pub $field: $ty,
-            )*
-        }
-
-        impl Default for BrokerConfig {
-            fn default() -> BrokerConfig {
-                BrokerConfig { $($field: $default,)* }
-            }
-        }
-
-        /// Every key the broker understands, in the order GET_BROKER_CONFIG lists them.
-        pub static KEYS: &[KeyDef] = &[$(
-            KeyDef {
-                key: $key,
-                unit: $unit,
-                applies: $crate::config::Applies::$applies,
-                doc: $doc,
-                parse: |config, value| {
-                    let parse: fn(&str, &str) -> Result<$ty, ConfigError> = $parse;
-                    config.$field = parse($key, value)?;
-                    Ok(())
-                },
-                show: |config| $show(&config.$field),
-            },
-        )*];
-    };
-}
+pub type KeyDef = comet_proto::config_table::KeyDef<BrokerConfig, ConfigError>;
 
 mod render;
 mod table;
@@ -165,7 +77,7 @@ pub struct ConfigError {
 
 /// The table entry of `key`, if the broker knows it.
 pub fn key_def(key: &str) -> Option<&'static KeyDef> {
-    KEYS.iter().find(|def| def.key == key)
+    comet_proto::config_table::find(KEYS, key)
 }
 
 impl BrokerConfig {
@@ -274,9 +186,10 @@ impl BrokerConfig {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
     use std::net::{IpAddr, Ipv4Addr};
     use std::path::PathBuf;
+
+    use comet_test_support::config_docs::assert_samples_round_trip;
 
     use super::*;
 
@@ -339,25 +252,17 @@ mod tests {
     // an equal config; and the report lists exactly the table's keys, each once.
     #[test]
     fn every_key_round_trips() {
-        let sampled: BTreeSet<&str> = SAMPLES.iter().map(|(key, _)| *key).collect();
-        let table: BTreeSet<&str> = KEYS.iter().map(|def| def.key).collect();
-        assert_eq!(table.len(), KEYS.len(), "a key is declared twice");
-        assert_eq!(sampled, table, "every key needs a sample here");
-        let defaults = BrokerConfig::default();
-        let mut config = BrokerConfig::default();
-        for (key, sample) in SAMPLES {
-            assert_eq!(config.apply(key, sample), Ok(true), "{key}");
-            let reported = config.to_pairs();
-            let value = &reported.iter().find(|(k, _)| k == key).unwrap().1;
-            assert_eq!(value, sample, "{key}");
-            if *key != "brokerId" {
-                let default = (key_def(key).unwrap().show)(&defaults);
-                assert_ne!(value, &default, "{key}: the sample must not be the default");
-            }
-        }
+        let keys: Vec<&str> = KEYS.iter().map(|def| def.key).collect();
+        let config = assert_samples_round_trip(
+            &keys,
+            SAMPLES,
+            &["brokerId"],
+            |config: &mut BrokerConfig, key, value| config.apply(key, value),
+            BrokerConfig::to_pairs,
+        );
         let reported = config.to_pairs();
-        let keys: Vec<&str> = reported.iter().map(|(key, _)| *key).collect();
-        assert_eq!(keys, KEYS.iter().map(|def| def.key).collect::<Vec<_>>());
+        let reported_keys: Vec<&str> = reported.iter().map(|(key, _)| *key).collect();
+        assert_eq!(reported_keys, keys);
         let mut again = BrokerConfig::default();
         let unknown = again
             .apply_pairs(reported.iter().map(|(key, value)| (*key, value.as_str())))

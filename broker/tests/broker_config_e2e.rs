@@ -5,13 +5,13 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use comet_broker::config::KEYS;
 
 use comet_proto::body::{JsonBody, KVTable};
 use comet_proto::{java_properties, RemotingCommand, RequestCode, ResponseCode};
+use comet_test_support::config_docs::help_config_output;
 use common::{pull_request, send_request, Broker, Client, TempDir};
 
 fn update_config(client: &mut Client, text: &str) -> RemotingCommand {
@@ -205,18 +205,7 @@ fn get_config_reports_every_key_of_the_table() {
 // exits 0 without starting a broker.
 #[test]
 fn help_config_prints_the_table() {
-    let output = Command::new(env!("CARGO_BIN_EXE_comet-broker"))
-        .arg("--help-config")
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{output:?}");
-    let text = String::from_utf8(output.stdout).unwrap();
-    for def in KEYS {
-        assert!(
-            text.contains(&format!("\n{} = ", def.key)),
-            "{}: {text}",
-            def.key
-        );
-    }
+    let binary = env!("CARGO_BIN_EXE_comet-broker");
+    let text = help_config_output(binary, KEYS.iter().map(|def| def.key));
     assert!(text.contains("listenPort = 10911 (restart)"), "{text}");
 }

@@ -7,8 +7,9 @@
 //! Unknown keys (JVM-side settings such as `rocketmqHome`) are ignored with a warning, so an
 //! operator's existing file loads unchanged.
 //!
-//! Every key is one entry of the table below ([`KEYS`]): the field it sets, its default, unit,
-//! when a change takes effect and a line of doc. Parsing, GET_NAMESRV_CONFIG,
+//! Every key is one entry of the table below ([`KEYS`], declared with
+//! `comet_proto::config_table`): the field it sets, its default, unit, when a change takes
+//! effect and a line of doc. Parsing, GET_NAMESRV_CONFIG,
 //! `comet-nameserver --help-config` and `docs/config/nameserver.md` all read that table.
 
 use std::net::IpAddr;
@@ -53,115 +54,17 @@ pub enum ConfigError {
     },
 }
 
-/// When a name-server config key changed at run time (UPDATE_NAMESRV_CONFIG) takes effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Applies {
-    /// At once: read on every request or every liveness scan.
-    Live,
-    /// At the next start: read when the name server starts (its listener).
-    AtRestart,
-    /// Set only in the file or on the command line: UPDATE_NAMESRV_CONFIG refuses it
-    /// ([`CONFIG_BLACK_LIST`]).
-    StartUpOnly,
-}
+pub use comet_proto::config_table::Applies;
 
-impl Applies {
-    /// How `--help-config` and the docs say it.
-    pub fn label(self) -> &'static str {
-        match self {
-            Applies::Live => "live",
-            Applies::AtRestart => "restart",
-            Applies::StartUpOnly => "start-up only",
-        }
-    }
-}
+/// One name-server config key: what the table below declares for it. Its start-up only keys
+/// are the ones UPDATE_NAMESRV_CONFIG refuses ([`CONFIG_BLACK_LIST`]).
+pub type KeyDef = comet_proto::config_table::KeyDef<NamesrvConfig, ConfigError>;
 
-/// One name-server config key: what the table below declares for it.
-pub struct KeyDef {
-    /// The RocketMQ key, e.g. `listenPort`.
-    pub key: &'static str,
-    /// Unit of the value (`ms`, `bytes`, ...), empty for none.
-    pub unit: &'static str,
-    /// When a change at run time takes effect.
-    pub applies: Applies,
-    /// One line for operators.
-    pub doc: &'static str,
-    /// The default as the docs state it, where it depends on the machine (`$HOME`).
-    pub default_doc: Option<&'static str>,
-    /// Parses a value into its field; the error names the key.
-    pub parse: fn(&mut NamesrvConfig, &str) -> Result<(), ConfigError>,
-    /// The field's value in the form `parse` takes back.
-    pub show: fn(&NamesrvConfig) -> String,
-}
-
-/// `Some(doc)` when an entry states its default in words, else `None`.
-macro_rules! default_doc {
-    () => {
-        None
-    };
-    ($doc:literal) => {
-        Some($doc)
-    };
-}
-
-/// Declares [`NamesrvConfig`], its `Default` and [`KEYS`] from one entry per key:
-///
-/// ```text
-/// /// More about the field, for maintainers (optional).
-/// field_name: FieldType = default_value => {
-///     key: "rocketmqKey", unit: "ms", applies: Live | AtRestart | StartUpOnly,
-///     doc: "One line for operators.",
-///     default_doc: "$HOME/...", // optional: a default that depends on the machine
-///     parse: fn(key: &str, value: &str) -> Result<FieldType, ConfigError>,
-///     show: fn(&FieldType) -> String,
-/// },
-/// ```
-macro_rules! namesrv_config {
-    ($(
-        $(#[doc = $extra:literal])*
-        $field:ident: $ty:ty = $default:expr => {
-            key: $key:literal, unit: $unit:literal, applies: $applies:ident,
-            doc: $doc:literal,
-            $(default_doc: $default_doc:literal,)?
-            parse: $parse:expr, show: $show:expr $(,)?
-        }
-    ),* $(,)?) => {
-        /// Everything the name server can be told: one field per key of [`KEYS`].
-        #[derive(Clone, Debug, PartialEq, Eq)]
-        pub struct NamesrvConfig {
-            $(
-                #[doc = concat!("`", $key, "`: ", $doc)]
-                $(#[doc = $extra])*
-                pub $field: $ty,
-            )*
-        }
-
-        impl Default for NamesrvConfig {
-            fn default() -> NamesrvConfig {
-                NamesrvConfig { $($field: $default,)* }
-            }
-        }
-
-        /// Every key the name server understands, in the order the docs list them.
-        pub static KEYS: &[KeyDef] = &[$(
-            KeyDef {
-                key: $key,
-                unit: $unit,
-                applies: Applies::$applies,
-                doc: $doc,
-                default_doc: default_doc!($($default_doc)?),
-                parse: |config, value| {
-                    let parse: fn(&str, &str) -> Result<$ty, ConfigError> = $parse;
-                    config.$field = parse($key, value)?;
-                    Ok(())
-                },
-                show: |config| $show(&config.$field),
-            },
-        )*];
-    };
-}
-
-namesrv_config! {
+comet_proto::config_table! {
+    /// Everything the name server can be told: one field per key of [`KEYS`].
+    pub struct NamesrvConfig;
+    /// Every key the name server understands, in the order the docs list them.
+    pub static KEYS: [KeyDef<_, ConfigError>];
     listen_port: u16 = LISTEN_PORT_DEFAULT => {
         key: "listenPort", unit: "", applies: AtRestart,
         doc: "Port the name server listens on.",
@@ -234,7 +137,7 @@ fn home_dir() -> PathBuf {
 
 /// The table entry of `key`, if the name server knows it.
 pub fn key_def(key: &str) -> Option<&'static KeyDef> {
-    KEYS.iter().find(|def| def.key == key)
+    comet_proto::config_table::find(KEYS, key)
 }
 
 fn invalid(key: &str, value: &str, expected: &'static str) -> ConfigError {
@@ -349,6 +252,8 @@ impl NamesrvConfig {
 mod tests {
     use std::collections::BTreeSet;
 
+    use comet_test_support::config_docs::assert_samples_round_trip;
+
     use super::*;
 
     /// A value other than the default for every key, to prove each one round-trips.
@@ -372,22 +277,16 @@ mod tests {
     // and the report lists exactly the table's keys.
     #[test]
     fn every_key_round_trips() {
-        let sampled: BTreeSet<&str> = SAMPLES.iter().map(|(key, _)| *key).collect();
-        let table: BTreeSet<&str> = KEYS.iter().map(|def| def.key).collect();
-        assert_eq!(table.len(), KEYS.len(), "a key is declared twice");
-        assert_eq!(sampled, table, "every key needs a sample here");
-        let defaults = NamesrvConfig::default();
-        let mut config = NamesrvConfig::default();
-        for (key, sample) in SAMPLES {
-            assert_eq!(config.apply(key, sample), Ok(true), "{key}");
-            let reported = config.to_pairs();
-            let value = &reported.iter().find(|(k, _)| k == key).unwrap().1;
-            assert_eq!(value, sample, "{key}");
-            let default = (key_def(key).unwrap().show)(&defaults);
-            assert_ne!(value, &default, "{key}: the sample must not be the default");
-        }
+        let keys: Vec<&str> = KEYS.iter().map(|def| def.key).collect();
+        let config = assert_samples_round_trip(
+            &keys,
+            SAMPLES,
+            &[],
+            |config: &mut NamesrvConfig, key, value| config.apply(key, value),
+            NamesrvConfig::to_pairs,
+        );
         let reported: BTreeSet<&str> = config.to_pairs().iter().map(|(key, _)| *key).collect();
-        assert_eq!(reported, table);
+        assert_eq!(reported, keys.into_iter().collect());
         let mut again = NamesrvConfig::default();
         again.apply_properties(&config.to_properties()).unwrap();
         assert_eq!(again, config);

@@ -1,5 +1,7 @@
 //! The key table as text: `comet-broker --help-config` and `docs/config/broker.md`.
 
+use comet_proto::config_table;
+
 use super::{BrokerConfig, ACL_2_KEYS, KEYS};
 
 /// What precedes the table in the docs: where values come from and what the columns mean.
@@ -28,21 +30,11 @@ UPDATE_BROKER_CONFIG.
 
 /// The table as Markdown, as committed in `docs/config/broker.md`.
 pub fn markdown() -> String {
-    let defaults = BrokerConfig::default();
     let mut text = String::from(DOCS_PREAMBLE);
-    text.push_str("| Key | Default | Unit | Change at run time | Description |\n");
-    text.push_str("| --- | --- | --- | --- | --- |\n");
-    for def in KEYS {
-        let default = (def.show)(&defaults);
-        text.push_str(&format!(
-            "| `{}` | {} | {} | {} | {} |\n",
-            def.key,
-            markdown_value(&default),
-            def.unit,
-            def.applies.label(),
-            def.doc.replace('|', "\\|"),
-        ));
-    }
+    text.push_str(&config_table::markdown_table(
+        KEYS,
+        &BrokerConfig::default(),
+    ));
     text.push_str(&format!(
         "\nAccepted only as `false`, since Comet has ACL 1.0 (`aclEnable`) and not RocketMQ \
          5's ACL 2.0, so that a broker asked for access control never runs open: {}.\n",
@@ -51,35 +43,13 @@ pub fn markdown() -> String {
     text
 }
 
-fn markdown_value(value: &str) -> String {
-    if value.is_empty() {
-        return "(empty)".to_owned();
-    }
-    format!("`{}`", value.replace('|', "\\|"))
-}
-
 /// The table as plain text, for `comet-broker --help-config`.
 pub fn help_text() -> String {
-    let defaults = BrokerConfig::default();
     let mut text = String::from(
         "Broker config keys (broker.conf, -o key=value, UPDATE_BROKER_CONFIG):\n\
          key = default [unit] (when a run-time change applies)\n\n",
     );
-    for def in KEYS {
-        let unit = if def.unit.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", def.unit)
-        };
-        text.push_str(&format!(
-            "{} = {}{} ({})\n    {}\n",
-            def.key,
-            (def.show)(&defaults),
-            unit,
-            def.applies.label(),
-            def.doc
-        ));
-    }
+    text.push_str(&config_table::help_entries(KEYS, &BrokerConfig::default()));
     text.push_str(&format!(
         "\nAccepted only as false (no ACL 2.0; use aclEnable): {}\n",
         ACL_2_KEYS.join(", ")
@@ -91,42 +61,27 @@ pub fn help_text() -> String {
 mod tests {
     use std::path::PathBuf;
 
-    use super::*;
+    use comet_test_support::config_docs::{assert_doc_matches, assert_help_lists};
 
-    fn docs_path() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/config/broker.md")
-    }
+    use super::*;
 
     // Proves docs/config/broker.md is what the key table renders, so the docs cannot drift
     // from the code; with COMET_WRITE_CONFIG_DOCS=1 it rewrites the file instead.
     #[test]
     fn config_docs_match_the_table() {
-        let rendered = markdown();
-        let path = docs_path();
-        if std::env::var_os("COMET_WRITE_CONFIG_DOCS").is_some() {
-            std::fs::write(&path, &rendered).unwrap();
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == rendered,
-            "{} differs from the key table; regenerate it with \
-             COMET_WRITE_CONFIG_DOCS=1 cargo test -p comet-broker --lib config_docs",
-            path.display()
-        );
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/config/broker.md");
+        let regenerate = "cargo test -p comet-broker --lib config_docs";
+        assert_doc_matches(&path, &markdown(), regenerate);
     }
 
     // Proves the help text lists every key with its default, unit and change rule.
     #[test]
     fn help_lists_every_key() {
         let help = help_text();
-        for def in KEYS {
-            let line = help
-                .lines()
-                .find(|line| line.starts_with(&format!("{} = ", def.key)))
-                .unwrap_or_else(|| panic!("{} missing from --help-config", def.key));
-            assert!(line.contains(def.applies.label()), "{line}");
-            assert!(line.contains(def.unit), "{line}");
-        }
+        let keys = KEYS
+            .iter()
+            .map(|def| (def.key, def.unit, def.applies.label()));
+        assert_help_lists(&help, keys);
         assert!(help.contains("listenPort = 10911 (restart)"), "{help}");
         assert!(
             help.contains("maxMessageSize = 4194304 [bytes] (live)"),

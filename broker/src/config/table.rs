@@ -7,9 +7,13 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use super::values::*;
-use super::{BrokerRole, ConfigError, FlushDiskType, KeyDef};
+use super::{BrokerRole, ConfigError, FlushDiskType};
 
-broker_config! {
+comet_proto::config_table! {
+    /// Everything a broker process is told at start-up: one field per key of [`KEYS`].
+    pub struct BrokerConfig;
+    /// Every key the broker understands, in the order GET_BROKER_CONFIG lists them.
+    pub static KEYS: [KeyDef<_, ConfigError>];
     cluster_name: String = "DefaultCluster".to_owned() => {
         key: "brokerClusterName", unit: "", applies: AtRestart,
         doc: "Cluster the broker registers in.",

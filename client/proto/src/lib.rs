@@ -20,6 +20,8 @@
 //! * [`headers`]: typed custom headers, each mapped onto ext fields.
 //! * [`body`]: JSON bodies (route data, heartbeats, stats, configs).
 //! * [`json`]: fastjson-compatible reading and writing.
+//! * [`config_table`]: declarative config key tables (broker and name server).
+//! * [`java_properties`]: RocketMQ's `.properties` files.
 
 #![forbid(unsafe_code)]
 
@@ -29,6 +31,7 @@ pub mod body;
 pub mod code;
 pub mod command;
 pub mod compression;
+pub mod config_table;
 pub mod error;
 pub mod ext;
 pub mod filter;

@@ -1,5 +1,7 @@
 //! The key table as text: `comet-nameserver --help-config` and `docs/config/nameserver.md`.
 
+use comet_proto::config_table;
+
 use super::{NamesrvConfig, KEYS};
 
 /// What precedes the table in the docs: where values come from and what the columns mean.
@@ -24,52 +26,23 @@ keys are reported at once and take effect at the next start (they are not persis
 
 ";
 
-fn default_text(def: &super::KeyDef, defaults: &NamesrvConfig) -> String {
-    def.default_doc
-        .map_or_else(|| (def.show)(defaults), str::to_owned)
-}
-
 /// The table as Markdown, as committed in `docs/config/nameserver.md`.
 pub fn markdown() -> String {
-    let defaults = NamesrvConfig::default();
     let mut text = String::from(DOCS_PREAMBLE);
-    text.push_str("| Key | Default | Unit | Change at run time | Description |\n");
-    text.push_str("| --- | --- | --- | --- | --- |\n");
-    for def in KEYS {
-        text.push_str(&format!(
-            "| `{}` | `{}` | {} | {} | {} |\n",
-            def.key,
-            default_text(def, &defaults).replace('|', "\\|"),
-            def.unit,
-            def.applies.label(),
-            def.doc.replace('|', "\\|"),
-        ));
-    }
+    text.push_str(&config_table::markdown_table(
+        KEYS,
+        &NamesrvConfig::default(),
+    ));
     text
 }
 
 /// The table as plain text, for `comet-nameserver --help-config`.
 pub fn help_text() -> String {
-    let defaults = NamesrvConfig::default();
     let mut text = String::from(
         "Name server config keys (namesrv.properties, UPDATE_NAMESRV_CONFIG):\n\
          key = default [unit] (when a run-time change applies)\n\n",
     );
-    for def in KEYS {
-        let unit = if def.unit.is_empty() {
-            String::new()
-        } else {
-            format!(" [{}]", def.unit)
-        };
-        text.push_str(&format!(
-            "{} = {}{} ({})\n    {}\n",
-            def.key,
-            default_text(def, &defaults),
-            unit,
-            def.applies.label(),
-            def.doc
-        ));
-    }
+    text.push_str(&config_table::help_entries(KEYS, &NamesrvConfig::default()));
     text
 }
 
@@ -77,28 +50,17 @@ pub fn help_text() -> String {
 mod tests {
     use std::path::PathBuf;
 
-    use super::*;
+    use comet_test_support::config_docs::{assert_doc_matches, assert_help_lists};
 
-    fn docs_path() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/config/nameserver.md")
-    }
+    use super::*;
 
     // Proves docs/config/nameserver.md is what the key table renders, so the docs cannot
     // drift from the code; with COMET_WRITE_CONFIG_DOCS=1 it rewrites the file instead.
     #[test]
     fn config_docs_match_the_table() {
-        let rendered = markdown();
-        let path = docs_path();
-        if std::env::var_os("COMET_WRITE_CONFIG_DOCS").is_some() {
-            std::fs::write(&path, &rendered).unwrap();
-        }
-        let committed = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            committed == rendered,
-            "{} differs from the key table; regenerate it with \
-             COMET_WRITE_CONFIG_DOCS=1 cargo test -p comet-nameserver --lib config_docs",
-            path.display()
-        );
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/config/nameserver.md");
+        let regenerate = "cargo test -p comet-nameserver --lib config_docs";
+        assert_doc_matches(&path, &markdown(), regenerate);
     }
 
     // Proves the help text lists every key with its default, unit and change rule, and
@@ -106,14 +68,10 @@ mod tests {
     #[test]
     fn help_lists_every_key() {
         let help = help_text();
-        for def in KEYS {
-            let line = help
-                .lines()
-                .find(|line| line.starts_with(&format!("{} = ", def.key)))
-                .unwrap_or_else(|| panic!("{} missing from --help-config", def.key));
-            assert!(line.contains(def.applies.label()), "{line}");
-            assert!(line.contains(def.unit), "{line}");
-        }
+        let keys = KEYS
+            .iter()
+            .map(|def| (def.key, def.unit, def.applies.label()));
+        assert_help_lists(&help, keys);
         assert!(help.contains("listenPort = 9876 (restart)"), "{help}");
         assert!(
             help.contains("kvConfigPath = $HOME/namesrv/kvConfig.json"),

@@ -16,6 +16,8 @@
 //! brokers are started with `--bind-address 127.0.0.1`, so nothing they open listens on
 //! another interface.
 
+pub mod config_docs;
+
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
