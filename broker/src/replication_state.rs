@@ -5,12 +5,12 @@
 //! it without naming a feature.
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use comet_replication::epoch::EpochHistory;
 use comet_replication::sync_wait::{in_sync, SyncOutcome, SyncWaiters};
@@ -117,6 +117,9 @@ pub struct ReplicationState {
     /// Master: woken whenever a slave's Ack moves its progress (SYNC_MASTER waiters wait
     /// on it) and when a session ends.
     pub acks: WakerList,
+    /// Master: (when, written end) as sampled at each accepted Ack, oldest first, so the
+    /// admin figures can tell how long the master has held bytes a slave lacks.
+    written_samples: RefCell<VecDeque<(Instant, u64)>>,
     /// Master (SYNC_MASTER): sends waiting for a slave to hold their message durably.
     pub sync_waiters: RefCell<SyncWaiters<Rc<SyncSlot>>>,
     /// Slave: the state of this log's stream.
@@ -141,6 +144,7 @@ impl ReplicationState {
             followers: RefCell::new(BTreeMap::new()),
             acks: WakerList::default(),
             sync_waiters: RefCell::new(SyncWaiters::new()),
+            written_samples: RefCell::new(VecDeque::new()),
             follow: RefCell::new(FollowState::default()),
             shared,
             next_session: Cell::new(1),
@@ -193,6 +197,28 @@ impl ReplicationState {
         answer(expired);
     }
 
+    /// Notes that the log's written end was `written` at `now` (master, at each Ack).
+    pub fn sample_written(&self, now: Instant, written: u64) {
+        let mut samples = self.written_samples.borrow_mut();
+        if samples.back().is_some_and(|(_, last)| *last >= written) {
+            return;
+        }
+        if samples.len() == WRITTEN_SAMPLES_MAX {
+            samples.pop_front();
+        }
+        samples.push_back((now, written));
+    }
+
+    /// How long the master has held bytes beyond a slave's `durable` end, as of `now`: since
+    /// the first sample past it (zero when none is; at Ack granularity).
+    pub fn lag_behind(&self, durable: u64, now: Instant) -> Duration {
+        self.written_samples
+            .borrow()
+            .iter()
+            .find(|(_, written)| *written > durable)
+            .map_or(Duration::ZERO, |(at, _)| now.saturating_duration_since(*at))
+    }
+
     /// A number for a new slave session (master).
     pub fn new_session(&self) -> u64 {
         let session = self.next_session.get();
@@ -230,6 +256,11 @@ impl ReplicationState {
         let _ = self.store_root.set(root);
     }
 }
+
+/// Written-end samples kept per log: at one Ack per group commit, enough to cover the lag
+/// of a slave seconds behind; older samples only matter to a slave so far behind that the
+/// oldest kept one already shows it.
+const WRITTEN_SAMPLES_MAX: usize = 4096;
 
 /// Gives each released waiter its answer (after the waiters' borrow ended).
 fn answer(released: Vec<(Rc<SyncSlot>, SyncOutcome)>) {

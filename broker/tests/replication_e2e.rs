@@ -623,6 +623,41 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     namesrv.stop();
 }
 
+/// GET_BROKER_HA_STATUS through comet-client's admin API: the master reports each log
+/// with the slave (brokerId 1) in sync and its durable end at most the master's; the slave
+/// reports each log connected to the master.
+fn assert_ha_status(master: &Broker, slave: &Node) {
+    let config = comet_client::ClientConfig::with_namesrv(&master.namesrv());
+    let admin = comet_client::Admin::new(config).unwrap();
+    let on_master = admin.ha_status(&master.broker_addr.to_string()).unwrap();
+    assert!(on_master.master);
+    assert_eq!(on_master.logs.len(), SHARDS, "{on_master:?}");
+    assert_eq!(on_master.in_sync_slave_nums, 1, "{on_master:?}");
+    assert_eq!(on_master.ha_connection_info.len(), SHARDS, "{on_master:?}");
+    for log in &on_master.logs {
+        let [slave] = log.slaves.as_slice() else {
+            panic!("one slave per log: {on_master:?}");
+        };
+        assert_eq!(slave.broker_id, 1);
+        assert!(slave.in_sync);
+        assert!(slave.slave_durable_offset <= log.durable_offset, "{log:?}");
+        assert!(
+            slave.slave_durable_offset <= slave.slave_written_offset,
+            "{log:?}"
+        );
+        assert!(slave.last_ack_timestamp > 0, "{log:?}");
+    }
+    let on_slave = admin.ha_status(&slave.addr.to_string()).unwrap();
+    assert!(!on_slave.master);
+    assert_eq!(on_slave.logs.len(), SHARDS, "{on_slave:?}");
+    for log in &on_slave.logs {
+        assert!(log.connected, "{on_slave:?}");
+        assert_eq!(log.role, "slave");
+        assert!(log.master_addr.is_some(), "{on_slave:?}");
+    }
+    admin.shutdown();
+}
+
 // Proves SYNC_MASTER answers as Java's do and its consumers see only what the slave holds:
 // with no slave a send is stored and answered SLAVE_NOT_AVAILABLE at once (WAIT=false:
 // SEND_OK), and consumers of the master still see it; with a slave every SEND_OK message is
@@ -688,6 +723,7 @@ fn sync_master_answers_once_the_slave_holds_the_message() {
             "on the slave when acknowledged"
         );
     }
+    assert_ha_status(&master, &slave);
 
     slave.signal(libc::SIGSTOP);
     let (code, queue, offset, body) = send(&mut master_client, &mut sent);

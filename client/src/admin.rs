@@ -33,6 +33,83 @@ use crate::message::MessageQueue;
 use crate::protocol::{self, request};
 use crate::route;
 
+/// GET_BROKER_HA_STATUS: a broker's replication figures. Java's `HARuntimeInfo` fields,
+/// and from a Comet broker each log's own figures (`logs`; empty from a Java broker).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaStatus {
+    /// Whether the broker is a master.
+    pub master: bool,
+    /// Bytes the master's commit log(s) hold.
+    pub master_commit_log_max_offset: u64,
+    /// Slaves in sync (on every log, for a Comet broker).
+    pub in_sync_slave_nums: u64,
+    /// One entry per slave connection (per log, for a Comet broker).
+    pub ha_connection_info: Vec<HaConnection>,
+    /// Each log's figures (Comet).
+    pub logs: Vec<HaLog>,
+}
+
+/// One slave connection of a master (Java's `HAConnectionRuntimeInfo`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaConnection {
+    /// The slave's address.
+    pub addr: String,
+    /// Its acknowledged offset.
+    pub slave_ack_offset: u64,
+    /// Bytes the master holds beyond it.
+    pub diff: u64,
+    /// Whether it counts as in sync.
+    pub in_sync: bool,
+}
+
+/// One log of a Comet broker (the `logs` of [`HaStatus`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaLog {
+    /// The log (the shard's index).
+    pub log_id: u8,
+    /// `master` or `slave`.
+    pub role: String,
+    /// Written end here, in bytes of the log.
+    pub written_offset: u64,
+    /// Durable end here.
+    pub durable_offset: u64,
+    /// End up to which consumers see records (a SYNC_MASTER's confirm position).
+    pub confirm_offset: u64,
+    /// Master: the slaves following this log.
+    pub slaves: Vec<HaSlave>,
+    /// Slave: whether the link to the master is up.
+    pub connected: bool,
+    /// Slave: the master's HA address last used.
+    pub master_addr: Option<String>,
+    /// Slave: why replication of this log stopped for good, if it did.
+    pub stopped: Option<String>,
+}
+
+/// One slave following one log of a master.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HaSlave {
+    /// The slave's connection address.
+    pub addr: String,
+    /// Its `brokerId`.
+    pub broker_id: u64,
+    /// Its acknowledged written end of the log.
+    pub slave_written_offset: u64,
+    /// Its acknowledged durable end of the log.
+    pub slave_durable_offset: u64,
+    /// Bytes the master holds beyond its durable end.
+    pub lag_bytes: u64,
+    /// How long the master has held bytes it lacks, in milliseconds.
+    pub lag_millis: u64,
+    /// When its last Ack arrived (wall clock, ms since the epoch).
+    pub last_ack_timestamp: i64,
+    /// Whether it counts as in sync (less than `haMaxGapNotInSync` behind).
+    pub in_sync: bool,
+}
+
 /// A topic to create or update.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopicSpec {
@@ -248,6 +325,15 @@ impl Admin {
                 .invoke_broker(broker_addr, command, &[ResponseCode::SUCCESS])?;
         let table: KVTable = protocol::decode_body("KVTable", &response.body)?;
         Ok(table.table)
+    }
+
+    /// GET_BROKER_HA_STATUS of the broker at `broker_addr`.
+    pub fn ha_status(&self, broker_addr: &str) -> Result<HaStatus> {
+        let command = RemotingCommand::request(RequestCode::GET_BROKER_HA_STATUS, 0);
+        let response =
+            self.instance
+                .invoke_broker(broker_addr, command, &[ResponseCode::SUCCESS])?;
+        protocol::decode_json("HARuntimeInfo", &response.body)
     }
 
     /// Masters of the brokers serving `topic`.

@@ -72,6 +72,13 @@ enum Command {
         #[arg(short = 'b', long)]
         broker: String,
     },
+    /// Replication of each log of a broker: on a master, every slave's written and durable
+    /// ends, its lag in bytes and milliseconds and its last Ack; on a slave, the link.
+    HaStatus {
+        /// Broker address `ip:port`.
+        #[arg(short = 'b', long)]
+        broker: String,
+    },
     /// Per-queue progress and lag of a consumer group on a topic.
     ConsumerProgress {
         #[arg(short = 'g', long)]
@@ -258,6 +265,7 @@ fn run(admin: &Admin, command: Command) -> comet_client::Result<()> {
                 println!("{key:<32}: {value}");
             }
         }
+        Command::HaStatus { broker } => print_ha_status(&admin.ha_status(&broker)?),
         Command::ConsumerProgress { group, topic } => {
             let stats = admin.consume_stats(&group, &topic)?;
             println!("#Topic #BrokerName #QueueId #BrokerOffset #ConsumerOffset #Diff");
@@ -480,6 +488,58 @@ fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
     i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// One line per (log, slave) on a master, one per log on a slave; a Java broker's
+/// connections when it names no logs.
+fn print_ha_status(status: &comet_client::admin::HaStatus) {
+    if status.logs.is_empty() {
+        println!("#SlaveAddr #SlaveAckOffset #Diff #InSync");
+        for connection in &status.ha_connection_info {
+            println!(
+                "{} {} {} {}",
+                connection.addr, connection.slave_ack_offset, connection.diff, connection.in_sync
+            );
+        }
+        return;
+    }
+    if status.master {
+        println!(
+            "#Log #Written #Durable #Confirm #Slave #BrokerId #SlaveWritten #SlaveDurable \
+             #LagBytes #LagMs #LastAckMs #InSync"
+        );
+    } else {
+        println!("#Log #Written #Durable #MasterAddr #Connected #Stopped");
+    }
+    for log in &status.logs {
+        let here = format!(
+            "{} {} {}",
+            log.log_id, log.written_offset, log.durable_offset
+        );
+        if !status.master {
+            let master = log.master_addr.as_deref().unwrap_or("-");
+            let stopped = log.stopped.as_deref().unwrap_or("-");
+            println!("{here} {master} {} {stopped}", log.connected);
+            continue;
+        }
+        if log.slaves.is_empty() {
+            println!("{here} {} - - - - - - - -", log.confirm_offset);
+        }
+        for slave in &log.slaves {
+            println!(
+                "{here} {} {} {} {} {} {} {} {} {}",
+                log.confirm_offset,
+                slave.addr,
+                slave.broker_id,
+                slave.slave_written_offset,
+                slave.slave_durable_offset,
+                slave.lag_bytes,
+                slave.lag_millis,
+                slave.last_ack_timestamp,
+                slave.in_sync
+            );
+        }
+    }
 }
 
 fn main() -> ExitCode {

@@ -36,7 +36,7 @@ fn stdout_of(output: &Output) -> String {
 
 // Proves the CLI creates a topic, lists it, shows its route, status, the cluster, the
 // topic's traffic after sends, a consumer's own status, consume-queue entries, an offset
-// clone, the broker's consume stats and runtime figures, and reports a clear error for a topic
+// clone, the broker's consume stats, runtime and replication figures, and reports a clear error for a topic
 // that does not exist.
 #[test]
 fn admin_commands_against_a_standalone_broker() {
@@ -162,6 +162,14 @@ fn admin_commands_against_a_standalone_broker() {
     assert!(consume_stats.contains("Diff Total: "), "{consume_stats}");
     let runtime = stdout_of(&admin(&namesrv, &["broker-status", "-b", &broker]));
     assert!(runtime.contains("brokerVersionDesc"), "{runtime}");
+    // A master without a slave: one line per log, no slave on it.
+    let ha = stdout_of(&admin(&namesrv, &["ha-status", "-b", &broker]));
+    let rows: Vec<&str> = ha.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "one row per log: {ha}");
+    for (log, row) in rows.iter().enumerate() {
+        assert!(row.starts_with(&format!("{log} ")), "{ha}");
+        assert!(row.ends_with("- - - - - - - -"), "{ha}");
+    }
     let missing = admin(&namesrv, &["topic-route", "-t", "NoSuchTopic"]);
     assert!(!missing.status.success());
     assert!(!String::from_utf8_lossy(&missing.stderr).is_empty());

@@ -14,6 +14,7 @@ pub mod ask_client;
 pub mod broker_config;
 pub mod client;
 pub mod end_transaction;
+pub mod ha_status;
 pub mod inspect;
 pub mod offsets;
 pub mod pull;
@@ -86,6 +87,7 @@ pub async fn handle(
             None => Some(reset_all_queues(broker, context, request).await),
         },
         QUERY_MESSAGE => Some(query_all_shards(broker, context, request).await),
+        GET_BROKER_HA_STATUS => Some(ha_status::gather(broker, context, request).await),
         // Broker-wide: gathered from (or applied on) every shard; `handle_local` runs the
         // shard's own part.
         GET_ALL_CONSUMER_OFFSET => Some(inspect::all_consumer_offsets(broker, &request).await),
@@ -278,6 +280,7 @@ pub async fn handle_local(
         GET_BROKER_CONFIG => broker_config::get(broker, &request),
         UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
         GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
+        GET_BROKER_HA_STATUS => ha_status::local(broker, &request),
         GET_TOPIC_CONFIG => admin::topic_config(broker, &request),
         VIEW_BROKER_STATS_DATA => stats::view(broker, &request),
         GET_CONSUMER_RUNNING_INFO => ask_client::consumer_running_info(broker, &request).await,
@@ -350,6 +353,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_BROKER_CONFIG,
     RequestCode::UPDATE_BROKER_CONFIG,
     RequestCode::GET_BROKER_RUNTIME_INFO,
+    RequestCode::GET_BROKER_HA_STATUS,
     RequestCode::GET_TOPIC_CONFIG,
     RequestCode::VIEW_BROKER_STATS_DATA,
     RequestCode::GET_CONSUMER_RUNNING_INFO,

@@ -325,6 +325,9 @@ async fn read_acks(broker: Rc<ShardBroker>, mut reader: FrameReader, session: Rc
                     follower.durable = progress.durable;
                     follower.last_ack_at = now;
                 }
+                broker
+                    .replication
+                    .sample_written(now, broker.store.written_position());
                 broker.replication.on_slave_durable(progress.durable);
                 broker.replication.acks.wake_all();
                 session.woken.notify();
