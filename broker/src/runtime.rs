@@ -373,10 +373,12 @@ async fn run_shard(
     config.adopted_logs =
         remap::adopted_logs(shard.index(), context.shard_count, start.store_count);
     if !start.config.load().broker_role.is_master() {
-        // A truncation the master asked for in an earlier run, applied before anything is
-        // served (see crate::replication::receiver).
-        config.truncate_log_to = crate::replication::pending_truncation(&config.root)
+        // A truncation or a fresh copy the master asked for in an earlier run, applied
+        // before anything is served (see crate::replication::receiver).
+        let pending = crate::replication::pending_store_change(&config.root)
             .map_err(RunError::during(FatalReason::StorageIo, format!("{shard}")))?;
+        config.truncate_log_to = pending.truncate_log_to;
+        config.reset_log_to = pending.reset_log_to;
     }
     // A SYNC_MASTER's consumers see only what the in-sync slaves hold (see
     // crate::replication::sync_master).

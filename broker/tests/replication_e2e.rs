@@ -916,3 +916,76 @@ fn sigkill_of_a_sync_master_loses_no_acknowledged_message() {
         );
     }
 }
+
+// Proves a slave that shares no retained bytes with its master copies it afresh: the
+// master's oldest segments are gone (removed while it was stopped, as retention does), an
+// empty slave is told to restart, drops its log at that restart to start empty at the
+// master's oldest retained segment, then holds every byte the master holds and follows.
+#[test]
+fn a_slave_copies_a_master_whose_log_starts_past_zero() {
+    let master_dir = TempDir::new("repl-copy-master");
+    let slave_dir = TempDir::new("repl-copy-slave");
+    let mut master = start_master(master_dir.path());
+    let mut master_client = master.client();
+    create_topic(&mut master_client, "ReplCopy", QUEUES);
+    // Six 3 MiB messages per queue: more than one 16 MiB segment in each log.
+    let body = vec![b'x'; 3 << 20];
+    for round in 0..6 {
+        for queue in 0..QUEUES {
+            let response = master_client.call(send_request("ReplCopy", queue, &body, None, None));
+            assert_eq!(response.response_code(), ResponseCode::SUCCESS, "{round}");
+        }
+    }
+    drop(master_client);
+    master.stop();
+    for shard in 0..SHARDS {
+        let first = master_dir
+            .path()
+            .join(format!("shard-{shard}/commitlog/{shard}/{:020}", 0));
+        std::fs::remove_file(&first).unwrap_or_else(|error| panic!("{first:?}: {error}"));
+    }
+    master.restart(SHARDS);
+    let mut master_client = master.client();
+    let log = slave_dir.path().join("slave.log");
+    let mut slave = Node::start_with(
+        &slave_dir.path().join("store"),
+        &master.namesrv(),
+        SHARDS,
+        slave_options(),
+        Some(&log),
+    );
+    let told = poll_until(CONVERGE_LIMIT, || {
+        let text = slave.log_text();
+        (0..SHARDS).all(|log| text.contains(&format!("log {log} shares no retained bytes")))
+    });
+    assert!(told, "{}", slave.log_text());
+    slave.kill();
+    slave.spawn();
+    let config = comet_client::ClientConfig::with_namesrv(&master.namesrv());
+    let admin = comet_client::Admin::new(config).unwrap();
+    let copied = poll_until(CONVERGE_LIMIT, || {
+        let Ok(status) = admin.ha_status(&master.broker_addr.to_string()) else {
+            return false;
+        };
+        status.logs.len() == SHARDS
+            && status.logs.iter().all(|log| {
+                log.slaves.len() == 1 && log.slaves[0].slave_durable_offset == log.durable_offset
+            })
+    });
+    assert!(
+        copied,
+        "{:?}",
+        admin.ha_status(&master.broker_addr.to_string())
+    );
+    admin.shutdown();
+    let mut slave_client = slave.client();
+    for queue in 0..QUEUES {
+        let (code, offset) = send_one(&mut master_client, "ReplCopy", queue, "after the copy");
+        assert_eq!(code, ResponseCode::SUCCESS);
+        let held = poll_until(CONVERGE_LIMIT, || {
+            body_at(&mut slave_client, "ReplCopy", queue, offset).as_deref()
+                == Some("after the copy")
+        });
+        assert!(held, "queue {queue}: the copy follows at the same offsets");
+    }
+}

@@ -1,7 +1,7 @@
 //! The epoch history of one log, persisted next to it as `<shard store>/replication.json`:
 //! the history (epoch, start position) oldest first, the highest epoch the log heard of
-//! (a slave promoted by hand begins above it), and a truncation the slave's master asked
-//! for that a restart must apply before the store serves reads.
+//! (a slave promoted by hand begins above it), and a truncation or a fresh copy the slave's
+//! master asked for that a restart must apply before the store serves reads.
 //!
 //! Written with `comet_rt::fs::write_atomic` (temporary file, fsync, rename, fsync of the
 //! directory), so a crash leaves the old or the new content, never a mix. Small and
@@ -32,6 +32,10 @@ pub struct LogEpochs {
     /// A slave's log must end here before it serves reads again (set when the master's
     /// answer asked for a truncation while the store was open).
     pub pending_truncate: Option<u64>,
+    /// A slave's log must be dropped and start empty here (a segment start) before it
+    /// serves reads again: it shares no retained bytes with its master, which asked for a
+    /// full copy from its oldest retained segment.
+    pub pending_reset: Option<u64>,
 }
 
 /// Why the file cannot be used.
@@ -74,6 +78,7 @@ struct Stored {
     epochs: Vec<(Epoch, u64)>,
     highest_seen: Option<Epoch>,
     pending_truncate: Option<u64>,
+    pending_reset: Option<u64>,
 }
 
 /// Reads the state at `path` (blocking); a missing file is an empty state (a log that never
@@ -108,6 +113,7 @@ pub fn load(path: &Path) -> Result<LogEpochs, EpochFileError> {
         history,
         highest_seen: stored.highest_seen,
         pending_truncate: stored.pending_truncate,
+        pending_reset: stored.pending_reset,
     })
 }
 
@@ -122,6 +128,7 @@ pub fn store(path: &Path, state: &LogEpochs) -> Result<(), EpochFileError> {
             .collect(),
         highest_seen: state.highest_seen,
         pending_truncate: state.pending_truncate,
+        pending_reset: state.pending_reset,
     };
     let io_error = |source| EpochFileError::Io {
         path: path.to_path_buf(),
@@ -172,6 +179,10 @@ mod tests {
         state.history.begin(3, 4096).unwrap();
         state.highest_seen = Some(4);
         state.pending_truncate = Some(2048);
+        store(&path, &state).unwrap();
+        assert_eq!(load(&path).unwrap(), state);
+        state.pending_truncate = None;
+        state.pending_reset = Some(8192);
         store(&path, &state).unwrap();
         assert_eq!(load(&path).unwrap(), state);
         std::fs::write(&path, br#"{"epochs":[[2,10],[1,20]]}"#).unwrap();

@@ -105,10 +105,26 @@ pub fn log_id_of(shard_index: usize) -> u8 {
     u8::try_from(shard_index).unwrap_or(u8::MAX)
 }
 
-/// Before a slave's store opens: a truncation its master asked for in an earlier run (see
-/// `epochs`), for `StoreConfig::truncate_log_to`. Blocking (start-up).
-pub fn pending_truncation(store_root: &std::path::Path) -> Result<Option<u64>, EpochFileError> {
-    Ok(epochs::load(&epochs::path(store_root))?.pending_truncate)
+/// What a slave's store must do at open, as its master asked in an earlier run (see
+/// `epochs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PendingStoreChange {
+    /// For `StoreConfig::truncate_log_to`.
+    pub truncate_log_to: Option<u64>,
+    /// For `StoreConfig::reset_log_to`.
+    pub reset_log_to: Option<u64>,
+}
+
+/// Before a slave's store opens: a truncation or a fresh copy its master asked for in an
+/// earlier run. Blocking (start-up).
+pub fn pending_store_change(
+    store_root: &std::path::Path,
+) -> Result<PendingStoreChange, EpochFileError> {
+    let kept = epochs::load(&epochs::path(store_root))?;
+    Ok(PendingStoreChange {
+        truncate_log_to: kept.pending_truncate,
+        reset_log_to: kept.pending_reset,
+    })
 }
 
 /// Starts this shard's replication for its role: a master begins a new epoch of its log
@@ -135,9 +151,10 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
         move || epochs::load(&path)
     })
     .await?;
-    // A slave promoted by hand may still hold a truncation it never applied; as a master
-    // its log is the reference, so the truncation no longer applies.
+    // A slave promoted by hand may still hold a truncation or a reset it never applied; as a
+    // master its log is the reference, so they no longer apply.
     kept.pending_truncate = None;
+    kept.pending_reset = None;
     let epoch = epochs::begin_master_epoch(
         &mut kept,
         broker.store.written_position(),

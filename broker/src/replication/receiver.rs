@@ -9,9 +9,12 @@
 //! `Store::wait_durable`). A dropped link is retried with backoff doubling from
 //! [`BACKOFF_MIN`] to [`BACKOFF_MAX`].
 //!
-//! A truncation the master asks for cannot be applied to an open store: it is persisted
-//! (see `epochs`), replication of the log stops with an error saying a restart applies it,
-//! and the next start opens the store with `truncate_log_to` before anything is served.
+//! A truncation or a fresh copy the master asks for cannot be applied to an open store: it
+//! is persisted (see `epochs`), replication of the log stops with an error saying a restart
+//! applies it, and the next start opens the store with `truncate_log_to` or `reset_log_to`
+//! before anything is served. A log reset that way starts empty at the master's oldest
+//! retained segment, so the master's next answer (a full copy from there) needs nothing
+//! more and the copy streams in.
 //! Answers that no retry can change (another cluster or broker name, a refused broker id, a
 //! store format or shard count that differs, a master older than this log) stop the log's
 //! replication with an error naming the fix.
@@ -154,9 +157,30 @@ async fn prepare(broker: &ShardBroker) -> Result<LogEpochs, ReceiveError> {
         }
         kept.pending_truncate = None;
         kept.history.truncate_to(written);
-        epochs::store_off_shard(path, kept.clone()).await?;
+        epochs::store_off_shard(path.clone(), kept.clone()).await?;
         log::info!(
             "log {}: truncated to {written} as its master asked",
+            broker.replication.log_id
+        );
+    }
+    if let Some(from) = kept.pending_reset {
+        let store = &broker.store;
+        if !holds_nothing_from(store, from) {
+            return Err(ReceiveError::Fatal(format!(
+                "log {} was to start empty at {from}, as its master asked, but holds {}..{}; \
+                 the store did not apply it",
+                broker.replication.log_id,
+                store.min_position(),
+                store.written_position()
+            )));
+        }
+        kept.pending_reset = None;
+        // Its bytes are gone, and their epochs with them: the copy's first Data frame
+        // begins its history again.
+        kept.history = comet_replication::epoch::EpochHistory::new();
+        epochs::store_off_shard(path, kept.clone()).await?;
+        log::info!(
+            "log {}: dropped and started empty at {from} to copy its master afresh",
             broker.replication.log_id
         );
     }
@@ -296,13 +320,9 @@ async fn handshake_and_receive(
         Instruction::Reset { from: 0 } => {
             return Err(truncate_at_restart(broker, kept, 0).await);
         }
-        Instruction::Reset { from } => {
-            return Err(ReceiveError::Fatal(format!(
-                "log {log_id} shares no retained bytes with its master, whose log starts at \
-                 {from}: a slave's log can only start at 0, so this slave cannot copy it; \
-                 run it against a master that still holds its log from the start"
-            )));
-        }
+        // Reset at open to start here: the copy begins.
+        Instruction::Reset { from } if holds_nothing_from(store, from) => {}
+        Instruction::Reset { from } => return Err(reset_at_restart(broker, kept, from).await),
         Instruction::Stop(LogRefusal::UnknownLog) => {
             return Err(ReceiveError::Fatal(format!(
                 "the master has no log {log_id}: start the slave with --cores {}",
@@ -367,6 +387,7 @@ fn refused_by_master(broker: &ShardBroker, stream: &Stream, close: Close) -> Rec
 /// Persists a truncation for the next start and stops this log's replication.
 async fn truncate_at_restart(broker: &ShardBroker, kept: &mut LogEpochs, to: u64) -> ReceiveError {
     kept.pending_truncate = Some(to);
+    kept.pending_reset = None;
     if let Err(error) =
         epochs::store_off_shard(super::epochs_path(&broker.replication), kept.clone()).await
     {
@@ -375,6 +396,27 @@ async fn truncate_at_restart(broker: &ShardBroker, kept: &mut LogEpochs, to: u64
     ReceiveError::Fatal(format!(
         "log {} holds bytes from {to} on that its master does not (a diverged log): restart \
          the slave to truncate it there, then it follows again",
+        broker.replication.log_id
+    ))
+}
+
+/// Whether the log is empty and starts at `from` (a reset to there was applied).
+fn holds_nothing_from(store: &comet_store::Store, from: u64) -> bool {
+    store.min_position() == from && store.written_position() == from
+}
+
+/// Persists a fresh copy from `from` for the next start and stops this log's replication.
+async fn reset_at_restart(broker: &ShardBroker, kept: &mut LogEpochs, from: u64) -> ReceiveError {
+    kept.pending_reset = Some(from);
+    kept.pending_truncate = None;
+    if let Err(error) =
+        epochs::store_off_shard(super::epochs_path(&broker.replication), kept.clone()).await
+    {
+        return error.into();
+    }
+    ReceiveError::Fatal(format!(
+        "log {} shares no retained bytes with its master, whose log starts at {from}: \
+         restart the slave to drop its log and copy the master's afresh from there",
         broker.replication.log_id
     ))
 }
