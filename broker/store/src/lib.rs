@@ -52,11 +52,12 @@
 //! - `index_entry`: the 32-byte key-index entry both index files hold.
 //! - `consume_queue`: one queue's files of 20-byte entries and its hot tail in memory.
 //! - `cq_cache`: the store's bounded cache of consume-queue blocks read from disk.
-//! - `queue_table`: each queue's min and max as its files held them at the checkpoint.
 //! - `checkpoint`: the two-slot checkpoint file.
 //! - `commit_log`: segments, the open chunk, the read cache and flush plans of the log.
 //! - `config`: [`StoreConfig`] and [`FlushPolicy`].
-//! - `remap`: hands queues to their new owner stores when the shard count changes.
+//! - `remap`: hands queues to their new owner stores when the shard count changes, with
+//!   their queue-table lines.
+//! - `queue_table`: each queue's min and max as its files held them at the checkpoint.
 //! - `error`: [`StoreError`].
 //! - `offset`: [`LogId`], [`PhysicalOffset`], [`QueueOffset`] and file names.
 //! - `limits`: sizes and counts the store is built around.

@@ -20,7 +20,13 @@
 //! 1. every existing store is opened under the old ownership (recovery dispatches records
 //!    not yet in consume queues) and shut down cleanly, so consume queues are complete;
 //! 2. [`hand_over_queues`] renames each queue directory into its new owner's store (one
-//!    atomic rename per queue, parent directories synced);
+//!    atomic rename per queue, parent directories synced), and moves the queue's line of the
+//!    queue table with it: the line keeps the queue's min, which may lie past entries whose
+//!    records were deleted with an adopted log. Without it the new owner would take the
+//!    queue's files at their word, and a log id reused by a later shard could make those
+//!    entries point at other records. The new owners' tables are written before any
+//!    directory moves, the old owners' after; a table line for a queue not moved yet is never
+//!    opened, since stores open only once step 3 is done;
 //! 3. [`write_shard_count`] records the new count; only then do stores open for service.
 
 use std::collections::BTreeSet;
@@ -28,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{setup_error, StoreError};
 use crate::offset::LogId;
+use crate::queue_table::{self, QueueRecord};
 
 const LAYOUT_FILE: &str = "layout";
 /// Suffix a fully deleted store's directory gets (out of the `shard-<i>` namespace) before
@@ -127,31 +134,112 @@ pub fn hand_over_queues(
     stores: &[PathBuf],
     owner: impl Fn(&str, i32) -> usize,
 ) -> Result<usize, StoreError> {
-    let mut moved = 0;
+    let mut moves = Vec::new();
     for (index, store) in stores.iter().enumerate() {
         for (topic, queue_id, source) in queue_dirs(store)? {
             let target_store = owner(&topic, queue_id);
             assert!(target_store < stores.len(), "owner names a listed store");
-            if target_store == index {
-                continue;
+            if target_store != index {
+                moves.push((index, target_store, topic, queue_id, source));
             }
-            let topic_dir = stores[target_store].join("consumequeue").join(&topic);
-            let target = topic_dir.join(queue_id.to_string());
-            if target.exists() {
-                return Err(StoreError::corrupt(
-                    &target,
-                    format!("queue also present in {}", source.display()),
-                ));
-            }
-            std::fs::create_dir_all(&topic_dir).map_err(|error| setup_error(&topic_dir, error))?;
-            std::fs::rename(&source, &target).map_err(|error| setup_error(&source, error))?;
-            sync_dir(&topic_dir)?;
-            sync_dir(source.parent().expect("queue dirs live in a topic dir"))?;
-            log::info!("queue {topic}/{queue_id} handed from store {index} to {target_store}");
-            moved += 1;
         }
     }
+    let mut tables = QueueTables::read(stores)?;
+    for (index, target_store, topic, queue_id, _) in &moves {
+        tables.copy_line(*index, *target_store, (topic, *queue_id));
+    }
+    tables.write_changed()?;
+    let mut moved = 0;
+    for (index, target_store, topic, queue_id, source) in moves {
+        move_queue_dir(&source, &stores[target_store], (&topic, queue_id))?;
+        log::info!("queue {topic}/{queue_id} handed from store {index} to {target_store}");
+        tables.remove_line(index, (&topic, queue_id));
+        moved += 1;
+    }
+    tables.write_changed()?;
     Ok(moved)
+}
+
+/// Renames the queue directory `source` into `target_store`, parent directories synced.
+fn move_queue_dir(
+    source: &Path,
+    target_store: &Path,
+    (topic, queue_id): (&str, i32),
+) -> Result<(), StoreError> {
+    let topic_dir = target_store.join("consumequeue").join(topic);
+    let target = topic_dir.join(queue_id.to_string());
+    if target.exists() {
+        return Err(StoreError::corrupt(
+            &target,
+            format!("queue also present in {}", source.display()),
+        ));
+    }
+    std::fs::create_dir_all(&topic_dir).map_err(|error| setup_error(&topic_dir, error))?;
+    std::fs::rename(source, &target).map_err(|error| setup_error(source, error))?;
+    sync_dir(&topic_dir)?;
+    sync_dir(source.parent().expect("queue dirs live in a topic dir"))
+}
+
+/// The queue tables of every store (store `i` holds log `i`), edited in memory and written
+/// back whole where they changed.
+struct QueueTables {
+    paths: Vec<PathBuf>,
+    tables: Vec<std::collections::HashMap<(String, i32), QueueRecord>>,
+    changed: Vec<bool>,
+}
+
+impl QueueTables {
+    fn read(stores: &[PathBuf]) -> Result<QueueTables, StoreError> {
+        let mut paths = Vec::with_capacity(stores.len());
+        for (index, store) in stores.iter().enumerate() {
+            let log_id = u8::try_from(index)
+                .ok()
+                .and_then(LogId::new)
+                .ok_or_else(|| {
+                    StoreError::corrupt(store, format!("store {index} has no log id"))
+                })?;
+            paths.push(queue_table::table_path(store, log_id));
+        }
+        let tables = paths.iter().map(|path| queue_table::read(path)).collect();
+        let changed = vec![false; stores.len()];
+        Ok(QueueTables {
+            paths,
+            tables,
+            changed,
+        })
+    }
+
+    /// Gives `target` the line `source` holds for the queue, if it holds one.
+    fn copy_line(&mut self, source: usize, target: usize, (topic, queue_id): (&str, i32)) {
+        let key = (topic.to_owned(), queue_id);
+        if let Some(record) = self.tables[source].get(&key).cloned() {
+            self.tables[target].insert(key, record);
+            self.changed[target] = true;
+        }
+    }
+
+    fn remove_line(&mut self, store: usize, (topic, queue_id): (&str, i32)) {
+        if self.tables[store]
+            .remove(&(topic.to_owned(), queue_id))
+            .is_some()
+        {
+            self.changed[store] = true;
+        }
+    }
+
+    /// Writes every table that changed since the last call, durably.
+    fn write_changed(&mut self) -> Result<(), StoreError> {
+        for (index, path) in self.paths.iter().enumerate() {
+            if !std::mem::take(&mut self.changed[index]) {
+                continue;
+            }
+            let mut records: Vec<QueueRecord> = self.tables[index].values().cloned().collect();
+            records.sort_by(|a, b| (&a.topic, a.queue_id).cmp(&(&b.topic, b.queue_id)));
+            comet_rt::fs::write_atomic(path, &queue_table::encode(&records))
+                .map_err(|error| setup_error(path, error))?;
+        }
+        Ok(())
+    }
 }
 
 /// `(topic, queue id, directory)` of every consume queue of the store at `store`.
