@@ -17,6 +17,7 @@
 //! another interface.
 
 pub mod config_docs;
+pub mod layers;
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
