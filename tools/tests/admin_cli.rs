@@ -36,8 +36,8 @@ fn stdout_of(output: &Output) -> String {
 
 // Proves the CLI creates a topic, lists it, shows its route, status, the cluster, the
 // topic's traffic after sends, a consumer's own status, consume-queue entries, an offset
-// clone, the broker's consume stats, runtime and replication figures, and reports a clear error for a topic
-// that does not exist.
+// clone, the broker's consume stats, runtime and replication figures, and reports a clear
+// error for a topic that does not exist.
 #[test]
 fn admin_commands_against_a_standalone_broker() {
     // The broker (workspace build, started by comet-test-support) drops before its store.
