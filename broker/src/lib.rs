@@ -37,6 +37,7 @@
 //! - `routing`: runs a request on the shard that owns its queue, pushes a request to a
 //!   client's shard, looks keys up on a queue's owner.
 //! - `reappend`: appends records the broker built itself on the shards owning their queues.
+//! - `queue_cursor`: reads the broker's own queues (delay levels, timer) from a cursor.
 //! - `shard`: [`shard::ShardBroker`], one shard's view of the broker, and what crosses the
 //!   mesh.
 //! - `replication_state`: one shard's replication state: its log's epochs, the slaves
@@ -71,6 +72,7 @@ pub mod offset;
 pub mod ownership;
 pub mod persist;
 pub mod processor;
+pub mod queue_cursor;
 pub mod reappend;
 pub mod register;
 pub mod replication;

@@ -20,6 +20,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     comet_rt::fs::write_atomic_keeping_backup(path, bytes)
 }
 
+/// Writes `value` as JSON to `path` with [`write_atomic`]; a value that does not encode is an
+/// [`io::ErrorKind::Other`] error, and nothing is written.
+pub fn write_json_atomic<T: serde::Serialize>(path: &Path, value: &T) -> io::Result<()> {
+    let bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+    write_atomic(path, &bytes)
+}
+
 /// A config file that exists but cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {

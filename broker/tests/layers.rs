@@ -47,7 +47,13 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         name: "Shard context",
-        modules: &["routing", "reappend", "shard", "replication_state"],
+        modules: &[
+            "routing",
+            "reappend",
+            "queue_cursor",
+            "shard",
+            "replication_state",
+        ],
     },
     Layer {
         name: "Tables",

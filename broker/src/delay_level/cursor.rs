@@ -48,8 +48,7 @@ pub fn store(path: &Path, cursors: &BTreeMap<i32, i64>) -> std::io::Result<()> {
     let file = CursorFile {
         offset_table: cursors.clone(),
     };
-    let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    persist::write_atomic(path, &bytes)
+    persist::write_json_atomic(path, &file)
 }
 
 #[cfg(test)]

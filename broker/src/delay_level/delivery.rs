@@ -20,10 +20,11 @@ use comet_proto::names::SCHEDULE_TOPIC;
 use comet_proto::properties::{names, Properties};
 use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{run_blocking, spawn, timeout, TaskClass, TaskHandle};
-use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
+use comet_store::StoreError;
 
 use super::limits::{CHECKS_IN_FLIGHT_MAX, READ_BYTES_MAX, READ_RECORDS_MAX};
 use super::{cursor, POLL_INTERVAL_MS, ROUND_ENTRIES_MAX, SCHEDULE_ORIGIN};
+use crate::queue_cursor::{self, Step};
 use crate::reappend::append_concurrently;
 use crate::reappend::ReappendError;
 use crate::routing::messages_by_key;
@@ -218,36 +219,20 @@ impl Scheduler {
             next_due_ms: None,
         };
         while round.next_offset - start < ROUND_ENTRIES_MAX as i64 {
-            let offset = QueueOffset(u64::try_from(round.next_offset).unwrap_or(0));
-            let result = self
-                .broker
-                .store()
-                .get_messages(
-                    SCHEDULE_TOPIC,
-                    queue_id,
-                    offset,
-                    READ_RECORDS_MAX,
-                    READ_BYTES_MAX,
-                    MessageFilter::All,
-                )
-                .await?;
-            match result.status {
-                GetStatus::Found => {}
-                GetStatus::OffsetTooSmall => {
-                    round.next_offset = result.min_offset.as_i64();
-                    continue;
-                }
-                GetStatus::NoMatchedMessage => {
-                    round.next_offset = result.next_offset.as_i64();
-                    continue;
-                }
-                GetStatus::OffsetOverflowBadly => {
-                    log::warn!("delay cursor {queue_id} past the queue end; moving to it");
-                    round.next_offset = result.max_offset.as_i64();
-                    return Ok(round);
-                }
-                GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne => return Ok(round),
-            }
+            let step = queue_cursor::read_step(
+                &self.broker,
+                SCHEDULE_TOPIC,
+                queue_id,
+                &mut round.next_offset,
+                READ_RECORDS_MAX,
+                READ_BYTES_MAX,
+            )
+            .await?;
+            let result = match step {
+                Step::Found(result) => result,
+                Step::Moved => continue,
+                Step::End => return Ok(round),
+            };
             let reached_undue =
                 self.take_due(queue_id, &result.records, delay_ms, now_ms, &mut round);
             if reached_undue {

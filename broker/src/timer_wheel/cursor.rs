@@ -109,8 +109,7 @@ pub fn store(
         queues: queues.clone(),
         clean_stop,
     };
-    let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-    persist::write_atomic(path, &bytes)
+    persist::write_json_atomic(path, &file)
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ use comet_proto::message::RecordView;
 use comet_proto::properties::names;
 use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{run_blocking, spawn, timeout, yield_if_needed, TaskClass, TaskHandle};
-use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
+use comet_store::StoreError;
 
 use super::cursor::{self, QueueCursor};
 use super::deliver::{delivered_record, read_and_build};
@@ -55,6 +55,7 @@ use super::limits::{
 use super::slot::{self, second_of, SlotEntry};
 use super::{TIMER_QUEUES, TIMER_TOPIC};
 use crate::delay_level::delivery::{delivered_copy_exists, DeliveredCopy};
+use crate::queue_cursor::{self, Step};
 use crate::reappend::{append_concurrently, ReappendError};
 use crate::shard::ShardBroker;
 
@@ -467,37 +468,21 @@ impl Wheel {
         };
         let floor_ms = self.floor_ms(queue_id);
         while read.entries.len() < budget {
-            let offset = QueueOffset(u64::try_from(read.next_offset).unwrap_or(0));
             let count = READ_RECORDS_MAX.min(budget - read.entries.len());
-            let result = self
-                .broker
-                .store()
-                .get_messages(
-                    TIMER_TOPIC,
-                    queue_id,
-                    offset,
-                    count,
-                    READ_BYTES_MAX,
-                    MessageFilter::All,
-                )
-                .await?;
-            match result.status {
-                GetStatus::Found => {}
-                GetStatus::OffsetTooSmall => {
-                    read.next_offset = result.min_offset.as_i64();
-                    continue;
-                }
-                GetStatus::NoMatchedMessage => {
-                    read.next_offset = result.next_offset.as_i64();
-                    continue;
-                }
-                GetStatus::OffsetOverflowBadly => {
-                    log::warn!("timer cursor of queue {queue_id} past the queue end; moving to it");
-                    read.next_offset = result.max_offset.as_i64();
-                    return Ok(read);
-                }
-                GetStatus::NoMessageInQueue | GetStatus::OffsetOverflowOne => return Ok(read),
-            }
+            let step = queue_cursor::read_step(
+                &self.broker,
+                TIMER_TOPIC,
+                queue_id,
+                &mut read.next_offset,
+                count,
+                READ_BYTES_MAX,
+            )
+            .await?;
+            let result = match step {
+                Step::Found(result) => result,
+                Step::Moved => continue,
+                Step::End => return Ok(read),
+            };
             for bytes in &result.records {
                 let Ok(view) = RecordView::parse(bytes) else {
                     log::error!("unreadable record in {TIMER_TOPIC} queue {queue_id}; skipped");
