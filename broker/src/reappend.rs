@@ -94,6 +94,21 @@ pub fn owner_of_record(broker: &ShardBroker, record: &[u8]) -> Result<ShardId, R
     Ok(broker.owner_of(view.topic(), view.queue_id()))
 }
 
+/// `records` grouped by the shard owning each one's queue, in their order; a record that does
+/// not parse is an error naming its position.
+fn group_by_owner(
+    broker: &ShardBroker,
+    records: Vec<BytesMut>,
+) -> Result<BTreeMap<ShardId, Vec<BytesMut>>, ReappendError> {
+    let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
+    for (index, record) in records.into_iter().enumerate() {
+        let owner = owner_of_record(broker, &record)
+            .map_err(|source| ReappendError::Malformed { index, source })?;
+        by_owner.entry(owner).or_default().push(record);
+    }
+    Ok(by_owner)
+}
+
 /// Appends `records` (any queues) on their owners; resolves when all are durable. On error,
 /// some owners may have stored theirs: callers must tolerate a retry storing them again or
 /// detect it (the schedule service does, see `crate::delay_level`).
@@ -101,12 +116,7 @@ pub async fn append_on_owners(
     broker: &ShardBroker,
     records: Vec<BytesMut>,
 ) -> Result<(), ReappendError> {
-    let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
-    for (index, record) in records.into_iter().enumerate() {
-        let owner = owner_of_record(broker, &record)
-            .map_err(|source| ReappendError::Malformed { index, source })?;
-        by_owner.entry(owner).or_default().push(record);
-    }
+    let by_owner = group_by_owner(broker, records)?;
     for (owner, records) in by_owner {
         for chunk in chunks(records) {
             append_chunk(broker, owner, chunk).await?;
@@ -210,12 +220,7 @@ pub async fn append_concurrently(
     broker: &Rc<ShardBroker>,
     records: Vec<BytesMut>,
 ) -> Result<(), ReappendError> {
-    let mut by_owner: BTreeMap<ShardId, Vec<BytesMut>> = BTreeMap::new();
-    for (index, record) in records.into_iter().enumerate() {
-        let owner = owner_of_record(broker, &record)
-            .map_err(|source| ReappendError::Malformed { index, source })?;
-        by_owner.entry(owner).or_default().push(record);
-    }
+    let by_owner = group_by_owner(broker, records)?;
     let mut queues: Vec<(ShardId, VecDeque<Vec<BytesMut>>)> = by_owner
         .into_iter()
         .map(|(owner, records)| (owner, chunks(records).into()))
