@@ -17,7 +17,9 @@ use comet_test_support::{
     free_port, poll_until, wait_for_port, wait_for_port_closed, ChildGuard, LOOPBACK,
     TEST_COMMIT_LOG_FILE_BYTES,
 };
-use common::{create_topic, pull_request, send_request, Broker, Client, TempDir};
+use common::{
+    create_topic, create_topic_request, pull_request, send_request, Broker, Client, TempDir,
+};
 
 /// How long replication, registration and the metadata copy may take to show an effect.
 const CONVERGE_LIMIT: Duration = Duration::from_secs(40);
@@ -457,20 +459,7 @@ fn master_streams_its_logs_to_a_slave() {
 
     let refused = slave_client.call(send_request("ReplA", 0, b"to the slave", None, None));
     assert_eq!(refused.response_code(), ResponseCode::SERVICE_NOT_AVAILABLE);
-    let header = comet_proto::headers::CreateTopicRequestHeader {
-        topic: "OnSlave".into(),
-        default_topic: "TBW102".into(),
-        read_queue_nums: 1,
-        write_queue_nums: 1,
-        perm: 6,
-        topic_filter_type: "SINGLE_TAG".into(),
-        topic_sys_flag: Some(0),
-        order: false,
-        attributes: None,
-        force: None,
-    };
-    let create =
-        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header);
+    let create = create_topic_request("OnSlave", 1);
     let refused = slave_client.call(create);
     assert_eq!(refused.response_code(), ResponseCode::SYSTEM_ERROR);
     assert!(refused.remark.unwrap_or_default().contains("slave"));
@@ -974,8 +963,9 @@ fn a_slave_copies_a_master_whose_log_starts_past_zero() {
     });
     assert!(
         copied,
-        "{:?}",
-        admin.ha_status(&master.broker_addr.to_string())
+        "{:?}\n{}",
+        admin.ha_status(&master.broker_addr.to_string()),
+        slave.log_text()
     );
     admin.shutdown();
     let mut slave_client = slave.client();

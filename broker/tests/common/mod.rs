@@ -137,9 +137,9 @@ impl Client {
     }
 }
 
-/// UPDATE_AND_CREATE_TOPIC of a read-write topic with `queues` read and write queues;
-/// panics unless the broker answers SUCCESS.
-pub fn create_topic(client: &mut Client, topic: &str, queues: i32) {
+/// An UPDATE_AND_CREATE_TOPIC request of a read-write topic with `queues` read and write
+/// queues.
+pub fn create_topic_request(topic: &str, queues: i32) -> RemotingCommand {
     let header = CreateTopicRequestHeader {
         topic: topic.into(),
         default_topic: "TBW102".into(),
@@ -152,9 +152,13 @@ pub fn create_topic(client: &mut Client, topic: &str, queues: i32) {
         attributes: None,
         force: None,
     };
-    let response = client.call(
-        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header),
-    );
+    RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_TOPIC, 0).with_header(&header)
+}
+
+/// UPDATE_AND_CREATE_TOPIC of a read-write topic with `queues` read and write queues;
+/// panics unless the broker answers SUCCESS.
+pub fn create_topic(client: &mut Client, topic: &str, queues: i32) {
+    let response = client.call(create_topic_request(topic, queues));
     assert_eq!(
         response.response_code(),
         ResponseCode::SUCCESS,
