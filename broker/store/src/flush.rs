@@ -18,7 +18,8 @@
 //! (appends keep arriving while flushes run: a broker under load), and only when the padding
 //! is at most 1/[`PADDING_SHARE_MAX`] of what the flush carries, so padding never grows the
 //! log by more than that share. A lone appender, or appenders that all wait for the same
-//! flush, never pad. Flushes may complete in any order; `durable` moves to a flush's target
+//! flush, never pad, nor does a slave's copy of its master's log (its bytes must stay where
+//! the master put them). Flushes may complete in any order; `durable` moves to a flush's target
 //! only once every flush before it completed ([`Flights`]), then the dispatcher
 //! ([`dispatch_durable`]) runs and the covered appends wake. On failure the store stops
 //! writing and every waiter fails.
@@ -109,7 +110,8 @@ fn plan(shared: &Shared) -> Option<(FlushPlan, u64)> {
     let mut flights = shared.flights.borrow_mut();
     let start = flights.next_start(log.write)?;
     let mut stats = shared.stats.get();
-    if flights.max > 1 && (flights.busy() || shared.next_flush_waited.get()) {
+    let may_pad = flights.max > 1 && !shared.replica.get();
+    if may_pad && (flights.busy() || shared.next_flush_waited.get()) {
         let unplanned = flights.unplanned_bytes(log.write);
         stats.padding_bytes += log.pad_to_page(unplanned / PADDING_SHARE_MAX);
     }

@@ -169,6 +169,7 @@ impl<'s> Replica<'s> {
                 appender.wait_for_spare().await?;
                 continue;
             }
+            self.shared.replica.set(true);
             let end = self.apply(position, bytes, checked.pieces, checked.ends_segment);
             appender.count_replicated(checked.records, bytes.len() as u64);
             self.shared.flush_wanted.wake_all();

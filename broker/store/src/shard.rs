@@ -92,6 +92,10 @@ pub(crate) struct Shared {
     /// Log position confirmed by the slaves (`Store::confirm`); limits visibility under
     /// `StoreConfig::visible_after_confirm`. Only moves forward.
     pub(crate) confirmed: Cell<u64>,
+    /// Set by the first `Store::append_replicated`: the log is a copy of a master's, so
+    /// only the master may pad it (a page of padding here would put every later byte of
+    /// the master's at another position).
+    pub(crate) replica: Cell<bool>,
     pub(crate) stats: Cell<StoreStats>,
     pub(crate) tasks: RefCell<Vec<LocalTask<()>>>,
     pub(crate) lock_file: RefCell<Option<std::fs::File>>,
@@ -127,6 +131,7 @@ impl Shared {
             failure: RefCell::new(None),
             spare_failure: RefCell::new(None),
             disk_full: Cell::new(None),
+            replica: Cell::new(false),
             closed: Cell::new(false),
             abandoned: Cell::new(false),
             handles: Cell::new(1),

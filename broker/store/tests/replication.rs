@@ -398,6 +398,40 @@ fn visibility_waits_for_confirm() {
     });
 }
 
+// Proves a slave never pads its copy of the log: chunks appended while its flushes are in
+// flight (where a store pads to pipeline its flushes) land exactly where the master's
+// bytes are, and the copy ends where the master's log does.
+#[test]
+fn a_slave_does_not_pad_while_its_flushes_are_in_flight() {
+    let dir_master = TempDir::new("repl-nopad-master");
+    let dir_slave = TempDir::new("repl-nopad-slave");
+    run(async {
+        let master = Store::open(small_config(dir_master.path()))
+            .await
+            .expect("master");
+        fill(&master, "NoPad", 2, 0..200, 700).await;
+        let slave = Store::open(small_config(dir_slave.path()))
+            .await
+            .expect("slave");
+        let mut position = 0;
+        for chunk in read_chunks(&master, 0, 3000).await {
+            let end = slave
+                .append_replicated(position, &chunk.bytes)
+                .await
+                .expect("lands at the master's position");
+            assert_eq!(end, chunk.end);
+            position = end;
+            // Let a flush start, so the next one is planned while it is in flight.
+            comet_rt::local::yield_now().await;
+        }
+        slave.wait_durable(position).await.expect("durable");
+        assert_eq!(position, master.durable_position());
+        assert_eq!(slave.stats().padding_bytes, 0, "no padding of its own");
+        master.shutdown().await.expect("shutdown");
+        slave.shutdown().await.expect("shutdown");
+    });
+}
+
 // Proves wait_durable_beyond stays pending while the durable end is at the position, resolves
 // once a group commit moves it past, resolves at once when it already is past, and resolves
 // when the store shuts down (a sender asleep on it is not stuck).
