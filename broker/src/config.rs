@@ -417,20 +417,23 @@ mod tests {
         assert!(!BrokerConfig::is_live_key("aclEnable"));
     }
 
-    // Proves `bindAddress` defaults to every interface, takes an IPv4 address, refuses a
-    // host name, an IPv6 address, a port or an empty value with an error naming the key, and
-    // is listed in the key/value dump GET_BROKER_CONFIG returns.
+    // Proves `bindAddress` defaults to every interface, takes an IPv4 or IPv6 address,
+    // refuses a host name, a bracketed address, a port or an empty value with an error naming
+    // the key, and is listed in the key/value dump GET_BROKER_CONFIG returns.
     #[test]
-    fn bind_address_is_an_ipv4_address() {
+    fn bind_address_is_an_ip_address() {
         let mut config = BrokerConfig::default();
         assert_eq!(config.listen_addr().to_string(), "0.0.0.0:10911");
         let pairs = [("bindAddress", " 127.0.0.1 "), ("listenPort", "20911")];
         assert!(config.apply_pairs(pairs).unwrap().is_empty());
         assert_eq!(config.bind_address, IpAddr::V4(Ipv4Addr::LOCALHOST));
         assert_eq!(config.listen_addr().to_string(), "127.0.0.1:20911");
+        config.apply("bindAddress", "::1").unwrap();
+        assert_eq!(config.listen_addr().to_string(), "[::1]:20911");
+        config.apply("bindAddress", "127.0.0.1").unwrap();
         for bad in [
             "localhost",
-            "::1",
+            "[::1]",
             "127.0.0.1:10911",
             "",
             "127.0.0.256",
@@ -438,7 +441,7 @@ mod tests {
         ] {
             let error = config.apply("bindAddress", bad).unwrap_err();
             assert_eq!(error.key, "bindAddress", "{bad:?}");
-            assert!(error.to_string().contains("IPv4"), "{error}");
+            assert!(error.to_string().contains("IPv6"), "{error}");
         }
         assert_eq!(config.bind_address, IpAddr::V4(Ipv4Addr::LOCALHOST));
         let dump = config.to_pairs();

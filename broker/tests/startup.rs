@@ -136,3 +136,37 @@ fn busy_listen_port_exits_with_the_bind_status() {
     assert!(stderr.contains(&port.to_string()), "stderr: {stderr}");
     drop(taken);
 }
+
+// Proves `bindAddress` may be an IPv6 address: a standalone broker told `::1` serves a request
+// on [::1] on its broker port and runs its embedded name server on [::1] too.
+#[test]
+fn an_ipv6_bind_address_serves_on_ipv6() {
+    let store = TempDir::new("startup-ipv6");
+    let loopback_v6 = std::net::IpAddr::V6(std::net::Ipv6Addr::LOCALHOST);
+    let broker_addr = SocketAddr::new(loopback_v6, free_port());
+    let namesrv_addr = SocketAddr::new(loopback_v6, free_port());
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_comet-broker"));
+    command
+        .args([
+            "--standalone",
+            "--no-pin",
+            "--cores",
+            "1",
+            "--bind-address",
+            "::1",
+        ])
+        .args(["--listen-port", &broker_addr.port().to_string()])
+        .args(["-o", &format!("haListenPort={}", free_port())])
+        .args(["--namesrv", &namesrv_addr.to_string()])
+        .arg("--store")
+        .arg(store.path());
+    let _broker = comet_test_support::ChildGuard::spawn("comet-broker", &mut command);
+    for addr in [broker_addr, namesrv_addr] {
+        comet_test_support::wait_for_port(addr, Duration::from_secs(60));
+    }
+    let mut client = common::Client::connect(broker_addr);
+    let request =
+        comet_proto::RemotingCommand::request(comet_proto::RequestCode::GET_BROKER_RUNTIME_INFO, 0);
+    let response = client.call(request);
+    assert_eq!(response.response_code(), comet_proto::ResponseCode::SUCCESS);
+}

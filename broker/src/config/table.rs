@@ -43,7 +43,7 @@ comet_proto::config_table! {
     /// IPv4-only.
     bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED) => {
         key: "bindAddress", unit: "", applies: AtRestart,
-        doc: "Local IPv4 address every listener binds (0.0.0.0: every interface).",
+        doc: "Local IPv4 or IPv6 address every listener binds (0.0.0.0: every interface).",
         parse: parse_bind_address, show: ToString::to_string,
     },
     listen_port: u16 = 10911 => {

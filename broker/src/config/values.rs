@@ -2,7 +2,7 @@
 //! naming the key in its error, and the writers that give a value back in the form its
 //! parser takes (GET_BROKER_CONFIG output applies unchanged).
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use super::{BrokerRole, ConfigError, FlushDiskType};
@@ -43,12 +43,11 @@ pub(super) fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
-/// An IPv4 address, as `bindAddress` takes: the broker's listeners reserve their port on an
-/// IPv4 socket, so an IPv6 address is refused here rather than when the broker binds.
+/// An IPv4 or IPv6 address, as `bindAddress` takes (no host name, no port): the listeners
+/// bind it as it is, and `::` is every IPv6 interface as `0.0.0.0` is every IPv4 one.
 pub(super) fn parse_bind_address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
-    const EXPECTED: &str = "an IPv4 address such as 0.0.0.0 or 127.0.0.1";
-    let address: Ipv4Addr = parse(key, value, EXPECTED)?;
-    Ok(IpAddr::V4(address))
+    const EXPECTED: &str = "an IPv4 or IPv6 address such as 0.0.0.0, 127.0.0.1 or ::1";
+    parse(key, value, EXPECTED)
 }
 
 pub(super) fn parse_flushes_in_flight(key: &str, value: &str) -> Result<usize, ConfigError> {
