@@ -282,7 +282,7 @@ fn batch_send_and_validation() {
     ));
     assert!(matches!(
         producer.send(Message::new("bad topic", "x")),
-        Err(ClientError::Invalid(_))
+        Err(ClientError::Name(_))
     ));
     let unknown = producer.send(Message::new("NoSuchTopic", "x")).unwrap_err();
     assert!(matches!(unknown, ClientError::NoRoute { .. }), "{unknown}");
