@@ -55,7 +55,15 @@ async fn accept_loop(broker: Rc<ShardBroker>, listener: Listener, stop: StopSign
     loop {
         let stream = match race(stop.wait(), listener.accept()).await {
             Either::Left(()) => return,
-            Either::Right(Ok(stream)) => stream,
+            Either::Right(Ok(stream)) => {
+                // Without it Nagle holds a small Data frame back until the slave's delayed
+                // TCP ack (tens of ms), and every SYNC_MASTER send waits that long. The
+                // option stays on the socket when it is handed to the log's shard.
+                if let Err(error) = stream.set_nodelay(true) {
+                    log::warn!("HA listener: cannot set TCP_NODELAY: {error}");
+                }
+                stream
+            }
             Either::Right(Err(error)) => {
                 log::warn!("HA listener: accept failed: {error}");
                 sleep(ACCEPT_RETRY_PAUSE).await;
