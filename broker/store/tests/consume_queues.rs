@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use comet_proto::message::RecordView;
 use comet_store::{GetStatus, MessageFilter, QueueOffset, Store, StoreConfig, TimeBoundary};
-use common::{body, record, small_config, TempDir};
+use common::{body, body_tag, record, small_config, TempDir};
 
 /// Entries per queue file in these tests (the smallest allowed): queues span many files.
 const ENTRIES_PER_FILE: u64 = 1024;
@@ -31,11 +31,6 @@ fn config(root: &Path) -> StoreConfig {
 /// The tag a test record carries: its queue and its index in that queue.
 fn tag(queue_id: i32, index: u64) -> u64 {
     (u64::try_from(queue_id).expect("queue ids are small") << 32) | index
-}
-
-fn body_tag(bytes: &[u8]) -> u64 {
-    let view = RecordView::parse(bytes).expect("valid record");
-    u64::from_be_bytes(view.body()[..8].try_into().expect("8 bytes"))
 }
 
 /// Appends `count` records to each of `queues` of `topic` (starting at index `from`), a

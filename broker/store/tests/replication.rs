@@ -11,7 +11,7 @@ use comet_proto::message::{RecordView, PHYSICAL_OFFSET_POSITION, QUEUE_OFFSET_PO
 use comet_store::{
     GetStatus, LogChunk, MessageFilter, QueueOffset, ReplicaFault, Store, StoreError, TruncateFault,
 };
-use common::{body, properties, record, small_config, TempDir};
+use common::{body, body_tag, properties, record, small_config, TempDir};
 
 fn run<T>(future: impl std::future::Future<Output = T>) -> T {
     comet_rt::local::run_local("replication-test", future)
@@ -76,11 +76,6 @@ async fn log_bytes(store: &Store) -> Vec<u8> {
         bytes.extend_from_slice(&chunk.bytes);
     }
     bytes
-}
-
-fn tag_of(record: &[u8]) -> u64 {
-    let view = RecordView::parse(record).expect("record");
-    u64::from_be_bytes(view.body()[..8].try_into().expect("8 bytes"))
 }
 
 // Proves read_log returns whole records cut at boundaries within `max_bytes`, a segment's
@@ -392,7 +387,7 @@ fn visibility_waits_for_confirm() {
             .get_messages("Sync", 0, QueueOffset(0), 1000, 1 << 30, MessageFilter::All)
             .await
             .expect("get");
-        let tags: Vec<u64> = records.records.iter().map(|r| tag_of(r)).collect();
+        let tags: Vec<u64> = records.records.iter().map(|r| body_tag(r)).collect();
         assert_eq!(tags, (0..603).collect::<Vec<_>>());
         store.shutdown().await.expect("shutdown");
     });
@@ -684,7 +679,7 @@ fn truncate_at_open() {
             .await
             .expect("get");
         assert_eq!(got.records.len(), 1);
-        assert_eq!(tag_of(&got.records[0]), 77);
+        assert_eq!(body_tag(&got.records[0]), 77);
         master.shutdown().await.expect("shutdown");
         store.shutdown().await.expect("shutdown");
     });
@@ -729,7 +724,7 @@ async fn assert_same(master: &Store, slave: &Store, topic: &str, queues: i32, ta
             .await
             .expect("query");
         assert_eq!(found.len(), 1, "{key}");
-        assert_eq!(tag_of(&found[0]), tag);
+        assert_eq!(body_tag(&found[0]), tag);
     }
 }
 

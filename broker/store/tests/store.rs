@@ -9,7 +9,7 @@ use comet_proto::message::RecordView;
 use comet_store::{
     FlushPolicy, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig, TimeBoundary,
 };
-use common::{body, properties, record, small_config, TempDir};
+use common::{body, body_tag, properties, record, small_config, TempDir};
 
 fn run<T>(future: impl std::future::Future<Output = T>) -> T {
     comet_rt::local::run_local("store-test", future)
@@ -29,11 +29,6 @@ async fn read_all(store: &Store, topic: &str, queue_id: i32) -> Vec<bytes::Bytes
         records.extend(got.records);
         offset = got.next_offset;
     }
-}
-
-fn body_tag(record: &[u8]) -> u64 {
-    let view = RecordView::parse(record).expect("valid record");
-    u64::from_be_bytes(view.body()[..8].try_into().expect("8 bytes"))
 }
 
 // Proves offsets are dense per queue across many appends that roll several 256 KiB segments,

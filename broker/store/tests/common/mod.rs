@@ -59,6 +59,12 @@ pub fn record(topic: &str, queue_id: i32, body: &[u8], properties: &str) -> Byte
     buffer
 }
 
+/// The tag a record's body starts with (see [`body`]).
+pub fn body_tag(record: &[u8]) -> u64 {
+    let view = comet_proto::message::RecordView::parse(record).expect("valid record");
+    u64::from_be_bytes(view.body()[..8].try_into().expect("8 bytes"))
+}
+
 /// A body of `length` bytes that encodes `tag` so it can be checked after a read.
 pub fn body(tag: u64, length: usize) -> Vec<u8> {
     let mut body = tag.to_be_bytes().to_vec();
