@@ -226,6 +226,7 @@ mod tests {
         ("fileReservedTime", "48"),
         ("deleteWhen", "03;15"),
         ("diskMaxUsedSpaceRatio", "90"),
+        ("diskSpaceWarningLevelRatio", "95"),
         ("registerNameServerPeriod", "20000"),
         ("messageDelayLevel", "1s 2s"),
         ("clusterTopicEnable", "false"),

@@ -174,6 +174,12 @@ comet_proto::config_table! {
         doc: "Disk use past which expired segments go at once (10..95).",
         parse: parse_percent, show: ToString::to_string,
     },
+    disk_refuse_writes_percent: u8 = 90 => {
+        key: "diskSpaceWarningLevelRatio", unit: "%", applies: AtRestart,
+        doc: "Disk use past which sends are refused until space frees (35..99; Java caps it \
+              at 90).",
+        parse: parse_refuse_writes_percent, show: ToString::to_string,
+    },
     register_period_ms: u64 = 30_000 => {
         key: "registerNameServerPeriod", unit: "ms", applies: AtRestart,
         doc: "How often the broker registers with the name servers, clamped to 10000..60000.",

@@ -68,6 +68,17 @@ pub(super) fn parse_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
     Ok(percent)
 }
 
+/// The disk-use percentage past which writes are refused: 35..99. Java clamps its value to
+/// 35..90; Comet refuses what it cannot honour and lets a disk that holds only the store go
+/// fuller.
+pub(super) fn parse_refuse_writes_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
+    let percent: u8 = parse(key, value, "a percentage 35..99")?;
+    if !(35..=99).contains(&percent) {
+        return Err(error(key, value, "a percentage 35..99"));
+    }
+    Ok(percent)
+}
+
 /// A percentage 0..100 (Java's `accessMessageInMemoryMaxRatio`).
 pub(super) fn parse_ratio_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
     let percent: u8 = parse(key, value, "a percentage 0..100")?;
