@@ -227,6 +227,7 @@ mod tests {
         ("deleteWhen", "03;15"),
         ("diskMaxUsedSpaceRatio", "90"),
         ("diskSpaceWarningLevelRatio", "95"),
+        ("consumeQueueCacheBytes", "1048576"),
         ("registerNameServerPeriod", "20000"),
         ("messageDelayLevel", "1s 2s"),
         ("clusterTopicEnable", "false"),

@@ -94,6 +94,7 @@ fn store_config(
     store.delete_when_hour = u32::from(config.delete_when_hours.first().copied().unwrap_or(4));
     store.disk_high_ratio = f64::from(config.disk_used_high_percent) / 100.0;
     store.disk_hard_ratio = f64::from(config.disk_refuse_writes_percent) / 100.0;
+    store.cq_cache_bytes = config.consume_queue_cache_bytes;
     store.delay_levels_ms = crate::delay_level::delay_levels_ms(config);
     store.owns_queue = Some(Rc::new(move |topic: &str, queue_id: i32| {
         owner_shard(topic, queue_id, shard_count).index() == index

@@ -147,6 +147,14 @@ comet_proto::config_table! {
         doc: "Size of one commit-log segment file.",
         parse: parse_positive, show: ToString::to_string,
     },
+    /// Comet's own: Java reads consume queues through the page cache, Comet reads cold
+    /// ranges with direct I/O into this cache (docs/architecture.md#consume-queues).
+    consume_queue_cache_bytes: usize = 32 * 1024 * 1024 => {
+        key: "consumeQueueCacheBytes", unit: "bytes", applies: AtRestart,
+        doc: "Per shard: consume-queue blocks cached for reads far behind the tail (backlogs, \
+              lookups by time); 0 reads every cold block from disk.",
+        parse: parse_bytes, show: ToString::to_string,
+    },
     /// On by default here, off in RocketMQ; see the store's `warm`.
     warm_commit_log: bool = true => {
         key: "warmMapedFileEnable", unit: "", applies: AtRestart,

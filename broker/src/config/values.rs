@@ -24,6 +24,11 @@ pub(super) fn parse<T: std::str::FromStr>(
     value.parse().map_err(|_| error(key, value, expected))
 }
 
+/// A count of bytes, zero allowed.
+pub(super) fn parse_bytes(key: &str, value: &str) -> Result<usize, ConfigError> {
+    parse(key, value, "a number of bytes")
+}
+
 pub(super) fn parse_positive<T: std::str::FromStr + PartialOrd + Default>(
     key: &str,
     value: &str,
