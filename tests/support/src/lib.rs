@@ -18,6 +18,7 @@
 
 pub mod config_docs;
 pub mod layers;
+pub mod relay;
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
