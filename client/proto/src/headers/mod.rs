@@ -21,8 +21,9 @@
 //!
 //! Submodules group headers by who talks to whom: [`namesrv`] (broker and admin to name
 //! server), [`send`] (producer to broker), [`consumer`] (pull, offsets, membership),
-//! [`admin`] (admin tool to broker, broker to client), [`pop`] (5.x pop consumption), and
-//! [`base`] (the 5.x keys every request may carry).
+//! [`admin`] (admin tool to broker, broker to client), [`pop`] (5.x pop consumption),
+//! [`controller`] (broker to the 5.x controller and back), and [`base`] (the 5.x keys every
+//! request may carry).
 
 use crate::error::HeaderError;
 use crate::ext::{parse_bool, parse_i32, parse_i64, ExtFields};
@@ -31,6 +32,7 @@ use crate::pairs::push_display;
 pub mod admin;
 pub mod base;
 pub mod consumer;
+pub mod controller;
 pub mod namesrv;
 pub mod pop;
 pub mod send;
@@ -39,6 +41,7 @@ pub mod stats;
 pub use admin::*;
 pub use base::*;
 pub use consumer::*;
+pub use controller::*;
 pub use namesrv::*;
 pub use pop::*;
 pub use send::*;
