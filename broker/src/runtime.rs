@@ -68,9 +68,10 @@ pub fn shard_store_root(config: &BrokerConfig, shard: ShardId) -> PathBuf {
     remap::store_root(&config.store_root, shard.index())
 }
 
-/// The configuration of store `index` while `shard_count` shards own the queues and
-/// `store_count` stores exist: every other store's commit log is readable from it (queues
-/// handed over after a shard-count change point into them).
+/// The configuration of store `index` while the queues belong to `shard_count` logs (the
+/// shard count, or a slave's master's log count) and `store_count` stores exist: every other
+/// store's commit log is readable from it (queues handed over after a shard-count change
+/// point into them).
 fn store_config(
     config: &BrokerConfig,
     index: usize,
@@ -218,8 +219,16 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         FatalReason::StorageIo,
         config.store_root.display(),
     ))?;
+    // A slave's queues belong to its master's logs, which its shards host (see
+    // crate::replication::hosting); the stores are brought to that count.
+    let queue_logs = crate::replication::hosting::queue_logs(
+        &config.store_root,
+        shard_count,
+        config.broker_role.is_master(),
+    )
+    .map_err(RunError::new(FatalReason::StorageIo))?;
     let store_count =
-        remap_stores(&config, shard_count).map_err(RunError::new(FatalReason::StorageIo))?;
+        remap_stores(&config, queue_logs).map_err(RunError::new(FatalReason::StorageIo))?;
     let listen: SocketAddr = config.listen_addr();
     if options.standalone {
         // Checked here, before any shard runs, so shard 0 never waits for it.
@@ -277,6 +286,7 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         unique_keys,
         listen: reservation.addr(),
         options,
+        queue_logs,
         store_count,
         acl,
         replication: Arc::new(crate::replication::SharedReplication::new()),
@@ -336,6 +346,8 @@ struct ShardStart {
     unique_keys: Arc<UniqueKeyGenerator>,
     listen: SocketAddr,
     options: RunOptions,
+    /// How many logs the queues belong to (the shard count, or a slave's master's log count).
+    queue_logs: usize,
     /// Stores under the store root (at least one per shard; more after the count shrank).
     store_count: usize,
     /// The plain ACL, when `aclEnable` is on.
@@ -364,31 +376,24 @@ async fn run_shard(
     mesh: Mesh<ShardCall, ShardReply>,
 ) -> Result<(), RunError> {
     let shard = context.shard;
-    let mut config = store_config(
-        &start.config.snapshot(),
+    let store = open_store(&start, shard.index(), context.shard_count).await?;
+    // A slave with fewer shards than its master has logs hosts the others here too.
+    let mut hosted = Vec::new();
+    let hosted_logs = crate::replication::hosting::hosted_logs(
         shard.index(),
         context.shard_count,
-        start.store_count,
+        start.queue_logs,
     );
-    // Logs of shards that no longer run: this shard deletes their expired segments and
-    // answers key queries from their index.
-    config.adopted_logs =
-        remap::adopted_logs(shard.index(), context.shard_count, start.store_count);
-    if !start.config.load().broker_role.is_master() {
-        // A truncation or a fresh copy the master asked for in an earlier run, applied
-        // before anything is served (see crate::replication::receiver).
-        let pending = crate::replication::pending_store_change(&config.root)
-            .map_err(RunError::during(FatalReason::StorageIo, format!("{shard}")))?;
-        config.truncate_log_to = pending.truncate_log_to;
-        config.reset_log_to = pending.reset_log_to;
+    for log in hosted_logs.into_iter().filter(|log| *log != shard.index()) {
+        let log_store = open_store(&start, log, context.shard_count).await?;
+        hosted.push(crate::shard::HostedLog {
+            store: log_store,
+            replication: Rc::new(crate::replication::ReplicationState::new(
+                crate::replication::log_id_of(log),
+                start.replication.clone(),
+            )),
+        });
     }
-    // A SYNC_MASTER's consumers see only what the in-sync slaves hold (see
-    // crate::replication::sync_master).
-    config.visible_after_confirm = start.config.load().broker_role == BrokerRole::SyncMaster;
-    let store = Store::open(config).await.map_err(RunError::during(
-        FatalReason::StorageIo,
-        format!("{shard}: store"),
-    ))?;
     let broker = Rc::new(ShardBroker::new(ShardParts {
         shard,
         shard_count: context.shard_count,
@@ -406,6 +411,8 @@ async fn run_shard(
             crate::replication::log_id_of(shard.index()),
             start.replication.clone(),
         ),
+        queue_logs: start.queue_logs,
+        hosted,
     }));
     load_offsets(&broker).await;
     let peer = mesh
@@ -474,6 +481,41 @@ async fn run_shard(
     shutdown_shard(&broker).await.map_err(RunError::during(
         FatalReason::StorageIo,
         format!("{shard}: store shutdown"),
+    ))
+}
+
+/// Opens store `index` (its log has that id) on a shard of `shard_count`.
+async fn open_store(
+    start: &ShardStart,
+    index: usize,
+    shard_count: usize,
+) -> Result<Store, RunError> {
+    let broker_config = start.config.snapshot();
+    let mut config = store_config(&broker_config, index, start.queue_logs, start.store_count);
+    if index < start.queue_logs {
+        // Logs no shard writes any more: this store deletes their expired segments and
+        // answers key queries from their index. The stores of running shards past a
+        // slave's logs are not among them: their shards keep them.
+        config.adopted_logs = remap::adopted_logs(index, start.queue_logs, start.store_count)
+            .into_iter()
+            .filter(|log| usize::from(log.get()) >= shard_count)
+            .collect();
+    }
+    if !broker_config.broker_role.is_master() {
+        // A truncation or a fresh copy the master asked for in an earlier run, applied
+        // before anything is served (see crate::replication::receiver).
+        let pending = crate::replication::pending_store_change(&config.root).map_err(
+            RunError::during(FatalReason::StorageIo, format!("store {index}")),
+        )?;
+        config.truncate_log_to = pending.truncate_log_to;
+        config.reset_log_to = pending.reset_log_to;
+    }
+    // A SYNC_MASTER's consumers see only what the in-sync slaves hold (see
+    // crate::replication::sync_master).
+    config.visible_after_confirm = broker_config.broker_role == BrokerRole::SyncMaster;
+    Store::open(config).await.map_err(RunError::during(
+        FatalReason::StorageIo,
+        format!("store {index}"),
     ))
 }
 
@@ -817,6 +859,9 @@ async fn shutdown_shard(broker: &ShardBroker) -> Result<(), StoreError> {
         persist_metadata(broker).await;
     }
     broker.store().shutdown().await?;
+    for hosted in broker.hosted_logs() {
+        hosted.store.shutdown().await?;
+    }
     let (in_place, forwarded) = broker.traffic().requests();
     log::info!(
         "{} stopped ({in_place} requests handled in place, {forwarded} handed to other shards)",

@@ -119,6 +119,23 @@ pub struct ShardParts {
     pub stats: Arc<ItemStats>,
     /// This shard's log replication.
     pub replication: ReplicationState,
+    /// How many logs the queues belong to (see [`ShardBroker::queue_logs`]).
+    pub queue_logs: usize,
+    /// The other logs this shard hosts (a slave with fewer shards than its master has
+    /// logs), each with its store and replication state.
+    pub hosted: Vec<HostedLog>,
+}
+
+/// A log a shard hosts besides its own: on a slave with fewer shards than its master has
+/// logs, master log `l` lives on shard `l % shard_count` (see
+/// `docs/architecture.md#slave-and-master-shard-counts`). Cloning gives other handles to the
+/// same store and state.
+#[derive(Clone)]
+pub struct HostedLog {
+    /// The log's store (log id `l`, under `shard-<l>`).
+    pub store: Store,
+    /// The log's replication state.
+    pub replication: Rc<ReplicationState>,
 }
 
 /// The broker as one shard sees it. The layers above reach it through the accessors below,
@@ -159,7 +176,12 @@ pub struct ShardBroker {
     /// Per-topic and per-group statistics (this shard writes only its own slot).
     stats: Arc<ItemStats>,
     /// This shard's log replication: the slaves following it, or the master it follows.
-    pub replication: ReplicationState,
+    pub replication: Rc<ReplicationState>,
+    /// How many logs the queues belong to: the shard count on a master, the master's log
+    /// count on a slave.
+    queue_logs: usize,
+    /// The other logs this shard hosts.
+    hosted: Vec<HostedLog>,
 }
 
 impl ShardBroker {
@@ -182,7 +204,9 @@ impl ShardBroker {
             queue_cursor: Cell::new(u32::from(parts.shard.0)),
             traffic: parts.traffic,
             stats: parts.stats,
-            replication: parts.replication,
+            replication: Rc::new(parts.replication),
+            queue_logs: parts.queue_logs,
+            hosted: parts.hosted,
         }
     }
 
@@ -302,9 +326,61 @@ impl ShardBroker {
         assert!(self.mesh.set(mesh).is_ok(), "mesh set twice");
     }
 
-    /// The shard owning `(topic, queue_id)`.
+    /// The shard owning `(topic, queue_id)`: the one hosting the queue's log.
     pub fn owner_of(&self, topic: &str, queue_id: i32) -> ShardId {
-        owner_shard(topic, queue_id, self.shard_count)
+        let log = self.log_of(topic, queue_id);
+        ShardId(u16::try_from(log % self.shard_count).expect("shard count is bounded"))
+    }
+
+    /// The log holding the records of `(topic, queue_id)` (its index among the
+    /// [`Self::queue_logs`]).
+    pub fn log_of(&self, topic: &str, queue_id: i32) -> usize {
+        owner_shard(topic, queue_id, self.queue_logs).index()
+    }
+
+    /// How many logs the queues belong to: the shard count on a master; on a slave the
+    /// number of logs its master has, which this slave's shards host (log `l` on shard
+    /// `l % shard_count`).
+    pub fn queue_logs(&self) -> usize {
+        self.queue_logs
+    }
+
+    /// The shard hosting log `log`, if the queues belong to it.
+    pub fn host_of_log(&self, log: usize) -> Option<ShardId> {
+        (log < self.queue_logs)
+            .then(|| ShardId(u16::try_from(log % self.shard_count).expect("bounded")))
+    }
+
+    /// The store holding the consume queue of `(topic, queue_id)`, a queue this shard owns:
+    /// its own store, or the store of a log it hosts.
+    pub fn queue_store(&self, topic: &str, queue_id: i32) -> &Store {
+        let log = self.log_of(topic, queue_id);
+        self.log_store(u8::try_from(log).unwrap_or(u8::MAX))
+            .unwrap_or(&self.store)
+    }
+
+    /// The store writing log `log_id` on this shard (its own, or one it hosts).
+    pub fn log_store(&self, log_id: u8) -> Option<&Store> {
+        if self.replication.log_id == log_id {
+            return Some(&self.store);
+        }
+        self.hosted
+            .iter()
+            .find(|hosted| hosted.replication.log_id == log_id)
+            .map(|hosted| &hosted.store)
+    }
+
+    /// The logs this shard hosts besides its own.
+    pub fn hosted_logs(&self) -> &[HostedLog] {
+        &self.hosted
+    }
+
+    /// This shard's own log as a [`HostedLog`] handle.
+    pub fn own_log(&self) -> HostedLog {
+        HostedLog {
+            store: self.store.clone(),
+            replication: self.replication.clone(),
+        }
     }
 
     /// True when this shard owns `(topic, queue_id)`.

@@ -12,8 +12,10 @@
 //!   each slave's written and durable ends, its lag in bytes and in milliseconds, and its
 //!   last Ack (wall-clock ms); on a slave, the link's state.
 //!
-//! The request arrives on one shard; each shard reports its own log (`local`) and the
-//! arriving shard merges them (`gather`).
+//! The request arrives on one shard; each shard reports the logs it holds (`local`: its
+//! own, and on a slave with fewer shards than its master has logs those it hosts; a slave's
+//! shard past its master's logs reports none) and the arriving shard merges them
+//! (`gather`).
 
 use std::collections::BTreeMap;
 
@@ -21,15 +23,33 @@ use comet_proto::{RemotingCommand, ResponseCode};
 use comet_rt::clock::{monotonic_now, wall_clock_ms};
 use serde_json::{json, Value};
 
+use crate::replication_state::ReplicationState;
 use crate::routing::{on_shard, shard_id};
 use crate::shard::{RequestContext, ShardBroker};
 
 use super::error;
 
-/// This shard's log, as one JSON object (see the module docs).
+/// The logs this shard holds, as a JSON array of one object per log (see the module docs).
 pub fn local(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let state = broker.replication();
-    let store = broker.store();
+    let own =
+        broker.config().broker_role.is_master() || broker.shard().index() < broker.queue_logs();
+    let mut logs: Vec<Value> = Vec::new();
+    if own {
+        logs.push(log_figures(broker, broker.replication(), broker.store()));
+    }
+    for hosted in broker.hosted_logs() {
+        logs.push(log_figures(broker, &hosted.replication, &hosted.store));
+    }
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+        .with_body(Value::Array(logs).to_string())
+}
+
+/// One log's figures.
+fn log_figures(
+    broker: &ShardBroker,
+    state: &ReplicationState,
+    store: &comet_store::Store,
+) -> Value {
     let config = broker.config();
     let written = store.written_position();
     let mut log = json!({
@@ -71,7 +91,7 @@ pub fn local(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand
         log["masterConfirmOffset"] = json!(follow.confirm);
         log["stopped"] = json!(follow.stopped);
     }
-    RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(log.to_string())
+    log
 }
 
 /// Every shard's log, merged into Java's `HARuntimeInfo` shape (see the module docs).
@@ -85,15 +105,16 @@ pub async fn gather(
         let answer = on_shard(broker, context, shard_id(index), request.clone()).await;
         let parsed = answer
             .filter(|answer| answer.response_code() == ResponseCode::SUCCESS)
-            .and_then(|answer| serde_json::from_slice::<Value>(&answer.body).ok());
+            .and_then(|answer| serde_json::from_slice::<Vec<Value>>(&answer.body).ok());
         match parsed {
-            Some(log) => logs.push(log),
+            Some(held) => logs.extend(held),
             None => {
                 let remark = format!("shard {index} did not report its replication state");
                 return error(&request, ResponseCode::SYSTEM_ERROR, remark);
             }
         }
     }
+    logs.sort_by_key(|log| log["logId"].as_u64());
     let body = merge(broker.config().broker_role.is_master(), logs);
     RemotingCommand::response_to(&request, ResponseCode::SUCCESS).with_body(body.to_string())
 }

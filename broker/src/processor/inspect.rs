@@ -64,12 +64,13 @@ pub fn query_consume_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
         return error(request, ResponseCode::INVALID_PARAMETER, reason.to_string());
     }
     let (topic, queue_id) = (header.topic.as_str(), header.queue_id);
-    if !broker.store().has_queue(topic, queue_id) {
+    let store = broker.queue_store(topic, queue_id);
+    if !store.has_queue(topic, queue_id) {
         let remark = format!("{queue_id}@{topic} is not exist!");
         return error(request, ResponseCode::SYSTEM_ERROR, remark);
     }
-    let min = broker.store().min_offset(topic, queue_id).as_i64();
-    let max = broker.store().max_offset(topic, queue_id).as_i64();
+    let min = store.min_offset(topic, queue_id).as_i64();
+    let max = store.max_offset(topic, queue_id).as_i64();
     let mut body = QueryConsumeQueueResponseBody {
         max_queue_index: max,
         min_queue_index: min,
@@ -90,9 +91,7 @@ pub fn query_consume_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
     }
     let from = QueueOffset(u64::try_from(header.index).expect("checked non-negative"));
     let count = usize::try_from(header.count).expect("checked non-negative");
-    let entries = broker
-        .store()
-        .consume_queue_entries(topic, queue_id, from, count);
+    let entries = store.consume_queue_entries(topic, queue_id, from, count);
     body.queue_data = Some(entries.iter().map(|(_, entry)| cq_data(entry)).collect());
     response.with_body(body.encode())
 }
@@ -220,7 +219,8 @@ async fn local_time_span(
     header: &QueryConsumeTimeSpanRequestHeader,
     queue_id: i32,
 ) -> Result<QueueTimeSpan, StoreError> {
-    let (store, topic) = (broker.store(), header.topic.as_str());
+    let topic = header.topic.as_str();
+    let store = broker.queue_store(topic, queue_id);
     let min = store.min_offset(topic, queue_id);
     let max = store.max_offset(topic, queue_id);
     let min_time_stamp = store.earliest_store_time(topic, queue_id).await?;

@@ -101,7 +101,7 @@ pub async fn handle(
             let offset = request.ext_fields.optional_i64(key).ok().flatten();
             let well_formed =
                 offset.is_some_and(|offset| PhysicalOffset::from_i64(offset).is_some());
-            match offset.and_then(|offset| query::shard_of_offset(offset, broker.shard_count())) {
+            match offset.and_then(|offset| query::shard_of_offset(broker, offset)) {
                 Some(index) => on_shard(broker, context, shard_id(index), request).await,
                 // A log no running shard writes (the core count shrank): its durable segments
                 // are readable from every shard, so the message is viewed where it was asked.

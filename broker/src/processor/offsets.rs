@@ -39,8 +39,14 @@ pub fn query_consumer_offset(broker: &ShardBroker, request: &RemotingCommand) ->
         Some(offset) => Some(offset),
         None if header.set_zero_if_not_found == Some(false) => None,
         None => {
-            let min = broker.store().min_offset(&header.topic, header.queue_id).0;
-            let max = broker.store().max_offset(&header.topic, header.queue_id).0;
+            let min = broker
+                .queue_store(&header.topic, header.queue_id)
+                .min_offset(&header.topic, header.queue_id)
+                .0;
+            let max = broker
+                .queue_store(&header.topic, header.queue_id)
+                .max_offset(&header.topic, header.queue_id)
+                .0;
             (min == 0 && max > 0).then_some(0)
         }
     };
@@ -81,7 +87,7 @@ pub fn max_offset(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCo
     match GetMaxOffsetRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => {
             let offset = broker
-                .store()
+                .queue_store(&header.topic, header.queue_id)
                 .max_offset(&header.topic, header.queue_id)
                 .as_i64();
             success(request, &GetMaxOffsetResponseHeader { offset })
@@ -95,7 +101,7 @@ pub fn min_offset(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCo
     match GetMinOffsetRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => {
             let offset = broker
-                .store()
+                .queue_store(&header.topic, header.queue_id)
                 .min_offset(&header.topic, header.queue_id)
                 .as_i64();
             success(request, &GetMinOffsetResponseHeader { offset })
@@ -115,7 +121,7 @@ pub async fn search_offset(broker: &ShardBroker, request: &RemotingCommand) -> R
         BoundaryType::Upper => TimeBoundary::Upper,
     };
     let found = broker
-        .store()
+        .queue_store(&header.topic, header.queue_id)
         .offset_by_timestamp(&header.topic, header.queue_id, header.timestamp, boundary)
         .await;
     match found {
@@ -139,7 +145,7 @@ pub async fn earliest_store_time(
         Err(e) => return bad_header(request, e),
     };
     match broker
-        .store()
+        .queue_store(&header.topic, header.queue_id)
         .earliest_store_time(&header.topic, header.queue_id)
         .await
     {
@@ -172,8 +178,14 @@ pub async fn reset_offset_of_queue(
             "queueId is required here",
         );
     };
-    let max = broker.store().max_offset(&header.topic, queue_id).as_i64();
-    let min = broker.store().min_offset(&header.topic, queue_id).as_i64();
+    let max = broker
+        .queue_store(&header.topic, queue_id)
+        .max_offset(&header.topic, queue_id)
+        .as_i64();
+    let min = broker
+        .queue_store(&header.topic, queue_id)
+        .min_offset(&header.topic, queue_id)
+        .as_i64();
     let target = match header.offset {
         Some(offset) if offset < min || offset > max => {
             let remark = format!("offset {offset} is outside [{min}, {max}]");
@@ -182,7 +194,7 @@ pub async fn reset_offset_of_queue(
         Some(offset) => offset,
         None if header.timestamp < 0 => max,
         None => match broker
-            .store()
+            .queue_store(&header.topic, queue_id)
             .offset_by_timestamp(
                 &header.topic,
                 queue_id,

@@ -69,7 +69,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         let _ = timeout(
             hold,
             broker
-                .store()
+                .queue_store(&header.topic, header.queue_id)
                 .wait_for_message(&header.topic, header.queue_id, offset),
         )
         .await;
@@ -163,7 +163,7 @@ fn suggest_which_broker_id(
         GetStatus::Found | GetStatus::NoMatchedMessage
     );
     let last = result.next_offset.0.checked_sub(1).filter(|_| looked_at);
-    let store = broker.store();
+    let store = broker.queue_store(&header.topic, header.queue_id);
     let behind = last
         .and_then(|last| {
             store
@@ -199,11 +199,11 @@ fn reset_response(
         suggest_which_broker_id: 0,
         next_begin_offset: offset,
         min_offset: broker
-            .store()
+            .queue_store(&header.topic, header.queue_id)
             .min_offset(&header.topic, header.queue_id)
             .as_i64(),
         max_offset: broker
-            .store()
+            .queue_store(&header.topic, header.queue_id)
             .max_offset(&header.topic, header.queue_id)
             .as_i64(),
         offset_delta: None,
@@ -349,7 +349,7 @@ async fn read(
         .clamp(1, PULL_BYTES_MAX);
     let offset = QueueOffset(u64::try_from(header.queue_offset).unwrap_or(0));
     broker
-        .store()
+        .queue_store(&header.topic, header.queue_id)
         .get_messages(
             &header.topic,
             header.queue_id,

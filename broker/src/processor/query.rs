@@ -28,16 +28,7 @@ pub async fn query_local(broker: &ShardBroker, request: &RemotingCommand) -> Rem
         header.max_num.clamp(1, QUERY_MAX)
     };
     let max = usize::try_from(max).unwrap_or(1);
-    let found = broker
-        .store()
-        .query_by_key(
-            &header.topic,
-            &header.key,
-            max,
-            header.begin_timestamp,
-            header.end_timestamp,
-        )
-        .await;
+    let found = query_stores(broker, &header, max).await;
     match found {
         Ok(records) if !records.is_empty() => found_response(request, &records),
         Ok(_) => RemotingCommand::error_to(
@@ -47,6 +38,33 @@ pub async fn query_local(broker: &ShardBroker, request: &RemotingCommand) -> Rem
         ),
         Err(e) => RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     }
+}
+
+/// Up to `max` records of `header`'s key in this shard's own log and the logs it hosts.
+async fn query_stores(
+    broker: &ShardBroker,
+    header: &QueryMessageRequestHeader,
+    max: usize,
+) -> Result<Vec<Bytes>, comet_store::StoreError> {
+    let hosted = broker.hosted_logs().iter().map(|hosted| &hosted.store);
+    let mut found = Vec::new();
+    for store in std::iter::once(broker.store()).chain(hosted) {
+        let wanted = max.saturating_sub(found.len());
+        if wanted == 0 {
+            break;
+        }
+        let records = store
+            .query_by_key(
+                &header.topic,
+                &header.key,
+                wanted,
+                header.begin_timestamp,
+                header.end_timestamp,
+            )
+            .await?;
+        found.extend(records);
+    }
+    Ok(found)
 }
 
 /// The SUCCESS answer carrying `records` back to back.
@@ -64,12 +82,13 @@ pub fn found_response(request: &RemotingCommand, records: &[Bytes]) -> RemotingC
         .with_body(body.freeze())
 }
 
-/// The shard whose commit log holds `offset` (log ids are shard indexes), if the offset is
-/// well formed and names a live shard.
-pub fn shard_of_offset(offset: i64, shard_count: usize) -> Option<usize> {
+/// The shard hosting the commit log that holds `offset` (log ids are shard indexes on a
+/// master; a slave's shard `l % shards` hosts log `l`), if the offset is well formed and
+/// names a log the queues belong to.
+pub fn shard_of_offset(broker: &ShardBroker, offset: i64) -> Option<usize> {
     let physical = PhysicalOffset::from_i64(offset)?;
-    let index = usize::from(physical.log_id().get());
-    (index < shard_count).then_some(index)
+    let log = usize::from(physical.log_id().get());
+    broker.host_of_log(log).map(|shard| shard.index())
 }
 
 /// VIEW_MESSAGE_BY_ID on the shard owning the offset's log.
@@ -87,7 +106,10 @@ pub async fn view_local(broker: &ShardBroker, request: &RemotingCommand) -> Remo
             format!("no message at offset {}", header.offset),
         );
     };
-    match broker.store().read_record(physical).await {
+    let store = broker
+        .log_store(physical.log_id().get())
+        .unwrap_or(broker.store());
+    match store.read_record(physical).await {
         Ok(Some(record)) => {
             RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(record)
         }

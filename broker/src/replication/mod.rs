@@ -3,8 +3,9 @@
 //! and `Receiver`); this module runs it over sockets and the store.
 //!
 //! The unit of replication is a shard's log. A master's log `i` streams to the slave's log
-//! `i`, so the slave must run as many shards as the master has logs (a mismatch is refused
-//! at the handshake, naming `--cores`). One connection carries one log:
+//! `i`, which the slave's shard `i % shards` hosts (`hosting`: a slave with fewer shards
+//! hosts several logs, one with more leaves shards idle; the master's log count is learned
+//! from its Welcome and applied at a restart). One connection carries one log:
 //!
 //! - `listener`: shard 0 of a master accepts on `haListenPort`, reads the Hello within a
 //!   deadline, refuses a stranger (a Close frame and nothing else), and hands the socket to
@@ -13,9 +14,10 @@
 //! - `sender`: the owning shard answers the Hello (the divergence rule), then streams its
 //!   durable log, sends heartbeats, and checks each Ack (one beyond what was sent closes
 //!   the stream); the slave's progress is published in [`ReplicationState`].
-//! - `receiver`: each slave shard connects to the master's HA address, says where its log
-//!   is, carries out the answer, appends what arrives, and acks written and durable
-//!   positions; a dropped link is retried with bounded backoff.
+//! - `hosting`: the master's log count a slave keeps, and which shard hosts which log.
+//! - `receiver`: for each log a slave shard hosts, connects to the master's HA address,
+//!   says where the log is, carries out the answer, appends what arrives, and acks written
+//!   and durable positions; a dropped link is retried with bounded backoff.
 //! - `epochs`: each log's epoch history, persisted next to the log. A master begins a new
 //!   epoch at every start.
 //! - `sync_master`: a SYNC_MASTER's sends wait for a slave Ack (or answer at once that no
@@ -28,6 +30,7 @@
 //! backoff) and no task blocks its shard.
 
 pub mod epochs;
+pub mod hosting;
 pub mod link;
 pub mod listener;
 pub mod metadata_sync;
@@ -141,7 +144,12 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
     });
     let config = broker.config.snapshot();
     if !config.broker_role.is_master() {
-        receiver::spawn(broker, state.tasks(), state.stop());
+        let own = (broker.shard.index() < broker.queue_logs()).then(|| broker.own_log());
+        for log in own.into_iter().chain(broker.hosted_logs().iter().cloned()) {
+            log.replication
+                .set_store_root(log.store.config().root.clone());
+            receiver::spawn(broker, log, state.tasks(), state.stop());
+        }
         metadata_sync::spawn(broker, state.tasks(), state.stop());
         return Ok(());
     }

@@ -1,5 +1,5 @@
-//! A slave's receiver: one task per shard, following the master's log with this shard's
-//! log id over its own connection.
+//! A slave's receiver: one task per log a shard hosts (see `hosting`), following the
+//! master's log of the same id over its own connection.
 //!
 //! Each session: connect to the master's HA address (`haMasterAddress`, else the
 //! `haServerAddr` the name server returned to REGISTER_BROKER), send a Hello built from the
@@ -16,8 +16,9 @@
 //! retained segment, so the master's next answer (a full copy from there) needs nothing
 //! more and the copy streams in.
 //! Answers that no retry can change (another cluster or broker name, a refused broker id, a
-//! store format or shard count that differs, a master older than this log) stop the log's
-//! replication with an error naming the fix.
+//! store format that differs, a master older than this log) stop the log's replication with
+//! an error naming the fix. A master with another log count than this slave hosts is
+//! recorded (`hosting`) and the error says a restart hosts its logs.
 
 use std::cell::RefCell;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -37,7 +38,7 @@ use thiserror::Error;
 use super::epochs::{self, EpochFileError, LogEpochs};
 use super::link::{self, FrameReader, LinkError};
 use super::{highest, store_format, FollowState};
-use crate::shard::ShardBroker;
+use crate::shard::{HostedLog, ShardBroker};
 
 /// First pause before reconnecting.
 pub const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -99,33 +100,34 @@ enum Ended {
     Stopped,
 }
 
-/// Starts following this shard's log.
-pub fn spawn(broker: &Rc<ShardBroker>, tasks: &Gate, stop: &StopSignal) {
-    let following = follow(broker.clone(), stop.clone());
+/// Starts following `log`, one this shard hosts.
+pub fn spawn(broker: &Rc<ShardBroker>, log: HostedLog, tasks: &Gate, stop: &StopSignal) {
+    let log_id = log.replication.log_id;
+    let following = follow(broker.clone(), log, stop.clone());
     if tasks
         .spawn("ha-receiver", TaskClass::Replication, following)
         .is_err()
     {
         log::warn!(
-            "{}: replication is stopping: the receiver does not start",
+            "{}: replication is stopping: the receiver of log {log_id} does not start",
             broker.shard
         );
     }
 }
 
-async fn follow(broker: Rc<ShardBroker>, stop: StopSignal) {
-    let log_id = broker.replication.log_id;
-    let mut kept = match prepare(&broker).await {
+async fn follow(broker: Rc<ShardBroker>, log: HostedLog, stop: StopSignal) {
+    let log_id = log.replication.log_id;
+    let mut kept = match prepare(&log).await {
         Ok(kept) => kept,
-        Err(error) => return stop_for_good(&broker, &error.to_string()),
+        Err(error) => return stop_for_good(&log, &error.to_string()),
     };
     let mut backoff = BACKOFF_MIN;
     while !stop.is_triggered() {
-        let outcome = session(&broker, &mut kept, &stop).await;
-        let was_following = std::mem::take(&mut broker.replication.follow.borrow_mut().connected);
+        let outcome = session(&broker, &log, &mut kept, &stop).await;
+        let was_following = std::mem::take(&mut log.replication.follow.borrow_mut().connected);
         match outcome {
             Ok(Ended::Stopped) => return,
-            Err(ReceiveError::Fatal(reason)) => return stop_for_good(&broker, &reason),
+            Err(ReceiveError::Fatal(reason)) => return stop_for_good(&log, &reason),
             Err(error @ ReceiveError::NoMaster) => log::debug!("log {log_id}: {error}"),
             Err(error) => {
                 log::warn!("log {log_id}: replication interrupted: {error}");
@@ -142,17 +144,17 @@ async fn follow(broker: Rc<ShardBroker>, stop: StopSignal) {
 
 /// Loads the epoch file and settles a truncation applied at open (the runtime opened the
 /// store with `truncate_log_to`).
-async fn prepare(broker: &ShardBroker) -> Result<LogEpochs, ReceiveError> {
-    let path = super::epochs_path(&broker.replication);
+async fn prepare(log: &HostedLog) -> Result<LogEpochs, ReceiveError> {
+    let path = super::epochs_path(&log.replication);
     let load_path = path.clone();
     let mut kept = run_blocking(move || epochs::load(&load_path)).await?;
     if let Some(to) = kept.pending_truncate {
-        let written = broker.store.written_position();
+        let written = log.store.written_position();
         if written > to {
             return Err(ReceiveError::Fatal(format!(
                 "log {} still ends at {written}, past the truncation to {to} its master asked \
                  for; the store did not apply it",
-                broker.replication.log_id
+                log.replication.log_id
             )));
         }
         kept.pending_truncate = None;
@@ -160,16 +162,16 @@ async fn prepare(broker: &ShardBroker) -> Result<LogEpochs, ReceiveError> {
         epochs::store_off_shard(path.clone(), kept.clone()).await?;
         log::info!(
             "log {}: truncated to {written} as its master asked",
-            broker.replication.log_id
+            log.replication.log_id
         );
     }
     if let Some(from) = kept.pending_reset {
-        let store = &broker.store;
+        let store = &log.store;
         if !holds_nothing_from(store, from) {
             return Err(ReceiveError::Fatal(format!(
                 "log {} was to start empty at {from}, as its master asked, but holds {}..{}; \
                  the store did not apply it",
-                broker.replication.log_id,
+                log.replication.log_id,
                 store.min_position(),
                 store.written_position()
             )));
@@ -181,18 +183,18 @@ async fn prepare(broker: &ShardBroker) -> Result<LogEpochs, ReceiveError> {
         epochs::store_off_shard(path, kept.clone()).await?;
         log::info!(
             "log {}: dropped and started empty at {from} to copy its master afresh",
-            broker.replication.log_id
+            log.replication.log_id
         );
     }
     Ok(kept)
 }
 
-fn stop_for_good(broker: &ShardBroker, reason: &str) {
+fn stop_for_good(log: &HostedLog, reason: &str) {
     log::error!(
         "log {}: replication stopped: {reason}",
-        broker.replication.log_id
+        log.replication.log_id
     );
-    broker.replication.follow.borrow_mut().stopped = Some(reason.to_owned());
+    log.replication.follow.borrow_mut().stopped = Some(reason.to_owned());
 }
 
 /// The master's HA address, resolved.
@@ -229,6 +231,7 @@ async fn master_addr(broker: &ShardBroker) -> Result<(String, SocketAddr), Recei
 /// One connection: handshake, then receive until it ends.
 async fn session(
     broker: &ShardBroker,
+    log: &HostedLog,
     kept: &mut LogEpochs,
     stop: &StopSignal,
 ) -> Result<Ended, ReceiveError> {
@@ -241,21 +244,22 @@ async fn session(
         }
     };
     let _ = stream.set_nodelay(true);
-    broker.replication.follow.borrow_mut().master = Some(text);
-    let outcome = handshake_and_receive(broker, &stream, kept, stop).await;
+    log.replication.follow.borrow_mut().master = Some(text);
+    let outcome = handshake_and_receive(broker, log, &stream, kept, stop).await;
     stream.shutdown();
     outcome
 }
 
 async fn handshake_and_receive(
     broker: &ShardBroker,
+    log: &HostedLog,
     stream: &Stream,
     kept: &mut LogEpochs,
     stop: &StopSignal,
 ) -> Result<Ended, ReceiveError> {
     let config = broker.config.snapshot();
-    let log_id = broker.replication.log_id;
-    let store = &broker.store;
+    let log_id = log.replication.log_id;
+    let store = &log.store;
     let mut receiver = Receiver::new(
         log_id,
         config.commit_log_segment_bytes,
@@ -285,7 +289,7 @@ async fn handshake_and_receive(
             )));
         }
         Ok(Ok(Frame::Welcome(welcome))) => welcome,
-        Ok(Ok(Frame::Close(close))) => return Err(refused_by_master(broker, stream, close)),
+        Ok(Ok(Frame::Close(close))) => return Err(refused_by_master(log, stream, close)),
         Ok(Ok(other)) => {
             return Err(LinkError::Unexpected {
                 peer: stream.peer_addr(),
@@ -295,14 +299,9 @@ async fn handshake_and_receive(
         }
         Ok(Err(error)) => return Err(error.into()),
     };
-    if welcome.master_logs.len() != broker.shard_count {
-        return Err(ReceiveError::Fatal(format!(
-            "the master has {} logs and this slave runs {} shards; a slave follows each \
-             master log with the shard of the same id: start it with --cores {}",
-            welcome.master_logs.len(),
-            broker.shard_count,
-            welcome.master_logs.len()
-        )));
+    let master_logs = welcome.master_logs.len();
+    if master_logs != broker.queue_logs() {
+        return Err(host_at_restart(broker, log, master_logs).await);
     }
     let Some(answer) = welcome.logs.iter().find(|log| log.log_id == log_id) else {
         return Err(LinkError::Unexpected {
@@ -316,17 +315,16 @@ async fn handshake_and_receive(
         .map_err(|error| ReceiveError::closed(&error.close()))?;
     match instruction {
         Instruction::Continue { .. } => {}
-        Instruction::Truncate { to } => return Err(truncate_at_restart(broker, kept, to).await),
+        Instruction::Truncate { to } => return Err(truncate_at_restart(log, kept, to).await),
         Instruction::Reset { from: 0 } => {
-            return Err(truncate_at_restart(broker, kept, 0).await);
+            return Err(truncate_at_restart(log, kept, 0).await);
         }
         // Reset at open to start here: the copy begins.
         Instruction::Reset { from } if holds_nothing_from(store, from) => {}
-        Instruction::Reset { from } => return Err(reset_at_restart(broker, kept, from).await),
+        Instruction::Reset { from } => return Err(reset_at_restart(log, kept, from).await),
         Instruction::Stop(LogRefusal::UnknownLog) => {
             return Err(ReceiveError::Fatal(format!(
-                "the master has no log {log_id}: start the slave with --cores {}",
-                welcome.master_logs.len()
+                "the master has no log {log_id} though it lists {master_logs} logs"
             )));
         }
         Instruction::Stop(refusal @ LogRefusal::SlaveNewerEpoch { .. }) => {
@@ -338,17 +336,17 @@ async fn handshake_and_receive(
     }
     kept.history = receiver.epochs().clone();
     kept.highest_seen = highest(receiver.epochs(), receiver.highest_epoch_seen());
-    epochs::store_off_shard(super::epochs_path(&broker.replication), kept.clone()).await?;
+    epochs::store_off_shard(super::epochs_path(&log.replication), kept.clone()).await?;
     log::info!(
         "log {log_id}: following {} from {}",
         stream.peer_addr(),
         receiver.written()
     );
-    publish(broker, &receiver, true);
+    publish(log, &receiver, true);
     let receiver = RefCell::new(receiver);
     let appended = Notify::default();
-    let receiving = receive(broker, &mut reader, &receiver, kept, &appended, stop);
-    let acking = ack(broker, stream, &receiver, &appended);
+    let receiving = receive(broker, log, &mut reader, &receiver, kept, &appended, stop);
+    let acking = ack(broker, log, stream, &receiver, &appended);
     let ended = match race(receiving, acking).await {
         Either::Left(received) => received,
         Either::Right(acked) => acked.map(|()| Ended::Stopped),
@@ -368,7 +366,7 @@ async fn handshake_and_receive(
 
 /// The master refused the Hello: a configuration problem is for good, anything else is
 /// retried.
-fn refused_by_master(broker: &ShardBroker, stream: &Stream, close: Close) -> ReceiveError {
+fn refused_by_master(log: &HostedLog, stream: &Stream, close: Close) -> ReceiveError {
     match close.reason {
         CloseReason::WrongCluster
         | CloseReason::WrongBrokerName
@@ -376,7 +374,7 @@ fn refused_by_master(broker: &ShardBroker, stream: &Stream, close: Close) -> Rec
         | CloseReason::FormatMismatch => ReceiveError::Fatal(format!(
             "the master at {} refused this slave of log {}: {:?} {}",
             stream.peer_addr(),
-            broker.replication.log_id,
+            log.replication.log_id,
             close.reason,
             close.detail
         )),
@@ -385,18 +383,49 @@ fn refused_by_master(broker: &ShardBroker, stream: &Stream, close: Close) -> Rec
 }
 
 /// Persists a truncation for the next start and stops this log's replication.
-async fn truncate_at_restart(broker: &ShardBroker, kept: &mut LogEpochs, to: u64) -> ReceiveError {
+async fn truncate_at_restart(log: &HostedLog, kept: &mut LogEpochs, to: u64) -> ReceiveError {
     kept.pending_truncate = Some(to);
     kept.pending_reset = None;
     if let Err(error) =
-        epochs::store_off_shard(super::epochs_path(&broker.replication), kept.clone()).await
+        epochs::store_off_shard(super::epochs_path(&log.replication), kept.clone()).await
     {
         return error.into();
     }
     ReceiveError::Fatal(format!(
         "log {} holds bytes from {to} on that its master does not (a diverged log): restart \
          the slave to truncate it there, then it follows again",
-        broker.replication.log_id
+        log.replication.log_id
+    ))
+}
+
+/// The master has `master_logs` logs and this slave hosts another count: log 0's receiver
+/// records the master's count for the next start (every hosted log hears the same count; one
+/// writer is enough), and this log's replication stops asking for a restart, which hosts
+/// every master log (see `hosting`).
+async fn host_at_restart(
+    broker: &ShardBroker,
+    log: &HostedLog,
+    master_logs: usize,
+) -> ReceiveError {
+    if !(1..=super::hosting::LOGS_MAX).contains(&master_logs) {
+        return ReceiveError::Fatal(format!(
+            "the master lists {master_logs} logs; a master has 1 to {}",
+            super::hosting::LOGS_MAX
+        ));
+    }
+    if log.replication.log_id == 0 {
+        let root = broker.config.load().store_root.clone();
+        let recorded = run_blocking(move || super::hosting::record_master_logs(&root, master_logs));
+        if let Err(error) = recorded.await {
+            return ReceiveError::Fatal(format!("cannot record the master's log count: {error}"));
+        }
+    }
+    ReceiveError::Fatal(format!(
+        "the master has {master_logs} logs and this slave hosts {} on {} shards: it recorded \
+         the master's count and hosts every master log after a restart (log l on shard l % {})",
+        broker.queue_logs(),
+        broker.shard_count,
+        broker.shard_count
     ))
 }
 
@@ -406,23 +435,23 @@ fn holds_nothing_from(store: &comet_store::Store, from: u64) -> bool {
 }
 
 /// Persists a fresh copy from `from` for the next start and stops this log's replication.
-async fn reset_at_restart(broker: &ShardBroker, kept: &mut LogEpochs, from: u64) -> ReceiveError {
+async fn reset_at_restart(log: &HostedLog, kept: &mut LogEpochs, from: u64) -> ReceiveError {
     kept.pending_reset = Some(from);
     kept.pending_truncate = None;
     if let Err(error) =
-        epochs::store_off_shard(super::epochs_path(&broker.replication), kept.clone()).await
+        epochs::store_off_shard(super::epochs_path(&log.replication), kept.clone()).await
     {
         return error.into();
     }
     ReceiveError::Fatal(format!(
         "log {} shares no retained bytes with its master, whose log starts at {from}: \
          restart the slave to drop its log and copy the master's afresh from there",
-        broker.replication.log_id
+        log.replication.log_id
     ))
 }
 
-fn publish(broker: &ShardBroker, receiver: &Receiver, connected: bool) {
-    let mut follow = broker.replication.follow.borrow_mut();
+fn publish(log: &HostedLog, receiver: &Receiver, connected: bool) {
+    let mut follow = log.replication.follow.borrow_mut();
     *follow = FollowState {
         connected,
         master: follow.master.take(),
@@ -436,6 +465,7 @@ fn publish(broker: &ShardBroker, receiver: &Receiver, connected: bool) {
 /// Takes Data and Heartbeat frames until the session ends.
 async fn receive(
     broker: &ShardBroker,
+    log: &HostedLog,
     reader: &mut FrameReader,
     receiver: &RefCell<Receiver>,
     kept: &mut LogEpochs,
@@ -470,10 +500,10 @@ async fn receive(
                     kept.history = receiver.borrow().epochs().clone();
                     kept.highest_seen =
                         highest(&kept.history, receiver.borrow().highest_epoch_seen());
-                    let path = super::epochs_path(&broker.replication);
+                    let path = super::epochs_path(&log.replication);
                     epochs::store_off_shard(path, kept.clone()).await?;
                 }
-                let end = broker
+                let end = log
                     .store
                     .append_replicated(append.position, &append.bytes)
                     .await?;
@@ -496,7 +526,7 @@ async fn receive(
                 let after = receiver.borrow().highest_epoch_seen();
                 if after > before {
                     kept.highest_seen = highest(&kept.history, after);
-                    let path = super::epochs_path(&broker.replication);
+                    let path = super::epochs_path(&log.replication);
                     epochs::store_off_shard(path, kept.clone()).await?;
                 }
                 appended.notify();
@@ -515,7 +545,7 @@ async fn receive(
                 )));
             }
         }
-        publish(broker, &receiver.borrow(), true);
+        publish(log, &receiver.borrow(), true);
     }
 }
 
@@ -523,6 +553,7 @@ async fn receive(
 /// least every `haSendHeartbeatInterval`.
 async fn ack(
     broker: &ShardBroker,
+    log: &HostedLog,
     stream: &Stream,
     receiver: &RefCell<Receiver>,
     appended: &Notify,
@@ -530,7 +561,7 @@ async fn ack(
     let config = broker.config.snapshot();
     let interval = config.ha_heartbeat_interval();
     let write_limit = config.ha_slave_timeout();
-    let store = &broker.store;
+    let store = &log.store;
     loop {
         // The receiver counts a frame as written when it accepts it, the store once the
         // append is done: durability is awaited only for what the store holds.
@@ -548,7 +579,7 @@ async fn ack(
                     .borrow_mut()
                     .on_durable(durable)
                     .map_err(|error| ReceiveError::closed(&error.close()))?;
-                publish(broker, &receiver.borrow(), true);
+                publish(log, &receiver.borrow(), true);
             }
         }
         let now = monotonic_now();

@@ -1,0 +1,364 @@
+//! A slave whose shard count differs from its master's log count, on loopback: a name
+//! server in this process, a master and a slave as broker processes. The slave hosts every
+//! master log (log `l` on shard `l % shards`) once it learned the master's count, which its
+//! first start records and a restart applies (see
+//! `docs/architecture.md#slave-and-master-shard-counts`).
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use comet_proto::message::{decode_records, MessageExt};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_test_support::{
+    free_port, poll_until, wait_for_port, wait_for_port_closed, ChildGuard, LOOPBACK,
+    TEST_COMMIT_LOG_FILE_BYTES,
+};
+use common::{create_topic, pull_request, send_request, Client, TempDir};
+
+/// How long replication, registration and the metadata copy may take to show an effect.
+const CONVERGE_LIMIT: Duration = Duration::from_secs(40);
+/// Queues of the test topic: enough that every log of a 2-shard master holds some.
+const QUEUES: i32 = 6;
+const TOPIC: &str = "ReplHosted";
+
+/// A broker process registered with the test's name server; killed on drop.
+struct Node {
+    guard: Option<ChildGuard>,
+    store: PathBuf,
+    addr: SocketAddr,
+    namesrv: String,
+    cores: usize,
+    /// Role and HA settings, as `-o` pairs.
+    options: Vec<String>,
+    /// Where its standard error goes.
+    log: PathBuf,
+}
+
+impl Node {
+    fn start(dir: &Path, namesrv: &str, cores: usize, options: Vec<String>) -> Node {
+        let mut node = Node {
+            guard: None,
+            store: dir.join("store"),
+            addr: SocketAddr::new(LOOPBACK.into(), free_port()),
+            namesrv: namesrv.to_owned(),
+            cores,
+            options,
+            log: dir.join("broker.log"),
+        };
+        node.spawn();
+        node
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_comet-broker"));
+        command
+            .args(["--no-pin", "--cores", &self.cores.to_string()])
+            .args(["--bind-address", "127.0.0.1"])
+            .args(["--listen-port", &self.addr.port().to_string()])
+            .args(["--namesrv", &self.namesrv])
+            .arg("--store")
+            .arg(&self.store)
+            .args(["--flush", "SYNC_FLUSH"])
+            .args([
+                "-o",
+                &format!("mappedFileSizeCommitLog={TEST_COMMIT_LOG_FILE_BYTES}"),
+            ])
+            .args(["-o", "haSendHeartbeatInterval=500"])
+            // A build machine's disk may be past the default hard mark (90%) with compiler
+            // output; these few messages need no such guard.
+            .args(["-o", "diskSpaceWarningLevelRatio=99"])
+            .args(
+                self.options
+                    .iter()
+                    .flat_map(|option| ["-o", option.as_str()]),
+            )
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log));
+        self.guard = Some(ChildGuard::spawn("a broker", &mut command));
+        wait_for_port(self.addr, Duration::from_secs(60));
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    fn stop(&mut self) {
+        let mut guard = self.guard.take().expect("running");
+        let pid = libc::pid_t::try_from(guard.child().id()).unwrap();
+        // SAFETY: kill(2) of a child this test spawned and has not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = guard.wait_for_exit("a broker", Duration::from_secs(30));
+        assert!(status.success(), "{status}: {}", self.log_text());
+        wait_for_port_closed(self.addr, Duration::from_secs(15));
+    }
+
+    fn client(&self) -> Client {
+        Client::connect(self.addr)
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+fn master_options(ha_port: u16) -> Vec<String> {
+    vec![
+        "brokerRole=ASYNC_MASTER".to_owned(),
+        "brokerId=0".to_owned(),
+        format!("haListenPort={ha_port}"),
+    ]
+}
+
+fn slave_options(master_ha_port: u16) -> Vec<String> {
+    vec![
+        "brokerRole=SLAVE".to_owned(),
+        "brokerId=1".to_owned(),
+        format!("haMasterAddress=127.0.0.1:{master_ha_port}"),
+    ]
+}
+
+/// Sends `count` messages round robin over the queues, numbered from `first`.
+fn send_messages(client: &mut Client, first: usize, count: usize) {
+    for index in first..first + count {
+        let queue = i32::try_from(index).unwrap() % QUEUES;
+        let body = format!("message {index}");
+        let response = client.call(send_request(TOPIC, queue, body.as_bytes(), None, None));
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            response.remark
+        );
+    }
+}
+
+/// Every message of `queue` a broker serves, from offset 0 on.
+fn pull_queue(client: &mut Client, queue: i32) -> Vec<MessageExt> {
+    let mut messages = Vec::new();
+    let mut offset = 0;
+    loop {
+        let response = client.call(pull_request("hosted_cg", TOPIC, queue, offset, 32, 0));
+        if response.response_code() != ResponseCode::SUCCESS {
+            return messages;
+        }
+        let batch = decode_records(response.body.clone());
+        let Some(last) = batch.last() else {
+            return messages;
+        };
+        offset = last.queue_offset + 1;
+        messages.extend(batch);
+    }
+}
+
+/// What identifies a stored message: queue offset, physical offset, msgId, body.
+type Stored = (i64, i64, String, Vec<u8>);
+
+fn stored(messages: &[MessageExt]) -> Vec<Stored> {
+    messages
+        .iter()
+        .map(|message| {
+            (
+                message.queue_offset,
+                message.commit_log_offset,
+                message.msg_id.clone(),
+                message.body.to_vec(),
+            )
+        })
+        .collect()
+}
+
+fn pull_topic(client: &mut Client) -> Vec<Vec<Stored>> {
+    (0..QUEUES)
+        .map(|queue| stored(&pull_queue(client, queue)))
+        .collect()
+}
+
+/// The log id of a physical offset (bits 62..56).
+fn log_of(physical: i64) -> i64 {
+    physical >> 56
+}
+
+/// Waits until `slave` serves exactly what `master` does for every queue of the topic, and
+/// checks that is `expected` messages, dense from offset 0 in every queue, in `logs` logs.
+fn wait_for_same_queues(master: &mut Client, slave: &mut Client, expected: usize, logs: i64) {
+    let on_master = pull_topic(master);
+    let held: usize = on_master.iter().map(Vec::len).sum();
+    assert_eq!(held, expected, "the master holds what was sent");
+    let used: BTreeSet<i64> = on_master
+        .iter()
+        .flatten()
+        .map(|(_, physical, _, _)| log_of(*physical))
+        .collect();
+    assert_eq!(
+        used,
+        (0..logs).collect(),
+        "the topic's queues span every log"
+    );
+    let mut on_slave = Vec::new();
+    let same = poll_until(CONVERGE_LIMIT, || {
+        on_slave = pull_topic(slave);
+        on_slave == on_master
+    });
+    for (queue, messages) in on_slave.iter().enumerate() {
+        let offsets: Vec<i64> = messages.iter().map(|stored| stored.0).collect();
+        let dense: Vec<i64> = (0..i64::try_from(offsets.len()).unwrap()).collect();
+        assert_eq!(offsets, dense, "queue {queue}: no gap, no duplicate");
+    }
+    assert!(
+        same,
+        "the slave serves the master's queues: same offsets, physical offsets, ids, bodies"
+    );
+}
+
+/// Every message of the topic viewed by its physical offset (VIEW_MESSAGE_BY_ID) is the
+/// same record on both brokers.
+fn assert_views_match(master: &mut Client, slave: &mut Client) {
+    let mut logs = BTreeSet::new();
+    for messages in pull_topic(slave) {
+        for (_, physical, msg_id, _) in messages {
+            let header = comet_proto::headers::ViewMessageRequestHeader {
+                offset: physical,
+                topic: None,
+                broker_name: None,
+            };
+            let view = || {
+                RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID, 0).with_header(&header)
+            };
+            let on_master = master.call_ok(view());
+            let on_slave = slave.call_ok(view());
+            assert_eq!(on_slave.body, on_master.body, "{msg_id}");
+            logs.insert(log_of(physical));
+        }
+    }
+    assert_eq!(logs.len(), 2, "messages of both logs were viewed");
+}
+
+fn topic_known(client: &mut Client) -> bool {
+    let response = client.call(RemotingCommand::request(
+        RequestCode::GET_ALL_TOPIC_CONFIG,
+        0,
+    ));
+    response.response_code() == ResponseCode::SUCCESS
+        && String::from_utf8_lossy(&response.body).contains(&format!("\"{TOPIC}\""))
+}
+
+/// The log ids GET_BROKER_HA_STATUS lists, and whether each is connected to its master.
+fn ha_logs(client: &mut Client) -> Vec<(u64, bool)> {
+    let response = client.call(RemotingCommand::request(
+        RequestCode::GET_BROKER_HA_STATUS,
+        0,
+    ));
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    let body: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
+    body["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|log| {
+            (
+                log["logId"].as_u64().unwrap(),
+                log["connected"].as_bool().unwrap_or(false),
+            )
+        })
+        .collect()
+}
+
+// Proves a 1-core slave of a 2-core master: its first start learns the master's two logs,
+// records them and says a restart hosts them; after the restart it holds every message of
+// both logs with the master's queue offsets, physical offsets and msgIds, serves pulls and
+// views by offset for queues of both logs, follows new sends, and reports both logs. Then
+// the slave is promoted by hand (restarted as a 1-core master): it serves every message it
+// held, the log it hosted included, and appends new sends after them.
+#[test]
+fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
+    let namesrv_dir = TempDir::new("repl-hosted-ns");
+    let mut namesrv_config = comet_nameserver::NamesrvConfig {
+        listen_port: 0,
+        bind_address: "127.0.0.1".parse().unwrap(),
+        kv_config_path: namesrv_dir.path().join("kvConfig.json"),
+        ..comet_nameserver::NamesrvConfig::default()
+    };
+    namesrv_config.listen_port = free_port();
+    let namesrv = comet_nameserver::NameServerThread::spawn(namesrv_config).unwrap();
+    let namesrv_addr = namesrv.addr().to_string();
+    let master_dir = TempDir::new("repl-hosted-master");
+    let slave_dir = TempDir::new("repl-hosted-slave");
+    let master_ha = free_port();
+    let mut master = Node::start(
+        master_dir.path(),
+        &namesrv_addr,
+        2,
+        master_options(master_ha),
+    );
+    let mut master_client = master.client();
+    create_topic(&mut master_client, TOPIC, QUEUES);
+    send_messages(&mut master_client, 0, 30);
+
+    let mut slave = Node::start(slave_dir.path(), &namesrv_addr, 1, slave_options(master_ha));
+    let recorded = slave.store.join("master-logs");
+    let told = poll_until(CONVERGE_LIMIT, || {
+        slave
+            .log_text()
+            .contains("hosts every master log after a restart")
+            && std::fs::read_to_string(&recorded).is_ok_and(|text| text == "logs 2\n")
+    });
+    assert!(told, "{}", slave.log_text());
+    slave.stop();
+    slave.spawn();
+    let mut slave_client = slave.client();
+    let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client));
+    assert!(known, "the slave copies the topic");
+    wait_for_same_queues(&mut master_client, &mut slave_client, 30, 2);
+    assert_views_match(&mut master_client, &mut slave_client);
+    send_messages(&mut master_client, 30, 18);
+    wait_for_same_queues(&mut master_client, &mut slave_client, 48, 2);
+    let connected = poll_until(CONVERGE_LIMIT, || {
+        ha_logs(&mut slave_client) == vec![(0, true), (1, true)]
+    });
+    assert!(connected, "{:?}", ha_logs(&mut slave_client));
+
+    // Promotion by hand: the master goes, the slave comes back as a 1-core master.
+    let held = pull_topic(&mut slave_client);
+    drop(master_client);
+    master.stop();
+    drop(slave_client);
+    slave.stop();
+    slave.options = master_options(free_port());
+    slave.spawn();
+    let mut promoted = slave.client();
+    assert_eq!(
+        pull_topic(&mut promoted),
+        held,
+        "the promoted slave serves what it held"
+    );
+    send_messages(&mut promoted, 48, QUEUES as usize);
+    let after = pull_topic(&mut promoted);
+    for (queue, (before, now)) in held.iter().zip(&after).enumerate() {
+        assert_eq!(
+            &now[..before.len()],
+            &before[..],
+            "queue {queue} keeps its messages"
+        );
+        let added: Vec<i64> = now[before.len()..].iter().map(|stored| stored.0).collect();
+        assert_eq!(
+            added,
+            vec![i64::try_from(before.len()).unwrap()],
+            "queue {queue}"
+        );
+    }
+    drop(promoted);
+    drop(slave);
+    drop(master);
+    namesrv.stop();
+}
