@@ -506,38 +506,6 @@ fn master_streams_its_logs_to_a_slave() {
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplB", 12);
 }
 
-// Proves a slave whose shard count differs from the master's log count is refused at the
-// handshake with an error naming the --cores to use, and replicates nothing.
-#[test]
-fn a_slave_with_another_shard_count_is_told_the_cores() {
-    let master_dir = TempDir::new("repl-cores-master");
-    let slave_dir = TempDir::new("repl-cores-slave");
-    let master = start_master(master_dir.path());
-    let mut master_client = master.client();
-    create_topic(&mut master_client, "ReplCores", QUEUES);
-    send_messages(&mut master_client, "ReplCores", 0, 8);
-    let log = slave_dir.path().join("slave.log");
-    let slave_store = slave_dir.path().join("store");
-    let slave = Node::start_with(
-        &slave_store,
-        &master.namesrv(),
-        1,
-        slave_options(),
-        Some(&log),
-    );
-    let told = poll_until(CONVERGE_LIMIT, || {
-        std::fs::read_to_string(&log).is_ok_and(|text| text.contains("--cores 2"))
-    });
-    assert!(
-        told,
-        "{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    let mut slave_client = slave.client();
-    let pulled = pull_all(&mut slave_client, "ReplCores", 0);
-    assert!(pulled.is_empty(), "a refused slave holds nothing");
-}
-
 // Proves a hand-made failover with a diverged log: the slave is promoted (restarted as
 // master with brokerId 0, a new epoch) while the old master holds messages the slave never
 // got; the old master restarted as a slave is told to truncate, stops with an error saying
