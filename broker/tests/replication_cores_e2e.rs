@@ -222,8 +222,8 @@ fn wait_for_same_queues(master: &mut Client, slave: &mut Client, expected: usize
 }
 
 /// Every message of the topic viewed by its physical offset (VIEW_MESSAGE_BY_ID) is the
-/// same record on both brokers.
-fn assert_views_match(master: &mut Client, slave: &mut Client) {
+/// same record on both brokers; the messages lie in `logs_expected` logs.
+fn assert_views_match(master: &mut Client, slave: &mut Client, logs_expected: usize) {
     let mut logs = BTreeSet::new();
     for messages in pull_topic(slave) {
         for (_, physical, msg_id, _) in messages {
@@ -241,7 +241,11 @@ fn assert_views_match(master: &mut Client, slave: &mut Client) {
             logs.insert(log_of(physical));
         }
     }
-    assert_eq!(logs.len(), 2, "messages of both logs were viewed");
+    assert_eq!(
+        logs.len(),
+        logs_expected,
+        "messages of every log were viewed"
+    );
 }
 
 fn topic_known(client: &mut Client) -> bool {
@@ -274,6 +278,35 @@ fn ha_logs(client: &mut Client) -> Vec<(u64, bool)> {
         .collect()
 }
 
+/// A name server on a free loopback port, in this process.
+fn start_namesrv(dir: &Path) -> comet_nameserver::NameServerThread {
+    let config = comet_nameserver::NamesrvConfig {
+        listen_port: free_port(),
+        bind_address: "127.0.0.1".parse().unwrap(),
+        kv_config_path: dir.join("kvConfig.json"),
+        ..comet_nameserver::NamesrvConfig::default()
+    };
+    comet_nameserver::NameServerThread::spawn(config).unwrap()
+}
+
+/// Starts a slave of the master at `master_ha`, waits for its first start to record the
+/// master's `logs` and ask for a restart, and restarts it.
+fn start_slave(dir: &Path, namesrv: &str, cores: usize, master_ha: u16, logs: usize) -> Node {
+    let mut slave = Node::start(dir, namesrv, cores, slave_options(master_ha));
+    let recorded = slave.store.join("master-logs");
+    let expected = format!("logs {logs}\n");
+    let told = poll_until(CONVERGE_LIMIT, || {
+        slave
+            .log_text()
+            .contains("hosts every master log after a restart")
+            && std::fs::read_to_string(&recorded).is_ok_and(|text| text == expected)
+    });
+    assert!(told, "{}", slave.log_text());
+    slave.stop();
+    slave.spawn();
+    slave
+}
+
 // Proves a 1-core slave of a 2-core master: its first start learns the master's two logs,
 // records them and says a restart hosts them; after the restart it holds every message of
 // both logs with the master's queue offsets, physical offsets and msgIds, serves pulls and
@@ -283,14 +316,7 @@ fn ha_logs(client: &mut Client) -> Vec<(u64, bool)> {
 #[test]
 fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
     let namesrv_dir = TempDir::new("repl-hosted-ns");
-    let mut namesrv_config = comet_nameserver::NamesrvConfig {
-        listen_port: 0,
-        bind_address: "127.0.0.1".parse().unwrap(),
-        kv_config_path: namesrv_dir.path().join("kvConfig.json"),
-        ..comet_nameserver::NamesrvConfig::default()
-    };
-    namesrv_config.listen_port = free_port();
-    let namesrv = comet_nameserver::NameServerThread::spawn(namesrv_config).unwrap();
+    let namesrv = start_namesrv(namesrv_dir.path());
     let namesrv_addr = namesrv.addr().to_string();
     let master_dir = TempDir::new("repl-hosted-master");
     let slave_dir = TempDir::new("repl-hosted-slave");
@@ -305,22 +331,12 @@ fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
     create_topic(&mut master_client, TOPIC, QUEUES);
     send_messages(&mut master_client, 0, 30);
 
-    let mut slave = Node::start(slave_dir.path(), &namesrv_addr, 1, slave_options(master_ha));
-    let recorded = slave.store.join("master-logs");
-    let told = poll_until(CONVERGE_LIMIT, || {
-        slave
-            .log_text()
-            .contains("hosts every master log after a restart")
-            && std::fs::read_to_string(&recorded).is_ok_and(|text| text == "logs 2\n")
-    });
-    assert!(told, "{}", slave.log_text());
-    slave.stop();
-    slave.spawn();
+    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
     let mut slave_client = slave.client();
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client));
     assert!(known, "the slave copies the topic");
     wait_for_same_queues(&mut master_client, &mut slave_client, 30, 2);
-    assert_views_match(&mut master_client, &mut slave_client);
+    assert_views_match(&mut master_client, &mut slave_client, 2);
     send_messages(&mut master_client, 30, 18);
     wait_for_same_queues(&mut master_client, &mut slave_client, 48, 2);
     let connected = poll_until(CONVERGE_LIMIT, || {
@@ -359,6 +375,45 @@ fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
     }
     drop(promoted);
     drop(slave);
+    drop(master);
+    namesrv.stop();
+}
+
+// Proves the reverse case, a 2-core slave of a 1-core master: after the restart its first
+// start asks for, shard 0 hosts the master's only log and shard 1 hosts none; the slave
+// serves every message with the master's offsets and reports the one log, connected.
+#[test]
+fn a_two_core_slave_of_a_one_core_master_leaves_a_shard_idle() {
+    let namesrv_dir = TempDir::new("repl-idle-ns");
+    let namesrv = start_namesrv(namesrv_dir.path());
+    let namesrv_addr = namesrv.addr().to_string();
+    let master_dir = TempDir::new("repl-idle-master");
+    let slave_dir = TempDir::new("repl-idle-slave");
+    let master_ha = free_port();
+    let master = Node::start(
+        master_dir.path(),
+        &namesrv_addr,
+        1,
+        master_options(master_ha),
+    );
+    let mut master_client = master.client();
+    create_topic(&mut master_client, TOPIC, QUEUES);
+    send_messages(&mut master_client, 0, 24);
+    let slave = start_slave(slave_dir.path(), &namesrv_addr, 2, master_ha, 1);
+    let mut slave_client = slave.client();
+    let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client));
+    assert!(known, "the slave copies the topic");
+    wait_for_same_queues(&mut master_client, &mut slave_client, 24, 1);
+    assert_views_match(&mut master_client, &mut slave_client, 1);
+    send_messages(&mut master_client, 24, 12);
+    wait_for_same_queues(&mut master_client, &mut slave_client, 36, 1);
+    let connected = poll_until(CONVERGE_LIMIT, || {
+        ha_logs(&mut slave_client) == vec![(0, true)]
+    });
+    assert!(connected, "{:?}", ha_logs(&mut slave_client));
+    drop(slave_client);
+    drop(slave);
+    drop(master_client);
     drop(master);
     namesrv.stop();
 }
