@@ -7,7 +7,11 @@
 #     mqadmin tool, the Go client, the C++ clients 1.x (PyPI) and 3.0 (npm), the
 #     pure-JavaScript ali-ons (npm) and the Rust rocketmq-client-rust 1.0 (Rust registry)
 #     against a release-built standalone Comet broker on 127.0.0.1:9876 (name server) and
-#     127.0.0.1:10911 (broker), started and stopped by tests/compat/run.sh. The Rust
+#     127.0.0.1:10911 (broker), started and stopped by tests/compat/run.sh; with them the
+#     ACL suites (Java clients signing, against a second Comet broker with aclEnable=true)
+#     and the master-and-slave suite (Java clients 5.x and 4.9.x and mqadmin against a
+#     SYNC_MASTER and its slave, then the slave alone with the master stopped; its own name
+#     server and pair on free loopback ports, tests/compat/ha/run.sh). The Rust
 #     client's scenarios build once per machine into a per-user cache
 #     (${XDG_CACHE_HOME:-$HOME/.cache}/comet/compat-rust-target, COMPAT_RUST_TARGET_DIR
 #     moves it); that build runs before the broker starts, so its time is not a suite's;
@@ -37,7 +41,8 @@ if [[ "${COMET_DROP_DEBUG_BUILD:-0}" == 1 ]]; then
 fi
 
 echo "== compatibility suites against Comet"
-cargo build --release -p comet-broker
+# The master-and-slave suite also runs the name server binary and comet-admin.
+cargo build --release -p comet-broker -p comet-nameserver -p comet-tools
 echo "== Rust client scenarios: build (cached per user; the first build is long)"
 bash tests/compat/rust/run.sh --build-only
 if ! bash tests/compat/run.sh --against comet; then

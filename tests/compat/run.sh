@@ -4,7 +4,7 @@
 #   run.sh --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911]   a broker already running
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
-#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4]
+#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4,ha]
 #           [--keep-logs] [--acl-namesrv HOST:PORT]
 #   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm;
 #   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
@@ -15,6 +15,10 @@
 #   Comet broker is started so (own name server and broker ports, free ones picked at start),
 #   leaving the first, open broker to the other suites; otherwise give --acl-namesrv. They are
 #   in the default suite list with --against comet only.
+#   ha (Java clients 5.x and 4.9.x and mqadmin against a Comet SYNC_MASTER and its slave, then
+#   the slave alone, see ha/run.sh) starts its own name server, master and slave from
+#   target/release (comet-nameserver, comet-broker, comet-admin) on free loopback ports. It
+#   is in the default suite list with --against comet only, and refused with --against apache.
 #
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
 # --against starts the broker bound to 127.0.0.1 only (name server :9876, broker :10911) in a
@@ -55,14 +59,17 @@ while (($#)); do
     --suites) SUITES="$2"; SUITES_GIVEN=1; shift 2 ;;
     --acl-namesrv) ACL_NAMESRV="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
 if [[ -n "$AGAINST" && -n "$NAMESRV" ]]; then die "give --namesrv or --against, not both" 2; fi
 if [[ -z "$AGAINST" && -z "$NAMESRV" ]]; then die "give --namesrv HOST:PORT or --against apache|comet" 2; fi
 
-if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then SUITES="$SUITES,acl5,acl4"; fi
+if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then SUITES="$SUITES,acl5,acl4,ha"; fi
+if [[ "$AGAINST" == apache && ",$SUITES," == *,ha,* ]]; then
+  die "the ha suite tests Comet's own master and slave; it does not run with --against apache" 2
+fi
 WANT_ACL=0
 [[ ",$SUITES," == *,acl5,* || ",$SUITES," == *,acl4,* ]] && WANT_ACL=1
 if ((WANT_ACL)) && [[ -z "$ACL_NAMESRV" && "$AGAINST" != comet ]]; then
@@ -197,6 +204,7 @@ suite_cmd() {
     reverse) echo "$HERE/reverse/run.sh --namesrv $NAMESRV" ;;
     acl5) echo "$HERE/java/run.sh --client 5 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     acl4) echo "$HERE/java/run.sh --client 4 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
+    ha) echo "$HERE/ha/run.sh --dir $WORK/ha" ;;
     *) return 1 ;;
   esac
 }
@@ -214,6 +222,7 @@ suite_title() {
     reverse) echo "comet-client + comet-bench" ;;
     acl5) echo "Java 5.x signed (plain ACL)" ;;
     acl4) echo "Java 4.9.x signed (plain ACL)" ;;
+    ha) echo "Master and slave (Java, mqadmin)" ;;
   esac
 }
 

@@ -2,11 +2,14 @@
 # Builds (if needed) and runs the Java scenarios against a running name server.
 #
 #   java/run.sh --namesrv 127.0.0.1:9876 [--client 5|4] [--suite clients|admin|acl] [--only a,b]
+#   java/run.sh --namesrv 127.0.0.1:9876 [--client 5|4] --suite ha -- --phase ... (HaSuite's)
 #
 # --suite clients (default): the client scenarios (dev.comet.compat.Main);
 # --suite admin: RocketMQ's admin CLI, mqadmin, with its output checked (AdminSuite);
 # --suite acl: clients signing with AclClientRPCHook (AclSuite), against a broker started with
-# aclEnable=true and the accounts of acl/plain_acl.yml.
+# aclEnable=true and the accounts of acl/plain_acl.yml;
+# --suite ha: one phase of the master-and-slave suite (HaSuite), which ../ha/run.sh drives;
+# the arguments after -- go to HaSuite.
 # --client 5 (default) uses the current 5.x rocketmq-client, --client 4 the last 4.9.x
 # (Maven profile rocketmq4). Prints PASS/FAIL per scenario and "N passed, N failed";
 # exits non-zero when any scenario fails. Client logs go to a temporary folder that is
@@ -23,6 +26,7 @@ while (($#)); do
     --client) CLIENT="$2"; shift 2 ;;
     --suite) SUITE="$2"; shift 2 ;;
     --only|--scenario-timeout-s) ARGS+=("$1" "$2"); shift 2 ;;
+    --) shift; ARGS+=("$@"); break ;;
     *) echo "java/run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -36,7 +40,8 @@ case "$SUITE" in
   clients) MAIN=dev.comet.compat.Main ;;
   admin) MAIN=dev.comet.compat.AdminSuite; ((${#ARGS[@]} == 0)) || { echo "java/run.sh: --only is for the clients suite" >&2; exit 2; } ;;
   acl) MAIN=dev.comet.compat.AclSuite; ((${#ARGS[@]} == 0)) || { echo "java/run.sh: --only is for the clients suite" >&2; exit 2; } ;;
-  *) echo "java/run.sh: --suite must be clients, admin or acl" >&2; exit 2 ;;
+  ha) MAIN=dev.comet.compat.HaSuite ;;
+  *) echo "java/run.sh: --suite must be clients, admin, acl or ha" >&2; exit 2 ;;
 esac
 command -v mvn >/dev/null || { echo "java/run.sh: Maven (mvn) is required" >&2; exit 1; }
 command -v java >/dev/null || { echo "java/run.sh: java (17) is required" >&2; exit 1; }

@@ -67,6 +67,14 @@ public final class AdminSuite {
 
   /** Output of {@code mqadmin cmd args... -n namesrv}. */
   private String mqadmin(String... args) {
+    return runMqadmin(namesrv, args);
+  }
+
+  /**
+   * Output of {@code mqadmin cmd args... -n namesrv}: the CLI's standard output and error,
+   * captured while it runs in this JVM.
+   */
+  static String runMqadmin(String namesrv, String... args) {
     String[] full = new String[args.length + 2];
     System.arraycopy(args, 0, full, 0, args.length);
     full[args.length] = "-n";
@@ -100,7 +108,7 @@ public final class AdminSuite {
   }
 
   /** A short view of a command's output: its "Caused by" line if it failed, else its start. */
-  private static String firstLines(String out) {
+  static String firstLines(String out) {
     String cause = out.lines().filter(l -> l.startsWith("Caused by:")).reduce((a, b) -> b)
         .orElse(null);
     String flat = cause != null ? cause : out.strip().replace('\n', '|');
