@@ -5,10 +5,11 @@
 //! agree on both. This crate holds everything about that stream that needs no socket, file
 //! or clock: the frames ([`wire`]), epoch histories and the divergence rule ([`epoch`]), the
 //! master's per-log sender ([`master`]), the slave's per-log receiver ([`slave`]), the
-//! SYNC_MASTER waiters and confirm position ([`sync_wait`]), and the record framing a Data
-//! frame must respect ([`records`]). Time comes in as arguments (`Instant`), so a simulator
-//! or a test can drive both ends in memory; the crate's README shows the frame layout, the
-//! handshake and the invariants.
+//! SYNC_MASTER waiters and confirm position ([`sync_wait`]), the record framing a Data
+//! frame must respect ([`records`]), and the broker's side of the RocketMQ 5 controller
+//! protocol that decides who is master ([`controller`]). Time comes in as arguments
+//! (`Instant`), so a simulator or a test can drive both ends in memory; the crate's README
+//! shows the frame layout, the handshake and the invariants.
 //!
 //! Driving it from a per-log task:
 //!
@@ -27,6 +28,7 @@
 //! Any error of a state machine closes the stream with [`wire::Close`]; the slave then
 //! reconnects and the handshake decides again where to resume.
 
+pub mod controller;
 pub mod epoch;
 pub mod limits;
 pub mod master;
