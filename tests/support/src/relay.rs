@@ -16,6 +16,7 @@
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -52,6 +53,8 @@ struct Shared {
     changed: Condvar,
     /// Both sockets of each open connection, by connection id (for sever and drop).
     sockets: Mutex<HashMap<u64, Vec<TcpStream>>>,
+    /// Connections accepted so far.
+    accepted: AtomicU64,
     /// Connection threads, joined at drop (finished ones are reaped as new ones start).
     connections: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -144,6 +147,7 @@ impl Relay {
             }),
             changed: Condvar::new(),
             sockets: Mutex::new(HashMap::new()),
+            accepted: AtomicU64::new(0),
             connections: Mutex::new(Vec::new()),
         });
         let accepting = Arc::clone(&shared);
@@ -199,6 +203,12 @@ impl Relay {
         }
     }
 
+    /// Connections accepted since the start (the same count after a heal: the connections
+    /// cut carried on, none replaced them).
+    pub fn connections_accepted(&self) -> u64 {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
     /// Connections relayed to the target now (accepted during a cut and not yet connected
     /// onward ones not counted).
     pub fn open_connections(&self) -> usize {
@@ -241,6 +251,7 @@ fn accept_loop(listener: &TcpListener, shared: &Arc<Shared>) {
         };
         let id = next_id;
         next_id += 1;
+        shared.accepted.fetch_add(1, Ordering::SeqCst);
         let generation = lock(&shared.gate).generation;
         let relaying = Arc::clone(shared);
         let spawned = std::thread::Builder::new()
@@ -343,7 +354,7 @@ fn pump(shared: &Shared, generation: u64, mut from: TcpStream, mut to: TcpStream
 mod tests {
     use super::*;
     use crate::wait_until;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::AtomicUsize;
 
     const LIMIT: Duration = Duration::from_secs(10);
 
@@ -439,6 +450,7 @@ mod tests {
         first.set_read_timeout(Some(LIMIT)).unwrap();
         assert_eq!(echoed(&mut first, b"during"), b"during");
         assert_eq!(echoed(&mut late, b"late"), b"late");
+        assert_eq!(relay.connections_accepted(), 2);
         first.write_all(b"after").unwrap();
         assert_eq!(echoed(&mut first, b"after"), b"after");
         assert_eq!(relay.open_connections(), 2);
