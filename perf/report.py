@@ -16,7 +16,10 @@ Inputs in RUN_DIR: raw/<system>.<workload>.<rep>.json (measured comet-bench runs
 warmup.tsv (every warm-up round: system, workload, rep, round, msgs/s, errors),
 warmup-verdicts.tsv (system, workload, rep, rounds, converged, last change %), java.tsv
 (measured Java producer windows: system, workload, rep, window, TPS, failed), loadavg.tsv
-(label, time, 1/5/15-minute load), failures.tsv (system, workload, rep, reason), meta.txt.
+(label, time, 1/5/15-minute load), failures.tsv (system, workload, rep, reason), meta.txt,
+and for a replicated workload (W1-HA) raw/<system>.<workload>.<rep>.lag.tsv (perf/ha_lag.py
+samples of the master's replication lag); its reports watch the master first and its slave
+second.
 """
 
 import glob
@@ -27,8 +30,13 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ha_lag  # noqa: E402 (perf/ha_lag.py, beside this file)
+
 WORKLOADS = [
     ("W1", "1 KiB sync sends, 64 threads, SYNC_FLUSH"),
+    ("W1-HA", "1 KiB sync sends, 64 threads, SYNC_FLUSH on master and slave, "
+              "brokerRole=SYNC_MASTER with one slave"),
     ("W2", "1 KiB sync sends, 64 threads, ASYNC_FLUSH"),
     ("AW-S", "1 KiB async window 256, SYNC_FLUSH"),
     ("AW-A", "1 KiB async window 256, ASYNC_FLUSH"),
@@ -144,9 +152,19 @@ def broker_cpu(report):
     return watched[0] if watched else {}
 
 
-def idle_peer_cores(report):
+def replicated(workload):
+    """Whether the workload ran against a master + slave pair (its slave is watched second)."""
+    return workload.endswith("-HA")
+
+
+def slave_cores(report):
     watched = report.get("cpu", {}).get("watched") or []
-    cores = [w.get("cpu_cores") for w in watched[1:] if w.get("cpu_cores") is not None]
+    return watched[1].get("cpu_cores") if len(watched) > 1 else None
+
+
+def idle_peer_cores(report, first_peer=1):
+    watched = report.get("cpu", {}).get("watched") or []
+    cores = [w.get("cpu_cores") for w in watched[first_peer:] if w.get("cpu_cores") is not None]
     return sum(cores) if cores else None
 
 
@@ -156,9 +174,10 @@ def us_per_msg(report):
     return cpu_s / msgs * 1e6 if cpu_s is not None and msgs else None
 
 
-def summarise(all_reps, failed_reps):
+def summarise(all_reps, failed_reps, pair=False):
     """Medians and spreads of one system's measured runs of one workload, leaving out the
-    runs that failed (their figures are not evidence; the workload is marked instead)."""
+    runs that failed (their figures are not evidence; the workload is marked instead).
+    PAIR: the runs went against a master + slave pair (the slave's CPU is reported apart)."""
     reps = {rep: r for rep, r in all_reps.items() if rep not in failed_reps}
     reports = list(reps.values())
 
@@ -176,7 +195,9 @@ def summarise(all_reps, failed_reps):
         "p999": spread(field("latency_us_p999")),
         "broker_us_per_msg": median([us_per_msg(r) for r in reports]),
         "broker_cores": median([broker_cpu(r).get("cpu_cores") for r in reports]),
-        "idle_peer_cores": median([idle_peer_cores(r) for r in reports]),
+        "idle_peer_cores": median([idle_peer_cores(r, 2 if pair else 1) for r in reports]),
+        "slave_cores": median([slave_cores(r) for r in reports]) if pair else None,
+        "reps": sorted(reps),
         "errors": sum(run_errors(r)[0] for r in reports),
     }
 
@@ -385,6 +406,103 @@ def goals(summary, java, failures):
     return "\n".join(lines) if lines else "(not enough systems ran to compare)"
 
 
+def lag_figures(raw, system, workload, reps):
+    """ha_lag.summarise over the measured runs' lag files (pooled) and per run."""
+    paths = {rep: os.path.join(raw, f"{system}.{workload}.{rep}.lag.tsv") for rep in reps}
+    paths = {rep: path for rep, path in paths.items() if os.path.exists(path)}
+    pooled = ha_lag.summarise(list(paths.values())) if paths else None
+    per_run = {rep: ha_lag.summarise([path]) for rep, path in paths.items()}
+    return pooled, per_run
+
+
+def replication_section(summary, raw, systems):
+    """Markdown of the replicated workloads: lag, slave CPU and the goals of issue 19, or
+    None when no replicated workload ran."""
+    pairs = sorted({w for (_s, w) in summary if replicated(w)})
+    if not pairs:
+        return None
+    head = ["workload", "system", "runs", "lag samples (missed)", "lag bytes p50", "lag bytes p99",
+            "p99 per run", "lag ms p50", "lag ms p99", "p99 per run", "master cores",
+            "slave cores"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def span(values):
+        values = [v for v in values if v is not None]
+        return f"{fmt(min(values))}–{fmt(max(values))}" if values else "–"
+
+    for workload in pairs:
+        for s in systems:
+            fig = summary.get((s, workload))
+            if fig is None:
+                continue
+            pooled, per_run = lag_figures(raw, s, workload, fig["reps"])
+            if pooled is None:
+                pooled = (0, None, None, None, None, 0)
+            count, b50, b99, m50, m99, missed = pooled
+            lines.append("| " + " | ".join([
+                workload, s, str(fig["runs"]), f"{count} ({missed})", fmt(b50), fmt(b99),
+                span([f[2] for f in per_run.values()]),
+                fmt(m50) if m50 is not None else "not reported",
+                fmt(m99) if m99 is not None else "not reported",
+                span([f[4] for f in per_run.values()]),
+                fmt(fig["broker_cores"], 2), fmt(fig["slave_cores"], 2)]) + " |")
+    goal_lines = []
+
+    def med(system, workload, key):
+        value = (summary.get((system, workload)) or {}).get(key)
+        return value[0] if isinstance(value, tuple) else value
+
+    def verdict(ok):
+        return "**met**" if ok else "**not met**"
+
+    def run_pairs(a, b, key):
+        if not a or not b:
+            return ""
+        ratios = pair_ratios(a[key], b[key])
+        return f" (run pairs {min(ratios):.2f}–{max(ratios):.2f}×)" if ratios else ""
+
+    for workload in pairs:
+        base = workload[:-len("-HA")]
+        c, a = summary.get(("comet", workload)), summary.get(("apache", workload))
+        ct, at = med("comet", workload, "throughput"), med("apache", workload, "throughput")
+        if ct and at:
+            goal_lines.append(f"- {workload} throughput Comet/Apache ≥ 5×: {ct / at:.2f}×"
+                              f"{run_pairs(c, a, 'tput_by_rep')} {verdict(ct >= 5 * at)}")
+        cl, al = med("comet", workload, "p999"), med("apache", workload, "p999")
+        if cl and al:
+            goal_lines.append(f"- {workload} p99.9 Comet ≤ Apache/10: {cl:,.0f} µs vs "
+                              f"{al:,.0f} µs ({cl / al:.3f}×) {verdict(cl * 10 <= al)}")
+        for s in systems:
+            pair_t, single_t = med(s, workload, "throughput"), med(s, base, "throughput")
+            if not pair_t or not single_t:
+                continue
+            # Rep n of the pair and rep n of the single node ran minutes apart (two broker
+            # configurations), so this range is wider than a same-minute pair's.
+            spread_note = run_pairs(summary.get((s, workload)), summary.get((s, base)),
+                                    "tput_by_rep").replace("run pairs", "rep n against rep n")
+            text = (f"- {s} {workload}/{base} throughput (SYNC_MASTER + slave against its own "
+                    f"single node): {pair_t / single_t:.2f}×{spread_note}")
+            if s == "comet":
+                text += f", goal ≥ 0.8× {verdict(pair_t >= 0.8 * single_t)}"
+            goal_lines.append(text)
+    return "\n".join([
+        "Lag is sampled from the master with GET_BROKER_HA_STATUS every `ha_sample_ms` "
+        "during each measured run (perf/ha_lag.py); the percentiles pool every sample of the "
+        "measured runs, \"p99 per run\" is the range of each run's own p99. Comet: the bytes "
+        "its logs hold beyond the slave's durable end (summed over logs) and how long it has "
+        "held bytes the slave lacks (the largest over logs). Apache: `diff` of Java's "
+        "`HARuntimeInfo` (its commit log's end minus the slave's acknowledged offset); Java "
+        "reports no lag in time. Master and slave cores: each process's CPU seconds / wall "
+        "seconds during the run.",
+        "",
+        "\n".join(lines),
+        "",
+        "Goals of issue 19:",
+        "",
+        "\n".join(goal_lines) if goal_lines else "(not enough systems or workloads ran)",
+    ])
+
+
 def chart(summary, systems, out_png, workdir):
     gnuplot = subprocess.run(["which", "gnuplot"], capture_output=True, text=True).stdout.strip()
     if not gnuplot:
@@ -441,7 +559,8 @@ def report(run_dir, out_prefix, readme, systems):
     failed_reps = {}
     for system, workload, rep, _why in failures:
         failed_reps.setdefault((system, workload), set()).add(rep)
-    summary = {key: summarise(reps, failed_reps.get(key, set())) for key, reps in runs.items()}
+    summary = {key: summarise(reps, failed_reps.get(key, set()), replicated(key[1]))
+               for key, reps in runs.items()}
     rounds = read_tsv(os.path.join(run_dir, "warmup.tsv"), 6)
     verdicts = read_tsv(os.path.join(run_dir, "warmup-verdicts.tsv"), 6)
     java_rows = read_tsv(os.path.join(run_dir, "java.tsv"), 6)
@@ -459,6 +578,7 @@ def report(run_dir, out_prefix, readme, systems):
     table = results_table(summary, systems)
     ratios = ratio_table(summary, systems)
     goal_lines = goals(summary, java, failures)
+    replication = replication_section(summary, raw, systems)
     fill_lines = [f"- {s}: {fmt(reps.get('1', {}).get('throughput_msgs_per_s'))} msgs/s "
                   "(async window 512)" for s, reps in sorted(fill.items())]
     page = [
@@ -475,7 +595,8 @@ def report(run_dir, out_prefix, readme, systems):
         "them and their workload is marked FAILED. Latencies in µs from "
         "comet-bench's HdrHistograms: send to acknowledgement for W1-W3 and AW, intended "
         "send time to delivery for W4 (open loop), born time to delivery for W5. Broker "
-        "cores = broker CPU seconds / wall seconds during the run (from /proc/<pid>/stat); "
+        "cores = broker CPU seconds / wall seconds during the run (from /proc/<pid>/stat; "
+        "the master's for a replicated workload); "
         "the bench shares the same cores; idle peer cores is what the other system's broker, "
         "up but unused, took meanwhile.",
         "",
@@ -493,6 +614,7 @@ def report(run_dir, out_prefix, readme, systems):
         "",
         ratios,
         "",
+        *(["## Replication (SYNC_MASTER)", "", replication, ""] if replication else []),
         "## Apache RocketMQ's benchmark producer (rocketmq-example, 64 threads, 1 KiB)",
         "",
         "Send TPS of one 10 s window per run, after windows of warm-up under the same "

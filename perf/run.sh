@@ -30,16 +30,25 @@
 #   W2    1 KiB sync sends, 64 threads, ASYNC_FLUSH         (+ the Java benchmark producer)
 #   AW-A  1 KiB async window of 256 sends, ASYNC_FLUSH
 #   W5    drain a backlog of BACKLOG_MIB MiB of 1 KiB messages with one push consumer group
+#   W1-HA W1 against a master + slave pair: brokerRole=SYNC_MASTER, SYNC_FLUSH on both nodes,
+#         one slave each (its own process, store and ports); the master's replication lag is
+#         sampled every HA_SAMPLE_MS during each measured run (perf/ha_lag.py). Its brokers
+#         are a configuration of their own, run before the SYNC_FLUSH one.
 #
 # Environment (defaults in brackets):
 #   REPS [3]  DURATION_S [10]  WARMUP_S [DURATION_S]  WARMUP_TOLERANCE_PCT [5]
 #   WARMUP_MAX_ROUNDS [6]  WORKLOADS ["W1 W3 AW-S W4 W2 AW-A W5"]  SYSTEMS ["comet apache"]
 #   BACKLOG_MIB [2048]  JAVA_BENCH [1]  JAVA_MAX_WINDOWS [6]  W4_RATE [from W1]
-#   COMET_CORES [2]  PIN [0]  NS_PORT [39876]  BROKER_PORT [40911]
+#   COMET_CORES [2]  PIN [0]  NS_PORT [39876]  BROKER_PORT [40911]  HA_SAMPLE_MS [100]
 #   PERF_CACHE [perf/.cache]: builds' downloads, run directories (stores, raw reports)
 #   OUT_DIR [perf/results]: where <date>.md and <date>.png go
 #   README [perf/README.md]: whose summary block is refreshed; README=none leaves it alone
 #   ROCKETMQ_VERSION [5.5.0]
+#   COMET_BIN_DIR [unset]: take comet-broker and comet-bench from this directory instead of
+#                  building the working tree (e.g. a release build of a clean export of a
+#                  commit); COMET_BIN_COMMIT names that commit in the sitting facts
+#   COMET_SEGMENT_BYTES [unset: the broker's default]: mappedFileSizeCommitLog of every
+#                  Comet broker of the sitting (the Apache brokers use 134217728)
 #   ROCKETMQ_RUST [0]: 1 tries `cargo install rocketmq-broker/rocketmq-namesrv 1.0.0` once
 #                      (10-minute limit); the port is not wired into the workloads.
 #
@@ -66,6 +75,7 @@ COMET_CORES="${COMET_CORES:-2}"
 PIN="${PIN:-0}"
 NS_PORT="${NS_PORT:-39876}"
 BROKER_PORT="${BROKER_PORT:-40911}"
+HA_SAMPLE_MS="${HA_SAMPLE_MS:-100}"
 CACHE="${PERF_CACHE:-$HERE/.cache}"
 OUT_DIR="${OUT_DIR:-$HERE/results}"
 README="${README:-$HERE/README.md}"
@@ -75,8 +85,16 @@ STAMP="$(date -u +%Y-%m-%d)"
 RUN_DIR="$CACHE/run-$(date -u +%Y%m%dT%H%M%S)"
 RAW="$RUN_DIR/raw"
 WARM="$RUN_DIR/warmup"
-BENCH="$ROOT/target/release/comet-bench"
-COMET="$ROOT/target/release/comet-broker"
+COMET_BIN_DIR="${COMET_BIN_DIR:-}"
+COMET_BIN_COMMIT="${COMET_BIN_COMMIT:-}"
+COMET_SEGMENT_BYTES="${COMET_SEGMENT_BYTES:-}"
+BENCH="${COMET_BIN_DIR:-$ROOT/target/release}/comet-bench"
+COMET="${COMET_BIN_DIR:-$ROOT/target/release}/comet-broker"
+# Options every Comet broker of the sitting gets (master, slave and single node alike).
+COMET_OPTS=()
+if [[ -n "$COMET_SEGMENT_BYTES" ]]; then
+  COMET_OPTS=(-o "mappedFileSizeCommitLog=$COMET_SEGMENT_BYTES")
+fi
 APACHE_SH="$ROOT/tests/compat/apache/broker.sh"
 REPORT=(python3 "$HERE/report.py")
 # The Java benchmark producer prints one line per 10-second window.
@@ -95,7 +113,7 @@ declare -A PID=() NS=() DIR=()
 check_settings() {
   local n
   for n in REPS DURATION_S WARMUP_S WARMUP_TOLERANCE_PCT WARMUP_MAX_ROUNDS BACKLOG_MIB \
-      JAVA_MAX_WINDOWS; do
+      JAVA_MAX_WINDOWS HA_SAMPLE_MS; do
     [[ "${!n}" =~ ^[0-9]+$ ]] || die "$n must be a whole number, not '${!n}'"
   done
   (( REPS >= 3 )) || die "REPS must be at least 3 (medians and spreads need three runs)"
@@ -103,7 +121,7 @@ check_settings() {
   (( DURATION_S > 0 && WARMUP_S > 0 )) || die "DURATION_S and WARMUP_S must be positive"
   local w s
   for w in $WORKLOADS; do
-    case "$w" in W1|W2|W3|W4|W5|AW-S|AW-A) ;; *) die "unknown workload $w" ;; esac
+    case "$w" in W1|W2|W3|W4|W5|AW-S|AW-A|W1-HA) ;; *) die "unknown workload $w" ;; esac
   done
   for s in $SYSTEMS; do
     case "$s" in comet|apache) ;; *) die "unknown system $s (comet, apache)" ;; esac
@@ -120,8 +138,12 @@ prepare() {
   : >"$RUN_DIR/warmup-verdicts.tsv"
   : >"$RUN_DIR/loadavg.tsv"
   : >"$RUN_DIR/java.tsv"
-  log "building comet-broker and comet-bench (release)"
-  (cd "$ROOT" && cargo build --release -q -p comet-broker -p comet-bench)
+  if [[ -z "$COMET_BIN_DIR" ]]; then
+    log "building comet-broker and comet-bench (release)"
+    (cd "$ROOT" && cargo build --release -q -p comet-broker -p comet-bench)
+  else
+    log "using the prebuilt comet-broker and comet-bench in $COMET_BIN_DIR"
+  fi
   [[ -x "$COMET" && -x "$BENCH" ]] || die "release binaries missing after the build"
   if [[ " $SYSTEMS " == *" apache "* ]]; then
     APACHE_LIB="$(ROCKETMQ_VERSION="$ROCKETMQ_VERSION" bash "$APACHE_SH" fetch)"
@@ -197,8 +219,11 @@ fail() {
 # Each configuration takes fresh ports: a name server that just stopped leaves its port in
 # TIME_WAIT, and the JVM's listener refuses to bind over it.
 SESSION=0
+# start_brokers FLUSH [ROLE]: with ROLE (SYNC_MASTER), each system's broker is that master
+# and gets a slave (start_slave, in the replicated pair's section below).
 start_brokers() {
-  local flush="$1" index=0 sys
+  local flush="$1" role="${2:-}" index=0 sys label="$1"
+  [[ -z "$role" ]] || label="$flush-$role"
   SESSION=$((SESSION + 1))
   for sys in $SYSTEMS; do
     index=$((index + 1))
@@ -209,19 +234,23 @@ start_brokers() {
     NS[$sys]="127.0.0.1:$ns_port"
     case "$sys" in
       comet)
-        DIR[$sys]="$RUN_DIR/comet-$flush"
+        DIR[$sys]="$RUN_DIR/comet-$label"
         rm -rf "${DIR[$sys]}"; mkdir -p "${DIR[$sys]}/store"
+        local role_args=()
+        [[ -z "$role" ]] || role_args=(-o "brokerRole=$role")
         RUST_LOG=warn "${BROKER_PIN[@]}" "$COMET" --standalone --cores "$COMET_CORES" \
           --bind-address 127.0.0.1 --listen-port "$broker_port" --namesrv "${NS[$sys]}" \
-          --store "${DIR[$sys]}/store" --flush "$flush" >"${DIR[$sys]}/broker.log" 2>&1 &
+          --store "${DIR[$sys]}/store" --flush "$flush" "${role_args[@]}" "${COMET_OPTS[@]}" \
+          >"${DIR[$sys]}/broker.log" 2>&1 &
         PID[$sys]=$!
         wait_port "$broker_port" "${PID[$sys]}"; wait_port "$ns_port" "${PID[$sys]}"
         ;;
       apache)
-        DIR[$sys]="$RUN_DIR/apache-$flush"
+        DIR[$sys]="$RUN_DIR/apache-$label"
         ROCKETMQ_VERSION="$ROCKETMQ_VERSION" \
           bash "$APACHE_SH" start --dir "${DIR[$sys]}" --flush "$flush" \
-          --namesrv-port "$ns_port" --broker-port "$broker_port" >&2
+          --namesrv-port "$ns_port" --broker-port "$broker_port" \
+          ${role:+--role "$role"} >&2
         PID[$sys]="$(cat "${DIR[$sys]}/broker.pid")"
         if [[ "$PIN" == 1 ]]; then
           taskset -a -p -c 0 "${PID[$sys]}" >/dev/null
@@ -229,12 +258,14 @@ start_brokers() {
         fi
         ;;
     esac
-    log "$sys up ($flush, pid ${PID[$sys]}, name server ${NS[$sys]})"
+    log "$sys up ($flush${role:+ $role}, pid ${PID[$sys]}, name server ${NS[$sys]})"
+    [[ -z "$role" ]] || start_slave "$sys" "$flush" "$ns_port" "$broker_port"
   done
 }
 
 stop_brokers() {
   local sys
+  stop_slaves
   for sys in "${!PID[@]}"; do
     case "$sys" in
       comet)
@@ -257,7 +288,11 @@ trap stop_brokers EXIT
 # The other systems' broker pids (idle while SYSTEM runs), for the report's idle-peer CPU.
 peer_pids() {
   local sys="$1" other
-  for other in "${!PID[@]}"; do [[ "$other" == "$sys" ]] || echo "${PID[$other]}"; done
+  for other in "${!PID[@]}"; do
+    [[ "$other" == "$sys" ]] && continue
+    echo "${PID[$other]}"
+    [[ -z "${SLAVE_PID[$other]:-}" ]] || echo "${SLAVE_PID[$other]}"
+  done
 }
 
 # bench_once SYSTEM JSON ARGS...: one comet-bench run against SYSTEM's brokers. Returns 1
@@ -266,6 +301,8 @@ BENCH_FAILURE=""
 bench_once() {
   local sys="$1" json="$2"; shift 2
   local watch=(--watch-pid "${PID[$sys]}") peer
+  # A replicated pair's slave is watched second (report.py reads it as the slave's CPU).
+  [[ -z "${SLAVE_PID[$sys]:-}" ]] || watch+=(--watch-pid "${SLAVE_PID[$sys]}")
   for peer in $(peer_pids "$sys"); do watch+=(--watch-pid "$peer"); done
   BENCH_FAILURE=""
   rm -f "$json"
@@ -334,10 +371,13 @@ measure() {
   warm_up "$sys" "$workload" "$rep" "${WARM_ARGS[@]}"
   local json="$RAW/$sys.$workload.$rep.json" tput errors reason
   note_load "$workload $sys run $rep"
+  ha_lag_start "$sys" "$workload" "$rep"
   if ! bench_once "$sys" "$json" "${measured[@]}"; then
+    ha_lag_stop
     fail "$sys" "$workload" "$rep" "$BENCH_FAILURE"
     return 0
   fi
+  ha_lag_stop
   IFS=$'\t' read -r tput errors reason < <(figures "$json" "$expected")
   log "  $sys $workload run $rep: $tput msgs/s, $("${REPORT[@]}" line "$json")"
   if [[ "$errors" != 0 ]]; then fail "$sys" "$workload" "$rep" "$reason"; fi
@@ -418,6 +458,7 @@ java_run() {
 workload_args() {
   case "$1" in
     W1) echo "produce --topic PerfW1 --queues 8 --size 1024 --threads 64" ;;
+    W1-HA) echo "produce --topic PerfW1HA --queues 8 --size 1024 --threads 64" ;;
     W2) echo "produce --topic PerfW2 --queues 8 --size 1024 --threads 64" ;;
     W3) echo "produce --topic PerfW3 --queues 8 --size 128 --batch 32 --threads 16" ;;
     AW-S|AW-A) echo "produce --topic PerfAW --queues 8 --size 1024 --inflight 256" ;;
@@ -426,7 +467,7 @@ workload_args() {
 }
 
 workload_flush() {
-  case "$1" in W1|W3|AW-S|W4) echo SYNC_FLUSH ;; *) echo ASYNC_FLUSH ;; esac
+  case "$1" in W1|W1-HA|W3|AW-S|W4) echo SYNC_FLUSH ;; *) echo ASYNC_FLUSH ;; esac
 }
 
 run_workload() {
@@ -487,6 +528,98 @@ run_drain() {
   done
 }
 
+# ---- Replicated pair (W1-HA) -------------------------------------------------------------
+# Each system's master (started by start_brokers with a role) gets one slave: its own
+# process, store and ports, registered with the master's name server, SYNC_FLUSH like the
+# master. Measured runs wait for the slave to be in sync first, and sample the master's
+# replication lag (GET_BROKER_HA_STATUS) beside the bench.
+
+declare -A SLAVE_PID=() SLAVE_DIR=() MASTER_ADDR=()
+LAG_PID=""
+
+# start_slave SYSTEM FLUSH NS_PORT MASTER_PORT: the slave of SYSTEM's master, on
+# MASTER_PORT + 5 (Apache also takes that port - 2 and + 1; the master takes its own - 2
+# to + 1), then waits until the master counts it in sync on every log.
+start_slave() {
+  local sys="$1" flush="$2" ns_port="$3" master_port="$4"
+  local port=$((master_port + 5)) p
+  for p in $((port - 2)) "$port" $((port + 1)); do port_open "$p" && die "port $p is busy"; done
+  MASTER_ADDR[$sys]="127.0.0.1:$master_port"
+  SLAVE_DIR[$sys]="${DIR[$sys]}-slave"
+  case "$sys" in
+    comet)
+      rm -rf "${SLAVE_DIR[$sys]}"; mkdir -p "${SLAVE_DIR[$sys]}/store"
+      RUST_LOG=warn "${BROKER_PIN[@]}" "$COMET" --cores "$COMET_CORES" \
+        --bind-address 127.0.0.1 --listen-port "$port" --namesrv "${NS[$sys]}" \
+        --store "${SLAVE_DIR[$sys]}/store" --flush "$flush" \
+        -o brokerRole=SLAVE -o brokerId=1 "${COMET_OPTS[@]}" \
+        >"${SLAVE_DIR[$sys]}/broker.log" 2>&1 &
+      SLAVE_PID[$sys]=$!
+      wait_port "$port" "${SLAVE_PID[$sys]}"
+      ;;
+    apache)
+      ROCKETMQ_VERSION="$ROCKETMQ_VERSION" \
+        bash "$APACHE_SH" start --dir "${SLAVE_DIR[$sys]}" --flush "$flush" \
+        --namesrv-port "$ns_port" --broker-port "$port" --role SLAVE --broker-id 1 \
+        --join >&2
+      SLAVE_PID[$sys]="$(cat "${SLAVE_DIR[$sys]}/broker.pid")"
+      if [[ "$PIN" == 1 ]]; then taskset -a -p -c 0 "${SLAVE_PID[$sys]}" >/dev/null; fi
+      ;;
+  esac
+  python3 "$HERE/ha_lag.py" wait "${MASTER_ADDR[$sys]}" --timeout-s 90 \
+    || die "the $sys slave (pid ${SLAVE_PID[$sys]}) did not get in sync with its master"
+  log "$sys slave up and in sync (pid ${SLAVE_PID[$sys]}, port $port)"
+}
+
+# Slaves stop before their masters, so no master sits waiting for a slave going away.
+stop_slaves() {
+  local sys
+  for sys in "${!SLAVE_PID[@]}"; do
+    case "$sys" in
+      comet)
+        kill -TERM "${SLAVE_PID[$sys]}" 2>/dev/null || true
+        local deadline=$((SECONDS + 30))
+        while kill -0 "${SLAVE_PID[$sys]}" 2>/dev/null && (( SECONDS < deadline )); do
+          sleep 0.2
+        done
+        kill -KILL "${SLAVE_PID[$sys]}" 2>/dev/null || true
+        wait "${SLAVE_PID[$sys]}" 2>/dev/null || true
+        rm -rf "${SLAVE_DIR[$sys]}/store"
+        ;;
+      apache)
+        bash "$APACHE_SH" stop --dir "${SLAVE_DIR[$sys]}" >&2 || true
+        ;;
+    esac
+    unset "SLAVE_PID[$sys]" "MASTER_ADDR[$sys]"
+  done
+}
+
+# ha_lag_start SYSTEM WORKLOAD REP: samples the lag of SYSTEM's slave into
+# raw/<system>.<workload>.<rep>.lag.tsv while the measured run goes (nothing without one).
+ha_lag_start() {
+  local sys="$1" workload="$2" rep="$3"
+  LAG_PID=""
+  [[ -n "${MASTER_ADDR[$sys]:-}" ]] || return 0
+  python3 "$HERE/ha_lag.py" sample "${MASTER_ADDR[$sys]}" "$RAW/$sys.$workload.$rep.lag.tsv" \
+    --interval-ms "$HA_SAMPLE_MS" &
+  LAG_PID=$!
+}
+
+ha_lag_stop() {
+  [[ -n "$LAG_PID" ]] || return 0
+  kill -TERM "$LAG_PID" 2>/dev/null || true
+  wait "$LAG_PID" 2>/dev/null || true
+  LAG_PID=""
+}
+
+# The replicated configuration: both systems' SYNC_MASTER + slave pairs up together, W1-HA
+# over them, all stopped (stores removed) before the single-node configurations start.
+run_replicated() {
+  start_brokers SYNC_FLUSH SYNC_MASTER
+  run_workload W1-HA
+  stop_brokers
+}
+
 write_meta() {
   local fs
   fs="$(findmnt -n -o SOURCE,FSTYPE,OPTIONS --target "$RUN_DIR" 2>/dev/null || echo unknown)"
@@ -494,6 +627,12 @@ write_meta() {
     echo "date_utc=$(date -u +%FT%TZ)"
     echo "git_commit=$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)"
     echo "git_uncommitted_files=$(cd "$ROOT" && git status --porcelain 2>/dev/null | wc -l)"
+    if [[ -n "$COMET_BIN_DIR" ]]; then
+      echo "comet_binaries=prebuilt, commit ${COMET_BIN_COMMIT:-not given}"
+    else
+      echo "comet_binaries=built from the working tree"
+    fi
+    echo "comet_segment_bytes=${COMET_SEGMENT_BYTES:-default}"
     echo "cores=$(nproc)"
     echo "cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
     echo "memory_mib=$(awk '/MemTotal/ {print int($2 / 1024)}' /proc/meminfo)"
@@ -506,7 +645,8 @@ write_meta() {
     echo "reps=$REPS duration_s=$DURATION_S warmup_s=$WARMUP_S" \
       "warmup_tolerance_pct=$WARMUP_TOLERANCE_PCT warmup_max_rounds=$WARMUP_MAX_ROUNDS" \
       "java_max_windows=$JAVA_MAX_WINDOWS"
-    echo "backlog_mib=$BACKLOG_MIB comet_cores=$COMET_CORES pin=$PIN"
+    echo "backlog_mib=$BACKLOG_MIB comet_cores=$COMET_CORES pin=$PIN" \
+      "ha_sample_ms=$HA_SAMPLE_MS"
   } >"$RUN_DIR/meta.txt"
 }
 
@@ -516,6 +656,7 @@ main() {
   log "results of this run: $RUN_DIR"
   write_meta
   note_load "sitting start"
+  if [[ " $WORKLOADS " == *" W1-HA "* ]]; then run_replicated; fi
   local flush w
   for flush in SYNC_FLUSH ASYNC_FLUSH; do
     local selected=()

@@ -17,6 +17,10 @@
 #   --broker-port N        default 10911 (the broker also takes N-2 and N+1, as RocketMQ does)
 #   --bind IP              loopback address both listen on (default 127.0.0.1); they still
 #                          advertise 127.0.0.1, so a relay there (tools/wiretap.py) sees all
+#   --role ROLE            brokerRole: ASYNC_MASTER (default), SYNC_MASTER or SLAVE
+#   --broker-id N          brokerId (default 0; a SLAVE needs 1 or more)
+#   --join                 start only a broker, registering with the name server already
+#                          running on --namesrv-port (a slave beside its master)
 #   --keep                 (stop) keep DIR after stopping, for reading the logs
 #
 # Environment: ROCKETMQ_VERSION (default below), JAVA (default: java on PATH),
@@ -36,6 +40,9 @@ FLUSH=ASYNC_FLUSH
 BIND=127.0.0.1
 DIR=""
 KEEP=0
+ROLE=ASYNC_MASTER
+BROKER_ID=0
+JOIN=0
 
 die() { echo "apache-broker: error: $*" >&2; exit 1; }
 log() { echo "apache-broker: $*" >&2; }
@@ -91,12 +98,12 @@ EOF
   cat >"$DIR/broker.conf" <<EOF
 brokerClusterName=DefaultCluster
 brokerName=broker-a
-brokerId=0
+brokerId=$BROKER_ID
 brokerIP1=127.0.0.1
 bindAddress=$BIND
 namesrvAddr=127.0.0.1:$NAMESRV_PORT
 listenPort=$BROKER_PORT
-brokerRole=ASYNC_MASTER
+brokerRole=$ROLE
 flushDiskType=$FLUSH
 storePathRootDir=$DIR/store
 storePathCommitLog=$DIR/store/commitlog
@@ -124,9 +131,19 @@ wait_port() {
 
 start() {
   [[ "$FLUSH" == SYNC_FLUSH || "$FLUSH" == ASYNC_FLUSH ]] || die "--flush must be SYNC_FLUSH or ASYNC_FLUSH"
+  case "$ROLE" in
+    ASYNC_MASTER|SYNC_MASTER) [[ "$BROKER_ID" == 0 ]] || die "a master needs --broker-id 0" ;;
+    SLAVE) [[ "$BROKER_ID" =~ ^[1-9][0-9]*$ ]] || die "a SLAVE needs --broker-id 1 or more" ;;
+    *) die "--role must be ASYNC_MASTER, SYNC_MASTER or SLAVE" ;;
+  esac
   command -v "$JAVA" >/dev/null || die "java is required (Java 17)"
-  local p
-  for p in "$NAMESRV_PORT" "$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)); do
+  local p ports=("$BROKER_PORT" $((BROKER_PORT - 2)) $((BROKER_PORT + 1)))
+  if (( JOIN )); then
+    port_open "$NAMESRV_PORT" || die "--join: no name server listening on $BIND:$NAMESRV_PORT"
+  else
+    ports+=("$NAMESRV_PORT")
+  fi
+  for p in "${ports[@]}"; do
     port_open "$p" && die "port $p on $BIND is in use (another broker running?)"
   done
   local lib; lib="$(fetch)"
@@ -136,16 +153,19 @@ start() {
     rm -rf "$DIR"
   fi
   mkdir -p "$DIR/store"; touch "$DIR/.apache-rocketmq"
+  if (( JOIN )); then touch "$DIR/.joined"; fi
   write_confs
   export ROCKETMQ_HOME="$DIR"
   local cp="$lib/*"
 
-  # shellcheck disable=SC2046 # word splitting of the JVM flags is intended
-  setsid "$JAVA" $(jvm_flags 512m) -cp "$cp" org.apache.rocketmq.namesrv.NamesrvStartup \
-    -c "$DIR/namesrv.conf" >"$DIR/namesrv.out" 2>&1 </dev/null &
-  echo $! >"$DIR/namesrv.pid"
-  wait_port "name server" "$NAMESRV_PORT" "$DIR/namesrv.pid" "$DIR/namesrv.out"
-  log "name server up on $BIND:$NAMESRV_PORT (pid $(cat "$DIR/namesrv.pid"))"
+  if (( ! JOIN )); then
+    # shellcheck disable=SC2046 # word splitting of the JVM flags is intended
+    setsid "$JAVA" $(jvm_flags 512m) -cp "$cp" org.apache.rocketmq.namesrv.NamesrvStartup \
+      -c "$DIR/namesrv.conf" >"$DIR/namesrv.out" 2>&1 </dev/null &
+    echo $! >"$DIR/namesrv.pid"
+    wait_port "name server" "$NAMESRV_PORT" "$DIR/namesrv.pid" "$DIR/namesrv.out"
+    log "name server up on $BIND:$NAMESRV_PORT (pid $(cat "$DIR/namesrv.pid"))"
+  fi
 
   # shellcheck disable=SC2046
   setsid "$JAVA" $(jvm_flags 1g) -cp "$cp" org.apache.rocketmq.broker.BrokerStartup \
@@ -160,7 +180,7 @@ start() {
     (( SECONDS < deadline )) || die "broker did not report boot success in ${START_TIMEOUT_S}s"
     sleep 0.3
   done
-  log "broker up on $BIND:$BROKER_PORT ($FLUSH, RocketMQ $ROCKETMQ_VERSION, pid $(cat "$DIR/broker.pid"), dir $DIR)"
+  log "broker up on $BIND:$BROKER_PORT ($ROLE, $FLUSH, RocketMQ $ROCKETMQ_VERSION, pid $(cat "$DIR/broker.pid"), dir $DIR)"
 }
 
 # Sends TERM (RocketMQ's shutdown hooks flush and unregister), waits, then KILLs the group.
@@ -190,7 +210,8 @@ stop() {
 }
 
 status() {
-  alive "$DIR/namesrv.pid" && alive "$DIR/broker.pid" \
+  # A joined broker (--join) has no name server of its own.
+  { [[ -f "$DIR/.joined" ]] || alive "$DIR/namesrv.pid"; } && alive "$DIR/broker.pid" \
     && { echo "running (dir $DIR)"; return 0; }
   echo "not running"; return 1
 }
@@ -204,6 +225,9 @@ while (($#)); do
     --broker-port) BROKER_PORT="$2"; shift 2 ;;
     --bind) BIND="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --role) ROLE="$2"; shift 2 ;;
+    --broker-id) BROKER_ID="$2"; shift 2 ;;
+    --join) JOIN=1; shift ;;
     *) die "unknown option $1" ;;
   esac
 done
@@ -215,5 +239,5 @@ case "$cmd" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) die "usage: broker.sh fetch|start|stop|status [--dir DIR] [--flush SYNC_FLUSH|ASYNC_FLUSH] [--namesrv-port N] [--broker-port N] [--bind IP] [--keep]" ;;
+  *) die "usage: broker.sh fetch|start|stop|status [--dir DIR] [--flush SYNC_FLUSH|ASYNC_FLUSH] [--namesrv-port N] [--broker-port N] [--bind IP] [--role ROLE] [--broker-id N] [--join] [--keep]" ;;
 esac
