@@ -229,6 +229,11 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     .map_err(RunError::new(FatalReason::StorageIo))?;
     let store_count =
         remap_stores(&config, queue_logs).map_err(RunError::new(FatalReason::StorageIo))?;
+    if !config.broker_role.is_master() {
+        crate::timer_wheel::cursor::forget_on_slave(&config.store_root).map_err(
+            RunError::during(FatalReason::StorageIo, "removing a slave's timer wheel"),
+        )?;
+    }
     let listen: SocketAddr = config.listen_addr();
     if options.standalone {
         // Checked here, before any shard runs, so shard 0 never waits for it.

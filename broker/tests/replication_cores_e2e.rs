@@ -13,12 +13,13 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use comet_proto::message::{decode_records, MessageExt};
+use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_test_support::{
     free_port, poll_until, wait_for_port, wait_for_port_closed, ChildGuard, LOOPBACK,
     TEST_COMMIT_LOG_FILE_BYTES,
 };
-use common::{create_topic, pull_request, send_request, Client, TempDir};
+use common::{create_topic, pull_request, send_request, send_request_with, Client, TempDir};
 
 /// How long replication, registration and the metadata copy may take to show an effect.
 const CONVERGE_LIMIT: Duration = Duration::from_secs(40);
@@ -145,10 +146,15 @@ fn send_messages(client: &mut Client, first: usize, count: usize) {
 
 /// Every message of `queue` a broker serves, from offset 0 on.
 fn pull_queue(client: &mut Client, queue: i32) -> Vec<MessageExt> {
+    pull_queue_of(client, TOPIC, queue)
+}
+
+/// Every message of `queue` of `topic` a broker serves, from offset 0 on.
+fn pull_queue_of(client: &mut Client, topic: &str, queue: i32) -> Vec<MessageExt> {
     let mut messages = Vec::new();
     let mut offset = 0;
     loop {
-        let response = client.call(pull_request("hosted_cg", TOPIC, queue, offset, 32, 0));
+        let response = client.call(pull_request("hosted_cg", topic, queue, offset, 32, 0));
         if response.response_code() != ResponseCode::SUCCESS {
             return messages;
         }
@@ -414,6 +420,134 @@ fn a_two_core_slave_of_a_one_core_master_leaves_a_shard_idle() {
     drop(slave_client);
     drop(slave);
     drop(master_client);
+    drop(master);
+    namesrv.stop();
+}
+
+/// Each log's written end as GET_BROKER_HA_STATUS reports it.
+fn written_ends(client: &mut Client) -> Vec<(u64, u64)> {
+    let response = client.call(RemotingCommand::request(
+        RequestCode::GET_BROKER_HA_STATUS,
+        0,
+    ));
+    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    let body: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
+    body["logs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|log| {
+            (
+                log["logId"].as_u64().unwrap(),
+                log["writtenOffset"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// How many times each message of `topic` is in its queues (by UNIQ_KEY).
+fn deliveries(client: &mut Client, topic: &str) -> std::collections::BTreeMap<String, usize> {
+    let mut counts = std::collections::BTreeMap::new();
+    for queue in 0..QUEUES {
+        for message in pull_queue_of(client, topic, queue) {
+            let key = message.uniq_key().unwrap_or_default().to_owned();
+            *counts.entry(key).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// Sends a message to `topic` due `delay_ms` after its arrival; returns its UNIQ_KEY.
+fn send_timed(client: &mut Client, topic: &str, queue: i32, delay_ms: i64) -> String {
+    let mut properties = Properties::new();
+    properties.insert(names::TIMER_DELAY_MS, delay_ms.to_string());
+    properties.insert(names::WAIT, "true");
+    let body = format!("due in {delay_ms} ms");
+    let response = client.call(send_request_with(
+        topic,
+        queue,
+        body.as_bytes(),
+        &properties,
+    ));
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "{:?}",
+        response.remark
+    );
+    use comet_proto::CommandHeader;
+    let header =
+        comet_proto::headers::SendMessageResponseHeader::from_ext_fields(&response.ext_fields)
+            .unwrap();
+    header.transaction_id.expect("the unique key is echoed")
+}
+
+// Proves the timer wheel's progress survives a failover to a slave with fewer cores: timed
+// messages the old master delivered are not delivered again by the promoted slave, and
+// those still pending at the failover are delivered by it, each exactly once. The slave
+// holds no wheel of its own (its wheel is derived from the log when it is promoted).
+#[test]
+fn a_promoted_slave_delivers_pending_timers_once_and_delivered_ones_never_again() {
+    let namesrv_dir = TempDir::new("repl-timer-ns");
+    let namesrv = start_namesrv(namesrv_dir.path());
+    let namesrv_addr = namesrv.addr().to_string();
+    let master_dir = TempDir::new("repl-timer-master");
+    let slave_dir = TempDir::new("repl-timer-slave");
+    let master_ha = free_port();
+    let mut master = Node::start(
+        master_dir.path(),
+        &namesrv_addr,
+        2,
+        master_options(master_ha),
+    );
+    let mut master_client = master.client();
+    let real = "ReplTimerReal";
+    create_topic(&mut master_client, real, QUEUES);
+    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
+    let early: Vec<String> = (0..QUEUES)
+        .map(|queue| send_timed(&mut master_client, real, queue, 300))
+        .collect();
+    let late: Vec<String> = (0..QUEUES)
+        .map(|queue| send_timed(&mut master_client, real, queue, 8_000))
+        .collect();
+    let delivered = poll_until(CONVERGE_LIMIT, || {
+        deliveries(&mut master_client, real).len() == early.len()
+    });
+    assert!(delivered, "the master delivers the early timers");
+    let mut slave_client = slave.client();
+    let caught_up = poll_until(CONVERGE_LIMIT, || {
+        written_ends(&mut slave_client) == written_ends(&mut master_client)
+    });
+    assert!(caught_up, "the slave holds the master's logs");
+    // The slave serves the topic once its metadata copy brought it over.
+    let copied = poll_until(CONVERGE_LIMIT, || {
+        deliveries(&mut slave_client, real).len() == early.len()
+    });
+    assert!(copied, "{:?}", deliveries(&mut slave_client, real));
+
+    drop(master_client);
+    master.stop();
+    drop(slave_client);
+    slave.stop();
+    slave.options = master_options(free_port());
+    slave.spawn();
+    let mut promoted = slave.client();
+    let all_there = poll_until(CONVERGE_LIMIT, || {
+        let counts = deliveries(&mut promoted, real);
+        late.iter().all(|key| counts.contains_key(key))
+    });
+    let counts = deliveries(&mut promoted, real);
+    assert!(all_there, "the pending timers are delivered: {counts:?}");
+    for key in early.iter().chain(&late) {
+        assert_eq!(
+            counts.get(key),
+            Some(&1),
+            "{key} delivered once: {counts:?}"
+        );
+    }
+    assert_eq!(counts.len(), early.len() + late.len(), "{counts:?}");
+    drop(promoted);
+    drop(slave);
     drop(master);
     namesrv.stop();
 }

@@ -73,6 +73,24 @@ pub fn path(store_root: &Path, shard: u16) -> PathBuf {
     super::slot::wheel_dir(store_root).join(format!("cursor-{shard}.json"))
 }
 
+/// A slave's start: drops any wheel this store kept (cursors and slot files) from a run as
+/// master. A slave runs no wheel; the master it follows delivers, and the records it
+/// delivered are in the log the slave copies. A wheel kept from an earlier run would take
+/// its old cursors for the truth once promoted, and deliver again what another master
+/// delivered meanwhile; without one the promoted wheel reads its queues from the start
+/// and checks what is due against the real queues (see `wheel`). Blocking.
+pub fn forget_on_slave(store_root: &Path) -> std::io::Result<()> {
+    let dir = super::slot::wheel_dir(store_root);
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {
+            log::warn!("a slave keeps no timer wheel: removed {}", dir.display());
+            Ok(())
+        }
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
 /// Reads every shard's cursor file (blocking) and merges them field-wise, largest wins.
 pub fn load_all(store_root: &Path) -> Loaded {
     let mut loaded = Loaded {

@@ -222,14 +222,25 @@ impl Wheel {
             .iter()
             .map(|q| (*q, loaded.queues.get(q).copied().unwrap_or_default()))
             .collect();
+        // A queue without a cursor is read from its start, and another wheel may have
+        // delivered its records: a slave promoted by hand (its old master's wheel; a slave
+        // keeps none, see `forget_on_slave`), or a crash before the first cursor write.
+        // Every entry due by now is checked against its real queue before delivery.
+        let opened_ms = comet_rt::clock::wall_clock_ms();
+        let suspect_range = cursors
+            .iter()
+            .filter_map(|(q, c)| {
+                if !loaded.queues.contains_key(q) {
+                    return Some((*q, (i64::MIN, opened_ms)));
+                }
+                (c.in_flight_until_ms > c.delivered_ms)
+                    .then_some((*q, (c.delivered_ms, c.in_flight_until_ms)))
+            })
+            .collect();
         let mut wheel = Wheel {
             cursor_path: cursor::path(&store_root, broker.shard().0),
             store_root,
-            suspect_range: cursors
-                .iter()
-                .filter(|(_, c)| c.in_flight_until_ms > c.delivered_ms)
-                .map(|(q, c)| (*q, (c.delivered_ms, c.in_flight_until_ms)))
-                .collect(),
+            suspect_range,
             already_written: HashSet::new(),
             persisted: cursors.clone(),
             persisted_at_ms: comet_rt::clock::wall_clock_ms(),
