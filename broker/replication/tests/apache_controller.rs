@@ -1,0 +1,638 @@
+//! The controller session against Apache RocketMQ's own controller, over real TCP.
+//!
+//! Opt-in (it needs Java and Apache's jars): `tests/compat/controller/run.sh` starts Apache's
+//! name server with its embedded controller on free loopback ports and runs this test with
+//! `COMET_CONTROLLER_ADDR` set. Two simulated brokers of one broker set, each a
+//! [`Session`] whose requests travel as comet-proto frames, must:
+//!
+//! 1. claim two different controller ids (both ask at once, so one of them meets Apache's
+//!    "id already taken" refusal and claims again), and agree on one master under epoch 1,
+//!    the other its slave;
+//! 2. see the master's sync-state-set proposal (the slave's logs all in sync) accepted;
+//! 3. after the master stops heartbeating, see Apache elect the slave under a higher epoch,
+//!    which the slave learns by notification or by polling;
+//! 4. restart the old master from its identity files: it registers with its confirmed id
+//!    (no new claim) and is told to follow the new master.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use comet_proto::body::{ElectMasterResponseBody, JsonBody, SyncStateSet as WireSyncStateSet};
+use comet_proto::bytes::BytesMut;
+use comet_proto::frame::encode_to_bytes;
+use comet_proto::headers::*;
+use comet_proto::{Decoded, FrameDecoder, RemotingCommand, RequestCode, ResponseCode};
+use comet_replication::controller::identity::{CONFIRMED_FILE_NAME, TEMP_FILE_NAME};
+use comet_replication::controller::*;
+
+const ENV_CONTROLLER: &str = "COMET_CONTROLLER_ADDR";
+const CLUSTER: &str = "CometControllerTest";
+const BROKER_NAME: &str = "broker-ctl";
+/// Generous: the controller's DLedger group elects itself leader first, on a busy machine.
+const STEP_DEADLINE: Duration = Duration::from_secs(60);
+const TICK: Duration = Duration::from_millis(20);
+
+fn unix_ms() -> i64 {
+    let since = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970");
+    i64::try_from(since.as_millis()).expect("ms fit in i64")
+}
+
+/// One blocking connection to the controller; answers are matched by opaque.
+struct Link {
+    stream: TcpStream,
+    buffer: BytesMut,
+    decoder: FrameDecoder,
+    next_opaque: i32,
+}
+
+impl Link {
+    fn connect(addr: &str) -> io::Result<Link> {
+        let stream = TcpStream::connect(addr)?;
+        stream.set_nodelay(true)?;
+        Ok(Link {
+            stream,
+            buffer: BytesMut::new(),
+            decoder: FrameDecoder::default(),
+            next_opaque: 0,
+        })
+    }
+
+    fn oneway(&mut self, mut command: RemotingCommand) -> io::Result<()> {
+        self.next_opaque += 1;
+        command.opaque = self.next_opaque;
+        command.set_oneway();
+        self.stream.write_all(&encode_to_bytes(&command))
+    }
+
+    fn call(
+        &mut self,
+        mut command: RemotingCommand,
+        timeout: Duration,
+    ) -> io::Result<RemotingCommand> {
+        self.next_opaque += 1;
+        let opaque = self.next_opaque;
+        command.opaque = opaque;
+        self.stream.write_all(&encode_to_bytes(&command))?;
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.decoder.decode(&mut self.buffer) {
+                Ok(Some(Decoded::Command(answer))) if answer.is_response() => {
+                    if answer.opaque == opaque {
+                        return Ok(answer);
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::Error::new(io::ErrorKind::TimedOut, "no answer"));
+                    }
+                    self.stream.set_read_timeout(Some(left))?;
+                    let mut chunk = [0u8; 8192];
+                    let read = self.stream.read(&mut chunk)?;
+                    if read == 0 {
+                        return Err(io::ErrorKind::UnexpectedEof.into());
+                    }
+                    self.buffer.extend_from_slice(&chunk[..read]);
+                }
+                Err(error) => return Err(io::Error::new(io::ErrorKind::InvalidData, error)),
+            }
+        }
+    }
+}
+
+/// Accepts the controller's connections to the broker's address and forwards each
+/// NOTIFY_BROKER_ROLE_CHANGED as a [`MasterView`].
+fn listen_for_notifications(listener: TcpListener, to: Sender<MasterView>) {
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let to = to.clone();
+            thread::spawn(move || {
+                let decoder = FrameDecoder::default();
+                let mut buffer = BytesMut::new();
+                let mut chunk = [0u8; 8192];
+                loop {
+                    while let Ok(Some(decoded)) = decoder.decode(&mut buffer) {
+                        if let Decoded::Command(command) = decoded {
+                            if command.request_code() == RequestCode::NOTIFY_BROKER_ROLE_CHANGED
+                                && to.send(notification_view(&command)).is_err()
+                            {
+                                return;
+                            }
+                        }
+                    }
+                    match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn notification_view(command: &RemotingCommand) -> MasterView {
+    let header: NotifyBrokerRoleChangedRequestHeader = command
+        .decode_header()
+        .expect("notification header decodes");
+    let body = WireSyncStateSet::decode(&command.body).expect("notification body decodes");
+    MasterView {
+        master_broker_id: header.master_broker_id,
+        master_addr: header.master_address,
+        master_epoch: header.master_epoch,
+        sync_state_set: ours(body),
+    }
+}
+
+fn ours(set: WireSyncStateSet) -> SyncStateSet {
+    SyncStateSet {
+        members: set.sync_state_set,
+        epoch: set.sync_state_set_epoch,
+    }
+}
+
+/// The wire form of a session's request.
+fn to_command(config: &SessionConfig, request: &Request) -> RemotingCommand {
+    let cluster_name = config.cluster_name.clone();
+    let broker_name = config.broker_name.clone();
+    match request {
+        Request::GetMetadata => {
+            RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO, 0)
+        }
+        Request::GetNextBrokerId => {
+            RemotingCommand::request(RequestCode::CONTROLLER_GET_NEXT_BROKER_ID, 0).with_header(
+                &GetNextBrokerIdRequestHeader {
+                    cluster_name,
+                    broker_name,
+                },
+            )
+        }
+        Request::ApplyBrokerId {
+            broker_id,
+            register_check_code,
+        } => RemotingCommand::request(RequestCode::CONTROLLER_APPLY_BROKER_ID, 0).with_header(
+            &ApplyBrokerIdRequestHeader {
+                cluster_name,
+                broker_name,
+                applied_broker_id: *broker_id,
+                register_check_code: register_check_code.clone(),
+            },
+        ),
+        Request::RegisterBroker { broker_id } => {
+            RemotingCommand::request(RequestCode::CONTROLLER_REGISTER_BROKER, 0).with_header(
+                &RegisterBrokerToControllerRequestHeader {
+                    cluster_name,
+                    broker_name,
+                    broker_id: *broker_id,
+                    broker_address: config.broker_addr.clone(),
+                    invoke_time: Some(unix_ms()),
+                },
+            )
+        }
+        Request::Heartbeat(heartbeat) => RemotingCommand::request(RequestCode::BROKER_HEARTBEAT, 0)
+            .with_header(&BrokerHeartbeatRequestHeader {
+                cluster_name,
+                broker_addr: config.broker_addr.clone(),
+                broker_name,
+                broker_id: Some(heartbeat.broker_id),
+                epoch: Some(heartbeat.epoch),
+                max_offset: Some(heartbeat.max_offset),
+                confirm_offset: Some(heartbeat.confirm_offset),
+                heartbeat_timeout_mills: Some(heartbeat.timeout_ms),
+                election_priority: Some(heartbeat.election_priority),
+            }),
+        Request::GetReplicaInfo => {
+            RemotingCommand::request(RequestCode::CONTROLLER_GET_REPLICA_INFO, 0)
+                .with_header(&GetReplicaInfoRequestHeader { broker_name })
+        }
+        Request::ElectMaster { broker_id } => {
+            RemotingCommand::request(RequestCode::CONTROLLER_ELECT_MASTER, 0).with_header(
+                &ElectMasterRequestHeader {
+                    cluster_name,
+                    broker_name,
+                    broker_id: *broker_id,
+                    designate_elect: false,
+                    invoke_time: Some(unix_ms()),
+                },
+            )
+        }
+        Request::AlterSyncStateSet {
+            master_broker_id,
+            master_epoch,
+            proposal,
+        } => RemotingCommand::request(RequestCode::CONTROLLER_ALTER_SYNC_STATE_SET, 0)
+            .with_header(&AlterSyncStateSetRequestHeader {
+                broker_name,
+                master_broker_id: *master_broker_id,
+                master_epoch: *master_epoch,
+                invoke_time: Some(unix_ms()),
+            })
+            .with_body(
+                WireSyncStateSet {
+                    sync_state_set: proposal.members.clone(),
+                    sync_state_set_epoch: proposal.epoch,
+                }
+                .encode(),
+            ),
+    }
+}
+
+/// The session's form of the controller's answer to `request`.
+fn to_reply(request: &Request, answer: &RemotingCommand) -> Reply {
+    let code = answer.response_code();
+    let elected = matches!(request, Request::ElectMaster { .. })
+        && code == ResponseCode::CONTROLLER_MASTER_STILL_EXIST;
+    if code != ResponseCode::SUCCESS && !elected {
+        return Reply::Refused {
+            code: code.value(),
+            remark: answer.remark.clone(),
+        };
+    }
+    match request {
+        Request::GetMetadata => {
+            let header: GetMetaDataResponseHeader = answer.decode_header().expect("metadata");
+            Reply::Metadata {
+                leader_addr: header.controller_leader_address,
+            }
+        }
+        Request::GetNextBrokerId => {
+            let header: GetNextBrokerIdResponseHeader = answer.decode_header().expect("next id");
+            Reply::NextBrokerId {
+                next_broker_id: header.next_broker_id,
+            }
+        }
+        Request::ApplyBrokerId { .. } => Reply::BrokerIdApplied,
+        Request::RegisterBroker { .. } => {
+            let header: RegisterBrokerToControllerResponseHeader =
+                answer.decode_header().expect("register header");
+            let body = WireSyncStateSet::decode(&answer.body).expect("register body");
+            Reply::Registered(MasterView {
+                master_broker_id: header.master_broker_id,
+                master_addr: header.master_address,
+                master_epoch: header.master_epoch,
+                sync_state_set: ours(body),
+            })
+        }
+        Request::GetReplicaInfo => {
+            let header: GetReplicaInfoResponseHeader =
+                answer.decode_header().expect("replica info header");
+            let body = WireSyncStateSet::decode(&answer.body).expect("replica info body");
+            Reply::ReplicaInfo(MasterView {
+                master_broker_id: header.master_broker_id,
+                master_addr: header.master_address,
+                master_epoch: header.master_epoch,
+                sync_state_set: ours(body),
+            })
+        }
+        Request::ElectMaster { .. } => {
+            let header: ElectMasterResponseHeader = answer.decode_header().expect("elect header");
+            let body = ElectMasterResponseBody::decode(&answer.body).expect("elect body");
+            Reply::Elected(MasterView {
+                master_broker_id: header.master_broker_id,
+                master_addr: header.master_address,
+                master_epoch: header.master_epoch,
+                sync_state_set: SyncStateSet {
+                    members: body.sync_state_set,
+                    epoch: header.sync_state_set_epoch.unwrap_or_default(),
+                },
+            })
+        }
+        Request::AlterSyncStateSet { .. } => {
+            let body = WireSyncStateSet::decode(&answer.body).expect("altered set");
+            Reply::SyncStateSetAltered(ours(body))
+        }
+        Request::Heartbeat(_) => unreachable!("heartbeats are one way"),
+    }
+}
+
+/// What a simulated broker observed.
+#[derive(Debug, Default)]
+struct Observed {
+    masters: Vec<ControllerEpoch>,
+    slaves: Vec<(BrokerControllerId, ControllerEpoch)>,
+    notifications: usize,
+    claims: usize,
+    refused_claims: usize,
+    sync_state_sets: Vec<SyncStateSet>,
+}
+
+/// A broker runtime reduced to the controller conversation: a session, one connection to
+/// the controller, an identity folder, and a notification listener on the broker address.
+struct SimBroker {
+    name: &'static str,
+    session: Session,
+    link: Option<Link>,
+    controller: String,
+    store: PathBuf,
+    queue: VecDeque<Action>,
+    notifications: Receiver<MasterView>,
+    heartbeating: bool,
+    seen: Observed,
+}
+
+impl SimBroker {
+    fn start(
+        name: &'static str,
+        controller: &str,
+        store: &Path,
+        listener: TcpListener,
+    ) -> SimBroker {
+        let broker_addr = listener.local_addr().expect("bound").to_string();
+        let (to, notifications) = mpsc::channel();
+        listen_for_notifications(listener, to);
+        let mut config = SessionConfig::new(
+            CLUSTER,
+            BROKER_NAME,
+            broker_addr,
+            vec![controller.to_owned()],
+            unix_ms(),
+        );
+        config.heartbeat_timeout_ms = 3_000;
+        config.sync_broker_metadata_period = Duration::from_millis(1_000);
+        config.check_sync_state_set_period = Duration::from_millis(1_000);
+        let session = Session::new(config, read_identity(store)).expect("session starts");
+        SimBroker {
+            name,
+            session,
+            link: None,
+            controller: controller.to_owned(),
+            store: store.to_owned(),
+            queue: VecDeque::new(),
+            notifications,
+            heartbeating: true,
+            seen: Observed::default(),
+        }
+    }
+
+    fn link(&mut self) -> io::Result<&mut Link> {
+        if self.link.is_none() {
+            self.link = Some(Link::connect(&self.controller)?);
+        }
+        Ok(self.link.as_mut().expect("just connected"))
+    }
+
+    /// One step: a due poll, notifications, then at most one queued action (so two brokers
+    /// driven in turn interleave their requests).
+    fn tick(&mut self) {
+        let now = Instant::now();
+        let polled = self.session.poll(now);
+        self.queue.extend(polled);
+        while let Ok(view) = self.notifications.try_recv() {
+            self.seen.notifications += 1;
+            let actions = self.session.on_role_notification(Instant::now(), view);
+            self.queue.extend(actions);
+        }
+        if let Some(action) = self.queue.pop_front() {
+            self.carry_out(action);
+        }
+    }
+
+    fn carry_out(&mut self, action: Action) {
+        match action {
+            Action::Send { id, to, request } => {
+                assert_eq!(to, self.controller, "{}: one controller here", self.name);
+                let command = to_command(self.session.config(), &request);
+                let timeout = self.session.config().request_timeout;
+                let answer = self.link().and_then(|link| link.call(command, timeout));
+                let now = Instant::now();
+                let actions = match answer {
+                    Ok(answer) => {
+                        let reply = to_reply(&request, &answer);
+                        if matches!(request, Request::ApplyBrokerId { .. }) {
+                            self.seen.claims += 1;
+                            if matches!(reply, Reply::Refused { .. }) {
+                                self.seen.refused_claims += 1;
+                            }
+                        }
+                        self.session
+                            .on_reply(now, id, reply)
+                            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+                    }
+                    Err(_) => {
+                        self.link = None;
+                        self.session.on_failure(now, id)
+                    }
+                };
+                self.queue.extend(actions);
+            }
+            Action::SendOneway { request, .. } => {
+                if self.heartbeating {
+                    let command = to_command(self.session.config(), &request);
+                    if self.link().and_then(|link| link.oneway(command)).is_err() {
+                        self.link = None;
+                    }
+                }
+            }
+            Action::Persist(persist) => {
+                let done = persist_identity(&self.store, &persist);
+                let now = Instant::now();
+                let actions = match done {
+                    Ok(()) => self.session.on_persisted(now),
+                    Err(_) => self.session.on_persist_failed(now),
+                };
+                self.queue.extend(actions);
+            }
+            Action::BecomeMaster { epoch, .. } => self.seen.masters.push(epoch),
+            Action::BecomeSlave {
+                master_broker_id,
+                epoch,
+                ..
+            } => self.seen.slaves.push((master_broker_id, epoch)),
+            Action::SyncStateSetChanged(set) => self.seen.sync_state_sets.push(set),
+        }
+    }
+}
+
+fn read_identity(store: &Path) -> StoredIdentity {
+    let read = |name: &str| std::fs::read_to_string(store.join(name)).ok();
+    StoredIdentity {
+        confirmed: read(CONFIRMED_FILE_NAME)
+            .map(|text| ConfirmedIdentity::decode(&text).expect("confirmed file reads")),
+        temp: read(TEMP_FILE_NAME)
+            .map(|text| TempIdentity::decode(&text).expect("temp file reads")),
+    }
+}
+
+fn persist_identity(store: &Path, persist: &Persist) -> io::Result<()> {
+    let invalid = |e: IdentityError| io::Error::new(io::ErrorKind::InvalidInput, e);
+    match persist {
+        Persist::WriteTemp(temp) => {
+            std::fs::write(store.join(TEMP_FILE_NAME), temp.encode().map_err(invalid)?)
+        }
+        Persist::WriteConfirmed(confirmed) => {
+            std::fs::write(
+                store.join(CONFIRMED_FILE_NAME),
+                confirmed.encode().map_err(invalid)?,
+            )?;
+            std::fs::remove_file(store.join(TEMP_FILE_NAME))
+        }
+        Persist::DeleteTemp => std::fs::remove_file(store.join(TEMP_FILE_NAME)),
+    }
+}
+
+/// Ticks `brokers` in turn until `done` holds, failing after [`STEP_DEADLINE`].
+fn drive_until(
+    what: &str,
+    brokers: &mut [&mut SimBroker],
+    done: impl Fn(&[&mut SimBroker]) -> bool,
+) {
+    let deadline = Instant::now() + STEP_DEADLINE;
+    while !done(brokers) {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached in {STEP_DEADLINE:?}; {:#?}",
+            brokers
+                .iter()
+                .map(|b| (b.name, b.session.role(), &b.seen))
+                .collect::<Vec<_>>()
+        );
+        for broker in brokers.iter_mut() {
+            broker.tick();
+        }
+        thread::sleep(TICK);
+    }
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("comet-controller-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
+}
+
+fn bind() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").expect("a free loopback port")
+}
+
+// Proves the session against Apache's controller: ids, first election, sync-state set,
+// failover after lost heartbeats, and a restart with a persisted id (see the module docs).
+#[test]
+#[ignore = "needs Java and Apache RocketMQ's controller: run tests/compat/controller/run.sh"]
+fn failover_with_apache_controller() {
+    let controller = std::env::var(ENV_CONTROLLER).unwrap_or_else(|_| {
+        panic!("{ENV_CONTROLLER} is not set: run tests/compat/controller/run.sh")
+    });
+    let (store_one, store_two) = (scratch("one"), scratch("two"));
+    let mut one = SimBroker::start("one", &controller, &store_one, bind());
+    let mut two = SimBroker::start("two", &controller, &store_two, bind());
+
+    // 1. Ids and the first election.
+    drive_until("both roles decided", &mut [&mut one, &mut two], |b| {
+        b.iter().all(|b| *b.session.role() != Role::Undecided)
+    });
+    let ids: BTreeSet<_> = [&one, &two]
+        .iter()
+        .filter_map(|b| b.session.broker_id())
+        .collect();
+    assert_eq!(ids.len(), 2, "two different controller ids: {ids:?}");
+    assert!(
+        one.seen.refused_claims + two.seen.refused_claims <= 1,
+        "at most one claim collides"
+    );
+    let (master, slave) = match one.session.role() {
+        Role::Master { .. } => (&mut one, &mut two),
+        _ => (&mut two, &mut one),
+    };
+    assert_eq!(
+        master.session.role(),
+        &Role::Master { epoch: 1 },
+        "first master epoch"
+    );
+    let master_id = master.session.broker_id().expect("master id");
+    let slave_id = slave.session.broker_id().expect("slave id");
+    assert!(
+        matches!(slave.session.role(), Role::Slave { master_broker_id, epoch: 1, .. }
+            if *master_broker_id == master_id),
+        "slave of the master: {:?}",
+        slave.session.role()
+    );
+    println!(
+        "ids: master {master_id} ({}), slave {slave_id} ({}); claims {} + {}, refused {} + {}",
+        master.name,
+        slave.name,
+        master.seen.claims,
+        slave.seen.claims,
+        master.seen.refused_claims,
+        slave.seen.refused_claims
+    );
+
+    // 2. The slave's logs are all in sync: the master proposes it and Apache accepts.
+    let now = Instant::now();
+    let actions = master
+        .session
+        .set_replica_logs_in_sync(now, slave_id, &[true, true, true]);
+    master.queue.extend(actions);
+    drive_until(
+        "sync-state set holds both",
+        &mut [&mut *master, &mut *slave],
+        |b| {
+            b.iter().any(|b| {
+                matches!(b.session.role(), Role::Master { .. })
+                    && b.session.sync_state_set().members == BTreeSet::from([master_id, slave_id])
+            })
+        },
+    );
+    println!(
+        "sync-state set accepted: {:?}",
+        master.session.sync_state_set()
+    );
+
+    // 3. The master stops heartbeating (its connection stays open): Apache must elect the
+    //    slave under a higher epoch.
+    master.heartbeating = false;
+    let stopped = Instant::now();
+    drive_until(
+        "slave promoted",
+        &mut [&mut *slave],
+        |b| matches!(b[0].session.role(), Role::Master { epoch } if *epoch > 1),
+    );
+    let new_epoch = slave.session.master_epoch();
+    println!(
+        "promoted after {:?} at epoch {new_epoch} ({} notification(s) received)",
+        stopped.elapsed(),
+        slave.seen.notifications
+    );
+    if let Some(link) = master.link.take() {
+        let _ = link.stream.shutdown(Shutdown::Both);
+    }
+
+    // 4. The old master restarts from its files: same id, told to follow the new master.
+    // It comes back on another port (its old listener still runs in this process); the
+    // registration updates its address at the controller.
+    let old_store = master.store.clone();
+    let restarted_identity = read_identity(&old_store);
+    assert_eq!(
+        restarted_identity.confirmed.as_ref().map(|c| c.broker_id),
+        Some(master_id),
+        "the confirmed file holds the id"
+    );
+    assert!(restarted_identity.temp.is_none(), "no claim left over");
+    let mut restarted = SimBroker::start("restarted", &controller, &old_store, bind());
+    drive_until(
+        "old master follows",
+        &mut [&mut restarted, &mut *slave],
+        |b| *b[0].session.role() != Role::Undecided,
+    );
+    assert_eq!(
+        restarted.seen.claims, 0,
+        "a persisted id is not claimed again"
+    );
+    assert_eq!(restarted.session.broker_id(), Some(master_id));
+    assert!(
+        matches!(restarted.session.role(), Role::Slave { master_broker_id, epoch, .. }
+            if *master_broker_id == slave_id && *epoch == new_epoch),
+        "restarted old master follows the new one: {:?}",
+        restarted.session.role()
+    );
+    println!("restarted old master follows {slave_id} at epoch {new_epoch}");
+    let _ = std::fs::remove_dir_all(&store_one);
+    let _ = std::fs::remove_dir_all(&store_two);
+}
