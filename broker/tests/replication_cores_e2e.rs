@@ -551,3 +551,221 @@ fn a_promoted_slave_delivers_pending_timers_once_and_delivered_ones_never_again(
     drop(master);
     namesrv.stop();
 }
+
+const TX_GROUP: &str = "hosted_tx_pg";
+const TX_TOPIC: &str = "ReplTxReal";
+/// sysFlag of a transaction's half message.
+const PREPARED: i32 = 0x4;
+/// END_TRANSACTION's commit decision.
+const COMMIT: i32 = 8;
+
+/// A half message as its producer knows it after the send.
+struct Half {
+    unique_key: String,
+    queue_offset: i64,
+    commit_log_offset: i64,
+}
+
+fn send_half(client: &mut Client, body: &str) -> Half {
+    use comet_proto::CommandHeader;
+    let mut properties = Properties::new();
+    properties.insert(names::TRAN_MSG, "true");
+    properties.insert(names::PGROUP, TX_GROUP);
+    properties.insert(names::WAIT, "true");
+    let header = comet_proto::headers::SendMessageRequestHeaderV2 {
+        producer_group: TX_GROUP.into(),
+        topic: TX_TOPIC.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id: 0,
+        sys_flag: PREPARED,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(properties.encode()),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        max_reconsume_times: None,
+        batch: Some(false),
+        broker_name: None,
+    };
+    let request = RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, 0)
+        .with_header(&header)
+        .with_body(body.as_bytes().to_vec());
+    let response = client.call_ok(request);
+    let header =
+        comet_proto::headers::SendMessageResponseHeader::from_ext_fields(&response.ext_fields)
+            .unwrap();
+    Half {
+        unique_key: header.transaction_id.unwrap(),
+        queue_offset: header.queue_offset,
+        commit_log_offset: comet_proto::message_id::decode_offset_msg_id(&header.msg_id)
+            .unwrap()
+            .commit_log_offset,
+    }
+}
+
+/// END_TRANSACTION (one-way, as Java producers send it) committing `half`.
+fn commit(client: &mut Client, half: &Half, from_check: bool) {
+    let header = comet_proto::headers::EndTransactionRequestHeader {
+        topic: Some(TX_TOPIC.into()),
+        producer_group: TX_GROUP.into(),
+        tran_state_table_offset: half.queue_offset,
+        commit_log_offset: half.commit_log_offset,
+        commit_or_rollback: COMMIT,
+        from_transaction_check: Some(from_check),
+        msg_id: half.unique_key.clone(),
+        transaction_id: Some(half.unique_key.clone()),
+        broker_name: None,
+    };
+    let mut request =
+        RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header);
+    request.set_oneway();
+    client.send(request);
+}
+
+/// A producer connection of [`TX_GROUP`], registered by heartbeat, reading the broker's
+/// check-backs.
+struct Producer {
+    client: Client,
+    reader: std::net::TcpStream,
+    buffer: comet_proto::bytes::BytesMut,
+}
+
+impl Producer {
+    fn connect(node: &Node, client_id: &str) -> Producer {
+        use comet_proto::body::{HeartbeatData, JsonBody, ProducerData};
+        let mut client = node.client();
+        let data = HeartbeatData {
+            client_id: client_id.into(),
+            producer_data_set: vec![ProducerData {
+                group_name: TX_GROUP.into(),
+            }],
+            ..HeartbeatData::default()
+        };
+        let request = RemotingCommand::request(RequestCode::HEART_BEAT, 0).with_body(data.encode());
+        assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
+        let reader = client.stream.try_clone().unwrap();
+        Producer {
+            client,
+            reader,
+            buffer: comet_proto::bytes::BytesMut::new(),
+        }
+    }
+
+    /// The next CHECK_TRANSACTION_STATE within `limit`.
+    fn next_check(&mut self, limit: Duration) -> Option<RemotingCommand> {
+        use std::io::Read;
+        let deadline = std::time::Instant::now() + limit;
+        let decoder = comet_proto::frame::FrameDecoder::default();
+        loop {
+            while let Some(comet_proto::Decoded::Command(command)) =
+                decoder.decode(&mut self.buffer).unwrap()
+            {
+                if command.request_code() == RequestCode::CHECK_TRANSACTION_STATE {
+                    return Some(command);
+                }
+            }
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            self.reader
+                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
+                .unwrap();
+            let mut chunk = [0u8; 65536];
+            match self.reader.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(read) => self.buffer.extend_from_slice(&chunk[..read]),
+            }
+        }
+    }
+}
+
+/// The bodies of the messages in queue 0 of the transaction topic.
+fn committed_bodies(client: &mut Client) -> Vec<String> {
+    pull_queue_of(client, TX_TOPIC, 0)
+        .iter()
+        .map(|message| String::from_utf8_lossy(&message.body).into_owned())
+        .collect()
+}
+
+// Proves transaction state survives a failover to a slave with fewer cores: a half message
+// committed on the old master is neither checked back nor committed again by the promoted
+// slave, and a half still pending at the failover is checked back on the producer's
+// connection to the promoted slave, whose commit stores it once.
+#[test]
+fn a_promoted_slave_checks_back_the_pending_half_only() {
+    let namesrv_dir = TempDir::new("repl-tx-ns");
+    let namesrv = start_namesrv(namesrv_dir.path());
+    let namesrv_addr = namesrv.addr().to_string();
+    let master_dir = TempDir::new("repl-tx-master");
+    let slave_dir = TempDir::new("repl-tx-slave");
+    let master_ha = free_port();
+    let mut options = master_options(master_ha);
+    // The old master must not check the pending half back before the failover.
+    options.push("transactionTimeOut=600000".to_owned());
+    let mut master = Node::start(master_dir.path(), &namesrv_addr, 2, options);
+    let mut master_client = master.client();
+    create_topic(&mut master_client, TX_TOPIC, 1);
+    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
+    let committed = send_half(&mut master_client, "committed before the failover");
+    commit(&mut master_client, &committed, false);
+    let pending = send_half(&mut master_client, "pending at the failover");
+    let stored = poll_until(CONVERGE_LIMIT, || {
+        committed_bodies(&mut master_client) == ["committed before the failover"]
+    });
+    assert!(stored, "{:?}", committed_bodies(&mut master_client));
+    let mut slave_client = slave.client();
+    let caught_up = poll_until(CONVERGE_LIMIT, || {
+        written_ends(&mut slave_client) == written_ends(&mut master_client)
+    });
+    assert!(caught_up, "the slave holds the master's logs");
+    let copied = poll_until(CONVERGE_LIMIT, || {
+        committed_bodies(&mut slave_client) == ["committed before the failover"]
+    });
+    assert!(copied, "{:?}", committed_bodies(&mut slave_client));
+
+    drop(master_client);
+    master.stop();
+    drop(slave_client);
+    slave.stop();
+    slave.options = master_options(free_port());
+    slave
+        .options
+        .push("transactionCheckInterval=300".to_owned());
+    slave.options.push("transactionTimeOut=1000".to_owned());
+    slave.spawn();
+    let mut producer = Producer::connect(&slave, "127.0.0.1@hosted-tx");
+    let check = producer
+        .next_check(CONVERGE_LIMIT)
+        .expect("the pending half is checked back");
+    let messages = decode_records(check.body.clone());
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].body.as_ref(), b"pending at the failover");
+    assert_eq!(messages[0].uniq_key(), Some(pending.unique_key.as_str()));
+    let header = {
+        use comet_proto::CommandHeader;
+        comet_proto::headers::CheckTransactionStateRequestHeader::from_ext_fields(&check.ext_fields)
+            .unwrap()
+    };
+    let checked = Half {
+        unique_key: header.msg_id.clone().unwrap(),
+        queue_offset: header.tran_state_table_offset,
+        commit_log_offset: header.commit_log_offset,
+    };
+    commit(&mut producer.client, &checked, true);
+    let mut reader = slave.client();
+    let both = poll_until(CONVERGE_LIMIT, || committed_bodies(&mut reader).len() == 2);
+    assert!(both, "{:?}", committed_bodies(&mut reader));
+    // A further check would come within a few check intervals past the timeout.
+    assert!(
+        producer.next_check(Duration::from_millis(2500)).is_none(),
+        "nothing is left to check"
+    );
+    assert_eq!(
+        committed_bodies(&mut reader),
+        ["committed before the failover", "pending at the failover"]
+    );
+    drop(reader);
+    drop(producer);
+    drop(slave);
+    drop(master);
+    namesrv.stop();
+}
