@@ -1175,6 +1175,3 @@ fn reply_name(reply: &Reply) -> &'static str {
         Reply::Refused { .. } => "Refused",
     }
 }
-
-#[cfg(test)]
-mod tests;

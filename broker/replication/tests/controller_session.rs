@@ -1,10 +1,10 @@
-//! Scenario tests of the broker's controller session: every answer is fed by hand, time is
-//! an offset from one base instant.
+//! Scenario tests of the broker's controller session (`comet_replication::controller`):
+//! every answer is fed by hand, time is an offset from one base instant.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use super::*;
+use comet_replication::controller::*;
 
 const CONTROLLER_A: &str = "127.0.0.1:9878";
 const CONTROLLER_B: &str = "127.0.0.1:9879";
