@@ -459,10 +459,28 @@ fn deliveries(client: &mut Client, topic: &str) -> std::collections::BTreeMap<St
 
 /// Sends a message to `topic` due `delay_ms` after its arrival; returns its UNIQ_KEY.
 fn send_timed(client: &mut Client, topic: &str, queue: i32, delay_ms: i64) -> String {
-    let mut properties = Properties::new();
-    properties.insert(names::TIMER_DELAY_MS, delay_ms.to_string());
-    properties.insert(names::WAIT, "true");
     let body = format!("due in {delay_ms} ms");
+    send_delayed(
+        client,
+        topic,
+        queue,
+        (names::TIMER_DELAY_MS, delay_ms),
+        &body,
+    )
+}
+
+/// Sends `body` to `topic` with the delay property `delay` (a timer or a delay level);
+/// returns its UNIQ_KEY.
+fn send_delayed(
+    client: &mut Client,
+    topic: &str,
+    queue: i32,
+    delay: (&str, i64),
+    body: &str,
+) -> String {
+    let mut properties = Properties::new();
+    properties.insert(delay.0, delay.1.to_string());
+    properties.insert(names::WAIT, "true");
     let response = client.call(send_request_with(
         topic,
         queue,
@@ -684,6 +702,73 @@ fn committed_bodies(client: &mut Client) -> Vec<String> {
         .iter()
         .map(|message| String::from_utf8_lossy(&message.body).into_owned())
         .collect()
+}
+
+// Proves delay levels survive a failover to a slave with fewer cores: messages of level 1
+// (1 s) the old master delivered are not delivered again by the promoted slave, and those
+// of level 3 (10 s) still pending at the failover are delivered by it, each exactly once.
+#[test]
+fn a_promoted_slave_delivers_pending_delay_levels_once() {
+    let namesrv_dir = TempDir::new("repl-delay-ns");
+    let namesrv = start_namesrv(namesrv_dir.path());
+    let namesrv_addr = namesrv.addr().to_string();
+    let master_dir = TempDir::new("repl-delay-master");
+    let slave_dir = TempDir::new("repl-delay-slave");
+    let master_ha = free_port();
+    let mut master = Node::start(
+        master_dir.path(),
+        &namesrv_addr,
+        2,
+        master_options(master_ha),
+    );
+    let mut master_client = master.client();
+    let real = "ReplDelayReal";
+    create_topic(&mut master_client, real, QUEUES);
+    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
+    let early: Vec<String> = (0..QUEUES)
+        .map(|queue| send_delayed(&mut master_client, real, queue, (names::DELAY, 1), "1 s"))
+        .collect();
+    let late: Vec<String> = (0..QUEUES)
+        .map(|queue| send_delayed(&mut master_client, real, queue, (names::DELAY, 3), "10 s"))
+        .collect();
+    let delivered = poll_until(CONVERGE_LIMIT, || {
+        deliveries(&mut master_client, real).len() == early.len()
+    });
+    assert!(delivered, "the master delivers level 1");
+    let mut slave_client = slave.client();
+    let caught_up = poll_until(CONVERGE_LIMIT, || {
+        written_ends(&mut slave_client) == written_ends(&mut master_client)
+    });
+    assert!(caught_up, "the slave holds the master's logs");
+
+    drop(master_client);
+    master.stop();
+    drop(slave_client);
+    slave.stop();
+    slave.options = master_options(free_port());
+    slave.spawn();
+    let mut promoted = slave.client();
+    let all_there = poll_until(CONVERGE_LIMIT, || {
+        let counts = deliveries(&mut promoted, real);
+        late.iter().all(|key| counts.contains_key(key))
+    });
+    let counts = deliveries(&mut promoted, real);
+    assert!(
+        all_there,
+        "the pending level-3 messages are delivered: {counts:?}"
+    );
+    for key in early.iter().chain(&late) {
+        assert_eq!(
+            counts.get(key),
+            Some(&1),
+            "{key} delivered once: {counts:?}"
+        );
+    }
+    assert_eq!(counts.len(), early.len() + late.len(), "{counts:?}");
+    drop(promoted);
+    drop(slave);
+    drop(master);
+    namesrv.stop();
 }
 
 // Proves transaction state survives a failover to a slave with fewer cores: a half message
