@@ -19,6 +19,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -31,6 +32,7 @@ use comet_replication::controller::identity::{CONFIRMED_FILE_NAME, TEMP_FILE_NAM
 use comet_replication::controller::*;
 
 const ENV_CONTROLLER: &str = "COMET_CONTROLLER_ADDR";
+const ENV_CAPTURE: &str = "COMET_CONTROLLER_CAPTURE";
 const CLUSTER: &str = "CometControllerTest";
 const BROKER_NAME: &str = "broker-ctl";
 /// Generous: the controller's DLedger group elects itself leader first, on a busy machine.
@@ -82,9 +84,16 @@ impl Link {
         self.stream.write_all(&encode_to_bytes(&command))?;
         let deadline = Instant::now() + timeout;
         loop {
+            let raw = match self.decoder.frame_length(&self.buffer) {
+                Ok(Some(length)) => self.buffer[..length].to_vec(),
+                _ => Vec::new(),
+            };
             match self.decoder.decode(&mut self.buffer) {
                 Ok(Some(Decoded::Command(answer))) if answer.is_response() => {
                     if answer.opaque == opaque {
+                        let request = command.request_code();
+                        let name = request.name().unwrap_or("UNKNOWN");
+                        capture(&format!("{name} {}", answer.code), &raw);
                         return Ok(answer);
                     }
                 }
@@ -108,6 +117,27 @@ impl Link {
     }
 }
 
+/// With `COMET_CONTROLLER_CAPTURE` set to a file, appends the first frame of each kind the
+/// controller sends (`label hex` lines): the source of comet-proto's captured controller
+/// frames.
+fn capture(label: &str, raw: &[u8]) {
+    static SEEN: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    let Ok(path) = std::env::var(ENV_CAPTURE) else {
+        return;
+    };
+    let mut seen = SEEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if raw.is_empty() || !seen.insert(label.to_owned()) {
+        return;
+    }
+    let hex: String = raw.iter().map(|byte| format!("{byte:02x}")).collect();
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .expect("capture file opens");
+    writeln!(file, "{label} {hex}").expect("capture line written");
+}
+
 /// Accepts the controller's connections to the broker's address and forwards each
 /// NOTIFY_BROKER_ROLE_CHANGED as a [`MasterView`].
 fn listen_for_notifications(listener: TcpListener, to: Sender<MasterView>) {
@@ -120,11 +150,17 @@ fn listen_for_notifications(listener: TcpListener, to: Sender<MasterView>) {
                 let mut buffer = BytesMut::new();
                 let mut chunk = [0u8; 8192];
                 loop {
-                    while let Ok(Some(decoded)) = decoder.decode(&mut buffer) {
+                    while let Ok(Some(length)) = decoder.frame_length(&buffer) {
+                        let raw = buffer[..length].to_vec();
+                        let Ok(Some(decoded)) = decoder.decode(&mut buffer) else {
+                            return;
+                        };
                         if let Decoded::Command(command) = decoded {
-                            if command.request_code() == RequestCode::NOTIFY_BROKER_ROLE_CHANGED
-                                && to.send(notification_view(&command)).is_err()
-                            {
+                            if command.request_code() != RequestCode::NOTIFY_BROKER_ROLE_CHANGED {
+                                continue;
+                            }
+                            capture("NOTIFY_BROKER_ROLE_CHANGED request", &raw);
+                            if to.send(notification_view(&command)).is_err() {
                                 return;
                             }
                         }

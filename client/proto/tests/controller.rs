@@ -233,3 +233,104 @@ fn notify_and_metadata_frames_from_java_layout() {
         Some("127.0.0.1:9878")
     );
 }
+
+/// The frames of `tests/data/apache-controller-frames.txt` with their labels.
+fn captured_apache_frames() -> Vec<(String, RemotingCommand)> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/apache-controller-frames.txt"
+    );
+    let text = std::fs::read_to_string(path).expect("captured frames");
+    text.lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let (label, hex) = line.rsplit_once(' ').expect("label and hex");
+            let bytes: Vec<u8> = (0..hex.len() / 2)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).expect("hex"))
+                .collect();
+            (label.to_owned(), decode_one(BytesMut::from(&bytes[..])))
+        })
+        .collect()
+}
+
+// Proves every frame Apache's own controller sent in the compatibility run decodes into the
+// typed headers and bodies with the values that run produced: the metadata answer's
+// `isLeader`, the id claim and its "taken" refusal, a registration without a master, the
+// first election (bare numeric member-group keys), the role notification, replica info and
+// both a refused and an accepted sync-state-set change.
+#[test]
+fn frames_captured_from_apache_controller_decode() {
+    let frames = captured_apache_frames();
+    let get = |label: &str| {
+        frames
+            .iter()
+            .find(|(l, _)| l == label)
+            .map(|(_, command)| command)
+            .unwrap_or_else(|| panic!("no captured frame {label}"))
+    };
+    let metadata: GetMetaDataResponseHeader = get("CONTROLLER_GET_METADATA_INFO 0")
+        .decode_header()
+        .expect("metadata header");
+    assert!(metadata.is_leader);
+    let leader = metadata.controller_leader_address.expect("leader address");
+    assert!(metadata.peers.expect("peers").contains(&leader));
+
+    let next: GetNextBrokerIdResponseHeader = get("CONTROLLER_GET_NEXT_BROKER_ID 0")
+        .decode_header()
+        .expect("next id header");
+    assert_eq!(next.next_broker_id, Some(1));
+    let applied: ApplyBrokerIdResponseHeader = get("CONTROLLER_APPLY_BROKER_ID 0")
+        .decode_header()
+        .expect("apply header");
+    assert!(applied.broker_name.is_some());
+    let taken = get("CONTROLLER_APPLY_BROKER_ID 2014");
+    assert_eq!(
+        taken.response_code(),
+        ResponseCode::CONTROLLER_BROKER_ID_INVALID
+    );
+    assert!(taken
+        .remark
+        .as_deref()
+        .is_some_and(|r| r.contains("brokerId")));
+
+    let registered = get("CONTROLLER_REGISTER_BROKER 0");
+    let header: RegisterBrokerToControllerResponseHeader =
+        registered.decode_header().expect("register header");
+    assert_eq!(header.master_broker_id, None, "no master yet");
+    let set = SyncStateSet::decode(&registered.body).expect("register body");
+    assert!(set.sync_state_set.is_empty());
+
+    let elected = get("CONTROLLER_ELECT_MASTER 0");
+    let header: ElectMasterResponseHeader = elected.decode_header().expect("elect header");
+    assert_eq!(
+        (header.master_broker_id, header.master_epoch),
+        (Some(1), Some(1))
+    );
+    let body = ElectMasterResponseBody::decode(&elected.body).expect("elect body");
+    assert_eq!(body.sync_state_set, BTreeSet::from([1]));
+    let group = body.broker_member_group.expect("member group");
+    assert_eq!(group.broker_addrs.get(&1), header.master_address.as_ref());
+
+    let notify = get("NOTIFY_BROKER_ROLE_CHANGED request");
+    assert!(notify.is_oneway());
+    let header: NotifyBrokerRoleChangedRequestHeader =
+        notify.decode_header().expect("notify header");
+    let set = SyncStateSet::decode(&notify.body).expect("notify body");
+    assert_eq!(header.sync_state_set_epoch, Some(set.sync_state_set_epoch));
+
+    let info = get("CONTROLLER_GET_REPLICA_INFO 0");
+    let header: GetReplicaInfoResponseHeader = info.decode_header().expect("info header");
+    assert!(header.master_epoch.is_some_and(|epoch| epoch >= 1));
+    SyncStateSet::decode(&info.body).expect("info body");
+
+    let refused = get("CONTROLLER_ALTER_SYNC_STATE_SET 2006");
+    assert_eq!(
+        refused.response_code(),
+        ResponseCode::CONTROLLER_BROKER_NOT_ALIVE
+    );
+    let altered = get("CONTROLLER_ALTER_SYNC_STATE_SET 0");
+    let header: AlterSyncStateSetResponseHeader = altered.decode_header().expect("alter header");
+    let set = SyncStateSet::decode(&altered.body).expect("alter body");
+    assert_eq!(header.new_sync_state_set_epoch, set.sync_state_set_epoch);
+    assert_eq!(set.sync_state_set, BTreeSet::from([1, 2]));
+}

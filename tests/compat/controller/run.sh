@@ -8,7 +8,9 @@
 #
 # --keep keeps the state folder (name-server output and controller logs) for reading.
 # Environment: ROCKETMQ_VERSION, JAVA, COMPAT_CACHE as for ../apache/broker.sh (whose jars are
-# reused), START_TIMEOUT_S (default 90).
+# reused), START_TIMEOUT_S (default 90); COMET_CONTROLLER_CAPTURE=FILE (absolute path) makes
+# the test append the first frame of each kind Apache's controller sent (the source of
+# client/proto/tests/data/apache-controller-frames.txt).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
