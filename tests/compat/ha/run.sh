@@ -196,7 +196,8 @@ until in_sync; do
   fi
   sleep 0.5
 done
-report ha_pair_in_sync "$start" 0 "$(grep -v '^#' <<<"$LAST_HA_STATUS" | head -1)"
+report ha_pair_in_sync "$start" 0 "$(awk '!/^#/ && NF >= 12 {
+  printf "log %s: slave %s (id %s) in sync; ", $1, $5, $6 }' <<<"$LAST_HA_STATUS")"
 
 RUN_ID="$(python3 -c 'import uuid; print(uuid.uuid4().hex[:8])')"
 TOPIC="HaTopic_$RUN_ID"

@@ -45,6 +45,12 @@ public final class HaSuite {
   /** Bodies above 4 KiB are compressed by the producer: every 25th message is that large. */
   private static final int LARGE_BODY_BYTES = 8 * 1024;
   private static final long WAIT_MS = 60_000;
+  /**
+   * The clients' timeout for name server and broker calls other than sends (3 s by default):
+   * on a loaded 2-core machine running the pair and two JVMs, a route look-up once took
+   * longer, which says nothing about replication.
+   */
+  private static final int CLIENT_API_TIMEOUT_MS = 10_000;
 
   private final Map<String, String> args;
   private final String namesrv;
@@ -79,15 +85,30 @@ public final class HaSuite {
     }
     HaSuite suite = new HaSuite(args);
     switch (args.get("phase")) {
-      case "setup" -> suite.steps.run("ha_create_topic", suite::createTopic);
+      case "setup" -> suite.step("ha_create_topic", suite::createTopic);
       case "produce" -> {
-        suite.steps.run(suite.prefix + "send_sync_SEND_OK", suite::produce);
-        suite.steps.run(suite.prefix + "clusterList_master_slave", suite::clusterList);
+        suite.step(suite.prefix + "send_sync_SEND_OK", suite::produce);
+        suite.step(suite.prefix + "clusterList_master_slave", suite::clusterList);
       }
-      case "consume" -> suite.steps.run(suite.prefix + "push_from_slave", suite::consume);
+      case "consume" -> suite.step(suite.prefix + "push_from_slave", suite::consume);
       default -> usage("--phase must be setup, produce or consume");
     }
     System.exit(suite.steps.summarize() == 0 ? 0 : 1);
+  }
+
+  /** Runs a step; an exception other than a check's failure leaves its trace on stderr. */
+  private void step(String name, Steps.Step body) {
+    steps.run(name, () -> {
+      try {
+        return body.run();
+      } catch (Check.Failure e) {
+        throw e;
+      } catch (Exception e) {
+        System.err.println(name + " failed:");
+        e.printStackTrace(System.err);
+        throw e;
+      }
+    });
   }
 
   private static void usage(String why) {
@@ -151,6 +172,7 @@ public final class HaSuite {
     producer.setNamesrvAddr(namesrv);
     producer.setInstanceName(prefix + "producer_" + runId);
     producer.setSendMsgTimeout(10_000);
+    producer.setMqClientApiTimeout(CLIENT_API_TIMEOUT_MS);
     // A status other than SEND_OK must show, not be retried on another broker.
     producer.setRetryAnotherBrokerWhenNotStoreOK(false);
     producer.start();
@@ -200,6 +222,7 @@ public final class HaSuite {
     consumer.setNamesrvAddr(namesrv);
     consumer.setInstanceName(prefix + "consumer_" + runId);
     consumer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+    consumer.setMqClientApiTimeout(CLIENT_API_TIMEOUT_MS);
     consumer.subscribe(topic, "*");
     consumer.registerMessageListener(got.concurrently());
     consumer.start();
