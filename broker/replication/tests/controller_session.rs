@@ -365,6 +365,18 @@ fn files_of_another_broker_and_missing_controllers_are_refused() {
         parse_controller_addrs(" 127.0.0.1:9878;;127.0.0.1:9879 "),
         vec![CONTROLLER_A.to_owned(), CONTROLLER_B.to_owned()]
     );
+    let mut session =
+        Session::new(config(&[CONTROLLER_A]), StoredIdentity::default()).expect("valid config");
+    assert_eq!(
+        session.set_controller_addrs(Vec::new()),
+        Err(SessionError::NoControllerAddress)
+    );
+    // A new DNS answer: the next lookup asks its first address.
+    session
+        .set_controller_addrs(vec![CONTROLLER_B.to_owned()])
+        .expect("one address");
+    let (_, to, request) = sent(&session.poll(Instant::now()));
+    assert_eq!((to.as_str(), request), (CONTROLLER_B, Request::GetMetadata));
 }
 
 // Proves a slave whose replica poll shows a newer epoch without a master asks for an election

@@ -622,6 +622,20 @@ impl Session {
         wakeups.into_iter().min()
     }
 
+    /// Replaces the controller addresses: with `fetchControllerAddrByDnsLookup=true` Java
+    /// resolves `controllerAddr` as a domain name again every two minutes, and the runtime
+    /// passes each non-empty result here. The known leader is kept; lookups continue from the
+    /// first new address.
+    pub fn set_controller_addrs(&mut self, addrs: Vec<String>) -> Result<(), SessionError> {
+        if addrs.is_empty() {
+            return Err(SessionError::NoControllerAddress);
+        }
+        self.config.controller_addrs = addrs;
+        self.lookup_cursor = 0;
+        self.lookup_misses = 0;
+        Ok(())
+    }
+
     /// Reports what the broker's logs hold, for the following heartbeats.
     pub fn set_log_progress(&mut self, progress: LogProgress) {
         self.progress = progress;
