@@ -141,6 +141,7 @@ fn runtime_info_reports_traffic() {
         let got: u64 = figures["msgGetTotalTodayNow"].parse().unwrap();
         if put >= sent as u64 && got >= sent as u64 && first_rate(&figures, "putTps") > 0.0 {
             assert!(first_rate(&figures, "getTransferredTps") > 0.0);
+            assert!(first_rate(&figures, "getTransferedTps") > 0.0);
             let in_place: u64 = figures["requestsHandledInPlace"].parse().unwrap();
             let forwarded: u64 = figures["requestsForwardedToOwnerShard"].parse().unwrap();
             assert!(in_place + forwarded >= (sent + 4) as u64);

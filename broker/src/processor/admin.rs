@@ -386,7 +386,7 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     } else {
         traffic.now.forwarded as f64 * 100.0 / requests as f64
     };
-    let figures: [(&str, String); 21] = [
+    let figures: [(&str, String); 22] = [
         ("brokerVersionDesc", "V5_3_3".to_owned()),
         (
             "brokerVersion",
@@ -413,6 +413,9 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         ),
         ("putTps", format_tps(&traffic.put_tps)),
         ("getTransferredTps", format_tps(&traffic.got_tps)),
+        // Java 4.9's spelling: its mqadmin clusterList, the Go admin and the dashboard read
+        // this key (4.9.x mqadmin throws on its absence), 5.x's the one above.
+        ("getTransferedTps", format_tps(&traffic.got_tps)),
         (
             "commitLogMaxOffset",
             broker.store().durable_end_offset().as_i64().to_string(),
