@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use comet_proto::message::decode_records;
 use comet_proto::ResponseCode;
@@ -46,7 +46,7 @@ const BRIEF_HEALED: u8 = 2;
 const CUT: u8 = 3;
 const HEALED: u8 = 4;
 
-/// Bytes of each message body (a sender's label padded with spaces): enough that Data
+/// Bytes of each message body (a sender's label, padded): enough that Data
 /// frames fill the kernel's socket buffers and the relay's while the link is cut.
 const BODY_BYTES: usize = 512;
 
@@ -64,6 +64,8 @@ struct Answer {
     /// across senders.
     issued_at: u64,
     answered_at: u64,
+    /// How long the answer took.
+    took: Duration,
 }
 
 /// What the senders and the test share.
@@ -79,7 +81,9 @@ impl Load {
     fn send(&self, client: &mut Client, queue: i32, body: String) -> ResponseCode {
         let sent_in = self.phase.load(Ordering::SeqCst);
         let issued_at = self.clock.fetch_add(1, Ordering::SeqCst);
+        let asked = Instant::now();
         let (code, offset) = send_one(client, TOPIC, queue, &body);
+        let took = asked.elapsed();
         let answered_at = self.clock.fetch_add(1, Ordering::SeqCst);
         let answered_in = self.phase.load(Ordering::SeqCst);
         self.answers.lock().unwrap().push(Answer {
@@ -91,8 +95,38 @@ impl Load {
             answered_in,
             issued_at,
             answered_at,
+            took,
         });
         code
+    }
+
+    /// Per phase sent in and code: how many answers, and the slowest one (for messages).
+    fn summary(&self) -> String {
+        let mut groups: HashMap<(u8, ResponseCode), (usize, Duration)> = HashMap::new();
+        for answer in self.answers.lock().unwrap().iter() {
+            let group = groups.entry((answer.sent_in, answer.code)).or_default();
+            group.0 += 1;
+            group.1 = group.1.max(answer.took);
+        }
+        let mut groups: Vec<_> = groups.into_iter().collect();
+        groups.sort_by_key(|((phase, code), _)| (*phase, format!("{code:?}")));
+        groups
+            .iter()
+            .map(|((phase, code), (count, slowest))| {
+                format!("phase {phase} {code:?}: {count} (slowest {slowest:?})")
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Polls `condition` until it holds; panics naming `what` and showing the answers so
+    /// far when [`CONVERGE_LIMIT`] passes first.
+    fn wait_until(&self, what: &str, condition: impl FnMut() -> bool) {
+        assert!(
+            poll_until(CONVERGE_LIMIT, condition),
+            "timed out after {CONVERGE_LIMIT:?} waiting for {what}; answers: {}",
+            self.summary()
+        );
     }
 
     fn answers(&self) -> Vec<Answer> {
@@ -140,7 +174,11 @@ fn send_until_stopped(master: SocketAddr, load: &Load, sender: usize) {
             continue;
         }
         let queue = i32::try_from((sender + index) % usize::try_from(QUEUES).unwrap()).unwrap();
-        let body = format!("{:<BODY_BYTES$}", format!("s{sender} n{index}"));
+        let mut body = format!("s{sender} n{index} ");
+        body.extend(std::iter::repeat_n(
+            '.',
+            BODY_BYTES.saturating_sub(body.len()),
+        ));
         let code = load.send(&mut client, queue, body);
         if cut && code == ResponseCode::SLAVE_NOT_AVAILABLE {
             not_available += 1;
@@ -194,13 +232,14 @@ fn start_sync_master(store: &Path) -> Broker {
     )
 }
 
-/// Master-side in-sync slave count (GET_BROKER_HA_STATUS through comet-client's admin API).
-fn in_sync_slaves(master: &Broker) -> u64 {
+/// The master's replication figures (GET_BROKER_HA_STATUS through comet-client's admin
+/// API).
+fn ha_status(master: &Broker) -> comet_client::admin::HaStatus {
     let config = comet_client::ClientConfig::with_namesrv(&master.namesrv());
     let admin = comet_client::Admin::new(config).unwrap();
     let status = admin.ha_status(&master.broker_addr.to_string()).unwrap();
     admin.shutdown();
-    status.in_sync_slave_nums
+    status
 }
 
 /// A cut the test heals before the master drops the slave: sends issued during it wait
@@ -211,7 +250,7 @@ fn brief_cut(relay: &Relay, load: &Load, slave: &mut Client) {
     relay.cut();
     load.phase.store(BRIEF_CUT, Ordering::SeqCst);
     assert_slave_holds_every_send_ok(slave, load, "at a brief cut");
-    wait_until("FLUSH_SLAVE_TIMEOUT in a brief cut", CONVERGE_LIMIT, || {
+    load.wait_until("FLUSH_SLAVE_TIMEOUT in a brief cut", || {
         load.count(|answer| {
             answer.sent_in == BRIEF_CUT && answer.code == ResponseCode::FLUSH_SLAVE_TIMEOUT
         }) > 0
@@ -219,19 +258,16 @@ fn brief_cut(relay: &Relay, load: &Load, slave: &mut Client) {
     assert_slave_holds_every_send_ok(slave, load, "in a brief cut");
     load.phase.store(BRIEF_HEALED, Ordering::SeqCst);
     relay.heal();
-    wait_until(
-        "SEND_OK on every queue after a brief cut",
-        CONVERGE_LIMIT,
-        || {
-            load.on_every_queue(|answer| {
-                answer.sent_in == BRIEF_HEALED && answer.code == ResponseCode::SUCCESS
-            })
-        },
-    );
+    load.wait_until("SEND_OK on every queue after a brief cut", || {
+        load.on_every_queue(|answer| {
+            answer.sent_in == BRIEF_HEALED && answer.code == ResponseCode::SUCCESS
+        })
+    });
     assert_eq!(
         relay.connections_accepted(),
         accepted,
-        "the slave carried on over the connections it had"
+        "the slave carried on over the connections it had; answers: {}",
+        load.summary()
     );
 }
 
@@ -243,22 +279,23 @@ fn long_cut(relay: &Relay, load: &Load, master: &Broker, slave: &mut Client) {
     relay.cut();
     load.phase.store(CUT, Ordering::SeqCst);
     assert_slave_holds_every_send_ok(slave, load, "at the cut");
-    wait_until("FLUSH_SLAVE_TIMEOUT after the cut", CONVERGE_LIMIT, || {
+    load.wait_until("FLUSH_SLAVE_TIMEOUT after the cut", || {
         load.count(|answer| {
             answer.sent_in == CUT && answer.code == ResponseCode::FLUSH_SLAVE_TIMEOUT
         }) > 0
     });
     assert_slave_holds_every_send_ok(slave, load, "cut, slave not dropped");
-    wait_until(
-        "SLAVE_NOT_AVAILABLE on every queue after the cut",
-        CONVERGE_LIMIT,
-        || {
-            load.on_every_queue(|answer| {
-                answer.sent_in == CUT && answer.code == ResponseCode::SLAVE_NOT_AVAILABLE
-            })
-        },
+    load.wait_until("SLAVE_NOT_AVAILABLE on every queue after the cut", || {
+        load.on_every_queue(|answer| {
+            answer.sent_in == CUT && answer.code == ResponseCode::SLAVE_NOT_AVAILABLE
+        })
+    });
+    let status = ha_status(master);
+    assert_eq!(
+        status.in_sync_slave_nums, 0,
+        "the silent slave is dropped: {status:?}"
     );
-    assert_eq!(in_sync_slaves(master), 0, "the silent slave is out of sync");
+    assert!(status.ha_connection_info.is_empty(), "{status:?}");
     assert!(relay.is_cut());
     assert_slave_holds_every_send_ok(slave, load, "cut, slave dropped");
     for answer in load.answers() {
@@ -268,16 +305,12 @@ fn long_cut(relay: &Relay, load: &Load, master: &Broker, slave: &mut Client) {
     }
     load.phase.store(HEALED, Ordering::SeqCst);
     relay.heal();
-    wait_until(
-        "SEND_OK on every queue after the heal",
-        CONVERGE_LIMIT,
-        || {
-            load.on_every_queue(|answer| {
-                answer.sent_in == HEALED && answer.code == ResponseCode::SUCCESS
-            })
-        },
-    );
-    wait_until("SEND_OK answers after the heal", CONVERGE_LIMIT, || {
+    load.wait_until("SEND_OK on every queue after the heal", || {
+        load.on_every_queue(|answer| {
+            answer.sent_in == HEALED && answer.code == ResponseCode::SUCCESS
+        })
+    });
+    load.wait_until("SEND_OK answers after the heal", || {
         load.count(|answer| answer.sent_in == HEALED && answer.code == ResponseCode::SUCCESS)
             >= SEND_OK_AFTER_HEAL
     });
@@ -318,16 +351,12 @@ fn a_cut_replication_link_acknowledges_nothing_the_slave_lacks() {
         answers: Mutex::new(Vec::new()),
     };
     let mut probe = 0;
-    wait_until(
-        "SEND_OK on every queue through the relay",
-        CONVERGE_LIMIT,
-        || {
-            probe += 1;
-            let queue = probe % QUEUES;
-            load.send(&mut master_client, queue, format!("probe {probe}"));
-            load.on_every_queue(|answer| answer.code == ResponseCode::SUCCESS)
-        },
-    );
+    load.wait_until("SEND_OK on every queue through the relay", || {
+        probe += 1;
+        let queue = probe % QUEUES;
+        load.send(&mut master_client, queue, format!("probe {probe}"));
+        load.on_every_queue(|answer| answer.code == ResponseCode::SUCCESS)
+    });
     assert!(
         relay.open_connections() >= SHARDS,
         "each log follows through the relay"
@@ -343,7 +372,7 @@ fn a_cut_replication_link_acknowledges_nothing_the_slave_lacks() {
             .collect();
         // The senders stop on every way out of this scope, a failed assertion included.
         let stopping = StopOnDrop(&load);
-        wait_until("SEND_OK answers under load", CONVERGE_LIMIT, || {
+        load.wait_until("SEND_OK answers under load", || {
             load.count(|answer| answer.code == ResponseCode::SUCCESS) >= SEND_OK_BEFORE_CUT
         });
         let started = Instant::now();
@@ -359,6 +388,7 @@ fn a_cut_replication_link_acknowledges_nothing_the_slave_lacks() {
         }
     });
 
+    eprintln!("answers: {}", load.summary());
     let answers = load.answers();
     check_answers(&answers);
     // A SYNC_MASTER's consumers see what its in-sync slave holds: all of it once caught up.
@@ -375,6 +405,14 @@ fn a_cut_replication_link_acknowledges_nothing_the_slave_lacks() {
     );
     assert_slave_holds_every_send_ok(&mut slave_client, &load, "after the heal");
     wait_for_same_queues(&mut master_client, &mut slave_client, TOPIC, answers.len());
+    // The sessions of the cut connections (and of any the slave gave up while cut) ended:
+    // one per log is left, in sync.
+    let mut status = ha_status(&master);
+    let settled = poll_until(CONVERGE_LIMIT, || {
+        status = ha_status(&master);
+        status.in_sync_slave_nums == 1 && status.ha_connection_info.len() == SHARDS
+    });
+    assert!(settled, "{status:?}");
     let held = bodies_by_offset(&mut slave_client, TOPIC);
     for answer in &answers {
         assert_eq!(
@@ -391,10 +429,8 @@ fn a_cut_replication_link_acknowledges_nothing_the_slave_lacks() {
 /// too), and SEND_OK for a send issued during a cut only when answered after its heal.
 fn check_answers(answers: &[Answer]) {
     let mut codes: HashMap<ResponseCode, usize> = HashMap::new();
-    let mut by_phase: HashMap<(u8, ResponseCode), usize> = HashMap::new();
     let mut offsets = HashSet::new();
     for answer in answers {
-        *by_phase.entry((answer.sent_in, answer.code)).or_default() += 1;
         assert!(
             matches!(
                 answer.code,
@@ -418,9 +454,6 @@ fn check_answers(answers: &[Answer]) {
             );
         }
     }
-    let mut summary: Vec<_> = by_phase.into_iter().collect();
-    summary.sort_by_key(|((phase, code), _)| (*phase, format!("{code:?}")));
-    eprintln!("answers by phase sent in and code: {summary:?}");
     assert!(
         codes.contains_key(&ResponseCode::FLUSH_SLAVE_TIMEOUT),
         "{codes:?}"
