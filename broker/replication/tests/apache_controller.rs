@@ -1,9 +1,11 @@
 //! The controller session against Apache RocketMQ's own controller, over real TCP.
 //!
 //! Opt-in (it needs Java and Apache's jars): `tests/compat/controller/run.sh` starts Apache's
-//! name server with its embedded controller on free loopback ports and runs this test with
-//! `COMET_CONTROLLER_ADDR` set. Two simulated brokers of one broker set, each a
-//! [`Session`] whose requests travel as comet-proto frames, must:
+//! name servers with their embedded controllers on free loopback ports and runs these tests
+//! with `COMET_CONTROLLER_ADDR` (one controller) or `COMET_CONTROLLER_GROUP` (three) set.
+//!
+//! With one controller, two simulated brokers of one broker set, each a [`Session`] whose
+//! requests travel as comet-proto frames, must:
 //!
 //! 1. claim two different controller ids (both ask at once, so one of them meets Apache's
 //!    "id already taken" refusal and claims again), and agree on one master under epoch 1,
@@ -13,8 +15,11 @@
 //!    which the slave learns by notification or by polling;
 //! 4. restart the old master from its identity files: it registers with its confirmed id
 //!    (no new claim) and is told to follow the new master.
+//!
+//! With a group of three, a follower must answer CONTROLLER_NOT_LEADER, and after the
+//! leader's process is killed the session must find the new leader by itself.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -358,15 +363,16 @@ struct Observed {
     claims: usize,
     refused_claims: usize,
     sync_state_sets: Vec<SyncStateSet>,
+    /// The controllers that answered CONTROLLER_GET_REPLICA_INFO with SUCCESS, in order.
+    replica_info_from: Vec<String>,
 }
 
-/// A broker runtime reduced to the controller conversation: a session, one connection to
-/// the controller, an identity folder, and a notification listener on the broker address.
+/// A broker runtime reduced to the controller conversation: a session, a connection to each
+/// controller, an identity folder, and a notification listener on the broker address.
 struct SimBroker {
     name: &'static str,
     session: Session,
-    link: Option<Link>,
-    controller: String,
+    links: BTreeMap<String, Link>,
     store: PathBuf,
     queue: VecDeque<Action>,
     notifications: Receiver<MasterView>,
@@ -377,7 +383,7 @@ struct SimBroker {
 impl SimBroker {
     fn start(
         name: &'static str,
-        controller: &str,
+        controllers: &[String],
         store: &Path,
         listener: TcpListener,
     ) -> SimBroker {
@@ -388,7 +394,7 @@ impl SimBroker {
             CLUSTER,
             BROKER_NAME,
             broker_addr,
-            vec![controller.to_owned()],
+            controllers.to_vec(),
             unix_ms(),
         );
         config.heartbeat_timeout_ms = 3_000;
@@ -398,8 +404,7 @@ impl SimBroker {
         SimBroker {
             name,
             session,
-            link: None,
-            controller: controller.to_owned(),
+            links: BTreeMap::new(),
             store: store.to_owned(),
             queue: VecDeque::new(),
             notifications,
@@ -408,11 +413,11 @@ impl SimBroker {
         }
     }
 
-    fn link(&mut self) -> io::Result<&mut Link> {
-        if self.link.is_none() {
-            self.link = Some(Link::connect(&self.controller)?);
+    fn link(&mut self, addr: &str) -> io::Result<&mut Link> {
+        if !self.links.contains_key(addr) {
+            self.links.insert(addr.to_owned(), Link::connect(addr)?);
         }
-        Ok(self.link.as_mut().expect("just connected"))
+        Ok(self.links.get_mut(addr).expect("just connected"))
     }
 
     /// One step: a due poll, notifications, then at most one queued action (so two brokers
@@ -434,14 +439,16 @@ impl SimBroker {
     fn carry_out(&mut self, action: Action) {
         match action {
             Action::Send { id, to, request } => {
-                assert_eq!(to, self.controller, "{}: one controller here", self.name);
                 let command = to_command(self.session.config(), &request);
                 let timeout = self.session.config().request_timeout;
-                let answer = self.link().and_then(|link| link.call(command, timeout));
+                let answer = self.link(&to).and_then(|link| link.call(command, timeout));
                 let now = Instant::now();
                 let actions = match answer {
                     Ok(answer) => {
                         let reply = to_reply(&request, &answer);
+                        if matches!(reply, Reply::ReplicaInfo(_)) {
+                            self.seen.replica_info_from.push(to.clone());
+                        }
                         if matches!(request, Request::ApplyBrokerId { .. }) {
                             self.seen.claims += 1;
                             if matches!(reply, Reply::Refused { .. }) {
@@ -453,17 +460,21 @@ impl SimBroker {
                             .unwrap_or_else(|e| panic!("{}: {e}", self.name))
                     }
                     Err(_) => {
-                        self.link = None;
+                        self.links.remove(&to);
                         self.session.on_failure(now, id)
                     }
                 };
                 self.queue.extend(actions);
             }
-            Action::SendOneway { request, .. } => {
+            Action::SendOneway { to, request } => {
                 if self.heartbeating {
                     let command = to_command(self.session.config(), &request);
-                    if self.link().and_then(|link| link.oneway(command)).is_err() {
-                        self.link = None;
+                    if self
+                        .link(&to)
+                        .and_then(|link| link.oneway(command))
+                        .is_err()
+                    {
+                        self.links.remove(&to);
                     }
                 }
             }
@@ -556,6 +567,7 @@ fn failover_with_apache_controller() {
     let controller = std::env::var(ENV_CONTROLLER).unwrap_or_else(|_| {
         panic!("{ENV_CONTROLLER} is not set: run tests/compat/controller/run.sh")
     });
+    let controller = [controller];
     let (store_one, store_two) = (scratch("one"), scratch("two"));
     let mut one = SimBroker::start("one", &controller, &store_one, bind());
     let mut two = SimBroker::start("two", &controller, &store_two, bind());
@@ -636,7 +648,7 @@ fn failover_with_apache_controller() {
         stopped.elapsed(),
         slave.seen.notifications
     );
-    if let Some(link) = master.link.take() {
+    for (_, link) in std::mem::take(&mut master.links) {
         let _ = link.stream.shutdown(Shutdown::Both);
     }
 
@@ -671,4 +683,85 @@ fn failover_with_apache_controller() {
     println!("restarted old master follows {slave_id} at epoch {new_epoch}");
     let _ = std::fs::remove_dir_all(&store_one);
     let _ = std::fs::remove_dir_all(&store_two);
+}
+
+/// `COMET_CONTROLLER_GROUP`: `addr=pid;addr=pid;addr=pid`, the members of a three-controller
+/// group and the process ids of their name servers.
+const ENV_GROUP: &str = "COMET_CONTROLLER_GROUP";
+
+fn group_members() -> Vec<(String, u32)> {
+    let group = std::env::var(ENV_GROUP)
+        .unwrap_or_else(|_| panic!("{ENV_GROUP} is not set: run tests/compat/controller/run.sh"));
+    group
+        .split(';')
+        .map(|member| {
+            let (addr, pid) = member.split_once('=').expect("addr=pid");
+            (addr.to_owned(), pid.parse().expect("a process id"))
+        })
+        .collect()
+}
+
+// Proves the leader redirect against a three-member Apache controller group: a follower
+// answers CONTROLLER_NOT_LEADER (the code the session redirects on); after the leader's
+// process is killed the session finds the new leader on its own, keeps heartbeating to every
+// member, and its replica polls are answered by the new leader while it stays master.
+#[test]
+#[ignore = "needs Java and Apache RocketMQ's controllers: run tests/compat/controller/run.sh"]
+fn controller_leader_change_with_apache() {
+    let members = group_members();
+    let addrs: Vec<String> = members.iter().map(|(addr, _)| addr.clone()).collect();
+    let store = scratch("group");
+    let mut broker = SimBroker::start("solo", &addrs, &store, bind());
+    drive_until("elected master", &mut [&mut broker], |b| {
+        matches!(b[0].session.role(), Role::Master { .. })
+    });
+    let leader = broker.session.leader().expect("a leader").to_owned();
+    let epoch = broker.session.master_epoch();
+    println!("master at epoch {epoch}; controller leader {leader}");
+
+    for follower in addrs.iter().filter(|addr| **addr != leader) {
+        let request = Request::GetReplicaInfo;
+        let command = to_command(broker.session.config(), &request);
+        let answer = Link::connect(follower)
+            .and_then(|mut link| link.call(command, Duration::from_secs(5)))
+            .expect("a follower answers");
+        assert_eq!(
+            to_reply(&request, &answer),
+            Reply::Refused {
+                code: codes::CONTROLLER_NOT_LEADER,
+                remark: answer.remark.clone(),
+            },
+            "follower {follower}"
+        );
+    }
+
+    let (_, pid) = members
+        .iter()
+        .find(|(addr, _)| *addr == leader)
+        .expect("the leader is a member");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success(), "leader process {pid} killed");
+    let killed_at = Instant::now();
+    let polls_before = broker.seen.replica_info_from.len();
+    drive_until("new leader answers", &mut [&mut broker], |b| {
+        b[0].session.leader().is_some_and(|l| l != leader)
+            && b[0].seen.replica_info_from[polls_before..]
+                .iter()
+                .any(|from| *from != leader)
+    });
+    let new_leader = broker.session.leader().expect("new leader").to_owned();
+    println!(
+        "controller leader moved {leader} -> {new_leader} in {:?}; role {:?}",
+        killed_at.elapsed(),
+        broker.session.role()
+    );
+    assert!(
+        matches!(broker.session.role(), Role::Master { .. }),
+        "still master: {:?}",
+        broker.session.role()
+    );
+    let _ = std::fs::remove_dir_all(&store);
 }

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Proves Comet's controller session (comet_replication::controller) against Apache RocketMQ's
-# own controller: starts Apache's name server with its embedded controller
-# (enableControllerInNamesrv=true, one DLedger member) on free loopback ports, runs the
-# opt-in test broker/replication/tests/apache_controller.rs against it, and stops it.
+# own controller, with the opt-in tests of broker/replication/tests/apache_controller.rs:
 #
-#   tests/compat/controller/run.sh [--keep]
+#   single  one Apache name server with its embedded controller (enableControllerInNamesrv=true,
+#           one DLedger member): ids, first election, sync-state set, failover, restart;
+#   group   three such name servers forming one DLedger group: a follower's
+#           CONTROLLER_NOT_LEADER, and the session following a new leader after the test
+#           kills the leader's process.
 #
-# --keep keeps the state folder (name-server output and controller logs) for reading.
+#   tests/compat/controller/run.sh [--keep] [--only single|group]
+#
+# Everything runs on free loopback ports and is stopped at the end. --keep keeps the state
+# folder (name-server output and controller logs) for reading.
 # Environment: ROCKETMQ_VERSION, JAVA, COMPAT_CACHE as for ../apache/broker.sh (whose jars are
 # reused), START_TIMEOUT_S (default 90); COMET_CONTROLLER_CAPTURE=FILE (absolute path) makes
 # the test append the first frame of each kind Apache's controller sent (the source of
@@ -18,7 +23,18 @@ ROOT="$(cd "$HERE/../../.." && pwd)"
 JAVA="${JAVA:-java}"
 START_TIMEOUT_S="${START_TIMEOUT_S:-90}"
 KEEP=0
-[[ "${1:-}" == "--keep" ]] && KEEP=1
+ONLY=""
+while (($#)); do
+  case "$1" in
+    --keep) KEEP=1; shift ;;
+    --only) ONLY="${2:-}"; shift 2 ;;
+    *) echo "usage: run.sh [--keep] [--only single|group]" >&2; exit 2 ;;
+  esac
+done
+case "$ONLY" in
+  ""|single|group) ;;
+  *) echo "--only takes single or group" >&2; exit 2 ;;
+esac
 
 die() { echo "controller-compat: error: $*" >&2; exit 1; }
 log() { echo "controller-compat: $*" >&2; }
@@ -35,22 +51,29 @@ free_port() {
 }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-NAMESRV_PORT="$(free_port)"
-CONTROLLER_PORT="$(free_port)"
-[[ "$NAMESRV_PORT" != "$CONTROLLER_PORT" ]] || CONTROLLER_PORT="$(free_port)"
 DIR="$(mktemp -d "${TMPDIR:-/tmp}/comet-controller-compat.XXXXXX")"
-PID=""
+PIDS=()
+
+stop_pid() {
+  local pid="$1" deadline
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  deadline=$((SECONDS + 30))
+  while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+}
+
+stop_all() {
+  local pid
+  for pid in "${PIDS[@]}"; do stop_pid "$pid"; done
+  PIDS=()
+}
 
 cleanup() {
   local status=$?
-  if [[ -n "$PID" ]] && kill -0 "$PID" 2>/dev/null; then
-    kill -TERM "$PID" 2>/dev/null || true
-    local deadline=$((SECONDS + 30))
-    while kill -0 "$PID" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
-    if kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null || true; fi
-  fi
+  stop_all
   if (( KEEP )) || (( status != 0 )); then
-    log "state kept in $DIR (name-server output: $DIR/namesrv.out)"
+    log "state kept in $DIR (name-server output: $DIR/*/namesrv.out)"
   else
     rm -rf "$DIR"
   fi
@@ -58,41 +81,80 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# One DLedger member: it elects itself leader. Broker liveness is scanned every second so the
-# test's 3 s heartbeat timeout turns into an election within a few seconds.
-cat >"$DIR/namesrv.conf" <<CONF
-listenPort=$NAMESRV_PORT
+# Starts one name server with an embedded controller: NAME SELF_ID PEERS (its own controller
+# port is the one PEERS gives SELF_ID).
+# Broker liveness is scanned every second so the tests' 3 s heartbeat timeout turns into an
+# election within a few seconds. Sets STARTED_PID.
+start_member() {
+  local self_id="$2" peers="$3" dir="$DIR/$1"
+  mkdir -p "$dir"
+  cat >"$dir/namesrv.conf" <<CONF
+listenPort=$(free_port)
 enableControllerInNamesrv=true
 controllerDLegerGroup=comet-compat
-controllerDLegerPeers=n0-127.0.0.1:$CONTROLLER_PORT
-controllerDLegerSelfId=n0
-controllerStorePath=$DIR/controller-store
-configStorePath=$DIR/controller.properties
+controllerDLegerPeers=$peers
+controllerDLegerSelfId=$self_id
+controllerStorePath=$dir/controller-store
+configStorePath=$dir/controller.properties
 scanNotActiveBrokerInterval=1000
 notifyBrokerRoleChanged=true
 CONF
+  ROCKETMQ_HOME="$dir" setsid "$JAVA" -server -Xms128m -Xmx384m -XX:+UseG1GC \
+    -XX:-OmitStackTraceInFastThrow --add-exports=java.base/jdk.internal.ref=ALL-UNNAMED \
+    --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
+    --add-opens=java.base/java.lang=ALL-UNNAMED \
+    -Duser.home="$dir" -Drocketmq.home.dir="$dir" -cp "$LIB/*" \
+    org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/namesrv.conf" \
+    >"$dir/namesrv.out" 2>&1 </dev/null &
+  STARTED_PID=$!
+  # Out of the job table: a member the test kills is not reported as a failed job.
+  disown "$STARTED_PID"
+  PIDS+=("$STARTED_PID")
+}
 
-export ROCKETMQ_HOME="$DIR"
-setsid "$JAVA" -server -Xms128m -Xmx384m -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow \
-  --add-exports=java.base/jdk.internal.ref=ALL-UNNAMED \
-  --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
-  --add-opens=java.base/java.lang=ALL-UNNAMED \
-  -Duser.home="$DIR" -Drocketmq.home.dir="$DIR" -cp "$LIB/*" \
-  org.apache.rocketmq.namesrv.NamesrvStartup -c "$DIR/namesrv.conf" \
-  >"$DIR/namesrv.out" 2>&1 </dev/null &
-PID=$!
-
-deadline=$((SECONDS + START_TIMEOUT_S))
-until port_open "$CONTROLLER_PORT"; do
-  kill -0 "$PID" 2>/dev/null || { tail -30 "$DIR/namesrv.out" >&2; die "name server exited"; }
-  if (( SECONDS >= deadline )); then
-    tail -30 "$DIR/namesrv.out" >&2
-    die "controller not listening on $CONTROLLER_PORT after ${START_TIMEOUT_S}s"
-  fi
-  sleep 0.3
-done
-log "name server on 127.0.0.1:$NAMESRV_PORT, controller on 127.0.0.1:$CONTROLLER_PORT (pid $PID)"
+# Waits until CONTROLLER_PORT listens while PID lives; NAME is for messages.
+wait_member() {
+  local name="$1" pid="$2" port="$3" deadline=$((SECONDS + START_TIMEOUT_S))
+  until port_open "$port"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -30 "$DIR/$name/namesrv.out" >&2
+      die "$name exited during start-up"
+    fi
+    if (( SECONDS >= deadline )); then
+      tail -30 "$DIR/$name/namesrv.out" >&2
+      die "$name's controller not listening on $port after ${START_TIMEOUT_S}s"
+    fi
+    sleep 0.3
+  done
+}
 
 cd "$ROOT"
-COMET_CONTROLLER_ADDR="127.0.0.1:$CONTROLLER_PORT" \
-  cargo test -p comet-replication --test apache_controller -- --ignored --nocapture
+# Built before any Java starts, so the tests do not wait for the compiler.
+cargo test -p comet-replication --test apache_controller --no-run
+
+if [[ -z "$ONLY" || "$ONLY" == single ]]; then
+  port="$(free_port)"
+  start_member single n0 "n0-127.0.0.1:$port"
+  wait_member single "$STARTED_PID" "$port"
+  log "single: controller on 127.0.0.1:$port (pid $STARTED_PID)"
+  COMET_CONTROLLER_ADDR="127.0.0.1:$port" \
+    cargo test -p comet-replication --test apache_controller -- --ignored --nocapture \
+    --exact failover_with_apache_controller
+  stop_all
+fi
+
+if [[ -z "$ONLY" || "$ONLY" == group ]]; then
+  ports=("$(free_port)" "$(free_port)" "$(free_port)")
+  peers="n0-127.0.0.1:${ports[0]};n1-127.0.0.1:${ports[1]};n2-127.0.0.1:${ports[2]}"
+  group=""
+  for i in 0 1 2; do
+    start_member "group$i" "n$i" "$peers"
+    group+="${group:+;}127.0.0.1:${ports[$i]}=$STARTED_PID"
+  done
+  for i in 0 1 2; do wait_member "group$i" "${PIDS[$i]}" "${ports[$i]}"; done
+  log "group: controllers $group"
+  COMET_CONTROLLER_GROUP="$group" \
+    cargo test -p comet-replication --test apache_controller -- --ignored --nocapture \
+    --exact controller_leader_change_with_apache
+  stop_all
+fi
