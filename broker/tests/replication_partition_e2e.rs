@@ -33,7 +33,7 @@ const SEND_OK_AFTER_HEAL: usize = 100;
 /// (bounds what the slave must catch up on).
 const NOT_AVAILABLE_PER_SENDER: usize = 20;
 /// `haHousekeepingInterval` of both brokers: a link silent this long is dropped.
-const HOUSEKEEPING_MS: u64 = 3000;
+const HOUSEKEEPING_MS: u64 = 4000;
 /// `syncFlushTimeout` of the master: how long a send waits for the slave.
 const SYNC_FLUSH_TIMEOUT_MS: u64 = 500;
 
