@@ -476,14 +476,13 @@ fn controller_leader_switch_redirects_requests() {
         },
     );
     assert_eq!(session.leader(), Some(CONTROLLER_B));
-    // The replica poll is due again at its next period; it goes to the new leader.
-    no_send(&actions);
-    let next = poll_at + SYNC_BROKER_METADATA_PERIOD_MS_DEFAULT;
-    let (id, to, request) = sent(&session.poll(clock.at(next)));
+    // The refused replica poll is repeated at once, at the new leader.
+    let (id, to, request) = sent(&actions);
     assert_eq!(
         (to.as_str(), request),
         (CONTROLLER_B, Request::GetReplicaInfo)
     );
+    let next = poll_at + 2;
 
     // The new leader dies: the request times out and the lookup starts over at A.
     let deadline = next + REQUEST_TIMEOUT_MS_DEFAULT;
@@ -586,7 +585,7 @@ fn wrong_answers_are_errors_and_lost_metadata_re_registers() {
     // Treated like a failure: the leader is looked up again, at B.
     let (id, to, request) = sent(&session.poll(clock.at(poll_at + 1)));
     assert_eq!((to.as_str(), request), (CONTROLLER_B, Request::GetMetadata));
-    reply(
+    let actions = reply(
         &mut session,
         clock.at(poll_at + 2),
         id,
@@ -594,8 +593,10 @@ fn wrong_answers_are_errors_and_lost_metadata_re_registers() {
             leader_addr: Some(CONTROLLER_A.into()),
         },
     );
-    let next = poll_at + SYNC_BROKER_METADATA_PERIOD_MS_DEFAULT;
-    let (id, _, _) = sent(&session.poll(clock.at(next)));
+    // The failed poll is repeated at once.
+    let (id, _, request) = sent(&actions);
+    assert_eq!(request, Request::GetReplicaInfo);
+    let next = poll_at + 2;
     let actions = reply(
         &mut session,
         clock.at(next + 1),
@@ -605,7 +606,22 @@ fn wrong_answers_are_errors_and_lost_metadata_re_registers() {
             remark: None,
         },
     );
-    let (_, _, request) = sent(&actions);
+    let (id, _, request) = sent(&actions);
+    assert_eq!(request, Request::RegisterBroker { broker_id: 2 });
+    // A controller that forgot the id refuses the registration: repeated, but paced.
+    let refused_at = next + 2;
+    let actions = reply(
+        &mut session,
+        clock.at(refused_at),
+        id,
+        Reply::Refused {
+            code: 2010,
+            remark: None,
+        },
+    );
+    no_send(&actions);
+    no_send(&session.poll(clock.at(refused_at + RETRY_INTERVAL_MS_DEFAULT - 1)));
+    let (_, _, request) = sent(&session.poll(clock.at(refused_at + RETRY_INTERVAL_MS_DEFAULT)));
     assert_eq!(request, Request::RegisterBroker { broker_id: 2 });
 }
 

@@ -793,9 +793,17 @@ impl Session {
     /// A failed control request: look the leader up again (the leader may have moved or
     /// died), then repeat the step.
     fn fail(&mut self, kind: Kind, now: Instant) {
-        if kind == Kind::AlterSyncStateSet {
-            self.proposed = None;
-            self.sync_dirty = true;
+        // A running broker's one-off requests are flags, consumed when sent: raise them
+        // again so the repeat goes to the next leader.
+        match kind {
+            Kind::AlterSyncStateSet => {
+                self.proposed = None;
+                self.sync_dirty = true;
+            }
+            Kind::RegisterBroker if self.phase == Phase::Running => self.need_register = true,
+            Kind::ElectMaster if self.phase == Phase::Running => self.need_elect = true,
+            Kind::ReplicaInfo => self.poll_now = true,
+            _ => {}
         }
         self.forget_leader(now);
     }
@@ -949,7 +957,11 @@ impl Session {
                     self.poll_now = true;
                 }
             }
-            Kind::RegisterBroker if self.phase == Phase::Running => self.need_register = true,
+            Kind::RegisterBroker if self.phase == Phase::Running => {
+                self.need_register = true;
+                self.retry_at = Some(now + self.config.retry_interval);
+            }
+            // The next replica poll asks again if still needed.
             Kind::ElectMaster | Kind::ReplicaInfo if self.phase == Phase::Running => {}
             _ => self.retry_at = Some(now + self.config.retry_interval),
         }
