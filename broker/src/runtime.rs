@@ -257,6 +257,15 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         format!("cannot listen on {listen}"),
     ))?;
     let metadata = Arc::new(Metadata::load(&config).map_err(RunError::new(FatalReason::Config))?);
+    crate::delay_level::cursor::note_role(
+        metadata.config_dir(),
+        config.broker_role.is_master(),
+        comet_rt::clock::wall_clock_ms(),
+    )
+    .map_err(RunError::during(
+        FatalReason::StorageIo,
+        "recording the broker's role",
+    ))?;
     let acl = load_acl(&config).map_err(RunError::new(FatalReason::Config))?;
     // The slave suggestion compares a consumer's lag with the machine's memory.
     processor::pull::read_total_memory();

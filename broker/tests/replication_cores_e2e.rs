@@ -771,6 +771,92 @@ fn a_promoted_slave_delivers_pending_delay_levels_once() {
     namesrv.stop();
 }
 
+// Proves the delay levels' check at promotion covers every entry its old master may have
+// delivered, beyond the one round a crash leaves in doubt: the slave registers with a name
+// server of its own, so it never copies its master's delay cursors (the stalest copy
+// possible), while its master delivers more than a round (2048 entries) of level 1. The
+// promoted slave delivers none of them again.
+#[test]
+fn a_promoted_slave_with_stale_delay_cursors_delivers_nothing_twice() {
+    const SENT: usize = 2100;
+    let master_ns_dir = TempDir::new("repl-stale-ns-master");
+    let slave_ns_dir = TempDir::new("repl-stale-ns-slave");
+    let master_ns = start_namesrv(master_ns_dir.path());
+    let slave_ns = start_namesrv(slave_ns_dir.path());
+    let master_dir = TempDir::new("repl-stale-master");
+    let slave_dir = TempDir::new("repl-stale-slave");
+    let master_ha = free_port();
+    let master_ns_addr = master_ns.addr().to_string();
+    let mut master = Node::start(
+        master_dir.path(),
+        &master_ns_addr,
+        2,
+        master_options(master_ha),
+    );
+    let mut master_client = master.client();
+    let real = "ReplStaleReal";
+    create_topic(&mut master_client, real, 1);
+    let slave_ns_addr = slave_ns.addr().to_string();
+    let mut slave = start_slave(slave_dir.path(), &slave_ns_addr, 1, master_ha, 2);
+    let mut properties = Properties::new();
+    properties.insert(names::DELAY, "1");
+    properties.insert(names::WAIT, "true");
+    for chunk in (0..SENT).collect::<Vec<_>>().chunks(64) {
+        for index in chunk {
+            let body = format!("level 1 #{index}");
+            master_client.send(send_request_with(real, 0, body.as_bytes(), &properties));
+        }
+        for _ in chunk {
+            let response = master_client.receive();
+            assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+        }
+    }
+    let delivered = poll_until(CONVERGE_LIMIT, || {
+        deliveries(&mut master_client, real).len() == SENT
+    });
+    assert!(delivered, "the master delivers level 1");
+    let mut slave_client = slave.client();
+    let caught_up = poll_until(CONVERGE_LIMIT, || {
+        written_ends(&mut slave_client) == written_ends(&mut master_client)
+    });
+    assert!(caught_up, "the slave holds the master's logs");
+
+    drop(master_client);
+    master.stop();
+    drop(slave_client);
+    slave.stop();
+    slave.options = master_options(free_port());
+    slave.spawn();
+    let mut promoted = slave.client();
+    create_topic(&mut promoted, real, 1);
+    // The promoted slave's delivery has run its first rounds once a message of the next
+    // level 1 round, sent now, is delivered after everything in the schedule queue before it.
+    let marker = send_delayed(
+        &mut promoted,
+        real,
+        0,
+        (names::DELAY, 1),
+        "after the failover",
+    );
+    let marked = poll_until(CONVERGE_LIMIT, || {
+        deliveries(&mut promoted, real).contains_key(&marker)
+    });
+    assert!(marked, "the promoted slave delivers level 1");
+    let counts = deliveries(&mut promoted, real);
+    let twice: Vec<&String> = counts
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(k, _)| k)
+        .collect();
+    assert!(twice.is_empty(), "{} delivered twice", twice.len());
+    assert_eq!(counts.len(), SENT + 1);
+    drop(promoted);
+    drop(slave);
+    drop(master);
+    master_ns.stop();
+    slave_ns.stop();
+}
+
 // Proves transaction state survives a failover to a slave with fewer cores: a half message
 // committed on the old master is neither checked back nor committed again by the promoted
 // slave, and a half still pending at the failover is checked back on the producer's

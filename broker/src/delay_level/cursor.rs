@@ -25,6 +25,47 @@ pub fn path(config_dir: &Path, shard: u16) -> PathBuf {
     config_dir.join(format!("delayOffset-{shard}.json"))
 }
 
+/// The file telling a promoted slave's delivery when it became master:
+/// `config/delayPromotion`, `slave` while the broker runs as a slave, `promoted <ms>` from
+/// its first start as master on (see [`note_role`]).
+pub const PROMOTION_FILE: &str = "delayPromotion";
+
+/// Records the role at start-up (blocking). A slave's cursors are copies of its master's,
+/// up to one metadata copy old, and its master may have delivered entries past them that
+/// the one-round check after a crash does not cover. A slave writes `slave`; the first start
+/// as master after that writes `promoted <now_ms>`, and its delivery checks every entry due
+/// by then against its real queue before delivering it (see [`promoted_at_ms`]). Once the
+/// cursors are past those entries the file no longer matters; it stays until the next start
+/// as slave.
+pub fn note_role(config_dir: &Path, is_master: bool, now_ms: i64) -> std::io::Result<()> {
+    let path = config_dir.join(PROMOTION_FILE);
+    if !is_master {
+        return persist::write_atomic(&path, b"slave\n");
+    }
+    match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim() == "slave" => {
+            persist::write_atomic(&path, format!("promoted {now_ms}\n").as_bytes())
+        }
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(error) => Err(error),
+    }
+}
+
+/// When this broker was promoted from slave to master, if it was (blocking).
+pub fn promoted_at_ms(config_dir: &Path) -> Option<i64> {
+    let path = config_dir.join(PROMOTION_FILE);
+    let text = std::fs::read_to_string(&path).ok()?;
+    let promoted = text
+        .trim()
+        .strip_prefix("promoted ")
+        .and_then(|ms| ms.parse::<i64>().ok());
+    if promoted.is_none() && text.trim() != "slave" {
+        log::warn!("ignoring {}: {text:?}", path.display());
+    }
+    promoted
+}
+
 /// Reads every shard's cursor file (blocking) and merges them, largest cursor wins.
 pub fn load_all(config_dir: &Path) -> BTreeMap<i32, i64> {
     let mut merged = BTreeMap::new();

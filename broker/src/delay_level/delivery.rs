@@ -52,6 +52,9 @@ struct Scheduler {
     cursors: BTreeMap<i32, i64>,
     /// Entries below this offset may have been delivered before a crash: check first.
     verify_until: BTreeMap<i32, i64>,
+    /// Entries due at or before this may have been delivered by the master this broker
+    /// followed as a slave (see `cursor::note_role`): check first.
+    verify_due_until_ms: i64,
     path: PathBuf,
 }
 
@@ -112,7 +115,13 @@ pub fn spawn_delivery(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<Tas
     let stop = stop.clone();
     Some(spawn(TaskClass::Produce, async move {
         let config_dir = broker.config_dir().to_path_buf();
-        let loaded = run_blocking(move || cursor::load_all(&config_dir)).await;
+        let (loaded, promoted_at_ms) = run_blocking(move || {
+            (
+                cursor::load_all(&config_dir),
+                cursor::promoted_at_ms(&config_dir),
+            )
+        })
+        .await;
         let path = cursor::path(broker.config_dir(), broker.shard().0);
         let cursors: BTreeMap<i32, i64> = owned
             .iter()
@@ -128,6 +137,7 @@ pub fn spawn_delivery(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<Tas
             owned,
             cursors,
             verify_until,
+            verify_due_until_ms: promoted_at_ms.unwrap_or(i64::MIN),
             path,
         };
         scheduler.run(&stop).await;
@@ -278,7 +288,9 @@ impl Scheduler {
                 );
                 continue;
             };
-            if view.queue_offset() < self.verify_until[&queue_id] {
+            if view.queue_offset() < self.verify_until[&queue_id]
+                || due_ms <= self.verify_due_until_ms
+            {
                 if let Some(copy) = SuspectCopy::of(&view) {
                     round.suspects.push((round.records.len(), copy));
                 }
