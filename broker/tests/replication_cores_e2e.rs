@@ -254,6 +254,38 @@ fn assert_views_match(master: &mut Client, slave: &mut Client, logs_expected: us
     );
 }
 
+/// QUERY_MESSAGE by unique key finds the first message of every queue on `client`, whose
+/// queues lie in `logs_expected` logs.
+fn assert_found_by_key(client: &mut Client, logs_expected: usize) {
+    let mut logs = BTreeSet::new();
+    for queue in 0..QUEUES {
+        let first = pull_queue(client, queue).remove(0);
+        let key = first.uniq_key().expect("a unique key").to_owned();
+        let header = comet_proto::headers::QueryMessageRequestHeader {
+            topic: TOPIC.into(),
+            key: key.clone(),
+            max_num: 32,
+            begin_timestamp: 0,
+            end_timestamp: i64::MAX,
+            unique_key_query: Some(true),
+            broker_name: None,
+        };
+        let response = client
+            .call(RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header));
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::SUCCESS,
+            "key {key}: {:?}",
+            response.remark
+        );
+        let found = decode_records(response.body.clone());
+        let offsets: Vec<i64> = found.iter().map(|m| m.commit_log_offset).collect();
+        assert_eq!(offsets, vec![first.commit_log_offset], "key {key}");
+        logs.insert(log_of(first.commit_log_offset));
+    }
+    assert_eq!(logs.len(), logs_expected, "keys of every log were queried");
+}
+
 fn topic_known(client: &mut Client) -> bool {
     let response = client.call(RemotingCommand::request(
         RequestCode::GET_ALL_TOPIC_CONFIG,
@@ -343,6 +375,7 @@ fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
     assert!(known, "the slave copies the topic");
     wait_for_same_queues(&mut master_client, &mut slave_client, 30, 2);
     assert_views_match(&mut master_client, &mut slave_client, 2);
+    assert_found_by_key(&mut slave_client, 2);
     send_messages(&mut master_client, 30, 18);
     wait_for_same_queues(&mut master_client, &mut slave_client, 48, 2);
     let connected = poll_until(CONVERGE_LIMIT, || {
