@@ -93,10 +93,17 @@ impl TextPairs {
         })
     }
 
+    /// Every lookup, insert and decoded entry scans the keys (a send's header and properties
+    /// cost a few hundred key comparisons), so the scan compares bytes without re-checking
+    /// char boundaries (spans always sit on them), and lengths and first bytes before calling
+    /// memcmp (most keys are one to a dozen bytes and differ in their first byte).
     fn position(&self, key: &str) -> Option<usize> {
-        self.spans
-            .iter()
-            .position(|&(key_start, key_end, _)| &self.text[key_start..key_end] == key)
+        let text = self.text.as_bytes();
+        let key = key.as_bytes();
+        self.spans.iter().position(|&(key_start, key_end, _)| {
+            let candidate = &text[key_start..key_end];
+            candidate.len() == key.len() && candidate.first() == key.first() && candidate == key
+        })
     }
 
     /// Puts `value` in place of entry `index`'s value, moving the entries after it.
@@ -198,5 +205,27 @@ mod tests {
         assert_eq!(pairs, rebuilt);
         assert_ne!(pairs, TextPairs::default());
         assert_eq!(format!("{rebuilt:?}"), r#"{"a": "", "ccc": "x"}"#);
+    }
+
+    // Proves lookups match whole keys only: keys that share a length and a first byte, a key
+    // that is a prefix of another, a multi-byte first character and the empty key (whose
+    // span is followed by its value's bytes) each find their own entry.
+    #[test]
+    fn lookups_match_whole_keys() {
+        let mut pairs = TextPairs::default();
+        for (key, value) in [("ab", "1"), ("ac", "2"), ("a", "3"), ("", "4"), ("é", "5")] {
+            pairs.insert(key, value);
+        }
+        assert_eq!(pairs.get("ab"), Some("1"));
+        assert_eq!(pairs.get("ac"), Some("2"));
+        assert_eq!(pairs.get("a"), Some("3"));
+        assert_eq!(pairs.get(""), Some("4"));
+        assert_eq!(pairs.get("é"), Some("5"));
+        assert_eq!(pairs.get("ad"), None);
+        assert_eq!(pairs.get("b"), None);
+        assert_eq!(pairs.get("abc"), None);
+        pairs.insert("", "replaced");
+        assert_eq!(pairs.get(""), Some("replaced"));
+        assert_eq!(pairs.len(), 5);
     }
 }
