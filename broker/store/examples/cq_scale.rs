@@ -1,9 +1,11 @@
 //! Consume-queue scale check (docs/architecture.md#consume-queues): fills one store with
 //! `--messages` small records spread over `--queues` queues, then reports the process's
-//! resident memory (VmRSS) and the store's queue memory after the fill, after a clean
-//! restart, and after a restart following a drop without shutdown (as a crash leaves the
-//! store), with the time each open took, as a Markdown table. Not a CI test: run it with
-//! `--release` on a real disk, alone on the machine:
+//! resident memory (VmRSS), its open file descriptors and the store's queue memory after
+//! the fill, after a clean restart, and after a restart following a drop without shutdown
+//! (as a crash leaves the store), with the time each open took, as a Markdown table; then
+//! the fill's rate, what its lazy consume-queue flushes cost (count, mean time, files
+//! opened) and how long the shutdown after it took (one last flush of every queue). Not a
+//! CI test: run it with `--release` on a real disk, alone on the machine:
 //!
 //! ```text
 //! cargo run --release -p comet-store --example cq_scale -- \
@@ -87,14 +89,21 @@ fn resident_mib() -> f64 {
     kib / 1024.0
 }
 
+/// The process's open file descriptors (entries of /proc/self/fd).
+fn open_descriptors() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count)
+}
+
 fn row(phase: &str, open: Option<Duration>, memory: ConsumeQueueMemory) {
     let open = open.map_or("-".to_string(), |open| format!("{}", open.as_millis()));
     println!(
-        "| {phase} | {open} | {:.0} | {} | {} | {} |",
+        "| {phase} | {open} | {:.1} | {} | {} | {} | {} | {} |",
         resident_mib(),
+        open_descriptors(),
         memory.queues,
         memory.resident_entries,
-        memory.cache_peak_bytes
+        memory.cache_peak_bytes,
+        memory.open_files_peak
     );
 }
 
@@ -126,14 +135,35 @@ async fn fill(store: &Store, args: &Args, messages: u64) {
 fn main() {
     let args = Args::parse();
     std::fs::create_dir_all(&args.dir).expect("store directory");
-    println!("| phase | open ms | VmRSS MiB | queues | hot entries | cache peak bytes |");
-    println!("|---|---|---|---|---|---|");
-    comet_rt::local::run_local("cq-scale-fill", async {
+    println!(
+        "| phase | open ms | VmRSS MiB | fds | queues | hot entries | cache peak bytes \
+         | queue files open (peak) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let fill_report = comet_rt::local::run_local("cq-scale-fill", async {
         let (store, open) = open_timed(&args).await;
         row("before the fill", Some(open), store.consume_queue_memory());
+        let started = comet_rt::clock::monotonic_now();
         fill(&store, &args, args.messages).await;
+        let filled = started.elapsed();
         row("after the fill", None, store.consume_queue_memory());
+        let stats = store.stats();
+        let started = comet_rt::clock::monotonic_now();
         store.shutdown().await.expect("shutdown");
+        let shutdown = started.elapsed();
+        let rate = args.messages as f64 / filled.as_secs_f64().max(1e-9);
+        let mean_flush_ms = stats.cq_flush_us as f64 / 1000.0 / stats.cq_flushes.max(1) as f64;
+        format!(
+            "fill: {} records over {} queues in {:.2} s ({rate:.0} records/s); lazy \
+             consume-queue flushes during it: {}, mean {mean_flush_ms:.1} ms, {} files \
+             opened; shutdown (last flush of every queue): {} ms",
+            args.messages,
+            args.queues,
+            filled.as_secs_f64(),
+            stats.cq_flushes,
+            stats.cq_file_opens,
+            shutdown.as_millis()
+        )
     });
     comet_rt::local::run_local("cq-scale-clean", async {
         let (store, open) = open_timed(&args).await;
@@ -154,4 +184,6 @@ fn main() {
         );
         store.shutdown().await.expect("shutdown");
     });
+    println!();
+    println!("{fill_report}");
 }

@@ -59,6 +59,10 @@ pub struct StoreConfig {
     pub cq_cache_bytes: usize,
     /// How often consume queues, the key index and the checkpoint are flushed.
     pub cq_flush_interval_ms: u64,
+    /// Most consume-queue files kept open at once (at least 1): a flush opens the files it
+    /// writes through a pool this large (see `cq_files`), so descriptors do not grow with
+    /// the number of queues.
+    pub cq_open_files_max: usize,
     /// Segments older than this are deleted at `delete_when_hour` (`fileReservedTime`).
     pub file_reserved_hours: u64,
     /// Hour of the day (UTC) when expired segments are deleted (`deleteWhen`).
@@ -130,6 +134,7 @@ impl StoreConfig {
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
             cq_cache_bytes: limits::CQ_CACHE_BYTES_DEFAULT,
             cq_flush_interval_ms: 1000,
+            cq_open_files_max: limits::CQ_OPEN_FILES_DEFAULT,
             file_reserved_hours: 72,
             delete_when_hour: 4,
             disk_high_ratio: 0.85,
@@ -161,6 +166,9 @@ impl StoreConfig {
                 "cq_entries_per_file {} must be a positive multiple of 1024",
                 self.cq_entries_per_file
             ));
+        }
+        if self.cq_open_files_max == 0 {
+            return bad("cq_open_files_max must be at least 1".to_string());
         }
         if self.warm_ahead_bytes % page != 0 {
             return bad(format!(
@@ -231,6 +239,7 @@ mod tests {
                 "cq_entries_per_file",
                 Box::new(|c| c.cq_entries_per_file = 1000),
             ),
+            ("cq_open_files_max", Box::new(|c| c.cq_open_files_max = 0)),
             ("warm_ahead_bytes", Box::new(|c| c.warm_ahead_bytes = 1000)),
             (
                 "flushes_in_flight_max",

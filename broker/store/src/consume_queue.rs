@@ -24,9 +24,10 @@
 //! reads at start-up and for the bounded admin inspection, which cannot await. Resident
 //! memory per queue is therefore a constant once its entries are written: at most 205
 //! entries in an allocation of at most 512 slots of 24 bytes (12 KiB; a burst's larger
-//! allocation is given back, see [`CQ_TAIL_ROOM_ENTRIES`]), the queue's fields and paths
-//! (about 300 bytes) and one open file (the one being written); nothing grows with the
-//! entries retained.
+//! allocation is given back, see [`CQ_TAIL_ROOM_ENTRIES`]) and the queue's fields and paths
+//! (about 300 bytes); nothing grows with the entries retained. A queue holds no open file:
+//! a flush opens the files it writes through the store's bounded pool of open files
+//! (`cq_files`), so file descriptors do not grow with the number of queues either.
 //!
 //! Entries are only ever added for durable records (visibility). Placeholder entries (size
 //! `0x7FFFFFFF`) fill the block below a queue's first entry when it begins mid-file, and
@@ -34,7 +35,7 @@
 //! in their file until the whole file goes, never served: the queue table
 //! (`queue_table`) keeps `min` across restarts.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -143,8 +144,9 @@ pub(crate) struct ConsumeQueue {
     written: u64,
     /// One past the last entry the files may hold (stale entries past `max` get zeroed).
     disk_end: u64,
-    /// Files open for writing: the one holding `flushed` and later ones.
-    files: BTreeMap<u64, Rc<DirectFile>>,
+    /// Files known to exist, created and their directory synced, run from the one holding
+    /// `written` up to (not including) the one starting here; a flush creates the others.
+    created_to: u64,
     /// Where the record at `min` is, when known: retention then skips the queue without
     /// reading its files while that record is stored.
     min_physical: Option<PhysicalOffset>,
@@ -170,8 +172,6 @@ pub(crate) struct ColdBlock {
     /// Its block-cache key.
     pub(crate) key: BlockKey,
     path: PathBuf,
-    /// The queue's own handle when the file is open for writing.
-    file: Option<Rc<DirectFile>>,
     /// Byte of the block in its file.
     position: u64,
     /// Entries of the block that are written.
@@ -183,18 +183,13 @@ impl ColdBlock {
         to_index(self.entries * CQ_ENTRY_BYTES)
     }
 
-    /// Reads the block with direct I/O (io_uring: the shard never blocks).
+    /// Reads the block with direct I/O (io_uring: the shard never blocks), opening the file
+    /// for the read only.
     pub(crate) async fn read(&self) -> Result<Vec<u8>, StoreError> {
-        let bytes = match &self.file {
-            Some(file) => file.read_at(self.position, self.bytes()).await?,
-            None => {
-                let file = DirectFile::open(&self.path, OpenMode::Read, None).await?;
-                let read = file.read_at(self.position, self.bytes()).await;
-                file.close().await?;
-                read?
-            }
-        };
-        self.checked(bytes)
+        let file = DirectFile::open(&self.path, OpenMode::Read, None).await?;
+        let read = file.read_at(self.position, self.bytes()).await;
+        file.close().await?;
+        self.checked(read?)
     }
 
     /// Reads the block with a plain positional read (start-up and admin inspection, which
@@ -304,7 +299,7 @@ impl ConsumeQueue {
             flushed: 0,
             written: 0,
             disk_end: 0,
-            files: BTreeMap::new(),
+            created_to: 0,
             min_physical: None,
             promised: 0,
             repaired: false,
@@ -349,6 +344,16 @@ impl ConsumeQueue {
     /// Entry slots the hot tail holds in memory (its allocation, 24 bytes each).
     pub(crate) fn resident_entries(&self) -> usize {
         self.tail.capacity()
+    }
+
+    /// Entries below this are planned into writes of the files.
+    pub(crate) fn flushed_offset(&self) -> u64 {
+        self.flushed
+    }
+
+    /// True when the files may hold stale entries past `max` that a flush must zero.
+    pub(crate) fn has_stale(&self) -> bool {
+        self.disk_end > self.max
     }
 
     /// Entries dispatched but not yet written to the files.
@@ -410,6 +415,8 @@ impl ConsumeQueue {
         self.max = block;
         self.min = offset;
         self.min_physical = None;
+        // Files between the old end and this block were never created.
+        self.created_to = self.created_to.max(block - block % self.entries_per_file);
         while self.max < offset {
             self.tail.push_back(CqEntry::placeholder());
             self.max += 1;
@@ -455,7 +462,6 @@ impl ConsumeQueue {
         ColdBlock {
             key: (self.cache_key, block),
             path: self.file_path(file_start),
-            file: self.files.get(&file_start).map(Rc::clone),
             position: (block - file_start) * CQ_ENTRY_BYTES,
             entries: end - block,
         }
@@ -483,7 +489,6 @@ impl ConsumeQueue {
         self.min_physical = physical;
         let mut dropped = Vec::new();
         while self.base + self.entries_per_file <= new_min.min(self.written) {
-            self.files.remove(&self.base);
             dropped.push(self.file_path(self.base));
             self.base += self.entries_per_file;
         }
@@ -726,40 +731,48 @@ impl ConsumeQueue {
         self.flushed < self.max || self.disk_end > self.max
     }
 
-    /// File starts (queue offsets) a flush will write to that have no open file yet.
-    pub(crate) fn missing_files(&self) -> Vec<(u64, PathBuf)> {
+    /// The files the next flush writes, at most `limit` from the first (a later flush writes
+    /// the rest), each saying whether it is known to exist or must be created.
+    pub(crate) fn flush_files(&self, limit: usize) -> Vec<FlushFile> {
         let end = self.max.max(self.disk_end);
         let mut from = self.flushed.max(self.base);
-        let mut missing = Vec::new();
-        while from < end {
-            let file_start = from - from % self.entries_per_file;
-            if !self.files.contains_key(&file_start) {
-                missing.push((file_start, self.file_path(file_start)));
-            }
-            from = file_start + self.entries_per_file;
+        let mut files = Vec::new();
+        while from < end && files.len() < limit {
+            let start = from - from % self.entries_per_file;
+            files.push(FlushFile {
+                start,
+                path: self.file_path(start),
+                exists: start < self.created_to,
+            });
+            from = start + self.entries_per_file;
         }
-        missing
+        files
     }
 
-    /// Adopts a file created for [`ConsumeQueue::missing_files`].
-    pub(crate) fn attach_file(&mut self, file_start: u64, file: Rc<DirectFile>) {
-        self.files.insert(file_start, file);
+    /// The file starting at `start`, one of [`ConsumeQueue::flush_files`], was created
+    /// durably (with those before it).
+    pub(crate) fn mark_created(&mut self, start: u64) {
+        self.created_to = self.created_to.max(start + self.entries_per_file);
     }
 
-    /// The writes that put unwritten entries (and zeros over stale ones) into the files that
-    /// exist, and the offset they reach: once they are written and synced, the caller
-    /// reports it to [`ConsumeQueue::finish_flush`] (or stops the store if a write fails).
-    /// One flush at a time.
-    pub(crate) fn plan_flush(&mut self) -> (Vec<FileWrite>, u64) {
+    /// The writes that put unwritten entries (and zeros over stale ones) into `files` (open
+    /// files of [`ConsumeQueue::flush_files`], by start), and the offset they reach: once
+    /// they are written and synced, the caller reports it to [`ConsumeQueue::finish_flush`]
+    /// (or stops the store if a write fails). One flush at a time.
+    pub(crate) fn plan_flush(&mut self, files: &[(u64, Rc<DirectFile>)]) -> (Vec<FileWrite>, u64) {
         let mut writes = Vec::new();
         let end = self.max.max(self.disk_end);
         let mut from = self.flushed.max(self.base);
         while from < end {
             let file_start = from - from % self.entries_per_file;
             let file_end = (file_start + self.entries_per_file).min(end);
-            // Entries dispatched while the missing files were being created may need a file
-            // that does not exist yet: they wait for the next flush.
-            let Some(file) = self.files.get(&file_start).map(Rc::clone) else {
+            // Entries dispatched while the files were being opened may need a file that is
+            // not open: they wait for the next flush.
+            let Some(file) = files
+                .iter()
+                .find(|(start, _)| *start == file_start)
+                .map(|(_, file)| Rc::clone(file))
+            else {
                 break;
             };
             writes.push(self.write_range(file, file_start, from, file_end));
@@ -773,7 +786,7 @@ impl ConsumeQueue {
     }
 
     /// The writes of a flush reaching `planned` are synced: reads may go to the files below
-    /// it, and the hot tail and the open files shrink to what later flushes need; the
+    /// it, and the hot tail shrinks to what later flushes and tailing readers need; the
     /// entries leaving the tail join `cache` when given.
     pub(crate) fn finish_flush(&mut self, planned: u64, cache: Option<&mut CqCache>) {
         self.written = self.written.max(planned.min(self.max));
@@ -812,8 +825,6 @@ impl ConsumeQueue {
         if self.tail.capacity() > 2 * room.max(self.tail.len()) {
             self.tail.shrink_to(room.max(self.tail.len()));
         }
-        let current = self.written - self.written % self.entries_per_file;
-        self.files = self.files.split_off(&current);
         assert!(
             self.tail_start <= self.page_first(self.flushed),
             "tail holds the page"
@@ -862,6 +873,15 @@ impl ConsumeQueue {
             buffer,
         }
     }
+}
+
+/// A file a flush of a queue writes (see [`ConsumeQueue::flush_files`]).
+pub(crate) struct FlushFile {
+    /// Its first entry (queue offset).
+    pub(crate) start: u64,
+    pub(crate) path: PathBuf,
+    /// Known to exist: opened, not created.
+    pub(crate) exists: bool,
 }
 
 /// One aligned write of a lazy flush (consume queue or index).
@@ -979,7 +999,7 @@ mod tests {
         }
         assert!(queue.resident_entries() >= 5000);
         // No file is open: nothing can be written, nothing is trimmed.
-        let (writes, planned) = queue.plan_flush();
+        let (writes, planned) = queue.plan_flush(&[]);
         assert!(writes.is_empty());
         queue.finish_flush(planned, None);
         assert!(queue.resident_entries() >= 5000);
@@ -988,6 +1008,12 @@ mod tests {
             "the first entry is still held"
         );
         assert_eq!(queue.unflushed_entries(), 5000);
-        assert_eq!(queue.missing_files().len(), 5);
+        let files = queue.flush_files(usize::MAX);
+        assert_eq!(files.len(), 5);
+        assert!(files.iter().all(|file| !file.exists), "none created yet");
+        assert_eq!(queue.flush_files(2).len(), 2, "at most the limit");
+        queue.mark_created(1024);
+        let files = queue.flush_files(usize::MAX);
+        assert!(files[0].exists && files[1].exists && !files[2].exists);
     }
 }

@@ -46,6 +46,8 @@
 //!   progress log of long recovery steps.
 //! - `shard`: the shard state the parts above share, and the counters.
 //! - `flights`: bookkeeping of the flushes planned and in flight.
+//! - `cq_files`: the store's bounded pool of open consume-queue files, and the flush of one
+//!   queue through it.
 //! - `queues`: per-queue state, and dispatch of one record into its queue and the key index.
 //! - `index`: the key index of one log: in-memory chains over append-order files.
 //! - `sealed_index`: a segment's key index sorted by hash in one file.
@@ -80,6 +82,7 @@ pub(crate) mod commit_log;
 pub mod config;
 pub mod consume_queue;
 pub(crate) mod cq_cache;
+pub(crate) mod cq_files;
 pub mod error;
 pub(crate) mod flights;
 pub(crate) mod flush;

@@ -71,6 +71,15 @@ pub const CQ_TAIL_ROOM_ENTRIES: u64 = 256;
 /// cache is not used (direct I/O), so this is all the memory cold consume-queue reads take.
 pub const CQ_CACHE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
 
+/// Default most consume-queue files a store keeps open (`StoreConfig::cq_open_files_max`).
+/// Queues hold no open file: a flush opens the files it writes through a pool this large,
+/// closing the least recently used first. Descriptors then stay bounded whatever the number
+/// of queues (one per queue would take 10,000 per store for 10,000 queues, ten times a
+/// default `ulimit -n` of 1,024), while a store with at most this many queues written
+/// between two lazy flushes never reopens a file; past it each queue's flush pays one open
+/// and one close beside the fdatasync it pays anyway (perf/README.md#many-queues).
+pub const CQ_OPEN_FILES_DEFAULT: usize = 256;
+
 /// Entries recovery (its scan past the checkpoint, or a queue repair) dispatches before it
 /// writes them to the queue files, so recovering any amount of log holds at most this many
 /// in memory besides the hot tails (1.5 MiB).

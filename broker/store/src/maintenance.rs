@@ -3,6 +3,7 @@
 //! maintenance lock that serializes this file I/O with retention's deletes, and moving queue
 //! min offsets past records that are gone.
 
+use std::cell::{Cell, RefMut};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -15,7 +16,7 @@ use comet_rt::io::{DirectFile, IoError, OpenMode};
 use comet_rt::sync::sleep_unless;
 
 use crate::checkpoint::Checkpoint;
-use crate::consume_queue::FileWrite;
+use crate::cq_files::{close_files, flush_queue, write_and_sync, FlushFiles};
 use crate::error::{setup_error, StoreError};
 use crate::flush::fail;
 use crate::limits::{
@@ -150,73 +151,50 @@ pub(crate) async fn write_maintenance_checkpoint(shared: &Shared) -> Result<u64,
     written.map(|()| dispatched)
 }
 
+/// Writes every dirty consume queue, one after the other through the store's pool of open
+/// files (see `cq_files`), then the key index.
 async fn flush_derived(shared: &Shared) -> Result<(), StoreError> {
-    let faults = shared.config.faults.clone();
-    let missing = missing_derived_files(shared);
-    for (kind, topic, queue_id, start, path) in missing {
-        let file = create_derived_file(&path, &faults).await?;
-        let file = Rc::new(file);
-        if kind == DerivedKind::Queue {
-            let mut queues = shared.queues.borrow_mut();
-            let queue = queues
-                .get_mut(&topic)
-                .and_then(|queues| queues.get_mut(&queue_id))
-                .expect("queues are never removed");
-            queue.consume_queue.attach_file(start, file);
-        } else {
-            shared.index.borrow_mut().attach_file(start, file);
-        }
+    let dirty: Vec<(String, i32)> = shared
+        .queues
+        .borrow()
+        .iter()
+        .flat_map(|(topic, queues)| {
+            queues
+                .iter()
+                .filter(|(_, queue)| queue.consume_queue.is_dirty())
+                .map(|(queue_id, _)| (topic.clone(), *queue_id))
+        })
+        .collect();
+    let started = comet_rt::clock::monotonic_now();
+    let files = FlushFiles {
+        pool: Some(&shared.cq_files),
+        faults: &shared.config.faults,
+        opened: Cell::new(0),
+    };
+    for (topic, queue_id) in dirty {
+        let access = || {
+            RefMut::map(shared.queues.borrow_mut(), |queues| {
+                &mut queues
+                    .get_mut(&topic)
+                    .and_then(|queues| queues.get_mut(&queue_id))
+                    .expect("queues are never removed")
+                    .consume_queue
+            })
+        };
+        flush_queue(access, &files, Some(&shared.cq_cache)).await?;
     }
-    let (writes, planned) = plan_derived_writes(shared);
-    write_and_sync(writes).await?;
-    let mut queues = shared.queues.borrow_mut();
-    let mut cache = shared.cq_cache.borrow_mut();
-    for (topic, queue_id, reached) in planned {
-        let queue = queues
-            .get_mut(&topic)
-            .and_then(|queues| queues.get_mut(&queue_id))
-            .expect("queues are never removed");
-        queue.consume_queue.finish_flush(reached, Some(&mut cache));
+    let mut stats = shared.stats.get();
+    stats.cq_flushes += 1;
+    stats.cq_flush_us += u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    stats.cq_file_opens += files.opened.get();
+    shared.stats.set(stats);
+    let missing = shared.index.borrow().missing_files();
+    for (start, path) in missing {
+        let file = create_derived_file(&path, &shared.config.faults).await?;
+        shared.index.borrow_mut().attach_file(start, Rc::new(file));
     }
-    Ok(())
-}
-
-fn missing_derived_files(shared: &Shared) -> Vec<(DerivedKind, String, i32, u64, PathBuf)> {
-    let mut missing = Vec::new();
-    for (topic, queues) in shared.queues.borrow().iter() {
-        for (queue_id, queue) in queues {
-            for (start, path) in queue.consume_queue.missing_files() {
-                missing.push((DerivedKind::Queue, topic.clone(), *queue_id, start, path));
-            }
-        }
-    }
-    for (start, path) in shared.index.borrow().missing_files() {
-        missing.push((DerivedKind::Index, String::new(), 0, start, path));
-    }
-    missing
-}
-
-/// The writes of a derived-file flush, and each queue planned with the offset it reaches.
-fn plan_derived_writes(shared: &Shared) -> (Vec<FileWrite>, Vec<(String, i32, u64)>) {
-    let mut writes = Vec::new();
-    let mut planned = Vec::new();
-    for (topic, queues) in shared.queues.borrow_mut().iter_mut() {
-        for (queue_id, queue) in queues.iter_mut() {
-            if queue.consume_queue.is_dirty() {
-                let (queue_writes, reached) = queue.consume_queue.plan_flush();
-                writes.extend(queue_writes);
-                planned.push((topic.clone(), *queue_id, reached));
-            }
-        }
-    }
-    writes.extend(shared.index.borrow_mut().plan_flush());
-    (writes, planned)
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum DerivedKind {
-    Queue,
-    Index,
+    let writes = shared.index.borrow_mut().plan_flush();
+    write_and_sync(writes).await
 }
 
 async fn create_derived_file(
@@ -229,7 +207,7 @@ async fn create_derived_file(
     let file = DirectFile::open(path, OpenMode::CreateReadWrite, faults.clone()).await?;
     comet_rt::io::sync_directory(dir).await?;
     if created_dir {
-        // A new queue's directory (and its topic's) must survive a crash with its file.
+        // A new directory must survive a crash with its file.
         for parent in dir.ancestors().skip(1).take(2) {
             comet_rt::io::sync_directory(parent).await?;
         }
@@ -273,20 +251,6 @@ pub(crate) async fn write_queue_table(shared: &Shared) -> Result<(), StoreError>
     let path = queue_table::table_path(&shared.config.root, shared.config.log_id);
     queue_table::write(&path, bytes.clone()).await?;
     *shared.queue_table_bytes.borrow_mut() = bytes;
-    Ok(())
-}
-
-async fn write_and_sync(writes: Vec<FileWrite>) -> Result<(), StoreError> {
-    let mut files: Vec<Rc<DirectFile>> = Vec::new();
-    for write in writes {
-        write.file.write_at(write.buffer, write.position).await?;
-        if !files.iter().any(|file| Rc::ptr_eq(file, &write.file)) {
-            files.push(write.file);
-        }
-    }
-    for file in files {
-        file.fdatasync().await?;
-    }
     Ok(())
 }
 
@@ -340,6 +304,9 @@ pub(crate) async fn drop_gone_entries(shared: &Shared) -> Result<(), StoreError>
     // never a min below the oldest file (which recovery would take for a lost file).
     write_queue_table(shared).await?;
     for path in dropped {
+        // An open descriptor would keep the deleted file's blocks allocated.
+        let open = shared.cq_files.borrow_mut().forget(&path);
+        close_files(open.into_iter().collect()).await;
         if path.exists() {
             comet_rt::io::remove_file(&path).await?;
         }

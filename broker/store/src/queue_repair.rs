@@ -9,17 +9,19 @@
 //!
 //! Also the progress log of long recovery steps ([`Progress`]).
 
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use comet_proto::message::{peek_total_size_and_magic, RecordView, BLANK_MAGIC};
-use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
+use comet_rt::io::{DirectFile, FaultInjector};
 
 use crate::commit_log::{to_index, BLANK_BYTES};
 use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
-use crate::error::{setup_error, StoreError};
+use crate::cq_files::{self, FlushFiles};
+use crate::error::StoreError;
 use crate::limits::{CQ_RECOVERY_FLUSH_ENTRIES, RECOVERY_PROGRESS_MS, RECOVERY_READ_BYTES};
 use crate::offset::PhysicalOffset;
 use crate::queues::{queue_state, repair_entry, Queues};
@@ -268,31 +270,18 @@ fn add_record(
     true
 }
 
-/// Writes the queue's unwritten entries to its files (creating them) and syncs them.
+/// Writes the queue's unwritten entries to its files (creating them) and syncs them; the
+/// files are open for this flush only (recovery runs before the store's pool exists).
 pub(crate) async fn flush_queue(
     queue: &mut ConsumeQueue,
     faults: &Option<Rc<FaultInjector>>,
 ) -> Result<(), StoreError> {
-    for (start, path) in queue.missing_files() {
-        let dir = path.parent().expect("queue files live in a directory");
-        std::fs::create_dir_all(dir).map_err(|error| setup_error(dir, error))?;
-        let file = DirectFile::open(&path, OpenMode::CreateReadWrite, faults.clone()).await?;
-        for synced in dir.ancestors().take(3) {
-            comet_rt::io::sync_directory(synced).await?;
-        }
-        queue.attach_file(start, Rc::new(file));
-    }
-    let (writes, planned) = queue.plan_flush();
-    let mut written: Vec<Rc<DirectFile>> = Vec::new();
-    for write in writes {
-        write.file.write_at(write.buffer, write.position).await?;
-        if !written.iter().any(|file| Rc::ptr_eq(file, &write.file)) {
-            written.push(write.file);
-        }
-    }
-    for file in written {
-        file.fdatasync().await?;
-    }
-    queue.finish_flush(planned, None);
-    Ok(())
+    let queue = RefCell::new(queue);
+    let files = FlushFiles {
+        pool: None,
+        faults,
+        opened: Cell::new(0),
+    };
+    let access = || RefMut::map(queue.borrow_mut(), |queue| &mut **queue);
+    cq_files::flush_queue(access, &files, None).await
 }

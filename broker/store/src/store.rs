@@ -33,7 +33,7 @@ use crate::maintenance::{drop_gone_entries, run_index_linker, run_maintenance};
 use crate::offset::{PhysicalOffset, QueueOffset};
 use crate::orphan::{AdoptedLogs, Orphans};
 use crate::read::{GetResult, MessageFilter, MessageWait, ReadPath, TimeBoundary};
-use crate::replica::{DurableBeyond, LogChunk, Replica};
+use crate::replica::{DurableBeyond, LogChunk, Reach, Replica, WrittenBeyond};
 use crate::retention::{run_retention, Retention};
 use crate::shard::Shared;
 use crate::warm::run_warmer;
@@ -57,6 +57,12 @@ pub struct ConsumeQueueMemory {
     pub cache_peak_bytes: usize,
     /// The cache's bound (`StoreConfig::cq_cache_bytes`).
     pub cache_bound_bytes: usize,
+    /// Consume-queue files open now (queues hold none: flushes borrow them from a pool).
+    pub open_files: usize,
+    /// Most consume-queue files open at once since open.
+    pub open_files_peak: usize,
+    /// The pool's bound (`StoreConfig::cq_open_files_max`).
+    pub open_files_bound: usize,
 }
 
 /// A shard's store. Cloning gives another handle to the same store (same shard only).
@@ -157,6 +163,8 @@ impl Store {
             return Err(StoreError::WriteFailed { reason });
         }
         write_maintenance_checkpoint(shared).await?;
+        let open = shared.cq_files.borrow_mut().drain();
+        crate::cq_files::close_files(open).await;
         let abort = shared.config.root.join("abort");
         std::fs::remove_file(&abort).map_err(|error| crate::error::setup_error(&abort, error))?;
         shared.lock_file.borrow_mut().take();
@@ -198,6 +206,10 @@ impl Store {
         memory.cache_bytes = cache.held_bytes();
         memory.cache_peak_bytes = cache.peak_bytes();
         memory.cache_bound_bytes = cache.bound_bytes();
+        let files = self.shared.cq_files.borrow();
+        memory.open_files = files.len();
+        memory.open_files_peak = files.peak();
+        memory.open_files_bound = files.bound();
         memory
     }
 
@@ -262,8 +274,29 @@ impl Store {
     /// `position` was deleted.
     pub async fn read_log(&self, position: u64, max_bytes: usize) -> Result<LogChunk, StoreError> {
         Replica::new(&self.shared)
-            .read_log(position, max_bytes)
+            .read_log(position, max_bytes, Reach::Durable)
             .await
+    }
+
+    /// As [`Store::read_log`], but up to the written end: records appended in memory that
+    /// the group commit may not have made durable yet (a master streams them to its slave
+    /// while its own flush runs). Never past bytes a failed store holds
+    /// ([`StoreError::WriteFailed`]): those never become durable here.
+    pub async fn read_log_written(
+        &self,
+        position: u64,
+        max_bytes: usize,
+    ) -> Result<LogChunk, StoreError> {
+        Replica::new(&self.shared)
+            .read_log(position, max_bytes, Reach::Written)
+            .await
+    }
+
+    /// Resolves once this store's written end is past `position` (an append, one wake-up
+    /// per appending call however many records it holds), or the store failed or began to
+    /// close. Spurious completion is possible; callers re-check [`Store::written_position`].
+    pub fn wait_written_beyond(&self, position: u64) -> WrittenBeyond {
+        Replica::new(&self.shared).wait_written_beyond(position)
     }
 
     /// Slave side of replication: appends a master's log bytes (as [`Store::read_log`]

@@ -28,6 +28,7 @@ const LAYERS: &[&str] = &[
     "queue_repair",
     "shard",
     "flights",
+    "cq_files",
     "queues",
     "index",
     "sealed_index",

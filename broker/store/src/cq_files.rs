@@ -1,0 +1,295 @@
+//! Consume-queue files open for writing: a small pool per store, bounded by
+//! `StoreConfig::cq_open_files_max`, instead of one open file per queue. A queue's file is
+//! open only while a flush writes it, unless the pool still holds it from an earlier flush
+//! (least recently used out first, closed). File descriptors therefore do not grow with the
+//! number of queues: a store with ten thousand queues holds at most the bound, and a store
+//! with a few busy queues keeps them open and pays no open per flush
+//! (docs/architecture.md#consume-queues).
+//!
+//! [`flush_queue`] is the single place a queue's entries are written, shared by the lazy
+//! flush (`maintenance`, through the pool) and recovery (`recovery`, `queue_repair`: files
+//! opened for the duration of the flush and closed after it).
+
+use std::cell::{Cell, RefCell, RefMut};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
+
+use crate::consume_queue::{ConsumeQueue, FileWrite, FlushFile};
+use crate::cq_cache::CqCache;
+use crate::error::{setup_error, StoreError};
+
+struct OpenFile {
+    file: Rc<DirectFile>,
+    used_at: u64,
+}
+
+/// The pool (see the module docs). Shard-local.
+pub(crate) struct CqFiles {
+    bound: usize,
+    clock: u64,
+    files: HashMap<PathBuf, OpenFile>,
+    /// Paths by last use, oldest first.
+    by_use: BTreeMap<u64, PathBuf>,
+    /// Most files held at once (tests and metrics check it stays within the bound).
+    peak: usize,
+}
+
+impl CqFiles {
+    /// An empty pool holding at most `bound` files (at least one).
+    pub(crate) fn new(bound: usize) -> CqFiles {
+        assert!(bound > 0, "the pool holds at least one file");
+        CqFiles {
+            bound,
+            clock: 0,
+            files: HashMap::new(),
+            by_use: BTreeMap::new(),
+            peak: 0,
+        }
+    }
+
+    /// Files held now.
+    pub(crate) fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Most files held at once.
+    pub(crate) fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// The bound.
+    pub(crate) fn bound(&self) -> usize {
+        self.bound
+    }
+
+    /// The open file at `path`, taken out of the pool (given back with [`CqFiles::put`]).
+    fn take(&mut self, path: &Path) -> Option<Rc<DirectFile>> {
+        let held = self.files.remove(path)?;
+        self.by_use.remove(&held.used_at);
+        Some(held.file)
+    }
+
+    /// Keeps `file` open as the file at `path`; returns the files it pushes out of the pool,
+    /// for the caller to close.
+    fn put(&mut self, path: PathBuf, file: Rc<DirectFile>) -> Vec<Rc<DirectFile>> {
+        let mut evicted: Vec<Rc<DirectFile>> = self.take(&path).into_iter().collect();
+        while self.files.len() >= self.bound {
+            let Some((_, oldest)) = self.by_use.pop_first() else {
+                break;
+            };
+            evicted.extend(self.files.remove(&oldest).map(|held| held.file));
+        }
+        self.clock += 1;
+        self.by_use.insert(self.clock, path.clone());
+        let held = OpenFile {
+            file,
+            used_at: self.clock,
+        };
+        self.files.insert(path, held);
+        self.peak = self.peak.max(self.files.len());
+        assert!(self.files.len() <= self.bound, "pool within its bound");
+        evicted
+    }
+
+    /// Takes out the file at `path` if held (its file is being deleted: the descriptor
+    /// must not keep its blocks allocated).
+    pub(crate) fn forget(&mut self, path: &Path) -> Option<Rc<DirectFile>> {
+        self.take(path)
+    }
+
+    /// Takes out every file (the store closes).
+    pub(crate) fn drain(&mut self) -> Vec<Rc<DirectFile>> {
+        self.by_use.clear();
+        self.files.drain().map(|(_, held)| held.file).collect()
+    }
+}
+
+/// Closes `files` (those no flush still uses; the others close when it drops them).
+/// A failed close is logged: every write to them was synced before they left the pool.
+pub(crate) async fn close_files(files: Vec<Rc<DirectFile>>) {
+    for file in files {
+        if let Ok(file) = Rc::try_unwrap(file) {
+            let path = file.path().to_path_buf();
+            if let Err(error) = file.close().await {
+                log::warn!("closing consume-queue file {}: {error}", path.display());
+            }
+        }
+    }
+}
+
+/// Creates the queue file at `path` (and its directories) durably: the file and a new
+/// queue's directory (and its topic's) survive a crash.
+async fn create_file(
+    path: &Path,
+    faults: &Option<Rc<FaultInjector>>,
+) -> Result<DirectFile, StoreError> {
+    let dir = path.parent().expect("queue files live in a directory");
+    let created_dir = !dir.exists();
+    std::fs::create_dir_all(dir).map_err(|error| setup_error(dir, error))?;
+    let file = DirectFile::open(path, OpenMode::CreateReadWrite, faults.clone()).await?;
+    comet_rt::io::sync_directory(dir).await?;
+    if created_dir {
+        for parent in dir.ancestors().skip(1).take(2) {
+            comet_rt::io::sync_directory(parent).await?;
+        }
+    }
+    Ok(file)
+}
+
+/// Writes `writes` and syncs every file they touched.
+pub(crate) async fn write_and_sync(writes: Vec<FileWrite>) -> Result<(), StoreError> {
+    let mut files: Vec<Rc<DirectFile>> = Vec::new();
+    for write in writes {
+        write.file.write_at(write.buffer, write.position).await?;
+        if !files.iter().any(|file| Rc::ptr_eq(file, &write.file)) {
+            files.push(write.file);
+        }
+    }
+    for file in files {
+        file.fdatasync().await?;
+    }
+    Ok(())
+}
+
+/// Where a flush gets its files: the store's pool, or none (recovery: each file is opened
+/// for the flush and closed after it).
+pub(crate) struct FlushFiles<'s> {
+    /// The pool, if any.
+    pub(crate) pool: Option<&'s RefCell<CqFiles>>,
+    /// Fault injection of the store's files (tests).
+    pub(crate) faults: &'s Option<Rc<FaultInjector>>,
+    /// Files opened or created so far.
+    pub(crate) opened: Cell<u64>,
+}
+
+impl FlushFiles<'_> {
+    /// Most files one step of a flush holds open.
+    fn step_files_max(&self) -> usize {
+        self.pool.map_or(2, |pool| pool.borrow().bound())
+    }
+
+    /// Opens (or creates) `needed`, from the pool when it holds them.
+    async fn open(
+        &self,
+        needed: Vec<FlushFile>,
+    ) -> Result<Vec<(FlushFile, Rc<DirectFile>)>, StoreError> {
+        let mut opened = Vec::with_capacity(needed.len());
+        for file in needed {
+            let pooled = self
+                .pool
+                .and_then(|pool| pool.borrow_mut().take(&file.path));
+            let handle = match pooled {
+                Some(handle) => handle,
+                None if file.exists => {
+                    let handle =
+                        DirectFile::open(&file.path, OpenMode::ReadWrite, self.faults.clone());
+                    Rc::new(handle.await?)
+                }
+                None => Rc::new(create_file(&file.path, self.faults).await?),
+            };
+            opened.push((file, handle));
+        }
+        Ok(opened)
+    }
+
+    /// Gives the files of a step back to the pool, or closes them without one.
+    async fn release(&self, opened: Vec<(FlushFile, Rc<DirectFile>)>) {
+        let mut closing = Vec::new();
+        for (file, handle) in opened {
+            match self.pool {
+                Some(pool) => closing.extend(pool.borrow_mut().put(file.path, handle)),
+                None => closing.push(handle),
+            }
+        }
+        close_files(closing).await;
+    }
+}
+
+/// Writes the entries of the queue `queue` gives access to that were dispatched before the
+/// call (and zeros over stale ones), creating its files as needed, and syncs them; entries
+/// dispatched meanwhile may wait for the next flush. No borrow of the queue is held across
+/// an await. On error the files of the step are closed and the caller stops the store.
+pub(crate) async fn flush_queue<'q>(
+    queue: impl Fn() -> RefMut<'q, ConsumeQueue>,
+    files: &FlushFiles<'_>,
+    cache: Option<&RefCell<CqCache>>,
+) -> Result<(), StoreError> {
+    let target = queue().max_offset();
+    loop {
+        let needed = {
+            let queue = queue();
+            if !queue.is_dirty() || (queue.flushed_offset() >= target && !queue.has_stale()) {
+                return Ok(());
+            }
+            queue.flush_files(files.step_files_max())
+        };
+        let opened = files.open(needed).await?;
+        let (writes, reached) = {
+            let mut queue = queue();
+            for (file, _) in opened.iter().filter(|(file, _)| !file.exists) {
+                queue.mark_created(file.start);
+            }
+            let handles: Vec<(u64, Rc<DirectFile>)> = opened
+                .iter()
+                .map(|(file, handle)| (file.start, Rc::clone(handle)))
+                .collect();
+            queue.plan_flush(&handles)
+        };
+        let progress = !writes.is_empty();
+        let written = write_and_sync(writes).await;
+        files.release(opened).await;
+        written?;
+        {
+            let mut cache = cache.map(RefCell::borrow_mut);
+            queue().finish_flush(reached, cache.as_deref_mut());
+        }
+        if !progress {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the pool stays within its bound, pushes out the least recently used file, and
+    // gives a file back once.
+    #[test]
+    fn pool_is_bounded_and_least_recently_used_goes() {
+        comet_rt::local::run_local("cq-files-test", async {
+            let dir = comet_test_support::TempDir::new("cq-files");
+            let mut pool = CqFiles::new(2);
+            let open = |name: &str| {
+                let path = dir.path().join(name);
+                async move {
+                    let file = DirectFile::open(&path, OpenMode::CreateReadWrite, None).await;
+                    (path, Rc::new(file.expect("create")))
+                }
+            };
+            let (a, file_a) = open("a").await;
+            let (b, file_b) = open("b").await;
+            let (c, file_c) = open("c").await;
+            assert!(pool.put(a.clone(), file_a).is_empty());
+            assert!(pool.put(b.clone(), file_b).is_empty());
+            let used = pool.take(&a).expect("held");
+            assert!(
+                pool.put(a.clone(), used).is_empty(),
+                "given back, not evicted"
+            );
+            let evicted = pool.put(c.clone(), file_c);
+            assert_eq!(evicted.len(), 1);
+            assert_eq!(evicted[0].path(), b.as_path(), "b was used least recently");
+            close_files(evicted).await;
+            assert_eq!(pool.len(), 2);
+            assert_eq!(pool.peak(), 2);
+            assert!(pool.take(&b).is_none());
+            assert!(pool.forget(&a).is_some());
+            assert_eq!(pool.drain().len(), 1);
+            assert_eq!(pool.len(), 0);
+        });
+    }
+}
