@@ -8,29 +8,16 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use comet_proto::headers::SendMessageResponseHeader;
 use comet_proto::properties::{names, Properties};
-use comet_proto::{CommandHeader, ResponseCode};
+use comet_proto::ResponseCode;
 use common::{Broker, Client, TempDir};
-use sched_common::{call_pipelined, collect, max_offset, pull_once, send_with};
+use sched_common::{call_pipelined, collect, max_offset, pull_once, send_with, send_with_delay};
 
 /// How late a delivery may be (RocketMQ polls every 100 ms; a pull loop adds a little).
 const LATE_TOLERANCE: Duration = Duration::from_millis(1000);
 
 fn send_delayed(client: &mut Client, topic: &str, queue_id: i32, body: &str, level: i32) -> String {
-    let mut properties = Properties::new();
-    properties.insert(names::DELAY, level.to_string());
-    properties.insert(names::WAIT, "true");
-    let response = client.call_ok(send_with(
-        topic,
-        queue_id,
-        body.as_bytes(),
-        &properties,
-        0,
-        "pg",
-    ));
-    let header = SendMessageResponseHeader::from_ext_fields(&response.ext_fields).unwrap();
-    header.transaction_id.expect("unique key echoed")
+    send_with_delay(client, topic, queue_id, (names::DELAY, level.into()), body)
 }
 
 fn check_level(broker_addr: SocketAddr, topic: &str, level: i32, delay: Duration) {

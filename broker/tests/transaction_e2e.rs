@@ -4,35 +4,19 @@
 mod common;
 mod sched_common;
 
-use std::io::Read;
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use comet_proto::body::{HeartbeatData, JsonBody, ProducerData};
-use comet_proto::bytes::BytesMut;
-use comet_proto::frame::FrameDecoder;
-use comet_proto::headers::{
-    CheckTransactionStateRequestHeader, EndTransactionRequestHeader, SendMessageResponseHeader,
-};
+use comet_proto::headers::EndTransactionRequestHeader;
 use comet_proto::message::decode_records;
-use comet_proto::message_id::decode_offset_msg_id;
 use comet_proto::properties::{names, Properties};
-use comet_proto::{CommandHeader, Decoded, RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use common::{Broker, Client, TempDir};
+use sched_common::transaction::{end_transaction, Half, Producer, COMMIT, PREPARED};
 use sched_common::{collect, drain, send_with};
 
 const GROUP: &str = "tx_pg";
-const PREPARED: i32 = 0x4;
-const COMMIT: i32 = 8;
 const ROLLBACK: i32 = 12;
 const UNKNOWN: i32 = 0;
-
-/// A half message as it is known to the producer after its send.
-struct Half {
-    unique_key: String,
-    queue_offset: i64,
-    commit_log_offset: i64,
-}
 
 fn send_half(client: &mut Client, topic: &str, body: &str) -> Half {
     let mut properties = Properties::new();
@@ -46,32 +30,11 @@ fn send_half(client: &mut Client, topic: &str, body: &str) -> Half {
         PREPARED,
         GROUP,
     ));
-    let header = SendMessageResponseHeader::from_ext_fields(&response.ext_fields).unwrap();
-    Half {
-        unique_key: header.transaction_id.unwrap(),
-        queue_offset: header.queue_offset,
-        commit_log_offset: decode_offset_msg_id(&header.msg_id)
-            .unwrap()
-            .commit_log_offset,
-    }
+    Half::from_send(&response)
 }
 
 fn end(client: &mut Client, topic: &str, half: &Half, decision: i32, from_check: bool) {
-    let header = EndTransactionRequestHeader {
-        topic: Some(topic.into()),
-        producer_group: GROUP.into(),
-        tran_state_table_offset: half.queue_offset,
-        commit_log_offset: half.commit_log_offset,
-        commit_or_rollback: decision,
-        from_transaction_check: Some(from_check),
-        msg_id: half.unique_key.clone(),
-        transaction_id: Some(half.unique_key.clone()),
-        broker_name: None,
-    };
-    let mut request =
-        RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header);
-    request.set_oneway();
-    client.send(request);
+    end_transaction(client, topic, GROUP, half, decision, from_check);
 }
 
 /// END_TRANSACTION as a two-way request (as non-Java clients may send it); its answer.
@@ -100,57 +63,6 @@ fn assert_refused(response: &RemotingCommand) {
     );
 }
 
-/// A producer connection: registered by heartbeat, reads the broker's check-backs.
-struct Producer {
-    client: Client,
-    reader: TcpStream,
-    buffer: BytesMut,
-}
-
-impl Producer {
-    fn connect(broker: &Broker, client_id: &str) -> Producer {
-        let mut client = broker.client();
-        let data = HeartbeatData {
-            client_id: client_id.into(),
-            producer_data_set: vec![ProducerData {
-                group_name: GROUP.into(),
-            }],
-            ..HeartbeatData::default()
-        };
-        let request = RemotingCommand::request(RequestCode::HEART_BEAT, 0).with_body(data.encode());
-        assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
-        let reader = client.stream.try_clone().unwrap();
-        Producer {
-            client,
-            reader,
-            buffer: BytesMut::new(),
-        }
-    }
-
-    /// The next CHECK_TRANSACTION_STATE within `limit`.
-    fn next_check(&mut self, limit: Duration) -> Option<RemotingCommand> {
-        let deadline = Instant::now() + limit;
-        let decoder = FrameDecoder::default();
-        loop {
-            while let Some(Decoded::Command(command)) = decoder.decode(&mut self.buffer).unwrap() {
-                if command.request_code() == RequestCode::CHECK_TRANSACTION_STATE {
-                    return Some(command);
-                }
-            }
-            let left = deadline.checked_duration_since(Instant::now())?;
-            self.reader
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
-                .unwrap();
-            let mut chunk = [0u8; 65536];
-            match self.reader.read(&mut chunk) {
-                Ok(0) => return None,
-                Ok(read) => self.buffer.extend_from_slice(&chunk[..read]),
-                Err(_) => return None,
-            }
-        }
-    }
-}
-
 fn check_broker(directory: &TempDir) -> Broker {
     Broker::start(
         &directory.0,
@@ -171,7 +83,7 @@ fn check_broker(directory: &TempDir) -> Broker {
 fn commit_and_rollback() {
     let directory = TempDir::new("e2e-tx-commit");
     let broker = check_broker(&directory);
-    let mut producer = Producer::connect(&broker, "127.0.0.1@tx-commit");
+    let mut producer = Producer::connect(broker.client(), "127.0.0.1@tx-commit", GROUP);
     let committed = send_half(&mut producer.client, "TxTopic", "yes");
     let rolled_back = send_half(&mut producer.client, "TxTopic", "no");
     // What is checked is that the halves stay invisible: a window is the only way.
@@ -217,16 +129,11 @@ fn commit_and_rollback() {
 }
 
 fn answer_check(producer: &mut Producer, check: &RemotingCommand, decision: i32) -> String {
-    let header = CheckTransactionStateRequestHeader::from_ext_fields(&check.ext_fields).unwrap();
     let messages = decode_records(check.body.clone());
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0].topic, "TxCheck");
     assert_eq!(messages[0].property(names::PGROUP), Some(GROUP));
-    let half = Half {
-        unique_key: header.msg_id.clone().unwrap(),
-        queue_offset: header.tran_state_table_offset,
-        commit_log_offset: header.commit_log_offset,
-    };
+    let half = Half::from_check(check);
     end(&mut producer.client, "TxCheck", &half, decision, true);
     String::from_utf8(messages[0].body.to_vec()).unwrap()
 }
@@ -237,7 +144,7 @@ fn answer_check(producer: &mut Producer, check: &RemotingCommand, decision: i32)
 fn unknown_then_check_back_commits() {
     let directory = TempDir::new("e2e-tx-check");
     let broker = check_broker(&directory);
-    let mut producer = Producer::connect(&broker, "127.0.0.1@tx-check");
+    let mut producer = Producer::connect(broker.client(), "127.0.0.1@tx-check", GROUP);
     let half = send_half(&mut producer.client, "TxCheck", "checked");
     end(&mut producer.client, "TxCheck", &half, UNKNOWN, false);
     let check = producer
@@ -258,13 +165,13 @@ fn unknown_then_check_back_commits() {
 fn producer_restart_between_half_and_decision() {
     let directory = TempDir::new("e2e-tx-restart");
     let mut broker = check_broker(&directory);
-    let first = Producer::connect(&broker, "127.0.0.1@tx-first");
+    let first = Producer::connect(broker.client(), "127.0.0.1@tx-first", GROUP);
     let mut first = first;
     send_half(&mut first.client, "TxCheck", "survivor");
     drop(first);
     broker.stop();
     broker.restart(2);
-    let mut second = Producer::connect(&broker, "127.0.0.1@tx-second");
+    let mut second = Producer::connect(broker.client(), "127.0.0.1@tx-second", GROUP);
     let check = second
         .next_check(Duration::from_secs(10))
         .expect("a check-back on the new connection");
@@ -294,7 +201,7 @@ fn unanswered_half_is_discarded_after_check_max() {
             "transactionCheckMax=2",
         ],
     );
-    let mut producer = Producer::connect(&broker, "127.0.0.1@tx-max");
+    let mut producer = Producer::connect(broker.client(), "127.0.0.1@tx-max", GROUP);
     let half = send_half(&mut producer.client, "TxMax", "abandoned");
     let mut checks = 0;
     while producer.next_check(Duration::from_secs(3)).is_some() {

@@ -3,13 +3,16 @@
 
 #![allow(dead_code)]
 
+pub mod transaction;
+
 use std::time::{Duration, Instant};
 
 use comet_proto::headers::{
     GetMaxOffsetRequestHeader, GetMaxOffsetResponseHeader, SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
 };
 use comet_proto::message::{decode_records, MessageExt};
-use comet_proto::properties::Properties;
+use comet_proto::properties::{names, Properties};
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::common::{pull_request, Client};
@@ -42,6 +45,30 @@ pub fn send_with(
     RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, 0)
         .with_header(&header)
         .with_body(body.to_vec())
+}
+
+/// Sends `body` to (`topic`, `queue_id`) with the delay property `delay` (a delay level or a
+/// timer's delay) and WAIT; asserts SUCCESS and returns the message's UNIQ_KEY.
+pub fn send_with_delay(
+    client: &mut Client,
+    topic: &str,
+    queue_id: i32,
+    delay: (&str, i64),
+    body: &str,
+) -> String {
+    let mut properties = Properties::new();
+    properties.insert(delay.0, delay.1.to_string());
+    properties.insert(names::WAIT, "true");
+    let response = client.call_ok(send_with(
+        topic,
+        queue_id,
+        body.as_bytes(),
+        &properties,
+        0,
+        "pg",
+    ));
+    let header = SendMessageResponseHeader::from_ext_fields(&response.ext_fields).unwrap();
+    header.transaction_id.expect("the unique key is echoed")
 }
 
 /// Pulls (topic, queue) from `offset` once, without waiting; messages and next offset.
