@@ -11,7 +11,7 @@ use comet_client::{ClientConfig, Credentials};
 use serde::Serialize;
 
 use crate::error::{BenchError, Result};
-use crate::limits::{BATCH_MAX, INFLIGHT_MAX, MESSAGE_BYTES_MAX, THREADS_MAX};
+use crate::limits::{BATCH_MAX, INFLIGHT_MAX, MESSAGE_BYTES_MAX, THREADS_MAX, TOPICS_MAX};
 
 /// Load generator for RocketMQ-protocol brokers (Comet, Apache RocketMQ, ...).
 #[derive(Parser, Debug, Clone, Serialize)]
@@ -117,9 +117,13 @@ impl FinishArgs {
 /// What and how to send.
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct SendArgs {
-    /// Topic.
+    /// Topic (the prefix of the topics' names with --topics above 1).
     #[arg(long, default_value = "BenchmarkTest")]
     pub topic: String,
+    /// Spread the messages round robin over this many topics, `<topic>_0` to
+    /// `<topic>_<N-1>` (produce only; with --queues each is created with that many queues).
+    #[arg(long, default_value_t = 1)]
+    pub topics: usize,
     /// Body bytes per message.
     #[arg(long = "size", default_value_t = 1024)]
     pub size_bytes: usize,
@@ -185,7 +189,36 @@ impl SendArgs {
         if self.send_timeout_ms == 0 {
             return bad("--send-timeout-ms must be positive".into());
         }
+        if !(1..=TOPICS_MAX).contains(&self.topics) {
+            return bad(format!("--topics must be 1..={TOPICS_MAX}"));
+        }
         Ok(())
+    }
+
+    /// The topics messages go to: `--topic` alone, or `<topic>_<i>` for each of `--topics`.
+    pub fn topic_names(&self) -> Vec<String> {
+        if self.topics <= 1 {
+            return vec![self.topic.clone()];
+        }
+        (0..self.topics)
+            .map(|index| format!("{}_{index}", self.topic))
+            .collect()
+    }
+
+    /// Index in [`SendArgs::topic_names`] of message `sequence` of sender `thread` (the
+    /// async driver is the only sender with --inflight): the senders' messages interleave
+    /// round robin over every topic, whatever the thread count.
+    pub fn topic_index(&self, thread: usize, sequence: u64) -> usize {
+        let topics = self.topics.max(1) as u64;
+        let senders = if self.inflight.is_some() {
+            1
+        } else {
+            self.threads.max(1)
+        };
+        let spread = sequence
+            .wrapping_mul(senders as u64)
+            .wrapping_add(thread as u64);
+        usize::try_from(spread % topics).expect("below the topic count")
     }
 }
 
@@ -416,5 +449,50 @@ mod tests {
         let cli = Cli::try_parse_from(["comet-bench", "e2e", "--rate", "100", "--inflight", "16"]);
         assert!(cli.is_ok());
         assert!(check_threads("--threads", 0).is_err());
+    }
+
+    // Proves --topics names N topics after --topic, that the senders' messages together
+    // reach every topic equally, and that 0 or more than the limit is refused.
+    #[test]
+    fn topics_spread_round_robin() {
+        let cli = Cli::try_parse_from([
+            "comet-bench",
+            "produce",
+            "--topic",
+            "T",
+            "--topics",
+            "10",
+            "--threads",
+            "4",
+        ])
+        .unwrap();
+        let Some(Command::Produce(args)) = cli.command else {
+            panic!("produce")
+        };
+        args.send.validate().unwrap();
+        let names = args.send.topic_names();
+        assert_eq!(names.len(), 10);
+        assert_eq!((names[0].as_str(), names[9].as_str()), ("T_0", "T_9"));
+        let mut sent = [0u32; 10];
+        for thread in 0..4 {
+            for sequence in 0..25 {
+                sent[args.send.topic_index(thread, sequence)] += 1;
+            }
+        }
+        assert_eq!(sent, [10; 10], "100 messages over 10 topics");
+        let mut window = args.send.clone();
+        window.inflight = Some(16);
+        let reached: std::collections::BTreeSet<usize> = (0..10)
+            .map(|sequence| window.topic_index(0, sequence))
+            .collect();
+        assert_eq!(reached.len(), 10, "the async driver reaches every topic");
+        let mut one = args.send.clone();
+        one.topics = 1;
+        assert_eq!(one.topic_names(), vec!["T".to_string()]);
+        assert_eq!(one.topic_index(3, 7), 0);
+        one.topics = 0;
+        assert!(matches!(one.validate(), Err(BenchError::Args(_))));
+        one.topics = TOPICS_MAX + 1;
+        assert!(one.validate().is_err());
     }
 }

@@ -16,6 +16,9 @@ pub const MESSAGE_BYTES_MAX: usize = 4 * 1024 * 1024;
 pub const THREADS_MAX: usize = 4096;
 /// Largest async window.
 pub const INFLIGHT_MAX: usize = 65_536;
+/// Most topics one run spreads its messages over (`--topics`): ten thousand queues at 8
+/// queues a topic, the many-queues benchmark's scale, with room to spare.
+pub const TOPICS_MAX: usize = 10_000;
 /// Largest batch (messages per request).
 pub const BATCH_MAX: usize = 4096;
 /// How long a run waits, after its senders stop, for answers still in flight or for the

@@ -14,9 +14,16 @@ const ROUTE_WAIT: Duration = Duration::from_secs(15);
 /// Creates `topic` with `queues` read and write queues on every master, then waits for its
 /// route.
 pub fn ensure_topic(client: &ClientConfig, topic: &str, queues: i32) -> Result<()> {
+    ensure_topics(client, &[topic.to_string()], queues)
+}
+
+/// [`ensure_topic`] for each of `topics`, through one admin client.
+pub fn ensure_topics(client: &ClientConfig, topics: &[String], queues: i32) -> Result<()> {
     assert!(queues > 0, "a topic has at least one queue");
     let admin = Admin::new(client.clone())?;
-    let outcome = create_and_wait(&admin, topic, queues);
+    let outcome = topics
+        .iter()
+        .try_for_each(|topic| create_and_wait(&admin, topic, queues));
     admin.shutdown();
     outcome
 }

@@ -28,6 +28,11 @@ const DEFAULT_QUEUES: i32 = 8;
 /// Runs `e2e`.
 pub fn run(cli: &Cli, args: &E2eArgs) -> Result<Outcome> {
     args.send.validate()?;
+    if args.send.topics > 1 {
+        return Err(crate::error::BenchError::Args(
+            "--topics is for produce only: e2e consumes one topic".into(),
+        ));
+    }
     args.receive.validate()?;
     check_threads("--consume-threads", args.consume_threads)?;
     let duration = args.finish.duration()?;
@@ -37,7 +42,7 @@ pub fn run(cli: &Cli, args: &E2eArgs) -> Result<Outcome> {
     topic::ensure_topic(&client, &send.topic, send.queues.unwrap_or(DEFAULT_QUEUES))?;
     let producer = start_producer(&client, &send)?;
     let run_id = payload::new_run_id();
-    warm_up(&producer, &send, run_id)?;
+    warm_up(&producer, &send, &send.topic, run_id)?;
     let group = args
         .group
         .clone()

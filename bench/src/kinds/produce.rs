@@ -31,12 +31,15 @@ use crate::topic;
 pub fn run(cli: &Cli, args: &ProduceArgs) -> Result<Outcome> {
     args.send.validate()?;
     let duration = args.finish.duration()?;
+    let topics = args.send.topic_names();
     if let Some(queues) = args.send.queues {
-        topic::ensure_topic(&cli.client_config(), &args.send.topic, queues)?;
+        topic::ensure_topics(&cli.client_config(), &topics, queues)?;
     }
     let producer = start_producer(&cli.client_config(), &args.send)?;
     let run_id = payload::new_run_id();
-    warm_up(&producer, &args.send, run_id)?;
+    for topic in &topics {
+        warm_up(&producer, &args.send, topic, run_id)?;
+    }
     let started = Instant::now();
     let stats = Stats::new()?;
     let context = SendContext::new(&producer, &args.send, run_id, started, stats.clone())?;
@@ -94,13 +97,14 @@ pub fn start_producer(client: &ClientConfig, args: &SendArgs) -> Result<Producer
     Ok(producer)
 }
 
-/// One unmeasured send, so that route lookup and topic auto-creation are not in the figures.
-pub fn warm_up(producer: &Producer, args: &SendArgs, run_id: u64) -> Result<()> {
+/// One unmeasured send to `topic`, so that route lookup and topic auto-creation are not in
+/// the figures.
+pub fn warm_up(producer: &Producer, args: &SendArgs, topic: &str, run_id: u64) -> Result<()> {
     let stamp = Stamp {
         run_id: run_id ^ 1,
         intended_unix_ns: payload::unix_ns_now(),
     };
-    let message = Message::new(args.topic.as_str(), payload::body(args.size_bytes, stamp));
+    let message = Message::new(topic, payload::body(args.size_bytes, stamp));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match producer.send(message.clone()) {
@@ -122,6 +126,8 @@ pub struct SendContext<'a> {
     wall: WallClock,
     limiter: Option<RateLimiter>,
     stats: Arc<Stats>,
+    /// Where messages go (see [`SendArgs::topic_names`]).
+    topics: Vec<String>,
 }
 
 impl<'a> SendContext<'a> {
@@ -145,6 +151,7 @@ impl<'a> SendContext<'a> {
             wall: WallClock::new(),
             limiter,
             stats,
+            topics: args.topic_names(),
         })
     }
 
@@ -166,7 +173,8 @@ impl<'a> SendContext<'a> {
             intended_unix_ns: self.wall.unix_ns(intended),
         };
         let body = payload::body(self.args.size_bytes, stamp);
-        let mut message = Message::new(self.args.topic.as_str(), body);
+        let topic = &self.topics[self.args.topic_index(thread, sequence)];
+        let mut message = Message::new(topic.as_str(), body);
         if let Some(tags) = &self.args.tags {
             message = message.with_tags(tags.as_str());
         }
