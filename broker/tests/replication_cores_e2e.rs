@@ -5,119 +5,36 @@
 //! `docs/architecture.md#slave-and-master-shard-counts`).
 
 mod common;
+mod sched_common;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
+use comet_nameserver::NameServerThread;
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use comet_test_support::{
-    free_port, poll_until, wait_for_port, wait_for_port_closed, ChildGuard, LOOPBACK,
-    TEST_COMMIT_LOG_FILE_BYTES,
-};
-use common::{create_topic, pull_request, send_request, send_request_with, Client, TempDir};
+use comet_test_support::{free_port, poll_until};
+use common::replication::{send_messages, topic_known, Node, CONVERGE_LIMIT};
+use common::{create_topic, pull_request, send_request_with, Client, TempDir};
+use sched_common::transaction::{end_transaction, Half, Producer, COMMIT, PREPARED};
+use sched_common::{send_with, send_with_delay};
 
-/// How long replication, registration and the metadata copy may take to show an effect.
-const CONVERGE_LIMIT: Duration = Duration::from_secs(40);
 /// Queues of the test topic: enough that every log of a 2-shard master holds some.
 const QUEUES: i32 = 6;
 const TOPIC: &str = "ReplHosted";
 
-/// A broker process registered with the test's name server; killed on drop.
-struct Node {
-    guard: Option<ChildGuard>,
-    store: PathBuf,
-    addr: SocketAddr,
-    namesrv: String,
-    cores: usize,
-    /// Role and HA settings, as `-o` pairs.
-    options: Vec<String>,
-    /// Where its standard error goes.
-    log: PathBuf,
-}
-
-impl Node {
-    fn start(dir: &Path, namesrv: &str, cores: usize, options: Vec<String>) -> Node {
-        let mut node = Node {
-            guard: None,
-            store: dir.join("store"),
-            addr: SocketAddr::new(LOOPBACK.into(), free_port()),
-            namesrv: namesrv.to_owned(),
-            cores,
-            options,
-            log: dir.join("broker.log"),
-        };
-        node.spawn();
-        node
-    }
-
-    fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_comet-broker"));
-        command
-            .args(["--no-pin", "--cores", &self.cores.to_string()])
-            .args(["--bind-address", "127.0.0.1"])
-            .args(["--listen-port", &self.addr.port().to_string()])
-            .args(["--namesrv", &self.namesrv])
-            .arg("--store")
-            .arg(&self.store)
-            .args(["--flush", "SYNC_FLUSH"])
-            .args([
-                "-o",
-                &format!("mappedFileSizeCommitLog={TEST_COMMIT_LOG_FILE_BYTES}"),
-            ])
-            .args(["-o", "haSendHeartbeatInterval=500"])
-            // A build machine's disk may be past the default hard mark (90%) with compiler
-            // output; these few messages need no such guard.
-            .args(["-o", "diskSpaceWarningLevelRatio=99"])
-            .args(
-                self.options
-                    .iter()
-                    .flat_map(|option| ["-o", option.as_str()]),
-            )
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(log));
-        self.guard = Some(ChildGuard::spawn("a broker", &mut command));
-        wait_for_port(self.addr, Duration::from_secs(60));
-    }
-
-    /// SIGTERM and wait for a clean exit.
-    fn stop(&mut self) {
-        let mut guard = self.guard.take().expect("running");
-        let pid = libc::pid_t::try_from(guard.child().id()).unwrap();
-        // SAFETY: kill(2) of a child this test spawned and has not reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let status = guard.wait_for_exit("a broker", Duration::from_secs(30));
-        assert!(status.success(), "{status}: {}", self.log_text());
-        wait_for_port_closed(self.addr, Duration::from_secs(15));
-    }
-
-    fn client(&self) -> Client {
-        Client::connect(self.addr)
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
+/// The `-o` pairs of every broker here besides its role. A build machine's disk may be past
+/// the default hard mark (90%) with compiler output; these messages need no such guard.
+const DISK_OPTION: &str = "diskSpaceWarningLevelRatio=99";
 
 fn master_options(ha_port: u16) -> Vec<String> {
     vec![
         "brokerRole=ASYNC_MASTER".to_owned(),
         "brokerId=0".to_owned(),
         format!("haListenPort={ha_port}"),
+        DISK_OPTION.to_owned(),
     ]
 }
 
@@ -126,22 +43,123 @@ fn slave_options(master_ha_port: u16) -> Vec<String> {
         "brokerRole=SLAVE".to_owned(),
         "brokerId=1".to_owned(),
         format!("haMasterAddress=127.0.0.1:{master_ha_port}"),
+        DISK_OPTION.to_owned(),
     ]
 }
 
-/// Sends `count` messages round robin over the queues, numbered from `first`.
-fn send_messages(client: &mut Client, first: usize, count: usize) {
-    for index in first..first + count {
-        let queue = i32::try_from(index).unwrap() % QUEUES;
-        let body = format!("message {index}");
-        let response = client.call(send_request(TOPIC, queue, body.as_bytes(), None, None));
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::SUCCESS,
-            "{:?}",
-            response.remark
+/// A name server in this process and a master broker process registered with it, each in
+/// a temporary directory named after the test; the test starts the slave once the master
+/// holds what the slave should find.
+struct Cluster {
+    /// The master; killed on drop before the name servers stop.
+    master: Node,
+    /// The master's HA listen port, which its slave connects to.
+    master_ha: u16,
+    namesrv: NameServerThread,
+    /// A name server of the slave's own, when it must not copy the master's metadata.
+    slave_namesrv: Option<NameServerThread>,
+    /// Prefix of the temporary directories' names.
+    name: String,
+    /// Removed last, once every process using them has gone.
+    dirs: Vec<TempDir>,
+}
+
+impl Cluster {
+    /// Starts the name server and a master with `cores` shards and `extra` `-o` pairs.
+    fn start(name: &str, cores: usize, extra: &[&str]) -> Cluster {
+        let namesrv_dir = TempDir::new(&format!("{name}-ns"));
+        let namesrv = start_namesrv(namesrv_dir.path());
+        let master_dir = TempDir::new(&format!("{name}-master"));
+        let master_ha = free_port();
+        let mut options = master_options(master_ha);
+        options.extend(extra.iter().map(|option| (*option).to_owned()));
+        let master = start_node(
+            master_dir.path(),
+            &namesrv.addr().to_string(),
+            cores,
+            options,
         );
+        Cluster {
+            master,
+            master_ha,
+            namesrv,
+            slave_namesrv: None,
+            name: name.to_owned(),
+            dirs: vec![namesrv_dir, master_dir],
+        }
     }
+
+    /// Starts a slave with `cores` shards registered with the master's name server (see
+    /// [`start_slave`]).
+    fn start_slave(&mut self, cores: usize, logs: usize) -> Node {
+        let namesrv = self.namesrv.addr().to_string();
+        self.slave_on(&namesrv, cores, logs)
+    }
+
+    /// Starts a slave as [`Cluster::start_slave`] does, but registered with a name server of
+    /// its own, so it never copies its master's metadata (delay cursors included).
+    fn start_slave_apart(&mut self, cores: usize, logs: usize) -> Node {
+        let namesrv_dir = TempDir::new(&format!("{}-ns-slave", self.name));
+        let namesrv = start_namesrv(namesrv_dir.path());
+        let addr = namesrv.addr().to_string();
+        self.dirs.push(namesrv_dir);
+        self.slave_namesrv = Some(namesrv);
+        self.slave_on(&addr, cores, logs)
+    }
+
+    fn slave_on(&mut self, namesrv: &str, cores: usize, logs: usize) -> Node {
+        let slave_dir = TempDir::new(&format!("{}-slave", self.name));
+        let slave = start_slave(slave_dir.path(), namesrv, cores, self.master_ha, logs);
+        self.dirs.push(slave_dir);
+        slave
+    }
+
+    /// Fails the master over to `slave` by hand: the master stops, then the slave, which
+    /// comes back as a master with `extra` `-o` pairs. The clients of both go first.
+    fn promote(&mut self, slave: &mut Node, master_client: Client, slave_client: Client) {
+        self.promote_with(slave, master_client, slave_client, &[]);
+    }
+
+    fn promote_with(
+        &mut self,
+        slave: &mut Node,
+        master_client: Client,
+        slave_client: Client,
+        extra: &[&str],
+    ) {
+        drop(master_client);
+        self.master.stop();
+        drop(slave_client);
+        slave.stop();
+        slave.options = master_options(free_port());
+        slave
+            .options
+            .extend(extra.iter().map(|option| (*option).to_owned()));
+        slave.spawn();
+    }
+
+    /// Ends the master (stopped or not), then the name servers.
+    fn stop(self) {
+        let Cluster {
+            master,
+            namesrv,
+            slave_namesrv,
+            dirs,
+            ..
+        } = self;
+        drop(master);
+        namesrv.stop();
+        if let Some(namesrv) = slave_namesrv {
+            namesrv.stop();
+        }
+        drop(dirs);
+    }
+}
+
+/// A broker registered with `namesrv`, its store and standard error log in `dir`.
+fn start_node(dir: &Path, namesrv: &str, cores: usize, options: Vec<String>) -> Node {
+    let log = dir.join("broker.log");
+    Node::start_with(&dir.join("store"), namesrv, cores, options, Some(&log))
 }
 
 /// Every message of `queue` a broker serves, from offset 0 on.
@@ -197,7 +215,7 @@ fn log_of(physical: i64) -> i64 {
 
 /// Waits until `slave` serves exactly what `master` does for every queue of the topic, and
 /// checks that is `expected` messages, dense from offset 0 in every queue, in `logs` logs.
-fn wait_for_same_queues(master: &mut Client, slave: &mut Client, expected: usize, logs: i64) {
+fn wait_for_same_queues(master: &mut Client, slave: &mut Client, expected: usize, logs: usize) {
     let on_master = pull_topic(master);
     let held: usize = on_master.iter().map(Vec::len).sum();
     assert_eq!(held, expected, "the master holds what was sent");
@@ -208,7 +226,7 @@ fn wait_for_same_queues(master: &mut Client, slave: &mut Client, expected: usize
         .collect();
     assert_eq!(
         used,
-        (0..logs).collect(),
+        (0..i64::try_from(logs).unwrap()).collect(),
         "the topic's queues span every log"
     );
     let mut on_slave = Vec::new();
@@ -286,15 +304,6 @@ fn assert_found_by_key(client: &mut Client, logs_expected: usize) {
     assert_eq!(logs.len(), logs_expected, "keys of every log were queried");
 }
 
-fn topic_known(client: &mut Client) -> bool {
-    let response = client.call(RemotingCommand::request(
-        RequestCode::GET_ALL_TOPIC_CONFIG,
-        0,
-    ));
-    response.response_code() == ResponseCode::SUCCESS
-        && String::from_utf8_lossy(&response.body).contains(&format!("\"{TOPIC}\""))
-}
-
 /// The log ids GET_BROKER_HA_STATUS lists, and whether each is connected to its master.
 fn ha_logs(client: &mut Client) -> Vec<(u64, bool)> {
     let response = client.call(RemotingCommand::request(
@@ -317,20 +326,20 @@ fn ha_logs(client: &mut Client) -> Vec<(u64, bool)> {
 }
 
 /// A name server on a free loopback port, in this process.
-fn start_namesrv(dir: &Path) -> comet_nameserver::NameServerThread {
+fn start_namesrv(dir: &Path) -> NameServerThread {
     let config = comet_nameserver::NamesrvConfig {
         listen_port: free_port(),
         bind_address: "127.0.0.1".parse().unwrap(),
         kv_config_path: dir.join("kvConfig.json"),
         ..comet_nameserver::NamesrvConfig::default()
     };
-    comet_nameserver::NameServerThread::spawn(config).unwrap()
+    NameServerThread::spawn(config).unwrap()
 }
 
 /// Starts a slave of the master at `master_ha`, waits for its first start to record the
 /// master's `logs` and ask for a restart, and restarts it.
 fn start_slave(dir: &Path, namesrv: &str, cores: usize, master_ha: u16, logs: usize) -> Node {
-    let mut slave = Node::start(dir, namesrv, cores, slave_options(master_ha));
+    let mut slave = start_node(dir, namesrv, cores, slave_options(master_ha));
     let recorded = slave.store.join("master-logs");
     let expected = format!("logs {logs}\n");
     let told = poll_until(CONVERGE_LIMIT, || {
@@ -345,6 +354,33 @@ fn start_slave(dir: &Path, namesrv: &str, cores: usize, master_ha: u16, logs: us
     slave
 }
 
+/// Checks the slave copied the topic and serves the `sent` messages as the master does,
+/// views by physical offset included, from `logs` logs.
+fn assert_serves_copy(master: &mut Client, slave: &mut Client, sent: usize, logs: usize) {
+    let known = poll_until(CONVERGE_LIMIT, || topic_known(slave, TOPIC));
+    assert!(known, "the slave copies the topic");
+    wait_for_same_queues(master, slave, sent, logs);
+    assert_views_match(master, slave, logs);
+}
+
+/// Sends `count` more messages after the `sent` ones and checks the slave follows, with
+/// each of the master's `logs` logs listed as connected.
+fn assert_follows(master: &mut Client, slave: &mut Client, sent: usize, count: usize, logs: u64) {
+    send_messages(master, TOPIC, QUEUES, sent, count);
+    wait_for_same_queues(master, slave, sent + count, usize::try_from(logs).unwrap());
+    let expected: Vec<(u64, bool)> = (0..logs).map(|log| (log, true)).collect();
+    let connected = poll_until(CONVERGE_LIMIT, || ha_logs(slave) == expected);
+    assert!(connected, "{:?}", ha_logs(slave));
+}
+
+/// Waits until the slave's logs end where the master's do.
+fn wait_caught_up(master: &mut Client, slave: &mut Client) {
+    let caught_up = poll_until(CONVERGE_LIMIT, || {
+        written_ends(slave) == written_ends(master)
+    });
+    assert!(caught_up, "the slave holds the master's logs");
+}
+
 // Proves a 1-core slave of a 2-core master: its first start learns the master's two logs,
 // records them and says a restart hosts them; after the restart it holds every message of
 // both logs with the master's queue offsets, physical offsets and msgIds, serves pulls and
@@ -353,51 +389,27 @@ fn start_slave(dir: &Path, namesrv: &str, cores: usize, master_ha: u16, logs: us
 // held, the log it hosted included, and appends new sends after them.
 #[test]
 fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
-    let namesrv_dir = TempDir::new("repl-hosted-ns");
-    let namesrv = start_namesrv(namesrv_dir.path());
-    let namesrv_addr = namesrv.addr().to_string();
-    let master_dir = TempDir::new("repl-hosted-master");
-    let slave_dir = TempDir::new("repl-hosted-slave");
-    let master_ha = free_port();
-    let mut master = Node::start(
-        master_dir.path(),
-        &namesrv_addr,
-        2,
-        master_options(master_ha),
-    );
-    let mut master_client = master.client();
+    let mut cluster = Cluster::start("repl-hosted", 2, &[]);
+    let mut master_client = cluster.master.client();
     create_topic(&mut master_client, TOPIC, QUEUES);
-    send_messages(&mut master_client, 0, 30);
+    send_messages(&mut master_client, TOPIC, QUEUES, 0, 30);
 
-    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
+    let mut slave = cluster.start_slave(1, 2);
     let mut slave_client = slave.client();
-    let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client));
-    assert!(known, "the slave copies the topic");
-    wait_for_same_queues(&mut master_client, &mut slave_client, 30, 2);
-    assert_views_match(&mut master_client, &mut slave_client, 2);
+    assert_serves_copy(&mut master_client, &mut slave_client, 30, 2);
     assert_found_by_key(&mut slave_client, 2);
-    send_messages(&mut master_client, 30, 18);
-    wait_for_same_queues(&mut master_client, &mut slave_client, 48, 2);
-    let connected = poll_until(CONVERGE_LIMIT, || {
-        ha_logs(&mut slave_client) == vec![(0, true), (1, true)]
-    });
-    assert!(connected, "{:?}", ha_logs(&mut slave_client));
+    assert_follows(&mut master_client, &mut slave_client, 30, 18, 2);
 
     // Promotion by hand: the master goes, the slave comes back as a 1-core master.
     let held = pull_topic(&mut slave_client);
-    drop(master_client);
-    master.stop();
-    drop(slave_client);
-    slave.stop();
-    slave.options = master_options(free_port());
-    slave.spawn();
+    cluster.promote(&mut slave, master_client, slave_client);
     let mut promoted = slave.client();
     assert_eq!(
         pull_topic(&mut promoted),
         held,
         "the promoted slave serves what it held"
     );
-    send_messages(&mut promoted, 48, QUEUES as usize);
+    send_messages(&mut promoted, TOPIC, QUEUES, 48, QUEUES as usize);
     let after = pull_topic(&mut promoted);
     for (queue, (before, now)) in held.iter().zip(&after).enumerate() {
         assert_eq!(
@@ -414,8 +426,7 @@ fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
     }
     drop(promoted);
     drop(slave);
-    drop(master);
-    namesrv.stop();
+    cluster.stop();
 }
 
 // Proves the reverse case, a 2-core slave of a 1-core master: after the restart its first
@@ -423,38 +434,18 @@ fn a_one_core_slave_hosts_both_logs_of_a_two_core_master() {
 // serves every message with the master's offsets and reports the one log, connected.
 #[test]
 fn a_two_core_slave_of_a_one_core_master_leaves_a_shard_idle() {
-    let namesrv_dir = TempDir::new("repl-idle-ns");
-    let namesrv = start_namesrv(namesrv_dir.path());
-    let namesrv_addr = namesrv.addr().to_string();
-    let master_dir = TempDir::new("repl-idle-master");
-    let slave_dir = TempDir::new("repl-idle-slave");
-    let master_ha = free_port();
-    let master = Node::start(
-        master_dir.path(),
-        &namesrv_addr,
-        1,
-        master_options(master_ha),
-    );
-    let mut master_client = master.client();
+    let mut cluster = Cluster::start("repl-idle", 1, &[]);
+    let mut master_client = cluster.master.client();
     create_topic(&mut master_client, TOPIC, QUEUES);
-    send_messages(&mut master_client, 0, 24);
-    let slave = start_slave(slave_dir.path(), &namesrv_addr, 2, master_ha, 1);
+    send_messages(&mut master_client, TOPIC, QUEUES, 0, 24);
+    let slave = cluster.start_slave(2, 1);
     let mut slave_client = slave.client();
-    let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client));
-    assert!(known, "the slave copies the topic");
-    wait_for_same_queues(&mut master_client, &mut slave_client, 24, 1);
-    assert_views_match(&mut master_client, &mut slave_client, 1);
-    send_messages(&mut master_client, 24, 12);
-    wait_for_same_queues(&mut master_client, &mut slave_client, 36, 1);
-    let connected = poll_until(CONVERGE_LIMIT, || {
-        ha_logs(&mut slave_client) == vec![(0, true)]
-    });
-    assert!(connected, "{:?}", ha_logs(&mut slave_client));
+    assert_serves_copy(&mut master_client, &mut slave_client, 24, 1);
+    assert_follows(&mut master_client, &mut slave_client, 24, 12, 1);
     drop(slave_client);
     drop(slave);
     drop(master_client);
-    drop(master);
-    namesrv.stop();
+    cluster.stop();
 }
 
 /// Each log's written end as GET_BROKER_HA_STATUS reports it.
@@ -493,7 +484,7 @@ fn deliveries(client: &mut Client, topic: &str) -> std::collections::BTreeMap<St
 /// Sends a message to `topic` due `delay_ms` after its arrival; returns its UNIQ_KEY.
 fn send_timed(client: &mut Client, topic: &str, queue: i32, delay_ms: i64) -> String {
     let body = format!("due in {delay_ms} ms");
-    send_delayed(
+    send_with_delay(
         client,
         topic,
         queue,
@@ -502,35 +493,29 @@ fn send_timed(client: &mut Client, topic: &str, queue: i32, delay_ms: i64) -> St
     )
 }
 
-/// Sends `body` to `topic` with the delay property `delay` (a timer or a delay level);
-/// returns its UNIQ_KEY.
-fn send_delayed(
-    client: &mut Client,
+/// Waits until `promoted` has delivered every one of `late` (`what`), then checks each of
+/// `early` and `late` is in `topic` exactly once and nothing else is.
+fn assert_delivered_once(
+    promoted: &mut Client,
     topic: &str,
-    queue: i32,
-    delay: (&str, i64),
-    body: &str,
-) -> String {
-    let mut properties = Properties::new();
-    properties.insert(delay.0, delay.1.to_string());
-    properties.insert(names::WAIT, "true");
-    let response = client.call(send_request_with(
-        topic,
-        queue,
-        body.as_bytes(),
-        &properties,
-    ));
-    assert_eq!(
-        response.response_code(),
-        ResponseCode::SUCCESS,
-        "{:?}",
-        response.remark
-    );
-    use comet_proto::CommandHeader;
-    let header =
-        comet_proto::headers::SendMessageResponseHeader::from_ext_fields(&response.ext_fields)
-            .unwrap();
-    header.transaction_id.expect("the unique key is echoed")
+    early: &[String],
+    late: &[String],
+    what: &str,
+) {
+    let all_there = poll_until(CONVERGE_LIMIT, || {
+        let counts = deliveries(promoted, topic);
+        late.iter().all(|key| counts.contains_key(key))
+    });
+    let counts = deliveries(promoted, topic);
+    assert!(all_there, "{what} are delivered: {counts:?}");
+    for key in early.iter().chain(late) {
+        assert_eq!(
+            counts.get(key),
+            Some(&1),
+            "{key} delivered once: {counts:?}"
+        );
+    }
+    assert_eq!(counts.len(), early.len() + late.len(), "{counts:?}");
 }
 
 // Proves the timer wheel's progress survives a failover to a slave with fewer cores: timed
@@ -539,22 +524,11 @@ fn send_delayed(
 // holds no wheel of its own (its wheel is derived from the log when it is promoted).
 #[test]
 fn a_promoted_slave_delivers_pending_timers_once_and_delivered_ones_never_again() {
-    let namesrv_dir = TempDir::new("repl-timer-ns");
-    let namesrv = start_namesrv(namesrv_dir.path());
-    let namesrv_addr = namesrv.addr().to_string();
-    let master_dir = TempDir::new("repl-timer-master");
-    let slave_dir = TempDir::new("repl-timer-slave");
-    let master_ha = free_port();
-    let mut master = Node::start(
-        master_dir.path(),
-        &namesrv_addr,
-        2,
-        master_options(master_ha),
-    );
-    let mut master_client = master.client();
+    let mut cluster = Cluster::start("repl-timer", 2, &[]);
+    let mut master_client = cluster.master.client();
     let real = "ReplTimerReal";
     create_topic(&mut master_client, real, QUEUES);
-    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
+    let mut slave = cluster.start_slave(1, 2);
     let early: Vec<String> = (0..QUEUES)
         .map(|queue| send_timed(&mut master_client, real, queue, 300))
         .collect();
@@ -566,167 +540,42 @@ fn a_promoted_slave_delivers_pending_timers_once_and_delivered_ones_never_again(
     });
     assert!(delivered, "the master delivers the early timers");
     let mut slave_client = slave.client();
-    let caught_up = poll_until(CONVERGE_LIMIT, || {
-        written_ends(&mut slave_client) == written_ends(&mut master_client)
-    });
-    assert!(caught_up, "the slave holds the master's logs");
+    wait_caught_up(&mut master_client, &mut slave_client);
     // The slave serves the topic once its metadata copy brought it over.
     let copied = poll_until(CONVERGE_LIMIT, || {
         deliveries(&mut slave_client, real).len() == early.len()
     });
     assert!(copied, "{:?}", deliveries(&mut slave_client, real));
 
-    drop(master_client);
-    master.stop();
-    drop(slave_client);
-    slave.stop();
-    slave.options = master_options(free_port());
-    slave.spawn();
+    cluster.promote(&mut slave, master_client, slave_client);
     let mut promoted = slave.client();
-    let all_there = poll_until(CONVERGE_LIMIT, || {
-        let counts = deliveries(&mut promoted, real);
-        late.iter().all(|key| counts.contains_key(key))
-    });
-    let counts = deliveries(&mut promoted, real);
-    assert!(all_there, "the pending timers are delivered: {counts:?}");
-    for key in early.iter().chain(&late) {
-        assert_eq!(
-            counts.get(key),
-            Some(&1),
-            "{key} delivered once: {counts:?}"
-        );
-    }
-    assert_eq!(counts.len(), early.len() + late.len(), "{counts:?}");
+    assert_delivered_once(&mut promoted, real, &early, &late, "the pending timers");
     drop(promoted);
     drop(slave);
-    drop(master);
-    namesrv.stop();
+    cluster.stop();
 }
 
 const TX_GROUP: &str = "hosted_tx_pg";
 const TX_TOPIC: &str = "ReplTxReal";
-/// sysFlag of a transaction's half message.
-const PREPARED: i32 = 0x4;
-/// END_TRANSACTION's commit decision.
-const COMMIT: i32 = 8;
-
-/// A half message as its producer knows it after the send.
-struct Half {
-    unique_key: String,
-    queue_offset: i64,
-    commit_log_offset: i64,
-}
-
 fn send_half(client: &mut Client, body: &str) -> Half {
-    use comet_proto::CommandHeader;
     let mut properties = Properties::new();
     properties.insert(names::TRAN_MSG, "true");
     properties.insert(names::PGROUP, TX_GROUP);
     properties.insert(names::WAIT, "true");
-    let header = comet_proto::headers::SendMessageRequestHeaderV2 {
-        producer_group: TX_GROUP.into(),
-        topic: TX_TOPIC.into(),
-        default_topic: "TBW102".into(),
-        default_topic_queue_nums: 4,
-        queue_id: 0,
-        sys_flag: PREPARED,
-        born_timestamp: 1_700_000_000_000,
-        flag: 0,
-        properties: Some(properties.encode()),
-        reconsume_times: Some(0),
-        unit_mode: Some(false),
-        max_reconsume_times: None,
-        batch: Some(false),
-        broker_name: None,
-    };
-    let request = RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, 0)
-        .with_header(&header)
-        .with_body(body.as_bytes().to_vec());
-    let response = client.call_ok(request);
-    let header =
-        comet_proto::headers::SendMessageResponseHeader::from_ext_fields(&response.ext_fields)
-            .unwrap();
-    Half {
-        unique_key: header.transaction_id.unwrap(),
-        queue_offset: header.queue_offset,
-        commit_log_offset: comet_proto::message_id::decode_offset_msg_id(&header.msg_id)
-            .unwrap()
-            .commit_log_offset,
-    }
+    let request = send_with(
+        TX_TOPIC,
+        0,
+        body.as_bytes(),
+        &properties,
+        PREPARED,
+        TX_GROUP,
+    );
+    Half::from_send(&client.call_ok(request))
 }
 
 /// END_TRANSACTION (one-way, as Java producers send it) committing `half`.
 fn commit(client: &mut Client, half: &Half, from_check: bool) {
-    let header = comet_proto::headers::EndTransactionRequestHeader {
-        topic: Some(TX_TOPIC.into()),
-        producer_group: TX_GROUP.into(),
-        tran_state_table_offset: half.queue_offset,
-        commit_log_offset: half.commit_log_offset,
-        commit_or_rollback: COMMIT,
-        from_transaction_check: Some(from_check),
-        msg_id: half.unique_key.clone(),
-        transaction_id: Some(half.unique_key.clone()),
-        broker_name: None,
-    };
-    let mut request =
-        RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header);
-    request.set_oneway();
-    client.send(request);
-}
-
-/// A producer connection of [`TX_GROUP`], registered by heartbeat, reading the broker's
-/// check-backs.
-struct Producer {
-    client: Client,
-    reader: std::net::TcpStream,
-    buffer: comet_proto::bytes::BytesMut,
-}
-
-impl Producer {
-    fn connect(node: &Node, client_id: &str) -> Producer {
-        use comet_proto::body::{HeartbeatData, JsonBody, ProducerData};
-        let mut client = node.client();
-        let data = HeartbeatData {
-            client_id: client_id.into(),
-            producer_data_set: vec![ProducerData {
-                group_name: TX_GROUP.into(),
-            }],
-            ..HeartbeatData::default()
-        };
-        let request = RemotingCommand::request(RequestCode::HEART_BEAT, 0).with_body(data.encode());
-        assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
-        let reader = client.stream.try_clone().unwrap();
-        Producer {
-            client,
-            reader,
-            buffer: comet_proto::bytes::BytesMut::new(),
-        }
-    }
-
-    /// The next CHECK_TRANSACTION_STATE within `limit`.
-    fn next_check(&mut self, limit: Duration) -> Option<RemotingCommand> {
-        use std::io::Read;
-        let deadline = std::time::Instant::now() + limit;
-        let decoder = comet_proto::frame::FrameDecoder::default();
-        loop {
-            while let Some(comet_proto::Decoded::Command(command)) =
-                decoder.decode(&mut self.buffer).unwrap()
-            {
-                if command.request_code() == RequestCode::CHECK_TRANSACTION_STATE {
-                    return Some(command);
-                }
-            }
-            let left = deadline.checked_duration_since(std::time::Instant::now())?;
-            self.reader
-                .set_read_timeout(Some(left.max(Duration::from_millis(1))))
-                .unwrap();
-            let mut chunk = [0u8; 65536];
-            match self.reader.read(&mut chunk) {
-                Ok(0) | Err(_) => return None,
-                Ok(read) => self.buffer.extend_from_slice(&chunk[..read]),
-            }
-        }
-    }
+    end_transaction(client, TX_TOPIC, TX_GROUP, half, COMMIT, from_check);
 }
 
 /// The bodies of the messages in queue 0 of the transaction topic.
@@ -742,66 +591,31 @@ fn committed_bodies(client: &mut Client) -> Vec<String> {
 // of level 3 (10 s) still pending at the failover are delivered by it, each exactly once.
 #[test]
 fn a_promoted_slave_delivers_pending_delay_levels_once() {
-    let namesrv_dir = TempDir::new("repl-delay-ns");
-    let namesrv = start_namesrv(namesrv_dir.path());
-    let namesrv_addr = namesrv.addr().to_string();
-    let master_dir = TempDir::new("repl-delay-master");
-    let slave_dir = TempDir::new("repl-delay-slave");
-    let master_ha = free_port();
-    let mut master = Node::start(
-        master_dir.path(),
-        &namesrv_addr,
-        2,
-        master_options(master_ha),
-    );
-    let mut master_client = master.client();
+    let mut cluster = Cluster::start("repl-delay", 2, &[]);
+    let mut master_client = cluster.master.client();
     let real = "ReplDelayReal";
     create_topic(&mut master_client, real, QUEUES);
-    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
+    let mut slave = cluster.start_slave(1, 2);
     let early: Vec<String> = (0..QUEUES)
-        .map(|queue| send_delayed(&mut master_client, real, queue, (names::DELAY, 1), "1 s"))
+        .map(|queue| send_with_delay(&mut master_client, real, queue, (names::DELAY, 1), "1 s"))
         .collect();
     let late: Vec<String> = (0..QUEUES)
-        .map(|queue| send_delayed(&mut master_client, real, queue, (names::DELAY, 3), "10 s"))
+        .map(|queue| send_with_delay(&mut master_client, real, queue, (names::DELAY, 3), "10 s"))
         .collect();
     let delivered = poll_until(CONVERGE_LIMIT, || {
         deliveries(&mut master_client, real).len() == early.len()
     });
     assert!(delivered, "the master delivers level 1");
     let mut slave_client = slave.client();
-    let caught_up = poll_until(CONVERGE_LIMIT, || {
-        written_ends(&mut slave_client) == written_ends(&mut master_client)
-    });
-    assert!(caught_up, "the slave holds the master's logs");
+    wait_caught_up(&mut master_client, &mut slave_client);
 
-    drop(master_client);
-    master.stop();
-    drop(slave_client);
-    slave.stop();
-    slave.options = master_options(free_port());
-    slave.spawn();
+    cluster.promote(&mut slave, master_client, slave_client);
     let mut promoted = slave.client();
-    let all_there = poll_until(CONVERGE_LIMIT, || {
-        let counts = deliveries(&mut promoted, real);
-        late.iter().all(|key| counts.contains_key(key))
-    });
-    let counts = deliveries(&mut promoted, real);
-    assert!(
-        all_there,
-        "the pending level-3 messages are delivered: {counts:?}"
-    );
-    for key in early.iter().chain(&late) {
-        assert_eq!(
-            counts.get(key),
-            Some(&1),
-            "{key} delivered once: {counts:?}"
-        );
-    }
-    assert_eq!(counts.len(), early.len() + late.len(), "{counts:?}");
+    let pending = "the pending level-3 messages";
+    assert_delivered_once(&mut promoted, real, &early, &late, pending);
     drop(promoted);
     drop(slave);
-    drop(master);
-    namesrv.stop();
+    cluster.stop();
 }
 
 // Proves the delay levels' check at promotion covers every entry its old master may have
@@ -812,25 +626,11 @@ fn a_promoted_slave_delivers_pending_delay_levels_once() {
 #[test]
 fn a_promoted_slave_with_stale_delay_cursors_delivers_nothing_twice() {
     const SENT: usize = 2100;
-    let master_ns_dir = TempDir::new("repl-stale-ns-master");
-    let slave_ns_dir = TempDir::new("repl-stale-ns-slave");
-    let master_ns = start_namesrv(master_ns_dir.path());
-    let slave_ns = start_namesrv(slave_ns_dir.path());
-    let master_dir = TempDir::new("repl-stale-master");
-    let slave_dir = TempDir::new("repl-stale-slave");
-    let master_ha = free_port();
-    let master_ns_addr = master_ns.addr().to_string();
-    let mut master = Node::start(
-        master_dir.path(),
-        &master_ns_addr,
-        2,
-        master_options(master_ha),
-    );
-    let mut master_client = master.client();
+    let mut cluster = Cluster::start("repl-stale", 2, &[]);
+    let mut master_client = cluster.master.client();
     let real = "ReplStaleReal";
     create_topic(&mut master_client, real, 1);
-    let slave_ns_addr = slave_ns.addr().to_string();
-    let mut slave = start_slave(slave_dir.path(), &slave_ns_addr, 1, master_ha, 2);
+    let mut slave = cluster.start_slave_apart(1, 2);
     let mut properties = Properties::new();
     properties.insert(names::DELAY, "1");
     properties.insert(names::WAIT, "true");
@@ -849,22 +649,14 @@ fn a_promoted_slave_with_stale_delay_cursors_delivers_nothing_twice() {
     });
     assert!(delivered, "the master delivers level 1");
     let mut slave_client = slave.client();
-    let caught_up = poll_until(CONVERGE_LIMIT, || {
-        written_ends(&mut slave_client) == written_ends(&mut master_client)
-    });
-    assert!(caught_up, "the slave holds the master's logs");
+    wait_caught_up(&mut master_client, &mut slave_client);
 
-    drop(master_client);
-    master.stop();
-    drop(slave_client);
-    slave.stop();
-    slave.options = master_options(free_port());
-    slave.spawn();
+    cluster.promote(&mut slave, master_client, slave_client);
     let mut promoted = slave.client();
     create_topic(&mut promoted, real, 1);
     // The promoted slave's delivery has run its first rounds once a message of the next
     // level 1 round, sent now, is delivered after everything in the schedule queue before it.
-    let marker = send_delayed(
+    let marker = send_with_delay(
         &mut promoted,
         real,
         0,
@@ -885,9 +677,7 @@ fn a_promoted_slave_with_stale_delay_cursors_delivers_nothing_twice() {
     assert_eq!(counts.len(), SENT + 1);
     drop(promoted);
     drop(slave);
-    drop(master);
-    master_ns.stop();
-    slave_ns.stop();
+    cluster.stop();
 }
 
 // Proves transaction state survives a failover to a slave with fewer cores: a half message
@@ -896,19 +686,11 @@ fn a_promoted_slave_with_stale_delay_cursors_delivers_nothing_twice() {
 // connection to the promoted slave, whose commit stores it once.
 #[test]
 fn a_promoted_slave_checks_back_the_pending_half_only() {
-    let namesrv_dir = TempDir::new("repl-tx-ns");
-    let namesrv = start_namesrv(namesrv_dir.path());
-    let namesrv_addr = namesrv.addr().to_string();
-    let master_dir = TempDir::new("repl-tx-master");
-    let slave_dir = TempDir::new("repl-tx-slave");
-    let master_ha = free_port();
-    let mut options = master_options(master_ha);
     // The old master must not check the pending half back before the failover.
-    options.push("transactionTimeOut=600000".to_owned());
-    let mut master = Node::start(master_dir.path(), &namesrv_addr, 2, options);
-    let mut master_client = master.client();
+    let mut cluster = Cluster::start("repl-tx", 2, &["transactionTimeOut=600000"]);
+    let mut master_client = cluster.master.client();
     create_topic(&mut master_client, TX_TOPIC, 1);
-    let mut slave = start_slave(slave_dir.path(), &namesrv_addr, 1, master_ha, 2);
+    let mut slave = cluster.start_slave(1, 2);
     let committed = send_half(&mut master_client, "committed before the failover");
     commit(&mut master_client, &committed, false);
     let pending = send_half(&mut master_client, "pending at the failover");
@@ -917,26 +699,15 @@ fn a_promoted_slave_checks_back_the_pending_half_only() {
     });
     assert!(stored, "{:?}", committed_bodies(&mut master_client));
     let mut slave_client = slave.client();
-    let caught_up = poll_until(CONVERGE_LIMIT, || {
-        written_ends(&mut slave_client) == written_ends(&mut master_client)
-    });
-    assert!(caught_up, "the slave holds the master's logs");
+    wait_caught_up(&mut master_client, &mut slave_client);
     let copied = poll_until(CONVERGE_LIMIT, || {
         committed_bodies(&mut slave_client) == ["committed before the failover"]
     });
     assert!(copied, "{:?}", committed_bodies(&mut slave_client));
 
-    drop(master_client);
-    master.stop();
-    drop(slave_client);
-    slave.stop();
-    slave.options = master_options(free_port());
-    slave
-        .options
-        .push("transactionCheckInterval=300".to_owned());
-    slave.options.push("transactionTimeOut=1000".to_owned());
-    slave.spawn();
-    let mut producer = Producer::connect(&slave, "127.0.0.1@hosted-tx");
+    let check_soon = ["transactionCheckInterval=300", "transactionTimeOut=1000"];
+    cluster.promote_with(&mut slave, master_client, slave_client, &check_soon);
+    let mut producer = Producer::connect(slave.client(), "127.0.0.1@hosted-tx", TX_GROUP);
     let check = producer
         .next_check(CONVERGE_LIMIT)
         .expect("the pending half is checked back");
@@ -944,17 +715,7 @@ fn a_promoted_slave_checks_back_the_pending_half_only() {
     assert_eq!(messages.len(), 1);
     assert_eq!(messages[0].body.as_ref(), b"pending at the failover");
     assert_eq!(messages[0].uniq_key(), Some(pending.unique_key.as_str()));
-    let header = {
-        use comet_proto::CommandHeader;
-        comet_proto::headers::CheckTransactionStateRequestHeader::from_ext_fields(&check.ext_fields)
-            .unwrap()
-    };
-    let checked = Half {
-        unique_key: header.msg_id.clone().unwrap(),
-        queue_offset: header.tran_state_table_offset,
-        commit_log_offset: header.commit_log_offset,
-    };
-    commit(&mut producer.client, &checked, true);
+    commit(&mut producer.client, &Half::from_check(&check), true);
     let mut reader = slave.client();
     let both = poll_until(CONVERGE_LIMIT, || committed_bodies(&mut reader).len() == 2);
     assert!(both, "{:?}", committed_bodies(&mut reader));
@@ -970,6 +731,5 @@ fn a_promoted_slave_checks_back_the_pending_half_only() {
     drop(reader);
     drop(producer);
     drop(slave);
-    drop(master);
-    namesrv.stop();
+    cluster.stop();
 }

@@ -14,7 +14,7 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_replication::wire::{self, CloseReason, Frame, Hello, LogState, StoreFormat};
 use comet_test_support::{free_port, poll_until, LOOPBACK, TEST_COMMIT_LOG_FILE_BYTES};
 use common::replication::{
-    bodies_by_offset, body_at, pull_topic, send_one, slave_options, topic_known,
+    bodies_by_offset, body_at, pull_topic, send_messages, send_one, slave_options, topic_known,
     wait_for_same_queues, Node, CONVERGE_LIMIT, QUEUES, SHARDS,
 };
 use common::{
@@ -72,20 +72,6 @@ fn update_config(client: &mut Client, text: &str) {
     let request = RemotingCommand::request(RequestCode::UPDATE_BROKER_CONFIG, 0)
         .with_body(text.as_bytes().to_vec());
     client.call_ok(request);
-}
-
-fn send_messages(client: &mut Client, topic: &str, first: usize, count: usize) {
-    for index in first..first + count {
-        let queue = i32::try_from(index).unwrap() % QUEUES;
-        let body = format!("message {index}");
-        let response = client.call(send_request(topic, queue, body.as_bytes(), None, None));
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::SUCCESS,
-            "{:?}",
-            response.remark
-        );
-    }
 }
 
 /// The committed offset of `group` on (`topic`, `queue`), if any.
@@ -204,7 +190,7 @@ fn master_streams_its_logs_to_a_slave() {
     let master = start_master(master_dir.path());
     let mut master_client = master.client();
     create_topic(&mut master_client, "ReplA", QUEUES);
-    send_messages(&mut master_client, "ReplA", 0, 40);
+    send_messages(&mut master_client, "ReplA", QUEUES, 0, 40);
 
     let mut slave = Node::start(slave_dir.path(), &master.namesrv(), slave_options());
     let mut slave_client = slave.client();
@@ -229,8 +215,8 @@ fn master_streams_its_logs_to_a_slave() {
 
     create_topic(&mut master_client, "ReplB", QUEUES);
     commit_offset(&mut master_client, "repl_offsets", "ReplA", 1, 5);
-    send_messages(&mut master_client, "ReplB", 0, 12);
-    send_messages(&mut master_client, "ReplA", 40, 20);
+    send_messages(&mut master_client, "ReplB", QUEUES, 0, 12);
+    send_messages(&mut master_client, "ReplA", QUEUES, 40, 20);
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client, "ReplB"));
     assert!(known, "a topic created on the master appears on the slave");
     let copied = poll_until(CONVERGE_LIMIT, || {
@@ -279,13 +265,13 @@ fn master_streams_its_logs_to_a_slave() {
         Some(Frame::Close(close)) => assert_eq!(close.reason, CloseReason::AckInvalid),
         other => panic!("an ack past the end must close the stream, got {other:?}"),
     }
-    send_messages(&mut master_client, "ReplA", 60, 8);
+    send_messages(&mut master_client, "ReplA", QUEUES, 60, 8);
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 68);
 
     // SIGKILL the slave, write while it is away, restart it: it resumes where it was.
     drop(slave_client);
     slave.kill();
-    send_messages(&mut master_client, "ReplA", 68, 20);
+    send_messages(&mut master_client, "ReplA", QUEUES, 68, 20);
     slave.spawn();
     let mut slave_client = slave.client();
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 88);
@@ -321,7 +307,7 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     let mut a = Node::start(a_dir.path(), &namesrv_addr, master_options(a_ha));
     let mut a_client = a.client();
     create_topic(&mut a_client, "ReplFail", QUEUES);
-    send_messages(&mut a_client, "ReplFail", 0, 20);
+    send_messages(&mut a_client, "ReplFail", QUEUES, 0, 20);
     let mut b = Node::start(b_dir.path(), &namesrv_addr, slave_options());
     let mut b_client = b.client();
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut b_client, "ReplFail"));
@@ -329,7 +315,7 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     wait_for_same_queues(&mut a_client, &mut b_client, "ReplFail", 20);
     drop(b_client);
     b.stop();
-    send_messages(&mut a_client, "ReplFail", 20, 10);
+    send_messages(&mut a_client, "ReplFail", QUEUES, 20, 10);
     drop(a_client);
     a.stop();
 
@@ -337,7 +323,7 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     b.options = master_options(b_ha);
     b.spawn();
     let mut b_client = b.client();
-    send_messages(&mut b_client, "ReplFail", 100, 6);
+    send_messages(&mut b_client, "ReplFail", QUEUES, 100, 6);
     a.options = slave_options();
     a.options.push(format!("haMasterAddress=127.0.0.1:{b_ha}"));
     a.log = Some(a_dir.path().join("as-slave.log"));

@@ -38,7 +38,8 @@ pub struct Node {
     pub cores: usize,
     /// Role and HA settings, as `-o` pairs.
     pub options: Vec<String>,
-    /// Where its standard error goes (inherited when `None`).
+    /// Where its standard error goes (inherited when `None`); appended to, so the file of a
+    /// restarted node keeps what its earlier runs said.
     pub log: Option<std::path::PathBuf>,
 }
 
@@ -74,7 +75,13 @@ impl Node {
 
     pub fn spawn(&mut self) {
         let stderr = match &self.log {
-            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .unwrap(),
+            ),
             None => Stdio::inherit(),
         };
         let mut command = Command::new(env!("CARGO_BIN_EXE_comet-broker"));
@@ -120,7 +127,7 @@ impl Node {
         // SAFETY: kill(2) of a child this test spawned and has not reaped.
         unsafe { libc::kill(pid, libc::SIGTERM) };
         let status = guard.wait_for_exit("a broker", Duration::from_secs(30));
-        assert!(status.success(), "{status}");
+        assert!(status.success(), "{status}: {}", self.log_text());
         wait_for_port_closed(self.addr, Duration::from_secs(15));
     }
 
@@ -141,6 +148,22 @@ impl Node {
             .as_ref()
             .and_then(|path| std::fs::read_to_string(path).ok())
             .unwrap_or_default()
+    }
+}
+
+/// Sends `count` messages to `topic` round robin over its `queues` queues, numbered from
+/// `first`; each must be stored.
+pub fn send_messages(client: &mut Client, topic: &str, queues: i32, first: usize, count: usize) {
+    for index in first..first + count {
+        let queue = i32::try_from(index).unwrap() % queues;
+        let body = format!("message {index}");
+        let response = client.call(send_request(topic, queue, body.as_bytes(), None, None));
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            response.remark
+        );
     }
 }
 
