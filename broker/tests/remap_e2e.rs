@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 
 use comet_broker::offset::OffsetFile;
 use comet_proto::headers::{
-    GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader, QueryMessageRequestHeader,
-    UpdateConsumerOffsetRequestHeader, ViewMessageRequestHeader,
+    GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use common::{pull_request, send_request, Broker, Client, TempDir};
+use common::{pull_request, query_by_key, send_request, Broker, Client, TempDir};
 
 const TOPIC: &str = "RemapTopic";
 const QUEUES: i32 = 8;
@@ -181,24 +181,7 @@ fn check_query_by_key(client: &mut Client, phase: &str, count: usize) {
     for queue_id in 0..QUEUES {
         for index in [0, count - 1] {
             let key = format!("{phase}-q{queue_id}-{index}");
-            let header = QueryMessageRequestHeader {
-                topic: TOPIC.into(),
-                key: key.clone(),
-                max_num: 32,
-                begin_timestamp: 0,
-                end_timestamp: i64::MAX,
-                unique_key_query: None,
-                broker_name: None,
-            };
-            let response = client
-                .call(RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header));
-            assert_eq!(
-                response.response_code(),
-                ResponseCode::SUCCESS,
-                "key {key}: {:?}",
-                response.remark
-            );
-            let found = decode_records(response.body.clone());
+            let found = query_by_key(client, TOPIC, &key, None);
             let bodies: Vec<&[u8]> = found.iter().map(|message| &message.body[..]).collect();
             assert_eq!(bodies, vec![key.as_bytes()], "key {key}");
         }

@@ -16,8 +16,8 @@ use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_test_support::{free_port, poll_until};
-use common::replication::{send_messages, topic_known, Node, CONVERGE_LIMIT};
-use common::{create_topic, pull_request, send_request_with, Client, TempDir};
+use common::replication::{assert_same_view, send_messages, topic_known, Node, CONVERGE_LIMIT};
+use common::{create_topic, pull_request, query_by_key, send_request_with, Client, TempDir};
 use sched_common::transaction::{end_transaction, Half, Producer, COMMIT, PREPARED};
 use sched_common::{send_with, send_with_delay};
 
@@ -251,17 +251,7 @@ fn assert_views_match(master: &mut Client, slave: &mut Client, logs_expected: us
     let mut logs = BTreeSet::new();
     for messages in pull_topic(slave) {
         for (_, physical, msg_id, _) in messages {
-            let header = comet_proto::headers::ViewMessageRequestHeader {
-                offset: physical,
-                topic: None,
-                broker_name: None,
-            };
-            let view = || {
-                RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID, 0).with_header(&header)
-            };
-            let on_master = master.call_ok(view());
-            let on_slave = slave.call_ok(view());
-            assert_eq!(on_slave.body, on_master.body, "{msg_id}");
+            assert_same_view(master, slave, physical, &msg_id);
             logs.insert(log_of(physical));
         }
     }
@@ -279,24 +269,7 @@ fn assert_found_by_key(client: &mut Client, logs_expected: usize) {
     for queue in 0..QUEUES {
         let first = pull_queue(client, queue).remove(0);
         let key = first.uniq_key().expect("a unique key").to_owned();
-        let header = comet_proto::headers::QueryMessageRequestHeader {
-            topic: TOPIC.into(),
-            key: key.clone(),
-            max_num: 32,
-            begin_timestamp: 0,
-            end_timestamp: i64::MAX,
-            unique_key_query: Some(true),
-            broker_name: None,
-        };
-        let response = client
-            .call(RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header));
-        assert_eq!(
-            response.response_code(),
-            ResponseCode::SUCCESS,
-            "key {key}: {:?}",
-            response.remark
-        );
-        let found = decode_records(response.body.clone());
+        let found = query_by_key(client, TOPIC, &key, Some(true));
         let offsets: Vec<i64> = found.iter().map(|m| m.commit_log_offset).collect();
         assert_eq!(offsets, vec![first.commit_log_offset], "key {key}");
         logs.insert(log_of(first.commit_log_offset));
@@ -304,17 +277,23 @@ fn assert_found_by_key(client: &mut Client, logs_expected: usize) {
     assert_eq!(logs.len(), logs_expected, "keys of every log were queried");
 }
 
-/// The log ids GET_BROKER_HA_STATUS lists, and whether each is connected to its master.
-fn ha_logs(client: &mut Client) -> Vec<(u64, bool)> {
+/// The `logs` entries of GET_BROKER_HA_STATUS.
+fn ha_status_logs(client: &mut Client) -> Vec<serde_json::Value> {
     let response = client.call(RemotingCommand::request(
         RequestCode::GET_BROKER_HA_STATUS,
         0,
     ));
     assert_eq!(response.response_code(), ResponseCode::SUCCESS);
-    let body: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
-    body["logs"]
-        .as_array()
-        .unwrap()
+    let mut body: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
+    match body["logs"].take() {
+        serde_json::Value::Array(logs) => logs,
+        other => panic!("no list of logs: {other}"),
+    }
+}
+
+/// The log ids GET_BROKER_HA_STATUS lists, and whether each is connected to its master.
+fn ha_logs(client: &mut Client) -> Vec<(u64, bool)> {
+    ha_status_logs(client)
         .iter()
         .map(|log| {
             (
@@ -450,15 +429,7 @@ fn a_two_core_slave_of_a_one_core_master_leaves_a_shard_idle() {
 
 /// Each log's written end as GET_BROKER_HA_STATUS reports it.
 fn written_ends(client: &mut Client) -> Vec<(u64, u64)> {
-    let response = client.call(RemotingCommand::request(
-        RequestCode::GET_BROKER_HA_STATUS,
-        0,
-    ));
-    assert_eq!(response.response_code(), ResponseCode::SUCCESS);
-    let body: serde_json::Value = serde_json::from_slice(&response.body).unwrap();
-    body["logs"]
-        .as_array()
-        .unwrap()
+    ha_status_logs(client)
         .iter()
         .map(|log| {
             (

@@ -14,8 +14,8 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_replication::wire::{self, CloseReason, Frame, Hello, LogState, StoreFormat};
 use comet_test_support::{free_port, poll_until, LOOPBACK, TEST_COMMIT_LOG_FILE_BYTES};
 use common::replication::{
-    bodies_by_offset, body_at, pull_topic, send_messages, send_one, slave_options, topic_known,
-    wait_for_same_queues, Node, CONVERGE_LIMIT, QUEUES, SHARDS,
+    assert_same_view, bodies_by_offset, body_at, pull_topic, send_messages, send_one,
+    slave_options, topic_known, wait_for_same_queues, Node, CONVERGE_LIMIT, QUEUES, SHARDS,
 };
 use common::{
     create_topic, create_topic_request, pull_request, send_request, Broker, Client, TempDir,
@@ -116,17 +116,7 @@ fn assert_views_match(master: &mut Client, slave: &mut Client, topic: &str) {
     let mut viewed = 0;
     for records in pull_topic(slave, topic) {
         for message in decode_records(records.into()) {
-            let header = comet_proto::headers::ViewMessageRequestHeader {
-                offset: message.commit_log_offset,
-                topic: None,
-                broker_name: None,
-            };
-            let view = || {
-                RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID, 0).with_header(&header)
-            };
-            let on_master = master.call_ok(view());
-            let on_slave = slave.call_ok(view());
-            assert_eq!(on_slave.body, on_master.body, "{}", message.msg_id);
+            assert_same_view(master, slave, message.commit_log_offset, &message.msg_id);
             viewed += 1;
         }
     }

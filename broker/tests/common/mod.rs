@@ -15,8 +15,10 @@ use std::time::Duration;
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::{encode, FrameDecoder};
 use comet_proto::headers::{
-    CreateTopicRequestHeader, PullMessageRequestHeader, SendMessageRequestHeaderV2,
+    CreateTopicRequestHeader, PullMessageRequestHeader, QueryMessageRequestHeader,
+    SendMessageRequestHeaderV2,
 };
+use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{Decoded, RemotingCommand, RequestCode, ResponseCode};
 
@@ -245,6 +247,34 @@ pub fn pull_request(
         logical: None,
     };
     RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header)
+}
+
+/// QUERY_MESSAGE of `key` in `topic` over all time (`unique_key_query` as given), at most
+/// 32 messages; panics unless the broker answers SUCCESS.
+pub fn query_by_key(
+    client: &mut Client,
+    topic: &str,
+    key: &str,
+    unique_key_query: Option<bool>,
+) -> Vec<MessageExt> {
+    let header = QueryMessageRequestHeader {
+        topic: topic.into(),
+        key: key.into(),
+        max_num: 32,
+        begin_timestamp: 0,
+        end_timestamp: i64::MAX,
+        unique_key_query,
+        broker_name: None,
+    };
+    let response =
+        client.call(RemotingCommand::request(RequestCode::QUERY_MESSAGE, 0).with_header(&header));
+    assert_eq!(
+        response.response_code(),
+        ResponseCode::SUCCESS,
+        "key {key}: {:?}",
+        response.remark
+    );
+    decode_records(response.body.clone())
 }
 
 /// Runs the broker binary (standalone, one unpinned shard, store `store`) with `args` until it

@@ -167,6 +167,20 @@ pub fn send_messages(client: &mut Client, topic: &str, queues: i32, first: usize
     }
 }
 
+/// VIEW_MESSAGE_BY_ID of the message at `physical` answers the same record on both brokers
+/// (`msg_id` names it in a failure).
+pub fn assert_same_view(master: &mut Client, slave: &mut Client, physical: i64, msg_id: &str) {
+    let header = comet_proto::headers::ViewMessageRequestHeader {
+        offset: physical,
+        topic: None,
+        broker_name: None,
+    };
+    let view = || RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID, 0).with_header(&header);
+    let on_master = master.call_ok(view());
+    let on_slave = slave.call_ok(view());
+    assert_eq!(on_slave.body, on_master.body, "{msg_id}");
+}
+
 /// Sends `body` to `queue` of `topic`; the answer's code and queue offset (the message is
 /// stored whenever the code is one of the send statuses).
 pub fn send_one(client: &mut Client, topic: &str, queue: i32, body: &str) -> (ResponseCode, i64) {
