@@ -13,6 +13,7 @@ use common::{pull_request, send_request, Broker, Client, TempDir};
 
 const QUEUES: i32 = 8;
 const SENDERS: usize = 16;
+/// Kill rounds per run unless `COMET_CRASH_ROUNDS` says otherwise (a soak runs more).
 const ROUNDS: usize = 3;
 
 type Acked = Arc<Mutex<Vec<(i32, i64, String)>>>;
@@ -71,12 +72,33 @@ fn drain(client: &mut Client, queue_id: i32) -> Vec<(i64, String)> {
     }
 }
 
-fn pseudo_random_ms(round: usize) -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    300 + u64::from(nanos % 900) + round as u64 * 37
+/// A small deterministic PRNG, so the kill moments of a run can be replayed from its seed.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// `COMET_CRASH_SEED`, or one from the clock (odd, so never the PRNG's stuck zero).
+fn crash_seed() -> u64 {
+    std::env::var("COMET_CRASH_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| {
+            let since_epoch = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            ((since_epoch.as_secs() << 30) ^ u64::from(since_epoch.subsec_nanos())) | 1
+        })
+}
+
+fn pseudo_random_ms(random: &mut XorShift, round: usize) -> u64 {
+    300 + random.next() % 900 + round as u64 * 37
 }
 
 // Proves that after each of several SIGKILLs in the middle of a 16-sender SYNC_FLUSH load,
@@ -84,11 +106,19 @@ fn pseudo_random_ms(round: usize) -> u64 {
 // acknowledged with, offsets are dense, and no message appears twice.
 #[test]
 fn sigkill_under_sync_flush_load_loses_nothing_acknowledged() {
+    let rounds: usize = std::env::var("COMET_CRASH_ROUNDS")
+        .ok()
+        .and_then(|rounds| rounds.parse().ok())
+        .unwrap_or(ROUNDS);
+    let seed = crash_seed();
+    eprintln!("crash test seed {seed} (set COMET_CRASH_SEED to replay the kill moments)");
+    let mut random = XorShift(seed);
     let directory = TempDir::new("e2e-crash");
     let mut broker = Broker::start(&directory.0, 2, &[]);
     common::create_topic(&mut broker.client(), "CrashTopic", QUEUES);
     let acked: Acked = Arc::new(Mutex::new(Vec::new()));
-    for round in 0..ROUNDS {
+    for round in 0..rounds {
+        let acked_before = acked.lock().unwrap().len();
         let senders: Vec<_> = (0..SENDERS)
             .map(|sender_id| {
                 let acked = acked.clone();
@@ -97,11 +127,15 @@ fn sigkill_under_sync_flush_load_loses_nothing_acknowledged() {
             })
             .collect();
         // The kill at a pseudo-random moment of the load is this test's input, not a wait.
-        std::thread::sleep(Duration::from_millis(pseudo_random_ms(round)));
+        std::thread::sleep(Duration::from_millis(pseudo_random_ms(&mut random, round)));
         broker.kill();
         for handle in senders {
             handle.join().unwrap();
         }
+        // One line per round in a fixed form, so a soak script can sum what was acknowledged
+        // (tests/soak/sigkill.sh); what the broker holds is checked once, after the last.
+        let acknowledged = acked.lock().unwrap().len() - acked_before;
+        eprintln!("crash round {round}: acknowledged {acknowledged}");
         broker.restart(2);
     }
     let mut client = broker.client();
@@ -115,6 +149,11 @@ fn sigkill_under_sync_flush_load_loses_nothing_acknowledged() {
         }
     }
     let acked = acked.lock().unwrap();
+    eprintln!(
+        "crash rounds {rounds}: acknowledged {}, recovered {}",
+        acked.len(),
+        stored.len()
+    );
     assert!(
         acked.len() > 100,
         "only {} sends were acknowledged",

@@ -161,9 +161,11 @@ fn run_child(root: &std::path::Path, round: u64, run_ms: u64) -> Vec<Ack> {
     reader.join().expect("reader thread")
 }
 
-/// Reopens the store and checks every ack, density and order of every queue.
-fn verify(root: &std::path::Path, acked: &HashMap<(i32, u64), Ack>) {
+/// Reopens the store and checks every ack, density and order of every queue; returns how
+/// many records the reopened store holds.
+fn verify(root: &std::path::Path, acked: &HashMap<(i32, u64), Ack>) -> usize {
     comet_rt::local::run_local("crash-verify", async {
+        let mut recovered = 0;
         let store = Store::open(crash_config(root.to_path_buf()))
             .await
             .expect("reopen");
@@ -180,13 +182,15 @@ fn verify(root: &std::path::Path, acked: &HashMap<(i32, u64), Ack>) {
                     assert_eq!(ack.physical, view.physical_offset());
                 }
             }
+            recovered += records.len();
             let max = records.len() as u64;
             for ack in acked.values().filter(|ack| ack.queue_id == queue_id) {
                 assert!(ack.queue_offset < max, "acked {ack:?} lost (max {max})");
             }
         }
         store.shutdown().await.expect("shutdown");
-    });
+        recovered
+    })
 }
 
 async fn read_queue(store: &Store, queue_id: i32) -> Vec<bytes::Bytes> {
@@ -243,12 +247,16 @@ fn sigkill_rounds() {
     for round in 0..rounds {
         let run_ms = 150 + random.next() % 400;
         let acks = run_child(dir.path(), round, run_ms);
-        per_round.insert(round, acks.len());
+        let acknowledged = acks.len();
+        per_round.insert(round, acknowledged);
         for ack in acks {
             let previous = acked.insert((ack.queue_id, ack.queue_offset), ack);
             assert!(previous.is_none(), "offset acknowledged twice: {ack:?}");
         }
-        verify(dir.path(), &acked);
+        let recovered = verify(dir.path(), &acked);
+        // One line per round in a fixed form, so a soak script can sum what was acknowledged
+        // (tests/soak/sigkill.sh). `recovered` counts every record the store holds.
+        eprintln!("crash round {round}: acknowledged {acknowledged}, recovered {recovered}");
     }
     eprintln!("acks per round: {per_round:?}");
     assert!(
