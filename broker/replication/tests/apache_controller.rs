@@ -200,6 +200,21 @@ fn ours(set: WireSyncStateSet) -> SyncStateSet {
     }
 }
 
+/// The master fields that the registration, replica info and election answers all carry.
+fn master_view(
+    master_broker_id: Option<BrokerControllerId>,
+    master_addr: Option<String>,
+    master_epoch: Option<ControllerEpoch>,
+    sync_state_set: SyncStateSet,
+) -> MasterView {
+    MasterView {
+        master_broker_id,
+        master_addr,
+        master_epoch,
+        sync_state_set,
+    }
+}
+
 /// The wire form of a session's request.
 fn to_command(config: &SessionConfig, request: &Request) -> RemotingCommand {
     let cluster_name = config.cluster_name.clone();
@@ -315,36 +330,37 @@ fn to_reply(request: &Request, answer: &RemotingCommand) -> Reply {
             let header: RegisterBrokerToControllerResponseHeader =
                 answer.decode_header().expect("register header");
             let body = WireSyncStateSet::decode(&answer.body).expect("register body");
-            Reply::Registered(MasterView {
-                master_broker_id: header.master_broker_id,
-                master_addr: header.master_address,
-                master_epoch: header.master_epoch,
-                sync_state_set: ours(body),
-            })
+            Reply::Registered(master_view(
+                header.master_broker_id,
+                header.master_address,
+                header.master_epoch,
+                ours(body),
+            ))
         }
         Request::GetReplicaInfo => {
             let header: GetReplicaInfoResponseHeader =
                 answer.decode_header().expect("replica info header");
             let body = WireSyncStateSet::decode(&answer.body).expect("replica info body");
-            Reply::ReplicaInfo(MasterView {
-                master_broker_id: header.master_broker_id,
-                master_addr: header.master_address,
-                master_epoch: header.master_epoch,
-                sync_state_set: ours(body),
-            })
+            Reply::ReplicaInfo(master_view(
+                header.master_broker_id,
+                header.master_address,
+                header.master_epoch,
+                ours(body),
+            ))
         }
         Request::ElectMaster { .. } => {
             let header: ElectMasterResponseHeader = answer.decode_header().expect("elect header");
             let body = ElectMasterResponseBody::decode(&answer.body).expect("elect body");
-            Reply::Elected(MasterView {
-                master_broker_id: header.master_broker_id,
-                master_addr: header.master_address,
-                master_epoch: header.master_epoch,
-                sync_state_set: SyncStateSet {
-                    members: body.sync_state_set,
-                    epoch: header.sync_state_set_epoch.unwrap_or_default(),
-                },
-            })
+            let sync_state_set = SyncStateSet {
+                members: body.sync_state_set,
+                epoch: header.sync_state_set_epoch.unwrap_or_default(),
+            };
+            Reply::Elected(master_view(
+                header.master_broker_id,
+                header.master_address,
+                header.master_epoch,
+                sync_state_set,
+            ))
         }
         Request::AlterSyncStateSet { .. } => {
             let body = WireSyncStateSet::decode(&answer.body).expect("altered set");

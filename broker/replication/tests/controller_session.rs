@@ -36,14 +36,27 @@ fn config(controllers: &[&str]) -> SessionConfig {
     )
 }
 
+fn identity(broker_id: BrokerControllerId) -> ConfirmedIdentity {
+    ConfirmedIdentity {
+        cluster_name: "DefaultCluster".into(),
+        broker_name: "broker-a".into(),
+        broker_id,
+    }
+}
+
 fn confirmed(broker_id: BrokerControllerId) -> StoredIdentity {
     StoredIdentity {
-        confirmed: Some(ConfirmedIdentity {
-            cluster_name: "DefaultCluster".into(),
-            broker_name: "broker-a".into(),
-            broker_id,
-        }),
+        confirmed: Some(identity(broker_id)),
         temp: None,
+    }
+}
+
+fn temp_identity(broker_id: BrokerControllerId, register_check_code: String) -> TempIdentity {
+    TempIdentity {
+        cluster_name: "DefaultCluster".into(),
+        broker_name: "broker-a".into(),
+        broker_id,
+        register_check_code,
     }
 }
 
@@ -100,6 +113,22 @@ fn reply(session: &mut Session, now: Instant, id: RequestId, reply: Reply) -> Ve
     session.on_reply(now, id, reply).expect("reply accepted")
 }
 
+/// Answers the metadata lookup `id`: the leader is `leader`.
+fn leader_is(session: &mut Session, now: Instant, id: RequestId, leader: &str) -> Vec<Action> {
+    let metadata = Reply::Metadata {
+        leader_addr: Some(leader.into()),
+    };
+    reply(session, now, id, metadata)
+}
+
+/// A refusal with `code` and no remark.
+fn refused(code: i32) -> Reply {
+    Reply::Refused { code, remark: None }
+}
+
+/// When a running session's first replica poll is due (registration answered at 2 ms).
+const REPLICA_POLL_AT_MS: u64 = SYNC_BROKER_METADATA_PERIOD_MS_DEFAULT + 2;
+
 /// Drives a session with a confirmed id through leader lookup and registration to a role.
 fn running(
     clock: &Clock,
@@ -110,14 +139,7 @@ fn running(
     let mut session = Session::new(config(&[CONTROLLER_A, CONTROLLER_B]), confirmed(broker_id))
         .expect("valid config");
     let (id, _, _) = sent(&session.poll(clock.at(0)));
-    let actions = reply(
-        &mut session,
-        clock.at(1),
-        id,
-        Reply::Metadata {
-            leader_addr: Some(CONTROLLER_A.into()),
-        },
-    );
+    let actions = leader_is(&mut session, clock.at(1), id, CONTROLLER_A);
     let (id, _, request) = sent(&actions);
     assert_eq!(request, Request::RegisterBroker { broker_id });
     reply(
@@ -141,14 +163,7 @@ fn first_start_claims_an_id_and_is_elected_master() {
 
     let (id, to, request) = sent(&session.poll(clock.at(0)));
     assert_eq!((to.as_str(), request), (CONTROLLER_A, Request::GetMetadata));
-    let actions = reply(
-        &mut session,
-        clock.at(1),
-        id,
-        Reply::Metadata {
-            leader_addr: Some(CONTROLLER_A.into()),
-        },
-    );
+    let actions = leader_is(&mut session, clock.at(1), id, CONTROLLER_A);
     let (id, _, request) = sent(&actions);
     assert_eq!(request, Request::GetNextBrokerId);
 
@@ -160,12 +175,7 @@ fn first_start_claims_an_id_and_is_elected_master() {
             next_broker_id: Some(1),
         },
     );
-    let temp = TempIdentity {
-        cluster_name: "DefaultCluster".into(),
-        broker_name: "broker-a".into(),
-        broker_id: 1,
-        register_check_code: format!("{BROKER_ADDR};1795960828956"),
-    };
+    let temp = temp_identity(1, format!("{BROKER_ADDR};1795960828956"));
     assert_eq!(
         actions,
         vec![Action::Persist(Persist::WriteTemp(temp.clone()))]
@@ -184,13 +194,7 @@ fn first_start_claims_an_id_and_is_elected_master() {
     let actions = reply(&mut session, clock.at(5), id, Reply::BrokerIdApplied);
     assert_eq!(
         actions,
-        vec![Action::Persist(Persist::WriteConfirmed(
-            ConfirmedIdentity {
-                cluster_name: "DefaultCluster".into(),
-                broker_name: "broker-a".into(),
-                broker_id: 1,
-            }
-        ))]
+        vec![Action::Persist(Persist::WriteConfirmed(identity(1)))]
     );
     assert_eq!(
         session.broker_id(),
@@ -275,26 +279,14 @@ fn restart_with_persisted_id_registers_and_follows_the_master() {
 #[test]
 fn temp_file_resumes_the_claim_and_a_taken_id_starts_over() {
     let clock = Clock::new();
-    let temp = TempIdentity {
-        cluster_name: "DefaultCluster".into(),
-        broker_name: "broker-a".into(),
-        broker_id: 2,
-        register_check_code: format!("{BROKER_ADDR};1"),
-    };
+    let temp = temp_identity(2, format!("{BROKER_ADDR};1"));
     let stored = StoredIdentity {
         confirmed: None,
         temp: Some(temp.clone()),
     };
     let mut session = Session::new(config(&[CONTROLLER_A]), stored).expect("valid config");
     let (id, _, _) = sent(&session.poll(clock.at(0)));
-    let actions = reply(
-        &mut session,
-        clock.at(1),
-        id,
-        Reply::Metadata {
-            leader_addr: Some(CONTROLLER_A.into()),
-        },
-    );
+    let actions = leader_is(&mut session, clock.at(1), id, CONTROLLER_A);
     let (id, _, request) = sent(&actions);
     assert_eq!(
         request,
@@ -314,14 +306,7 @@ fn temp_file_resumes_the_claim_and_a_taken_id_starts_over() {
         session.on_failure(clock.at(1_003), lost).is_empty(),
         "stale id ignored"
     );
-    let actions = reply(
-        &mut session,
-        clock.at(1_100),
-        id,
-        Reply::Metadata {
-            leader_addr: Some(CONTROLLER_A.into()),
-        },
-    );
+    let actions = leader_is(&mut session, clock.at(1_100), id, CONTROLLER_A);
     let (id, _, request) = sent(&actions);
     assert!(matches!(
         request,
@@ -332,10 +317,7 @@ fn temp_file_resumes_the_claim_and_a_taken_id_starts_over() {
         &mut session,
         clock.at(1_200),
         id,
-        Reply::Refused {
-            code: codes::CONTROLLER_BROKER_ID_INVALID,
-            remark: None,
-        },
+        refused(codes::CONTROLLER_BROKER_ID_INVALID),
     );
     assert_eq!(actions, vec![Action::Persist(Persist::DeleteTemp)]);
     let (_, _, request) = sent(&session.on_persisted(clock.at(1_300)));
@@ -385,7 +367,7 @@ fn files_of_another_broker_and_missing_controllers_are_refused() {
 fn master_lost_then_the_slave_asks_for_an_election_and_wins() {
     let clock = Clock::new();
     let mut session = running(&clock, 2, (1, MASTER_ADDR), 1);
-    let poll_at = SYNC_BROKER_METADATA_PERIOD_MS_DEFAULT + 2;
+    let poll_at = REPLICA_POLL_AT_MS;
     assert!(session
         .next_wakeup()
         .is_some_and(|at| at <= clock.at(poll_at)));
@@ -453,7 +435,7 @@ fn stale_epoch_notification_is_ignored() {
 fn controller_leader_switch_redirects_requests() {
     let clock = Clock::new();
     let mut session = running(&clock, 2, (1, MASTER_ADDR), 1);
-    let poll_at = SYNC_BROKER_METADATA_PERIOD_MS_DEFAULT + 2;
+    let poll_at = REPLICA_POLL_AT_MS;
     let (id, to, _) = sent(&session.poll(clock.at(poll_at)));
     assert_eq!(to, CONTROLLER_A);
     let actions = reply(
@@ -467,14 +449,7 @@ fn controller_leader_switch_redirects_requests() {
     );
     let (id, to, request) = sent(&actions);
     assert_eq!((to.as_str(), request), (CONTROLLER_B, Request::GetMetadata));
-    let actions = reply(
-        &mut session,
-        clock.at(poll_at + 2),
-        id,
-        Reply::Metadata {
-            leader_addr: Some(CONTROLLER_B.into()),
-        },
-    );
+    let actions = leader_is(&mut session, clock.at(poll_at + 2), id, CONTROLLER_B);
     assert_eq!(session.leader(), Some(CONTROLLER_B));
     // The refused replica poll is repeated at once, at the new leader.
     let (id, to, request) = sent(&actions);
@@ -543,10 +518,7 @@ fn sync_state_set_follows_per_log_flags() {
         &mut session,
         clock.at(21),
         id,
-        Reply::Refused {
-            code: codes::CONTROLLER_FENCED_MASTER_EPOCH,
-            remark: None,
-        },
+        refused(codes::CONTROLLER_FENCED_MASTER_EPOCH),
     );
     let (id, _, request) = sent(&actions);
     assert_eq!(request, Request::GetReplicaInfo);
@@ -573,7 +545,7 @@ fn sync_state_set_follows_per_log_flags() {
 fn wrong_answers_are_errors_and_lost_metadata_re_registers() {
     let clock = Clock::new();
     let mut session = running(&clock, 2, (1, MASTER_ADDR), 1);
-    let poll_at = SYNC_BROKER_METADATA_PERIOD_MS_DEFAULT + 2;
+    let poll_at = REPLICA_POLL_AT_MS;
     let (id, _, _) = sent(&session.poll(clock.at(poll_at)));
     assert_eq!(
         session.on_reply(clock.at(poll_at), id, Reply::BrokerIdApplied),
@@ -585,14 +557,7 @@ fn wrong_answers_are_errors_and_lost_metadata_re_registers() {
     // Treated like a failure: the leader is looked up again, at B.
     let (id, to, request) = sent(&session.poll(clock.at(poll_at + 1)));
     assert_eq!((to.as_str(), request), (CONTROLLER_B, Request::GetMetadata));
-    let actions = reply(
-        &mut session,
-        clock.at(poll_at + 2),
-        id,
-        Reply::Metadata {
-            leader_addr: Some(CONTROLLER_A.into()),
-        },
-    );
+    let actions = leader_is(&mut session, clock.at(poll_at + 2), id, CONTROLLER_A);
     // The failed poll is repeated at once.
     let (id, _, request) = sent(&actions);
     assert_eq!(request, Request::GetReplicaInfo);
@@ -601,24 +566,13 @@ fn wrong_answers_are_errors_and_lost_metadata_re_registers() {
         &mut session,
         clock.at(next + 1),
         id,
-        Reply::Refused {
-            code: codes::CONTROLLER_BROKER_METADATA_NOT_EXIST,
-            remark: None,
-        },
+        refused(codes::CONTROLLER_BROKER_METADATA_NOT_EXIST),
     );
     let (id, _, request) = sent(&actions);
     assert_eq!(request, Request::RegisterBroker { broker_id: 2 });
     // A controller that forgot the id refuses the registration: repeated, but paced.
     let refused_at = next + 2;
-    let actions = reply(
-        &mut session,
-        clock.at(refused_at),
-        id,
-        Reply::Refused {
-            code: 2010,
-            remark: None,
-        },
-    );
+    let actions = reply(&mut session, clock.at(refused_at), id, refused(2010));
     no_send(&actions);
     no_send(&session.poll(clock.at(refused_at + RETRY_INTERVAL_MS_DEFAULT - 1)));
     let (_, _, request) = sent(&session.poll(clock.at(refused_at + RETRY_INTERVAL_MS_DEFAULT)));
