@@ -13,7 +13,8 @@
 # Usage: tests/soak/sigkill.sh [ROUNDS]          (default 1000)
 # Environment:
 #   SOAK_PROFILE=release|debug   build profile of the tests (default release)
-#   SOAK_STORE_ROUNDS_PER_RUN    kill rounds per store run (default 20, the test's default)
+#   SOAK_STORE_ROUNDS_PER_RUN    kill rounds per store run (default 20, the test's default;
+#                                a run also needs over 1,000 acknowledged in all, so not 1)
 #   SOAK_BROKER_ROUNDS_PER_RUN   kill rounds per broker run (default 10)
 #   SOAK_ONLY=store|broker       run one of the two tests only
 #   SOAK_DEADLINE=<epoch s>      stop starting new runs after this time (summary still printed)
@@ -43,15 +44,32 @@ for count in "$rounds" "$store_per_run" "$broker_per_run"; do
     fi
 done
 
-store_test=(cargo test -q "${profile_flag[@]}" -p comet-store --test crash)
-broker_test=(cargo test -q "${profile_flag[@]}" -p comet-broker --test crash)
-store_cmd=("${store_test[@]}" sigkill_rounds -- --exact --nocapture)
-broker_cmd=("${broker_test[@]}" sigkill_under_sync_flush_load_loses_nothing_acknowledged
-    -- --exact --nocapture)
+store_test=(cargo test "${profile_flag[@]}" -p comet-store --test crash)
+broker_test=(cargo test "${profile_flag[@]}" -p comet-broker --test crash)
+
+# Builds one crash test and prints its executable: every run then executes that one build, so
+# a source edit during a long soak neither changes what is tested nor waits for a rebuild.
+build() {
+    "$@" --no-run --message-format=json-render-diagnostics |
+        grep '"kind":\["test"\]' | grep -o '"executable":"[^"]*"' | cut -d'"' -f4
+}
 
 echo "== building the crash tests ($profile)"
-[[ "$only" == broker ]] || "${store_test[@]}" --no-run
-[[ "$only" == store ]] || "${broker_test[@]}" --no-run
+store_cmd=()
+broker_cmd=()
+if [[ "$only" != broker ]]; then
+    store_cmd=("$(build "${store_test[@]}")" sigkill_rounds --exact --nocapture)
+fi
+if [[ "$only" != store ]]; then
+    broker_cmd=("$(build "${broker_test[@]}")"
+        sigkill_under_sync_flush_load_loses_nothing_acknowledged --exact --nocapture)
+fi
+for command in ${store_cmd[0]+"${store_cmd[0]}"} ${broker_cmd[0]+"${broker_cmd[0]}"}; do
+    if [[ ! -x "$command" ]]; then
+        echo "no test executable found in cargo's build output" >&2
+        exit 2
+    fi
+done
 
 # Per test: rounds done, messages acknowledged, runs.
 declare -A done_rounds=([store]=0 [broker]=0)
@@ -105,11 +123,11 @@ while :; do
         echo "== deadline reached"
         break
     fi
-    if [[ "$only" != broker && "${done_rounds[store]}" -lt "$rounds" ]]; then
+    if [[ -n "${store_cmd[*]}" && "${done_rounds[store]}" -lt "$rounds" ]]; then
         run_once store "$store_per_run" "${store_cmd[@]}"
         progressed=1
     fi
-    if [[ "$only" != store && "${done_rounds[broker]}" -lt "$rounds" ]]; then
+    if [[ -n "${broker_cmd[*]}" && "${done_rounds[broker]}" -lt "$rounds" ]]; then
         run_once broker "$broker_per_run" "${broker_cmd[@]}"
         progressed=1
     fi
