@@ -33,7 +33,7 @@ use crate::maintenance::{drop_gone_entries, run_index_linker, run_maintenance};
 use crate::offset::{PhysicalOffset, QueueOffset};
 use crate::orphan::{AdoptedLogs, Orphans};
 use crate::read::{GetResult, MessageFilter, MessageWait, ReadPath, TimeBoundary};
-use crate::replica::{DurableBeyond, LogChunk, Reach, Replica, WrittenBeyond};
+use crate::replica::{DurableBeyond, LogChunk, Replica};
 use crate::retention::{run_retention, Retention};
 use crate::shard::Shared;
 use crate::warm::run_warmer;
@@ -274,29 +274,8 @@ impl Store {
     /// `position` was deleted.
     pub async fn read_log(&self, position: u64, max_bytes: usize) -> Result<LogChunk, StoreError> {
         Replica::new(&self.shared)
-            .read_log(position, max_bytes, Reach::Durable)
+            .read_log(position, max_bytes)
             .await
-    }
-
-    /// As [`Store::read_log`], but up to the written end: records appended in memory that
-    /// the group commit may not have made durable yet (a master streams them to its slave
-    /// while its own flush runs). Never past bytes a failed store holds
-    /// ([`StoreError::WriteFailed`]): those never become durable here.
-    pub async fn read_log_written(
-        &self,
-        position: u64,
-        max_bytes: usize,
-    ) -> Result<LogChunk, StoreError> {
-        Replica::new(&self.shared)
-            .read_log(position, max_bytes, Reach::Written)
-            .await
-    }
-
-    /// Resolves once this store's written end is past `position` (an append, one wake-up
-    /// per appending call however many records it holds), or the store failed or began to
-    /// close. Spurious completion is possible; callers re-check [`Store::written_position`].
-    pub fn wait_written_beyond(&self, position: u64) -> WrittenBeyond {
-        Replica::new(&self.shared).wait_written_beyond(position)
     }
 
     /// Slave side of replication: appends a master's log bytes (as [`Store::read_log`]
