@@ -14,7 +14,7 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_replication::wire::{self, CloseReason, Frame, Hello, LogState, StoreFormat};
 use comet_test_support::{free_port, poll_until, LOOPBACK, TEST_COMMIT_LOG_FILE_BYTES};
 use common::replication::{
-    assert_same_view, bodies_by_offset, body_at, pull_topic, send_messages, send_one,
+    self, assert_same_view, bodies_by_offset, body_at, pull_topic, send_messages, send_one,
     slave_options, topic_known, wait_for_same_queues, Node, CONVERGE_LIMIT, QUEUES, SHARDS,
 };
 use common::{
@@ -38,24 +38,9 @@ fn start_master(store: &Path) -> Broker {
 }
 
 /// A standalone SYNC_MASTER whose sends wait at most 1 s for the slave and which drops a
-/// slave silent for 4 s (the slave acks at least every 500 ms).
+/// slave silent for 4 s.
 fn start_sync_master(store: &Path) -> Broker {
-    Broker::start(
-        store,
-        SHARDS,
-        &[
-            "--flush",
-            "SYNC_FLUSH",
-            "-o",
-            "brokerRole=SYNC_MASTER",
-            "-o",
-            "haSendHeartbeatInterval=300",
-            "-o",
-            "haHousekeepingInterval=4000",
-            "-o",
-            "syncFlushTimeout=1000",
-        ],
-    )
+    replication::start_sync_master(store, 4000, 1000)
 }
 
 /// `suggestWhichBrokerId` of a pull of `queue` from offset 0.

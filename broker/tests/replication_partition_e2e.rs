@@ -18,8 +18,8 @@ use comet_proto::ResponseCode;
 use comet_test_support::relay::Relay;
 use comet_test_support::{poll_until, wait_until, LOOPBACK};
 use common::replication::{
-    bodies_by_offset, pull_topic, send_one, slave_options, topic_known, wait_for_same_queues, Node,
-    CONVERGE_LIMIT, QUEUES, SHARDS,
+    self, bodies_by_offset, pull_topic, send_one, slave_options, topic_known, wait_for_same_queues,
+    Node, CONVERGE_LIMIT, QUEUES, SHARDS,
 };
 use common::{create_topic, Broker, Client, TempDir};
 
@@ -212,24 +212,7 @@ fn assert_slave_holds_every_send_ok(slave: &mut Client, load: &Load, when: &str)
 /// A standalone SYNC_MASTER whose sends wait [`SYNC_FLUSH_TIMEOUT_MS`] for the slave and
 /// which drops a slave silent for [`HOUSEKEEPING_MS`].
 fn start_sync_master(store: &Path) -> Broker {
-    let housekeeping = format!("haHousekeepingInterval={HOUSEKEEPING_MS}");
-    let sync_flush = format!("syncFlushTimeout={SYNC_FLUSH_TIMEOUT_MS}");
-    Broker::start(
-        store,
-        SHARDS,
-        &[
-            "--flush",
-            "SYNC_FLUSH",
-            "-o",
-            "brokerRole=SYNC_MASTER",
-            "-o",
-            "haSendHeartbeatInterval=300",
-            "-o",
-            &housekeeping,
-            "-o",
-            &sync_flush,
-        ],
-    )
+    replication::start_sync_master(store, HOUSEKEEPING_MS, SYNC_FLUSH_TIMEOUT_MS)
 }
 
 /// The master's replication figures (GET_BROKER_HA_STATUS through comet-client's admin

@@ -6,12 +6,13 @@ mod sched_common;
 
 use std::time::Duration;
 
-use comet_proto::headers::EndTransactionRequestHeader;
 use comet_proto::message::decode_records;
 use comet_proto::properties::{names, Properties};
-use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{RemotingCommand, ResponseCode};
 use common::{Broker, Client, TempDir};
-use sched_common::transaction::{end_transaction, Half, Producer, COMMIT, PREPARED};
+use sched_common::transaction::{
+    end_transaction, end_transaction_request, Half, Producer, COMMIT, PREPARED,
+};
 use sched_common::{collect, drain, send_with};
 
 const GROUP: &str = "tx_pg";
@@ -39,18 +40,7 @@ fn end(client: &mut Client, topic: &str, half: &Half, decision: i32, from_check:
 
 /// END_TRANSACTION as a two-way request (as non-Java clients may send it); its answer.
 fn end_two_way(client: &mut Client, topic: &str, half: &Half, decision: i32) -> RemotingCommand {
-    let header = EndTransactionRequestHeader {
-        topic: Some(topic.into()),
-        producer_group: GROUP.into(),
-        tran_state_table_offset: half.queue_offset,
-        commit_log_offset: half.commit_log_offset,
-        commit_or_rollback: decision,
-        from_transaction_check: Some(false),
-        msg_id: half.unique_key.clone(),
-        transaction_id: Some(half.unique_key.clone()),
-        broker_name: None,
-    };
-    client.call(RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header))
+    client.call(end_transaction_request(topic, GROUP, half, decision, false))
 }
 
 /// Asserts that a decision for an already resolved half is refused as Apache refuses a half

@@ -14,7 +14,7 @@ use comet_test_support::{
     TEST_COMMIT_LOG_FILE_BYTES,
 };
 
-use super::{pull_request, send_request, Client};
+use super::{pull_request, send_request, Broker, Client};
 
 /// How long replication, registration and the metadata copy may take to show an effect.
 pub const CONVERGE_LIMIT: Duration = Duration::from_secs(40);
@@ -41,6 +41,30 @@ pub struct Node {
     /// Where its standard error goes (inherited when `None`); appended to, so the file of a
     /// restarted node keeps what its earlier runs said.
     pub log: Option<std::path::PathBuf>,
+}
+
+/// A standalone SYNC_MASTER whose sends wait at most `sync_flush_timeout_ms` for the slave
+/// and which drops a slave silent for `housekeeping_ms` (a [`Node`] slave acks at least
+/// every 500 ms).
+pub fn start_sync_master(store: &Path, housekeeping_ms: u64, sync_flush_timeout_ms: u64) -> Broker {
+    let housekeeping = format!("haHousekeepingInterval={housekeeping_ms}");
+    let sync_flush = format!("syncFlushTimeout={sync_flush_timeout_ms}");
+    Broker::start(
+        store,
+        SHARDS,
+        &[
+            "--flush",
+            "SYNC_FLUSH",
+            "-o",
+            "brokerRole=SYNC_MASTER",
+            "-o",
+            "haSendHeartbeatInterval=300",
+            "-o",
+            &housekeeping,
+            "-o",
+            &sync_flush,
+        ],
+    )
 }
 
 /// The `-o` pairs of a slave.

@@ -56,16 +56,15 @@ impl Half {
     }
 }
 
-/// END_TRANSACTION of `half` by `group` (one-way, as Java producers send it) with
-/// `decision`.
-pub fn end_transaction(
-    client: &mut Client,
+/// END_TRANSACTION of `half` by `group` with `decision` (`from_check` when it answers a
+/// check-back).
+pub fn end_transaction_request(
     topic: &str,
     group: &str,
     half: &Half,
     decision: i32,
     from_check: bool,
-) {
+) -> RemotingCommand {
     let header = EndTransactionRequestHeader {
         topic: Some(topic.into()),
         producer_group: group.into(),
@@ -77,8 +76,20 @@ pub fn end_transaction(
         transaction_id: Some(half.unique_key.clone()),
         broker_name: None,
     };
-    let mut request =
-        RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header);
+    RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header)
+}
+
+/// END_TRANSACTION of `half` by `group` (one-way, as Java producers send it) with
+/// `decision`.
+pub fn end_transaction(
+    client: &mut Client,
+    topic: &str,
+    group: &str,
+    half: &Half,
+    decision: i32,
+    from_check: bool,
+) {
+    let mut request = end_transaction_request(topic, group, half, decision, from_check);
     request.set_oneway();
     client.send(request);
 }
