@@ -25,8 +25,8 @@ use sched_common::{send_with, send_with_delay};
 const QUEUES: i32 = 6;
 const TOPIC: &str = "ReplHosted";
 
-/// The `-o` pairs of every broker here besides its role. A build machine's disk may be past
-/// the default hard mark (90%) with compiler output; these messages need no such guard.
+/// An `-o` pair of every broker here: a build machine's disk may be past the default hard
+/// mark (90%) with compiler output, and these messages need no such guard.
 const DISK_OPTION: &str = "diskSpaceWarningLevelRatio=99";
 
 fn master_options(ha_port: u16) -> Vec<String> {
@@ -89,8 +89,8 @@ impl Cluster {
         }
     }
 
-    /// Starts a slave with `cores` shards registered with the master's name server (see
-    /// [`start_slave`]).
+    /// Starts a slave with `cores` shards registered with the master's name server, restarted
+    /// once it recorded the master's `logs` (see [`start_slave`]).
     fn start_slave(&mut self, cores: usize, logs: usize) -> Node {
         let namesrv = self.namesrv.addr().to_string();
         self.slave_on(&namesrv, cores, logs)
@@ -115,11 +115,12 @@ impl Cluster {
     }
 
     /// Fails the master over to `slave` by hand: the master stops, then the slave, which
-    /// comes back as a master with `extra` `-o` pairs. The clients of both go first.
+    /// comes back as a master. The clients of both go first.
     fn promote(&mut self, slave: &mut Node, master_client: Client, slave_client: Client) {
         self.promote_with(slave, master_client, slave_client, &[]);
     }
 
+    /// Fails over as [`Cluster::promote`] does, the promoted slave with `extra` `-o` pairs.
     fn promote_with(
         &mut self,
         slave: &mut Node,
