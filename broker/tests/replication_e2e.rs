@@ -23,17 +23,9 @@ use common::{
 
 /// A standalone master; the harness gives it a free `haListenPort` (`Broker::ha_port`).
 fn start_master(store: &Path) -> Broker {
-    Broker::start(
+    replication::start_master(
         store,
-        SHARDS,
-        &[
-            "--flush",
-            "SYNC_FLUSH",
-            "-o",
-            "brokerRole=ASYNC_MASTER",
-            "-o",
-            "haSendHeartbeatInterval=500",
-        ],
+        &["brokerRole=ASYNC_MASTER", "haSendHeartbeatInterval=500"],
     )
 }
 

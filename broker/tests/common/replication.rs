@@ -49,22 +49,23 @@ pub struct Node {
 pub fn start_sync_master(store: &Path, housekeeping_ms: u64, sync_flush_timeout_ms: u64) -> Broker {
     let housekeeping = format!("haHousekeepingInterval={housekeeping_ms}");
     let sync_flush = format!("syncFlushTimeout={sync_flush_timeout_ms}");
-    Broker::start(
-        store,
-        SHARDS,
-        &[
-            "--flush",
-            "SYNC_FLUSH",
-            "-o",
-            "brokerRole=SYNC_MASTER",
-            "-o",
-            "haSendHeartbeatInterval=300",
-            "-o",
-            &housekeeping,
-            "-o",
-            &sync_flush,
-        ],
-    )
+    let options = [
+        "brokerRole=SYNC_MASTER",
+        "haSendHeartbeatInterval=300",
+        &housekeeping,
+        &sync_flush,
+    ];
+    start_master(store, &options)
+}
+
+/// A standalone master with [`SHARDS`] shards flushing every send, with `options` as `-o`
+/// pairs (its role among them).
+pub fn start_master(store: &Path, options: &[&str]) -> Broker {
+    let mut args = vec!["--flush", "SYNC_FLUSH"];
+    for option in options {
+        args.extend(["-o", option]);
+    }
+    Broker::start(store, SHARDS, &args)
 }
 
 /// The `-o` pairs of a slave.
