@@ -529,6 +529,9 @@ fn a_promoted_slave_delivers_pending_timers_once_and_delivered_ones_never_again(
 
 const TX_GROUP: &str = "hosted_tx_pg";
 const TX_TOPIC: &str = "ReplTxReal";
+
+/// Sends a half message of [`TX_GROUP`] to queue 0 of the transaction topic and waits for
+/// it to be stored.
 fn send_half(client: &mut Client, body: &str) -> Half {
     let mut properties = Properties::new();
     properties.insert(names::TRAN_MSG, "true");
