@@ -77,7 +77,7 @@ pub const CQ_CACHE_BYTES_DEFAULT: usize = 32 * 1024 * 1024;
 /// of queues (one per queue would take 10,000 per store for 10,000 queues, ten times a
 /// default `ulimit -n` of 1,024), while a store with at most this many queues written
 /// between two lazy flushes never reopens a file; past it each queue's flush pays one open
-/// and one close beside the fdatasync it pays anyway (perf/README.md#many-queues).
+/// and one close beside the fdatasync it pays anyway (perf/README.md#many-queues-issue-25).
 pub const CQ_OPEN_FILES_DEFAULT: usize = 256;
 
 /// Entries recovery (its scan past the checkpoint, or a queue repair) dispatches before it
