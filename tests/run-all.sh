@@ -34,7 +34,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tests/quick.sh
 # The later tiers use release builds only: a machine short of disk (CI) may drop the quick
-# tier's debug build, tens of GiB, before they start.
+# tier's debug build, several GiB, before they start.
 if [[ "${COMET_DROP_DEBUG_BUILD:-0}" == 1 ]]; then
     echo "== dropping the quick tier's debug build (COMET_DROP_DEBUG_BUILD=1)"
     cargo clean --profile dev
