@@ -7,7 +7,7 @@ mod common;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
-use comet_test_support::{free_port, Broker, LOOPBACK};
+use comet_test_support::{free_port, poll_until, Broker, LOOPBACK};
 use common::TempDir;
 
 /// Exit status of a configuration that cannot be used (`FatalReason::Config`).
@@ -55,8 +55,12 @@ fn listeners_bind_only_the_bind_address() {
     let broker = Broker::start(store.path(), 2, &["-o", "bindAddress=127.0.0.1"]);
     for (addr, sockets_min) in [(broker.broker_addr, 2), (broker.namesrv_addr, 1)] {
         TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("accepts on 127.0.0.1");
+        // The port answers once one shard listens; the others bind moments later.
+        let all_bound = poll_until(Duration::from_secs(10), || {
+            listeners_on(addr.port()).0.len() >= sockets_min
+        });
         let (v4, v6_count) = listeners_on(addr.port());
-        assert!(v4.len() >= sockets_min, "{addr}: listeners {v4:?}");
+        assert!(all_bound, "{addr}: listeners {v4:?}");
         assert!(
             v4.iter().all(|ip| *ip == LOOPBACK),
             "{addr}: listeners {v4:?}"
