@@ -9,6 +9,7 @@ use std::time::Duration;
 use comet_proto::headers::SendMessageResponseHeader;
 use comet_proto::message::decode_records;
 use comet_proto::{CommandHeader, ResponseCode};
+use comet_test_support::crash_seed::{crash_seed, XorShift};
 use common::{pull_request, send_request, Broker, Client, TempDir};
 
 const QUEUES: i32 = 8;
@@ -72,33 +73,8 @@ fn drain(client: &mut Client, queue_id: i32) -> Vec<(i64, String)> {
     }
 }
 
-/// A small deterministic PRNG, so the kill moments of a run can be replayed from its seed.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-/// `COMET_CRASH_SEED`, or one from the clock (odd, so never the PRNG's stuck zero).
-fn crash_seed() -> u64 {
-    std::env::var("COMET_CRASH_SEED")
-        .ok()
-        .and_then(|seed| seed.parse().ok())
-        .unwrap_or_else(|| {
-            let since_epoch = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap();
-            ((since_epoch.as_secs() << 30) ^ u64::from(since_epoch.subsec_nanos())) | 1
-        })
-}
-
 fn pseudo_random_ms(random: &mut XorShift, round: usize) -> u64 {
-    300 + random.next() % 900 + round as u64 * 37
+    300 + random.next_word() % 900 + round as u64 * 37
 }
 
 // Proves that after each of several SIGKILLs in the middle of a 16-sender SYNC_FLUSH load,

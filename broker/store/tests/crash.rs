@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use comet_proto::message::RecordView;
 use comet_store::{FlushPolicy, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig};
+use comet_test_support::crash_seed::{crash_seed, XorShift};
 use comet_test_support::ChildGuard;
 use common::{body, properties, record, TempDir};
 
@@ -108,18 +109,6 @@ fn crash_child() {
             task.await;
         }
     });
-}
-
-/// A small deterministic PRNG (seeded, so a failing round can be replayed).
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
 }
 
 /// Runs one child, kills it after `run_ms` of appending, returns the acks it printed.
@@ -235,17 +224,14 @@ fn sigkill_rounds() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(20);
-    let seed = std::env::var("COMET_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| comet_rt::clock::wall_clock_ms() as u64 | 1);
+    let seed = crash_seed();
     eprintln!("crash test seed {seed} (set COMET_CRASH_SEED to replay)");
     let mut random = XorShift(seed);
     let dir = TempDir::new("sigkill");
     let mut acked: HashMap<(i32, u64), Ack> = HashMap::new();
     let mut per_round = BTreeMap::new();
     for round in 0..rounds {
-        let run_ms = 150 + random.next() % 400;
+        let run_ms = 150 + random.next_word() % 400;
         let acks = run_child(dir.path(), round, run_ms);
         let acknowledged = acks.len();
         per_round.insert(round, acknowledged);

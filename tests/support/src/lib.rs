@@ -17,6 +17,7 @@
 //! another interface.
 
 pub mod config_docs;
+pub mod crash_seed;
 pub mod layers;
 pub mod relay;
 
