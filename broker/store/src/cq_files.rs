@@ -120,9 +120,10 @@ pub(crate) async fn close_files(files: Vec<Rc<DirectFile>>) {
     }
 }
 
-/// Creates the queue file at `path` (and its directories) durably: the file and a new
-/// queue's directory (and its topic's) survive a crash.
-async fn create_file(
+/// Creates a derived file (a queue file, a key-index file) at `path`, and its directories,
+/// durably: the file and a new directory (and its two parents: a queue's and its topic's)
+/// survive a crash.
+pub(crate) async fn create_file(
     path: &Path,
     faults: &Option<Rc<FaultInjector>>,
 ) -> Result<DirectFile, StoreError> {

@@ -12,11 +12,11 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use comet_rt::io::{DirectFile, IoError, OpenMode};
+use comet_rt::io::IoError;
 use comet_rt::sync::sleep_unless;
 
 use crate::checkpoint::Checkpoint;
-use crate::cq_files::{close_files, flush_queue, write_and_sync, FlushFiles};
+use crate::cq_files::{close_files, create_file, flush_queue, write_and_sync, FlushFiles};
 use crate::error::{setup_error, StoreError};
 use crate::flush::fail;
 use crate::limits::{
@@ -190,29 +190,11 @@ async fn flush_derived(shared: &Shared) -> Result<(), StoreError> {
     shared.stats.set(stats);
     let missing = shared.index.borrow().missing_files();
     for (start, path) in missing {
-        let file = create_derived_file(&path, &shared.config.faults).await?;
+        let file = create_file(&path, &shared.config.faults).await?;
         shared.index.borrow_mut().attach_file(start, Rc::new(file));
     }
     let writes = shared.index.borrow_mut().plan_flush();
     write_and_sync(writes).await
-}
-
-async fn create_derived_file(
-    path: &std::path::Path,
-    faults: &Option<Rc<comet_rt::io::FaultInjector>>,
-) -> Result<DirectFile, StoreError> {
-    let dir = path.parent().expect("derived files live in a directory");
-    let created_dir = !dir.exists();
-    std::fs::create_dir_all(dir).map_err(|error| crate::error::setup_error(dir, error))?;
-    let file = DirectFile::open(path, OpenMode::CreateReadWrite, faults.clone()).await?;
-    comet_rt::io::sync_directory(dir).await?;
-    if created_dir {
-        // A new directory must survive a crash with its file.
-        for parent in dir.ancestors().skip(1).take(2) {
-            comet_rt::io::sync_directory(parent).await?;
-        }
-    }
-    Ok(file)
 }
 
 /// The queue table for the queues as their files hold them now (see `queue_table`), in a
