@@ -26,6 +26,7 @@ use std::pin::{pin, Pin};
 use std::rc::Rc;
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use glommio::channels::local_channel::{self, LocalSender};
@@ -77,8 +78,14 @@ struct Reply<Resp> {
 /// row of senders and its column of receivers when it joins. (glommio's own `MeshBuilder`
 /// shares a non-atomic `Rc` between threads, which we measured hanging joins; this mesh only
 /// shares an `Arc<Mutex<_>>` of channel ends.)
+///
+/// A shard that joins early waits for the others on an arrival count, sleeping between looks,
+/// and connects its channel ends only once every shard has arrived (a connect that waits for
+/// its peer keeps glommio's executor from parking).
 pub struct Mesh<Req: Send + 'static, Resp: Send + 'static> {
     slots: Arc<Mutex<Slots<Req, Resp>>>,
+    /// Shards that have entered [`Mesh::join`].
+    arrived: Arc<AtomicUsize>,
     shard_count: usize,
 }
 
@@ -86,6 +93,7 @@ impl<Req: Send + 'static, Resp: Send + 'static> Clone for Mesh<Req, Resp> {
     fn clone(&self) -> Self {
         Mesh {
             slots: self.slots.clone(),
+            arrived: self.arrived.clone(),
             shard_count: self.shard_count,
         }
     }
@@ -128,6 +136,31 @@ fn grid<T: Send + 'static>(shard_count: usize, capacity: usize) -> Grid<T> {
 
 fn take_column<T>(grid: &mut [Vec<Option<T>>], column: usize) -> Vec<Option<T>> {
     grid.iter_mut().map(|row| row[column].take()).collect()
+}
+
+/// The longest sleep between two looks at the arrival count: how late, at most, a waiting
+/// shard notices that the last one has arrived.
+const ARRIVAL_POLL_MAX: Duration = Duration::from_millis(2);
+
+/// The first sleep between two looks at the arrival count; it doubles up to
+/// [`ARRIVAL_POLL_MAX`], so shards that start together connect almost at once.
+const ARRIVAL_POLL_FIRST: Duration = Duration::from_micros(100);
+
+/// Waits, parked on a timer between looks, until `arrived` reaches `shard_count`.
+///
+/// A shard must not wait inside glommio's shared-channel connect: a pending connect registers
+/// a "connection waker" with its reactor, and glommio 0.9's reactor wakes every connection
+/// waker on every turn (`SharedChannels::process_shared_channels`), the woken connect registers
+/// again, and the executor counts a wake-up each turn and never parks. A shard that joined
+/// while another was still opening its store (start-up does that first, and recovery after a
+/// crash can take seconds) so ran its core flat out, taking CPU from the shard it waited for on
+/// a small machine. Waiting here instead costs one timer wake-up per look.
+async fn wait_for_arrivals(arrived: &AtomicUsize, shard_count: usize) {
+    let mut pause = ARRIVAL_POLL_FIRST;
+    while arrived.load(Ordering::Acquire) < shard_count {
+        sleep(pause).await;
+        pause = (pause * 2).min(ARRIVAL_POLL_MAX);
+    }
 }
 
 /// Polls `future` at least every millisecond until it completes.
@@ -211,6 +244,7 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mesh<Req, Resp> {
                 reply_senders,
                 reply_receivers,
             })),
+            arrived: Arc::new(AtomicUsize::new(0)),
             shard_count,
         }
     }
@@ -241,6 +275,8 @@ impl<Req: Send + 'static, Resp: Send + 'static> Mesh<Req, Resp> {
         if request_senders.len() != self.shard_count {
             return Err(MeshError::Join);
         }
+        self.arrived.fetch_add(1, Ordering::AcqRel);
+        wait_for_arrivals(&self.arrived, self.shard_count).await;
         let (senders, receivers) = connect_all(request_senders, request_receivers).await;
         let (reply_senders, reply_receivers) = connect_all(reply_senders, reply_receivers).await;
         let pending: Pending<Resp> = Rc::new(RefCell::new(HashMap::new()));
@@ -433,5 +469,89 @@ mod tests {
                 assert_eq!(answer, (source as u16, target as u16, value * 2));
             }
         }
+    }
+
+    /// CPU time the calling thread has used so far.
+    fn thread_cpu_time() -> Duration {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec into the one it is given.
+        let status = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        assert_eq!(status, 0, "the thread CPU clock is readable");
+        let seconds = u64::try_from(now.tv_sec).unwrap();
+        let nanos = u32::try_from(now.tv_nsec).unwrap();
+        Duration::new(seconds, nanos)
+    }
+
+    // Proves a shard that joins early parks while it waits: shard 1 joins 2 s after shard 0,
+    // and shard 0's thread uses little CPU over that wait (a join that waits inside glommio's
+    // connect runs its core flat out), yet its join ends soon after shard 1 arrives and the
+    // joined mesh carries calls both ways.
+    #[test]
+    fn early_joiner_parks_until_the_last_arrives() {
+        let shard_count = 2;
+        let late_by = Duration::from_secs(2);
+        let mesh: Mesh<u64, u64> = Mesh::new(shard_count, 4);
+        let config = PoolConfig {
+            shard_count,
+            placement: CpuPlacement::Unbound,
+            executor: ExecutorOptions::default(),
+        };
+        let late_arrival = Arc::new(Mutex::new(None));
+        let done = Arc::new(AtomicUsize::new(0));
+        let pool = Pool::start(&config, move |context| {
+            let mesh = mesh.clone();
+            let late_arrival = late_arrival.clone();
+            let done = done.clone();
+            async move {
+                let me = context.shard.0;
+                let handler: MeshHandler<u64, u64> =
+                    Rc::new(move |_, value| Box::pin(async move { value + u64::from(me) }));
+                if me == 1 {
+                    sleep(late_by).await;
+                    *late_arrival.lock().unwrap() = Some(crate::clock::monotonic_now());
+                }
+                let wall_before = crate::clock::monotonic_now();
+                let cpu_before = thread_cpu_time();
+                let peer = mesh.join(handler).await.unwrap();
+                let cpu_used = thread_cpu_time() - cpu_before;
+                let joined_at = crate::clock::monotonic_now();
+                let wall_waited = joined_at - wall_before;
+                let other = ShardId(1 - me);
+                let answer = peer.call(other, 100).await.unwrap();
+                done.fetch_add(1, Ordering::AcqRel);
+                while done.load(Ordering::Acquire) < shard_count {
+                    sleep(Duration::from_millis(2)).await;
+                }
+                let late_arrival = late_arrival.lock().unwrap().expect("shard 1 arrived");
+                (answer, cpu_used, wall_waited, joined_at, late_arrival)
+            }
+        })
+        .unwrap();
+        let results: Vec<_> = pool.join().into_iter().map(Result::unwrap).collect();
+        assert_eq!(results[0].0, 101, "shard 1 answered shard 0");
+        assert_eq!(results[1].0, 100, "shard 0 answered shard 1");
+        let (_, cpu_used, wall_waited, joined_at, late_arrival) = results[0];
+        assert!(
+            joined_at >= late_arrival,
+            "shard 0 joined before shard 1 arrived"
+        );
+        // Shard 0 starts its join about when shard 1 starts its sleep.
+        assert!(
+            wall_waited > late_by / 2,
+            "shard 0 waited only {wall_waited:?}"
+        );
+        assert!(
+            cpu_used < wall_waited / 5,
+            "shard 0 used {cpu_used:?} of CPU over {wall_waited:?} of waiting"
+        );
+        // Generous for a loaded machine; the wait looks at least every 2 ms.
+        let after_last = joined_at - late_arrival;
+        assert!(
+            after_last < Duration::from_millis(500),
+            "shard 0 joined {after_last:?} after shard 1 arrived"
+        );
     }
 }
