@@ -72,6 +72,7 @@ impl<'s> Appender<'s> {
             }
         };
         self.shared.flush_wanted.wake_all();
+        self.shared.appended.wake_all();
         let wait_until = match self.shared.config.flush_policy {
             FlushPolicy::Sync => end,
             // Back-pressure: an ASYNC append waits only when more than

@@ -415,6 +415,36 @@ impl CommitLog {
         }
     }
 
+    /// Takes back the written bytes past `to` (a replica's unconfirmed tail, see
+    /// `replica`): the log ends at `to`, durable there, and its cache restarts with the page
+    /// holding `to`, whose bytes below `to` are `tail_page` (as after a reopen). The caller
+    /// made everything written durable first (no flush in flight), checked that `to` is a
+    /// record boundary in the segment being written, and zeroed the disk past `to`.
+    pub(crate) fn truncate_tail(&mut self, to: u64, tail_page: &[u8]) {
+        assert!(
+            to >= self.dispatched && to <= self.write,
+            "truncates only undispatched bytes"
+        );
+        assert_eq!(self.durable, self.write, "nothing in flight");
+        assert_eq!(
+            self.segment_start(to),
+            self.segment_start(self.write.saturating_sub(1).max(to)),
+            "within the segment being written"
+        );
+        let tail_start = align_down(to);
+        assert_eq!(tail_page.len() as u64, to - tail_start, "tail page length");
+        let mut open = BytesMut::with_capacity(self.chunk_bytes);
+        open.extend_from_slice(tail_page);
+        self.chunks.clear();
+        self.chunks.push_back(Chunk {
+            start: tail_start,
+            data: ChunkData::Open(open),
+        });
+        self.cached_bytes = tail_page.len();
+        self.write = to;
+        self.durable = to;
+    }
+
     /// Bytes of the cached chunk holding `position`, from `position` to the chunk's end.
     pub(crate) fn cached_from(&self, position: u64) -> Option<&[u8]> {
         let index = self.chunks.partition_point(|chunk| chunk.start <= position);

@@ -77,14 +77,6 @@ pub enum StoreError {
         /// Start of the oldest retained segment.
         oldest: u64,
     },
-    /// A log position past the durable end: only durable bytes leave the store.
-    #[error("log position {position} is past the durable end {durable}")]
-    NotDurable {
-        /// The position asked for.
-        position: u64,
-        /// The durable end.
-        durable: u64,
-    },
     /// A log position where no record, padding or segment end marker starts.
     #[error("log position {position} is not a record boundary")]
     NotRecordBoundary {
@@ -218,6 +210,38 @@ pub enum TruncateFault {
         /// Start of the oldest retained segment.
         oldest: u64,
     },
+    /// A live truncation (`Store::truncate_unconfirmed`) would take back bytes consumers
+    /// may have seen: they are visible up to `visible`.
+    #[error("the log is visible up to {visible}")]
+    Visible {
+        /// The visible (dispatched or confirmed) end.
+        visible: u64,
+    },
+    /// A live truncation would take back a segment roll: only a restart does that.
+    #[error("the bytes past it reach into the next segment, from {segment_end}")]
+    AcrossSegments {
+        /// Where the segment holding the position ends.
+        segment_end: u64,
+    },
+    /// The log was appended to while a live truncation waited for it to be durable.
+    #[error("the log moved from {expected} to {written} during the truncation")]
+    Moved {
+        /// The written end when the truncation began.
+        expected: u64,
+        /// The written end found.
+        written: u64,
+    },
+    /// A piece of the bytes past it is not what the log should hold there.
+    #[error("the bytes at {at} do not read: {fault}")]
+    Unreadable {
+        /// Where the piece starts.
+        at: u64,
+        /// What is wrong with it.
+        fault: ReplicaFault,
+    },
+    /// Live truncation is for a store whose visibility follows confirm (a slave's).
+    #[error("the store does not hold back unconfirmed bytes from its readers")]
+    NotConfirmed,
 }
 
 impl StoreError {

@@ -730,7 +730,7 @@ async fn zero_past_end(
 
 /// Zeroes log bytes `[from, to)` inside the segment holding `from` (the bytes of its page
 /// below `from` are kept), in writes of at most FLUSH_BYTES_MAX, then syncs.
-async fn zero_range(
+pub(crate) async fn zero_range(
     config: &StoreConfig,
     segments: &BTreeMap<u64, Rc<DirectFile>>,
     from: u64,

@@ -36,7 +36,8 @@ use comet_proto::message::{
 
 use crate::append::Appender;
 use crate::commit_log::{to_index, BLANK_BYTES, PADDING_BYTES_MAX};
-use crate::error::{ReplicaFault, StoreError};
+use crate::error::{ReplicaFault, StoreError, TruncateFault};
+use crate::flights::Flights;
 use crate::flush::dispatch_durable;
 use crate::limits::PAGE_BYTES;
 use crate::offset::PhysicalOffset;
@@ -90,8 +91,9 @@ impl<'s> Replica<'s> {
         Replica { shared }
     }
 
-    /// Whole records of the durable log from `position`, a record boundary or segment
-    /// start, at most `max_bytes` of them (see the module docs).
+    /// Whole records of the written log from `position`, a record boundary or segment
+    /// start, at most `max_bytes` of them (see the module docs). Bytes not yet durable
+    /// come from memory, where they stay until a flush writes them.
     pub(crate) async fn read_log(
         &self,
         position: u64,
@@ -103,14 +105,14 @@ impl<'s> Replica<'s> {
             if position < oldest {
                 return Err(StoreError::BelowRetention { position, oldest });
             }
-            if position > log.durable {
-                return Err(StoreError::NotDurable {
+            if position > log.write {
+                return Err(StoreError::NotWritten {
                     position,
-                    durable: log.durable,
+                    written: log.write,
                 });
             }
             let segment_end = log.segment_start(position) + log.segment_bytes;
-            let available = log.durable.min(segment_end) - position;
+            let available = log.write.min(segment_end) - position;
             // At least a header, so a record larger than `max_bytes` can tell its size.
             let wanted = to_index(available.min(max_bytes.max(8) as u64));
             let cached = if wanted == 0 {
@@ -121,10 +123,15 @@ impl<'s> Replica<'s> {
             let source = match cached {
                 Some(bytes) => Source::Cache(bytes),
                 None => {
+                    // Evicted bytes are durable (the cache keeps what no flush wrote), and
+                    // the disk holds nothing past the durable end to read.
+                    let on_disk = log.durable.min(segment_end).saturating_sub(position);
+                    assert!(on_disk > 0, "bytes not yet durable stay cached");
                     let (start, file) = log.segment_of(position).ok_or_else(|| {
                         StoreError::corrupt(&log.dir, format!("no segment holds {position}"))
                     })?;
-                    Source::Disk(file, position - start, wanted)
+                    let length = wanted.min(to_index(on_disk));
+                    Source::Disk(file, position - start, length)
                 }
             };
             (segment_end, source)
@@ -194,6 +201,138 @@ impl<'s> Replica<'s> {
     /// closed or abandoned: the caller re-checks and finds out).
     pub(crate) fn wait_durable_beyond(&self, position: u64) -> DurableBeyond {
         DurableBeyond {
+            shared: Rc::clone(self.shared),
+            position,
+        }
+    }
+
+    /// Takes back the bytes past `to` that consumers cannot have seen (see
+    /// [`Store::truncate_unconfirmed`](crate::Store::truncate_unconfirmed)). Returns the
+    /// number of bytes taken back.
+    pub(crate) async fn truncate_unconfirmed(&self, to: u64) -> Result<u64, StoreError> {
+        let refused = |fault| StoreError::TruncateRefused {
+            position: to,
+            fault,
+        };
+        if !self.shared.config.visible_after_confirm {
+            return Err(refused(TruncateFault::NotConfirmed));
+        }
+        let written = self.shared.log.borrow().write;
+        if to > written {
+            return Err(StoreError::NotWritten {
+                position: to,
+                written,
+            });
+        }
+        if to == written {
+            return Ok(0);
+        }
+        self.check_tail(to, written).map_err(refused)?;
+        // Everything written is made durable first: no flush is then in flight, and the
+        // tail is on disk to read back and to zero.
+        let appender = Appender::new(self.shared);
+        appender.wait_durable(written).await?;
+        let (file, segment_start, segments) = {
+            let log = self.shared.log.borrow();
+            let (segment_start, file) = log
+                .segment_of(to)
+                .ok_or_else(|| StoreError::corrupt(&log.dir, format!("no segment holds {to}")))?;
+            (file, segment_start, log.segments.clone())
+        };
+        let tail = file
+            .read_at(to - segment_start, to_index(written - to))
+            .await?;
+        let rollback = self.queue_rollback(to, &tail)?;
+        let page_start = crate::commit_log::align_down(to);
+        let tail_page = file
+            .read_at(page_start - segment_start, to_index(to - page_start))
+            .await?;
+        crate::recovery::zero_range(&self.shared.config, &segments, to, written).await?;
+        let now_written = self.shared.log.borrow().write;
+        if now_written != written || self.shared.flights.borrow().busy() {
+            return Err(refused(TruncateFault::Moved {
+                expected: written,
+                written: now_written,
+            }));
+        }
+        self.check_tail(to, written).map_err(refused)?;
+        self.shared.log.borrow_mut().truncate_tail(to, &tail_page);
+        let max = self.shared.flights.borrow().max;
+        *self.shared.flights.borrow_mut() = Flights::new(to, max);
+        let mut queues = self.shared.queues.borrow_mut();
+        for ((topic, queue_id), next_offset) in rollback {
+            if let Some(queue) = queues.get_mut(&topic).and_then(|q| q.get_mut(&queue_id)) {
+                queue.next_offset = next_offset.max(queue.consume_queue.max_offset());
+            }
+        }
+        Ok(written - to)
+    }
+
+    /// Whether `[to, written)` may be taken back live: nothing of it visible, all of it
+    /// in the segment being written.
+    fn check_tail(&self, to: u64, written: u64) -> Result<(), TruncateFault> {
+        let log = self.shared.log.borrow();
+        let visible = log.dispatched.max(self.shared.confirmed.get());
+        if to < visible {
+            return Err(TruncateFault::Visible { visible });
+        }
+        let segment_end = log.segment_start(to) + log.segment_bytes;
+        if written > segment_end || log.segment_start(written) != log.segment_start(to) {
+            return Err(TruncateFault::AcrossSegments { segment_end });
+        }
+        Ok(())
+    }
+
+    /// The next offset each queue returns to once the records in `tail` (log bytes from
+    /// `to`) are taken back: the first offset one of them took. Checks every piece, so `to`
+    /// is proven a record boundary.
+    fn queue_rollback(
+        &self,
+        to: u64,
+        tail: &[u8],
+    ) -> Result<HashMap<(String, i32), u64>, StoreError> {
+        let config = &self.shared.config;
+        let segment_end = {
+            let log = self.shared.log.borrow();
+            log.segment_start(to) + log.segment_bytes
+        };
+        let mut first_offsets: HashMap<(String, i32), u64> = HashMap::new();
+        let mut at = 0usize;
+        while at < tail.len() {
+            let here = to + at as u64;
+            let fault = |fault| StoreError::TruncateRefused {
+                position: to,
+                fault: TruncateFault::Unreadable { at: here, fault },
+            };
+            let rest = &tail[at..];
+            let size = match check_piece(rest, here, segment_end).map_err(fault)? {
+                PieceKind::EndMarker => rest.len(),
+                PieceKind::Padding(size) => size,
+                PieceKind::Record(size) => {
+                    let view =
+                        check_record(&rest[..size], PhysicalOffset::new(config.log_id, here))
+                            .map_err(fault)?;
+                    let transaction = view.sysflag() & TRANSACTION_TYPE_MASK;
+                    let takes_offset = transaction != TRANSACTION_PREPARED
+                        && transaction != TRANSACTION_ROLLBACK
+                        && config.owns(view.topic(), view.queue_id());
+                    if let (true, Ok(offset)) = (takes_offset, u64::try_from(view.queue_offset())) {
+                        first_offsets
+                            .entry((view.topic().to_string(), view.queue_id()))
+                            .and_modify(|first| *first = (*first).min(offset))
+                            .or_insert(offset);
+                    }
+                    size
+                }
+            };
+            at += size;
+        }
+        Ok(first_offsets)
+    }
+
+    /// Resolves once the written end is past `position`, or the store stopped.
+    pub(crate) fn wait_written_beyond(&self, position: u64) -> WrittenBeyond {
+        WrittenBeyond {
             shared: Rc::clone(self.shared),
             position,
         }
@@ -320,6 +459,27 @@ impl Future for DurableBeyond {
         shared
             .durable_waiters
             .register(self.position.saturating_add(1), cx.waker());
+        shared.closing.register(cx.waker());
+        Poll::Pending
+    }
+}
+
+/// See [`Store::wait_written_beyond`](crate::Store::wait_written_beyond).
+pub struct WrittenBeyond {
+    shared: Rc<Shared>,
+    position: u64,
+}
+
+impl Future for WrittenBeyond {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let shared = &self.shared;
+        let stopped = shared.closed.get() || shared.failure.borrow().is_some();
+        if stopped || shared.log.borrow().write > self.position {
+            return Poll::Ready(());
+        }
+        shared.appended.register(cx.waker());
         shared.closing.register(cx.waker());
         Poll::Pending
     }

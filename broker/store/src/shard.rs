@@ -76,6 +76,8 @@ pub(crate) struct Shared {
     pub(crate) handles: Cell<usize>,
     pub(crate) durable_waiters: PositionWaiters,
     pub(crate) flush_wanted: WakerList,
+    /// Woken by every append: a master's replication senders stream written bytes.
+    pub(crate) appended: WakerList,
     /// The index linker, waiting for unlinked entries.
     pub(crate) index_pushed: WakerList,
     /// The disk dispatcher: visible records wait that the cache no longer holds.
@@ -150,6 +152,7 @@ impl Shared {
             handles: Cell::new(1),
             durable_waiters: PositionWaiters::default(),
             flush_wanted: WakerList::default(),
+            appended: WakerList::default(),
             index_pushed: WakerList::default(),
             dispatch_lagging: WakerList::default(),
             spare_ready: WakerList::default(),
@@ -178,6 +181,7 @@ impl Shared {
         self.lock_file.borrow_mut().take();
         self.durable_waiters.wake_all();
         self.flush_wanted.wake_all();
+        self.appended.wake_all();
         self.index_pushed.wake_all();
         self.dispatch_lagging.wake_all();
         self.spare_ready.wake_all();

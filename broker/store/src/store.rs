@@ -33,7 +33,7 @@ use crate::maintenance::{drop_gone_entries, run_index_linker, run_maintenance};
 use crate::offset::{PhysicalOffset, QueueOffset};
 use crate::orphan::{AdoptedLogs, Orphans};
 use crate::read::{GetResult, MessageFilter, MessageWait, ReadPath, TimeBoundary};
-use crate::replica::{DurableBeyond, LogChunk, Replica};
+use crate::replica::{DurableBeyond, LogChunk, Replica, WrittenBeyond};
 use crate::retention::{run_retention, Retention};
 use crate::shard::Shared;
 use crate::warm::run_warmer;
@@ -267,9 +267,11 @@ impl Store {
 
     /// Master side of replication: raw bytes of this store's own commit log from
     /// `position` (a record boundary or a segment start), whole records of one segment, at
-    /// most `max_bytes` of them, never past the durable end; a segment's end marker
-    /// travels as its 8 bytes and the chunk then ends at the segment's end. Served from the
-    /// read cache when it holds them, else read from disk and verified.
+    /// most `max_bytes` of them, up to the written end (bytes not yet durable included: a
+    /// slave's group commit then runs while this store's does; see
+    /// docs/architecture.md#replication); a segment's end marker travels as its 8 bytes and
+    /// the chunk then ends at the segment's end. Served from the read cache when it holds
+    /// them, else read from disk and verified.
     /// [`StoreError::BelowRetention`] names the oldest retained segment start when
     /// `position` was deleted.
     pub async fn read_log(&self, position: u64, max_bytes: usize) -> Result<LogChunk, StoreError> {
@@ -302,6 +304,26 @@ impl Store {
     /// possible; callers re-check [`Store::durable_position`].
     pub fn wait_durable_beyond(&self, position: u64) -> DurableBeyond {
         Replica::new(&self.shared).wait_durable_beyond(position)
+    }
+
+    /// Resolves once this store's commit log is written past `position` (an append), or the
+    /// store failed or began to close: a master's replication sender streams written bytes.
+    /// Spurious completion is possible; callers re-check [`Store::written_position`].
+    pub fn wait_written_beyond(&self, position: u64) -> WrittenBeyond {
+        Replica::new(&self.shared).wait_written_beyond(position)
+    }
+
+    /// Slave side of replication: takes back the written bytes past `to`, which no reader
+    /// can have seen (a store opened with [`StoreConfig::visible_after_confirm`] shows only
+    /// confirmed bytes), so a slave that holds bytes its restarted master lost follows
+    /// again without a restart. Makes the written log durable first, checks that every
+    /// record past `to` reads (so `to` is a record boundary), zeroes them on disk, and
+    /// returns their queues' next offsets to the first offset they took. Refused with
+    /// [`StoreError::TruncateRefused`] when bytes past `to` are visible or the tail reaches
+    /// into another segment: a restart with [`StoreConfig::truncate_log_to`] does those.
+    /// Returns the number of bytes taken back.
+    pub async fn truncate_unconfirmed(&self, to: u64) -> Result<u64, StoreError> {
+        Replica::new(&self.shared).truncate_unconfirmed(to).await
     }
 
     /// SYNC_MASTER: the slaves hold this store's log durably up to `position`. Under

@@ -131,7 +131,7 @@ fn read_log_returns_whole_records_from_cache_and_disk() {
     });
 }
 
-// Proves read_log refuses a position that is not a record boundary, one past the durable
+// Proves read_log refuses a position that is not a record boundary, one past the written
 // end, and one below the oldest retained segment with the segment start to copy from.
 #[test]
 fn read_log_refuses_bad_positions() {
@@ -147,9 +147,9 @@ fn read_log_refuses_bad_positions() {
             inside,
             Err(StoreError::NotRecordBoundary { position: 13 })
         ));
-        let durable = store.durable_position();
-        let past = store.read_log(durable + 1, 1 << 20).await;
-        assert!(matches!(past, Err(StoreError::NotDurable { .. })));
+        let written = store.written_position();
+        let past = store.read_log(written + 1, 1 << 20).await;
+        assert!(matches!(past, Err(StoreError::NotWritten { .. })));
 
         let hour_ms = i64::from(config.delete_when_hour) * 3_600_000;
         let now = comet_rt::clock::wall_clock_ms();
@@ -761,6 +761,104 @@ fn stream_a_log_across_a_slave_restart() {
         assert!(end > 3 * SEGMENT_BYTES, "several segments");
         assert_same(&master, &slave, "Stream", QUEUES, TAGS).await;
         master.shutdown().await.expect("shutdown");
+        slave.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves a slave takes back a tail its readers never saw without a restart: the bytes past
+// the confirmed position go, their queues' next offsets return, another master's bytes
+// then land at the same positions, and neither a crash right after the truncation nor a
+// clean reopen brings the old tail back. Visible bytes and a position inside a record are
+// refused.
+#[test]
+fn truncate_unconfirmed_takes_back_an_unseen_tail() {
+    let dir = TempDir::new("repl-live-truncate");
+    let mut slave_config = small_config(&dir.path().join("s"));
+    slave_config.visible_after_confirm = true;
+    let first_master = small_config(&dir.path().join("m1"));
+    let second_master = small_config(&dir.path().join("m2"));
+    let kept_end = run(async {
+        let master = Store::open(first_master).await.expect("master");
+        let slave = Store::open(slave_config.clone()).await.expect("slave");
+        fill(&master, "Live", 2, 0..10, 300).await;
+        let kept_end = copy_log(&master, &slave, 0, 4096).await;
+        slave.wait_durable(kept_end).await.expect("durable");
+        slave.confirm(kept_end);
+        fill(&master, "Live", 2, 10..30, 300).await;
+        let tail_end = copy_log(&master, &slave, kept_end, 4096).await;
+        slave.wait_durable(tail_end).await.expect("durable");
+        assert_eq!(
+            slave.max_offset("Live", 0),
+            QueueOffset(5),
+            "tail not confirmed"
+        );
+
+        let inside = slave.truncate_unconfirmed(kept_end + 5).await;
+        assert!(
+            matches!(
+                inside,
+                Err(StoreError::TruncateRefused {
+                    fault: TruncateFault::Unreadable { .. },
+                    ..
+                })
+            ),
+            "{inside:?}"
+        );
+        let seen = slave.truncate_unconfirmed(kept_end - 1).await;
+        assert!(
+            matches!(
+                seen,
+                Err(StoreError::TruncateRefused {
+                    fault: TruncateFault::Visible { .. },
+                    ..
+                })
+            ),
+            "{seen:?}"
+        );
+        assert_eq!(
+            slave.written_position(),
+            tail_end,
+            "refusals change nothing"
+        );
+        let dropped = slave
+            .truncate_unconfirmed(kept_end)
+            .await
+            .expect("truncate");
+        assert_eq!(dropped, tail_end - kept_end);
+        assert_eq!(slave.written_position(), kept_end);
+        assert_eq!(slave.durable_position(), kept_end);
+        master.shutdown().await.expect("shutdown");
+        drop(slave); // a crash right after the truncation
+        kept_end
+    });
+    run(async {
+        let slave = Store::open(slave_config.clone()).await.expect("reopen");
+        assert_eq!(
+            slave.written_position(),
+            kept_end,
+            "the old tail stays gone"
+        );
+        // Another master with the same first ten records, then others: its bytes land.
+        let master = Store::open(second_master).await.expect("master");
+        fill(&master, "Live", 2, 0..10, 300).await;
+        assert_eq!(master.written_position(), kept_end, "same shape");
+        fill(&master, "Live", 2, 100..106, 700).await;
+        let end = copy_log(&master, &slave, kept_end, 4096).await;
+        slave.wait_durable(end).await.expect("durable");
+        slave.confirm(end);
+        let got = slave
+            .get_messages("Live", 0, QueueOffset(5), 10, 1 << 20, MessageFilter::All)
+            .await
+            .expect("get");
+        let tags: Vec<u64> = got.records.iter().map(|r| body_tag(r)).collect();
+        assert_eq!(tags, vec![100, 102, 104], "the new master's records follow");
+        master.shutdown().await.expect("shutdown");
+        slave.shutdown().await.expect("shutdown");
+    });
+    run(async {
+        let slave = Store::open(slave_config).await.expect("reopen");
+        assert_eq!(slave.max_offset("Live", 0), QueueOffset(8));
+        assert_eq!(slave.max_offset("Live", 1), QueueOffset(8));
         slave.shutdown().await.expect("shutdown");
     });
 }
