@@ -47,6 +47,7 @@ pub mod message_id;
 pub mod names;
 mod pairs;
 pub mod properties;
+pub mod sql92;
 
 pub use bytes;
 pub use code::{LanguageCode, RequestCode, ResponseCode};
