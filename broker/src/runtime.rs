@@ -525,8 +525,12 @@ async fn open_store(
         config.reset_log_to = pending.reset_log_to;
     }
     // A SYNC_MASTER's consumers see only what the in-sync slaves hold (see
-    // crate::replication::sync_master).
-    config.visible_after_confirm = broker_config.broker_role == BrokerRole::SyncMaster;
+    // crate::replication::sync_master); a slave's only what its master confirmed, since it
+    // may hold bytes its master never made durable (see crate::replication::receiver).
+    config.visible_after_confirm = matches!(
+        broker_config.broker_role,
+        BrokerRole::SyncMaster | BrokerRole::Slave
+    );
     Store::open(config).await.map_err(RunError::during(
         FatalReason::StorageIo,
         format!("store {index}"),

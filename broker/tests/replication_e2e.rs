@@ -218,6 +218,7 @@ fn master_streams_its_logs_to_a_slave() {
         log_id: 0,
         written: 1 << 40,
         durable: 0,
+        confirm: 0,
     };
     let mut encoded = comet_proto::bytes::BytesMut::new();
     wire::encode(&Frame::Ack(ack), &mut encoded).unwrap();

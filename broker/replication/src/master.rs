@@ -330,6 +330,14 @@ pub enum AckError {
         /// The end of what was sent.
         sent: u64,
     },
+    /// A confirm position the master never sent.
+    #[error("ack confirm {confirm} beyond the {sent} sent")]
+    ConfirmBeyondSent {
+        /// Confirm claimed.
+        confirm: u64,
+        /// The highest confirm position sent.
+        sent: u64,
+    },
     /// A position moving backwards.
     #[error("ack {what} went back from {previous} to {found}")]
     Backwards {
@@ -358,6 +366,10 @@ pub struct AckProgress {
     pub durable: u64,
     /// Whether durable moved.
     pub durable_advanced: bool,
+    /// How far the slave shows its log to consumers: its durable end, capped by the
+    /// highest confirm position it has received. A SYNC_MASTER send is answered SEND_OK
+    /// once this covers it (see `sync_wait`).
+    pub visible: u64,
 }
 
 /// The master's state of one followed log in one session (see the module docs).
@@ -596,6 +608,12 @@ impl Sender {
                 found: ack.durable,
             });
         }
+        if ack.confirm > self.confirm_sent {
+            return Err(AckError::ConfirmBeyondSent {
+                confirm: ack.confirm,
+                sent: self.confirm_sent,
+            });
+        }
         let durable_advanced = ack.durable > self.acked_durable;
         self.acked_written = ack.written;
         self.acked_durable = ack.durable;
@@ -604,6 +622,7 @@ impl Sender {
             written: ack.written,
             durable: ack.durable,
             durable_advanced,
+            visible: ack.durable.min(ack.confirm),
         })
     }
 }
@@ -859,6 +878,7 @@ mod tests {
                     log_id: 0,
                     written: 3000,
                     durable: 1000,
+                    confirm: 0,
                 },
                 now,
             )
@@ -881,6 +901,7 @@ mod tests {
                     log_id: 0,
                     written: 4096,
                     durable: 4096,
+                    confirm: 0,
                 },
                 now,
             )
@@ -951,6 +972,7 @@ mod tests {
                     log_id: 0,
                     written: 200,
                     durable: 0,
+                    confirm: 0,
                 },
                 now,
             )
@@ -994,6 +1016,7 @@ mod tests {
             log_id: 0,
             written,
             durable,
+            confirm: 0,
         };
         assert_eq!(
             sender.on_ack(&ack(1001, 0), now),
@@ -1011,7 +1034,8 @@ mod tests {
                 &Ack {
                     log_id: 4,
                     written: 0,
-                    durable: 0
+                    durable: 0,
+                    confirm: 0,
                 },
                 now
             ),
@@ -1079,7 +1103,8 @@ mod tests {
                 &Ack {
                     log_id: 2,
                     written: 8193,
-                    durable: 0
+                    durable: 0,
+                    confirm: 0,
                 },
                 now
             )

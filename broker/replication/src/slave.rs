@@ -181,7 +181,7 @@ pub struct Receiver {
     durable: u64,
     confirm: u64,
     following: bool,
-    acked: Option<(u64, u64, Instant)>,
+    acked: Option<Acked>,
     highest_epoch_seen: Option<Epoch>,
 }
 
@@ -422,23 +422,39 @@ impl Receiver {
     pub fn ack_due(&self, now: Instant, interval: Duration) -> bool {
         match self.acked {
             None => true,
-            Some((written, durable, at)) => {
-                written != self.written
-                    || durable != self.durable
-                    || now.saturating_duration_since(at) >= interval
+            Some(acked) => {
+                acked.written != self.written
+                    || acked.durable != self.durable
+                    || acked.confirm != self.confirm
+                    || now.saturating_duration_since(acked.at) >= interval
             }
         }
     }
 
     /// The Ack to send now (recorded for [`Receiver::ack_due`]).
     pub fn ack(&mut self, now: Instant) -> Ack {
-        self.acked = Some((self.written, self.durable, now));
+        self.acked = Some(Acked {
+            written: self.written,
+            durable: self.durable,
+            confirm: self.confirm,
+            at: now,
+        });
         Ack {
             log_id: self.log_id,
             written: self.written,
             durable: self.durable,
+            confirm: self.confirm,
         }
     }
+}
+
+/// What the last Ack said, and when.
+#[derive(Clone, Copy, Debug)]
+struct Acked {
+    written: u64,
+    durable: u64,
+    confirm: u64,
+    at: Instant,
 }
 
 #[cfg(test)]
@@ -692,7 +708,8 @@ mod tests {
             Ack {
                 log_id: 0,
                 written: 0,
-                durable: 0
+                durable: 0,
+                confirm: 0
             }
         );
         assert!(!receiver.ack_due(now, interval));
@@ -714,10 +731,24 @@ mod tests {
             Ack {
                 log_id: 0,
                 written: 100,
-                durable: 100
+                durable: 100,
+                confirm: 0
             }
         );
         assert!(!receiver.ack_due(now + Duration::from_secs(4), interval));
         assert!(receiver.ack_due(now + interval, interval), "keep-alive");
+        let beat = Heartbeat {
+            log_id: 0,
+            epoch: 1,
+            written: 100,
+            confirm: 60,
+        };
+        receiver.on_heartbeat(&beat).expect("valid");
+        assert!(receiver.ack_due(now, interval), "confirm moved");
+        assert_eq!(
+            receiver.ack(now).confirm,
+            60,
+            "the master hears what is shown"
+        );
     }
 }

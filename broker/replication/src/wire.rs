@@ -25,7 +25,7 @@
 //!             (1 unknown log; 2 slave has a newer epoch: u32 slave epoch,
 //!             u8 has master epoch, u32 master epoch)
 //!  Data       u8 log, u32 epoch, u64 start, u64 confirm, u32 payload CRC, payload (the rest)
-//!  Ack        u8 log, u64 written, u64 durable
+//!  Ack        u8 log, u64 written, u64 durable, u64 confirm (the highest received)
 //!  Heartbeat  u8 log, u32 epoch, u64 written, u64 confirm
 //!  Close      u16 reason, str detail
 //! ```
@@ -48,7 +48,7 @@ use crate::limits::{
 /// First four bytes of every frame: "CMTR".
 pub const MAGIC: u32 = 0x434D_5452;
 /// The protocol version this crate speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 
 const KIND_HELLO: u8 = 1;
 const KIND_WELCOME: u8 = 2;
@@ -191,6 +191,9 @@ pub struct Ack {
     pub written: u64,
     /// The slave's durable end.
     pub durable: u64,
+    /// The highest confirm position the slave has received (from Data or Heartbeat): a
+    /// SYNC_MASTER send is answered only once its slave can show it to consumers.
+    pub confirm: u64,
 }
 
 /// Master to slave while there is nothing to send: the master is alive and where it is.
@@ -617,6 +620,7 @@ pub fn decode_frame(frame: Bytes) -> Result<Frame, DecodeError> {
             log_id: body.log_id("ack log")?,
             written: body.position("ack written")?,
             durable: body.position("ack durable")?,
+            confirm: body.position("ack confirm")?,
         }),
         KIND_HEARTBEAT => Frame::Heartbeat(Heartbeat {
             log_id: body.log_id("heartbeat log")?,
@@ -919,6 +923,7 @@ pub fn encode(frame: &Frame, dst: &mut BytesMut) -> Result<(), EncodeError> {
             put_log_id(dst, ack.log_id)?;
             put_position(dst, "ack written", ack.written)?;
             put_position(dst, "ack durable", ack.durable)?;
+            put_position(dst, "ack confirm", ack.confirm)?;
             KIND_ACK
         }
         Frame::Heartbeat(heartbeat) => {
@@ -1175,18 +1180,19 @@ mod tests {
             log_id: 3,
             written: 10,
             durable: 9,
+            confirm: 8,
         }));
         assert_eq!(&frame[..4], b"CMTR");
         assert_eq!(frame[4], VERSION);
         assert_eq!(frame[5], KIND_ACK);
         assert_eq!(&frame[6..8], &[0, 0]);
-        assert_eq!(&frame[8..12], &17u32.to_be_bytes());
+        assert_eq!(&frame[8..12], &25u32.to_be_bytes());
         let mut hasher = crc32fast::Hasher::new();
         hasher.update(&frame[..12]);
         hasher.update(&frame[16..]);
         assert_eq!(&frame[12..16], &hasher.finalize().to_be_bytes());
         assert_eq!(frame[16], 3);
-        assert_eq!(frame.len(), 16 + 17);
+        assert_eq!(frame.len(), 16 + 25);
     }
 
     // Proves the incremental decoder waits on every short prefix, then yields the frame
@@ -1228,11 +1234,11 @@ mod tests {
             Err(DecodeError::Version { found: 9 })
         );
         assert_eq!(
-            buffered(b"CMTR\x01\x07"),
+            buffered(b"CMTR\x02\x07"),
             Err(DecodeError::Kind { found: 7 })
         );
         assert!(matches!(
-            buffered(b"CMTR\x01\x03\x00\x00\xff\xff\xff\xff"),
+            buffered(b"CMTR\x02\x03\x00\x00\xff\xff\xff\xff"),
             Err(DecodeError::TooLong { .. })
         ));
         assert_eq!(
@@ -1246,10 +1252,11 @@ mod tests {
             log_id: 0,
             written: 0,
             durable: 0,
+            confirm: 0,
         }));
         let mut bad = good.clone();
-        bad[4] = 2;
-        assert_eq!(buffered(&bad), Err(DecodeError::Version { found: 2 }));
+        bad[4] = 1;
+        assert_eq!(buffered(&bad), Err(DecodeError::Version { found: 1 }));
         let mut bad = good.clone();
         bad[5] = 9;
         assert_eq!(buffered(&bad), Err(DecodeError::Kind { found: 9 }));
@@ -1311,11 +1318,11 @@ mod tests {
             })
         );
         let mut body = vec![1u8];
-        body.extend([0u8; 17]);
+        body.extend([0u8; 25]);
         assert!(matches!(
             decode_frame(framed(KIND_ACK, &body)),
             Err(DecodeError::Trailing {
-                offset: 33,
+                offset: 41,
                 count: 1
             })
         ));
@@ -1508,13 +1515,18 @@ mod tests {
                 .prop_map(|(log_id, epoch, start, confirm, payload)| {
                     Frame::Data(Data::new(log_id, epoch, start, confirm, payload.into()))
                 }),
-            (log.clone(), position.clone(), position.clone()).prop_map(
-                |(log_id, written, durable)| Frame::Ack(Ack {
+            (
+                log.clone(),
+                position.clone(),
+                position.clone(),
+                position.clone()
+            )
+                .prop_map(|(log_id, written, durable, confirm)| Frame::Ack(Ack {
                     log_id,
                     written,
-                    durable
-                })
-            ),
+                    durable,
+                    confirm,
+                })),
             (log, any::<u32>(), position.clone(), position).prop_map(
                 |(log_id, epoch, written, confirm)| Frame::Heartbeat(Heartbeat {
                     log_id,

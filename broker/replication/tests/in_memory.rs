@@ -246,7 +246,7 @@ fn master_step(master: &mut Master, session: &mut MasterSession, wire: &mut Wire
                 Ok(progress) => {
                     master
                         .answered
-                        .extend(master.waiters.on_slave_durable(progress.durable));
+                        .extend(master.waiters.on_slave_durable(progress.visible));
                     master.confirm.advance(master.log.durable, progress.durable);
                 }
                 Err(error) => return close(session, wire, error.close()),
@@ -277,14 +277,15 @@ fn master_step(master: &mut Master, session: &mut MasterSession, wire: &mut Wire
             Err(error) => return close(session, wire, error.close()),
         };
         let bytes = master.log.read(range.position, range.max_bytes);
-        match sender.prepare(bytes, &view, master.confirm.get(), now) {
+        match sender.prepare(bytes, &view, master.log.durable, now) {
             Ok(Prepared::Data(data)) => send(&mut wire.to_slave, Frame::Data(data)),
             Ok(Prepared::NeedMore { .. }) => continue,
             Ok(Prepared::Wait) => break,
             Err(error) => return close(session, wire, error.close()),
         }
     }
-    let confirm = master.confirm.get();
+    // Frames carry the master's durable end: the slave shows what both hold durably.
+    let confirm = master.log.durable;
     if sender.heartbeat_due(now, Duration::from_secs(5), confirm) {
         let beat = sender.heartbeat(&view, confirm, now);
         send(&mut wire.to_slave, Frame::Heartbeat(beat));
@@ -618,6 +619,7 @@ fn garbage_bytes_close_the_stream() {
             log_id: LOG,
             written: 0,
             durable: 0,
+            confirm: 0,
         }),
     );
     wire.to_master[20] ^= 0xFF;
@@ -651,6 +653,7 @@ fn ack_beyond_sent_releases_nothing() {
         log_id: LOG,
         written: master.log.written(),
         durable: master.log.written(),
+        confirm: master.log.written(),
     };
     let mut wire = Wire {
         to_master: BytesMut::new(),

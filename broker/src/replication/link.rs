@@ -197,6 +197,7 @@ mod tests {
             log_id: 1,
             written: 4096,
             durable: 2048,
+            confirm: 1024,
         });
         let close = Frame::Close(Close::new(CloseReason::Shutdown, "bye"));
         let (first, rest) = {

@@ -9,10 +9,16 @@
 //! `Store::wait_durable`). A dropped link is retried with backoff doubling from
 //! [`BACKOFF_MIN`] to [`BACKOFF_MAX`].
 //!
-//! A truncation or a fresh copy the master asks for cannot be applied to an open store: it
-//! is persisted (see `epochs`), replication of the log stops with an error saying a restart
-//! applies it, and the next start opens the store with `truncate_log_to` or `reset_log_to`
-//! before anything is served. A log reset that way starts empty at the master's oldest
+//! The store shows its readers only what the master confirmed (the confirm position of
+//! Data frames and heartbeats: durable on the master and on a slave), because the master
+//! streams bytes before they are durable on it. A master that crashed and restarted may
+//! lack a tail this slave holds; its answer then truncates that tail, which no reader can
+//! have seen, on the open store (`Store::truncate_unconfirmed`). A truncation into bytes
+//! readers may have seen (recovered at this slave's own restart, or a master that lost
+//! durable bytes), or a fresh copy, cannot be applied to an open store: it is persisted
+//! (see `epochs`), replication of the log stops with an error saying a restart applies it,
+//! and the next start opens the store with `truncate_log_to` or `reset_log_to` before
+//! anything is served. A log reset that way starts empty at the master's oldest
 //! retained segment, so the master's next answer (a full copy from there) needs nothing
 //! more and the copy streams in.
 //! Answers that no retry can change (another cluster or broker name, a refused broker id, a
@@ -315,7 +321,17 @@ async fn handshake_and_receive(
         .map_err(|error| ReceiveError::closed(&error.close()))?;
     match instruction {
         Instruction::Continue { .. } => {}
-        Instruction::Truncate { to } => return Err(truncate_at_restart(log, kept, to).await),
+        Instruction::Truncate { to } => match store.truncate_unconfirmed(to).await {
+            Ok(dropped) => log::warn!(
+                "log {log_id}: took back {dropped} unconfirmed bytes from {to} on, which its \
+                 master does not hold"
+            ),
+            Err(StoreError::TruncateRefused { fault, .. }) => {
+                log::warn!("log {log_id}: cannot truncate to {to} while open: {fault}");
+                return Err(truncate_at_restart(log, kept, to).await);
+            }
+            Err(error) => return Err(error.into()),
+        },
         Instruction::Reset { from: 0 } => {
             return Err(truncate_at_restart(log, kept, 0).await);
         }
@@ -515,6 +531,7 @@ async fn receive(
                     let close = Close::new(CloseReason::DataInvalid, detail);
                     return Err(ReceiveError::closed(&close));
                 }
+                log.store.confirm(receiver.borrow().confirm());
                 appended.notify();
             }
             Frame::Heartbeat(heartbeat) => {
@@ -523,6 +540,7 @@ async fn receive(
                     .borrow_mut()
                     .on_heartbeat(&heartbeat)
                     .map_err(|error| ReceiveError::closed(&error.close()))?;
+                log.store.confirm(receiver.borrow().confirm());
                 let after = receiver.borrow().highest_epoch_seen();
                 if after > before {
                     kept.highest_seen = highest(&kept.history, after);

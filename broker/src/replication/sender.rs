@@ -1,19 +1,25 @@
 //! A master's sender: one task per slave session of this shard's log, on this shard.
 //!
 //! It answers the Hello by the divergence rule (`comet_replication::master::answer_log`),
-//! then streams the durable log from where the slave resumes (`Store::read_log`), at most a
-//! window of unacknowledged bytes, with a heartbeat on an idle link. A reader task takes the
-//! slave's Acks; each goes through `Sender::on_ack`, which closes the stream on an ack
-//! beyond what was sent, and updates the session's [`FollowerProgress`] in the shard's
-//! [`ReplicationState`](super::ReplicationState), where SYNC_MASTER waits and the admin
-//! figures read it. A slave silent for `haHousekeepingInterval` is dropped.
+//! then streams the written log from where the slave resumes (`Store::read_log`), at most a
+//! window of unacknowledged bytes, with a heartbeat on an idle link. Written, not durable:
+//! the slave's group commit then runs while the master's does, and a send waits for the
+//! slower of the two instead of both in turn (docs/architecture.md#replication). A reader
+//! task takes the slave's Acks; each goes through `Sender::on_ack`, which closes the stream
+//! on an ack beyond what was sent, and updates the session's [`FollowerProgress`] in the
+//! shard's [`ReplicationState`](super::ReplicationState), where the confirm task and the
+//! admin figures read it. A slave silent for `haHousekeepingInterval` is dropped.
+//!
+//! Every frame carries the master's durable end as the confirm position: the slave shows
+//! its consumers what both hold durably. A SYNC_MASTER send is answered SEND_OK once an
+//! Ack says the slave shows it (durable there and a confirm received that covers it), so a
+//! slave that outlives its master shows every message a producer was told SEND_OK for.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
 use comet_replication::master::{answer_log, MasterLog, Prepared, Sender, SenderConfig};
-use comet_replication::sync_wait::ConfirmPosition;
 use comet_replication::wire::{
     Close, CloseReason, Frame, Hello, LogAnswer, LogState, LogWelcome, Welcome,
 };
@@ -102,13 +108,13 @@ async fn run(broker: Rc<ShardBroker>, stream: Stream, hello: Hello, buffered: Ve
     stream.shutdown();
 }
 
-/// The master's view of its log now: only durable bytes are sent.
+/// The master's view of its log now: every written byte may be sent.
 fn with_master_log<T>(broker: &ShardBroker, work: impl FnOnce(&MasterLog<'_>) -> T) -> T {
     let epochs = broker.replication.epochs.borrow();
     let view = MasterLog {
         log_id: broker.replication.log_id,
         epochs: &epochs,
-        written: broker.store.durable_position(),
+        written: broker.store.written_position(),
         oldest: broker.store.min_position(),
     };
     work(&view)
@@ -194,7 +200,6 @@ async fn stream_log(
     let config = broker.config.snapshot();
     let heartbeat_interval = config.ha_heartbeat_interval();
     let slave_timeout = config.ha_slave_timeout();
-    let mut confirm = ConfirmPosition::new(broker.store.durable_position());
     loop {
         let ended = session.ended.borrow_mut().take();
         if let Some((close, error)) = ended {
@@ -216,8 +221,7 @@ async fn stream_log(
             link::close(stream, close.clone()).await;
             return Err(SessionError::closed(&close));
         }
-        let acked_durable = session.sender.borrow().acked_durable();
-        let confirmed = confirm.advance(broker.store.durable_position(), acked_durable);
+        let confirmed = broker.store.durable_position();
         let next = with_master_log(broker, |view| session.sender.borrow().next_send(view));
         let range = match next {
             Err(error) => return close_for(stream, error.close()).await,
@@ -271,21 +275,26 @@ async fn close_for(stream: &Stream, close: Close) -> Result<(), SessionError> {
     Err(error)
 }
 
-/// Waits for an Ack (the window may open), for newly durable bytes, or at most until a
-/// heartbeat may be due.
+/// Waits for an Ack (the window may open), for an append (bytes to send), for a group
+/// commit (the confirm position may move), or at most until a heartbeat may be due.
 async fn wait_for_work(broker: &ShardBroker, session: &Session, heartbeat_interval: Duration) {
     let store = &broker.store;
     let durable = store.durable_position();
+    let written = store.written_position();
     let next = session.sender.borrow().next_position();
     let limit = heartbeat_interval.min(Duration::from_millis(100));
-    if next < durable {
+    let flushed = store.wait_durable_beyond(durable);
+    if next < written {
         // Bytes to send, but the window is full: an Ack opens it.
-        race(session.woken.notified(), sleep(limit)).await;
+        race(session.woken.notified(), race(flushed, sleep(limit))).await;
         return;
     }
-    // Nothing to send: the next group commit (or an Ack, or the heartbeat) wakes it.
-    let flushed = store.wait_durable_beyond(durable);
-    race(session.woken.notified(), race(flushed, sleep(limit))).await;
+    let appended = store.wait_written_beyond(written);
+    race(
+        session.woken.notified(),
+        race(appended, race(flushed, sleep(limit))),
+    )
+    .await;
 }
 
 /// The ack reader: every Ack goes through the Sender; the session's progress is published.
@@ -328,7 +337,7 @@ async fn read_acks(broker: Rc<ShardBroker>, mut reader: FrameReader, session: Rc
                 broker
                     .replication
                     .sample_written(now, broker.store.written_position());
-                broker.replication.on_slave_durable(progress.durable);
+                broker.replication.on_slave_durable(progress.visible);
                 broker.replication.acks.wake_all();
                 session.woken.notify();
             }
