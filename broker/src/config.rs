@@ -207,6 +207,7 @@ mod tests {
         ("brokerIP2", "10.9.8.7"),
         ("haMasterAddress", "10.0.0.5:10912"),
         ("slaveReadEnable", "true"),
+        ("enablePropertyFilter", "true"),
         ("accessMessageInMemoryMaxRatio", "25"),
         ("haMaxGapNotInSync", "1048576"),
         ("haSendHeartbeatInterval", "1000"),

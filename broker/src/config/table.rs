@@ -74,6 +74,11 @@ comet_proto::config_table! {
         doc: "Whether a master suggests its slave to a consumer far behind (brokerId 1).",
         parse: parse_bool, show: ToString::to_string,
     },
+    enable_property_filter: bool = false => {
+        key: "enablePropertyFilter", unit: "", applies: Live,
+        doc: "Whether consumers may subscribe with SQL92 selectors over message properties.",
+        parse: parse_bool, show: ToString::to_string,
+    },
     /// Java's `accessMessageInMemoryMaxRatio`: the share of the machine's memory past which
     /// a consumer's backlog is no longer in memory.
     access_message_in_memory_max_ratio_percent: u8 = 40 => {

@@ -266,8 +266,10 @@ pub fn unlock_batch(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     RemotingCommand::response_to(request, ResponseCode::SUCCESS)
 }
 
-/// CHECK_CLIENT_CONFIG (46): only TAG subscriptions are supported.
-pub fn check_client_config(request: &RemotingCommand) -> RemotingCommand {
+/// CHECK_CLIENT_CONFIG (46), as Java's `ClientManageProcessor.checkClientConfig`: TAG is
+/// always fine; another type needs `enablePropertyFilter`, then must compile
+/// (docs/protocol.md#sql92-property-filters).
+pub fn check_client_config(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let body = match CheckClientRequestBody::decode(&request.body) {
         Ok(body) => body,
         Err(e) => {
@@ -278,14 +280,33 @@ pub fn check_client_config(request: &RemotingCommand) -> RemotingCommand {
             )
         }
     };
-    let expression_type = Some(body.subscription_data.expression_type.as_str());
-    if comet_proto::filter::is_tag_type(expression_type) {
-        RemotingCommand::response_to(request, ResponseCode::SUCCESS)
-    } else {
-        error(
-            request,
-            ResponseCode::SYSTEM_ERROR,
-            "the broker does not support consumer to filter message by SQL92",
-        )
+    let subscription = &body.subscription_data;
+    let expression_type = subscription.expression_type.as_str();
+    if comet_proto::filter::is_tag_type(Some(expression_type)) {
+        return RemotingCommand::response_to(request, ResponseCode::SUCCESS);
+    }
+    if !broker.config().enable_property_filter {
+        let remark =
+            format!("The broker does not support consumer to filter message by {expression_type}");
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    }
+    if expression_type != comet_proto::filter::EXPRESSION_TYPE_SQL92 {
+        let remark = format!("no filter for expression type {expression_type}");
+        return error(request, ResponseCode::SUBSCRIPTION_PARSE_FAILED, remark);
+    }
+    match comet_proto::sql92::Selector::compile(&subscription.sub_string) {
+        Ok(_) => RemotingCommand::response_to(request, ResponseCode::SUCCESS),
+        Err(e) => {
+            log::warn!(
+                "client {}@{} subscribes with a selector that does not compile: {e}",
+                body.client_id,
+                body.group
+            );
+            error(
+                request,
+                ResponseCode::SUBSCRIPTION_PARSE_FAILED,
+                e.to_string(),
+            )
+        }
     }
 }

@@ -264,7 +264,7 @@ pub async fn handle_local(
         GET_CONSUMER_LIST_BY_GROUP => client::consumer_list(broker, &request),
         LOCK_BATCH_MQ => client::lock_batch(broker, &request),
         UNLOCK_BATCH_MQ => client::unlock_batch(broker, &request),
-        CHECK_CLIENT_CONFIG => client::check_client_config(&request),
+        CHECK_CLIENT_CONFIG => client::check_client_config(broker, &request),
         UPDATE_AND_CREATE_TOPIC => persisted(broker, admin::create_topic(broker, &request)).await,
         DELETE_TOPIC_IN_BROKER => persisted(broker, admin::delete_topic(broker, &request)).await,
         GET_ALL_TOPIC_CONFIG => admin::all_topic_config(broker, &request),

@@ -5,7 +5,12 @@
 //! waits on the store's arrival notifier for the queue (woken by the dispatch of the next
 //! durable record) or until `suspendTimeoutMillis`, then runs once more and answers, so a
 //! tailing consumer sees a message within the flush that made it durable.
+//!
+//! Filters: a TAG subscription filters on the consume queue's tag codes and reads only the
+//! records it keeps; a SQL92 one (docs/protocol.md#sql92-property-filters) reads the
+//! candidate records and keeps those whose properties its compiled selector matches.
 
+use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -13,6 +18,8 @@ use comet_proto::bytes::{Bytes, BytesMut};
 use comet_proto::filter::TagSubscription;
 use comet_proto::flags::pull as pull_sys_flag;
 use comet_proto::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
+use comet_proto::message::RecordView;
+use comet_proto::sql92::Selector;
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 use comet_rt::task_class::timeout;
 use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset, StoreError};
@@ -29,6 +36,17 @@ pub const PULL_BYTES_DEFAULT: usize = 256 * 1024;
 pub const PULL_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Largest message count a client may ask for.
 pub const PULL_MESSAGES_MAX: usize = 1024;
+/// Most store reads one SQL92 pull makes while none of the records read matches; past it
+/// the pull answers NO_MATCHED_MESSAGE with the offset reached and the client asks again.
+pub const SQL_READ_ROUNDS_MAX: usize = 16;
+
+/// What a pull filters by.
+enum PullFilter {
+    /// Tag codes on the consume queue.
+    Tag(TagSubscription),
+    /// A compiled SQL92 selector over each record's properties.
+    Sql(Rc<Selector>),
+}
 
 use super::error;
 
@@ -38,8 +56,8 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
         Ok(header) => header,
         Err(e) => return error(&request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    let subscription = match check(broker, &request, &header) {
-        Ok(subscription) => subscription,
+    let filter = match check(broker, &request, &header) {
+        Ok(filter) => filter,
         Err(response) => return response,
     };
     let reset = broker.offsets().borrow_mut().take_reset(
@@ -58,7 +76,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
             header.commit_offset,
         );
     }
-    let mut result = match read(broker, &header, &subscription).await {
+    let mut result = match read(broker, &header, &filter).await {
         Ok(result) => result,
         Err(failure) => return error(&request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
@@ -73,7 +91,7 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
                 .wait_for_message(&header.topic, header.queue_id, offset),
         )
         .await;
-        result = match read(broker, &header, &subscription).await {
+        result = match read(broker, &header, &filter).await {
             Ok(result) => result,
             Err(failure) => {
                 return error(&request, ResponseCode::SYSTEM_ERROR, failure.to_string())
@@ -230,7 +248,7 @@ fn check(
     broker: &ShardBroker,
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,
-) -> Result<TagSubscription, RemotingCommand> {
+) -> Result<PullFilter, RemotingCommand> {
     if !perm::is_readable(broker.config().broker_permission) {
         return Err(error(
             request,
@@ -286,16 +304,23 @@ fn subscription_of(
     broker: &ShardBroker,
     request: &RemotingCommand,
     header: &PullMessageRequestHeader,
-) -> Result<TagSubscription, RemotingCommand> {
+) -> Result<PullFilter, RemotingCommand> {
     if header.sys_flag & pull_sys_flag::SUBSCRIPTION != 0 {
-        if !comet_proto::filter::is_tag_type(header.expression_type.as_deref()) {
+        let expression = header.subscription.as_deref().unwrap_or("");
+        let kind = header.expression_type.as_deref();
+        if comet_proto::filter::is_tag_type(kind) {
+            return Ok(PullFilter::Tag(TagSubscription::parse(Some(expression))));
+        }
+        let Ok(selector) = compile(header, kind, expression) else {
+            // Java's broker would pass every message here (its filter data stays empty);
+            // refusing as its own parse failure does is the safer reading.
             return Err(error(
                 request,
                 ResponseCode::SUBSCRIPTION_PARSE_FAILED,
-                "only TAG expressions are supported",
+                "parse the consumer's subscription failed",
             ));
-        }
-        return Ok(TagSubscription::parse(header.subscription.as_deref()));
+        };
+        return sql_allowed(broker, request, selector);
     }
     let clients = broker.clients();
     let Some(group) = clients.consumer_group(&header.consumer_group) else {
@@ -319,16 +344,73 @@ fn subscription_of(
             "the consumer's subscription not latest",
         ));
     }
-    Ok(TagSubscription::parse(Some(
-        subscription.sub_string.as_str(),
-    )))
+    let kind = Some(subscription.expression_type.as_str());
+    if comet_proto::filter::is_tag_type(kind) {
+        return Ok(PullFilter::Tag(TagSubscription::parse(Some(
+            subscription.sub_string.as_str(),
+        ))));
+    }
+    let Ok(selector) = compile(header, kind, &subscription.sub_string) else {
+        return Err(error(
+            request,
+            ResponseCode::FILTER_DATA_NOT_EXIST,
+            "The broker's consumer filter data is not exist!Your expression may be wrong!",
+        ));
+    };
+    drop(clients);
+    sql_allowed(broker, request, selector)
+}
+
+/// The shard's compiled selector of a non-TAG subscription; only SQL92 is known, any other
+/// type does not compile (Java has no filter for it either).
+fn compile(
+    header: &PullMessageRequestHeader,
+    kind: Option<&str>,
+    expression: &str,
+) -> Result<Rc<Selector>, ()> {
+    if kind != Some(comet_proto::filter::EXPRESSION_TYPE_SQL92) {
+        return Err(());
+    }
+    crate::subscription::shard_selector(&header.consumer_group, &header.topic, expression)
+        .map_err(|_| ())
+}
+
+/// A selector is used only with `enablePropertyFilter`; else Java's refusal.
+fn sql_allowed(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    selector: Rc<Selector>,
+) -> Result<PullFilter, RemotingCommand> {
+    if !broker.config().enable_property_filter {
+        let remark = format!(
+            "The broker does not support consumer to filter message by {}",
+            comet_proto::filter::EXPRESSION_TYPE_SQL92
+        );
+        return Err(error(request, ResponseCode::SYSTEM_ERROR, remark));
+    }
+    Ok(PullFilter::Sql(selector))
 }
 
 async fn read(
     broker: &ShardBroker,
     header: &PullMessageRequestHeader,
-    subscription: &TagSubscription,
+    filter: &PullFilter,
 ) -> Result<GetResult, StoreError> {
+    let max_count = usize::try_from(header.max_msg_nums)
+        .unwrap_or(1)
+        .clamp(1, PULL_MESSAGES_MAX);
+    let max_bytes = header
+        .max_msg_bytes
+        .and_then(|bytes| usize::try_from(bytes).ok())
+        .unwrap_or(PULL_BYTES_DEFAULT)
+        .clamp(1, PULL_BYTES_MAX);
+    let offset = QueueOffset(u64::try_from(header.queue_offset).unwrap_or(0));
+    let subscription = match filter {
+        PullFilter::Tag(subscription) => subscription,
+        PullFilter::Sql(selector) => {
+            return read_selected(broker, header, selector, offset, (max_count, max_bytes)).await
+        }
+    };
     let codes: Vec<i64> = subscription
         .codes()
         .iter()
@@ -339,15 +421,6 @@ async fn read(
     } else {
         MessageFilter::TagCodes(&codes)
     };
-    let max_count = usize::try_from(header.max_msg_nums)
-        .unwrap_or(1)
-        .clamp(1, PULL_MESSAGES_MAX);
-    let max_bytes = header
-        .max_msg_bytes
-        .and_then(|bytes| usize::try_from(bytes).ok())
-        .unwrap_or(PULL_BYTES_DEFAULT)
-        .clamp(1, PULL_BYTES_MAX);
-    let offset = QueueOffset(u64::try_from(header.queue_offset).unwrap_or(0));
     broker
         .queue_store(&header.topic, header.queue_id)
         .get_messages(
@@ -359,6 +432,60 @@ async fn read(
             filter,
         )
         .await
+}
+
+/// A SQL92 pull: reads records from `offset` and keeps those `selector` matches; while a
+/// read keeps none it reads on (at most [`SQL_READ_ROUNDS_MAX`] times), so a selective
+/// filter does not cost the client a round trip per `max_count` records.
+async fn read_selected(
+    broker: &ShardBroker,
+    header: &PullMessageRequestHeader,
+    selector: &Selector,
+    mut offset: QueueOffset,
+    (max_count, max_bytes): (usize, usize),
+) -> Result<GetResult, StoreError> {
+    let store = broker.queue_store(&header.topic, header.queue_id);
+    let mut reached: Option<GetResult> = None;
+    for _ in 0..SQL_READ_ROUNDS_MAX {
+        let mut result = store
+            .get_messages(
+                &header.topic,
+                header.queue_id,
+                offset,
+                max_count,
+                max_bytes,
+                MessageFilter::All,
+            )
+            .await?;
+        match result.status {
+            GetStatus::Found => {
+                result.records.retain(|record| selected(selector, record));
+                if !result.records.is_empty() {
+                    return Ok(result);
+                }
+                result.status = GetStatus::NoMatchedMessage;
+            }
+            GetStatus::NoMatchedMessage => {}
+            // The end of the queue (or an offset problem): answer it, unless earlier reads
+            // already moved past records that did not match.
+            _ => return Ok(reached.unwrap_or(result)),
+        }
+        offset = result.next_offset;
+        reached = Some(result);
+    }
+    Ok(reached.expect("at least one read round"))
+}
+
+/// Whether the stored record's properties satisfy `selector`; a record that does not parse
+/// is not delivered through a selector.
+fn selected(selector: &Selector, record: &Bytes) -> bool {
+    match RecordView::parse(record) {
+        Ok(view) => selector.matches(|name| view.property(name)),
+        Err(e) => {
+            log::warn!("record skipped by a SQL92 pull: {e}");
+            false
+        }
+    }
 }
 
 fn would_be_not_found(header: &PullMessageRequestHeader, result: &GetResult) -> bool {

@@ -14,7 +14,7 @@
 pub const SUBSCRIBE_ALL: &str = "*";
 /// Expression type of tag expressions (the default).
 pub const EXPRESSION_TYPE_TAG: &str = "TAG";
-/// Expression type of SQL92 expressions (not implemented by Comet's broker).
+/// Expression type of SQL92 selectors (see [`crate::sql92`]).
 pub const EXPRESSION_TYPE_SQL92: &str = "SQL92";
 
 /// Java `String.hashCode()` of `text`, over its UTF-16 code units.
