@@ -88,6 +88,20 @@ impl ClientRegistry {
         ClientRegistry::default()
     }
 
+    /// Every consumer group with its name (the metrics' connection gauges).
+    pub fn consumer_groups(&self) -> impl Iterator<Item = (&str, &ConsumerGroup)> {
+        self.consumers
+            .iter()
+            .map(|(name, group)| (name.as_str(), group))
+    }
+
+    /// Every producer's channel, once per group it registered in.
+    pub fn all_producer_channels(&self) -> impl Iterator<Item = &ChannelRef> {
+        self.producers
+            .values()
+            .flat_map(|members| members.values().map(|member| &member.channel))
+    }
+
     /// Registers (or refreshes) `client_id` in a consumer group from its heartbeat entry.
     pub fn register_consumer(
         &mut self,

@@ -63,6 +63,16 @@ impl BrokerRole {
     }
 }
 
+/// Where the broker's metrics go (`metricsExporterType`, RocketMQ 5.x's key).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MetricsExporter {
+    /// No metrics are collected or served (Java's default).
+    Disable,
+    /// Prometheus text exposition over HTTP at `metricsPromExporterHost:metricsPromExporterPort`
+    /// (docs/operations.md#metrics).
+    Prom,
+}
+
 /// A key whose value cannot be used.
 #[derive(Debug, Error, PartialEq, Eq)]
 #[error("broker config key `{key}` has invalid value {value:?}: expected {expected}")]
@@ -173,6 +183,13 @@ impl BrokerConfig {
         Duration::from_millis(self.ha_slave_timeout_ms)
     }
 
+    /// The address the metrics endpoint binds: `metricsPromExporterHost` (`brokerIP1` when
+    /// unset, as Java's `BrokerMetricsManager`) and `metricsPromExporterPort`.
+    pub fn metrics_listen_addr(&self) -> SocketAddr {
+        let ip = self.metrics_prom_exporter_host.unwrap_or(self.broker_ip);
+        SocketAddr::new(ip, self.metrics_prom_exporter_port)
+    }
+
     /// The ASYNC_FLUSH interval.
     pub fn flush_interval(&self) -> Duration {
         Duration::from_millis(self.flush_interval_ms)
@@ -248,6 +265,9 @@ mod tests {
         ("flushConsumerOffsetInterval", "1000"),
         ("aclEnable", "true"),
         ("plainAclFile", "/etc/comet/plain_acl.yml"),
+        ("metricsExporterType", "PROM"),
+        ("metricsPromExporterHost", "127.0.0.2"),
+        ("metricsPromExporterPort", "15557"),
     ];
 
     // Proves every key of the table round-trips: a non-default sample applies, is reported
@@ -418,6 +438,37 @@ mod tests {
         assert_eq!(config.plain_acl_file, PathBuf::from("/etc/acl.yml"));
         assert!(config.apply("plainAclFile", "").is_err());
         assert!(!BrokerConfig::is_live_key("aclEnable"));
+    }
+
+    // Proves the metrics keys take Java's values and defaults: DISABLE or PROM (the other
+    // exporters are refused, naming the key), an IP address or nothing for the host (then
+    // brokerIP1), port 5557.
+    #[test]
+    fn metrics_keys_apply() {
+        let mut config = BrokerConfig::default();
+        assert_eq!(config.metrics_exporter, MetricsExporter::Disable);
+        assert_eq!(config.metrics_listen_addr().to_string(), "127.0.0.1:5557");
+        for bad in ["OTLP_GRPC", "LOG", "prom", ""] {
+            let error = config.apply("metricsExporterType", bad).unwrap_err();
+            assert_eq!(error.key, "metricsExporterType", "{bad:?}");
+            assert!(error.to_string().contains("DISABLE or PROM"), "{error}");
+        }
+        assert_eq!(config.apply("metricsExporterType", "PROM"), Ok(true));
+        assert_eq!(config.metrics_exporter, MetricsExporter::Prom);
+        for bad in ["localhost", "10.0.0.1:5557", "1.2.3"] {
+            let error = config.apply("metricsPromExporterHost", bad).unwrap_err();
+            assert_eq!(error.key, "metricsPromExporterHost", "{bad:?}");
+        }
+        assert!(config.apply("metricsPromExporterPort", "70000").is_err());
+        let pairs = [
+            ("brokerIP1", "10.0.0.3"),
+            ("metricsPromExporterPort", "9100"),
+        ];
+        assert!(config.apply_pairs(pairs).unwrap().is_empty());
+        assert_eq!(config.metrics_listen_addr().to_string(), "10.0.0.3:9100");
+        assert_eq!(config.apply("metricsPromExporterHost", "0.0.0.0"), Ok(true));
+        assert_eq!(config.metrics_listen_addr().to_string(), "0.0.0.0:9100");
+        assert!(!BrokerConfig::is_live_key("metricsExporterType"));
     }
 
     // Proves `bindAddress` defaults to every interface, takes an IPv4 or IPv6 address,

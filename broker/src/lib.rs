@@ -19,6 +19,7 @@
 //!   and the stop order.
 //! - `register`: registration with the name servers.
 //! - `standalone`: the name server embedded in stand-alone mode.
+//! - `metrics_server`: the metrics endpoint on shard 0 and each shard's figures for it.
 //!
 //! Processors:
 //! - `processor`: one module per family of request codes: decodes a request, calls the layers
@@ -44,6 +45,8 @@
 //!   following it or the stream it follows.
 //!
 //! Tables:
+//! - `metrics`: the metrics' per-shard counts, their names and labels, and the scrape
+//!   requests.
 //! - `metadata`: the broker-wide tables behind their locks, and persisting them.
 //! - `clients`: the producers and consumers connected, by group.
 //! - `lock`: the queue locks of orderly consumers.
@@ -67,6 +70,8 @@ pub mod delay_level;
 pub mod live_config;
 pub mod lock;
 pub mod metadata;
+pub mod metrics;
+pub mod metrics_server;
 pub mod namesrv_client;
 pub mod offset;
 pub mod ownership;

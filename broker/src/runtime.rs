@@ -25,9 +25,10 @@ use comet_rt::ShardId;
 use comet_store::{remap, FlushPolicy, LogId, Store, StoreConfig, StoreError};
 
 use crate::acl::{AccessControl, AclLoadError};
-use crate::config::{BrokerConfig, BrokerRole, FlushDiskType};
+use crate::config::{BrokerConfig, BrokerRole, FlushDiskType, MetricsExporter};
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
+use crate::metrics::Metrics;
 use crate::offset::OffsetFile;
 use crate::ownership::owner_shard;
 use crate::processor::{self, client};
@@ -252,6 +253,15 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
             format!("cannot listen for slaves on {ha}"),
         ))?;
     }
+    let metrics_on = config.metrics_exporter == MetricsExporter::Prom;
+    if metrics_on {
+        // Shard 0 alone serves metrics: checked before any shard runs.
+        let metrics = config.metrics_listen_addr();
+        comet_rt::net::ensure_port_free(metrics).map_err(RunError::during(
+            FatalReason::Bind,
+            format!("cannot serve metrics on {metrics}"),
+        ))?;
+    }
     let reservation = PortReservation::new(listen).map_err(RunError::during(
         FatalReason::Bind,
         format!("cannot listen on {listen}"),
@@ -296,6 +306,7 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
             shard_count,
             comet_rt::clock::wall_clock_ms(),
         )),
+        metrics: Arc::new(Metrics::new(shard_count, metrics_on)),
         metadata,
         unique_keys,
         listen: reservation.addr(),
@@ -356,6 +367,7 @@ struct ShardStart {
     config: Arc<LiveConfig>,
     traffic: Arc<Traffic>,
     stats: Arc<ItemStats>,
+    metrics: Arc<Metrics>,
     metadata: Arc<Metadata>,
     unique_keys: Arc<UniqueKeyGenerator>,
     listen: SocketAddr,
@@ -421,6 +433,7 @@ async fn run_shard(
         unique_keys: start.unique_keys.clone(),
         traffic: start.traffic.clone(),
         stats: start.stats.clone(),
+        metrics: start.metrics.clone(),
         replication: crate::replication::ReplicationState::new(
             crate::replication::log_id_of(shard.index()),
             start.replication.clone(),
@@ -449,6 +462,15 @@ async fn run_shard(
     }
     if let (Some(acl), 0) = (start.acl.clone(), shard.0) {
         spawn_acl_watch(acl, stop.clone());
+    }
+    if start.metrics.enabled() && shard.0 == 0 {
+        let addr = start.config.load().metrics_listen_addr();
+        let listener = Listener::bind(addr).map_err(RunError::during(
+            FatalReason::Bind,
+            format!("{shard}: metrics on {addr}"),
+        ))?;
+        let serving = crate::metrics_server::serve(broker.clone(), listener, stop.clone());
+        spawn_detached(TaskClass::Admin, serving);
     }
     crate::replication::start(&broker, &stop)
         .await
@@ -590,7 +612,7 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
         match acl.clone() {
             None => table.register_fn(*code, move |context: comet_net::RequestContext, request| {
                 let broker = broker.clone();
-                async move { processor::handle(&broker, request_context(&context), request).await }
+                async move { handle_timed(&broker, request_context(&context), request).await }
             }),
             Some(acl) => {
                 table.register_fn(*code, move |context: comet_net::RequestContext, request| {
@@ -601,7 +623,7 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
                         if let Err(denied) = acl.check(&request, context.peer.ip()) {
                             return refused(&request, context.peer, &denied);
                         }
-                        processor::handle(&broker, context, request).await
+                        handle_timed(&broker, context, request).await
                     }
                 })
             }
@@ -624,6 +646,24 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
         });
     }));
     server
+}
+
+/// Serves a request, counting its latency by request and response code when metrics are on
+/// (`rocketmq_rpc_latency`: from its dispatch to its answer, on the shard it arrived at).
+async fn handle_timed(
+    broker: &ShardBroker,
+    context: RequestContext,
+    request: comet_proto::RemotingCommand,
+) -> Option<comet_proto::RemotingCommand> {
+    let started = broker.metrics().rpc_timer();
+    let code = request.code;
+    let response = processor::handle(broker, context, request).await;
+    let response_code = response.as_ref().map(|response| response.code);
+    let shard = broker.shard().index();
+    broker
+        .metrics()
+        .record_rpc(shard, started, code, response_code);
+    response
 }
 
 /// The processor of codes Comet does not serve, with ACL on. Java checks every code, its
@@ -799,6 +839,7 @@ fn sample_traffic(broker: &ShardBroker) {
     broker
         .traffic()
         .set_put(broker.store().stats().appended_records);
+    crate::metrics_server::publish(broker);
     if broker.shard().0 == 0 {
         let now_ms = comet_rt::clock::wall_clock_ms();
         broker

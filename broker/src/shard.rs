@@ -24,6 +24,7 @@ use crate::config::BrokerConfig;
 use crate::live_config::LiveConfig;
 use crate::lock::LockTable;
 use crate::metadata::Metadata;
+use crate::metrics::Metrics;
 use crate::offset::OffsetTable;
 use crate::ownership::owner_shard;
 use crate::replication_state::ReplicationState;
@@ -117,6 +118,8 @@ pub struct ShardParts {
     pub traffic: Arc<Traffic>,
     /// Per-topic and per-group statistics.
     pub stats: Arc<ItemStats>,
+    /// The metrics every shard counts into (see `crate::metrics`).
+    pub metrics: Arc<Metrics>,
     /// This shard's log replication.
     pub replication: ReplicationState,
     /// How many logs the queues belong to (see [`ShardBroker::queue_logs`]).
@@ -175,6 +178,8 @@ pub struct ShardBroker {
     traffic: Arc<Traffic>,
     /// Per-topic and per-group statistics (this shard writes only its own slot).
     stats: Arc<ItemStats>,
+    /// The metrics (this shard counts only into its own slot).
+    metrics: Arc<Metrics>,
     /// This shard's log replication: the slaves following it, or the master it follows.
     pub replication: Rc<ReplicationState>,
     /// How many logs the queues belong to: the shard count on a master, the master's log
@@ -204,6 +209,7 @@ impl ShardBroker {
             queue_cursor: Cell::new(u32::from(parts.shard.0)),
             traffic: parts.traffic,
             stats: parts.stats,
+            metrics: parts.metrics,
             replication: Rc::new(parts.replication),
             queue_logs: parts.queue_logs,
             hosted: parts.hosted,
@@ -309,6 +315,11 @@ impl ShardBroker {
     /// Per-topic and per-group statistics (this shard writes only its own slot).
     pub fn stats(&self) -> &ItemStats {
         &self.stats
+    }
+
+    /// The metrics (this shard counts only into its own slot).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// This shard's remoting server; present once start-up finished.

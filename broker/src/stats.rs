@@ -432,6 +432,24 @@ impl ItemStats {
         totals
     }
 
+    /// Every item counted under `name`, summed over shards: (first key, second key, value).
+    /// The metrics endpoint reads the delivery counts this way.
+    pub fn sums(&self, name: StatsName) -> Vec<(String, String, u64)> {
+        let mut sums: BTreeMap<(String, String), u64> = BTreeMap::new();
+        for slot in self.slots.iter() {
+            lock(slot).for_each(|counted, first, second, count| {
+                if counted == name {
+                    let key = (first.to_owned(), second.to_owned());
+                    let sum = sums.entry(key).or_default();
+                    *sum = sum.wrapping_add(count.value);
+                }
+            });
+        }
+        sums.into_iter()
+            .map(|((first, second), value)| (first, second, value))
+            .collect()
+    }
+
     /// Takes the snapshots due at `now_ms` (none if the minute series' period has not passed).
     /// Called by one task, at least every [`SAMPLE_INTERVAL_MS`].
     pub fn sample(&self, now_ms: i64) {

@@ -35,7 +35,13 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         name: "Runtime",
-        modules: &["main", "runtime", "register", "standalone"],
+        modules: &[
+            "main",
+            "runtime",
+            "register",
+            "standalone",
+            "metrics_server",
+        ],
     },
     Layer {
         name: "Processors",
@@ -58,6 +64,7 @@ const LAYERS: &[Layer] = &[
     Layer {
         name: "Tables",
         modules: &[
+            "metrics",
             "metadata",
             "clients",
             "lock",

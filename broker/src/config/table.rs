@@ -7,7 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use super::values::*;
-use super::{BrokerRole, ConfigError, FlushDiskType};
+use super::{BrokerRole, ConfigError, FlushDiskType, MetricsExporter};
 
 comet_proto::config_table! {
     /// Everything a broker process is told at start-up: one field per key of [`KEYS`].
@@ -292,5 +292,22 @@ comet_proto::config_table! {
         key: "plainAclFile", unit: "", applies: AtRestart,
         doc: "The ACL 1.0 accounts file used when aclEnable is on.",
         parse: non_empty_path, show: path_text,
+    },
+    metrics_exporter: MetricsExporter = MetricsExporter::Disable => {
+        key: "metricsExporterType", unit: "", applies: AtRestart,
+        doc: "DISABLE, or PROM: serve Prometheus metrics over HTTP under RocketMQ's names.",
+        parse: parse_metrics_exporter, show: metrics_exporter_text,
+    },
+    /// Java's key takes a host name too; an address here, so the endpoint binds what is
+    /// written.
+    metrics_prom_exporter_host: Option<IpAddr> = None => {
+        key: "metricsPromExporterHost", unit: "", applies: AtRestart,
+        doc: "Address the metrics endpoint binds (empty: brokerIP1).",
+        parse: parse_optional_ip, show: optional_ip_text,
+    },
+    metrics_prom_exporter_port: u16 = 5557 => {
+        key: "metricsPromExporterPort", unit: "", applies: AtRestart,
+        doc: "Port of the metrics endpoint (GET /metrics).",
+        parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
     },
 }

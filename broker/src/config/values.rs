@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use super::{BrokerRole, ConfigError, FlushDiskType};
+use super::{BrokerRole, ConfigError, FlushDiskType, MetricsExporter};
 
 pub(super) fn error(key: &str, value: &str, expected: &'static str) -> ConfigError {
     ConfigError {
@@ -253,4 +253,31 @@ pub(super) fn parse_seconds_as_ms(key: &str, value: &str) -> Result<u64, ConfigE
 /// Milliseconds written back as the whole seconds [`parse_seconds_as_ms`] reads.
 pub(super) fn ms_as_seconds_text(ms: &u64) -> String {
     (ms / 1000).to_string()
+}
+
+/// `metricsExporterType`: Java's DISABLE and PROM. Its OTLP_GRPC and LOG exporters are
+/// refused rather than taken as DISABLE: an operator who asked for metrics must not get none
+/// without a word.
+pub(super) fn parse_metrics_exporter(
+    key: &str,
+    value: &str,
+) -> Result<MetricsExporter, ConfigError> {
+    match value {
+        "DISABLE" => Ok(MetricsExporter::Disable),
+        "PROM" => Ok(MetricsExporter::Prom),
+        _ => Err(error(
+            key,
+            value,
+            "DISABLE or PROM (Comet serves Prometheus only: OTLP_GRPC and LOG are not \
+             implemented; scrape the PROM endpoint instead)",
+        )),
+    }
+}
+
+pub(super) fn metrics_exporter_text(exporter: &MetricsExporter) -> String {
+    match exporter {
+        MetricsExporter::Disable => "DISABLE",
+        MetricsExporter::Prom => "PROM",
+    }
+    .to_owned()
 }

@@ -377,6 +377,10 @@ async fn append_and_respond(
         records.len() as u64,
         bytes,
     );
+    let properties = header.properties.as_deref().unwrap_or("");
+    let (shard, messages) = (broker.shard().index(), records.len() as u64);
+    let metrics = broker.metrics();
+    metrics.record_put(shard, &header.topic, properties, messages, bytes);
     let msg_ids: Vec<String> = appended
         .iter()
         .map(|record| encode_offset_msg_id(broker.store_host(), record.physical_offset.as_i64()))

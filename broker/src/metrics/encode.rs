@@ -1,0 +1,623 @@
+//! A [`Snapshot`] in the Prometheus text format (version 0.0.4), written by the
+//! `prometheus-client` crate: each scrape registers the snapshot as a collector and the crate
+//! encodes it, so names, escaping, `_total` and bucket lines are the crate's.
+//!
+//! Names and labels are Java's as its OpenTelemetry PROM exporter shows them: counters end in
+//! `_total`, histograms have `_bucket`/`_sum`/`_count`, and every series carries `cluster`,
+//! `node_type="broker"` and `node_id` (the broker name). Comet's own figures start with
+//! `comet_` and carry `shard` and, for a log's figures, `log`.
+
+use std::collections::BTreeMap;
+use std::fmt::Error as FmtError;
+
+use comet_proto::names::{is_retry_topic, is_system_group, is_system_topic};
+use comet_proto::{RequestCode, ResponseCode};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::{
+    Histogram, InCounts, MessageType, RpcKey, Snapshot, MESSAGE_SIZE_BOUNDS, RPC_LATENCY_BOUNDS_MS,
+};
+
+/// The Content-Type of [`encode`]'s text.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// One series' labels, in the order written.
+type Labels = Vec<(&'static str, String)>;
+
+/// The snapshot as Prometheus text.
+pub fn encode(snapshot: Snapshot) -> Result<String, FmtError> {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(snapshot));
+    let mut text = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
+    Ok(text)
+}
+
+/// A request or response code as Java's `RemotingHelper` names it: the constant's name in
+/// lower case, or the number for a code it has no name for.
+fn code_label(name: Option<&'static str>, value: i32) -> String {
+    name.map_or_else(|| value.to_string(), str::to_ascii_lowercase)
+}
+
+/// Writes one series of the family being written: its own labels and its value.
+type Emit<'a> = dyn FnMut(Labels, Value) -> Result<(), FmtError> + 'a;
+
+/// Writes families one after another against one descriptor encoder.
+struct Writer<'a> {
+    encoder: DescriptorEncoder<'a>,
+    common: Labels,
+}
+
+impl Writer<'_> {
+    /// One family: `series` calls its argument once per series with the series' own labels.
+    fn family(
+        &mut self,
+        name: &str,
+        help: &str,
+        metric_type: MetricType,
+        series: impl FnOnce(&mut Emit<'_>) -> Result<(), FmtError>,
+    ) -> Result<(), FmtError> {
+        let common = self.common.clone();
+        let mut family = self
+            .encoder
+            .encode_descriptor(name, help, None, metric_type)?;
+        series(&mut |own: Labels, value: Value| {
+            let mut labels = common.clone();
+            labels.extend(own);
+            let encoder = family.encode_family(&labels)?;
+            value.encode(encoder)
+        })
+    }
+}
+
+/// One series' value.
+enum Value {
+    Counter(u64),
+    Gauge(i64),
+    /// Counts per bucket (not cumulative), then every value's count and sum.
+    Histogram {
+        buckets: Vec<(f64, u64)>,
+        count: u64,
+        sum: u64,
+    },
+}
+
+impl Value {
+    fn histogram<const N: usize>(bounds: &[u64; N], histogram: &Histogram<N>) -> Value {
+        let buckets = bounds
+            .iter()
+            .zip(histogram.in_bucket)
+            .map(|(bound, count)| (*bound as f64, count))
+            .collect();
+        Value::Histogram {
+            buckets,
+            count: histogram.count,
+            sum: histogram.sum,
+        }
+    }
+
+    fn encode(self, mut encoder: MetricEncoder<'_>) -> Result<(), FmtError> {
+        match self {
+            Value::Counter(value) => ConstCounter::new(value).encode(encoder),
+            Value::Gauge(value) => ConstGauge::new(value).encode(encoder),
+            Value::Histogram {
+                buckets,
+                count,
+                sum,
+            } => encoder.encode_histogram::<NoLabelSet>(sum as f64, count, &buckets, None),
+        }
+    }
+}
+
+fn gauge(value: u64) -> Value {
+    Value::Gauge(i64::try_from(value).unwrap_or(i64::MAX))
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), FmtError> {
+        let common = vec![
+            ("cluster", self.labels.cluster.clone()),
+            ("node_type", "broker".to_owned()),
+            ("node_id", self.labels.node_id.clone()),
+        ];
+        let mut writer = Writer { encoder, common };
+        self.encode_requests(&mut writer)?;
+        self.encode_tables(&mut writer)?;
+        self.encode_storage(&mut writer)?;
+        self.encode_shards(&mut writer)
+    }
+}
+
+impl Snapshot {
+    /// Sends merged over shards, by topic and type.
+    fn messages_in(&self) -> BTreeMap<(&str, MessageType), InCounts> {
+        let mut merged: BTreeMap<(&str, MessageType), InCounts> = BTreeMap::new();
+        for (counts, _) in &self.shards {
+            for (topic, typed) in &counts.messages_in {
+                for message_type in MessageType::ALL {
+                    let mine = &typed[message_type as usize];
+                    if mine.messages == 0 {
+                        continue;
+                    }
+                    let total = merged.entry((topic.as_str(), message_type)).or_default();
+                    total.messages += mine.messages;
+                    total.bytes += mine.bytes;
+                    total.size.merge(&mine.size);
+                }
+            }
+        }
+        merged
+    }
+
+    fn rpc(&self) -> BTreeMap<RpcKey, Histogram<9>> {
+        let mut merged: BTreeMap<RpcKey, Histogram<9>> = BTreeMap::new();
+        for (counts, _) in &self.shards {
+            for (key, histogram) in &counts.rpc {
+                merged.entry(*key).or_default().merge(histogram);
+            }
+        }
+        merged
+    }
+
+    fn encode_requests(&self, writer: &mut Writer<'_>) -> Result<(), FmtError> {
+        let messages_in = self.messages_in();
+        let in_labels = |topic: &str, message_type: MessageType| -> Labels {
+            vec![
+                ("topic", topic.to_owned()),
+                ("message_type", message_type.label().to_owned()),
+                ("is_system", is_system_topic(topic).to_string()),
+            ]
+        };
+        writer.family(
+            "rocketmq_messages_in",
+            "Total number of incoming messages",
+            MetricType::Counter,
+            |emit| {
+                for ((topic, message_type), counts) in &messages_in {
+                    emit(
+                        in_labels(topic, *message_type),
+                        Value::Counter(counts.messages),
+                    )?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "rocketmq_throughput_in",
+            "Total traffic of incoming messages",
+            MetricType::Counter,
+            |emit| {
+                for ((topic, message_type), counts) in &messages_in {
+                    emit(
+                        in_labels(topic, *message_type),
+                        Value::Counter(counts.bytes),
+                    )?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "rocketmq_message_size",
+            "Incoming messages size",
+            MetricType::Histogram,
+            |emit| {
+                for ((topic, message_type), counts) in &messages_in {
+                    let value = Value::histogram(&MESSAGE_SIZE_BOUNDS, &counts.size);
+                    emit(in_labels(topic, *message_type), value)?;
+                }
+                Ok(())
+            },
+        )?;
+        let out = &self.broker.messages_out;
+        let out_labels = |topic: &str, group: &str| -> Labels {
+            vec![
+                ("topic", topic.to_owned()),
+                ("consumer_group", group.to_owned()),
+                ("is_retry", is_retry_topic(topic).to_string()),
+                (
+                    "is_system",
+                    (is_system_topic(topic) || is_system_group(group)).to_string(),
+                ),
+            ]
+        };
+        writer.family(
+            "rocketmq_messages_out",
+            "Total number of outgoing messages",
+            MetricType::Counter,
+            |emit| {
+                for counts in out {
+                    let labels = out_labels(&counts.topic, &counts.group);
+                    emit(labels, Value::Counter(counts.messages))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "rocketmq_throughput_out",
+            "Total traffic of outgoing messages",
+            MetricType::Counter,
+            |emit| {
+                for counts in out {
+                    emit(
+                        out_labels(&counts.topic, &counts.group),
+                        Value::Counter(counts.bytes),
+                    )?;
+                }
+                Ok(())
+            },
+        )?;
+        let rpc = self.rpc();
+        writer.family(
+            "rocketmq_rpc_latency",
+            "Rpc latency",
+            MetricType::Histogram,
+            |emit| {
+                for (key, histogram) in &rpc {
+                    let request = RequestCode::from(key.request_code);
+                    let response = ResponseCode::from(key.response_code);
+                    let mut labels = vec![
+                        ("protocol_type", "remoting".to_owned()),
+                        ("request_code", code_label(request.name(), key.request_code)),
+                    ];
+                    // A one-way request gets no response, so it has no response code.
+                    if key.oneway {
+                        labels.push(("result", "oneway".to_owned()));
+                    } else {
+                        let code = code_label(response.name(), key.response_code);
+                        labels.push(("response_code", code));
+                        labels.push(("result", "success".to_owned()));
+                    }
+                    emit(labels, Value::histogram(&RPC_LATENCY_BOUNDS_MS, histogram))?;
+                }
+                Ok(())
+            },
+        )
+    }
+
+    fn encode_tables(&self, writer: &mut Writer<'_>) -> Result<(), FmtError> {
+        let broker = &self.broker;
+        writer.family(
+            "rocketmq_topic_number",
+            "Active topic number",
+            MetricType::Gauge,
+            |emit| emit(Vec::new(), gauge(broker.topics)),
+        )?;
+        writer.family(
+            "rocketmq_consumer_group_number",
+            "Active subscription group number",
+            MetricType::Gauge,
+            |emit| emit(Vec::new(), gauge(broker.groups)),
+        )?;
+        writer.family(
+            "rocketmq_broker_permission",
+            "Broker permission",
+            MetricType::Gauge,
+            |emit| emit(Vec::new(), Value::Gauge(broker.permission)),
+        )?;
+        writer.family(
+            "rocketmq_producer_connections",
+            "Producer connections",
+            MetricType::Gauge,
+            |emit| {
+                for connections in &broker.producers {
+                    let labels = vec![
+                        ("language", connections.language.clone()),
+                        ("version", connections.version.clone()),
+                        ("protocol_type", "remoting".to_owned()),
+                    ];
+                    emit(labels, gauge(connections.count))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "rocketmq_consumer_connections",
+            "Consumer connections",
+            MetricType::Gauge,
+            |emit| {
+                for connections in &broker.consumers {
+                    let labels = vec![
+                        ("consumer_group", connections.group.clone()),
+                        ("language", connections.language.clone()),
+                        ("version", connections.version.clone()),
+                        ("consume_mode", connections.consume_mode.clone()),
+                        ("protocol_type", "remoting".to_owned()),
+                        ("is_system", is_system_group(&connections.group).to_string()),
+                    ];
+                    emit(labels, gauge(connections.count))?;
+                }
+                Ok(())
+            },
+        )
+    }
+
+    fn encode_storage(&self, writer: &mut Writer<'_>) -> Result<(), FmtError> {
+        let logs = || {
+            self.shards
+                .iter()
+                .flat_map(|(_, figures)| figures.logs.iter())
+        };
+        let held: u64 = logs().map(|log| log.held_bytes).sum();
+        let unflushed: u64 = logs().map(|log| log.unflushed_bytes).sum();
+        let storage = || {
+            vec![
+                ("storage_type", "local".to_owned()),
+                ("storage_medium", "disk".to_owned()),
+            ]
+        };
+        writer.family(
+            "rocketmq_storage_size",
+            "Broker storage size",
+            MetricType::Gauge,
+            |emit| emit(storage(), gauge(held)),
+        )?;
+        writer.family(
+            "rocketmq_storage_flush_behind_bytes",
+            "Broker flush behind bytes",
+            MetricType::Gauge,
+            |emit| emit(storage(), gauge(unflushed)),
+        )
+    }
+
+    fn encode_shards(&self, writer: &mut Writer<'_>) -> Result<(), FmtError> {
+        let requests = &self.broker.requests_by_shard;
+        let shard_label = |shard: usize| vec![("shard", shard.to_string())];
+        writer.family(
+            "comet_requests_in_place",
+            "Requests served on the shard whose connection carried them",
+            MetricType::Counter,
+            |emit| {
+                for (shard, (in_place, _)) in requests.iter().enumerate() {
+                    emit(shard_label(shard), Value::Counter(*in_place))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "comet_requests_forwarded",
+            "Requests handed across the mesh to the shard owning their queue",
+            MetricType::Counter,
+            |emit| {
+                for (shard, (_, forwarded)) in requests.iter().enumerate() {
+                    emit(shard_label(shard), Value::Counter(*forwarded))?;
+                }
+                Ok(())
+            },
+        )?;
+        type LogField = fn(&super::LogFigures) -> u64;
+        let log_counters: [(&str, &str, LogField); 5] = [
+            (
+                "comet_store_appended_records",
+                "Records appended to the log",
+                |log| log.appended_records,
+            ),
+            (
+                "comet_store_appended_bytes",
+                "Bytes of records appended to the log",
+                |log| log.appended_bytes,
+            ),
+            (
+                "comet_store_group_commits",
+                "Group commits (flushes) of the log; appended records over group commits is \
+                 the mean group-commit size",
+                |log| log.flushes,
+            ),
+            (
+                "comet_store_fdatasyncs",
+                "Syncs of commit-log segments",
+                |log| log.fdatasyncs,
+            ),
+            (
+                "comet_store_written_bytes",
+                "Bytes written to commit-log segments",
+                |log| log.written_bytes,
+            ),
+        ];
+        for (name, help, field) in log_counters {
+            writer.family(name, help, MetricType::Counter, |emit| {
+                for (shard, (_, figures)) in self.shards.iter().enumerate() {
+                    for log in &figures.logs {
+                        let labels = vec![
+                            ("shard", shard.to_string()),
+                            ("log", log.log_id.to_string()),
+                        ];
+                        emit(labels, Value::Counter(field(log)))?;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        let followers = || {
+            self.shards
+                .iter()
+                .flat_map(|(_, figures)| figures.followers.iter())
+        };
+        let follower_labels = |log_id: u8, broker_id: u64| {
+            vec![
+                ("log", log_id.to_string()),
+                ("slave_id", broker_id.to_string()),
+            ]
+        };
+        writer.family(
+            "comet_replication_lag_bytes",
+            "Bytes of a log the master wrote that a slave has not acknowledged as durable",
+            MetricType::Gauge,
+            |emit| {
+                for follower in followers() {
+                    let labels = follower_labels(follower.log_id, follower.broker_id);
+                    emit(labels, gauge(follower.lag_bytes))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "comet_replication_lag_milliseconds",
+            "How long the master has held bytes of a log that a slave lacks",
+            MetricType::Gauge,
+            |emit| {
+                for follower in followers() {
+                    let millis = u64::try_from(follower.lag.as_millis()).unwrap_or(u64::MAX);
+                    emit(
+                        follower_labels(follower.log_id, follower.broker_id),
+                        gauge(millis),
+                    )?;
+                }
+                Ok(())
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{
+        BrokerFigures, BrokerLabels, Connections, LogFigures, Metrics, OutCounts, ShardFigures,
+    };
+    use super::*;
+
+    fn snapshot(metrics: &Metrics) -> Snapshot {
+        Snapshot {
+            labels: BrokerLabels {
+                cluster: "C1".to_owned(),
+                node_id: "broker-a".to_owned(),
+            },
+            shards: metrics.shards(),
+            broker: BrokerFigures {
+                topics: 7,
+                groups: 2,
+                permission: 6,
+                consumers: vec![Connections {
+                    group: "G".to_owned(),
+                    language: "java".to_owned(),
+                    version: "435".to_owned(),
+                    consume_mode: "push".to_owned(),
+                    count: 2,
+                }],
+                messages_out: vec![OutCounts {
+                    topic: "%RETRY%G".to_owned(),
+                    group: "G".to_owned(),
+                    messages: 3,
+                    bytes: 30,
+                }],
+                requests_by_shard: vec![(5, 1), (2, 0)],
+                ..BrokerFigures::default()
+            },
+        }
+    }
+
+    // Proves the text carries Java's names, labels and values: counters with `_total`,
+    // histograms with cumulative buckets, codes named as Java names them, and Comet's own
+    // figures per shard and log.
+    #[test]
+    fn encodes_java_names_and_labels() {
+        let metrics = Metrics::new(2, true);
+        metrics.record_put(0, "T", "", 2, 3000);
+        metrics.record_put(1, "T", "", 1, 100);
+        metrics.record_rpc(1, metrics.rpc_timer(), 10, Some(0));
+        metrics.record_rpc(0, metrics.rpc_timer(), 34, None);
+        metrics.publish(
+            1,
+            ShardFigures {
+                logs: vec![LogFigures {
+                    log_id: 1,
+                    appended_records: 9,
+                    flushes: 3,
+                    unflushed_bytes: 5,
+                    held_bytes: 4096,
+                    ..LogFigures::default()
+                }],
+                ..ShardFigures::default()
+            },
+        );
+        let text = encode(snapshot(&metrics)).unwrap();
+        // One sample line: the name, the common labels then `labels`, and the value.
+        let line = |name: &str, labels: &[(&str, &str)], value: &str| {
+            let mut all = vec![
+                r#"cluster="C1""#.to_owned(),
+                r#"node_type="broker""#.to_owned(),
+                r#"node_id="broker-a""#.to_owned(),
+            ];
+            all.extend(
+                labels
+                    .iter()
+                    .map(|(key, value)| format!("{key}=\"{value}\"")),
+            );
+            format!("{name}{{{}}} {value}", all.join(","))
+        };
+        let sent = [
+            ("topic", "T"),
+            ("message_type", "normal"),
+            ("is_system", "false"),
+        ];
+        let bucket = |le| {
+            let mut labels = sent.to_vec();
+            labels.push(("le", le));
+            labels
+        };
+        let out = [
+            ("topic", "%RETRY%G"),
+            ("consumer_group", "G"),
+            ("is_retry", "true"),
+            ("is_system", "false"),
+        ];
+        let send_rpc = [
+            ("protocol_type", "remoting"),
+            ("request_code", "send_message"),
+            ("response_code", "success"),
+            ("result", "success"),
+        ];
+        let heartbeat_rpc = [
+            ("protocol_type", "remoting"),
+            ("request_code", "heart_beat"),
+            ("result", "oneway"),
+        ];
+        let consumers = [
+            ("consumer_group", "G"),
+            ("language", "java"),
+            ("version", "435"),
+            ("consume_mode", "push"),
+            ("protocol_type", "remoting"),
+            ("is_system", "false"),
+        ];
+        let storage = [("storage_type", "local"), ("storage_medium", "disk")];
+        let expected = [
+            "# TYPE rocketmq_messages_in_total counter".to_owned(),
+            line("rocketmq_messages_in_total", &sent, "3"),
+            line("rocketmq_throughput_in_total", &sent, "3100"),
+            line("rocketmq_message_size_bucket", &bucket("1024"), "1"),
+            line("rocketmq_message_size_bucket", &bucket("4096"), "2"),
+            line("rocketmq_message_size_bucket", &bucket("+Inf"), "2"),
+            line("rocketmq_message_size_count", &sent, "2"),
+            line("rocketmq_messages_out_total", &out, "3"),
+            line("rocketmq_throughput_out_total", &out, "30"),
+            line("rocketmq_rpc_latency_count", &send_rpc, "1"),
+            line("rocketmq_rpc_latency_count", &heartbeat_rpc, "1"),
+            line("rocketmq_topic_number", &[], "7"),
+            line("rocketmq_consumer_group_number", &[], "2"),
+            line("rocketmq_broker_permission", &[], "6"),
+            line("rocketmq_consumer_connections", &consumers, "2"),
+            line("rocketmq_storage_size", &storage, "4096"),
+            line("rocketmq_storage_flush_behind_bytes", &storage, "5"),
+            line("comet_requests_forwarded_total", &[("shard", "0")], "1"),
+            line("comet_requests_in_place_total", &[("shard", "1")], "2"),
+            line(
+                "comet_store_group_commits_total",
+                &[("shard", "1"), ("log", "1")],
+                "3",
+            ),
+            line(
+                "comet_store_appended_records_total",
+                &[("shard", "1"), ("log", "1")],
+                "9",
+            ),
+        ];
+        for line in &expected {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+    }
+}

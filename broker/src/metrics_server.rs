@@ -1,0 +1,274 @@
+//! The metrics endpoint (`metricsExporterType=PROM`): an HTTP/1.1 responder on shard 0 at
+//! `metricsPromExporterHost:metricsPromExporterPort` that answers `GET /metrics` with every
+//! shard's figures (docs/operations.md#metrics), and the once-a-second publication of the
+//! figures only a shard itself can read (its stores, its slaves' progress).
+//!
+//! A scrape reads the shared tables and statistics and every shard's slot of
+//! `crate::metrics` from shard 0; no request crosses the mesh. Connections are bounded in
+//! number, in request size and in time: a client that sends garbage gets 400, one that sends
+//! nothing for [`REQUEST_TIMEOUT`] is dropped.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use comet_proto::body::ConsumeType;
+use comet_rt::net::{Listener, Stream};
+use comet_rt::shutdown::StopSignal;
+use comet_rt::sync::{race, Either};
+use comet_rt::task_class::{sleep, spawn_detached, timeout, TaskClass};
+
+use crate::metrics::http::{self, BadRequest, Request, REQUEST_HEAD_BYTES_MAX};
+use crate::metrics::{
+    encode, BrokerFigures, BrokerLabels, Connections, FollowerLag, LogFigures, OutCounts,
+    ShardFigures, Snapshot,
+};
+use crate::shard::ShardBroker;
+use crate::stats::StatsName;
+
+/// How long a connection may take to send its request head, and then to take the answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most bytes read after answering, so a closing connection is not reset (see `drain`).
+const DRAIN_BYTES_MAX: usize = 256 * 1024;
+
+/// How long `drain` waits for more bytes before it closes.
+const DRAIN_QUIET: Duration = Duration::from_millis(100);
+
+/// Scrape connections open at once; more are closed at once.
+pub const CONNECTIONS_MAX: usize = 16;
+
+/// Publishes this shard's store and replication figures for the next scrape (called once a
+/// second with the traffic sample; nothing with metrics off).
+pub fn publish(broker: &ShardBroker) {
+    if !broker.metrics().enabled() {
+        return;
+    }
+    let now = comet_rt::clock::monotonic_now();
+    let mut figures = ShardFigures::default();
+    let master = broker.config().broker_role.is_master();
+    let logs = std::iter::once(broker.own_log()).chain(broker.hosted_logs().iter().cloned());
+    for log in logs {
+        let stats = log.store.stats();
+        let written = log.store.written_position();
+        figures.logs.push(LogFigures {
+            log_id: log.replication.log_id,
+            appended_records: stats.appended_records,
+            appended_bytes: stats.appended_bytes,
+            flushes: stats.flushes,
+            fdatasyncs: stats.fdatasyncs,
+            written_bytes: stats.written_bytes,
+            unflushed_bytes: log.store.unflushed_bytes(),
+            held_bytes: written.saturating_sub(log.store.min_physical_offset().position()),
+        });
+        if master {
+            for slave in log.replication.followers.borrow().values() {
+                figures.followers.push(FollowerLag {
+                    log_id: log.replication.log_id,
+                    broker_id: slave.broker_id,
+                    lag_bytes: written.saturating_sub(slave.durable),
+                    lag: log.replication.lag_behind(slave.durable, now),
+                });
+            }
+        }
+    }
+    broker.metrics().publish(broker.shard().index(), figures);
+}
+
+/// Every figure a scrape reports, read on the calling shard.
+pub fn snapshot(broker: &ShardBroker) -> Snapshot {
+    let config = broker.config();
+    let labels = BrokerLabels {
+        cluster: config.cluster_name.clone(),
+        node_id: config.broker_name.clone(),
+    };
+    let mut figures = BrokerFigures {
+        topics: broker.topics().len() as u64,
+        groups: broker.groups().names().len() as u64,
+        permission: i64::from(config.broker_permission),
+        ..BrokerFigures::default()
+    };
+    read_connections(broker, &mut figures);
+    let bytes = broker.stats().sums(StatsName::GroupGetSize);
+    let messages = broker.stats().sums(StatsName::GroupGetNums);
+    // Both come from the same items in the same order; a miss (an item created between the
+    // two reads) counts zero bytes until the next scrape.
+    figures.messages_out = messages
+        .into_iter()
+        .map(|(topic, group, messages)| {
+            let bytes = bytes
+                .iter()
+                .find(|(t, g, _)| *t == topic && *g == group)
+                .map_or(0, |(_, _, bytes)| *bytes);
+            OutCounts {
+                topic,
+                group,
+                messages,
+                bytes,
+            }
+        })
+        .collect();
+    let traffic = broker.all_traffic();
+    figures.requests_by_shard = (0..broker.shard_count())
+        .map(|shard| traffic.shard(shard).requests())
+        .collect();
+    Snapshot {
+        labels,
+        shards: broker.metrics().shards(),
+        broker: figures,
+    }
+}
+
+/// Producer and consumer connections grouped as Java's gauges group them.
+fn read_connections(broker: &ShardBroker, figures: &mut BrokerFigures) {
+    let language = |channel: &crate::clients::ChannelRef| {
+        channel
+            .language
+            .name()
+            .map_or_else(|| "unknown".to_owned(), str::to_ascii_lowercase)
+    };
+    let clients = broker.clients();
+    let mut producers: Vec<Connections> = Vec::new();
+    for channel in clients.all_producer_channels() {
+        let key = Connections {
+            group: String::new(),
+            language: language(channel),
+            version: channel.version.to_string(),
+            consume_mode: String::new(),
+            count: 0,
+        };
+        add_connection(&mut producers, key);
+    }
+    let mut consumers: Vec<Connections> = Vec::new();
+    for (group, members) in clients.consumer_groups() {
+        let consume_mode = match members.consume_type {
+            ConsumeType::CONSUME_ACTIVELY => "pull",
+            ConsumeType::CONSUME_PASSIVELY => "push",
+            ConsumeType::CONSUME_POP => "pop",
+        };
+        for (_, channel) in members.channels() {
+            let key = Connections {
+                group: group.to_owned(),
+                language: language(&channel),
+                version: channel.version.to_string(),
+                consume_mode: consume_mode.to_owned(),
+                count: 0,
+            };
+            add_connection(&mut consumers, key);
+        }
+    }
+    producers.sort();
+    consumers.sort();
+    figures.producers = producers;
+    figures.consumers = consumers;
+}
+
+fn add_connection(all: &mut Vec<Connections>, key: Connections) {
+    let same = |other: &Connections| {
+        other.group == key.group
+            && other.language == key.language
+            && other.version == key.version
+            && other.consume_mode == key.consume_mode
+    };
+    match all.iter_mut().find(|other| same(other)) {
+        Some(existing) => existing.count += 1,
+        None => all.push(Connections { count: 1, ..key }),
+    }
+}
+
+/// Serves scrapes on `listener` until `stop`.
+pub async fn serve(broker: Rc<ShardBroker>, listener: Listener, stop: StopSignal) {
+    log::info!("metrics on http://{}/metrics", listener.local_addr());
+    let open = Rc::new(Cell::new(0usize));
+    loop {
+        let stream = match race(stop.wait(), listener.accept()).await {
+            Either::Left(()) => break,
+            Either::Right(Ok(stream)) => stream,
+            Either::Right(Err(error)) => {
+                log::warn!("metrics: accept failed: {error}");
+                sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if open.get() >= CONNECTIONS_MAX {
+            stream.shutdown();
+            continue;
+        }
+        open.set(open.get() + 1);
+        let broker = broker.clone();
+        let open = open.clone();
+        spawn_detached(TaskClass::Admin, async move {
+            let peer = stream.peer_addr();
+            if let Err(error) = timeout(REQUEST_TIMEOUT, answer(&broker, &stream)).await {
+                log::debug!("metrics: {peer}: {error}");
+            }
+            stream.shutdown();
+            open.set(open.get() - 1);
+        });
+    }
+}
+
+/// Reads one request head and answers it.
+async fn answer(broker: &ShardBroker, stream: &Stream) {
+    let response = match read_head(stream).await {
+        Ok(Some(head)) => match http::parse(&head) {
+            Ok(Request::Metrics { head_only }) => match encode::encode(snapshot(broker)) {
+                Ok(text) => {
+                    let content_type = encode::CONTENT_TYPE;
+                    http::response("200 OK", content_type, text.as_bytes(), head_only)
+                }
+                Err(error) => {
+                    log::error!("metrics: cannot encode: {error}");
+                    http::refusal("500 Internal Server Error")
+                }
+            },
+            Ok(Request::MethodNotAllowed) => http::refusal("405 Method Not Allowed"),
+            Ok(Request::NotFound) => http::refusal("404 Not Found"),
+            Err(_) => http::refusal("400 Bad Request"),
+        },
+        Ok(None) => return,
+        Err(BadRequest::TooLarge | BadRequest::Malformed) => http::refusal("400 Bad Request"),
+    };
+    if let Err(error) = stream.write_all(&response).await {
+        log::debug!("metrics: {}: {error}", stream.peer_addr());
+        return;
+    }
+    drain(stream).await;
+}
+
+/// Reads what the peer still sends (a refused request's rest), bounded, so that closing does
+/// not reset the connection and destroy the answer before the peer reads it.
+async fn drain(stream: &Stream) {
+    let mut chunk = [0u8; 4096];
+    let mut drained = 0;
+    while drained < DRAIN_BYTES_MAX {
+        match timeout(DRAIN_QUIET, stream.read(&mut chunk)).await {
+            Ok(Ok(read)) if read > 0 => drained += read,
+            _ => return,
+        }
+    }
+}
+
+/// The request head, `None` when the peer closed or failed before sending one.
+async fn read_head(stream: &Stream) -> Result<Option<Vec<u8>>, BadRequest> {
+    let mut head = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let read = match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(read) => read,
+        };
+        head.extend_from_slice(&chunk[..read]);
+        if let Some(end) = http::head_end(&head) {
+            head.truncate(end);
+            return Ok(Some(head));
+        }
+        // A request line that cannot be right is answered now, not after a timeout.
+        if let Some(line_end) = head.windows(2).position(|pair| pair == b"\r\n") {
+            http::parse(&head[..line_end + 2])?;
+        }
+        if head.len() > REQUEST_HEAD_BYTES_MAX {
+            return Err(BadRequest::TooLarge);
+        }
+    }
+}

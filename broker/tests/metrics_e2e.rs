@@ -1,0 +1,383 @@
+//! End-to-end tests of the metrics endpoint (`metricsExporterType=PROM`) against a real
+//! `comet-broker --standalone` process: after known traffic, a scrape over TCP carries
+//! RocketMQ's names and labels with the exact counts; bad HTTP gets 400; the keys refuse what
+//! Comet cannot do.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::time::Duration;
+
+use comet_proto::message::decode_records;
+use comet_proto::properties::{names, Properties};
+use comet_proto::ResponseCode;
+use comet_test_support::{free_port, wait_for, wait_for_port, LOOPBACK};
+use common::{create_topic, pull_request, send_request, send_request_with, Broker, TempDir};
+
+/// Exit status of a configuration that cannot be used (`FatalReason::Config`).
+const EXIT_CONFIG: i32 = 72;
+/// Exit status of a listener that could not bind (`FatalReason::Bind`).
+const EXIT_BIND: i32 = 73;
+
+const TOPIC: &str = "MetricsTopic";
+const GROUP: &str = "MetricsGroup";
+
+/// One sample of the text format: its labels and value.
+#[derive(Debug)]
+struct Sample {
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Samples by metric name, parsed from Prometheus text (comments skipped; label values here
+/// hold no escapes, which the parser refuses rather than misreads).
+fn parse_text(text: &str) -> BTreeMap<String, Vec<Sample>> {
+    let mut samples: BTreeMap<String, Vec<Sample>> = BTreeMap::new();
+    for line in text.lines().filter(|line| !line.starts_with('#')) {
+        let (series, value) = line.rsplit_once(' ').expect("a sample line has a value");
+        let value: f64 = value.parse().expect("a numeric value");
+        let (name, labels) = match series.split_once('{') {
+            Some((name, rest)) => (name, rest.strip_suffix('}').expect("labels end in }")),
+            None => (series, ""),
+        };
+        assert!(!labels.contains('\\'), "unexpected escape in {line}");
+        let labels = labels
+            .split("\",")
+            .filter(|pair| !pair.is_empty())
+            .map(|pair| {
+                let (key, value) = pair.split_once("=\"").expect("key=\"value\"");
+                (key.to_owned(), value.trim_end_matches('"').to_owned())
+            })
+            .collect();
+        samples
+            .entry(name.to_owned())
+            .or_default()
+            .push(Sample { labels, value });
+    }
+    samples
+}
+
+/// The value of `name` whose labels include every one of `labels`, summed over the series
+/// that match (0 when none does).
+fn value(samples: &BTreeMap<String, Vec<Sample>>, name: &str, labels: &[(&str, &str)]) -> f64 {
+    samples
+        .get(name)
+        .into_iter()
+        .flatten()
+        .filter(|sample| {
+            labels
+                .iter()
+                .all(|(key, value)| sample.labels.get(*key).map(String::as_str) == Some(*value))
+        })
+        .map(|sample| sample.value)
+        .sum()
+}
+
+/// Sends `request` bytes to the endpoint and reads the whole answer (it closes after one).
+fn http_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .expect("read timeout");
+    stream.write_all(request).expect("send the request");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).expect("read the answer");
+    String::from_utf8(answer).expect("a UTF-8 answer")
+}
+
+/// GET /metrics: the body of a 200 answer whose head states its type and length.
+fn scrape_text(addr: SocketAddr) -> String {
+    let answer = http_exchange(addr, b"GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n");
+    let (head, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    assert!(
+        head.contains("Content-Type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    assert!(
+        head.contains(&format!("Content-Length: {}", body.len())),
+        "{head}"
+    );
+    body.to_owned()
+}
+
+/// GET /metrics, parsed.
+fn scrape(addr: SocketAddr) -> BTreeMap<String, Vec<Sample>> {
+    parse_text(&scrape_text(addr))
+}
+
+/// Every sample name a text declares (`# TYPE` lines), series or not: a histogram's
+/// `_bucket`, `_sum` and `_count` included.
+fn declared_names(text: &str) -> BTreeSet<String> {
+    let mut declared = BTreeSet::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let (name, kind) = rest.split_once(' ').expect("# TYPE name type");
+        if kind == "histogram" {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                declared.insert(format!("{name}{suffix}"));
+            }
+        } else {
+            declared.insert(name.to_owned());
+        }
+    }
+    declared
+}
+
+/// The metric names the shipped Grafana dashboard queries.
+fn dashboard_names() -> BTreeSet<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/grafana/comet.json");
+    let text = std::fs::read_to_string(&path).expect("read the dashboard");
+    let dashboard: serde_json::Value = serde_json::from_str(&text).expect("dashboard JSON");
+    let mut names = BTreeSet::new();
+    let mut pending = vec![&dashboard];
+    while let Some(value) = pending.pop() {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, inner) in map {
+                    match (key.as_str(), inner) {
+                        ("expr" | "definition", serde_json::Value::String(expr)) => {
+                            names.extend(metric_names(expr));
+                        }
+                        _ => pending.push(inner),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The `rocketmq_*` and `comet_*` names in a PromQL expression.
+fn metric_names(expr: &str) -> Vec<String> {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    expr.split(|c: char| !word(c))
+        .filter(|token| token.starts_with("rocketmq_") || token.starts_with("comet_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn metrics_options(port: u16) -> Vec<String> {
+    [
+        "metricsExporterType=PROM".to_owned(),
+        "metricsPromExporterHost=127.0.0.1".to_owned(),
+        format!("metricsPromExporterPort={port}"),
+    ]
+    .into_iter()
+    .flat_map(|setting| ["-o".to_owned(), setting])
+    .collect()
+}
+
+// Proves a scrape after known traffic reports it under RocketMQ's names and labels with
+// exact counts: 10 normal and 2 FIFO sends over two shards, one pull of 4, every request's
+// latency by its codes, the tables' sizes, and the stores' bytes matching what was sent.
+#[test]
+fn scrape_reports_known_traffic() {
+    let directory = TempDir::new("e2e-metrics");
+    let port = free_port();
+    let options = metrics_options(port);
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    let broker = Broker::start(&directory.0, 2, &options);
+    let addr = SocketAddr::new(LOOPBACK.into(), port);
+    wait_for_port(addr, Duration::from_secs(10));
+    let mut client = broker.client();
+    create_topic(&mut client, TOPIC, 4);
+    for index in 0..10 {
+        let response = client.call(send_request(TOPIC, index % 4, &[b'n'; 100], None, None));
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+    let mut fifo = Properties::new();
+    fifo.insert(names::SHARDING_KEY, "order-1");
+    for _ in 0..2 {
+        let response = client.call(send_request_with(TOPIC, 1, &[b'f'; 300], &fifo));
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+    let pulled = client.call(pull_request(GROUP, TOPIC, 0, 0, 32, 0));
+    assert_eq!(pulled.response_code(), ResponseCode::SUCCESS);
+    let pulled_bytes = pulled.body.len() as f64;
+    assert_eq!(decode_records(pulled.body.clone()).len(), 3);
+
+    let common = [
+        ("cluster", "DefaultCluster"),
+        ("node_type", "broker"),
+        ("node_id", "broker-a"),
+    ];
+    let with = |own: &[(&'static str, &'static str)]| {
+        let mut labels = common.to_vec();
+        labels.extend_from_slice(own);
+        labels
+    };
+    let normal = with(&[
+        ("topic", TOPIC),
+        ("message_type", "normal"),
+        ("is_system", "false"),
+    ]);
+    let fifo = with(&[("topic", TOPIC), ("message_type", "fifo")]);
+    // The stores publish once a second: wait until they hold what the sends counted.
+    let samples = wait_for("the stores' figures", Duration::from_secs(10), || {
+        let samples = scrape(addr);
+        let sent = value(
+            &samples,
+            "rocketmq_throughput_in_total",
+            &[("topic", TOPIC)],
+        );
+        let stored = value(&samples, "comet_store_appended_bytes_total", &[]);
+        (sent > 0.0 && sent == stored).then_some(samples)
+    });
+    assert_eq!(value(&samples, "rocketmq_messages_in_total", &normal), 10.0);
+    assert_eq!(value(&samples, "rocketmq_messages_in_total", &fifo), 2.0);
+    let normal_bytes = value(&samples, "rocketmq_throughput_in_total", &normal);
+    let fifo_bytes = value(&samples, "rocketmq_throughput_in_total", &fifo);
+    // Each record is its body plus the same header and properties within a type.
+    assert_eq!(normal_bytes % 10.0, 0.0, "{normal_bytes}");
+    assert!(normal_bytes > 1000.0, "{normal_bytes}");
+    assert!(fifo_bytes > 600.0, "{fifo_bytes}");
+    let size_count = value(&samples, "rocketmq_message_size_count", &normal);
+    assert_eq!(size_count, 10.0);
+    let mut small = normal.clone();
+    small.push(("le", "1024"));
+    assert_eq!(
+        value(&samples, "rocketmq_message_size_bucket", &small),
+        10.0
+    );
+    assert_eq!(
+        value(&samples, "rocketmq_message_size_sum", &normal),
+        normal_bytes
+    );
+
+    let out = with(&[
+        ("topic", TOPIC),
+        ("consumer_group", GROUP),
+        ("is_retry", "false"),
+        ("is_system", "false"),
+    ]);
+    assert_eq!(value(&samples, "rocketmq_messages_out_total", &out), 3.0);
+    let delivered_bytes = value(&samples, "rocketmq_throughput_out_total", &out);
+    assert_eq!(delivered_bytes, pulled_bytes);
+
+    let sends = with(&[
+        ("protocol_type", "remoting"),
+        ("request_code", "send_message_v2"),
+        ("response_code", "success"),
+        ("result", "success"),
+    ]);
+    assert_eq!(value(&samples, "rocketmq_rpc_latency_count", &sends), 12.0);
+    let mut within_limit = sends.clone();
+    within_limit.push(("le", "+Inf"));
+    assert_eq!(
+        value(&samples, "rocketmq_rpc_latency_bucket", &within_limit),
+        12.0
+    );
+    let pulls = [
+        ("request_code", "pull_message"),
+        ("response_code", "success"),
+    ];
+    assert_eq!(value(&samples, "rocketmq_rpc_latency_count", &pulls), 1.0);
+
+    assert!(value(&samples, "rocketmq_topic_number", &common) >= 1.0);
+    assert_eq!(value(&samples, "rocketmq_broker_permission", &common), 6.0);
+    assert!(samples.contains_key("rocketmq_consumer_group_number"));
+    let storage = with(&[("storage_type", "local"), ("storage_medium", "disk")]);
+    assert!(value(&samples, "rocketmq_storage_size", &storage) >= normal_bytes + fifo_bytes);
+    // Every request counted once, where it arrived or where it was handed to.
+    let in_place = value(&samples, "comet_requests_in_place_total", &[]);
+    let forwarded = value(&samples, "comet_requests_forwarded_total", &[]);
+    assert!(in_place + forwarded >= 13.0, "{in_place} + {forwarded}");
+    let records = value(&samples, "comet_store_appended_records_total", &[]);
+    assert_eq!(records, 12.0);
+    for shard in ["0", "1"] {
+        let labels = [("shard", shard), ("log", shard)];
+        assert!(
+            samples["comet_store_group_commits_total"]
+                .iter()
+                .any(|sample| labels.iter().all(|(k, v)| sample.labels[*k] == *v)),
+            "no group commits of shard {shard}"
+        );
+    }
+}
+
+// Proves the endpoint answers bad HTTP with 400 (malformed, binary, oversized), other paths
+// with 404 and other methods with 405, and keeps serving scrapes afterwards.
+#[test]
+fn bad_requests_get_400() {
+    let directory = TempDir::new("e2e-metrics-http");
+    let port = free_port();
+    let options = metrics_options(port);
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    let _broker = Broker::start(&directory.0, 1, &options);
+    let addr = SocketAddr::new(LOOPBACK.into(), port);
+    wait_for_port(addr, Duration::from_secs(10));
+    let oversized = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
+    let cases: [(&[u8], &str); 6] = [
+        (b"garbage\r\n\r\n", "HTTP/1.1 400 "),
+        (b"GET /metrics HTTP/9\r\n", "HTTP/1.1 400 "),
+        (
+            b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03\r\n",
+            "HTTP/1.1 400 ",
+        ),
+        (oversized.as_bytes(), "HTTP/1.1 400 "),
+        (b"GET /other HTTP/1.1\r\n\r\n", "HTTP/1.1 404 "),
+        (b"DELETE /metrics HTTP/1.1\r\n\r\n", "HTTP/1.1 405 "),
+    ];
+    for (request, status) in cases {
+        let answer = http_exchange(addr, request);
+        assert!(answer.starts_with(status), "{status}: {answer}");
+    }
+    let samples = scrape(addr);
+    assert!(samples.contains_key("rocketmq_topic_number"));
+}
+
+// Proves every metric the shipped Grafana dashboard queries is one the endpoint declares, so
+// the dashboard cannot drift from the names.
+#[test]
+fn dashboard_queries_declared_names() {
+    let directory = TempDir::new("e2e-metrics-dashboard");
+    let port = free_port();
+    let options = metrics_options(port);
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    let _broker = Broker::start(&directory.0, 1, &options);
+    let addr = SocketAddr::new(LOOPBACK.into(), port);
+    wait_for_port(addr, Duration::from_secs(10));
+    let declared = declared_names(&scrape_text(addr));
+    let queried = dashboard_names();
+    assert!(queried.len() >= 15, "{queried:?}");
+    let missing: Vec<&String> = queried.difference(&declared).collect();
+    assert!(
+        missing.is_empty(),
+        "not declared: {missing:?}\ndeclared: {declared:?}"
+    );
+}
+
+// Proves the exporter keys refuse what Comet cannot serve: OTLP_GRPC and LOG stop the start
+// with the config status naming the key, and a metrics port already taken with the bind
+// status naming the port.
+#[test]
+fn refused_exporter_settings_stop_the_start() {
+    let store = TempDir::new("e2e-metrics-refused");
+    let namesrv = format!("127.0.0.1:{}", free_port());
+    for exporter in ["OTLP_GRPC", "LOG", "prom"] {
+        let setting = format!("metricsExporterType={exporter}");
+        let args = ["-o", &setting, "--namesrv", &namesrv];
+        let (code, stderr) = common::run_to_exit(&args, store.path());
+        assert_eq!(code, Some(EXIT_CONFIG), "{exporter}: {stderr}");
+        assert!(stderr.contains("metricsExporterType"), "{stderr}");
+    }
+    let taken = TcpListener::bind((LOOPBACK, 0)).expect("bind a port to occupy");
+    let port = taken.local_addr().expect("address").port().to_string();
+    let listen_port = free_port().to_string();
+    let options = metrics_options(port.parse().expect("a port"));
+    let mut args: Vec<&str> = options.iter().map(String::as_str).collect();
+    args.extend(["--bind-address", "127.0.0.1", "--listen-port", &listen_port]);
+    args.extend(["--namesrv", &namesrv]);
+    let (code, stderr) = common::run_to_exit(&args, store.path());
+    assert_eq!(code, Some(EXIT_BIND), "stderr: {stderr}");
+    assert!(stderr.contains(&port), "stderr: {stderr}");
+    drop(taken);
+}
