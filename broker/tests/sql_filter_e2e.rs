@@ -54,6 +54,16 @@ fn pull(
     max_msg_nums: i32,
     subscription: Option<(&str, &str)>,
 ) -> RemotingCommand {
+    pull_within(group, offset, (max_msg_nums, None), subscription)
+}
+
+/// [`pull`] with a byte budget (`maxMsgBytes`) when given.
+fn pull_within(
+    group: &str,
+    offset: i64,
+    (max_msg_nums, max_msg_bytes): (i32, Option<i32>),
+    subscription: Option<(&str, &str)>,
+) -> RemotingCommand {
     let header = PullMessageRequestHeader {
         consumer_group: group.into(),
         topic: TOPIC.into(),
@@ -66,7 +76,7 @@ fn pull(
         subscription: subscription.map(|(_, expression)| expression.to_owned()),
         sub_version: 0,
         expression_type: subscription.map(|(kind, _)| kind.to_owned()),
-        max_msg_bytes: None,
+        max_msg_bytes,
         request_source: None,
         proxy_froward_client_id: None,
         broker_name: None,
@@ -83,10 +93,20 @@ fn pull_bodies(
     max_msg_nums: i32,
     subscription: Option<(&str, &str)>,
 ) -> (Vec<String>, usize) {
+    pull_bodies_within(client, group, (max_msg_nums, None), subscription)
+}
+
+/// [`pull_bodies`] with a byte budget per pull when given.
+fn pull_bodies_within(
+    client: &mut Client,
+    group: &str,
+    limits: (i32, Option<i32>),
+    subscription: Option<(&str, &str)>,
+) -> (Vec<String>, usize) {
     let mut bodies = Vec::new();
     let mut offset = 0;
     for pulls in 1..=1000 {
-        let response = client.call(pull(group, offset, max_msg_nums, subscription));
+        let response = client.call(pull_within(group, offset, limits, subscription));
         let code = response.response_code();
         let header = PullMessageResponseHeader::from_ext_fields(&response.ext_fields)
             .unwrap_or_else(|e| panic!("pull answer without its header ({e}): {response:?}"));
@@ -185,6 +205,19 @@ fn sql92_pulls_deliver_only_matching_messages() {
     let (bodies, pulls) = pull_bodies(&mut client, "sql_cg", 2, Some(("SQL92", "size = 57")));
     assert_eq!(bodies, ["m57"]);
     assert!(pulls <= 4, "{pulls} pulls");
+
+    // A byte budget of one and a half records: each pull keeps one matching record and
+    // leaves the next for the following pull, losing none.
+    let first = client.call(pull("sql_cg", 0, 1, Some(("TAG", "*"))));
+    let record_bytes = i32::try_from(first.body.len()).unwrap();
+    let budget = (32, Some(record_bytes * 3 / 2));
+    let (bodies, pulls) = pull_bodies_within(&mut client, "sql_cg", budget, Some(red_big));
+    assert_eq!(bodies, expected(|i| i % 2 == 0 && i >= 10));
+    assert!(
+        pulls > bodies.len(),
+        "{pulls} pulls for {} messages",
+        bodies.len()
+    );
 
     heartbeat(
         &mut client,

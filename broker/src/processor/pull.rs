@@ -434,9 +434,10 @@ async fn read(
         .await
 }
 
-/// A SQL92 pull: reads records from `offset` and keeps those `selector` matches; while a
-/// read keeps none it reads on (at most [`SQL_READ_ROUNDS_MAX`] times), so a selective
-/// filter does not cost the client a round trip per `max_count` records.
+/// A SQL92 pull: reads records from `offset` and keeps those `selector` matches, reading on
+/// (at most [`SQL_READ_ROUNDS_MAX`] store reads) until `max_count` records or `max_bytes`
+/// are kept or the queue ends, as Java's store counts only matching messages against a
+/// pull's size. Each read asks for what is still wanted, so nothing read is dropped.
 async fn read_selected(
     broker: &ShardBroker,
     header: &PullMessageRequestHeader,
@@ -445,35 +446,77 @@ async fn read_selected(
     (max_count, max_bytes): (usize, usize),
 ) -> Result<GetResult, StoreError> {
     let store = broker.queue_store(&header.topic, header.queue_id);
-    let mut reached: Option<GetResult> = None;
+    let mut kept: Option<GetResult> = None;
+    let mut kept_bytes = 0usize;
     for _ in 0..SQL_READ_ROUNDS_MAX {
+        let kept_count = kept.as_ref().map_or(0, |kept| kept.records.len());
+        if kept_count >= max_count || kept_bytes >= max_bytes {
+            break;
+        }
         let mut result = store
             .get_messages(
                 &header.topic,
                 header.queue_id,
                 offset,
-                max_count,
-                max_bytes,
+                max_count - kept_count,
+                max_bytes - kept_bytes,
                 MessageFilter::All,
             )
             .await?;
-        match result.status {
-            GetStatus::Found => {
-                result.records.retain(|record| selected(selector, record));
-                if !result.records.is_empty() {
-                    return Ok(result);
-                }
-                result.status = GetStatus::NoMatchedMessage;
-            }
-            GetStatus::NoMatchedMessage => {}
+        if !matches!(
+            result.status,
+            GetStatus::Found | GetStatus::NoMatchedMessage
+        ) {
             // The end of the queue (or an offset problem): answer it, unless earlier reads
-            // already moved past records that did not match.
-            _ => return Ok(reached.unwrap_or(result)),
+            // already moved past records.
+            match kept {
+                None => return Ok(result),
+                Some(_) => break,
+            }
+        }
+        result.records.retain(|record| selected(selector, record));
+        // A read always returns at least one record, even one beyond the byte budget; a
+        // kept record never pushes the pull past it.
+        let mut fits = 0;
+        for record in &result.records {
+            if kept_count + fits > 0 && kept_bytes + record.len() > max_bytes {
+                break;
+            }
+            kept_bytes += record.len();
+            fits += 1;
+        }
+        let full = fits < result.records.len();
+        if full {
+            // What does not fit is read again by the next pull, from the first left out.
+            let first_left = RecordView::parse(&result.records[fits])
+                .map(|view| QueueOffset(u64::try_from(view.queue_offset()).unwrap_or(0)));
+            if let Ok(first_left) = first_left {
+                result.records.truncate(fits);
+                result.next_offset = first_left;
+            }
         }
         offset = result.next_offset;
-        reached = Some(result);
+        kept = Some(match kept {
+            None => result,
+            Some(mut earlier) => {
+                earlier.records.append(&mut result.records);
+                earlier.next_offset = result.next_offset;
+                earlier.min_offset = result.min_offset;
+                earlier.max_offset = result.max_offset;
+                earlier
+            }
+        });
+        if full {
+            break;
+        }
     }
-    Ok(reached.expect("at least one read round"))
+    let mut kept = kept.expect("the first read round always runs");
+    kept.status = if kept.records.is_empty() {
+        GetStatus::NoMatchedMessage
+    } else {
+        GetStatus::Found
+    };
+    Ok(kept)
 }
 
 /// Whether the stored record's properties satisfy `selector`; a record that does not parse
