@@ -9,11 +9,20 @@
 //! [`flush_queue`] is the single place a queue's entries are written, shared by the lazy
 //! flush (`maintenance`, through the pool) and recovery (`recovery`, `queue_repair`: files
 //! opened for the duration of the flush and closed after it).
+//!
+//! The lazy flush writes up to [`QUEUE_FLUSHES_IN_FLIGHT_MAX`] queues at once
+//! ([`run_bounded`]): each queue's fdatasync (and a new queue's directory syncs) wait on the
+//! disk, and io_uring takes many at once, where one after the other ten thousand new queues
+//! kept the checkpoint minutes behind (perf/README.md#many-queues-issue-25). The checkpoint
+//! still comes after every one of them has synced.
 
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 
 use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
 
@@ -167,9 +176,21 @@ pub(crate) struct FlushFiles<'s> {
 }
 
 impl FlushFiles<'_> {
-    /// Most files one step of a flush holds open.
+    /// Most queues flushed at once through these files: up to
+    /// [`QUEUE_FLUSHES_IN_FLIGHT_MAX`], but no more than the pool holds, so the files the
+    /// flushes hold outside the pool stay within its bound too; one without a pool.
+    pub(crate) fn flushes_in_flight_max(&self) -> usize {
+        self.pool.map_or(1, |pool| {
+            pool.borrow().bound().min(QUEUE_FLUSHES_IN_FLIGHT_MAX)
+        })
+    }
+
+    /// Most files one step of a flush holds open: the pool's bound shared among the flushes
+    /// that may run at once (a queue with more files to write takes more steps).
     fn step_files_max(&self) -> usize {
-        self.pool.map_or(2, |pool| pool.borrow().bound())
+        self.pool.map_or(2, |pool| {
+            (pool.borrow().bound() / self.flushes_in_flight_max()).max(1)
+        })
     }
 
     /// Opens (or creates) `needed`, from the pool when it holds them.
@@ -253,6 +274,53 @@ pub(crate) async fn flush_queue<'q>(
     }
 }
 
+/// Most queue flushes a lazy flush runs at once: enough to keep the disk's queue full (their
+/// fdatasyncs are what they wait on), few enough that a flush holds a bounded number of
+/// files and buffers.
+pub(crate) const QUEUE_FLUSHES_IN_FLIGHT_MAX: usize = 64;
+
+/// Runs `jobs` in the calling task, at most `in_flight_max` at once, started in order.
+/// After a job fails no other starts; the first error is returned once every started job
+/// has ended, so none is left half done (a dropped flush would leave a queue's planned
+/// writes unfinished while the store still runs).
+pub(crate) async fn run_bounded<F, E>(
+    jobs: impl IntoIterator<Item = F>,
+    in_flight_max: usize,
+) -> Result<(), E>
+where
+    F: Future<Output = Result<(), E>>,
+{
+    assert!(in_flight_max > 0, "at least one job runs");
+    let mut waiting = jobs.into_iter().fuse();
+    let mut running: Vec<Pin<Box<F>>> = Vec::with_capacity(in_flight_max);
+    let mut first_error: Option<E> = None;
+    std::future::poll_fn(|cx| loop {
+        while first_error.is_none() && running.len() < in_flight_max {
+            match waiting.next() {
+                Some(job) => running.push(Box::pin(job)),
+                None => break,
+            }
+        }
+        let before = running.len();
+        running.retain_mut(|job| match job.as_mut().poll(cx) {
+            Poll::Pending => true,
+            Poll::Ready(Ok(())) => false,
+            Poll::Ready(Err(error)) => {
+                first_error.get_or_insert(error);
+                false
+            }
+        });
+        if running.len() == before {
+            // No job ended: each one left registered the waker (or none is left).
+            if running.is_empty() {
+                return Poll::Ready(first_error.take().map_or(Ok(()), Err));
+            }
+            return Poll::Pending;
+        }
+    })
+    .await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +359,59 @@ mod tests {
             assert!(pool.forget(&a).is_some());
             assert_eq!(pool.drain().len(), 1);
             assert_eq!(pool.len(), 0);
+        });
+    }
+
+    /// A job for [`run_bounded`] tests: counts itself in and out of `in_flight` (keeping the
+    /// most seen in `peak`) around a short sleep, then fails if `fails`.
+    async fn job(
+        in_flight: &Cell<usize>,
+        peak: &Cell<usize>,
+        ended: &Cell<usize>,
+        fails: bool,
+    ) -> Result<(), usize> {
+        in_flight.set(in_flight.get() + 1);
+        peak.set(peak.get().max(in_flight.get()));
+        comet_rt::local::sleep(std::time::Duration::from_millis(2)).await;
+        in_flight.set(in_flight.get() - 1);
+        ended.set(ended.get() + 1);
+        if fails {
+            return Err(ended.get());
+        }
+        Ok(())
+    }
+
+    // Proves run_bounded runs every job, as many at once as allowed and never more.
+    #[test]
+    fn run_bounded_runs_all_jobs_within_the_bound() {
+        comet_rt::local::run_local("run-bounded", async {
+            let (in_flight, peak, ended) = (Cell::new(0), Cell::new(0), Cell::new(0));
+            let jobs = (0..50).map(|_| job(&in_flight, &peak, &ended, false));
+            assert_eq!(run_bounded(jobs, 8).await, Ok(()));
+            assert_eq!(ended.get(), 50);
+            assert_eq!(peak.get(), 8, "eight jobs ran at once");
+            assert_eq!(in_flight.get(), 0);
+            let no_jobs = (0..0).map(|_| job(&in_flight, &peak, &ended, false));
+            assert_eq!(run_bounded(no_jobs, 8).await, Ok(()));
+        });
+    }
+
+    // Proves a failed job stops new jobs from starting, yet run_bounded returns its error
+    // only after the jobs already running have ended.
+    #[test]
+    fn run_bounded_stops_starting_jobs_after_a_failure() {
+        comet_rt::local::run_local("run-bounded-failure", async {
+            let (in_flight, peak, ended) = (Cell::new(0), Cell::new(0), Cell::new(0));
+            let started = Cell::new(0);
+            let jobs = (0..50).map(|index| {
+                started.set(started.get() + 1);
+                job(&in_flight, &peak, &ended, index == 2)
+            });
+            let result = run_bounded(jobs, 4).await;
+            assert!(result.is_err(), "the failure is returned");
+            assert_eq!(in_flight.get(), 0, "no job left running");
+            assert_eq!(ended.get(), started.get(), "every started job ended");
+            assert!(started.get() < 50, "jobs after the failure never started");
         });
     }
 }

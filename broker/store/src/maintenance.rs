@@ -16,7 +16,9 @@ use comet_rt::io::IoError;
 use comet_rt::sync::sleep_unless;
 
 use crate::checkpoint::Checkpoint;
-use crate::cq_files::{close_files, create_file, flush_queue, write_and_sync, FlushFiles};
+use crate::cq_files::{
+    close_files, create_file, flush_queue, run_bounded, write_and_sync, FlushFiles,
+};
 use crate::error::{setup_error, StoreError};
 use crate::flush::fail;
 use crate::limits::{
@@ -151,8 +153,8 @@ pub(crate) async fn write_maintenance_checkpoint(shared: &Shared) -> Result<u64,
     written.map(|()| dispatched)
 }
 
-/// Writes every dirty consume queue, one after the other through the store's pool of open
-/// files (see `cq_files`), then the key index.
+/// Writes every dirty consume queue through the store's pool of open files, several at once
+/// (see `cq_files`), then the key index. Returns once every queue's files are synced.
 async fn flush_derived(shared: &Shared) -> Result<(), StoreError> {
     let dirty: Vec<(String, i32)> = shared
         .queues
@@ -171,18 +173,19 @@ async fn flush_derived(shared: &Shared) -> Result<(), StoreError> {
         faults: &shared.config.faults,
         opened: Cell::new(0),
     };
-    for (topic, queue_id) in dirty {
-        let access = || {
+    let flushes = dirty.iter().map(|(topic, queue_id)| {
+        let access = move || {
             RefMut::map(shared.queues.borrow_mut(), |queues| {
                 &mut queues
-                    .get_mut(&topic)
-                    .and_then(|queues| queues.get_mut(&queue_id))
+                    .get_mut(topic)
+                    .and_then(|queues| queues.get_mut(queue_id))
                     .expect("queues are never removed")
                     .consume_queue
             })
         };
-        flush_queue(access, &files, Some(&shared.cq_cache)).await?;
-    }
+        flush_queue(access, &files, Some(&shared.cq_cache))
+    });
+    run_bounded(flushes, files.flushes_in_flight_max()).await?;
     let mut stats = shared.stats.get();
     stats.cq_flushes += 1;
     stats.cq_flush_us += u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);

@@ -466,3 +466,87 @@ fn dropped_store_with_a_tiny_cache_loses_nothing() {
         });
     }
 }
+
+/// The newest checkpoint's dispatch position: every queue entry of a record below it is in
+/// the queue files (checkpoint.rs: two 4 KiB slots, sequence at byte 8, dispatch position
+/// at byte 24). None while no slot is valid.
+fn checkpoint_dispatch_position(root: &Path) -> Option<u64> {
+    let bytes = std::fs::read(root.join("checkpoint/3")).ok()?;
+    bytes
+        .chunks(4096)
+        .filter(|slot| slot.len() >= 32 && &slot[0..4] == b"CMCK")
+        .map(|slot| {
+            let word = |at: usize| u64::from_be_bytes(slot[at..at + 8].try_into().expect("8"));
+            (word(8), word(24))
+        })
+        .max()
+        .map(|(_, position)| position)
+}
+
+/// How many leading entries of (topic, queue_id)'s first file are written (not zero).
+fn entries_on_disk(root: &Path, topic: &str, queue_id: i32) -> usize {
+    let Ok(bytes) = std::fs::read(queue_file(root, topic, queue_id, 0)) else {
+        return 0;
+    };
+    bytes
+        .chunks(20)
+        .take_while(|entry| entry.iter().any(|byte| *byte != 0))
+        .count()
+}
+
+// Proves the lazy flush of many dirty queues at once (more than the pool of open files, so
+// flushes run side by side and files leave the pool while others are in use) lets the
+// checkpoint pass every record only once every queue's files hold its entries, and that a
+// store dropped without shutdown then reopens with every entry and no queue to repair.
+#[test]
+fn many_dirty_queues_flush_before_the_checkpoint_passes() {
+    const QUEUES: i32 = 300;
+    let dir = TempDir::new("cq-many-dirty");
+    let mut config = config(dir.path());
+    config.cq_open_files_max = 32;
+    // Queue 0 spans two files: its flush takes more than one step.
+    let long_queue: u64 = ENTRIES_PER_FILE + 200;
+    comet_rt::local::run_local("cq-many-dirty-write", async {
+        let store = Store::open(config.clone()).await.expect("open");
+        append_queues(&store, "Dirty", QUEUES, (0, 3)).await;
+        append_queues(&store, "Dirty", 1, (3, long_queue - 3)).await;
+        let end = store.written_position();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while checkpoint_dispatch_position(dir.path()).is_none_or(|position| position < end) {
+            assert!(
+                Instant::now() < deadline,
+                "checkpoint not past {end} in 60 s"
+            );
+            comet_rt::local::sleep(Duration::from_millis(20)).await;
+        }
+        // The checkpoint claims every entry: the files must already hold them.
+        assert_eq!(
+            entries_on_disk(dir.path(), "Dirty", 0),
+            usize::try_from(ENTRIES_PER_FILE).expect("small"),
+            "queue 0's first file is full"
+        );
+        for queue_id in 1..QUEUES {
+            assert_eq!(
+                entries_on_disk(dir.path(), "Dirty", queue_id),
+                3,
+                "queue {queue_id}"
+            );
+        }
+        let memory = store.consume_queue_memory();
+        assert!(memory.open_files_peak <= 32, "{memory:?}");
+        // Dropped without shutdown: the reopen relies on the checkpoint and the files.
+    });
+    comet_rt::local::run_local("cq-many-dirty-check", async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        assert!(
+            store.repaired_queues().is_empty(),
+            "no queue file was short: {:?}",
+            store.repaired_queues()
+        );
+        check_queue(&store, "Dirty", 0, long_queue).await;
+        for queue_id in 1..QUEUES {
+            check_queue(&store, "Dirty", queue_id, 3).await;
+        }
+        store.shutdown().await.expect("shutdown");
+    });
+}
