@@ -93,8 +93,14 @@ pub struct StoreConfig {
     /// SYNC_MASTER: records become visible to consumers (consume-queue and key-index
     /// entries) only up to the position the slaves confirmed (`Store::confirm`) as well as
     /// durably written here, so a failover can never take back a record someone read.
-    /// Off by default: visible once durable. Recovery makes the recovered log visible.
+    /// Off by default: visible once durable. Recovery makes the recovered log visible,
+    /// unless `hold_unconfirmed_at_open`.
     pub visible_after_confirm: bool,
+    /// A slave's store (with `visible_after_confirm`): recovery shows readers only what was
+    /// visible at the last checkpoint; the rest of the recovered log waits for its master's
+    /// confirm, or is taken back live (`Store::truncate_unconfirmed`) when the master no
+    /// longer holds it, so a restart never shows bytes a master could take back.
+    pub hold_unconfirmed_at_open: bool,
     /// Ends the log at this position at open (a slave whose log diverged from its master's):
     /// it must be a record boundary at or below the recovered end; records from it on, and
     /// their consume-queue and key-index entries, are dropped. `None` keeps the log.
@@ -146,6 +152,7 @@ impl StoreConfig {
             other_logs: BTreeMap::new(),
             adopted_logs: BTreeSet::new(),
             visible_after_confirm: false,
+            hold_unconfirmed_at_open: false,
             truncate_log_to: None,
             reset_log_to: None,
         }
@@ -198,6 +205,9 @@ impl StoreConfig {
             if self.truncate_log_to.is_some() {
                 return bad("reset_log_to and truncate_log_to both set".to_string());
             }
+        }
+        if self.hold_unconfirmed_at_open && !self.visible_after_confirm {
+            return bad("hold_unconfirmed_at_open needs visible_after_confirm".to_string());
         }
         if self.delete_when_hour > 23 || self.flush_interval_ms == 0 {
             return bad("delete_when_hour above 23 or flush_interval_ms zero".to_string());

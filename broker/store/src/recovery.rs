@@ -187,10 +187,15 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         scan_start = scan_start.min(to - to % config.segment_bytes).max(first);
     }
     truncate_derived(&mut queues, &mut index, config, scan_start).await?;
+    // A slave shows after a restart only what was visible at its last checkpoint: the rest
+    // is checked and kept, not dispatched (see `StoreConfig::hold_unconfirmed_at_open`).
+    let hold_from = config
+        .hold_unconfirmed_at_open
+        .then(|| checkpoint.last().dispatch_durable_position.max(scan_start));
     let mut end = scan(
         config,
         &segments,
-        scan_start,
+        (scan_start, hold_from),
         &mut queues,
         &mut index,
         &mut watch,
@@ -214,7 +219,10 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         chunk_bytes: config.chunk_bytes,
         read_cache_bytes: config.read_cache_bytes,
     };
-    let log = CommitLog::new(shape, segments, end, &tail_page);
+    let mut log = CommitLog::new(shape, segments, end, &tail_page);
+    if let Some(hold_from) = hold_from {
+        log.dispatched = hold_from.min(end);
+    }
     Ok(Recovered {
         log,
         queues,
@@ -386,7 +394,7 @@ async fn repair_promised(
 async fn scan(
     config: &StoreConfig,
     segments: &BTreeMap<u64, Rc<DirectFile>>,
-    start: u64,
+    (start, hold_from): (u64, Option<u64>),
     queues: &mut Queues,
     index: &mut KeyIndex,
     watch: &mut BoundaryWatch,
@@ -407,19 +415,28 @@ async fn scan(
         repaired_at: None,
         progress: Progress::new(what, start, last + config.segment_bytes),
         unflushed: 0,
+        hold_from: hold_from.unwrap_or(u64::MAX),
+        held_next: HashMap::new(),
     };
-    loop {
+    let end = loop {
         let segment_start = position - position % config.segment_bytes;
         let Some(file) = segments.get(&segment_start) else {
-            return Ok(position);
+            break position;
         };
         let segment_end = segment_start + config.segment_bytes;
         match scanner.segment(file, segment_start, position).await? {
-            SegmentScan::Ends(end) => return Ok(end),
+            SegmentScan::Ends(end) => break end,
             SegmentScan::Continues => position = segment_end,
         }
         comet_rt::local::yield_if_needed().await;
+    };
+    // Held records took their queues' next offsets: later appends continue after them.
+    let held = std::mem::take(&mut scanner.held_next);
+    for ((topic, queue_id), next) in held {
+        let queue = crate::queues::queue_state(queues, config, &topic, queue_id);
+        queue.next_offset = queue.next_offset.max(next);
     }
+    Ok(end)
 }
 
 enum SegmentScan {
@@ -441,6 +458,10 @@ struct Scanner<'a> {
     progress: Progress,
     /// Records dispatched since the queues were last written (see `flush_queues`).
     unflushed: u64,
+    /// Records from here on are checked but not dispatched (`u64::MAX`: none held).
+    hold_from: u64,
+    /// The next offset of each queue that held records continue.
+    held_next: HashMap<(String, i32), u64>,
 }
 
 /// Watches the scan for the piece (record, padding, end marker) that spans a truncation
@@ -497,7 +518,8 @@ impl Scanner<'_> {
         loop {
             let offset = to_index(position - window_start);
             let available = &window[offset.min(window.len())..];
-            match check_record(config, available, position, segment_end, self.queues) {
+            let held = (position >= self.hold_from).then_some(&self.held_next);
+            match check_record(config, available, position, segment_end, self.queues, held) {
                 Check::NeedMore(length) => {
                     let read_length = length.max(RECOVERY_READ_BYTES);
                     let read_length = read_length.min(to_index(segment_end - position));
@@ -535,6 +557,16 @@ impl Scanner<'_> {
                     let name = (topic.as_str(), queue_id);
                     repair_queue(config, self.segments, self.queues, name, position).await?;
                     self.repaired_at = Some(position);
+                }
+                Check::Valid(size) | Check::Gap { size, .. } if position >= self.hold_from => {
+                    let view = RecordView::parse(&available[..size]).expect("checked");
+                    if let Some(offset) = held_queue_offset(&view, config) {
+                        let key = (view.topic().to_string(), view.queue_id());
+                        self.held_next.insert(key, offset + 1);
+                    }
+                    self.watch.piece(position, size as u64);
+                    position += size as u64;
+                    comet_rt::local::yield_if_needed().await;
                 }
                 Check::Valid(size) | Check::Gap { size, .. } => {
                     let view = RecordView::parse(&available[..size]).expect("checked");
@@ -604,13 +636,27 @@ fn check_blank(bytes: &[u8], size: i32, position: u64, segment_end: u64) -> Chec
     Check::Padding(blank)
 }
 
-/// Verifies the record at the start of `bytes` (at log `position`).
+/// The queue offset a held record takes: `None` for one that gets no queue entry here.
+fn held_queue_offset(view: &RecordView<'_>, config: &StoreConfig) -> Option<u64> {
+    let transaction = view.sysflag() & (0x3 << 2);
+    if transaction == 0x1 << 2 || transaction == 0x3 << 2 {
+        return None;
+    }
+    if !config.owns(view.topic(), view.queue_id()) {
+        return None;
+    }
+    u64::try_from(view.queue_offset()).ok()
+}
+
+/// Verifies the record at the start of `bytes` (at log `position`); `held` are the next
+/// offsets of queues that records held back from dispatch continue (see `Scanner`).
 fn check_record(
     config: &StoreConfig,
     bytes: &[u8],
     position: u64,
     segment_end: u64,
     queues: &mut Queues,
+    held: Option<&HashMap<(String, i32), u64>>,
 ) -> Check {
     let Some((size, magic)) = peek_total_size_and_magic(bytes) else {
         return Check::NeedMore(8);
@@ -649,6 +695,22 @@ fn check_record(
         return Check::Valid(size);
     }
     let physical = crate::offset::PhysicalOffset::new(config.log_id, position);
+    let held_next = held.and_then(|held| {
+        held.get(&(view.topic().to_string(), view.queue_id()))
+            .copied()
+    });
+    if let (Some(next), Some(offset)) = (held_next, held_queue_offset(&view, config)) {
+        // A queue continued by held records: the next must follow them.
+        return match offset.cmp(&next) {
+            std::cmp::Ordering::Equal => Check::Valid(size),
+            std::cmp::Ordering::Less => {
+                Check::Invalid(format!("queue offset {} is stale", view.queue_offset()))
+            }
+            std::cmp::Ordering::Greater => Check::Invalid(format!(
+                "queue offset {offset} skips the held records' next {next}"
+            )),
+        };
+    }
     match queue_continuation(&view, physical, queues) {
         Err(error) => Check::Failed(error),
         Ok(Continuation::Stale) => {

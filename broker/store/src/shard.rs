@@ -130,8 +130,9 @@ impl Shared {
         lock: std::fs::File,
     ) -> Shared {
         let flights = Flights::new(recovered.log.durable, config.flushes_in_flight_max);
-        // Recovery made the whole recovered log visible: it counts as confirmed.
-        let confirmed = recovered.log.durable;
+        // What recovery made visible counts as confirmed (all of it, unless it held the
+        // unconfirmed tail back, see `StoreConfig::hold_unconfirmed_at_open`).
+        let confirmed = recovered.log.dispatched;
         let cq_cache = CqCache::new(config.cq_cache_bytes);
         let cq_files = CqFiles::new(config.cq_open_files_max);
         Shared {

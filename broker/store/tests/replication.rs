@@ -862,3 +862,85 @@ fn truncate_unconfirmed_takes_back_an_unseen_tail() {
         slave.shutdown().await.expect("shutdown");
     });
 }
+
+// Proves a slave's store reopened with hold_unconfirmed_at_open shows only what was visible
+// before (after a clean close and after a crash): the unconfirmed tail is kept, its queues'
+// next offsets follow it, a later confirm shows it, and it can be taken back live instead.
+#[test]
+fn a_reopened_slave_holds_its_unconfirmed_tail() {
+    let dir = TempDir::new("repl-hold");
+    let mut slave_config = small_config(&dir.path().join("s"));
+    slave_config.visible_after_confirm = true;
+    slave_config.hold_unconfirmed_at_open = true;
+    let master_config = small_config(&dir.path().join("m"));
+    let (kept_end, tail_end) = run(async {
+        let master = Store::open(master_config.clone()).await.expect("master");
+        let slave = Store::open(slave_config.clone()).await.expect("slave");
+        fill(&master, "Hold", 2, 0..10, 300).await;
+        let kept_end = copy_log(&master, &slave, 0, 4096).await;
+        slave.wait_durable(kept_end).await.expect("durable");
+        slave.confirm(kept_end);
+        fill(&master, "Hold", 2, 10..20, 300).await;
+        let tail_end = copy_log(&master, &slave, kept_end, 4096).await;
+        slave.wait_durable(tail_end).await.expect("durable");
+        master.shutdown().await.expect("shutdown");
+        slave.shutdown().await.expect("shutdown");
+        (kept_end, tail_end)
+    });
+    for crash in [false, true] {
+        run(async {
+            let slave = Store::open(slave_config.clone()).await.expect("reopen");
+            assert_eq!(slave.written_position(), tail_end, "the tail is kept");
+            assert_eq!(slave.max_offset("Hold", 0), QueueOffset(5), "but not shown");
+            assert_eq!(slave.confirmed_position(), kept_end);
+            if crash {
+                drop(slave);
+            } else {
+                slave.shutdown().await.expect("shutdown");
+            }
+        });
+    }
+    run(async {
+        // The master's confirm shows the held tail, dispatched from disk.
+        let slave = Store::open(slave_config.clone()).await.expect("reopen");
+        slave.confirm(tail_end);
+        let last = slave.wait_for_message("Hold", 0, QueueOffset(9));
+        let waited = comet_rt::task_class::timeout(Duration::from_secs(10), last).await;
+        assert!(waited.is_ok(), "the tail becomes visible");
+        assert_eq!(slave.max_offset("Hold", 0), QueueOffset(10));
+        slave.shutdown().await.expect("shutdown");
+    });
+    // The same shape again, and this time the master lost the tail: it is cut live and
+    // another master's records take its queue offsets.
+    let copy = TempDir::new("repl-hold-copy");
+    run(async {
+        let master = Store::open(master_config.clone()).await.expect("master");
+        let mut held_config = small_config(copy.path());
+        held_config.visible_after_confirm = true;
+        let slave = Store::open(held_config.clone()).await.expect("slave");
+        let end = copy_log(&master, &slave, 0, 4096).await;
+        slave.wait_durable(end).await.expect("durable");
+        slave.confirm(kept_end);
+        slave.shutdown().await.expect("shutdown");
+        master.shutdown().await.expect("shutdown");
+        held_config.hold_unconfirmed_at_open = true;
+        let slave = Store::open(held_config.clone()).await.expect("reopen");
+        assert_eq!(slave.max_offset("Hold", 1), QueueOffset(5));
+        let dropped = slave
+            .truncate_unconfirmed(kept_end)
+            .await
+            .expect("live cut");
+        assert_eq!(dropped, tail_end - kept_end);
+        let other = Store::open(small_config(&copy.path().join("other")))
+            .await
+            .expect("other master");
+        fill(&other, "Hold", 2, 0..10, 300).await;
+        fill(&other, "Hold", 2, 50..52, 100).await;
+        let end = copy_log(&other, &slave, kept_end, 4096).await;
+        slave.wait_durable(end).await.expect("durable");
+        slave.confirm(end);
+        assert_eq!(slave.max_offset("Hold", 1), QueueOffset(6));
+        other.shutdown().await.expect("shutdown");
+        slave.shutdown().await.expect("shutdown");
+    });
+}
