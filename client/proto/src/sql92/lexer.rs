@@ -107,9 +107,13 @@ pub(crate) struct Token<'s> {
 pub(crate) struct Lexer<'s> {
     text: &'s str,
     at: usize,
+    /// Line and column of the last character read (Java's `SimpleCharStream`: a line break
+    /// belongs to the line it ends).
     line: u32,
     column: u32,
-    /// The previous character was `\r` (a following `\n` does not start another line).
+    /// The last character read was `\n`, or a `\r` (the next starts a new line unless it
+    /// is the `\n` of a `\r\n`).
+    after_lf: bool,
     after_cr: bool,
 }
 
@@ -120,6 +124,7 @@ impl<'s> Lexer<'s> {
             at: 0,
             line: 1,
             column: 0,
+            after_lf: false,
             after_cr: false,
         }
     }
@@ -132,30 +137,91 @@ impl<'s> Lexer<'s> {
     fn bump(&mut self) -> Option<char> {
         let c = self.peek_char()?;
         self.at += c.len_utf8();
-        match c {
-            '\n' if self.after_cr => {}
-            '\n' | '\r' => {
+        self.column += 1;
+        if self.after_lf {
+            self.after_lf = false;
+            self.line += 1;
+            self.column = 1;
+        } else if self.after_cr {
+            self.after_cr = false;
+            if c == '\n' {
+                self.after_lf = true;
+            } else {
                 self.line += 1;
-                self.column = 0;
+                self.column = 1;
             }
-            '\t' => self.column = (self.column / 8 + 1) * 8,
-            _ => self.column += u32::try_from(c.len_utf16()).unwrap_or(1),
         }
-        self.after_cr = c == '\r';
+        match c {
+            '\r' => self.after_cr = true,
+            '\n' => self.after_lf = true,
+            '\t' => self.column = (self.column - 1) / 8 * 8 + 8,
+            // A character beyond the Basic Multilingual Plane is two UTF-16 units.
+            _ if c.len_utf16() == 2 => self.column += 1,
+            _ => {}
+        }
         Some(c)
     }
 
     /// The position the next character would have.
     fn next_position(&self) -> (u32, u32) {
-        (self.line, self.column + 1)
+        let new_line = self.after_lf || (self.after_cr && self.peek_char() != Some('\n'));
+        if new_line {
+            (self.line + 1, 1)
+        } else {
+            (self.line, self.column + 1)
+        }
     }
 
-    fn lexical(&self, after: &str) -> SqlError {
+    /// The token begun at `start` cannot go on: what Java's token manager reports. It has
+    /// read what lies between `start` and here, and then the next character (the one that
+    /// cannot continue the token) if there is one; it then looks one character further, and
+    /// at the end of the text reports the end one column on.
+    fn fail(&mut self, start: usize) -> SqlError {
+        let read_before = self.text[start..self.at].chars().count();
+        let Some(stopper) = self.peek_char() else {
+            let (line, column) = match self.text[start..].chars().last() {
+                Some('\n' | '\r') => (self.line + 1, 0),
+                _ => (self.line, self.column + 1),
+            };
+            let after = if read_before > 1 {
+                &self.text[start..]
+            } else {
+                ""
+            };
+            return SqlError::Lexical {
+                line,
+                column,
+                found: None,
+                after: after.to_owned(),
+            };
+        };
         let (line, column) = self.next_position();
+        // Java reads UTF-16 units: a character beyond the Basic Multilingual Plane stops the
+        // token with its first half, and its second half is still ahead.
+        let ends = stopper.len_utf16() == 1 && self.text[self.at..].chars().nth(1).is_none();
+        if ends {
+            self.bump();
+            let after = if read_before > 0 {
+                &self.text[start..]
+            } else {
+                ""
+            };
+            return SqlError::Lexical {
+                line,
+                column: column + 1,
+                found: None,
+                after: after.to_owned(),
+            };
+        }
+        let after = if read_before > 0 {
+            &self.text[start..self.at]
+        } else {
+            ""
+        };
         SqlError::Lexical {
             line,
             column,
-            found: self.peek_char(),
+            found: Some(stopper),
             after: after.to_owned(),
         }
     }
@@ -216,12 +282,12 @@ impl<'s> Lexer<'s> {
             column,
         };
         let Some(c) = self.peek_char() else {
-            // Java places the end after the last character read.
+            // Java places the end at the last character read (0, 0 for an empty text).
             return Ok(Token {
                 kind: Kind::Eof,
                 text: "",
-                line: self.line,
-                column: self.column.max(1),
+                line: if self.at == 0 { 0 } else { self.line },
+                column: self.column,
             });
         };
         let kind = match c {
@@ -243,9 +309,19 @@ impl<'s> Lexer<'s> {
             '\'' => self.string(start)?,
             '0'..='9' | '.' => self.number(start)?,
             c if c.is_ascii_alphabetic() || c == '_' || c == '$' => self.name(start),
-            _ => return Err(self.lexical("")),
+            '/' => return Err(self.slash(start)),
+            _ => return Err(self.fail(start)),
         };
         Ok(token(self, kind))
+    }
+
+    /// A `/` that starts no complete comment: an unclosed `/*` runs to the end of the text.
+    fn slash(&mut self, start: usize) -> SqlError {
+        self.bump();
+        if self.peek_char() == Some('*') {
+            while self.bump().is_some() {}
+        }
+        self.fail(start)
     }
 
     fn single(&mut self, kind: Kind) -> Kind {
@@ -267,13 +343,7 @@ impl<'s> Lexer<'s> {
         self.bump();
         loop {
             match self.peek_char() {
-                None => {
-                    let mut error = self.lexical(&self.text[start..]);
-                    if let SqlError::Lexical { found, .. } = &mut error {
-                        *found = None;
-                    }
-                    return Err(error);
-                }
+                None => return Err(self.fail(start)),
                 Some('\'') => {
                     self.bump();
                     if self.peek_char() != Some('\'') {
@@ -340,7 +410,7 @@ impl<'s> Lexer<'s> {
         };
         if length == 0 {
             self.bump();
-            return Err(self.lexical(&self.text[start..self.at]));
+            return Err(self.fail(start));
         }
         for _ in 0..length {
             self.bump();

@@ -143,8 +143,15 @@ fn lexical_found(found: Option<char>) -> String {
     match found {
         None => "<EOF> ".to_owned(),
         Some(c) => {
-            let code: u32 = c.encode_utf16(&mut [0; 2])[0].into();
-            format!("\"{}\" ({code}), ", java_escape(&c.to_string()))
+            // Java names one UTF-16 unit: the first half of a surrogate pair.
+            let unit = c.encode_utf16(&mut [0; 2])[0];
+            let text = String::from_utf16_lossy(&[unit]);
+            let escaped = if c.len_utf16() == 2 {
+                format!("\\u{unit:04x}")
+            } else {
+                java_escape(&text)
+            };
+            format!("\"{escaped}\" ({unit}), ")
         }
     }
 }

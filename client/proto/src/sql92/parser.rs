@@ -248,7 +248,14 @@ impl<'s> Parser<'s> {
             Kind::Plus | Kind::Minus | Kind::Not => {
                 self.enter()?;
                 self.advance()?;
-                let operand = self.unary()?;
+                let operand = match self.unary() {
+                    // Java takes `+` only when a syntactically whole operand follows
+                    // (`LOOKAHEAD("+" unaryExpr())`), else the `+` itself is unexpected.
+                    Err(SqlError::Syntax { .. }) if at.kind == Kind::Plus => {
+                        return Err(unexpected(at))
+                    }
+                    other => other?,
+                };
                 self.open -= 1;
                 match at.kind {
                     Kind::Plus => Ok(operand),

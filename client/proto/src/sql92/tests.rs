@@ -157,8 +157,40 @@ fn invalid_selectors_give_java_errors() {
         ),
         (
             "",
-            "org.apache.rocketmq.filter.parser.ParseException: Encountered \"<EOF>\" at line 1, \
-             column 1.",
+            "org.apache.rocketmq.filter.parser.ParseException: Encountered \"<EOF>\" at line 0, \
+             column 0.",
+        ),
+        // Java's token manager looks one character past a bad one: at the end of the text
+        // it reports the end.
+        (
+            "a = 1 #",
+            "org.apache.rocketmq.filter.parser.TokenMgrError: Lexical error at line 1, column 8.  \
+             Encountered: <EOF> after : \"\"",
+        ),
+        (
+            "a = .x",
+            "org.apache.rocketmq.filter.parser.TokenMgrError: Lexical error at line 1, column 7.  \
+             Encountered: <EOF> after : \".x\"",
+        ),
+        (
+            "a = 1 /* open",
+            "org.apache.rocketmq.filter.parser.TokenMgrError: Lexical error at line 1, column \
+             14.  Encountered: <EOF> after : \"/* open\"",
+        ),
+        (
+            "a = '\u{1F600}' and \u{1F600}",
+            "org.apache.rocketmq.filter.parser.TokenMgrError: Lexical error at line 1, column \
+             14.  Encountered: \"\\ud83d\" (55357), after : \"\"",
+        ),
+        (
+            "a = 1 and\r\n\tb = ",
+            "org.apache.rocketmq.filter.parser.ParseException: Encountered \"<EOF>\" at line 2, \
+             column 12.",
+        ),
+        (
+            "+ +",
+            "org.apache.rocketmq.filter.parser.ParseException: Encountered \" \"+\" \"+ \"\" at \
+             line 1, column 1.",
         ),
     ];
     for (sql, java) in cases {
