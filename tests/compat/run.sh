@@ -108,7 +108,8 @@ start_comet() {
   # The store path is given absolute and explicit, inside this run's temporary folder (early
   # brokers failed to open a relative one under io_uring).
   (cd "$WORK/comet" && exec setsid "$bin" --standalone --bind-address 127.0.0.1 \
-    --store "$WORK/comet/store" "${flush[@]}" "${COMET_DISK_ARGS[@]}" ${COMET_BROKER_ARGS:-} \
+    --store "$WORK/comet/store" "${flush[@]}" "${COMET_DISK_ARGS[@]}" \
+    -o enablePropertyFilter=true ${COMET_BROKER_ARGS:-} \
     >"$WORK/comet/broker.out" 2>&1 </dev/null) &
   BROKER_PID=$!
   wait_listening "$BROKER_PID" "$NAMESRV_PORT" "$BROKER_PORT" "$WORK/comet/broker.out" comet-broker

@@ -113,6 +113,7 @@ fileReservedTime=48
 diskMaxUsedSpaceRatio=95
 waitTimeMillsInSendQueue=3000
 osPageCacheBusyTimeOutMills=5000
+enablePropertyFilter=true
 EOF
 }
 

@@ -15,8 +15,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.client.producer.SendCallback;
@@ -59,6 +61,8 @@ final class Scenarios {
     s.put("push_broadcasting_orderly", c -> pushBroadcasting(c, true));
     s.put("lite_pull_subscribe", Scenarios::litePullSubscribe);
     s.put("lite_pull_assign", Scenarios::litePullAssign);
+    s.put("push_sql92_selector", Scenarios::pushSql92Selector);
+    s.put("sql92_bad_selector_refused", Scenarios::sql92BadSelectorRefused);
     return s;
   }
 
@@ -98,6 +102,67 @@ final class Scenarios {
     Check.waitFor(sent.size() + " messages", ARRIVAL_TIMEOUT_MS,
         () -> got.distinctCount() >= sent.size());
     return Check.verify(sent, got.arrivals(), false);
+  }
+
+  /**
+   * MessageSelector.bySql with a push consumer (the broker needs enablePropertyFilter=true):
+   * exactly the messages whose properties match arrive, intact, and none of the others. The
+   * selector mixes a system property (TAGS), a numeric comparison on a user property, IN,
+   * BETWEEN and IS NULL.
+   */
+  private static String pushSql92Selector(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    DefaultMQProducer p = ctx.producer();
+    List<Check.Sent> sent = plain(ctx, topic, 200, TAGS_AB);
+    List<Check.Sent> wanted = new ArrayList<>();
+    for (Check.Sent s : sent) {
+      checkSendOk(p.send(s.toMessage()), s);
+      int idx = Integer.parseInt(s.props().get("idx"));
+      boolean tagged = s.tags().equals("TagA") && idx >= 50 && !(idx >= 100 && idx <= 119);
+      if (tagged || idx == 3 || idx == 7) {
+        wanted.add(s);
+      }
+    }
+    String sql = "(TAGS = 'TagA' AND idx >= 50 AND idx NOT BETWEEN 100 AND 119)"
+        + " OR idx IN ('3', '7') OR missing IS NOT NULL";
+    Collector got = new Collector();
+    DefaultMQPushConsumer c = ctx.pushConsumer(ctx.name("cg"));
+    c.subscribe(topic, MessageSelector.bySql(sql));
+    c.registerMessageListener(got.concurrently());
+    c.start();
+    Check.waitFor(wanted.size() + " selected messages", ARRIVAL_TIMEOUT_MS,
+        () -> got.distinctCount() >= wanted.size());
+    return Check.verify(wanted, got.arrivals(), false) + " of " + sent.size() + " sent";
+  }
+
+  /**
+   * A selector that does not compile stops the push consumer's start: CHECK_CLIENT_CONFIG
+   * answers SUBSCRIPTION_PARSE_FAILED (23) with the Java parser's exception text, for a type
+   * error and for a syntax error.
+   */
+  private static String sql92BadSelectorRefused(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    String[][] cases = {
+        {"idx > 'abc'", "java.lang.RuntimeException: Value ''abc'' cannot be compared."},
+        {"idx >", "org.apache.rocketmq.filter.parser.ParseException: Encountered \"<EOF>\""},
+    };
+    for (String[] bad : cases) {
+      DefaultMQPushConsumer c = ctx.pushConsumer(ctx.name("cg"));
+      c.subscribe(topic, MessageSelector.bySql(bad[0]));
+      c.registerMessageListener(new Collector().concurrently());
+      try {
+        c.start();
+        throw new Check.Failure("consumer with selector " + bad[0] + " started");
+      } catch (MQClientException refused) {
+        Check.that(refused.getResponseCode() == 23,
+            bad[0] + ": code " + refused.getResponseCode() + ", " + refused.getErrorMessage());
+        String remark = String.valueOf(refused.getErrorMessage());
+        Check.that(remark.startsWith(bad[1]), bad[0] + ": remark " + remark);
+      } finally {
+        c.shutdown();
+      }
+    }
+    return cases.length + " selectors refused";
   }
 
   private static String producerSync(Ctx ctx) throws Exception {
