@@ -16,6 +16,7 @@
 //!   a task, in the [`comet_rt::task_class::TaskClass::NameServer`] class.
 
 pub mod config;
+pub mod controller;
 pub mod housekeeping;
 pub mod kv_config;
 pub mod limits;

@@ -1,0 +1,150 @@
+//! Which brokers are alive, from their BROKER_HEARTBEATs (Java's
+//! `DefaultBrokerHeartbeatManager` and `BrokerLiveInfo`). The table belongs to the leading
+//! controller alone and is not replicated: a new leader learns it again within one heartbeat
+//! interval.
+
+use std::collections::BTreeMap;
+
+use super::{BrokerId, Epoch};
+
+/// How long a broker stays alive after a heartbeat that names no timeout (Java's
+/// `DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`). Brokers send their `controllerHeartBeatTimeoutMills`
+/// (default also 10 s) in every heartbeat.
+pub const HEARTBEAT_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+/// What a BROKER_HEARTBEAT to the controller carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    /// `clusterName`.
+    pub cluster_name: String,
+    /// `brokerName`.
+    pub broker_name: String,
+    /// `brokerAddr`.
+    pub broker_addr: String,
+    /// `brokerId`: the controller id.
+    pub broker_id: BrokerId,
+    /// `epoch`: the newest epoch of the broker's logs.
+    pub epoch: Option<Epoch>,
+    /// `maxOffset`: how far its logs reach.
+    pub max_offset: Option<i64>,
+    /// `confirmOffset`.
+    pub confirm_offset: Option<i64>,
+    /// `heartbeatTimeoutMills`.
+    pub heartbeat_timeout_ms: Option<i64>,
+    /// `electionPriority`: lower wins among equally advanced candidates.
+    pub election_priority: Option<i32>,
+}
+
+/// What the controller knows of one broker's liveness and progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerLive {
+    /// Its address.
+    pub addr: String,
+    /// When the last heartbeat arrived, in the caller's monotonic ms.
+    pub last_heartbeat_ms: u64,
+    /// How long after it the broker counts as alive.
+    pub timeout_ms: u64,
+    /// Newest log epoch reported (-1: none).
+    pub epoch: Epoch,
+    /// Max offset reported with that epoch (-1: none).
+    pub max_offset: i64,
+    /// Confirm offset reported with them.
+    pub confirm_offset: i64,
+    /// Election priority (Java's default `Integer.MAX_VALUE`).
+    pub election_priority: i32,
+}
+
+impl BrokerLive {
+    /// Whether the broker counts as alive at `now_ms` (Java's `isBrokerActive`).
+    pub fn alive(&self, now_ms: u64) -> bool {
+        now_ms <= self.last_heartbeat_ms.saturating_add(self.timeout_ms)
+    }
+}
+
+type Key = (String, String, BrokerId);
+
+/// Brokers by (cluster name, broker name, controller id).
+#[derive(Clone, Debug, Default)]
+pub struct HeartbeatTable {
+    brokers: BTreeMap<Key, BrokerLive>,
+}
+
+impl HeartbeatTable {
+    /// An empty table.
+    pub fn new() -> HeartbeatTable {
+        HeartbeatTable::default()
+    }
+
+    /// Records a heartbeat arriving at `now_ms`. Progress (epoch, then max offset) is kept
+    /// only when it moved forward, as Java does, so a reordered heartbeat cannot make a
+    /// broker look less advanced than it was.
+    pub fn on_heartbeat(&mut self, heartbeat: &Heartbeat, now_ms: u64) {
+        let epoch = heartbeat.epoch.unwrap_or(-1);
+        let max_offset = heartbeat.max_offset.unwrap_or(-1);
+        let confirm_offset = heartbeat.confirm_offset.unwrap_or(-1);
+        let timeout_ms = heartbeat
+            .heartbeat_timeout_ms
+            .map_or(HEARTBEAT_TIMEOUT_MS_DEFAULT, |ms| {
+                u64::try_from(ms).unwrap_or(0)
+            });
+        let election_priority = heartbeat.election_priority.unwrap_or(i32::MAX);
+        let key = (
+            heartbeat.cluster_name.clone(),
+            heartbeat.broker_name.clone(),
+            heartbeat.broker_id,
+        );
+        let live = self.brokers.entry(key).or_insert_with(|| BrokerLive {
+            addr: heartbeat.broker_addr.clone(),
+            last_heartbeat_ms: now_ms,
+            timeout_ms,
+            epoch,
+            max_offset,
+            confirm_offset,
+            election_priority,
+        });
+        live.addr.clone_from(&heartbeat.broker_addr);
+        live.last_heartbeat_ms = live.last_heartbeat_ms.max(now_ms);
+        live.timeout_ms = timeout_ms;
+        live.election_priority = election_priority;
+        if epoch > live.epoch || (epoch == live.epoch && max_offset > live.max_offset) {
+            live.epoch = epoch;
+            live.max_offset = max_offset;
+            live.confirm_offset = confirm_offset;
+        }
+    }
+
+    /// What is known of a broker.
+    pub fn get(
+        &self,
+        cluster_name: &str,
+        broker_name: &str,
+        broker_id: BrokerId,
+    ) -> Option<&BrokerLive> {
+        self.brokers
+            .get(&(cluster_name.to_owned(), broker_name.to_owned(), broker_id))
+    }
+
+    /// Whether a broker's heartbeats are current at `now_ms`.
+    pub fn is_alive(
+        &self,
+        cluster_name: &str,
+        broker_name: &str,
+        broker_id: BrokerId,
+        now_ms: u64,
+    ) -> bool {
+        self.get(cluster_name, broker_name, broker_id)
+            .is_some_and(|live| live.alive(now_ms))
+    }
+
+    /// Forgets brokers whose heartbeats stopped before `now_ms` (Java drops them in its
+    /// scan), so the table holds no more than the brokers heard from recently.
+    pub fn forget_expired(&mut self, now_ms: u64) {
+        self.brokers.retain(|_, live| live.alive(now_ms));
+    }
+
+    /// Forgets one broker (an admin cleaned its data).
+    pub fn forget(&mut self, cluster_name: &str, broker_name: &str, broker_id: BrokerId) {
+        self.brokers
+            .remove(&(cluster_name.to_owned(), broker_name.to_owned(), broker_id));
+    }
+}
