@@ -553,6 +553,9 @@ async fn open_store(
         broker_config.broker_role,
         BrokerRole::SyncMaster | BrokerRole::Slave
     );
+    // A restarted slave shows only what was visible before, until its master confirms the
+    // rest or makes it cut what the master no longer holds (see crate::replication::receiver).
+    config.hold_unconfirmed_at_open = broker_config.broker_role == BrokerRole::Slave;
     Store::open(config).await.map_err(RunError::during(
         FatalReason::StorageIo,
         format!("store {index}"),

@@ -320,6 +320,121 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     namesrv.stop();
 }
 
+// Proves a hand-made failover of a SYNC_MASTER needs one restart of the old master: the
+// slave is frozen while the master stores 10 more messages (answered FLUSH_SLAVE_TIMEOUT,
+// never SEND_OK, so never shown), both are killed, the slave is promoted, and the old master
+// restarted as its slave holds those 10 back at open, cuts them live when the new master's
+// answer arrives, and follows without asking for another restart.
+#[test]
+fn an_old_sync_master_restarted_as_slave_cuts_its_unconfirmed_tail_live() {
+    let namesrv_dir = TempDir::new("repl-sync-failover-ns");
+    let namesrv_config = comet_nameserver::NamesrvConfig {
+        listen_port: free_port(),
+        bind_address: "127.0.0.1".parse().unwrap(),
+        kv_config_path: namesrv_dir.path().join("kvConfig.json"),
+        ..comet_nameserver::NamesrvConfig::default()
+    };
+    let namesrv = comet_nameserver::NameServerThread::spawn(namesrv_config).unwrap();
+    let namesrv_addr = namesrv.addr().to_string();
+    let a_dir = TempDir::new("repl-sync-failover-a");
+    let b_dir = TempDir::new("repl-sync-failover-b");
+    let (a_ha, b_ha) = (free_port(), free_port());
+    let master_options = |role: &str, ha: u16| {
+        vec![
+            format!("brokerRole={role}"),
+            "brokerId=0".to_owned(),
+            format!("haListenPort={ha}"),
+            "syncFlushTimeout=500".to_owned(),
+            "haHousekeepingInterval=60000".to_owned(),
+        ]
+    };
+    let mut a = Node::start(
+        a_dir.path(),
+        &namesrv_addr,
+        master_options("SYNC_MASTER", a_ha),
+    );
+    let mut a_client = a.client();
+    create_topic(&mut a_client, "ReplSyncFail", QUEUES);
+    let mut b = Node::start(b_dir.path(), &namesrv_addr, slave_options());
+    let mut b_client = b.client();
+    let known = poll_until(CONVERGE_LIMIT, || {
+        topic_known(&mut b_client, "ReplSyncFail")
+    });
+    assert!(known, "the slave copies the topic");
+    let mut probes = 0;
+    let in_sync = poll_until(CONVERGE_LIMIT, || {
+        probes += 1;
+        let body = format!("probe {probes}");
+        send_one(&mut a_client, "ReplSyncFail", 0, &body).0 == ResponseCode::SUCCESS
+    });
+    assert!(in_sync, "the slave follows");
+    send_messages(&mut a_client, "ReplSyncFail", QUEUES, 0, 20);
+    // Every probe is stored, whatever its answer.
+    let held = |client: &mut Client| -> usize {
+        pull_topic(client, "ReplSyncFail")
+            .into_iter()
+            .map(|records| decode_records(records.into()).len())
+            .sum()
+    };
+    let expected = held(&mut a_client);
+    assert!(expected >= 20 + probes, "{expected}");
+    wait_for_same_queues(&mut a_client, &mut b_client, "ReplSyncFail", expected);
+
+    // The slave frozen (still counted in sync: its silence is shorter than the
+    // housekeeping interval), the master stores messages it cannot confirm.
+    b.signal(libc::SIGSTOP);
+    let pid = b.guard.as_mut().expect("running").child().id();
+    let stopped = poll_until(CONVERGE_LIMIT, || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('T'))
+    });
+    assert!(stopped, "the slave is stopped");
+    for index in 20..30 {
+        let queue = i32::try_from(index).unwrap() % QUEUES;
+        let body = format!("message {index}");
+        let (code, _) = send_one(&mut a_client, "ReplSyncFail", queue, &body);
+        assert_eq!(code, ResponseCode::FLUSH_SLAVE_TIMEOUT, "message {index}");
+    }
+    drop(a_client);
+    a.kill();
+    drop(b_client);
+    b.kill();
+
+    // B promoted by hand (ASYNC_MASTER: it answers SEND_OK before A follows); A comes
+    // back as its slave.
+    b.options = master_options("ASYNC_MASTER", b_ha);
+    b.spawn();
+    let mut b_client = b.client();
+    send_messages(&mut b_client, "ReplSyncFail", QUEUES, 100, 6);
+    a.options = slave_options();
+    a.options.push(format!("haMasterAddress=127.0.0.1:{b_ha}"));
+    a.log = Some(a_dir.path().join("as-slave.log"));
+    a.spawn();
+    let mut a_client = a.client();
+    assert_eq!(held(&mut b_client), expected + 6, "the new master's log");
+    wait_for_same_queues(&mut b_client, &mut a_client, "ReplSyncFail", expected + 6);
+    let text = a.log_text();
+    assert!(text.contains("unconfirmed bytes"), "cut live: {text}");
+    assert!(
+        !text.contains("restart the slave"),
+        "no second restart: {text}"
+    );
+    let bodies: Vec<String> = pull_topic(&mut a_client, "ReplSyncFail")
+        .into_iter()
+        .flat_map(|records| decode_records(records.into()))
+        .map(|message| String::from_utf8_lossy(&message.body).into_owned())
+        .collect();
+    for index in 20..30 {
+        let lost = format!("message {index}");
+        assert!(!bodies.contains(&lost), "{lost} was cut away");
+    }
+    drop(a);
+    drop(b);
+    namesrv.stop();
+}
+
 /// GET_BROKER_HA_STATUS through comet-client's admin API: the master reports each log
 /// with the slave (brokerId 1) in sync and its durable end at most the master's; the slave
 /// reports each log connected to the master.

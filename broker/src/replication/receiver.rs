@@ -13,8 +13,10 @@
 //! Data frames and heartbeats: durable on the master and on a slave), because the master
 //! streams bytes before they are durable on it. A master that crashed and restarted may
 //! lack a tail this slave holds; its answer then truncates that tail, which no reader can
-//! have seen, on the open store (`Store::truncate_unconfirmed`). A truncation into bytes
-//! readers may have seen (recovered at this slave's own restart, or a master that lost
+//! have seen, on the open store (`Store::truncate_unconfirmed`); a restarted slave's store
+//! holds back what was not visible before (`StoreConfig::hold_unconfirmed_at_open`), so
+//! that stays true across restarts, an old master restarted as a slave included. A
+//! truncation into bytes readers may have seen (an ASYNC_MASTER's, or a master that lost
 //! durable bytes), or a fresh copy, cannot be applied to an open store: it is persisted
 //! (see `epochs`), replication of the log stops with an error saying a restart applies it,
 //! and the next start opens the store with `truncate_log_to` or `reset_log_to` before

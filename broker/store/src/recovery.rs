@@ -189,10 +189,12 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     truncate_derived(&mut queues, &mut index, config, scan_start).await?;
     // A slave shows after a restart only what was visible at its last checkpoint: the rest
     // is checked and kept, not dispatched (see `StoreConfig::hold_unconfirmed_at_open`).
-    let hold_from = config
-        .hold_unconfirmed_at_open
-        .then(|| checkpoint.last().dispatch_durable_position.max(scan_start));
-    let mut end = scan(
+    // Not with a truncation at open: what the master answered is what it holds.
+    let holds = config.hold_unconfirmed_at_open
+        && config.truncate_log_to.is_none()
+        && config.reset_log_to.is_none();
+    let hold_from = holds.then(|| checkpoint.last().dispatch_durable_position.max(scan_start));
+    let (mut end, held_next) = scan(
         config,
         &segments,
         (scan_start, hold_from),
@@ -211,6 +213,11 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     drop_segments_past(&mut segments, config, end).await?;
     ensure_segment(config, layout, &mut segments, end).await?;
     truncate_derived(&mut queues, &mut index, config, end).await?;
+    // Held records took their queues' next offsets: later appends continue after them.
+    for ((topic, queue_id), next) in held_next {
+        let queue = crate::queues::queue_state(&mut queues, config, &topic, queue_id);
+        queue.next_offset = queue.next_offset.max(next);
+    }
     let tail_page = read_tail_page(config, &segments, end).await?;
     let shape = CommitLogShape {
         dir: layout.commit_log.clone(),
@@ -389,7 +396,8 @@ async fn repair_promised(
     Ok(())
 }
 
-/// Scans and dispatches records from `start`; returns where valid data ends. A record
+/// Scans and dispatches records from `start`; returns where valid data ends, and the next
+/// offset of each queue that records from `hold_from` on (checked, not dispatched) continue. A record
 /// skipping offsets its queue lacks has that queue repaired first (`queue_repair`).
 async fn scan(
     config: &StoreConfig,
@@ -398,7 +406,7 @@ async fn scan(
     queues: &mut Queues,
     index: &mut KeyIndex,
     watch: &mut BoundaryWatch,
-) -> Result<u64, StoreError> {
+) -> Result<(u64, HashMap<(String, i32), u64>), StoreError> {
     let mut position = start;
     let last = segments.keys().next_back().copied().unwrap_or(0);
     let what = format!(
@@ -430,13 +438,7 @@ async fn scan(
         }
         comet_rt::local::yield_if_needed().await;
     };
-    // Held records took their queues' next offsets: later appends continue after them.
-    let held = std::mem::take(&mut scanner.held_next);
-    for ((topic, queue_id), next) in held {
-        let queue = crate::queues::queue_state(queues, config, &topic, queue_id);
-        queue.next_offset = queue.next_offset.max(next);
-    }
-    Ok(end)
+    Ok((end, scanner.held_next))
 }
 
 enum SegmentScan {

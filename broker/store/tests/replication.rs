@@ -901,13 +901,19 @@ fn a_reopened_slave_holds_its_unconfirmed_tail() {
         });
     }
     run(async {
-        // The master's confirm shows the held tail, dispatched from disk.
+        // The master's next records follow the held ones (their queues' next offsets
+        // count them), and its confirm shows them all, the held ones read from disk.
         let slave = Store::open(slave_config.clone()).await.expect("reopen");
-        slave.confirm(tail_end);
-        let last = slave.wait_for_message("Hold", 0, QueueOffset(9));
+        let master = Store::open(master_config.clone()).await.expect("master");
+        fill(&master, "Hold", 2, 20..24, 300).await;
+        let end = copy_log(&master, &slave, tail_end, 4096).await;
+        slave.wait_durable(end).await.expect("durable");
+        slave.confirm(end);
+        let last = slave.wait_for_message("Hold", 0, QueueOffset(11));
         let waited = comet_rt::task_class::timeout(Duration::from_secs(10), last).await;
         assert!(waited.is_ok(), "the tail becomes visible");
-        assert_eq!(slave.max_offset("Hold", 0), QueueOffset(10));
+        assert_eq!(slave.max_offset("Hold", 0), QueueOffset(12));
+        master.shutdown().await.expect("shutdown");
         slave.shutdown().await.expect("shutdown");
     });
     // The same shape again, and this time the master lost the tail: it is cut live and
@@ -918,8 +924,8 @@ fn a_reopened_slave_holds_its_unconfirmed_tail() {
         let mut held_config = small_config(copy.path());
         held_config.visible_after_confirm = true;
         let slave = Store::open(held_config.clone()).await.expect("slave");
-        let end = copy_log(&master, &slave, 0, 4096).await;
-        slave.wait_durable(end).await.expect("durable");
+        let copied_end = copy_log(&master, &slave, 0, 4096).await;
+        slave.wait_durable(copied_end).await.expect("durable");
         slave.confirm(kept_end);
         slave.shutdown().await.expect("shutdown");
         master.shutdown().await.expect("shutdown");
@@ -930,7 +936,7 @@ fn a_reopened_slave_holds_its_unconfirmed_tail() {
             .truncate_unconfirmed(kept_end)
             .await
             .expect("live cut");
-        assert_eq!(dropped, tail_end - kept_end);
+        assert_eq!(dropped, copied_end - kept_end);
         let other = Store::open(small_config(&copy.path().join("other")))
             .await
             .expect("other master");
