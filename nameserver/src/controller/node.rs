@@ -2,9 +2,7 @@
 //! and the [`ControllerConfig`], with the controller's own trigger for elections.
 
 use super::handle::Handled;
-use super::{
-    ControllerConfig, ControllerState, ElectTrigger, Event, Heartbeat, HeartbeatTable, Request,
-};
+use super::{ControllerConfig, ControllerState, Event, Heartbeat, HeartbeatTable, Request};
 
 /// A controller node. Every request goes through [`ControllerNode::handle`]; the events it
 /// returns go through the log (today: straight) to [`ControllerNode::apply`].
@@ -73,26 +71,10 @@ impl ControllerNode {
         self.heartbeats.on_heartbeat(heartbeat, now_ms);
     }
 
-    /// The elections the controller must start itself at `now_ms`: one per broker set whose
-    /// recorded master's heartbeats stopped (Java's `scanNeedReelectBrokerSets` and
-    /// `onBrokerInactive`). Handling each either elects a live member of the sync-state set
-    /// or records the master as gone under a new epoch, after which the set is not listed
-    /// again until a new master is elected.
+    /// The elections the controller must start itself at `now_ms`
+    /// ([`ControllerState::expired`]).
     pub fn expired(&self, now_ms: u64) -> Vec<Request> {
-        self.state
-            .broker_sets()
-            .filter(|(name, set)| {
-                set.master.is_some_and(|master| {
-                    !self
-                        .heartbeats
-                        .is_alive(&set.cluster_name, name, master, now_ms)
-                })
-            })
-            .map(|(name, _)| Request::ElectMaster {
-                broker_name: name.to_owned(),
-                trigger: ElectTrigger::Controller,
-            })
-            .collect()
+        self.state.expired(&self.heartbeats, now_ms)
     }
 
     /// Drops liveness entries that expired before `now_ms`, bounding the table.

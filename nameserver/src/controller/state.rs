@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{BrokerId, Epoch, Event, FIRST_BROKER_ID};
+use super::{BrokerId, ElectTrigger, Epoch, Event, HeartbeatTable, Request, FIRST_BROKER_ID};
 
 /// Java's `SyncStateSet`: the members in sync with the master (the master included) and the
 /// epoch of that set.
@@ -92,6 +92,26 @@ impl ControllerState {
         self.broker_sets
             .iter()
             .map(|(name, set)| (name.as_str(), set))
+    }
+
+    /// The elections the controller must start itself at `now_ms`: one per broker set whose
+    /// recorded master's heartbeats in `liveness` stopped (Java's `scanNeedReelectBrokerSets`
+    /// and `onBrokerInactive`). Handling each either elects a live member of the sync-state
+    /// set or records the master as gone under a new epoch, after which the set is not listed
+    /// again until a new master is elected.
+    pub fn expired(&self, liveness: &HeartbeatTable, now_ms: u64) -> Vec<Request> {
+        self.broker_sets
+            .iter()
+            .filter(|(name, set)| {
+                set.master.is_some_and(|master| {
+                    !liveness.is_alive(&set.cluster_name, name, master, now_ms)
+                })
+            })
+            .map(|(name, _)| Request::ElectMaster {
+                broker_name: name.clone(),
+                trigger: ElectTrigger::Controller,
+            })
+            .collect()
     }
 
     /// Applies one event and says whether it changed anything. An event whose recorded
