@@ -253,14 +253,7 @@ fn master_streams_its_logs_to_a_slave() {
 #[test]
 fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     let namesrv_dir = TempDir::new("repl-failover-ns");
-    let mut namesrv_config = comet_nameserver::NamesrvConfig {
-        listen_port: 0,
-        bind_address: "127.0.0.1".parse().unwrap(),
-        kv_config_path: namesrv_dir.path().join("kvConfig.json"),
-        ..comet_nameserver::NamesrvConfig::default()
-    };
-    namesrv_config.listen_port = free_port();
-    let namesrv = comet_nameserver::NameServerThread::spawn(namesrv_config).unwrap();
+    let namesrv = start_namesrv(namesrv_dir.path());
     let namesrv_addr = namesrv.addr().to_string();
     let a_dir = TempDir::new("repl-failover-a");
     let b_dir = TempDir::new("repl-failover-b");
@@ -306,15 +299,7 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
     a.spawn();
     let mut a_client = a.client();
     wait_for_same_queues(&mut b_client, &mut a_client, "ReplFail", 26);
-    let bodies: Vec<String> = pull_topic(&mut a_client, "ReplFail")
-        .into_iter()
-        .flat_map(|records| decode_records(records.into()))
-        .map(|message| String::from_utf8_lossy(&message.body).into_owned())
-        .collect();
-    for index in 20..30 {
-        let lost = format!("message {index}");
-        assert!(!bodies.contains(&lost), "{lost} was truncated away");
-    }
+    assert_messages_gone(&mut a_client, "ReplFail", 20..30);
     drop(a);
     drop(b);
     namesrv.stop();
@@ -328,13 +313,7 @@ fn an_old_master_restarted_as_slave_truncates_its_diverged_tail() {
 #[test]
 fn an_old_sync_master_restarted_as_slave_cuts_its_unconfirmed_tail_live() {
     let namesrv_dir = TempDir::new("repl-sync-failover-ns");
-    let namesrv_config = comet_nameserver::NamesrvConfig {
-        listen_port: free_port(),
-        bind_address: "127.0.0.1".parse().unwrap(),
-        kv_config_path: namesrv_dir.path().join("kvConfig.json"),
-        ..comet_nameserver::NamesrvConfig::default()
-    };
-    let namesrv = comet_nameserver::NameServerThread::spawn(namesrv_config).unwrap();
+    let namesrv = start_namesrv(namesrv_dir.path());
     let namesrv_addr = namesrv.addr().to_string();
     let a_dir = TempDir::new("repl-sync-failover-a");
     let b_dir = TempDir::new("repl-sync-failover-b");
@@ -421,18 +400,35 @@ fn an_old_sync_master_restarted_as_slave_cuts_its_unconfirmed_tail_live() {
         !text.contains("restart the slave"),
         "no second restart: {text}"
     );
-    let bodies: Vec<String> = pull_topic(&mut a_client, "ReplSyncFail")
+    assert_messages_gone(&mut a_client, "ReplSyncFail", 20..30);
+    drop(a);
+    drop(b);
+    namesrv.stop();
+}
+
+/// A name server of its own on loopback, its kv config under `dir`: brokers started by
+/// hand (as [`Node`]s) register there.
+fn start_namesrv(dir: &Path) -> comet_nameserver::NameServerThread {
+    let config = comet_nameserver::NamesrvConfig {
+        listen_port: free_port(),
+        bind_address: "127.0.0.1".parse().unwrap(),
+        kv_config_path: dir.join("kvConfig.json"),
+        ..comet_nameserver::NamesrvConfig::default()
+    };
+    comet_nameserver::NameServerThread::spawn(config).unwrap()
+}
+
+/// None of the messages numbered `indexes` (bodies `message <index>`) is served any more.
+fn assert_messages_gone(client: &mut Client, topic: &str, indexes: std::ops::Range<usize>) {
+    let bodies: Vec<String> = pull_topic(client, topic)
         .into_iter()
         .flat_map(|records| decode_records(records.into()))
         .map(|message| String::from_utf8_lossy(&message.body).into_owned())
         .collect();
-    for index in 20..30 {
+    for index in indexes {
         let lost = format!("message {index}");
-        assert!(!bodies.contains(&lost), "{lost} was cut away");
+        assert!(!bodies.contains(&lost), "{lost} was truncated away");
     }
-    drop(a);
-    drop(b);
-    namesrv.stop();
 }
 
 /// GET_BROKER_HA_STATUS through comet-client's admin API: the master reports each log
