@@ -371,7 +371,7 @@ fn an_old_sync_master_restarted_as_slave_cuts_its_unconfirmed_tail_live() {
     });
     assert!(stopped, "the slave is stopped");
     for index in 20..30 {
-        let queue = i32::try_from(index).unwrap() % QUEUES;
+        let queue = index % QUEUES;
         let body = format!("message {index}");
         let (code, _) = send_one(&mut a_client, "ReplSyncFail", queue, &body);
         assert_eq!(code, ResponseCode::FLUSH_SLAVE_TIMEOUT, "message {index}");

@@ -199,10 +199,11 @@ impl<'s> Replica<'s> {
 
     /// Resolves once the durable end is past `position`, or the store stopped (failed,
     /// closed or abandoned: the caller re-checks and finds out).
-    pub(crate) fn wait_durable_beyond(&self, position: u64) -> DurableBeyond {
-        DurableBeyond {
+    pub(crate) fn wait_durable_beyond(&self, position: u64) -> LogBeyond {
+        LogBeyond {
             shared: Rc::clone(self.shared),
             position,
+            end: LogEnd::Durable,
         }
     }
 
@@ -331,10 +332,11 @@ impl<'s> Replica<'s> {
     }
 
     /// Resolves once the written end is past `position`, or the store stopped.
-    pub(crate) fn wait_written_beyond(&self, position: u64) -> WrittenBeyond {
-        WrittenBeyond {
+    pub(crate) fn wait_written_beyond(&self, position: u64) -> LogBeyond {
+        LogBeyond {
             shared: Rc::clone(self.shared),
             position,
+            end: LogEnd::Written,
         }
     }
 
@@ -439,47 +441,45 @@ impl<'s> Replica<'s> {
     }
 }
 
-/// See [`Store::wait_durable_beyond`](crate::Store::wait_durable_beyond).
-pub struct DurableBeyond {
-    shared: Rc<Shared>,
-    position: u64,
+/// Which end of the log a [`LogBeyond`] waits on.
+#[derive(Clone, Copy)]
+enum LogEnd {
+    Durable,
+    Written,
 }
 
-impl Future for DurableBeyond {
+/// See [`Store::wait_durable_beyond`](crate::Store::wait_durable_beyond) and
+/// [`Store::wait_written_beyond`](crate::Store::wait_written_beyond).
+pub struct LogBeyond {
+    shared: Rc<Shared>,
+    position: u64,
+    end: LogEnd,
+}
+
+impl Future for LogBeyond {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let shared = &self.shared;
         let stopped = shared.closed.get() || shared.failure.borrow().is_some();
-        if stopped || shared.log.borrow().durable > self.position {
+        let reached = {
+            let log = shared.log.borrow();
+            match self.end {
+                LogEnd::Durable => log.durable,
+                LogEnd::Written => log.write,
+            }
+        };
+        if stopped || reached > self.position {
             return Poll::Ready(());
         }
-        // Flushes wake waiters up to the new durable end; failure and abandonment wake all,
-        // shutdown wakes `closing`.
-        shared
-            .durable_waiters
-            .register(self.position.saturating_add(1), cx.waker());
-        shared.closing.register(cx.waker());
-        Poll::Pending
-    }
-}
-
-/// See [`Store::wait_written_beyond`](crate::Store::wait_written_beyond).
-pub struct WrittenBeyond {
-    shared: Rc<Shared>,
-    position: u64,
-}
-
-impl Future for WrittenBeyond {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let shared = &self.shared;
-        let stopped = shared.closed.get() || shared.failure.borrow().is_some();
-        if stopped || shared.log.borrow().write > self.position {
-            return Poll::Ready(());
+        // Flushes wake durable waiters up to the new durable end, appends wake `appended`;
+        // failure and abandonment wake all, shutdown wakes `closing`.
+        match self.end {
+            LogEnd::Durable => shared
+                .durable_waiters
+                .register(self.position.saturating_add(1), cx.waker()),
+            LogEnd::Written => shared.appended.register(cx.waker()),
         }
-        shared.appended.register(cx.waker());
         shared.closing.register(cx.waker());
         Poll::Pending
     }

@@ -33,7 +33,7 @@ use crate::maintenance::{drop_gone_entries, run_index_linker, run_maintenance};
 use crate::offset::{PhysicalOffset, QueueOffset};
 use crate::orphan::{AdoptedLogs, Orphans};
 use crate::read::{GetResult, MessageFilter, MessageWait, ReadPath, TimeBoundary};
-use crate::replica::{DurableBeyond, LogChunk, Replica, WrittenBeyond};
+use crate::replica::{LogBeyond, LogChunk, Replica};
 use crate::retention::{run_retention, Retention};
 use crate::shard::Shared;
 use crate::warm::run_warmer;
@@ -302,14 +302,14 @@ impl Store {
     /// moved its durable end beyond it), or the store failed or began to close: a master's
     /// idle replication sender sleeps on it instead of polling. Spurious completion is
     /// possible; callers re-check [`Store::durable_position`].
-    pub fn wait_durable_beyond(&self, position: u64) -> DurableBeyond {
+    pub fn wait_durable_beyond(&self, position: u64) -> LogBeyond {
         Replica::new(&self.shared).wait_durable_beyond(position)
     }
 
     /// Resolves once this store's commit log is written past `position` (an append), or the
     /// store failed or began to close: a master's replication sender streams written bytes.
     /// Spurious completion is possible; callers re-check [`Store::written_position`].
-    pub fn wait_written_beyond(&self, position: u64) -> WrittenBeyond {
+    pub fn wait_written_beyond(&self, position: u64) -> LogBeyond {
         Replica::new(&self.shared).wait_written_beyond(position)
     }
 
