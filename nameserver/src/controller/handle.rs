@@ -254,14 +254,13 @@ impl ControllerState {
                 )
             }
         };
-        let master_epoch = set.master_epoch.checked_add(1).ok_or_else(|| {
+        // Epochs only go up: an exhausted one refuses the change rather than wrap.
+        let exhausted = || {
             Refusal::new(
                 ResponseCode::CONTROLLER_ELECT_MASTER_FAILED,
-                format!(
-                    "Failed to elect a new master: the master epoch of {broker_name} is exhausted"
-                ),
+                format!("Failed to elect a new master: the epochs of {broker_name} are exhausted"),
             )
-        })?;
+        };
         match new_master {
             Some(id) if set.master == Some(id) => {
                 let master = master_info(set, id).ok_or_else(|| missing_addr(broker_name, id))?;
@@ -276,6 +275,12 @@ impl ControllerState {
                     .addr(id)
                     .ok_or_else(|| missing_addr(broker_name, id))?
                     .to_owned();
+                let master_epoch = set.master_epoch.checked_add(1).ok_or_else(exhausted)?;
+                let sync_state_set_epoch = set
+                    .sync_state_set
+                    .epoch
+                    .checked_add(1)
+                    .ok_or_else(exhausted)?;
                 let event = Event::ElectMaster {
                     broker_name: broker_name.to_owned(),
                     new_master: Some(id),
@@ -298,7 +303,7 @@ impl ControllerState {
                     },
                     sync_state_set: SyncStateSet {
                         members: BTreeSet::from([id]),
-                        epoch: set.sync_state_set.epoch.saturating_add(1),
+                        epoch: sync_state_set_epoch,
                     },
                     members: member_addrs(set),
                     notify,
@@ -306,6 +311,7 @@ impl ControllerState {
                 Ok((vec![event], response))
             }
             None if asker.is_none() && set.master.is_some() => {
+                let master_epoch = set.master_epoch.checked_add(1).ok_or_else(exhausted)?;
                 let event = Event::ElectMaster {
                     broker_name: broker_name.to_owned(),
                     new_master: None,

@@ -61,12 +61,10 @@ impl BrokerLive {
     }
 }
 
-type Key = (String, String, BrokerId);
-
-/// Brokers by (cluster name, broker name, controller id).
+/// Brokers by cluster name, broker name and controller id.
 #[derive(Clone, Debug, Default)]
 pub struct HeartbeatTable {
-    brokers: BTreeMap<Key, BrokerLive>,
+    clusters: BTreeMap<String, BTreeMap<String, BTreeMap<BrokerId, BrokerLive>>>,
 }
 
 impl HeartbeatTable {
@@ -77,7 +75,8 @@ impl HeartbeatTable {
 
     /// Records a heartbeat arriving at `now_ms`. Progress (epoch, then max offset) is kept
     /// only when it moved forward, as Java does, so a reordered heartbeat cannot make a
-    /// broker look less advanced than it was.
+    /// broker look less advanced than it was. The caller refuses a heartbeat without
+    /// `brokerId` first (Java: CONTROLLER_INVALID_REQUEST, "Heart beat with empty brokerId").
     pub fn on_heartbeat(&mut self, heartbeat: &Heartbeat, now_ms: u64) {
         let epoch = heartbeat.epoch.unwrap_or(-1);
         let max_offset = heartbeat.max_offset.unwrap_or(-1);
@@ -88,20 +87,22 @@ impl HeartbeatTable {
                 u64::try_from(ms).unwrap_or(0)
             });
         let election_priority = heartbeat.election_priority.unwrap_or(i32::MAX);
-        let key = (
-            heartbeat.cluster_name.clone(),
-            heartbeat.broker_name.clone(),
-            heartbeat.broker_id,
-        );
-        let live = self.brokers.entry(key).or_insert_with(|| BrokerLive {
-            addr: heartbeat.broker_addr.clone(),
-            last_heartbeat_ms: now_ms,
-            timeout_ms,
-            epoch,
-            max_offset,
-            confirm_offset,
-            election_priority,
-        });
+        let live = self
+            .clusters
+            .entry(heartbeat.cluster_name.clone())
+            .or_default()
+            .entry(heartbeat.broker_name.clone())
+            .or_default()
+            .entry(heartbeat.broker_id)
+            .or_insert_with(|| BrokerLive {
+                addr: heartbeat.broker_addr.clone(),
+                last_heartbeat_ms: now_ms,
+                timeout_ms,
+                epoch,
+                max_offset,
+                confirm_offset,
+                election_priority,
+            });
         live.addr.clone_from(&heartbeat.broker_addr);
         live.last_heartbeat_ms = live.last_heartbeat_ms.max(now_ms);
         live.timeout_ms = timeout_ms;
@@ -120,8 +121,10 @@ impl HeartbeatTable {
         broker_name: &str,
         broker_id: BrokerId,
     ) -> Option<&BrokerLive> {
-        self.brokers
-            .get(&(cluster_name.to_owned(), broker_name.to_owned(), broker_id))
+        self.clusters
+            .get(cluster_name)?
+            .get(broker_name)?
+            .get(&broker_id)
     }
 
     /// Whether a broker's heartbeats are current at `now_ms`.
@@ -139,12 +142,27 @@ impl HeartbeatTable {
     /// Forgets brokers whose heartbeats stopped before `now_ms` (Java drops them in its
     /// scan), so the table holds no more than the brokers heard from recently.
     pub fn forget_expired(&mut self, now_ms: u64) {
-        self.brokers.retain(|_, live| live.alive(now_ms));
+        for sets in self.clusters.values_mut() {
+            for brokers in sets.values_mut() {
+                brokers.retain(|_, live| live.alive(now_ms));
+            }
+            sets.retain(|_, brokers| !brokers.is_empty());
+        }
+        self.clusters.retain(|_, sets| !sets.is_empty());
     }
 
     /// Forgets one broker (an admin cleaned its data).
     pub fn forget(&mut self, cluster_name: &str, broker_name: &str, broker_id: BrokerId) {
-        self.brokers
-            .remove(&(cluster_name.to_owned(), broker_name.to_owned(), broker_id));
+        if let Some(sets) = self.clusters.get_mut(cluster_name) {
+            if let Some(brokers) = sets.get_mut(broker_name) {
+                brokers.remove(&broker_id);
+                if brokers.is_empty() {
+                    sets.remove(broker_name);
+                }
+            }
+            if sets.is_empty() {
+                self.clusters.remove(cluster_name);
+            }
+        }
     }
 }

@@ -98,7 +98,8 @@ impl ControllerState {
     /// recorded master's heartbeats in `liveness` stopped (Java's `scanNeedReelectBrokerSets`
     /// and `onBrokerInactive`). Handling each either elects a live member of the sync-state
     /// set or records the master as gone under a new epoch, after which the set is not listed
-    /// again until a new master is elected.
+    /// again until a new master is elected. Java's leader scans every
+    /// `scanInactiveMasterInterval` (5 s).
     pub fn expired(&self, liveness: &HeartbeatTable, now_ms: u64) -> Vec<Request> {
         self.broker_sets
             .iter()
@@ -176,10 +177,16 @@ impl ControllerState {
                 }
                 match new_master {
                     Some(id) if set.members.contains_key(id) => {
+                        let Some(sync_state_set_epoch) = set.sync_state_set.epoch.checked_add(1)
+                        else {
+                            return false;
+                        };
                         set.master = Some(*id);
                         set.master_epoch = *master_epoch;
-                        set.sync_state_set.members = BTreeSet::from([*id]);
-                        set.sync_state_set.epoch = set.sync_state_set.epoch.saturating_add(1);
+                        set.sync_state_set = SyncStateSet {
+                            members: BTreeSet::from([*id]),
+                            epoch: sync_state_set_epoch,
+                        };
                         true
                     }
                     Some(_) => false,
