@@ -758,3 +758,54 @@ proptest! {
         prop_assert_eq!(&decoded, node.state());
     }
 }
+
+#[test]
+fn refusals_carry_javas_remarks() {
+    let node = group(3, ControllerConfig::default());
+    let remark = |request: &Request| match node.handle(request, 0) {
+        Err(refusal) => refusal.remark,
+        Ok(answer) => panic!("{request:?} accepted: {answer:?}"),
+    };
+    let cases = [
+        (
+            alter(2, 1, &[1, 2], 1),
+            "Rejecting alter syncStateSet request because the current leader is:{1}, not {2}",
+        ),
+        (
+            alter(1, 0, &[1, 2], 1),
+            "Rejecting alter syncStateSet request because the current master epoch is:{1}, \
+             not {0}",
+        ),
+        (
+            alter(1, 1, &[1, 2], 0),
+            "Rejecting alter syncStateSet request because the current syncStateSet epoch \
+             is:{1}, not {0}",
+        ),
+        (
+            alter(1, 1, &[1, 9], 1),
+            "Rejecting alter syncStateSet request because the replicas {9} don't exist",
+        ),
+        (
+            Request::GetReplicaInfo {
+                broker_name: "other".to_owned(),
+            },
+            "Broker metadata is not existed",
+        ),
+        (
+            Request::ElectMaster {
+                broker_name: "other".to_owned(),
+                trigger: ElectTrigger::Broker(1),
+            },
+            "Broker hasn't been registered",
+        ),
+    ];
+    for (request, expected) in cases {
+        assert_eq!(remark(&request), expected);
+    }
+    let gone = Response::MasterGone { master_epoch: 2 };
+    assert_eq!(gone.code(), ResponseCode::CONTROLLER_MASTER_NOT_AVAILABLE);
+    assert_eq!(
+        gone.remark(),
+        Some("Old master has down and failed to elect a new broker master")
+    );
+}
