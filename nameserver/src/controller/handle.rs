@@ -337,7 +337,7 @@ impl ControllerState {
         context: &Context<'_>,
         broker_name: &str,
         master_broker_id: BrokerId,
-        master_epoch: i32,
+        master_epoch: Epoch,
         proposal: &SyncStateSet,
     ) -> Handled {
         let failed = |remark: String| {

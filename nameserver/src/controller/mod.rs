@@ -42,6 +42,7 @@ mod request;
 mod state;
 
 pub use event::Event;
+pub use handle::Handled;
 pub use liveness::{BrokerLive, Heartbeat, HeartbeatTable, HEARTBEAT_TIMEOUT_MS_DEFAULT};
 pub use node::ControllerNode;
 pub use request::{
