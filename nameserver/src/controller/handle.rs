@@ -8,8 +8,8 @@ use comet_proto::code::ResponseCode;
 use super::request::member_addrs;
 use super::{
     elect, BrokerId, BrokerSet, BrokerSetSyncData, ControllerConfig, ControllerState, ElectTrigger,
-    Event, HeartbeatTable, MasterInfo, Refusal, ReplicaIdentity, Request, Response, SyncStateSet,
-    FIRST_BROKER_ID,
+    Epoch, Event, HeartbeatTable, MasterInfo, Refusal, ReplicaIdentity, Request, Response,
+    SyncStateSet, FIRST_BROKER_ID,
 };
 
 /// What a checked request comes to.
