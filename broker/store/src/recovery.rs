@@ -397,8 +397,9 @@ async fn repair_promised(
 }
 
 /// Scans and dispatches records from `start`; returns where valid data ends, and the next
-/// offset of each queue that records from `hold_from` on (checked, not dispatched) continue. A record
-/// skipping offsets its queue lacks has that queue repaired first (`queue_repair`).
+/// offset of each queue that records from `hold_from` on (checked, not dispatched)
+/// continue. A record skipping offsets its queue lacks has that queue repaired first
+/// (`queue_repair`).
 async fn scan(
     config: &StoreConfig,
     segments: &BTreeMap<u64, Rc<DirectFile>>,
