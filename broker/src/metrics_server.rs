@@ -9,6 +9,7 @@
 //! nothing for [`REQUEST_TIMEOUT`] is dropped.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -89,17 +90,21 @@ pub fn snapshot(broker: &ShardBroker) -> Snapshot {
         ..BrokerFigures::default()
     };
     read_connections(broker, &mut figures);
-    let bytes = broker.stats().sums(StatsName::GroupGetSize);
-    let messages = broker.stats().sums(StatsName::GroupGetNums);
-    // Both come from the same items in the same order; a miss (an item created between the
-    // two reads) counts zero bytes until the next scrape.
-    figures.messages_out = messages
+    let mut bytes: HashMap<(String, String), u64> = broker
+        .stats()
+        .sums(StatsName::GroupGetSize)
+        .into_iter()
+        .map(|(topic, group, bytes)| ((topic, group), bytes))
+        .collect();
+    // An item created between the two reads counts zero bytes until the next scrape.
+    figures.messages_out = broker
+        .stats()
+        .sums(StatsName::GroupGetNums)
         .into_iter()
         .map(|(topic, group, messages)| {
-            let bytes = bytes
-                .iter()
-                .find(|(t, g, _)| *t == topic && *g == group)
-                .map_or(0, |(_, _, bytes)| *bytes);
+            let key = (topic, group);
+            let bytes = bytes.remove(&key).unwrap_or(0);
+            let (topic, group) = key;
             OutCounts {
                 topic,
                 group,
