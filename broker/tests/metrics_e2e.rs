@@ -381,3 +381,57 @@ fn refused_exporter_settings_stop_the_start() {
     assert!(stderr.contains(&port), "stderr: {stderr}");
     drop(taken);
 }
+
+// Proves a master reports replication lag per log and slave: no lag series before a slave
+// follows; once the slave holds every log, each log has a series for slave 1 at no lag.
+#[test]
+fn replication_lag_is_reported_per_log_and_slave() {
+    use common::replication::{
+        self, send_messages, slave_options, wait_for_same_queues, Node, CONVERGE_LIMIT, SHARDS,
+    };
+    const REPLICATED: &str = "MetricsRepl";
+    let master_dir = TempDir::new("metrics-repl-master");
+    let slave_dir = TempDir::new("metrics-repl-slave");
+    let port = free_port();
+    let port_setting = format!("metricsPromExporterPort={port}");
+    let master = replication::start_master(
+        master_dir.path(),
+        &[
+            "brokerRole=ASYNC_MASTER",
+            "metricsExporterType=PROM",
+            "metricsPromExporterHost=127.0.0.1",
+            &port_setting,
+        ],
+    );
+    let addr = SocketAddr::new(LOOPBACK.into(), port);
+    wait_for_port(addr, Duration::from_secs(30));
+    let mut client = master.client();
+    create_topic(&mut client, REPLICATED, 4);
+    send_messages(&mut client, REPLICATED, 4, 0, 20);
+    let before = scrape(addr);
+    assert!(
+        before
+            .get("comet_replication_lag_bytes")
+            .is_none_or(Vec::is_empty),
+        "no slave, no lag series"
+    );
+    let slave = Node::start(slave_dir.path(), &master.namesrv(), slave_options());
+    let mut slave_client = slave.client();
+    wait_for_same_queues(&mut client, &mut slave_client, REPLICATED, 20);
+    let caught_up = |samples: &BTreeMap<String, Vec<Sample>>, log: usize| {
+        samples
+            .get("comet_replication_lag_bytes")
+            .into_iter()
+            .flatten()
+            .any(|sample| {
+                sample.labels.get("log") == Some(&log.to_string())
+                    && sample.labels.get("slave_id").map(String::as_str) == Some("1")
+                    && sample.value == 0.0
+            })
+    };
+    let reported = comet_test_support::poll_until(CONVERGE_LIMIT, || {
+        let samples = scrape(addr);
+        (0..SHARDS).all(|log| caught_up(&samples, log))
+    });
+    assert!(reported, "{}", scrape_text(addr));
+}
