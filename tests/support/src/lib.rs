@@ -3,8 +3,9 @@
 //! temporary store directories, free ports, waiting for a condition until a deadline, and
 //! running a process to its exit with a time limit.
 //!
-//! This crate depends on no Comet crate, so any crate's tests may use it (comet-store's too,
-//! which must not depend on the broker).
+//! The only Comet crate this crate depends on is the sans-I/O comet-replication (for
+//! [`controller_sim`]), which itself depends on none, so any crate's tests may use it
+//! (comet-store's too, which must not depend on the broker).
 //!
 //! The broker binary is `COMET_BROKER_BIN` when set, else the workspace's own build
 //! `target/<profile>/comet-broker`, found from the running test executable
@@ -17,6 +18,7 @@
 //! another interface.
 
 pub mod config_docs;
+pub mod controller_sim;
 pub mod crash_seed;
 pub mod layers;
 pub mod relay;
