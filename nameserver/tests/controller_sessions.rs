@@ -20,8 +20,8 @@ use comet_nameserver::controller::{
     Request as ControllerRequest, Response,
 };
 use comet_replication::controller::{
-    codes, BrokerControllerId, ControllerEpoch, Heartbeat as BrokerHeartbeat, MasterView, Reply,
-    Request, SyncStateSet,
+    BrokerControllerId, ControllerEpoch, Heartbeat as BrokerHeartbeat, MasterView, Reply, Request,
+    SyncStateSet,
 };
 use comet_test_support::controller_sim::{
     Controller, Fault, LostAnswer, Settings, Sim, BROKERS, BROKER_NAME, CLUSTER, CONTROLLERS,
@@ -40,7 +40,6 @@ const SETTINGS: Settings = Settings {
 /// The controller group: one replicated state, a heartbeat table per controller.
 struct Controllers {
     config: ControllerConfig,
-    leader: usize,
     state: ControllerState,
     heartbeats: [HeartbeatTable; 2],
     /// Every event applied, in order: what a Raft log would hold.
@@ -57,7 +56,6 @@ impl Controllers {
     fn new(config: ControllerConfig) -> Controllers {
         Controllers {
             config,
-            leader: 0,
             state: ControllerState::new(),
             heartbeats: [HeartbeatTable::new(), HeartbeatTable::new()],
             log: Vec::new(),
@@ -67,11 +65,17 @@ impl Controllers {
         }
     }
 
-    /// Checks and applies a request on the leader.
-    fn run(&mut self, request: &ControllerRequest, now_ms: u64) -> Result<Response, Reply> {
-        let handled =
-            self.state
-                .handle(request, &self.config, &self.heartbeats[self.leader], now_ms);
+    /// Checks and applies a request on the leader, which judges liveness by its own
+    /// heartbeat table.
+    fn run(
+        &mut self,
+        leader: usize,
+        request: &ControllerRequest,
+        now_ms: u64,
+    ) -> Result<Response, Reply> {
+        let handled = self
+            .state
+            .handle(request, &self.config, &self.heartbeats[leader], now_ms);
         let (events, response) = handled.map_err(|refusal| Reply::Refused {
             code: refusal.code.value(),
             remark: Some(refusal.remark),
@@ -210,17 +214,13 @@ fn to_reply(response: Response) -> Reply {
 }
 
 impl Controller for Controllers {
-    /// What controller `to` answers to a broker's request.
-    fn answer(&mut self, to: &str, request: &Request, broker_addr: &str, now_ms: u64) -> Reply {
-        let refused = |code| Reply::Refused { code, remark: None };
-        if let Request::GetMetadata = request {
-            return Reply::Metadata {
-                leader_addr: Some(CONTROLLERS[self.leader].to_owned()),
-            };
-        }
-        if to != CONTROLLERS[self.leader] {
-            return refused(codes::CONTROLLER_NOT_LEADER);
-        }
+    fn answer(
+        &mut self,
+        leader: usize,
+        request: &Request,
+        broker_addr: &str,
+        now_ms: u64,
+    ) -> Reply {
         let translated = match request {
             Request::GetMetadata | Request::Heartbeat(_) => {
                 unreachable!("answered elsewhere")
@@ -265,7 +265,7 @@ impl Controller for Controllers {
                 },
             },
         };
-        match self.run(&translated, now_ms) {
+        match self.run(leader, &translated, now_ms) {
             Err(reply) => reply,
             Ok(response) => to_reply(response),
         }
@@ -292,10 +292,10 @@ impl Controller for Controllers {
     }
 
     /// The leader's own scan: a master without heartbeats is replaced.
-    fn scan(&mut self, now_ms: u64) {
-        let expired = self.state.expired(&self.heartbeats[self.leader], now_ms);
+    fn scan(&mut self, leader: usize, now_ms: u64) {
+        let expired = self.state.expired(&self.heartbeats[leader], now_ms);
         for request in expired {
-            let response = self.run(&request, now_ms);
+            let response = self.run(leader, &request, now_ms);
             assert!(
                 matches!(
                     response,
@@ -304,10 +304,6 @@ impl Controller for Controllers {
                 "a controller-started election answered {response:?}"
             );
         }
-    }
-
-    fn switch_leader(&mut self) {
-        self.leader = 1 - self.leader;
     }
 
     fn elected(&self) -> &BTreeSet<(ControllerEpoch, BrokerControllerId)> {

@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use comet_replication::controller::*;
-use comet_test_support::controller_sim::{Controller, LostAnswer, Settings, Sim, CONTROLLERS};
+use comet_test_support::controller_sim::{Controller, LostAnswer, Settings, Sim};
 use proptest::prelude::*;
 
 const HEARTBEAT_TIMEOUT_MS: u64 = 3_000;
@@ -27,7 +27,6 @@ const SETTINGS: Settings = Settings {
 /// The controller model: one broker set, ids, liveness from heartbeats, elections.
 #[derive(Debug, Default)]
 struct Model {
-    leader: usize,
     next_id: BrokerControllerId,
     ids: BTreeMap<BrokerControllerId, (String, String)>,
     master: Option<BrokerControllerId>,
@@ -128,16 +127,9 @@ impl Model {
 }
 
 impl Controller for Model {
-    fn answer(&mut self, to: &str, request: &Request, addr: &str, now_ms: u64) -> Reply {
+    /// The model is one controller state whichever controller leads.
+    fn answer(&mut self, _leader: usize, request: &Request, addr: &str, now_ms: u64) -> Reply {
         let refused = |code| Reply::Refused { code, remark: None };
-        if let Request::GetMetadata = request {
-            return Reply::Metadata {
-                leader_addr: Some(CONTROLLERS[self.leader].to_owned()),
-            };
-        }
-        if to != CONTROLLERS[self.leader] {
-            return refused(codes::CONTROLLER_NOT_LEADER);
-        }
         match request {
             Request::GetNextBrokerId => Reply::NextBrokerId {
                 next_broker_id: Some(self.next_id),
@@ -194,7 +186,7 @@ impl Controller for Model {
                     epoch: self.sync_epoch,
                 })
             }
-            Request::GetMetadata => unreachable!("handled above"),
+            Request::GetMetadata => unreachable!("the harness answers who leads"),
             Request::Heartbeat(_) => unreachable!("heartbeats go one way"),
         }
     }
@@ -205,16 +197,12 @@ impl Controller for Model {
     }
 
     /// The controller's own scan: a master without heartbeats is replaced.
-    fn scan(&mut self, now_ms: u64) {
+    fn scan(&mut self, _leader: usize, now_ms: u64) {
         if let Some(master) = self.master {
             if !self.alive(master, now_ms) {
                 self.elect(None, now_ms);
             }
         }
-    }
-
-    fn switch_leader(&mut self) {
-        self.leader = 1 - self.leader;
     }
 
     fn elected(&self) -> &BTreeSet<(ControllerEpoch, BrokerControllerId)> {

@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use comet_replication::controller::{
-    Action, BrokerControllerId, ControllerEpoch, Heartbeat, MasterView, Persist, Reply, Request,
-    Role, Session, SessionConfig, StoredIdentity,
+    codes, Action, BrokerControllerId, ControllerEpoch, Heartbeat, MasterView, Persist, Reply,
+    Request, Role, Session, SessionConfig, StoredIdentity,
 };
 use proptest::prelude::*;
 
@@ -34,20 +34,20 @@ pub const CLUSTER: &str = "c";
 /// The brokers' broker name: all three form one broker set.
 pub const BROKER_NAME: &str = "b";
 
-/// A controller group as the brokers see it.
+/// A controller group as the brokers see it. Which controller leads is the harness's: it
+/// answers who leads itself and refuses what reaches a follower, as Apache's controllers do.
 pub trait Controller {
-    /// What controller `to` answers to `request` from the broker at `broker_addr`. Never
-    /// called with a heartbeat, which goes one way ([`Controller::heartbeat`]).
-    fn answer(&mut self, to: &str, request: &Request, broker_addr: &str, now_ms: u64) -> Reply;
+    /// What the leader, `CONTROLLERS[leader]`, answers to `request` from the broker at
+    /// `broker_addr`. Never called with a heartbeat, which goes one way
+    /// ([`Controller::heartbeat`]), nor with a metadata request, which the harness answers.
+    fn answer(&mut self, leader: usize, request: &Request, broker_addr: &str, now_ms: u64)
+        -> Reply;
 
     /// A heartbeat from the broker at `broker_addr` reaches controller `to`.
     fn heartbeat(&mut self, to: &str, broker_addr: &str, heartbeat: &Heartbeat, now_ms: u64);
 
     /// The leader's own scan for masters whose heartbeats stopped.
-    fn scan(&mut self, now_ms: u64);
-
-    /// The other controller leads from now on.
-    fn switch_leader(&mut self);
+    fn scan(&mut self, leader: usize, now_ms: u64);
 
     /// (epoch, master) of every election the controller made.
     fn elected(&self) -> &BTreeSet<(ControllerEpoch, BrokerControllerId)>;
@@ -164,6 +164,8 @@ pub struct Sim<C> {
     now_ms: u64,
     /// The controller the brokers talk to.
     pub controller: C,
+    /// Index of the leading controller in [`CONTROLLERS`].
+    leader: usize,
     brokers: Vec<Broker>,
     lose: BTreeSet<usize>,
     /// Broker index to the time its heartbeats get through again.
@@ -178,6 +180,7 @@ impl<C: Controller> Sim<C> {
             base: Instant::now(),
             now_ms: 0,
             controller,
+            leader: 0,
             brokers: (0..BROKERS)
                 .map(|i| {
                     Broker::boot(
@@ -272,7 +275,7 @@ impl<C: Controller> Sim<C> {
                     self.carry_out(index, action);
                 }
             }
-            self.controller.scan(self.now_ms);
+            self.controller.scan(self.leader, self.now_ms);
             if !busy {
                 return;
             }
@@ -291,8 +294,18 @@ impl<C: Controller> Sim<C> {
             Action::Send { id, to, request } => {
                 let lost = self.lose.remove(&index);
                 let reaches = !lost || self.settings.lost_answer == LostAnswer::AfterTheController;
-                let reply =
-                    reaches.then(|| self.controller.answer(&to, &request, &broker.addr, now_ms));
+                let reply = reaches.then(|| match request {
+                    Request::GetMetadata => Reply::Metadata {
+                        leader_addr: Some(CONTROLLERS[self.leader].to_owned()),
+                    },
+                    _ if to != CONTROLLERS[self.leader] => Reply::Refused {
+                        code: codes::CONTROLLER_NOT_LEADER,
+                        remark: None,
+                    },
+                    _ => self
+                        .controller
+                        .answer(self.leader, &request, &broker.addr, now_ms),
+                });
                 match reply {
                     Some(reply) if !lost => broker
                         .session
@@ -373,7 +386,7 @@ impl<C: Controller> Sim<C> {
                     );
                 }
             }
-            Fault::SwitchLeader => self.controller.switch_leader(),
+            Fault::SwitchLeader => self.leader = 1 - self.leader,
             Fault::LoseNextAnswer(index) => {
                 self.lose.insert(index);
             }
