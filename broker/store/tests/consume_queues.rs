@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use comet_proto::message::RecordView;
 use comet_store::{GetStatus, MessageFilter, QueueOffset, Store, StoreConfig, TimeBoundary};
-use common::{body, body_tag, record, small_config, TempDir};
+use common::{body, body_tag, poll_until_async, record, small_config, TempDir};
 
 /// Entries per queue file in these tests (the smallest allowed): queues span many files.
 const ENTRIES_PER_FILE: u64 = 1024;
@@ -511,14 +511,11 @@ fn many_dirty_queues_flush_before_the_checkpoint_passes() {
         append_queues(&store, "Dirty", QUEUES, (0, 3)).await;
         append_queues(&store, "Dirty", 1, (3, long_queue - 3)).await;
         let end = store.written_position();
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while checkpoint_dispatch_position(dir.path()).is_none_or(|position| position < end) {
-            assert!(
-                Instant::now() < deadline,
-                "checkpoint not past {end} in 60 s"
-            );
-            comet_rt::local::sleep(Duration::from_millis(20)).await;
-        }
+        let passed = poll_until_async(Duration::from_secs(60), || {
+            checkpoint_dispatch_position(dir.path()).is_some_and(|position| position >= end)
+        })
+        .await;
+        assert!(passed, "checkpoint not past {end} in 60 s");
         // The checkpoint claims every entry: the files must already hold them.
         assert_eq!(
             entries_on_disk(dir.path(), "Dirty", 0),

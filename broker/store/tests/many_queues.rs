@@ -8,10 +8,10 @@
 mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use comet_store::{GetStatus, MessageFilter, QueueOffset, Store, StoreConfig};
-use common::{body, body_tag, record, small_config, TempDir};
+use common::{body, body_tag, poll_until_async, record, small_config, TempDir};
 
 const TOPIC: &str = "Many";
 
@@ -78,7 +78,6 @@ async fn check_all(store: &Store, count: u64) {
 
 /// Polls until every queue's first file holds `entries` entries written by a lazy flush.
 async fn wait_flushed(root: &Path, entries: u64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
     let written = |queue_id: i32| {
         let path = root
             .join("consumequeue")
@@ -91,22 +90,14 @@ async fn wait_flushed(root: &Path, entries: u64) {
         let at = usize::try_from(entries - 1).expect("small") * 20;
         bytes.len() >= at + 20 && bytes[at..at + 20].iter().any(|byte| *byte != 0)
     };
-    while !(0..QUEUES).all(written) {
-        assert!(Instant::now() < deadline, "queues not flushed in 30 s");
-        comet_rt::local::sleep(Duration::from_millis(20)).await;
-    }
+    let flushed = poll_until_async(Duration::from_secs(30), || (0..QUEUES).all(written)).await;
+    assert!(flushed, "queues not flushed in 30 s");
 }
 
 /// Polls until the process holds at most `bound` descriptors; returns the last count.
 async fn wait_descriptors_within(bound: usize) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let open = open_descriptors();
-        if open <= bound || Instant::now() >= deadline {
-            return open;
-        }
-        comet_rt::local::sleep(Duration::from_millis(20)).await;
-    }
+    poll_until_async(Duration::from_secs(10), || open_descriptors() <= bound).await;
+    open_descriptors()
 }
 
 // Proves that 120 queues with a pool of 8 open files are flushed, served and recovered
@@ -120,11 +111,11 @@ fn more_queues_than_open_files() {
         let store = Store::open(config(dir.path())).await.expect("open");
         // One queue written and flushed: the store's own files are open.
         append(&store, 0..1, 0, 10).await;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while store.consume_queue_memory().open_files_peak == 0 {
-            assert!(Instant::now() < deadline, "first queue not flushed");
-            comet_rt::local::sleep(Duration::from_millis(20)).await;
-        }
+        let flushed = poll_until_async(Duration::from_secs(30), || {
+            store.consume_queue_memory().open_files_peak > 0
+        })
+        .await;
+        assert!(flushed, "first queue not flushed");
         let baseline = open_descriptors();
         append(&store, 1..QUEUES, 0, 10).await;
         append(&store, 0..QUEUES, 10, 20).await;

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use comet_proto::message::{encode_record, RecordSpec};
@@ -73,4 +74,20 @@ pub fn body(tag: u64, length: usize) -> Vec<u8> {
     }
     body.truncate(length.max(8));
     body
+}
+
+/// Polls `condition` on the running shard until it holds or `limit` passes; whether it
+/// held. Each poll that fails waits a few milliseconds without blocking the shard, so the
+/// store's background tasks (flushes, maintenance) run in between.
+pub async fn poll_until_async(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        comet_rt::local::sleep(Duration::from_millis(10)).await;
+    }
 }
