@@ -175,18 +175,26 @@ fn metrics_options(port: u16) -> Vec<String> {
     .collect()
 }
 
+/// A `--standalone` broker of `shards` shards serving metrics in a fresh store named after
+/// `name`: its store directory (kept alive by the caller), the broker, and the metrics
+/// endpoint, which answers once this returns.
+fn start_with_metrics(name: &str, shards: usize) -> (TempDir, Broker, SocketAddr) {
+    let directory = TempDir::new(name);
+    let port = free_port();
+    let options = metrics_options(port);
+    let options: Vec<&str> = options.iter().map(String::as_str).collect();
+    let broker = Broker::start(&directory.0, shards, &options);
+    let addr = SocketAddr::new(LOOPBACK.into(), port);
+    wait_for_port(addr, Duration::from_secs(10));
+    (directory, broker, addr)
+}
+
 // Proves a scrape after known traffic reports it under RocketMQ's names and labels with
 // exact counts: 10 normal and 2 FIFO sends over two shards, one pull of 4, every request's
 // latency by its codes, the tables' sizes, and the stores' bytes matching what was sent.
 #[test]
 fn scrape_reports_known_traffic() {
-    let directory = TempDir::new("e2e-metrics");
-    let port = free_port();
-    let options = metrics_options(port);
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let broker = Broker::start(&directory.0, 2, &options);
-    let addr = SocketAddr::new(LOOPBACK.into(), port);
-    wait_for_port(addr, Duration::from_secs(10));
+    let (_directory, broker, addr) = start_with_metrics("e2e-metrics", 2);
     let mut client = broker.client();
     create_topic(&mut client, TOPIC, 4);
     for index in 0..10 {
@@ -307,13 +315,7 @@ fn scrape_reports_known_traffic() {
 // with 404 and other methods with 405, and keeps serving scrapes afterwards.
 #[test]
 fn bad_requests_get_400() {
-    let directory = TempDir::new("e2e-metrics-http");
-    let port = free_port();
-    let options = metrics_options(port);
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let _broker = Broker::start(&directory.0, 1, &options);
-    let addr = SocketAddr::new(LOOPBACK.into(), port);
-    wait_for_port(addr, Duration::from_secs(10));
+    let (_directory, _broker, addr) = start_with_metrics("e2e-metrics-http", 1);
     let oversized = format!("GET /metrics HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(20_000));
     let cases: [(&[u8], &str); 6] = [
         (b"garbage\r\n\r\n", "HTTP/1.1 400 "),
@@ -338,13 +340,7 @@ fn bad_requests_get_400() {
 // the dashboard cannot drift from the names.
 #[test]
 fn dashboard_queries_declared_names() {
-    let directory = TempDir::new("e2e-metrics-dashboard");
-    let port = free_port();
-    let options = metrics_options(port);
-    let options: Vec<&str> = options.iter().map(String::as_str).collect();
-    let _broker = Broker::start(&directory.0, 1, &options);
-    let addr = SocketAddr::new(LOOPBACK.into(), port);
-    wait_for_port(addr, Duration::from_secs(10));
+    let (_directory, _broker, addr) = start_with_metrics("e2e-metrics-dashboard", 1);
     let declared = declared_names(&scrape_text(addr));
     let queried = dashboard_names();
     assert!(queried.len() >= 15, "{queried:?}");
