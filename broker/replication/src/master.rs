@@ -1069,6 +1069,24 @@ mod tests {
         assert_eq!(sender.lag_bytes(1000), 500);
         let progress = sender.on_ack(&ack(1000, 500), later).expect("valid");
         assert!(!progress.durable_advanced);
+        // The slave shows what is durable there and confirmed to it; it can only have
+        // received a confirm this sender sent.
+        sender.heartbeat(&master, 700, later);
+        let with_confirm = |confirm| Ack {
+            log_id: 0,
+            written: 1000,
+            durable: 500,
+            confirm,
+        };
+        assert_eq!(
+            sender.on_ack(&with_confirm(701), later),
+            Err(AckError::ConfirmBeyondSent {
+                confirm: 701,
+                sent: 700
+            })
+        );
+        let progress = sender.on_ack(&with_confirm(700), later).expect("valid");
+        assert_eq!(progress.visible, 500, "capped by the slave's durable end");
         assert_eq!(
             AckError::WrongLog {
                 expected: 0,
