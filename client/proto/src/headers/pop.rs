@@ -213,22 +213,22 @@ pub struct BatchAck {
 
 impl BatchAck {
     /// The set bit indexes, ascending.
-    pub fn set_bits(&self) -> impl Iterator<Item = u32> + '_ {
+    pub fn set_bits(&self) -> impl Iterator<Item = usize> + '_ {
         self.bit_set
             .iter()
             .enumerate()
             .flat_map(|(byte_index, byte)| {
-                (0..8u32)
+                (0..8usize)
                     .filter(move |bit| byte & (1 << bit) != 0)
-                    .map(move |bit| byte_index as u32 * 8 + bit)
+                    .map(move |bit| byte_index * 8 + bit)
             })
     }
 
     /// The bit set with bits `indexes` set, as `BitSet.toByteArray()` gives it.
-    pub fn bits_of(indexes: impl IntoIterator<Item = u32>) -> Vec<u8> {
+    pub fn bits_of(indexes: impl IntoIterator<Item = usize>) -> Vec<u8> {
         let mut bytes = Vec::new();
         for index in indexes {
-            let byte = index as usize / 8;
+            let byte = index / 8;
             if bytes.len() <= byte {
                 bytes.resize(byte + 1, 0);
             }
