@@ -32,7 +32,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use comet_proto::frame::encode;
 use comet_proto::{Decoded, FrameDecoder, RemotingCommand};
-use comet_rt::net::Stream;
 use comet_rt::sync::{oneshot, Notify, OneshotSender};
 use comet_rt::task_class::{spawn_detached, timeout, TaskClass};
 use comet_rt::ShardId;
@@ -40,6 +39,7 @@ use thiserror::Error;
 
 use crate::dispatch::{DispatchTable, RequestContext};
 use crate::limits::{READ_CHUNK_BYTES, SERVER_REQUESTS_PER_CONNECTION_MAX};
+use crate::tls::Transport;
 
 /// Identity of a connection, unique within the process: the accepting shard and a serial.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -92,7 +92,7 @@ struct Shared {
     id: ConnectionId,
     peer_addr: SocketAddr,
     local_addr: SocketAddr,
-    stream: Stream,
+    transport: Transport,
     output: RefCell<BytesMut>,
     output_ready: Notify,
     closed: Cell<bool>,
@@ -119,13 +119,13 @@ impl fmt::Debug for ConnectionHandle {
 }
 
 impl ConnectionHandle {
-    pub(crate) fn new(id: ConnectionId, stream: Stream) -> ConnectionHandle {
+    pub(crate) fn new(id: ConnectionId, transport: Transport) -> ConnectionHandle {
         ConnectionHandle {
             shared: Rc::new(Shared {
                 id,
-                peer_addr: stream.peer_addr(),
-                local_addr: stream.local_addr(),
-                stream,
+                peer_addr: transport.peer_addr(),
+                local_addr: transport.local_addr(),
+                transport,
                 output: RefCell::new(BytesMut::new()),
                 output_ready: Notify::default(),
                 closed: Cell::new(false),
@@ -150,6 +150,11 @@ impl ConnectionHandle {
     /// The server's address on this connection.
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
+    }
+
+    /// True when the client speaks TLS on this connection (docs/operations.md#tls).
+    pub fn is_tls(&self) -> bool {
+        self.shared.transport.is_tls()
     }
 
     /// True once the connection is closed or closing.
@@ -226,7 +231,7 @@ impl ConnectionHandle {
         self.shared.inflight_released.notify();
         // Only the read side: the reader ends, the writer still flushes queued answers, and
         // run_connection shuts the socket fully once it has.
-        self.shared.stream.shutdown_read();
+        self.shared.transport.shutdown_read();
     }
 
     /// Number of requests being processed.
@@ -259,7 +264,7 @@ pub(crate) async fn run_connection(
     connection.shared.output_ready.notify();
     // The writer flushes what is queued, then ends; the socket closes with the last handle.
     let _ = writer_finished.recv().await;
-    connection.shared.stream.shutdown();
+    connection.shared.transport.shutdown();
 }
 
 async fn read_loop(
@@ -268,7 +273,7 @@ async fn read_loop(
     limits: ConnectionLimits,
 ) -> io::Result<()> {
     let decoder = FrameDecoder::new(limits.frame_bytes_max);
-    let stream = connection.shared.stream.clone();
+    let stream = &connection.shared.transport;
     stream.set_read_timeout(Some(limits.idle_timeout))?;
     let mut buffer = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
@@ -370,7 +375,7 @@ fn start_request(
 }
 
 async fn write_loop(connection: &ConnectionHandle) {
-    let stream = connection.shared.stream.clone();
+    let stream = &connection.shared.transport;
     loop {
         let batch: Bytes = connection.shared.output.borrow_mut().split().freeze();
         if batch.is_empty() {

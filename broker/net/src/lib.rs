@@ -7,6 +7,8 @@
 //! * [`ConnectionHandle`]: what processors (and hooks) get: peer address, `send` for late
 //!   answers, `invoke` for server-to-client requests awaited by opaque (check transaction
 //!   state, running info), `send_oneway` for notifications (consumer ids changed).
+//! * [`ServerTls`] ([`tls`]): TLS on the port with RocketMQ's `tls.server.mode` switches
+//!   (disabled, permissive, enforcing), set with [`Server::set_tls`].
 //!
 //! Running on N shards: take a [`comet_rt::net::PortReservation`] for the address (it fixes
 //! the port when the address says port 0), start a [`comet_rt::pool::Pool`], and on every
@@ -43,7 +45,9 @@ pub mod connection;
 pub mod dispatch;
 pub mod limits;
 pub mod listener;
+pub mod tls;
 
 pub use connection::{ConnectionError, ConnectionHandle, ConnectionId, ConnectionLimits};
 pub use dispatch::{DispatchTable, LocalBoxFuture, Processor, RequestContext};
 pub use listener::{ConnectionHook, Server, ServerConfig};
+pub use tls::{ClientAuth, ClientTls, ServerTls, ServerTlsSettings, TlsError, TlsMode, Transport};

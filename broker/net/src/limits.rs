@@ -24,6 +24,10 @@ pub const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// `serverChannelMaxIdleTimeSeconds`, 120 s); clients heartbeat every 30 s.
 pub const IDLE_TIMEOUT_DEFAULT: Duration = Duration::from_secs(120);
 
+/// How long a connection on a TLS-enabled port may take to send its first byte and then to
+/// finish the TLS handshake; a client that does neither is closed (docs/operations.md#tls).
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long a stopping server waits for its connections to finish their in-flight work.
 pub const DRAIN_WAIT_MAX_DEFAULT: Duration = Duration::from_secs(5);
 

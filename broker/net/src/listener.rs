@@ -16,8 +16,9 @@ use crate::connection::{run_connection, ConnectionHandle, ConnectionId, Connecti
 use crate::dispatch::DispatchTable;
 use crate::limits::{
     CONNECTIONS_PER_SHARD_MAX_DEFAULT, DRAIN_WAIT_MAX_DEFAULT, IDLE_TIMEOUT_DEFAULT,
-    INFLIGHT_REQUESTS_PER_CONNECTION_MAX_DEFAULT,
+    INFLIGHT_REQUESTS_PER_CONNECTION_MAX_DEFAULT, TLS_HANDSHAKE_TIMEOUT,
 };
+use crate::tls::{accept, AcceptError, ServerTls, Transport};
 
 /// Limits of one shard's server.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +65,7 @@ pub struct Server {
     gate: Gate,
     on_opened: Vec<ConnectionHook>,
     on_closed: Vec<ConnectionHook>,
+    tls: ServerTls,
 }
 
 impl Server {
@@ -80,7 +82,14 @@ impl Server {
             gate: Gate::new(),
             on_opened: Vec::new(),
             on_closed: Vec::new(),
+            tls: ServerTls::disabled(),
         }
+    }
+
+    /// Serves connections as `tls` says (plain only until called): with TLS on, a
+    /// connection's handshake runs in its own task, so a slow or failing one delays no other.
+    pub fn set_tls(&mut self, tls: ServerTls) {
+        self.tls = tls;
     }
 
     /// Calls `hook` for every accepted connection before its first request is read.
@@ -146,34 +155,79 @@ impl Server {
             shard: self.shard,
             serial,
         };
-        let connection = ConnectionHandle::new(id, stream);
-        self.connections.borrow_mut().insert(id, connection.clone());
-        for hook in &self.on_opened {
-            hook(&connection);
-        }
-        let limits = ConnectionLimits {
-            frame_bytes_max: self.config.frame_bytes_max,
-            inflight_requests_max: self.config.inflight_requests_max,
-            idle_timeout: self.config.idle_timeout,
-            task_class: self.config.task_class,
+        let opening = Opening {
+            connections: self.connections.clone(),
+            on_opened: self.on_opened.clone(),
+            on_closed: self.on_closed.clone(),
+            table: self.table.clone(),
+            limits: ConnectionLimits {
+                frame_bytes_max: self.config.frame_bytes_max,
+                inflight_requests_max: self.config.inflight_requests_max,
+                idle_timeout: self.config.idle_timeout,
+                task_class: self.config.task_class,
+            },
         };
-        let table = self.table.clone();
-        let connections = self.connections.clone();
-        let on_closed = self.on_closed.clone();
-        let spawned = self
-            .gate
-            .spawn("connection", TaskClass::Request, async move {
-                run_connection(connection.clone(), table, limits).await;
-                connections.borrow_mut().remove(&connection.id());
-                for hook in &on_closed {
-                    hook(&connection);
-                }
-            });
+        let spawned = if self.tls.acceptor_needed() {
+            let tls = self.tls.clone();
+            self.gate
+                .spawn("connection", TaskClass::Request, async move {
+                    let peer = stream.peer_addr();
+                    match accept(stream, &tls, TLS_HANDSHAKE_TIMEOUT).await {
+                        Ok(transport) => opening.serve(id, transport).await,
+                        // A probe that connects and closes is routine, not worth a warning.
+                        Err(AcceptError::Closed) => {
+                            log::debug!("{id} from {peer}: {}", AcceptError::Closed)
+                        }
+                        Err(error) => log::warn!("{id} from {peer} closed: {error}"),
+                    }
+                })
+        } else {
+            // Plain only: the connection is registered before its task first runs, as the
+            // accept loop's stop expects of every admitted connection.
+            let connection = opening.open(id, Transport::plain(stream));
+            self.gate
+                .spawn("connection", TaskClass::Request, async move {
+                    opening.run(connection).await;
+                })
+        };
         if spawned.is_err() {
             // The server is stopping; the connection was never served.
             if let Some(connection) = self.connections.borrow_mut().remove(&id) {
                 connection.close();
             }
+        }
+    }
+}
+
+/// What a connection task needs of its server to register, serve and forget a connection.
+struct Opening {
+    connections: Rc<RefCell<BTreeMap<ConnectionId, ConnectionHandle>>>,
+    on_opened: Vec<ConnectionHook>,
+    on_closed: Vec<ConnectionHook>,
+    table: Rc<DispatchTable>,
+    limits: ConnectionLimits,
+}
+
+impl Opening {
+    fn open(&self, id: ConnectionId, transport: Transport) -> ConnectionHandle {
+        let connection = ConnectionHandle::new(id, transport);
+        self.connections.borrow_mut().insert(id, connection.clone());
+        for hook in &self.on_opened {
+            hook(&connection);
+        }
+        connection
+    }
+
+    async fn serve(self, id: ConnectionId, transport: Transport) {
+        let connection = self.open(id, transport);
+        self.run(connection).await;
+    }
+
+    async fn run(self, connection: ConnectionHandle) {
+        run_connection(connection.clone(), self.table, self.limits).await;
+        self.connections.borrow_mut().remove(&connection.id());
+        for hook in &self.on_closed {
+            hook(&connection);
         }
     }
 }

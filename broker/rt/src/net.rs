@@ -21,6 +21,7 @@ use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, IntoRawFd};
 use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_lite::{AsyncRead, AsyncWrite};
@@ -174,6 +175,42 @@ impl Stream {
         let fd = unsafe { BorrowedFd::borrow_raw(stream.as_raw_fd()) };
         // A failure means the connection is already gone, which is what the caller wants.
         let _ = SockRef::from(&fd).shutdown(how);
+    }
+}
+
+/// The futures-io traits over the same socket, for adapters written against them (TLS over a
+/// connection in comet-net). Each poll borrows the socket only for that poll, so a reader on
+/// one clone and a writer on another may be pending at once, as with [`Stream::read`] and
+/// [`Stream::write_all`].
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buffer: &mut [u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut stream = self.inner.borrow_mut();
+        Pin::new(&mut *stream).poll_read(cx, buffer)
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let mut stream = self.inner.borrow_mut();
+        Pin::new(&mut *stream).poll_write(cx, bytes)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut stream = self.inner.borrow_mut();
+        Pin::new(&mut *stream).poll_flush(cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut stream = self.inner.borrow_mut();
+        Pin::new(&mut *stream).poll_close(cx)
     }
 }
 

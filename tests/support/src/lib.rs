@@ -22,6 +22,7 @@ pub mod controller_sim;
 pub mod crash_seed;
 pub mod layers;
 pub mod relay;
+pub mod tls;
 
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
