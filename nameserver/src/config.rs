@@ -128,6 +128,42 @@ comet_proto::config_table! {
         doc: "Largest request frame accepted (1024 ..= 2^31-1).",
         parse: parse_number, show: ToString::to_string,
     },
+    enable_controller_in_namesrv: bool = false => {
+        key: "enableControllerInNamesrv", unit: "", applies: AtRestart,
+        doc: "Run the controller of RocketMQ 5 controller mode inside this name server.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    controller_group: String = "DefaultControllerGroup".to_owned() => {
+        key: "controllerDLegerGroup", unit: "", applies: AtRestart,
+        doc: "Name of the controller group (Raft group); the same on every member.",
+        parse: parse_text, show: Clone::clone,
+    },
+    controller_peers: String = "n0-localhost:9878".to_owned() => {
+        key: "controllerDLegerPeers", unit: "", applies: AtRestart,
+        doc: "Every controller as id-host:port, ';'-separated; brokers' controllerAddr.",
+        parse: parse_text, show: Clone::clone,
+    },
+    controller_self_id: String = "n0".to_owned() => {
+        key: "controllerDLegerSelfId", unit: "", applies: AtRestart,
+        doc: "This controller's id among controllerDLegerPeers.",
+        parse: parse_text, show: Clone::clone,
+    },
+    controller_store_path: PathBuf = home_dir().join("DledgerController") => {
+        key: "controllerStorePath", unit: "", applies: AtRestart,
+        doc: "Folder of the controller's Raft log (entries, votes, commit point).",
+        default_doc: "$HOME/DledgerController",
+        parse: parse_path, show: path_text,
+    },
+    enable_elect_unclean_master: bool = false => {
+        key: "enableElectUncleanMaster", unit: "", applies: AtRestart,
+        doc: "Elect a live broker outside the sync-state set when none inside is alive.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    notify_broker_role_changed: bool = true => {
+        key: "notifyBrokerRoleChanged", unit: "", applies: AtRestart,
+        doc: "Send NOTIFY_BROKER_ROLE_CHANGED to a broker set's members after an election.",
+        parse: parse_bool, show: ToString::to_string,
+    },
 }
 
 /// `$HOME`, where RocketMQ's name server keeps its files by default.
@@ -180,6 +216,10 @@ fn parse_ip(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
         .trim()
         .parse()
         .map_err(|_| invalid(key, value, "an IP address"))
+}
+
+fn parse_text(_key: &str, value: &str) -> Result<String, ConfigError> {
+    Ok(value.trim().to_owned())
 }
 
 fn parse_path(_key: &str, value: &str) -> Result<PathBuf, ConfigError> {
@@ -270,6 +310,16 @@ mod tests {
         ("deleteTopicWithBrokerRegistration", "true"),
         ("connectionsMax", "100"),
         ("frameBytesMax", "65536"),
+        ("enableControllerInNamesrv", "true"),
+        ("controllerDLegerGroup", "group-a"),
+        (
+            "controllerDLegerPeers",
+            "n0-127.0.0.1:9878;n1-127.0.0.1:9879",
+        ),
+        ("controllerDLegerSelfId", "n1"),
+        ("controllerStorePath", "/var/lib/comet/controller"),
+        ("enableElectUncleanMaster", "true"),
+        ("notifyBrokerRoleChanged", "false"),
     ];
 
     // Proves every key of the table round-trips: a non-default sample applies and is reported

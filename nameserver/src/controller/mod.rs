@@ -38,6 +38,8 @@ mod event;
 mod handle;
 mod liveness;
 mod node;
+pub mod raft_store;
+pub mod replica;
 mod request;
 mod state;
 
