@@ -25,6 +25,7 @@ pub type KeyDef = comet_proto::config_table::KeyDef<BrokerConfig, ConfigError>;
 
 mod render;
 mod table;
+mod tls;
 mod values;
 
 pub use render::{help_text, markdown};
@@ -265,6 +266,16 @@ mod tests {
         ("flushConsumerOffsetInterval", "1000"),
         ("aclEnable", "true"),
         ("plainAclFile", "/etc/comet/plain_acl.yml"),
+        ("tls.server.mode", "enforcing"),
+        ("tls.server.certPath", "/etc/comet/tls/broker.pem"),
+        ("tls.server.keyPath", "/etc/comet/tls/broker.key"),
+        ("tls.server.keyPassword", "secret"),
+        ("tls.server.need.client.auth", "require"),
+        ("tls.server.trustCertPath", "/etc/comet/tls/ca.pem"),
+        ("tls.enable", "true"),
+        ("tls.test.mode.enable", "false"),
+        ("tls.client.authServer", "true"),
+        ("tls.client.trustCertPath", "/etc/comet/tls/ca.pem"),
         ("metricsExporterType", "PROM"),
         ("metricsPromExporterHost", "127.0.0.2"),
         ("metricsPromExporterPort", "15557"),

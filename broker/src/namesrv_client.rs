@@ -2,8 +2,10 @@
 //! so a connection per call costs nothing that matters and never leaves a half-dead link.
 
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::time::Duration;
 
+use comet_net::{ClientTls, Transport};
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::{encode, FrameDecoder};
 use comet_proto::{Decoded, RemotingCommand};
@@ -45,20 +47,33 @@ pub fn parse_addr(text: &str) -> Result<SocketAddr, CallError> {
         .map_err(|_| CallError::Address(text.to_owned()))
 }
 
+/// The TLS of the broker's own connections, as its config says. The files were checked at
+/// start-up (`runtime::run_shard`), so a failure here means one vanished since: it is logged
+/// and the link stays plain, which a name server enforcing TLS refuses visibly.
+pub fn client_tls(config: &crate::config::BrokerConfig) -> Option<ClientTls> {
+    config.client_tls().unwrap_or_else(|error| {
+        log::error!("outgoing TLS: {error}");
+        None
+    })
+}
+
 /// A long-lived connection to one name server. Name servers drop a broker the moment its
 /// connection closes (docs/protocol.md#name-server-requests), so registration keeps one link per
 /// name server open and reconnects only after a failure.
 pub struct NameServerLink {
     addr: SocketAddr,
-    stream: Option<Stream>,
+    tls: Option<ClientTls>,
+    stream: Option<Rc<Transport>>,
     buffer: BytesMut,
 }
 
 impl NameServerLink {
-    /// A link to `addr`, connected on first use.
-    pub fn new(addr: SocketAddr) -> NameServerLink {
+    /// A link to `addr`, connected on first use, over TLS when `tls` is given
+    /// ([`crate::config::BrokerConfig::client_tls`]).
+    pub fn new(addr: SocketAddr, tls: Option<ClientTls>) -> NameServerLink {
         NameServerLink {
             addr,
+            tls,
             stream: None,
             buffer: BytesMut::new(),
         }
@@ -94,7 +109,16 @@ impl NameServerLink {
         let addr = self.addr;
         let io = |source| CallError::Io { addr, source };
         if self.stream.is_none() {
-            self.stream = Some(Stream::connect(addr).await.map_err(io)?);
+            let socket = Stream::connect(addr).await.map_err(io)?;
+            let transport = match &self.tls {
+                // The caller's time limit bounds the handshake too.
+                Some(tls) => tls
+                    .connect(socket, comet_net::limits::TLS_HANDSHAKE_TIMEOUT)
+                    .await
+                    .map_err(io)?,
+                None => Transport::plain(socket),
+            };
+            self.stream = Some(Rc::new(transport));
         }
         let stream = self.stream.clone().expect("connected above");
         let mut frame = BytesMut::new();

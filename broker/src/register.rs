@@ -54,11 +54,12 @@ pub fn register_request(
 /// Links to every configured name server (addresses that do not parse are reported once
 /// and skipped).
 pub fn links(config: &BrokerConfig) -> Vec<NameServerLink> {
+    let tls = crate::namesrv_client::client_tls(config);
     config
         .namesrv_addrs
         .iter()
         .filter_map(|text| match parse_addr(text) {
-            Ok(addr) => Some(NameServerLink::new(addr)),
+            Ok(addr) => Some(NameServerLink::new(addr, tls.clone())),
             Err(error) => {
                 log::error!("{error}: this name server is skipped");
                 None

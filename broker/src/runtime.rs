@@ -452,7 +452,18 @@ async fn run_shard(
             source: None,
         })?;
     broker.set_mesh(peer);
-    let server = Rc::new(build_server(&broker, start.acl.clone()));
+    let mut server = build_server(&broker, start.acl.clone());
+    // Loaded per shard from the same files; a bad file stops the start with its reason.
+    let config = start.config.snapshot();
+    server.set_tls(config.server_tls().map_err(RunError::during(
+        FatalReason::Config,
+        format!("{shard}: TLS"),
+    ))?);
+    config.client_tls().map_err(RunError::during(
+        FatalReason::Config,
+        format!("{shard}: outgoing TLS"),
+    ))?;
+    let server = Rc::new(server);
     broker.set_server(server.clone());
     let stop = StopSignal::new();
     stop.follow(start.options.stop.clone());

@@ -93,6 +93,13 @@ pub fn spawn_name_server(config: &BrokerConfig, stop: StopSignal) -> Result<(), 
         listen_port: addr.port(),
         bind_address: addr.ip(),
         kv_config_path: config.store_root.join("namesrv").join("kvConfig.json"),
+        // One process, one certificate: the embedded name server's port is the broker's.
+        tls_server_mode: config.tls_server_mode,
+        tls_server_cert_path: config.tls_server_cert_path.clone(),
+        tls_server_key_path: config.tls_server_key_path.clone(),
+        tls_server_key_password: config.tls_server_key_password.clone(),
+        tls_server_need_client_auth: config.tls_server_need_client_auth,
+        tls_server_trust_cert_path: config.tls_server_trust_cert_path.clone(),
         ..NamesrvConfig::default()
     };
     let (name_server, listener) = comet_nameserver::start_on_shard(namesrv_config, ShardId(0))

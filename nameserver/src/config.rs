@@ -16,6 +16,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use comet_net::{ClientAuth, ServerTlsSettings, TlsMode};
 use comet_proto::java_properties;
 use thiserror::Error;
 
@@ -118,6 +119,38 @@ comet_proto::config_table! {
         doc: "Drop a master's topics that its registration no longer lists.",
         parse: parse_bool, show: ToString::to_string,
     },
+    /// Java reads the `tls.*` keys as system properties or from its `tls.config.file`; Comet
+    /// reads them from the config file like any key (docs/operations.md#tls).
+    tls_server_mode: TlsMode = TlsMode::Disabled => {
+        key: "tls.server.mode", unit: "", applies: AtRestart,
+        doc: "TLS on the port: disabled, permissive (TLS and plain) or enforcing.",
+        parse: parse_tls_mode, show: ToString::to_string,
+    },
+    tls_server_cert_path: Option<PathBuf> = None => {
+        key: "tls.server.certPath", unit: "", applies: AtRestart,
+        doc: "PEM certificate chain of the TLS port, the name server's own first.",
+        parse: parse_optional_path, show: optional_path_text,
+    },
+    tls_server_key_path: Option<PathBuf> = None => {
+        key: "tls.server.keyPath", unit: "", applies: AtRestart,
+        doc: "PEM private key of the TLS port (PKCS#8, PKCS#1 or SEC1, not encrypted).",
+        parse: parse_optional_path, show: optional_path_text,
+    },
+    tls_server_key_password: String = String::new() => {
+        key: "tls.server.keyPassword", unit: "", applies: AtRestart,
+        doc: "Password of an encrypted key: refused at start-up (decrypt the key instead).",
+        parse: parse_text, show: Clone::clone,
+    },
+    tls_server_need_client_auth: ClientAuth = ClientAuth::None => {
+        key: "tls.server.need.client.auth", unit: "", applies: AtRestart,
+        doc: "Client certificates: none, optional or require (checked against trustCertPath).",
+        parse: parse_client_auth, show: ToString::to_string,
+    },
+    tls_server_trust_cert_path: Option<PathBuf> = None => {
+        key: "tls.server.trustCertPath", unit: "", applies: AtRestart,
+        doc: "PEM CA certificates client certificates must chain to.",
+        parse: parse_optional_path, show: optional_path_text,
+    },
     connections_max: usize = CONNECTIONS_MAX_DEFAULT => {
         key: "connectionsMax", unit: "connections", applies: AtRestart,
         doc: "Connections served at once (at least 1).",
@@ -189,6 +222,45 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
         "true" => Ok(true),
         "false" => Ok(false),
         _ => Err(invalid(key, value, "true or false")),
+    }
+}
+
+fn parse_tls_mode(key: &str, value: &str) -> Result<TlsMode, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| invalid(key, value, "disabled, permissive or enforcing"))
+}
+
+fn parse_client_auth(key: &str, value: &str) -> Result<ClientAuth, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| invalid(key, value, "none, optional or require"))
+}
+
+/// A file path, empty for none.
+fn parse_optional_path(_key: &str, value: &str) -> Result<Option<PathBuf>, ConfigError> {
+    let value = value.trim();
+    Ok((!value.is_empty()).then(|| PathBuf::from(value)))
+}
+
+fn optional_path_text(path: &Option<PathBuf>) -> String {
+    path.as_deref()
+        .map(|path| path.display().to_string())
+        .unwrap_or_default()
+}
+
+/// The TLS settings of the port, as the `tls.server.*` keys say.
+impl NamesrvConfig {
+    /// What comet-net needs to serve the port with TLS.
+    pub fn server_tls_settings(&self) -> ServerTlsSettings {
+        ServerTlsSettings {
+            mode: self.tls_server_mode,
+            cert_path: self.tls_server_cert_path.clone(),
+            key_path: self.tls_server_key_path.clone(),
+            key_password: self.tls_server_key_password.clone(),
+            client_auth: self.tls_server_need_client_auth,
+            trust_cert_path: self.tls_server_trust_cert_path.clone(),
+        }
     }
 }
 
@@ -300,6 +372,12 @@ mod tests {
     const SAMPLES: &[(&str, &str)] = &[
         ("listenPort", "19876"),
         ("bindAddress", "127.0.0.1"),
+        ("tls.server.mode", "permissive"),
+        ("tls.server.certPath", "/etc/comet/tls/namesrv.pem"),
+        ("tls.server.keyPath", "/etc/comet/tls/namesrv.key"),
+        ("tls.server.keyPassword", "secret"),
+        ("tls.server.need.client.auth", "optional"),
+        ("tls.server.trustCertPath", "/etc/comet/tls/ca.pem"),
         ("kvConfigPath", "/var/lib/comet/kvConfig.json"),
         ("scanNotActiveBrokerInterval", "2000"),
         ("brokerExpiryMs", "30000"),

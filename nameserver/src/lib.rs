@@ -28,7 +28,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 
-use comet_net::{Server, ServerConfig};
+use comet_net::{Server, ServerConfig, ServerTls};
 use comet_rt::net::Listener;
 use comet_rt::pool::{spawn_shard, CpuPlacement, ExecutorOptions, ShardContext, ShardHandle};
 use comet_rt::shutdown::{RemoteStop, StopSignal};
@@ -58,9 +58,9 @@ pub enum NameServerError {
         /// The OS error.
         source: io::Error,
     },
-    /// The controller cannot start.
-    #[error(transparent)]
-    Controller(#[from] controller::service::ControllerError),
+    /// The TLS certificate or key cannot be used.
+    #[error("TLS: {0}")]
+    Tls(#[from] comet_net::TlsError),
     /// The executor cannot start.
     #[error(transparent)]
     Pool(#[from] comet_rt::pool::PoolError),
@@ -69,15 +69,16 @@ pub enum NameServerError {
 /// A name server on the current shard, ready to serve.
 pub struct NameServer {
     state: Rc<NameServerState>,
-    /// The controller (`enableControllerInNamesrv`), bound and recovered.
-    controller: Option<controller::service::ControllerService>,
     shard: ShardId,
+    tls: ServerTls,
 }
 
 impl NameServer {
     /// Loads the KV store and builds the empty route table. Must run on the serving shard.
     pub fn new(config: NamesrvConfig, shard: ShardId) -> Result<NameServer, NameServerError> {
         config.validate()?;
+        // Loaded here so a bad certificate or key stops the start with its reason.
+        let tls = ServerTls::new(&config.server_tls_settings())?;
         let kv = KvConfig::load(&config.kv_config_path)?;
         let state = NameServerState {
             routes: RefCell::new(RouteTable::new()),
@@ -86,8 +87,8 @@ impl NameServer {
         };
         Ok(NameServer {
             state: Rc::new(state),
-            controller: None,
             shard,
+            tls,
         })
     }
 
@@ -113,6 +114,7 @@ impl NameServer {
             ..ServerConfig::default()
         };
         let mut server = Server::new(self.shard, dispatch_table(&self.state), server_config);
+        server.set_tls(self.tls.clone());
         let closed_state = self.state.clone();
         server.on_connection_closed(Rc::new(move |connection| {
             housekeeping::connection_closed(&closed_state, connection);
@@ -121,14 +123,7 @@ impl NameServer {
             TaskClass::Housekeeping,
             housekeeping::scan_loop(self.state.clone(), stop.clone()),
         );
-        let controller = self.controller.map(|controller| {
-            let run = controller.run(self.shard, config.connections_max, stop.clone());
-            spawn(TaskClass::Admin, run)
-        });
         server.serve(listener, stop).await;
-        if let Some(controller) = controller {
-            controller.await;
-        }
         scan.await;
     }
 }
@@ -223,12 +218,7 @@ pub fn start_on_shard(
     config: NamesrvConfig,
     shard: ShardId,
 ) -> Result<(NameServer, Listener), NameServerError> {
-    let mut name_server = NameServer::new(config, shard)?;
-    let config = name_server.state.config.borrow().clone();
-    if config.enable_controller_in_namesrv {
-        let controller = controller::service::ControllerService::prepare(&config)?;
-        name_server.controller = Some(controller);
-    }
+    let name_server = NameServer::new(config, shard)?;
     let addr = name_server.listen_addr();
     // Listeners carry SO_REUSEPORT: refuse a port another name server already serves.
     comet_rt::net::ensure_port_free(addr)

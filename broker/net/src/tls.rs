@@ -142,13 +142,13 @@ pub enum TlsError {
         /// What is accepted.
         expected: &'static str,
     },
-    /// A file the mode needs is not configured.
-    #[error("TLS mode {mode} needs {key} to be set")]
+    /// A file the TLS set-up needs is not configured.
+    #[error("{key} must be set: {because}")]
     Missing {
-        /// The mode that needs it.
-        mode: TlsMode,
         /// The key to set.
         key: &'static str,
+        /// What needs it.
+        because: &'static str,
     },
     /// A file cannot be read.
     #[error("cannot read the TLS {what} file {path}: {source}")]
@@ -256,14 +256,14 @@ fn provider() -> Arc<CryptoProvider> {
 }
 
 fn server_config(settings: &ServerTlsSettings) -> Result<rustls::ServerConfig, TlsError> {
-    let mode = settings.mode;
+    const BECAUSE: &str = "tls.server.mode is permissive or enforcing";
     let cert_path = settings.cert_path.as_deref().ok_or(TlsError::Missing {
-        mode,
         key: "tls.server.certPath",
+        because: BECAUSE,
     })?;
     let key_path = settings.key_path.as_deref().ok_or(TlsError::Missing {
-        mode,
         key: "tls.server.keyPath",
+        because: BECAUSE,
     })?;
     let certificates = load_certificates(cert_path, "certificate")?;
     if !settings.key_password.is_empty() {
@@ -282,8 +282,8 @@ fn server_config(settings: &ServerTlsSettings) -> Result<rustls::ServerConfig, T
                 .trust_cert_path
                 .as_deref()
                 .ok_or(TlsError::Missing {
-                    mode,
                     key: "tls.server.trustCertPath",
+                    because: "tls.server.need.client.auth asks for client certificates",
                 })?;
             let roots = load_roots(trust_path)?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);

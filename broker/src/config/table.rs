@@ -6,6 +6,8 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
+use comet_net::{ClientAuth, TlsMode};
+
 use super::values::*;
 use super::{BrokerRole, ConfigError, FlushDiskType, MetricsExporter};
 
@@ -292,6 +294,60 @@ comet_proto::config_table! {
         key: "plainAclFile", unit: "", applies: AtRestart,
         doc: "The ACL 1.0 accounts file used when aclEnable is on.",
         parse: non_empty_path, show: path_text,
+    },
+    /// Java reads the `tls.*` keys as system properties or from its `tls.config.file`; Comet
+    /// reads them from broker.conf like any key (docs/operations.md#tls).
+    tls_server_mode: TlsMode = TlsMode::Disabled => {
+        key: "tls.server.mode", unit: "", applies: AtRestart,
+        doc: "TLS on the client port: disabled, permissive (TLS and plain) or enforcing.",
+        parse: parse_tls_mode, show: ToString::to_string,
+    },
+    tls_server_cert_path: Option<PathBuf> = None => {
+        key: "tls.server.certPath", unit: "", applies: AtRestart,
+        doc: "PEM certificate chain of the TLS port, the broker's own certificate first.",
+        parse: parse_optional_path, show: optional_path_text,
+    },
+    tls_server_key_path: Option<PathBuf> = None => {
+        key: "tls.server.keyPath", unit: "", applies: AtRestart,
+        doc: "PEM private key of the TLS port (PKCS#8, PKCS#1 or SEC1, not encrypted).",
+        parse: parse_optional_path, show: optional_path_text,
+    },
+    tls_server_key_password: String = String::new() => {
+        key: "tls.server.keyPassword", unit: "", applies: AtRestart,
+        doc: "Password of an encrypted key: refused at start-up (decrypt the key instead).",
+        parse: |_key, value| Ok(value.to_owned()), show: ToString::to_string,
+    },
+    tls_server_need_client_auth: ClientAuth = ClientAuth::None => {
+        key: "tls.server.need.client.auth", unit: "", applies: AtRestart,
+        doc: "Client certificates: none, optional or require (checked against trustCertPath).",
+        parse: parse_client_auth, show: ToString::to_string,
+    },
+    tls_server_trust_cert_path: Option<PathBuf> = None => {
+        key: "tls.server.trustCertPath", unit: "", applies: AtRestart,
+        doc: "PEM CA certificates client certificates must chain to.",
+        parse: parse_optional_path, show: optional_path_text,
+    },
+    /// Java's `TlsSystemConfig.tlsEnable`; its broker turns it on by default when its own
+    /// port enforces TLS, and so does Comet.
+    tls_enable: bool = false => {
+        key: "tls.enable", unit: "", applies: AtRestart,
+        doc: "TLS on the broker's own connections to name servers (also on when enforcing).",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    tls_test_mode_enable: bool = true => {
+        key: "tls.test.mode.enable", unit: "", applies: AtRestart,
+        doc: "Outgoing TLS accepts any server certificate (Java's default; false to check).",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    tls_client_auth_server: bool = false => {
+        key: "tls.client.authServer", unit: "", applies: AtRestart,
+        doc: "With test mode off: check name servers' certificates against trustCertPath.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    tls_client_trust_cert_path: Option<PathBuf> = None => {
+        key: "tls.client.trustCertPath", unit: "", applies: AtRestart,
+        doc: "PEM CA certificates outgoing TLS trusts when tls.client.authServer is on.",
+        parse: parse_optional_path, show: optional_path_text,
     },
     metrics_exporter: MetricsExporter = MetricsExporter::Disable => {
         key: "metricsExporterType", unit: "", applies: AtRestart,

@@ -281,3 +281,26 @@ pub(super) fn metrics_exporter_text(exporter: &MetricsExporter) -> String {
     }
     .to_owned()
 }
+
+/// `tls.server.mode`: disabled, permissive or enforcing (any case).
+pub(super) fn parse_tls_mode(key: &str, value: &str) -> Result<comet_net::TlsMode, ConfigError> {
+    parse(key, value, "disabled, permissive or enforcing")
+}
+
+/// `tls.server.need.client.auth`: none, optional or require (any case).
+pub(super) fn parse_client_auth(
+    key: &str,
+    value: &str,
+) -> Result<comet_net::ClientAuth, ConfigError> {
+    parse(key, value, "none, optional or require")
+}
+
+/// A file path, empty for none.
+pub(super) fn parse_optional_path(_key: &str, value: &str) -> Result<Option<PathBuf>, ConfigError> {
+    let value = value.trim();
+    Ok((!value.is_empty()).then(|| PathBuf::from(value)))
+}
+
+pub(super) fn optional_path_text(path: &Option<PathBuf>) -> String {
+    path.as_deref().map(path_text).unwrap_or_default()
+}

@@ -94,7 +94,10 @@ async fn run(broker: Rc<ShardBroker>, stop: StopSignal) {
         };
         if link.as_ref().is_none_or(|(known, _)| *known != addr) {
             match parse_addr(&addr) {
-                Ok(socket) => link = Some((addr.clone(), NameServerLink::new(socket))),
+                Ok(socket) => {
+                    let tls = crate::namesrv_client::client_tls(&broker.config());
+                    link = Some((addr.clone(), NameServerLink::new(socket, tls)));
+                }
                 Err(error) => {
                     log::warn!("slave metadata copy: {error}");
                     race(stop.wait(), sleep(SYNC_INTERVAL)).await;

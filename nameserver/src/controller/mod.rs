@@ -41,9 +41,7 @@ mod node;
 pub mod raft_store;
 pub mod replica;
 mod request;
-pub mod service;
 mod state;
-mod wire;
 
 pub use event::Event;
 pub use handle::Handled;
