@@ -115,7 +115,19 @@ impl BrokerConfig {
 
     /// Checks that `brokerId` fits `brokerRole`: clients send to id 0, so a master must have
     /// it and a slave must not (a slave with id 0 would take its master's place in routes).
+    /// In controller mode the controller hands out ids and roles instead: `controllerAddr`
+    /// must name one controller at least.
     pub fn check_role(&self) -> Result<(), ConfigError> {
+        if self.enable_controller_mode {
+            if self.controller_addrs.is_empty() {
+                return Err(ConfigError {
+                    key: "controllerAddr".to_owned(),
+                    value: String::new(),
+                    expected: "one controller `host:port` at least with enableControllerMode=true",
+                });
+            }
+            return Ok(());
+        }
         let value = self.broker_id.to_string();
         match (self.broker_role, self.broker_id) {
             (BrokerRole::Slave, 0) => Err(ConfigError {
@@ -230,6 +242,14 @@ mod tests {
         ("haMaxGapNotInSync", "1048576"),
         ("haSendHeartbeatInterval", "1000"),
         ("haHousekeepingInterval", "5000"),
+        ("enableControllerMode", "true"),
+        ("controllerAddr", "10.0.0.9:9878;10.0.0.10:9878"),
+        ("brokerElectionPriority", "3"),
+        ("controllerHeartBeatTimeoutMills", "6000"),
+        ("brokerHeartbeatInterval", "500"),
+        ("syncBrokerMetadataPeriod", "2000"),
+        ("checkSyncStateSetPeriod", "2500"),
+        ("syncControllerMetadataPeriod", "7000"),
         ("storePathRootDir", "/var/lib/comet"),
         ("flushDiskType", "ASYNC_FLUSH"),
         ("flushIntervalCommitLog", "200"),

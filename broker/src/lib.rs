@@ -15,6 +15,8 @@
 //!
 //! Runtime:
 //! - `main`: the binary: command line, config file and overrides, exit statuses.
+//! - `controller_mode`: `enableControllerMode`: the controller session's driver thread, and
+//!   the runs of the shards in the role the controller decided.
 //! - `runtime`: starts the shards (store, mesh, server per core), runs the housekeeping loops
 //!   and the stop order.
 //! - `register`: registration with the name servers.
@@ -41,6 +43,8 @@
 //! - `queue_cursor`: reads the broker's own queues (delay levels, timer) from a cursor.
 //! - `shard`: [`shard::ShardBroker`], one shard's view of the broker, and what crosses the
 //!   mesh.
+//! - `controller_role`: controller mode's decided role, the master's write lease, and the
+//!   figures the shards publish for the controller.
 //! - `replication_state`: one shard's replication state: its log's epochs, the slaves
 //!   following it or the stream it follows.
 //!
@@ -66,6 +70,8 @@
 pub mod acl;
 pub mod clients;
 pub mod config;
+pub mod controller_mode;
+pub mod controller_role;
 pub mod delay_level;
 pub mod live_config;
 pub mod lock;

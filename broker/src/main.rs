@@ -196,8 +196,14 @@ fn main() {
         pinned: !args.no_pin && shard_count <= cores,
         standalone: args.standalone,
         stop,
+        controller: None,
     };
-    if let Err(e) = run(LiveConfig::new(config, overrides), options) {
+    let outcome = if config.enable_controller_mode {
+        comet_broker::controller_mode::run_controlled(config, overrides, options)
+    } else {
+        run(LiveConfig::new(config, overrides), options)
+    };
+    if let Err(e) = outcome {
         fatal(e.reason, &e.message);
     }
     log::info!("comet-broker stopped cleanly");

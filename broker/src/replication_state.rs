@@ -89,6 +89,14 @@ impl SharedReplication {
             .clone()
     }
 
+    /// Replaces both addresses (controller mode: the controller names the master).
+    pub fn set_master(&self, ha_addr: Option<String>, broker_addr: Option<String>) {
+        *self.master.lock().unwrap_or_else(PoisonError::into_inner) = MasterAddresses {
+            ha_addr,
+            broker_addr,
+        };
+    }
+
     /// Takes what a name server answered to REGISTER_BROKER (empty answers keep what was
     /// known: a name server that has not seen the master yet says nothing).
     pub fn learn(&self, ha_addr: Option<String>, broker_addr: Option<String>) {

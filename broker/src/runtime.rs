@@ -26,6 +26,7 @@ use comet_store::{remap, FlushPolicy, LogId, Store, StoreConfig, StoreError};
 
 use crate::acl::{AccessControl, AclLoadError};
 use crate::config::{BrokerConfig, BrokerRole, FlushDiskType, MetricsExporter};
+use crate::controller_role::ControllerRole;
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
 use crate::metrics::Metrics;
@@ -62,6 +63,8 @@ pub struct RunOptions {
     pub standalone: bool,
     /// Tripped by a signal handler (or a test) to stop.
     pub stop: RemoteStop,
+    /// Controller mode: what the controller decided (`crate::controller_mode`).
+    pub controller: Option<Arc<ControllerRole>>,
 }
 
 /// The per-shard store directory: each shard has its own commit log and lock.
@@ -185,7 +188,7 @@ pub struct RunError {
 
 impl RunError {
     /// Turns an error of class `reason` into a `RunError` with the error's message.
-    fn new<E>(reason: FatalReason) -> impl FnOnce(E) -> RunError
+    pub fn new<E>(reason: FatalReason) -> impl FnOnce(E) -> RunError
     where
         E: std::error::Error + Send + Sync + 'static,
     {
@@ -197,7 +200,10 @@ impl RunError {
     }
 
     /// As [`RunError::new`], the message saying first what was being done (`what`).
-    fn during<E>(reason: FatalReason, what: impl std::fmt::Display) -> impl FnOnce(E) -> RunError
+    pub fn during<E>(
+        reason: FatalReason,
+        what: impl std::fmt::Display,
+    ) -> impl FnOnce(E) -> RunError
     where
         E: std::error::Error + Send + Sync + 'static,
     {
@@ -310,11 +316,14 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         metadata,
         unique_keys,
         listen: reservation.addr(),
-        options,
         queue_logs,
         store_count,
         acl,
-        replication: Arc::new(crate::replication::SharedReplication::new()),
+        replication: match &options.controller {
+            Some(role) => role.shared_replication().clone(),
+            None => Arc::new(crate::replication::SharedReplication::new()),
+        },
+        options,
     });
     let pool = Pool::start(&pool_config, move |context: ShardContext| {
         let start = start.clone();
@@ -349,6 +358,38 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         message,
         source: None,
     })
+}
+
+/// Gives every topic whose consume queues this master's stores hold a topic config: a
+/// promoted slave may hold messages of topics its master created after the last metadata
+/// copy, and they must stay reachable through routes.
+fn adopt_stored_topics(broker: &ShardBroker) {
+    let mut counts: std::collections::BTreeMap<String, i32> = std::collections::BTreeMap::new();
+    let stores =
+        std::iter::once(broker.store()).chain(broker.hosted_logs().iter().map(|l| &l.store));
+    for store in stores {
+        for (topic, queue_id) in store.queue_list() {
+            let count = counts.entry(topic).or_insert(1);
+            *count = (*count).max(queue_id.saturating_add(1));
+        }
+    }
+    let mut changed = Vec::new();
+    {
+        let mut topics = broker.topics();
+        for (topic, count) in counts {
+            if topics.adopt_stored_queues(&topic, count) {
+                changed.push(topic);
+            }
+        }
+    }
+    if !changed.is_empty() {
+        log::warn!(
+            "{}: topics restored from the queues in the store (no topic config held them): {}",
+            broker.shard(),
+            changed.join(", ")
+        );
+        broker.mark_topics_changed();
+    }
 }
 
 fn random_i32() -> i32 {
@@ -440,8 +481,12 @@ async fn run_shard(
         ),
         queue_logs: start.queue_logs,
         hosted,
+        controller: start.options.controller.clone(),
     }));
     load_offsets(&broker).await;
+    if start.config.load().broker_role.is_master() {
+        adopt_stored_topics(&broker);
+    }
     let peer = mesh
         .join(mesh_handler(broker.clone()))
         .await
@@ -874,8 +919,13 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
     let mut since_register = period;
     let mut opaque = 0i32;
     while !stop.is_triggered() {
+        // In controller mode a broker registers once the controller decided its role (an
+        // undecided one would take an id the controller has not given it).
+        let decided = broker
+            .controller()
+            .is_none_or(|role| role.serving() != crate::controller_role::Serving::Undecided);
         let (changed, generation) = broker.metadata().take_topics_changed();
-        if changed || since_register >= period {
+        if decided && (changed || since_register >= period) {
             if changed {
                 persist_metadata(broker).await;
             }
@@ -884,7 +934,8 @@ async fn metadata_loop(broker: &ShardBroker, stop: &StopSignal, unregister_at_st
                 .to_wrapper(broker.config().broker_permission);
             opaque = opaque.wrapping_add(1);
             let answered = register::register_all(&registered, &mut links, &wrapper, opaque).await;
-            if !registered.broker_role.is_master() {
+            // In controller mode the controller names the master, not the name servers.
+            if !registered.broker_role.is_master() && broker.controller().is_none() {
                 let master = answered.master;
                 broker
                     .replication

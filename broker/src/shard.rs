@@ -21,6 +21,7 @@ use comet_store::Store;
 
 use crate::clients::ClientRegistry;
 use crate::config::BrokerConfig;
+use crate::controller_role::ControllerRole;
 use crate::live_config::LiveConfig;
 use crate::lock::LockTable;
 use crate::metadata::Metadata;
@@ -127,6 +128,8 @@ pub struct ShardParts {
     /// The other logs this shard hosts (a slave with fewer shards than its master has
     /// logs), each with its store and replication state.
     pub hosted: Vec<HostedLog>,
+    /// Controller mode: the role the controller decided and the master's write lease.
+    pub controller: Option<Arc<ControllerRole>>,
 }
 
 /// A log a shard hosts besides its own: on a slave with fewer shards than its master has
@@ -187,6 +190,7 @@ pub struct ShardBroker {
     queue_logs: usize,
     /// The other logs this shard hosts.
     hosted: Vec<HostedLog>,
+    controller: Option<Arc<ControllerRole>>,
 }
 
 impl ShardBroker {
@@ -213,7 +217,14 @@ impl ShardBroker {
             replication: Rc::new(parts.replication),
             queue_logs: parts.queue_logs,
             hosted: parts.hosted,
+            controller: parts.controller,
         }
+    }
+
+    /// Controller mode: the role the controller decided and the master's write lease
+    /// (`None` when the configuration decides the role).
+    pub fn controller(&self) -> Option<&Arc<ControllerRole>> {
+        self.controller.as_ref()
     }
 
     /// This shard.

@@ -5,7 +5,7 @@
 //! Lives in the broker-wide metadata (see `metadata.rs`); every change bumps the data
 //! version, and callers persist `config/topics.json` and re-register with name servers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use comet_proto::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType};
 use comet_proto::names;
@@ -57,6 +57,8 @@ pub enum AutoCreateError {
 pub struct TopicTable {
     topics: BTreeMap<String, TopicConfig>,
     data_version: DataVersion,
+    /// Topics created in this run from the queues a store held (`adopt_stored_queues`).
+    adopted: BTreeSet<String>,
 }
 
 fn topic(name: &str, queues: i32, perm: i32) -> TopicConfig {
@@ -120,6 +122,7 @@ impl TopicTable {
         let mut table = TopicTable {
             topics,
             data_version,
+            adopted: BTreeSet::new(),
         };
         table.bump_version();
         table
@@ -160,6 +163,29 @@ impl TopicTable {
         assert!(!config.topic_name.is_empty());
         self.topics.insert(config.topic_name.clone(), config);
         self.bump_version();
+    }
+
+    /// A master found consume queues of `topic` up to `queue_count - 1` in its store: a topic
+    /// the table lacks is created read-write with that many queues, and one created so
+    /// earlier in this run grows to cover them (a promoted slave holds the messages of a
+    /// topic its master created after the last metadata copy). True when the table changed.
+    pub fn adopt_stored_queues(&mut self, topic: &str, queue_count: i32) -> bool {
+        assert!(queue_count >= 1);
+        match self.topics.get(topic) {
+            None => {
+                self.upsert(self::topic(topic, queue_count, perm::READ_WRITE));
+                self.adopted.insert(topic.to_owned());
+                true
+            }
+            Some(existing)
+                if self.adopted.contains(topic)
+                    && existing.write_queue_nums.max(existing.read_queue_nums) < queue_count =>
+            {
+                self.upsert(self::topic(topic, queue_count, perm::READ_WRITE));
+                true
+            }
+            Some(_) => false,
+        }
     }
 
     /// Deletes a topic; true if it existed.

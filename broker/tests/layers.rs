@@ -37,6 +37,7 @@ const LAYERS: &[Layer] = &[
         name: "Runtime",
         modules: &[
             "main",
+            "controller_mode",
             "runtime",
             "register",
             "standalone",
@@ -58,6 +59,7 @@ const LAYERS: &[Layer] = &[
             "reappend",
             "queue_cursor",
             "shard",
+            "controller_role",
             "replication_state",
         ],
     },

@@ -104,6 +104,47 @@ comet_proto::config_table! {
         doc: "A replication link silent this long is closed (the slave reconnects).",
         parse: parse_positive, show: ToString::to_string,
     },
+    enable_controller_mode: bool = false => {
+        key: "enableControllerMode", unit: "", applies: AtRestart,
+        doc: "Let the controllers (controllerAddr) choose this brokerName's master and slaves.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    controller_addrs: Vec<String> = Vec::new() => {
+        key: "controllerAddr", unit: "", applies: AtRestart,
+        doc: "Controllers, `host:port` separated by `;` (controller mode).",
+        parse: split_list, show: list_text,
+    },
+    broker_election_priority: i32 = i32::MAX => {
+        key: "brokerElectionPriority", unit: "", applies: AtRestart,
+        doc: "Controller mode: among equally advanced candidates, the lowest becomes master.",
+        parse: |key, value| parse(key, value, "an integer"), show: ToString::to_string,
+    },
+    controller_heartbeat_timeout_ms: u64 = 10_000 => {
+        key: "controllerHeartBeatTimeoutMills", unit: "ms", applies: AtRestart,
+        doc: "Controller mode: silence after which the controller counts this broker as gone; \
+              a master stops acknowledging writes before that.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    broker_heartbeat_interval_ms: u64 = 1_000 => {
+        key: "brokerHeartbeatInterval", unit: "ms", applies: AtRestart,
+        doc: "Controller mode: how often the broker heartbeats to every controller.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    sync_broker_metadata_period_ms: u64 = 5_000 => {
+        key: "syncBrokerMetadataPeriod", unit: "ms", applies: AtRestart,
+        doc: "Controller mode: how often the broker asks the controller for its broker set.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    check_sync_state_set_period_ms: u64 = 5_000 => {
+        key: "checkSyncStateSetPeriod", unit: "ms", applies: AtRestart,
+        doc: "Controller mode: how often a master re-checks which slaves are in sync.",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    sync_controller_metadata_period_ms: u64 = 10_000 => {
+        key: "syncControllerMetadataPeriod", unit: "ms", applies: AtRestart,
+        doc: "Controller mode: how often the broker looks the leading controller up again.",
+        parse: parse_positive, show: ToString::to_string,
+    },
     store_root: PathBuf = PathBuf::from("store") => {
         key: "storePathRootDir", unit: "", applies: StartUpOnly,
         doc: "Root of the store: commit logs, queues, metadata and run-time config updates.",

@@ -13,6 +13,7 @@ pub mod admin;
 pub mod ask_client;
 pub mod broker_config;
 pub mod client;
+pub mod controller;
 pub mod end_transaction;
 pub mod ha_status;
 pub mod inspect;
@@ -131,8 +132,19 @@ pub(crate) fn error(
 /// A slave stores only what its master streams: a send is answered SERVICE_NOT_AVAILABLE
 /// with Java's remark (Java's `DefaultMessageStore` refuses every put on a slave, and its
 /// `SendMessageProcessor` answers so), before any topic is created.
+///
+/// In controller mode a master whose lease lapsed refuses the same way: the controller may
+/// be electing another master, and two must never acknowledge writes.
 pub fn slave_refusal(broker: &ShardBroker, request: &RemotingCommand) -> Option<RemotingCommand> {
     if broker.config().broker_role.is_master() {
+        if lease_lapsed(broker) {
+            return Some(error(
+                request,
+                ResponseCode::SERVICE_NOT_AVAILABLE,
+                "service not available now: the controller has not confirmed this broker as \
+                 master recently (controller mode), so it acknowledges no writes",
+            ));
+        }
         return None;
     }
     Some(error(
@@ -142,6 +154,13 @@ pub fn slave_refusal(broker: &ShardBroker, request: &RemotingCommand) -> Option<
          broker's disk is full, messages are put to the slave, message store has been shut \
          down, etc.",
     ))
+}
+
+/// Whether this broker is in controller mode and its master lease has lapsed.
+pub fn lease_lapsed(broker: &ShardBroker) -> bool {
+    broker
+        .controller()
+        .is_some_and(|role| !role.lease_valid(comet_rt::clock::monotonic_now()))
 }
 
 fn queue_of(request: &RemotingCommand) -> Option<(String, i32)> {
@@ -281,6 +300,7 @@ pub async fn handle_local(
         UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
         GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
         GET_BROKER_HA_STATUS => ha_status::local(broker, &request),
+        NOTIFY_BROKER_ROLE_CHANGED => controller::notify_role_changed(broker, &request),
         GET_TOPIC_CONFIG => admin::topic_config(broker, &request),
         VIEW_BROKER_STATS_DATA => stats::view(broker, &request),
         GET_CONSUMER_RUNNING_INFO => ask_client::consumer_running_info(broker, &request).await,
@@ -314,6 +334,7 @@ async fn persisted(broker: &ShardBroker, response: RemotingCommand) -> RemotingC
 
 /// The codes [`handle`] serves; everything else is answered REQUEST_CODE_NOT_SUPPORTED.
 pub const SUPPORTED_CODES: &[RequestCode] = &[
+    RequestCode::NOTIFY_BROKER_ROLE_CHANGED,
     RequestCode::SEND_MESSAGE,
     RequestCode::SEND_MESSAGE_V2,
     RequestCode::SEND_BATCH_MESSAGE,

@@ -406,6 +406,13 @@ async fn append_and_respond(
         // Refused before anything was appended (see `slave_refusal`).
         BrokerRole::Slave => ResponseCode::SERVICE_NOT_AVAILABLE,
     };
+    // The lease may have lapsed while the message was made durable: it stays stored, but
+    // only a master the controller still stands behind may acknowledge it.
+    let code = if code == ResponseCode::SUCCESS && super::lease_lapsed(broker) {
+        ResponseCode::SERVICE_NOT_AVAILABLE
+    } else {
+        code
+    };
     let response = RemotingCommand::response_to(request, code).with_header(&response_header);
     with_region_and_trace(broker, response)
 }

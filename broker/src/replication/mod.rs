@@ -23,12 +23,15 @@
 //! - `sync_master`: a SYNC_MASTER's sends wait for a slave Ack (or answer at once that no
 //!   slave is in sync), and its confirm task moves the position up to which consumers see
 //!   records.
+//! - `controller_figures`: in controller mode, what each log holds and which slaves are in
+//!   sync, for the controller driver.
 //! - `metadata_sync`: a slave copies topics, groups, consumer offsets and delay cursors from
 //!   its master every 10 s, as Java's `SlaveSynchronize` does.
 //!
 //! Every wait is bounded (the handshake deadline, `haHousekeepingInterval` of silence,
 //! backoff) and no task blocks its shard.
 
+pub mod controller_figures;
 pub mod epochs;
 pub mod hosting;
 pub mod link;
@@ -143,6 +146,9 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
         follower.trigger();
     });
     let config = broker.config.snapshot();
+    if let Some(role) = broker.controller() {
+        controller_figures::spawn(broker, role.clone(), state.tasks(), state.stop());
+    }
     if !config.broker_role.is_master() {
         let own = (broker.shard.index() < broker.queue_logs()).then(|| broker.own_log());
         for log in own.into_iter().chain(broker.hosted_logs().iter().cloned()) {

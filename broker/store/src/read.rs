@@ -488,6 +488,16 @@ impl<'s> ReadPath<'s> {
 
     /// True when the store holds a consume queue for (topic, queue_id) (one was written to,
     /// recovered, or waited on).
+    pub(crate) fn queue_list(&self) -> Vec<(String, i32)> {
+        let queues = self.queues.borrow();
+        let mut list: Vec<(String, i32)> = queues
+            .iter()
+            .flat_map(|(topic, ids)| ids.keys().map(move |id| (topic.clone(), *id)))
+            .collect();
+        list.sort();
+        list
+    }
+
     pub(crate) fn has_queue(&self, topic: &str, queue_id: i32) -> bool {
         let queues = self.queues.borrow();
         queues

@@ -439,6 +439,11 @@ impl Store {
         self.reader().store_time_at(topic, queue_id, offset).await
     }
 
+    /// Every (topic, queue id) the store holds a consume queue for, sorted.
+    pub fn queue_list(&self) -> Vec<(String, i32)> {
+        self.reader().queue_list()
+    }
+
     /// True when the store holds a consume queue for (topic, queue_id) (one was written to,
     /// recovered, or waited on).
     pub fn has_queue(&self, topic: &str, queue_id: i32) -> bool {
