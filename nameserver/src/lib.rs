@@ -58,6 +58,9 @@ pub enum NameServerError {
         /// The OS error.
         source: io::Error,
     },
+    /// The controller cannot start.
+    #[error(transparent)]
+    Controller(#[from] controller::service::ControllerError),
     /// The TLS certificate or key cannot be used.
     #[error("TLS: {0}")]
     Tls(#[from] comet_net::TlsError),
@@ -69,6 +72,8 @@ pub enum NameServerError {
 /// A name server on the current shard, ready to serve.
 pub struct NameServer {
     state: Rc<NameServerState>,
+    /// The controller (`enableControllerInNamesrv`), bound and recovered.
+    controller: Option<controller::service::ControllerService>,
     shard: ShardId,
     tls: ServerTls,
 }
@@ -87,6 +92,7 @@ impl NameServer {
         };
         Ok(NameServer {
             state: Rc::new(state),
+            controller: None,
             shard,
             tls,
         })
@@ -123,7 +129,14 @@ impl NameServer {
             TaskClass::Housekeeping,
             housekeeping::scan_loop(self.state.clone(), stop.clone()),
         );
+        let controller = self.controller.map(|controller| {
+            let run = controller.run(self.shard, config.connections_max, stop.clone());
+            spawn(TaskClass::Admin, run)
+        });
         server.serve(listener, stop).await;
+        if let Some(controller) = controller {
+            controller.await;
+        }
         scan.await;
     }
 }
@@ -218,7 +231,12 @@ pub fn start_on_shard(
     config: NamesrvConfig,
     shard: ShardId,
 ) -> Result<(NameServer, Listener), NameServerError> {
-    let name_server = NameServer::new(config, shard)?;
+    let mut name_server = NameServer::new(config, shard)?;
+    let config = name_server.state.config.borrow().clone();
+    if config.enable_controller_in_namesrv {
+        let controller = controller::service::ControllerService::prepare(&config)?;
+        name_server.controller = Some(controller);
+    }
     let addr = name_server.listen_addr();
     // Listeners carry SO_REUSEPORT: refuse a port another name server already serves.
     comet_rt::net::ensure_port_free(addr)

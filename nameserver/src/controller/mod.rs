@@ -41,7 +41,9 @@ mod node;
 pub mod raft_store;
 pub mod replica;
 mod request;
+pub mod service;
 mod state;
+mod wire;
 
 pub use event::Event;
 pub use handle::Handled;

@@ -8,7 +8,11 @@
 #           CONTROLLER_NOT_LEADER, and the session following a new leader after the test
 #           kills the leader's process.
 #
-#   tests/compat/controller/run.sh [--keep] [--only single|group]
+#   tests/compat/controller/run.sh [--keep] [--only single|group] [--against apache|comet]
+#
+# --against comet starts Comet's own name servers (target/debug/comet-nameserver, built first)
+# with the same keys instead of Apache's, and runs the SAME tests against them: Comet's
+# controller must answer as Apache's does. It needs no Java.
 #
 # Everything runs on free loopback ports and is stopped at the end. --keep keeps the state
 # folder (name-server output and controller logs) for reading.
@@ -24,26 +28,35 @@ JAVA="${JAVA:-java}"
 START_TIMEOUT_S="${START_TIMEOUT_S:-90}"
 KEEP=0
 ONLY=""
+AGAINST=apache
 while (($#)); do
   case "$1" in
     --keep) KEEP=1; shift ;;
     --only) ONLY="${2:-}"; shift 2 ;;
-    *) echo "usage: run.sh [--keep] [--only single|group]" >&2; exit 2 ;;
+    --against) AGAINST="${2:-}"; shift 2 ;;
+    *) echo "usage: run.sh [--keep] [--only single|group] [--against apache|comet]" >&2
+       exit 2 ;;
   esac
 done
 case "$ONLY" in
   ""|single|group) ;;
   *) echo "--only takes single or group" >&2; exit 2 ;;
 esac
+case "$AGAINST" in
+  apache|comet) ;;
+  *) echo "--against takes apache or comet" >&2; exit 2 ;;
+esac
 
 die() { echo "controller-compat: error: $*" >&2; exit 1; }
 log() { echo "controller-compat: $*" >&2; }
 
-command -v "$JAVA" >/dev/null || die "java is required (Java 17)"
-LIB="$("$HERE/../apache/broker.sh" fetch)"
-[[ -f "$LIB/.complete" ]] || die "Apache RocketMQ jars missing in $LIB"
-ls "$LIB"/rocketmq-controller-*.jar >/dev/null 2>&1 \
-  || die "the fetched jars lack rocketmq-controller (needed for enableControllerInNamesrv)"
+if [[ "$AGAINST" == apache ]]; then
+  command -v "$JAVA" >/dev/null || die "java is required (Java 17)"
+  LIB="$("$HERE/../apache/broker.sh" fetch)"
+  [[ -f "$LIB/.complete" ]] || die "Apache RocketMQ jars missing in $LIB"
+  ls "$LIB"/rocketmq-controller-*.jar >/dev/null 2>&1 \
+    || die "the fetched jars lack rocketmq-controller (needed for enableControllerInNamesrv)"
+fi
 
 # A free loopback port: the kernel picks one for a socket that is closed again at once.
 free_port() {
@@ -99,6 +112,11 @@ configStorePath=$dir/controller.properties
 scanNotActiveBrokerInterval=1000
 notifyBrokerRoleChanged=true
 CONF
+  if [[ "$AGAINST" == comet ]]; then
+    echo "kvConfigPath=$dir/kvConfig.json" >>"$dir/namesrv.conf"
+    RUST_LOG="${RUST_LOG:-info}" setsid "$COMET_NAMESRV" -c "$dir/namesrv.conf" \
+      >"$dir/namesrv.out" 2>&1 </dev/null &
+  else
   ROCKETMQ_HOME="$dir" setsid "$JAVA" -server -Xms128m -Xmx384m -XX:+UseG1GC \
     -XX:-OmitStackTraceInFastThrow --add-exports=java.base/jdk.internal.ref=ALL-UNNAMED \
     --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
@@ -106,6 +124,7 @@ CONF
     -Duser.home="$dir" -Drocketmq.home.dir="$dir" -cp "$LIB/*" \
     org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/namesrv.conf" \
     >"$dir/namesrv.out" 2>&1 </dev/null &
+  fi
   STARTED_PID=$!
   # Out of the job table: a member the test kills is not reported as a failed job.
   disown "$STARTED_PID"
@@ -131,6 +150,12 @@ wait_member() {
 cd "$ROOT"
 # Built before any Java starts, so the tests do not wait for the compiler.
 cargo test -p comet-replication --test apache_controller --no-run
+if [[ "$AGAINST" == comet ]]; then
+  cargo build -p comet-nameserver --bin comet-nameserver
+  COMET_NAMESRV="${CARGO_TARGET_DIR:-$ROOT/target}/debug/comet-nameserver"
+  [[ -x "$COMET_NAMESRV" ]] || die "comet-nameserver not built at $COMET_NAMESRV"
+  log "against Comet's controller ($COMET_NAMESRV)"
+fi
 
 if [[ -z "$ONLY" || "$ONLY" == single ]]; then
   port="$(free_port)"

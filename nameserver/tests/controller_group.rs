@@ -1,0 +1,351 @@
+//! Three real `comet-nameserver` processes with `enableControllerInNamesrv=true` form one
+//! controller group on loopback. A client speaking raw controller frames registers two
+//! brokers of one broker set and has a master elected; the Raft leader is SIGKILLed; a new
+//! leader must answer with every decision made before (broker ids, master, epoch) and make
+//! new ones; the killed member, restarted from its store, must catch up on what was decided
+//! while it was down (its Raft log on disk receives the new decision).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use comet_proto::body::{JsonBody, SyncStateSet};
+use comet_proto::bytes::BytesMut;
+use comet_proto::frame::encode_to_bytes;
+use comet_proto::headers::*;
+use comet_proto::{Decoded, FrameDecoder, RemotingCommand, RequestCode, ResponseCode};
+use comet_test_support::{free_port, wait_for, wait_until, ChildGuard, TempDir};
+
+const CLUSTER: &str = "CometCtlGroup";
+const BROKER_NAME: &str = "broker-g";
+const STEP_LIMIT: Duration = Duration::from_secs(60);
+
+/// One request on a fresh connection; `None` when the member cannot be reached or does not
+/// answer within two seconds.
+fn call(addr: SocketAddr, mut command: RemotingCommand) -> Option<RemotingCommand> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    command.opaque = 7;
+    stream.write_all(&encode_to_bytes(&command)).ok()?;
+    let decoder = FrameDecoder::default();
+    let mut buffer = BytesMut::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        if let Ok(Some(Decoded::Command(answer))) = decoder.decode(&mut buffer) {
+            if answer.is_response() && answer.opaque == 7 {
+                return Some(answer);
+            }
+            continue;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(read) => buffer.extend_from_slice(&chunk[..read]),
+        }
+    }
+}
+
+struct Member {
+    name: String,
+    addr: SocketAddr,
+    dir: PathBuf,
+    process: Option<ChildGuard>,
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- {} ---\n{}", self.name, self.log_tail());
+        }
+    }
+}
+
+impl Member {
+    fn start(&mut self) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_comet-nameserver"));
+        command
+            .arg("-c")
+            .arg(self.dir.join("namesrv.properties"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(self.dir.join("namesrv.log"))
+                    .map_or_else(|_| Stdio::null(), Stdio::from),
+            );
+        self.process = Some(ChildGuard::spawn(&self.name, &mut command));
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut process) = self.process.take() {
+            process.kill();
+        }
+    }
+
+    /// The end of its log, shown when the test fails.
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("namesrv.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    fn raft_log(&self) -> Vec<u8> {
+        std::fs::read(self.dir.join("store").join("raft.log")).unwrap_or_default()
+    }
+}
+
+fn write_config(dir: &Path, self_id: &str, peers: &str) {
+    let text = format!(
+        "listenPort={}\nkvConfigPath={}\nenableControllerInNamesrv=true\n\
+         controllerDLegerGroup=comet-test\ncontrollerDLegerPeers={peers}\n\
+         controllerDLegerSelfId={self_id}\ncontrollerStorePath={}\n\
+         scanNotActiveBrokerInterval=1000\nnotifyBrokerRoleChanged=true\n",
+        free_port(),
+        dir.join("kvConfig.json").display(),
+        dir.join("store").display(),
+    );
+    std::fs::write(dir.join("namesrv.properties"), text).expect("config written");
+}
+
+fn metadata(addr: SocketAddr) -> Option<GetMetaDataResponseHeader> {
+    let answer = call(
+        addr,
+        RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO, 0),
+    )?;
+    answer.decode_header().ok()
+}
+
+/// The member that says it leads and answers a request that needs the leader.
+fn serving_leader(members: &[Member]) -> Option<usize> {
+    members.iter().position(|member| {
+        member.process.is_some()
+            && metadata(member.addr).is_some_and(|meta| meta.is_leader)
+            && call(member.addr, replica_info()).is_some_and(|answer| {
+                let code = answer.response_code();
+                code == ResponseCode::SUCCESS
+                    || code == ResponseCode::CONTROLLER_BROKER_METADATA_NOT_EXIST
+            })
+    })
+}
+
+fn replica_info() -> RemotingCommand {
+    RemotingCommand::request(RequestCode::CONTROLLER_GET_REPLICA_INFO, 0).with_header(
+        &GetReplicaInfoRequestHeader {
+            broker_name: BROKER_NAME.to_owned(),
+        },
+    )
+}
+
+fn check_code(broker_id: i64) -> String {
+    format!("127.0.0.1:{};1700000000000", 10_910 + broker_id)
+}
+
+fn apply_broker_id(broker_id: i64) -> RemotingCommand {
+    RemotingCommand::request(RequestCode::CONTROLLER_APPLY_BROKER_ID, 0).with_header(
+        &ApplyBrokerIdRequestHeader {
+            cluster_name: CLUSTER.to_owned(),
+            broker_name: BROKER_NAME.to_owned(),
+            applied_broker_id: broker_id,
+            register_check_code: check_code(broker_id),
+        },
+    )
+}
+
+fn next_broker_id(addr: SocketAddr) -> Option<i64> {
+    let command = RemotingCommand::request(RequestCode::CONTROLLER_GET_NEXT_BROKER_ID, 0)
+        .with_header(&GetNextBrokerIdRequestHeader {
+            cluster_name: CLUSTER.to_owned(),
+            broker_name: BROKER_NAME.to_owned(),
+        });
+    let answer = call(addr, command)?;
+    let header: GetNextBrokerIdResponseHeader = answer.decode_header().ok()?;
+    header.next_broker_id
+}
+
+fn heartbeat(broker_id: i64) -> RemotingCommand {
+    RemotingCommand::request(RequestCode::BROKER_HEARTBEAT, 0).with_header(
+        &BrokerHeartbeatRequestHeader {
+            cluster_name: CLUSTER.to_owned(),
+            broker_addr: format!("127.0.0.1:{}", 10_910 + broker_id),
+            broker_name: BROKER_NAME.to_owned(),
+            broker_id: Some(broker_id),
+            epoch: Some(0),
+            max_offset: Some(0),
+            confirm_offset: Some(0),
+            heartbeat_timeout_mills: Some(120_000),
+            election_priority: None,
+        },
+    )
+}
+
+fn expect_success(what: &str, answer: Option<RemotingCommand>) -> RemotingCommand {
+    let answer = answer.unwrap_or_else(|| panic!("{what}: no answer"));
+    assert_eq!(
+        answer.response_code(),
+        ResponseCode::SUCCESS,
+        "{what}: {:?}",
+        answer.remark
+    );
+    answer
+}
+
+/// (master id, master epoch, sync-state set) from the leader's replica info.
+fn replica_view(addr: SocketAddr) -> Option<(Option<i64>, Option<i32>, SyncStateSet)> {
+    let answer = call(addr, replica_info())?;
+    if answer.response_code() != ResponseCode::SUCCESS {
+        return None;
+    }
+    let header: GetReplicaInfoResponseHeader = answer.decode_header().ok()?;
+    let body = SyncStateSet::decode(&answer.body).ok()?;
+    Some((header.master_broker_id, header.master_epoch, body))
+}
+
+// Proves the controller group survives the loss of its Raft leader with every decision, and
+// that a restarted member catches up (see the module docs).
+#[test]
+fn controller_group_fails_over_and_catches_up() {
+    let root = TempDir::new("controller-group");
+    let ports = [free_port(), free_port(), free_port()];
+    let peers: String = ports
+        .iter()
+        .enumerate()
+        .map(|(index, port)| format!("n{index}-127.0.0.1:{port};"))
+        .collect();
+    let mut members: Vec<Member> = ports
+        .iter()
+        .enumerate()
+        .map(|(index, port)| {
+            let dir = root.path().join(format!("n{index}"));
+            std::fs::create_dir_all(&dir).expect("member folder");
+            write_config(&dir, &format!("n{index}"), &peers);
+            Member {
+                name: format!("n{index}"),
+                addr: SocketAddr::from(([127, 0, 0, 1], *port)),
+                dir,
+                process: None,
+            }
+        })
+        .collect();
+    for member in &mut members {
+        member.start();
+    }
+
+    // A leader is elected and serves.
+    let leader = wait_for("a serving controller leader", STEP_LIMIT, || {
+        serving_leader(&members)
+    });
+    let leader_addr = members[leader].addr;
+    let followers: Vec<usize> = (0..3).filter(|index| *index != leader).collect();
+    for follower in &followers {
+        let answer = call(members[*follower].addr, replica_info()).expect("follower answers");
+        assert_eq!(
+            answer.response_code(),
+            ResponseCode::CONTROLLER_NOT_LEADER,
+            "follower {}",
+            members[*follower].name
+        );
+        let meta = metadata(members[*follower].addr).expect("follower metadata");
+        assert!(!meta.is_leader);
+        assert_eq!(
+            meta.controller_leader_address.as_deref(),
+            Some(leader_addr.to_string().as_str()),
+            "a follower names the leader"
+        );
+    }
+
+    // Two brokers claim ids 1 and 2, register and heartbeat to every member (as brokers do);
+    // broker 1 asks for the first election and wins it under master epoch 1.
+    for broker_id in [1, 2] {
+        assert_eq!(next_broker_id(leader_addr), Some(broker_id));
+        expect_success(
+            "apply broker id",
+            call(leader_addr, apply_broker_id(broker_id)),
+        );
+        let register = RemotingCommand::request(RequestCode::CONTROLLER_REGISTER_BROKER, 0)
+            .with_header(&RegisterBrokerToControllerRequestHeader {
+                cluster_name: CLUSTER.to_owned(),
+                broker_name: BROKER_NAME.to_owned(),
+                broker_id,
+                broker_address: format!("127.0.0.1:{}", 10_910 + broker_id),
+                invoke_time: None,
+            });
+        expect_success("register", call(leader_addr, register));
+        for member in &members {
+            expect_success("heartbeat", call(member.addr, heartbeat(broker_id)));
+        }
+    }
+    let elect = RemotingCommand::request(RequestCode::CONTROLLER_ELECT_MASTER, 0).with_header(
+        &ElectMasterRequestHeader {
+            cluster_name: CLUSTER.to_owned(),
+            broker_name: BROKER_NAME.to_owned(),
+            broker_id: 1,
+            designate_elect: false,
+            invoke_time: None,
+        },
+    );
+    let elected = expect_success("elect", call(leader_addr, elect));
+    let header: ElectMasterResponseHeader = elected.decode_header().expect("elect header");
+    assert_eq!(header.master_broker_id, Some(1));
+    assert_eq!(header.master_epoch, Some(1));
+    let before = replica_view(leader_addr).expect("replica info on the leader");
+    assert_eq!((before.0, before.1), (Some(1), Some(1)));
+
+    // SIGKILL the leader: another member leads, with every decision.
+    members[leader].kill();
+    let new_leader = wait_for("a new serving leader", STEP_LIMIT, || {
+        serving_leader(&members).filter(|index| *index != leader)
+    });
+    let new_addr = members[new_leader].addr;
+    assert_eq!(
+        replica_view(new_addr),
+        Some(before.clone()),
+        "decisions kept"
+    );
+    assert_eq!(next_broker_id(new_addr), Some(3), "ids 1 and 2 stay taken");
+    let refused = call(
+        new_addr,
+        apply_broker_id(2).with_header(&ApplyBrokerIdRequestHeader {
+            cluster_name: CLUSTER.to_owned(),
+            broker_name: BROKER_NAME.to_owned(),
+            applied_broker_id: 2,
+            register_check_code: "127.0.0.1:1;1".to_owned(),
+        }),
+    )
+    .expect("an answer");
+    assert_eq!(
+        refused.response_code(),
+        ResponseCode::CONTROLLER_BROKER_ID_INVALID,
+        "another broker cannot take id 2"
+    );
+    // A decision made while the old leader is down.
+    expect_success("apply broker id 3", call(new_addr, apply_broker_id(3)));
+    assert_eq!(next_broker_id(new_addr), Some(4));
+
+    // The killed member restarts from its store and receives what it missed.
+    let restarted = leader;
+    let marker = check_code(3);
+    assert!(
+        !contains(&members[restarted].raft_log(), marker.as_bytes()),
+        "the killed member cannot have broker 3's claim yet"
+    );
+    members[restarted].start();
+    wait_until("the restarted member catches up", STEP_LIMIT, || {
+        contains(&members[restarted].raft_log(), marker.as_bytes())
+    });
+    let meta = wait_for("the restarted member knows the leader", STEP_LIMIT, || {
+        metadata(members[restarted].addr).filter(|meta| meta.controller_leader_address.is_some())
+    });
+    assert!(!meta.is_leader);
+    // The group still decides with the restarted member in it.
+    let leader_now = wait_for("a serving leader", STEP_LIMIT, || serving_leader(&members));
+    assert_eq!(replica_view(members[leader_now].addr), Some(before));
+    for member in &mut members {
+        member.kill();
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|window| window == needle)
+}
