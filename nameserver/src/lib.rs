@@ -58,12 +58,12 @@ pub enum NameServerError {
         /// The OS error.
         source: io::Error,
     },
-    /// The controller cannot start.
-    #[error(transparent)]
-    Controller(#[from] controller::service::ControllerError),
     /// The TLS certificate or key cannot be used.
     #[error("TLS: {0}")]
     Tls(#[from] comet_net::TlsError),
+    /// The controller cannot start.
+    #[error(transparent)]
+    Controller(#[from] controller::service::ControllerError),
     /// The executor cannot start.
     #[error(transparent)]
     Pool(#[from] comet_rt::pool::PoolError),
