@@ -35,6 +35,8 @@
 //!   timing wheel.
 //! - `delay_level`: RocketMQ's 18 delay levels on `SCHEDULE_TOPIC_XXXX`: the send-time
 //!   rewrite and the per-level delivery.
+//! - `pop`: 5.x pop consumption: pops of one queue, acks, the checkpoint and ack records
+//!   and each shard's revive scanner.
 //!
 //! Shard context:
 //! - `routing`: runs a request on the shard that owns its queue, pushes a request to a
@@ -82,6 +84,7 @@ pub mod namesrv_client;
 pub mod offset;
 pub mod ownership;
 pub mod persist;
+pub mod pop;
 pub mod processor;
 pub mod queue_cursor;
 pub mod reappend;

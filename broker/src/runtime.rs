@@ -540,15 +540,16 @@ async fn run_shard(
     let metadata_task = spawn_housekeeping(&broker, &stop, !start.options.standalone);
     // A slave's log holds only what its master streams: the services that append records
     // of their own run on masters.
-    let (schedule_task, transaction_task, timer_task) =
+    let (schedule_task, transaction_task, timer_task, revive_task) =
         if start.config.load().broker_role.is_master() {
             (
                 crate::delay_level::delivery::spawn_delivery(&broker, &stop),
                 crate::transaction::check::spawn_checker(&broker, &stop),
                 crate::timer_wheel::wheel::spawn_wheel(&broker, &stop),
+                Some(crate::pop::revive::spawn_revive(&broker, &stop)),
             )
         } else {
-            (None, None, None)
+            (None, None, None, None)
         };
     let listener = Listener::bind(start.listen).map_err(RunError::during(
         FatalReason::Bind,
@@ -563,7 +564,7 @@ async fn run_shard(
     if let Some(task) = metadata_task {
         task.await;
     }
-    for task in [schedule_task, transaction_task, timer_task]
+    for task in [schedule_task, transaction_task, timer_task, revive_task]
         .into_iter()
         .flatten()
     {

@@ -50,7 +50,13 @@ const LAYERS: &[Layer] = &[
     },
     Layer {
         name: "Features",
-        modules: &["replication", "transaction", "timer_wheel", "delay_level"],
+        modules: &[
+            "replication",
+            "transaction",
+            "timer_wheel",
+            "delay_level",
+            "pop",
+        ],
     },
     Layer {
         name: "Shard context",

@@ -18,6 +18,8 @@ pub mod end_transaction;
 pub mod ha_status;
 pub mod inspect;
 pub mod offsets;
+pub mod pop;
+pub mod pop_ack;
 pub mod pull;
 pub mod query;
 pub mod queue_figures;
@@ -72,6 +74,8 @@ pub async fn handle(
         | SEARCH_OFFSET_BY_TIMESTAMP
         | GET_EARLIEST_MSG_STORETIME
         | QUERY_CONSUME_QUEUE
+        | ACK_MESSAGE
+        | CHANGE_MESSAGE_INVISIBLETIME
         // With a queue id, one queue's span (the coordinator's per-queue call); without,
         // the whole topic's, gathered where the request arrived.
         | QUERY_CONSUME_TIME_SPAN => {
@@ -88,6 +92,9 @@ pub async fn handle(
             None => Some(reset_all_queues(broker, context, request).await),
         },
         QUERY_MESSAGE => Some(query_all_shards(broker, context, request).await),
+        // Joined from pops of each queue on its owner.
+        POP_MESSAGE => Some(pop::process(broker, context, &request).await),
+        BATCH_ACK_MESSAGE => Some(pop_ack::batch_ack(broker, context, &request).await),
         GET_BROKER_HA_STATUS => Some(ha_status::gather(broker, context, request).await),
         // Broker-wide: gathered from (or applied on) every shard; `handle_local` runs the
         // shard's own part.
@@ -268,6 +275,10 @@ pub async fn handle_local(
             reply::process(broker, context, request).await
         }
         PULL_MESSAGE | LITE_PULL_MESSAGE => pull::process(broker, request).await,
+        POP_MESSAGE => pop::pop_one_queue(broker, &request).await,
+        ACK_MESSAGE => pop_ack::ack(broker, &request).await,
+        BATCH_ACK_MESSAGE => pop_ack::batch_ack_local(broker, &request).await,
+        CHANGE_MESSAGE_INVISIBLETIME => pop_ack::change_invisible_time(broker, &request).await,
         QUERY_CONSUMER_OFFSET => offsets::query_consumer_offset(broker, &request),
         UPDATE_CONSUMER_OFFSET => offsets::update_consumer_offset(broker, &request),
         GET_MAX_OFFSET => offsets::max_offset(broker, &request),
@@ -342,6 +353,10 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::SEND_REPLY_MESSAGE_V2,
     RequestCode::PULL_MESSAGE,
     RequestCode::LITE_PULL_MESSAGE,
+    RequestCode::POP_MESSAGE,
+    RequestCode::ACK_MESSAGE,
+    RequestCode::BATCH_ACK_MESSAGE,
+    RequestCode::CHANGE_MESSAGE_INVISIBLETIME,
     RequestCode::QUERY_CONSUMER_OFFSET,
     RequestCode::UPDATE_CONSUMER_OFFSET,
     RequestCode::GET_MAX_OFFSET,

@@ -1,0 +1,54 @@
+//! Acks and invisible-time changes of one queue, on the shard owning it (Java's
+//! `AckMessageProcessor.appendAck` and `ChangeInvisibleTimeProcessor`).
+//!
+//! Both only append records to this shard's revive queue and answer once they are
+//! durable; the revive scanner pairs them with their checkpoints. An ack whose checkpoint
+//! is already revived or acked pairs with nothing and changes nothing, and is answered
+//! SUCCESS as Java does. An invisible-time change writes a new one-message checkpoint
+//! (starting at the message, popped now) and then an ack of the old one, in one append, so
+//! the message is never without a checkpoint.
+
+use comet_proto::ResponseCode;
+
+use super::records::{ack_record, ck_record, AckRecord, CheckPoint};
+use crate::shard::ShardBroker;
+
+/// Why an ack or change was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum AckError {
+    /// The record could not be encoded.
+    #[error("encoding: {0}")]
+    Encode(#[from] comet_proto::message::RecordError),
+    /// The store did not make it durable.
+    #[error("storing: {0}")]
+    Store(String),
+}
+
+/// Stores `ack`; resolves once it is durable.
+pub async fn store_ack(broker: &ShardBroker, ack: &AckRecord) -> Result<(), AckError> {
+    let record = ack_record(broker, ack)?;
+    append(broker, vec![record]).await
+}
+
+/// Stores the new checkpoint `ck` of one message, then the ack `old` of the checkpoint it
+/// had; resolves once both are durable.
+pub async fn store_change(
+    broker: &ShardBroker,
+    ck: &CheckPoint,
+    old: &AckRecord,
+) -> Result<(), AckError> {
+    let records = vec![ck_record(broker, ck)?, ack_record(broker, old)?];
+    append(broker, records).await
+}
+
+async fn append(
+    broker: &ShardBroker,
+    records: Vec<comet_proto::bytes::BytesMut>,
+) -> Result<(), AckError> {
+    let response = crate::reappend::append_local(broker, records).await;
+    if response.response_code() == ResponseCode::SUCCESS {
+        Ok(())
+    } else {
+        Err(AckError::Store(response.remark.unwrap_or_default()))
+    }
+}

@@ -1,0 +1,93 @@
+//! This shard's pop state (one executor thread per shard, so thread-local and unlocked):
+//! which queues a pop is working on, and whether the revive scanner has read its revive
+//! queue to the end since start-up, which puts back the pop positions the last persisted
+//! offsets may lack; pops wait for that.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
+
+/// One (topic, group, queue) a pop is reading.
+type QueueKey = (String, String, i32);
+
+#[derive(Default)]
+struct PopState {
+    busy: RefCell<HashSet<QueueKey>>,
+    recovered: Cell<bool>,
+    random: Cell<u64>,
+}
+
+thread_local! {
+    static STATE: PopState = PopState::default();
+}
+
+/// A pop's hold on one queue of a group: released on drop.
+pub struct QueueHold {
+    key: QueueKey,
+}
+
+impl Drop for QueueHold {
+    fn drop(&mut self) {
+        STATE.with(|state| state.busy.borrow_mut().remove(&self.key));
+    }
+}
+
+/// Holds (topic, group, queue) for one pop, or `None` while another pop holds it (Java's
+/// `QueueLockManager.tryLock`: the second pop skips the queue rather than wait).
+pub fn try_hold(topic: &str, group: &str, queue_id: i32) -> Option<QueueHold> {
+    let key = (topic.to_owned(), group.to_owned(), queue_id);
+    let inserted = STATE.with(|state| state.busy.borrow_mut().insert(key.clone()));
+    // Not `then_some`: it would build (and drop, releasing the holder's key) a hold even
+    // when the insert failed.
+    if inserted {
+        Some(QueueHold { key })
+    } else {
+        None
+    }
+}
+
+/// True once the revive scanner has replayed this shard's revive queue since start-up.
+pub fn recovered() -> bool {
+    STATE.with(|state| state.recovered.get())
+}
+
+/// Marks the replay done.
+pub fn set_recovered() {
+    STATE.with(|state| state.recovered.set(true));
+}
+
+/// A number in `0..bound` (xorshift seeded from the clock; spreads which queue a pop reads
+/// first, as Java's random start does).
+pub fn random_below(bound: u32) -> u32 {
+    assert!(bound > 0);
+    STATE.with(|state| {
+        let mut x = state.random.get();
+        if x == 0 {
+            x = comet_rt::clock::wall_clock_ms().unsigned_abs() | 1;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        state.random.set(x);
+        u32::try_from(x % u64::from(bound)).expect("below a u32 bound")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a queue is held by one pop at a time and free again once that pop is done.
+    #[test]
+    fn a_queue_is_held_once() {
+        let first = try_hold("T", "g", 0).expect("free");
+        assert!(try_hold("T", "g", 0).is_none());
+        assert!(
+            try_hold("T", "g", 0).is_none(),
+            "a refused hold releases nothing"
+        );
+        assert!(try_hold("T", "g", 1).is_some());
+        drop(first);
+        assert!(try_hold("T", "g", 0).is_some());
+        assert!((0..100).all(|_| random_below(7) < 7));
+    }
+}

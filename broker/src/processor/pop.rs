@@ -1,0 +1,436 @@
+//! POP_MESSAGE (200050), docs/protocol.md#pop-requests (Java's `PopMessageProcessor`).
+//!
+//! [`process`] runs where the request arrived. It checks the request as Java does, then pops
+//! queue by queue: each queue's pop runs on the shard owning it ([`pop_one_queue`], one
+//! POP_MESSAGE per queue with that queue's id and no poll time), and the answers are joined
+//! into one: the messages, `restNum` summed, the offset-info strings joined. Which queues:
+//! the one asked for, or every queue of the topic for queue id -1, starting at a random one;
+//! and the group's pop retry topic, first in 20% of pops and otherwise after the topic when
+//! the pop is not full yet (Java's `popFromRetryProbability`).
+//!
+//! When nothing is found and the request allows polling, the pop waits and tries again
+//! until `pollTime` has passed since it arrived: woken at once by a message arriving in a
+//! queue this shard owns, and looking again every [`RECHECK_REMOTE_MS`] when some queue
+//! lives on another shard (whose arrivals this shard does not see). Nothing found in the
+//! end is answered POLLING_TIMEOUT, as Java does.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use comet_proto::bytes::{Bytes, BytesMut};
+use comet_proto::filter::{is_tag_type, TagSubscription};
+use comet_proto::headers::{PopMessageRequestHeader, PopMessageResponseHeader};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_rt::sync::race;
+use comet_rt::task_class::sleep;
+use comet_store::QueueOffset;
+
+use super::error;
+use crate::pop::extra_info::{join_info, pop_retry_topic, push_info};
+use crate::pop::take::{pop_queue, PopQueue};
+use crate::pop::{revive_queue, POP_MESSAGES_MAX, RETRY_FIRST_PERCENT};
+use crate::routing::on_owner;
+use crate::shard::{RequestContext, ShardBroker};
+use crate::topic::perm;
+
+/// How late a pop may arrive (its client's `bornTime + pollTime` passed this long ago)
+/// before it is refused (Java's `isTimeoutTooMuch`), ms.
+pub const ARRIVAL_LATE_MAX_MS: i64 = 500;
+/// Longest a pop polls, whatever it asks for.
+pub const POLL_MAX: Duration = Duration::from_secs(60);
+/// How often a polling pop looks again at queues of other shards, ms.
+pub const RECHECK_REMOTE_MS: u64 = 200;
+/// How often a polling pop looks again when all its queues are here (their arrivals wake
+/// it sooner), ms: covers a pop that waits for this shard's recovery.
+pub const RECHECK_LOCAL_MS: u64 = 1000;
+
+/// One queue a pop reads.
+struct Target {
+    topic: String,
+    queue_id: i32,
+    retry: bool,
+}
+
+/// What the queues read so far gave.
+#[derive(Default)]
+struct Joined {
+    records: BytesMut,
+    count: usize,
+    rest: i64,
+    start_offset_info: String,
+    msg_offset_info: String,
+    failure: Option<RemotingCommand>,
+}
+
+/// Serves POP_MESSAGE where it arrived.
+pub async fn process(
+    broker: &ShardBroker,
+    context: RequestContext,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    if let Some(refused) = super::slave_refusal(broker, request) {
+        return refused;
+    }
+    let mut header = match PopMessageRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let arrived_ms = comet_rt::clock::wall_clock_ms();
+    if header.born_time == 0 {
+        header.born_time = arrived_ms;
+    }
+    if let Some(refused) = check(broker, request, &header, arrived_ms) {
+        return refused;
+    }
+    let poll_ms = u64::try_from(header.poll_time).unwrap_or(0);
+    let deadline = comet_rt::clock::monotonic_now() + Duration::from_millis(poll_ms).min(POLL_MAX);
+    loop {
+        let targets = targets(broker, &header);
+        let watched = watched(broker, &targets);
+        let pop_time_ms = comet_rt::clock::wall_clock_ms();
+        let joined = pop_round(broker, context, &header, &targets).await;
+        let now = comet_rt::clock::monotonic_now();
+        if joined.count > 0 || now >= deadline {
+            return answer(broker, request, &header, joined, pop_time_ms);
+        }
+        let remote = watched.len() < targets.len();
+        let recheck = if remote {
+            RECHECK_REMOTE_MS
+        } else {
+            RECHECK_LOCAL_MS
+        };
+        let nap = (deadline - now).min(Duration::from_millis(recheck));
+        let arrivals = AnyOf(
+            watched
+                .iter()
+                .map(|(topic, queue_id, offset)| {
+                    broker
+                        .queue_store(topic, *queue_id)
+                        .wait_for_message(topic, *queue_id, *offset)
+                })
+                .collect(),
+        );
+        race(arrivals, sleep(nap)).await;
+    }
+}
+
+/// Java's checks, in Java's order; the refusal when one fails.
+fn check(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    header: &PopMessageRequestHeader,
+    arrived_ms: i64,
+) -> Option<RemotingCommand> {
+    let config = broker.config();
+    let ip = config.broker_ip;
+    if arrived_ms - header.born_time - header.poll_time > ARRIVAL_LATE_MAX_MS {
+        let remark = format!("the broker[{ip}] pop message is timeout too much");
+        return Some(error(request, ResponseCode::POLLING_TIMEOUT, remark));
+    }
+    if !perm::is_readable(config.broker_permission) {
+        let remark = format!("the broker[{ip}] pop message is forbidden");
+        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
+    }
+    if header.max_msg_nums > POP_MESSAGES_MAX {
+        let remark = format!("the broker[{ip}] pop message's num is greater than 32");
+        return Some(error(request, ResponseCode::INVALID_PARAMETER, remark));
+    }
+    if header.order == Some(true) {
+        return Some(error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "orderly pop is not supported by this broker",
+        ));
+    }
+    let topic = broker.topics().get(&header.topic).cloned();
+    let Some(topic) = topic else {
+        let remark = format!("topic[{}] not exist, apply first please!", header.topic);
+        return Some(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
+    };
+    if !perm::is_readable(topic.perm) {
+        let remark = format!("the topic[{}] peeking message is forbidden", header.topic);
+        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
+    }
+    if header.queue_id >= topic.read_queue_nums {
+        let remark = format!(
+            "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+            header.queue_id, header.topic, topic.read_queue_nums
+        );
+        return Some(error(request, ResponseCode::INVALID_PARAMETER, remark));
+    }
+    let auto_create = config.auto_create_subscription_group;
+    let group = broker
+        .groups()
+        .get_or_create(&header.consumer_group, auto_create);
+    let Some(group) = group else {
+        let remark = format!(
+            "subscription group [{}] does not exist",
+            header.consumer_group
+        );
+        return Some(error(
+            request,
+            ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
+            remark,
+        ));
+    };
+    if !group.consume_enable {
+        let remark = format!(
+            "subscription group no permission, {}",
+            header.consumer_group
+        );
+        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
+    }
+    if header.exp.as_deref().is_some_and(|exp| !exp.is_empty())
+        && !is_tag_type(header.exp_type.as_deref())
+    {
+        return Some(error(
+            request,
+            ResponseCode::SUBSCRIPTION_PARSE_FAILED,
+            "pop with a SQL92 filter is not supported by this broker",
+        ));
+    }
+    None
+}
+
+/// The queues of one round, in the order they are read.
+fn targets(broker: &ShardBroker, header: &PopMessageRequestHeader) -> Vec<Target> {
+    let random = crate::pop::state::random_below(100);
+    let retry_topic = pop_retry_topic(&header.topic, &header.consumer_group);
+    let topics = broker.topics();
+    let spread = |topic: &str, queues: i32, retry: bool| -> Vec<Target> {
+        let queues = queues.max(0);
+        (0..queues)
+            .map(|i| Target {
+                topic: topic.to_owned(),
+                queue_id: (i + i32::try_from(random).unwrap_or(0)) % queues,
+                retry,
+            })
+            .collect()
+    };
+    let retry_queues = topics.get(&retry_topic).map_or(0, |c| c.read_queue_nums);
+    let retry = spread(&retry_topic, retry_queues, true);
+    let own = if header.queue_id < 0 {
+        let queues = topics.get(&header.topic).map_or(0, |c| c.read_queue_nums);
+        spread(&header.topic, queues, false)
+    } else {
+        vec![Target {
+            topic: header.topic.clone(),
+            queue_id: header.queue_id,
+            retry: false,
+        }]
+    };
+    if random < RETRY_FIRST_PERCENT {
+        retry.into_iter().chain(own).collect()
+    } else {
+        own.into_iter().chain(retry).collect()
+    }
+}
+
+/// The targets this shard owns, each with its end now (a message past it wakes the poll).
+fn watched(broker: &ShardBroker, targets: &[Target]) -> Vec<(String, i32, QueueOffset)> {
+    targets
+        .iter()
+        .filter(|target| broker.owns(&target.topic, target.queue_id))
+        .map(|target| {
+            let store = broker.queue_store(&target.topic, target.queue_id);
+            let end = store.max_offset(&target.topic, target.queue_id);
+            (target.topic.clone(), target.queue_id, end)
+        })
+        .collect()
+}
+
+/// Pops the targets in order, each on its owner, until the pop is full.
+async fn pop_round(
+    broker: &ShardBroker,
+    context: RequestContext,
+    header: &PopMessageRequestHeader,
+    targets: &[Target],
+) -> Joined {
+    let wanted = usize::try_from(header.max_msg_nums).unwrap_or(0).max(1);
+    let mut joined = Joined::default();
+    for target in targets {
+        if joined.count >= wanted {
+            break;
+        }
+        let remaining = i32::try_from(wanted - joined.count).unwrap_or(POP_MESSAGES_MAX);
+        let one = PopMessageRequestHeader {
+            topic: target.topic.clone(),
+            queue_id: target.queue_id,
+            max_msg_nums: remaining,
+            poll_time: 0,
+            // A retry topic holds messages already filtered for the group.
+            exp: if target.retry {
+                None
+            } else {
+                header.exp.clone()
+            },
+            exp_type: if target.retry {
+                None
+            } else {
+                header.exp_type.clone()
+            },
+            ..header.clone()
+        };
+        let request = RemotingCommand::request(RequestCode::POP_MESSAGE, 0).with_header(&one);
+        let answer = on_owner(broker, context, &target.topic, target.queue_id, request).await;
+        let Some(answer) = answer else {
+            continue;
+        };
+        join(&mut joined, answer);
+    }
+    joined
+}
+
+fn join(joined: &mut Joined, answer: RemotingCommand) {
+    let code = answer.response_code();
+    if code != ResponseCode::SUCCESS && code != ResponseCode::POLLING_TIMEOUT {
+        joined.failure = Some(answer);
+        return;
+    }
+    let Ok(header) = PopMessageResponseHeader::from_ext_fields(&answer.ext_fields) else {
+        return;
+    };
+    joined.rest += header.rest_num;
+    if code != ResponseCode::SUCCESS {
+        return;
+    }
+    joined.count += comet_proto::message::decode_records(answer.body.clone()).len();
+    joined.records.extend_from_slice(&answer.body);
+    join_info(
+        &mut joined.start_offset_info,
+        header.start_offset_info.as_deref().unwrap_or(""),
+    );
+    join_info(
+        &mut joined.msg_offset_info,
+        header.msg_offset_info.as_deref().unwrap_or(""),
+    );
+}
+
+fn answer(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    header: &PopMessageRequestHeader,
+    joined: Joined,
+    pop_time_ms: i64,
+) -> RemotingCommand {
+    if joined.count == 0 {
+        if let Some(failure) = joined.failure {
+            return RemotingCommand {
+                opaque: request.opaque,
+                ..failure
+            };
+        }
+    }
+    let response_header = PopMessageResponseHeader {
+        pop_time: pop_time_ms,
+        invisible_time: header.invisible_time,
+        revive_qid: revive_queue(broker),
+        rest_num: joined.rest,
+        start_offset_info: Some(joined.start_offset_info),
+        msg_offset_info: Some(joined.msg_offset_info),
+        order_count_info: None,
+    };
+    if joined.count == 0 {
+        return RemotingCommand::response_to(request, ResponseCode::POLLING_TIMEOUT)
+            .with_header(&response_header)
+            .with_remark("NO_MESSAGE_IN_QUEUE");
+    }
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+        .with_header(&response_header)
+        .with_remark("FOUND")
+        .with_body(joined.records.freeze())
+}
+
+/// Serves the pop of one queue on its owner (what [`process`] sends each queue).
+pub async fn pop_one_queue(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match PopMessageRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    if header.queue_id < 0 {
+        return error(request, ResponseCode::INVALID_PARAMETER, "no queue to pop");
+    }
+    let subscription = TagSubscription::parse(header.exp.as_deref());
+    let codes: Vec<i64> = subscription
+        .codes()
+        .iter()
+        .map(|code| i64::from(*code))
+        .collect();
+    let one = PopQueue {
+        group: &header.consumer_group,
+        topic: &header.topic,
+        queue_id: header.queue_id,
+        max_messages: usize::try_from(header.max_msg_nums.clamp(1, POP_MESSAGES_MAX)).unwrap_or(1),
+        invisible_time_ms: header.invisible_time,
+        init_mode: header.init_mode,
+        tag_codes: (!subscription.is_all()).then_some(codes.as_slice()),
+    };
+    let pop_time_ms = comet_rt::clock::wall_clock_ms();
+    let popped = match pop_queue(broker, &one, pop_time_ms).await {
+        Ok(popped) => popped,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let mut start_offset_info = String::new();
+    let mut msg_offset_info = String::new();
+    if !popped.records.is_empty() {
+        let start = popped.start_offset.to_string();
+        push_info(
+            &mut start_offset_info,
+            &header.topic,
+            header.queue_id,
+            &start,
+        );
+        let offsets: Vec<String> = popped.offsets.iter().map(i64::to_string).collect();
+        let offsets = offsets.join(",");
+        push_info(
+            &mut msg_offset_info,
+            &header.topic,
+            header.queue_id,
+            &offsets,
+        );
+    }
+    let response_header = PopMessageResponseHeader {
+        pop_time: pop_time_ms,
+        invisible_time: header.invisible_time,
+        revive_qid: revive_queue(broker),
+        rest_num: popped.rest,
+        start_offset_info: Some(start_offset_info),
+        msg_offset_info: Some(msg_offset_info),
+        order_count_info: None,
+    };
+    if popped.records.is_empty() {
+        return RemotingCommand::response_to(request, ResponseCode::POLLING_TIMEOUT)
+            .with_header(&response_header)
+            .with_remark("NO_MESSAGE_IN_QUEUE");
+    }
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+        .with_header(&response_header)
+        .with_remark("FOUND")
+        .with_body(concatenate(&popped.records))
+}
+
+fn concatenate(records: &[Bytes]) -> Bytes {
+    let mut body = BytesMut::with_capacity(records.iter().map(Bytes::len).sum());
+    for record in records {
+        body.extend_from_slice(record);
+    }
+    body.freeze()
+}
+
+/// Resolves when any of its futures does (never, when it has none).
+struct AnyOf<F>(Vec<F>);
+
+impl<F: Future<Output = ()> + Unpin> Future for AnyOf<F> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        for future in &mut self.0 {
+            if Pin::new(future).poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    }
+}
