@@ -197,6 +197,11 @@ comet_proto::config_table! {
         doc: "Send NOTIFY_BROKER_ROLE_CHANGED to a broker set's members after an election.",
         parse: parse_bool, show: ToString::to_string,
     },
+    controller_compact_after_entries: u64 = 1_000 => {
+        key: "controllerCompactAfterEntries", unit: "entries", applies: AtRestart,
+        doc: "Applied Raft entries after which the controller's log becomes a snapshot.",
+        parse: parse_positive, show: ToString::to_string,
+    },
 }
 
 /// `$HOME`, where RocketMQ's name server keeps its files by default.
@@ -269,6 +274,13 @@ fn parse_number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, Confi
         .trim()
         .parse()
         .map_err(|_| invalid(key, value, "a non-negative integer"))
+}
+
+fn parse_positive(key: &str, value: &str) -> Result<u64, ConfigError> {
+    match parse_number(key, value)? {
+        0 => Err(invalid(key, value, "a positive integer")),
+        number => Ok(number),
+    }
 }
 
 fn parse_ms(key: &str, value: &str) -> Result<Duration, ConfigError> {
@@ -398,6 +410,7 @@ mod tests {
         ("controllerStorePath", "/var/lib/comet/controller"),
         ("enableElectUncleanMaster", "true"),
         ("notifyBrokerRoleChanged", "false"),
+        ("controllerCompactAfterEntries", "50"),
     ];
 
     // Proves every key of the table round-trips: a non-default sample applies and is reported

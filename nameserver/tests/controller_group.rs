@@ -3,7 +3,9 @@
 //! brokers of one broker set and has a master elected; the Raft leader is SIGKILLed; a new
 //! leader must answer with every decision made before (broker ids, master, epoch) and make
 //! new ones; the killed member, restarted from its store, must catch up on what was decided
-//! while it was down (its Raft log on disk receives the new decision).
+//! while it was down (its store on disk receives the new decision). The log is compacted
+//! into a snapshot every three entries, so snapshots are taken, restored at restart and
+//! sent to the member that was down.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -89,8 +91,12 @@ impl Member {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
-    fn raft_log(&self) -> Vec<u8> {
-        std::fs::read(self.dir.join("store").join("raft.log")).unwrap_or_default()
+    /// What its store holds: the Raft log and the snapshot the log was compacted into.
+    fn store_bytes(&self) -> Vec<u8> {
+        let store = self.dir.join("store");
+        let mut bytes = std::fs::read(store.join("raft.log")).unwrap_or_default();
+        bytes.extend(std::fs::read(store.join("snapshot")).unwrap_or_default());
+        bytes
     }
 }
 
@@ -99,7 +105,8 @@ fn write_config(dir: &Path, self_id: &str, peers: &str) {
         "listenPort={}\nkvConfigPath={}\nenableControllerInNamesrv=true\n\
          controllerDLegerGroup=comet-test\ncontrollerDLegerPeers={peers}\n\
          controllerDLegerSelfId={self_id}\ncontrollerStorePath={}\n\
-         scanNotActiveBrokerInterval=1000\nnotifyBrokerRoleChanged=true\n",
+         scanNotActiveBrokerInterval=1000\nnotifyBrokerRoleChanged=true\n\
+         controllerCompactAfterEntries=3\n",
         free_port(),
         dir.join("kvConfig.json").display(),
         dir.join("store").display(),
@@ -321,16 +328,25 @@ fn controller_group_fails_over_and_catches_up() {
     expect_success("apply broker id 3", call(new_addr, apply_broker_id(3)));
     assert_eq!(next_broker_id(new_addr), Some(4));
 
+    assert!(
+        members[new_leader]
+            .dir
+            .join("store")
+            .join("snapshot")
+            .is_file(),
+        "the log was compacted into a snapshot"
+    );
+
     // The killed member restarts from its store and receives what it missed.
     let restarted = leader;
     let marker = check_code(3);
     assert!(
-        !contains(&members[restarted].raft_log(), marker.as_bytes()),
+        !contains(&members[restarted].store_bytes(), marker.as_bytes()),
         "the killed member cannot have broker 3's claim yet"
     );
     members[restarted].start();
     wait_until("the restarted member catches up", STEP_LIMIT, || {
-        contains(&members[restarted].raft_log(), marker.as_bytes())
+        contains(&members[restarted].store_bytes(), marker.as_bytes())
     });
     let meta = wait_for("the restarted member knows the leader", STEP_LIMIT, || {
         metadata(members[restarted].addr).filter(|meta| meta.controller_leader_address.is_some())

@@ -66,6 +66,12 @@ impl ControllerNode {
         self.state.apply(event)
     }
 
+    /// Replaces the replicated state with one taken from a snapshot (the liveness table,
+    /// which is not replicated, stays).
+    pub fn restore(&mut self, state: ControllerState) {
+        self.state = state;
+    }
+
     /// Records a BROKER_HEARTBEAT arriving at `now_ms`.
     pub fn on_heartbeat(&mut self, heartbeat: &Heartbeat, now_ms: u64) {
         self.heartbeats.on_heartbeat(heartbeat, now_ms);

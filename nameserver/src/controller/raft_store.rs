@@ -11,6 +11,13 @@
 //! one read replaces that suffix, as Raft replaces a follower's conflicting entries: the file
 //! is never rewritten in place.
 //!
+//! A snapshot (the controller's state at an applied index, the protobuf encoding of a
+//! raft-rs `Snapshot` in one record) lives in the file `snapshot` beside the log.
+//! [`RaftStore::save_snapshot`] replaces it and then rewrites the log with only the entries
+//! after it, each file replaced whole (written aside, fsynced, renamed): a crash between the
+//! two leaves the new snapshot with the old log, whose entries up to the snapshot are then
+//! dropped at the next open.
+//!
 //! The calls block (file I/O): the controller runs them on the blocking thread
 //! (`comet_rt::task_class::run_blocking`), never on the shard.
 
@@ -19,11 +26,13 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use protobuf::Message as _;
-use raft::eraftpb::{Entry, HardState};
+use raft::eraftpb::{Entry, HardState, Snapshot};
 use thiserror::Error;
 
 /// The log's file name inside `controllerStorePath`.
 pub const LOG_FILE_NAME: &str = "raft.log";
+/// The snapshot's file name inside `controllerStorePath`.
+pub const SNAPSHOT_FILE_NAME: &str = "snapshot";
 
 const RECORD_HEADER_BYTES: usize = 8;
 /// A bound on one record, far above any controller entry, so that a corrupt length cannot
@@ -31,6 +40,7 @@ const RECORD_HEADER_BYTES: usize = 8;
 const RECORD_BODY_BYTES_MAX: usize = 64 * 1024 * 1024;
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
+const KIND_SNAPSHOT: u8 = 3;
 
 /// Why the log cannot be used.
 #[derive(Debug, Error)]
@@ -51,6 +61,10 @@ pub enum StoreError {
     /// A record is larger than a record may be.
     #[error("controller log: a record of {0} bytes is too large")]
     TooLarge(usize),
+    /// The snapshot file does not hold one whole, valid snapshot. It is replaced whole, so
+    /// this is damage from outside, not a crash: the member does not start on a guess.
+    #[error("controller snapshot {0} is damaged: move it away to copy the state from the leader")]
+    DamagedSnapshot(PathBuf),
 }
 
 /// What the log held when it was opened.
@@ -58,7 +72,9 @@ pub enum StoreError {
 pub struct Recovered {
     /// The last hard state written (default when none was).
     pub hard_state: HardState,
-    /// The entries, contiguous by index.
+    /// The snapshot, if one was taken or received.
+    pub snapshot: Option<Snapshot>,
+    /// The entries after the snapshot, contiguous by index.
     pub entries: Vec<Entry>,
     /// Bytes cut from the end because they did not form whole valid records.
     pub cut_bytes: u64,
@@ -67,6 +83,7 @@ pub struct Recovered {
 /// The open log, appended to by the controller's Raft task.
 #[derive(Debug)]
 pub struct RaftStore {
+    dir: PathBuf,
     path: PathBuf,
     file: File,
 }
@@ -106,7 +123,79 @@ impl RaftStore {
             recovered.cut_bytes = file_len - valid_len;
         }
         comet_rt::fs::sync_dir(dir).map_err(io("fsync folder", dir))?;
-        Ok((RaftStore { path, file }, recovered))
+        let snapshot_path = dir.join(SNAPSHOT_FILE_NAME);
+        match std::fs::read(&snapshot_path) {
+            Ok(bytes) => {
+                let snapshot = record_at(&bytes, 0)
+                    .filter(|(kind, payload)| {
+                        *kind == KIND_SNAPSHOT
+                            && RECORD_HEADER_BYTES + payload.len() + 1 == bytes.len()
+                    })
+                    .and_then(|(_, payload)| Snapshot::parse_from_bytes(payload).ok())
+                    .ok_or_else(|| StoreError::DamagedSnapshot(snapshot_path.clone()))?;
+                let index = snapshot.get_metadata().index;
+                recovered.entries.retain(|entry| entry.index > index);
+                if recovered
+                    .entries
+                    .first()
+                    .is_some_and(|entry| entry.index != index + 1)
+                {
+                    // Entries that do not follow the snapshot cannot be used.
+                    recovered.entries.clear();
+                }
+                recovered.snapshot = Some(snapshot);
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(error) => return Err(io("read", &snapshot_path)(error)),
+        }
+        let store = RaftStore {
+            dir: dir.to_owned(),
+            path,
+            file,
+        };
+        Ok((store, recovered))
+    }
+
+    /// Makes `snapshot` the member's snapshot and rewrites the log to hold only
+    /// `entries_after` (the entries past it) and `hard_state`; durable when it returns.
+    pub fn save_snapshot(
+        &mut self,
+        snapshot: &Snapshot,
+        entries_after: &[Entry],
+        hard_state: &HardState,
+    ) -> Result<(), StoreError> {
+        let mut snapshot_bytes = Vec::new();
+        push_record(
+            &mut snapshot_bytes,
+            KIND_SNAPSHOT,
+            &snapshot.write_to_bytes()?,
+        )?;
+        let mut log_bytes = Vec::new();
+        for entry in entries_after {
+            push_record(&mut log_bytes, KIND_ENTRY, &entry.write_to_bytes()?)?;
+        }
+        push_record(
+            &mut log_bytes,
+            KIND_HARD_STATE,
+            &hard_state.write_to_bytes()?,
+        )?;
+        let snapshot_path = self.dir.join(SNAPSHOT_FILE_NAME);
+        let io = |operation, path: &Path| {
+            let path = path.to_owned();
+            move |source| StoreError::Io {
+                operation,
+                path,
+                source,
+            }
+        };
+        comet_rt::fs::write_atomic(&snapshot_path, &snapshot_bytes)
+            .map_err(io("replace", &snapshot_path))?;
+        comet_rt::fs::write_atomic(&self.path, &log_bytes).map_err(io("replace", &self.path))?;
+        self.file = OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .map_err(io("open", &self.path))?;
+        Ok(())
     }
 
     /// Appends `entries` and then `hard_state`, and makes them durable before returning.
@@ -308,6 +397,45 @@ mod tests {
             .map(|e| (e.index, e.term))
             .collect();
         assert_eq!(seen, vec![(1, 1), (2, 2)]);
+    }
+
+    // Proves a saved snapshot comes back with only the entries after it and the hard state,
+    // that appends after it land in the rewritten log, and that a damaged snapshot stops the
+    // open with an error instead of a guess.
+    #[test]
+    fn a_snapshot_replaces_the_entries_it_covers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = RaftStore::open(dir.path()).unwrap();
+        store
+            .append(
+                &[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")],
+                Some(&hard_state(1, 1, 3)),
+            )
+            .unwrap();
+        let mut snapshot = Snapshot {
+            data: b"state at 2".to_vec().into(),
+            ..Snapshot::default()
+        };
+        snapshot.mut_metadata().index = 2;
+        snapshot.mut_metadata().term = 1;
+        store
+            .save_snapshot(&snapshot, &[entry(3, 1, b"c")], &hard_state(1, 1, 3))
+            .unwrap();
+        store.append(&[entry(4, 2, b"d")], None).unwrap();
+        drop(store);
+        let (_, recovered) = RaftStore::open(dir.path()).unwrap();
+        assert_eq!(recovered.snapshot.as_ref(), Some(&snapshot));
+        let indexes: Vec<u64> = recovered.entries.iter().map(|e| e.index).collect();
+        assert_eq!(indexes, vec![3, 4]);
+        assert_eq!(recovered.hard_state, hard_state(1, 1, 3));
+
+        let path = dir.path().join(SNAPSHOT_FILE_NAME);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let error = RaftStore::open(dir.path()).unwrap_err();
+        assert!(matches!(error, StoreError::DamagedSnapshot(_)), "{error}");
     }
 
     // Proves garbage (not a log) is cut from its first byte instead of failing the start.

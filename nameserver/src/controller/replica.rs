@@ -8,13 +8,20 @@
 //! call [`Replica::persisted`], which returns the messages that needed the write (votes,
 //! acknowledgements) and the committed records to apply, in log order, on every member alike.
 //!
+//! The log is compacted by [`Replica::compact`]: a snapshot of the caller's state at an
+//! applied index replaces the entries up to it, and is what the leader sends a member whose
+//! missing entries are gone; [`ReadyWork::snapshot`] hands such a received snapshot to the
+//! caller to make durable and [`Persisted::restored`] gives its state back to install.
+//!
 //! A record carries a tag besides its events, so that the member that proposed it can match
 //! the committed record to the request waiting for it. Entries without data are the no-op
 //! a new leader commits to learn its commit point.
 
-use raft::eraftpb::{Entry, EntryType, HardState, Message};
+use std::cell::RefCell;
+
+use raft::eraftpb::{Entry, EntryType, HardState, Message, Snapshot};
 use raft::storage::MemStorage;
-use raft::{Config, RawNode, StateRole};
+use raft::{Config, GetEntriesContext, RaftState, RawNode, StateRole, Storage};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -65,9 +72,23 @@ pub struct ReadyWork {
     pub send: Vec<Message>,
     /// Entries to make durable.
     pub entries: Vec<Entry>,
-    /// The hard state to make durable, when it changed.
+    /// The hard state to make durable, when it changed (always set with a snapshot).
     pub hard_state: Option<HardState>,
+    /// A snapshot received from the leader, to make durable as the member's snapshot (the
+    /// log then holds only [`ReadyWork::entries`]).
+    pub snapshot: Option<Snapshot>,
     ready: raft::Ready,
+}
+
+/// A compaction to make durable: the snapshot, the entries after it, the hard state.
+#[derive(Debug)]
+pub struct Compaction {
+    /// The snapshot of the caller's state at the applied index.
+    pub snapshot: Snapshot,
+    /// The entries the log keeps.
+    pub entries_after: Vec<Entry>,
+    /// The current hard state.
+    pub hard_state: HardState,
 }
 
 /// What [`Replica::persisted`] gives back.
@@ -77,11 +98,58 @@ pub struct Persisted {
     pub send: Vec<Message>,
     /// Committed records to apply, in order.
     pub committed: Vec<Committed>,
+    /// The state of a snapshot received from the leader, to install before applying
+    /// `committed`.
+    pub restored: Option<Vec<u8>>,
+}
+
+/// raft-rs's in-memory log, with the snapshot the caller's state was compacted into: raft-rs's
+/// own `MemStorage` answers a snapshot request with metadata but no state.
+pub struct LogStorage {
+    memory: MemStorage,
+    snapshot: RefCell<Snapshot>,
+}
+
+impl Storage for LogStorage {
+    fn initial_state(&self) -> raft::Result<RaftState> {
+        self.memory.initial_state()
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        self.memory.entries(low, high, max_size, context)
+    }
+
+    fn term(&self, index: u64) -> raft::Result<u64> {
+        let snapshot = self.snapshot.borrow();
+        let metadata = snapshot.get_metadata();
+        if index != 0 && index == metadata.index {
+            return Ok(metadata.term);
+        }
+        self.memory.term(index)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        self.memory.first_index()
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        self.memory.last_index()
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+        Ok(self.snapshot.borrow().clone())
+    }
 }
 
 /// One member of the controller group.
 pub struct Replica {
-    node: RawNode<MemStorage>,
+    node: RawNode<LogStorage>,
 }
 
 impl Replica {
@@ -92,19 +160,33 @@ impl Replica {
         recovered: Recovered,
         logger: &slog::Logger,
     ) -> Result<Replica, ReplicaError> {
-        let storage = MemStorage::new_with_conf_state((voters.to_vec(), Vec::<u64>::new()));
+        let memory = MemStorage::new_with_conf_state((voters.to_vec(), Vec::<u64>::new()));
+        let snapshot = recovered.snapshot.unwrap_or_default();
+        let snapshot_index = snapshot.get_metadata().index;
         {
-            let mut core = storage.wl();
+            let mut core = memory.wl();
+            if snapshot_index > 0 {
+                core.apply_snapshot(snapshot.clone())?;
+            }
             core.append(&recovered.entries)?;
             let mut hard_state = recovered.hard_state;
             // A commit point past the entries kept cannot be (it was written after them);
             // clamp rather than make raft-rs panic.
-            let last = recovered.entries.last().map_or(0, |entry| entry.index);
-            hard_state.commit = hard_state.commit.min(last);
+            let last = recovered
+                .entries
+                .last()
+                .map_or(snapshot_index, |entry| entry.index);
+            hard_state.commit = hard_state.commit.clamp(snapshot_index, last);
             core.set_hardstate(hard_state);
         }
+        let storage = LogStorage {
+            memory,
+            snapshot: RefCell::new(snapshot),
+        };
         let config = Config {
             id,
+            // The caller installed the snapshot's state: replay only what follows it.
+            applied: snapshot_index,
             election_tick: ELECTION_TICKS,
             heartbeat_tick: HEARTBEAT_TICKS,
             pre_vote: true,
@@ -174,11 +256,17 @@ impl Replica {
         let mut ready = self.node.ready();
         let send = ready.take_messages();
         let entries = ready.entries().clone();
-        let hard_state = ready.hs().cloned();
+        let snapshot = Some(ready.snapshot().clone()).filter(|s| !s.is_empty());
+        let hard_state = match ready.hs() {
+            Some(hard_state) => Some(hard_state.clone()),
+            None if snapshot.is_some() => Some(self.node.raft.hard_state()),
+            None => None,
+        };
         Some(ReadyWork {
             send,
             entries,
             hard_state,
+            snapshot,
             ready,
         })
     }
@@ -188,6 +276,7 @@ impl Replica {
         let ReadyWork {
             entries,
             hard_state,
+            snapshot,
             mut ready,
             ..
         } = work;
@@ -195,7 +284,12 @@ impl Replica {
         let committed = ready.take_committed_entries();
         {
             let store = self.node.mut_store();
-            let mut core = store.wl();
+            let mut core = store.memory.wl();
+            if let Some(snapshot) = snapshot {
+                core.apply_snapshot(snapshot.clone())?;
+                out.restored = Some(snapshot.data.to_vec());
+                *store.snapshot.borrow_mut() = snapshot;
+            }
             if !entries.is_empty() {
                 core.append(&entries)?;
             }
@@ -207,12 +301,45 @@ impl Replica {
         decode_into(&mut out.committed, committed)?;
         let mut light = self.node.advance(ready);
         if let Some(commit) = light.commit_index() {
-            self.node.mut_store().wl().mut_hard_state().commit = commit;
+            self.node.mut_store().memory.wl().mut_hard_state().commit = commit;
         }
         out.send.extend(light.take_messages());
         decode_into(&mut out.committed, light.take_committed_entries())?;
         self.node.advance_apply();
         Ok(out)
+    }
+
+    /// The index of the snapshot the log starts after (0: none).
+    pub fn snapshot_index(&self) -> u64 {
+        self.node.store().snapshot.borrow().get_metadata().index
+    }
+
+    /// Replaces the entries up to `applied` (applied by the caller, whose state is then
+    /// `data`) by a snapshot; the caller makes the returned compaction durable
+    /// ([`super::raft_store::RaftStore::save_snapshot`]) before the next ready.
+    pub fn compact(&mut self, applied: u64, data: Vec<u8>) -> Result<Compaction, ReplicaError> {
+        let store = self.node.store();
+        let term = store.term(applied)?;
+        let mut snapshot = Snapshot {
+            data: data.into(),
+            ..Snapshot::default()
+        };
+        let metadata = snapshot.mut_metadata();
+        metadata.index = applied;
+        metadata.term = term;
+        metadata.set_conf_state(store.initial_state()?.conf_state);
+        let last = store.last_index()?;
+        let entries_after =
+            store.entries(applied + 1, last + 1, None, GetEntriesContext::empty(false))?;
+        // The entry at `applied` stays in memory: raft-rs's in-memory log knows its last
+        // index and term only from an entry or from a snapshot it applied itself.
+        store.memory.wl().compact(applied)?;
+        *store.snapshot.borrow_mut() = snapshot.clone();
+        Ok(Compaction {
+            snapshot,
+            entries_after,
+            hard_state: self.node.raft.hard_state(),
+        })
     }
 }
 
@@ -254,6 +381,7 @@ mod tests {
         replica: Replica,
         node: ControllerNode,
         applied: Vec<Event>,
+        snapshots_installed: usize,
     }
 
     /// Three members whose messages the test delivers; a member in `cut` sends and
@@ -274,6 +402,7 @@ mod tests {
                     replica: Replica::new(*id, &voters, Recovered::default(), &logger).unwrap(),
                     node: ControllerNode::new(ControllerConfig::default()),
                     applied: Vec::new(),
+                    snapshots_installed: 0,
                 })
                 .collect();
             Group {
@@ -304,6 +433,10 @@ mod tests {
                         self.route(send);
                         let member = &mut self.members[index];
                         let done = member.replica.persisted(work).unwrap();
+                        if let Some(data) = &done.restored {
+                            member.node.restore(serde_json::from_slice(data).unwrap());
+                            member.snapshots_installed += 1;
+                        }
                         for committed in &done.committed {
                             for event in committed.record.iter().flat_map(|r| &r.events) {
                                 member.node.apply(event);
@@ -390,6 +523,47 @@ mod tests {
             .filter(|m| !m.replica.is_leader())
             .count();
         assert_eq!(followers, 2, "one leader");
+    }
+
+    // Proves a member that missed entries the leader has since compacted into a snapshot
+    // catches up by receiving the snapshot, then applies what follows like the others.
+    #[test]
+    fn a_member_behind_a_compacted_log_catches_up_by_snapshot() {
+        let mut group = Group::new();
+        let leader = group.leader();
+        let behind = (1..=3).find(|id| *id != leader).unwrap();
+        group.cut.insert(behind);
+        group.propose_claim(leader, "a", 1);
+        group.propose_claim(leader, "b", 2);
+        group.tick(3);
+        for id in (1..=3).filter(|id| *id != behind) {
+            let member = group.member(id);
+            let applied = member.replica.commit_index();
+            let data = serde_json::to_vec(member.node.state()).unwrap();
+            let compaction = member.replica.compact(applied, data).unwrap();
+            assert!(compaction.entries_after.is_empty());
+            assert_eq!(member.replica.snapshot_index(), applied);
+        }
+        assert!(group.member(behind).node.state().broker_set("a").is_none());
+
+        group.cut.clear();
+        group.tick(20);
+        assert_eq!(
+            group.member(behind).snapshots_installed,
+            1,
+            "caught up by snapshot"
+        );
+        let leader = group.leader();
+        group.propose_claim(leader, "c", 3);
+        group.tick(3);
+        let states = group.states();
+        assert!(
+            states.iter().all(|state| *state == states[0]),
+            "{states:#?}"
+        );
+        for name in ["a", "b", "c"] {
+            assert!(states[0].broker_set(name).is_some(), "{name}");
+        }
     }
 
     // Proves a leader cut off from the others commits nothing it proposes, while the

@@ -49,7 +49,7 @@ use thiserror::Error;
 
 use super::raft_store::{RaftStore, StoreError};
 use super::replica::{raft_logger, Committed, Record, Replica, ReplicaError, TICK_MS};
-use super::{wire, ControllerConfig, ControllerNode, Request, Response};
+use super::{wire, ControllerConfig, ControllerNode, ControllerState, Request, Response};
 use crate::NamesrvConfig;
 
 /// The request code of a Raft message between controllers: Comet's own, outside RocketMQ's
@@ -81,6 +81,9 @@ pub enum ControllerError {
     /// raft-rs refused to start.
     #[error(transparent)]
     Replica(#[from] ReplicaError),
+    /// The snapshot's state does not decode.
+    #[error("controller snapshot: {0}")]
+    Snapshot(#[from] serde_json::Error),
     /// The controller port cannot be bound.
     #[error("controller cannot listen on {addr}: {source}")]
     Bind {
@@ -159,6 +162,9 @@ struct Settings {
     me: usize,
     scan_interval: Duration,
     notify_broker_role_changed: bool,
+    /// Applied entries past the snapshot after which the log is compacted into a new
+    /// snapshot of the state (`controllerCompactAfterEntries`).
+    compact_after_entries: u64,
 }
 
 /// What the proposer of a record is told.
@@ -182,6 +188,8 @@ struct Shared {
     /// The term in which this member, as leader, applied an entry of its own: requests are
     /// checked only then.
     serving_term: Cell<Option<u64>>,
+    /// The last index applied to the node.
+    applied: Cell<u64>,
     pending: RefCell<HashMap<u64, OneshotSender<Outcome>>>,
     next_tag: Cell<u64>,
     /// One request is checked, proposed and applied at a time.
@@ -222,6 +230,10 @@ impl ControllerService {
             })?;
         let store_path: PathBuf = config.controller_store_path.clone();
         let (store, recovered) = RaftStore::open(&store_path)?;
+        let restored = match &recovered.snapshot {
+            Some(snapshot) => Some(serde_json::from_slice::<ControllerState>(&snapshot.data)?),
+            None => None,
+        };
         let voters: Vec<u64> = peers.iter().map(|peer| peer.raft_id).collect();
         let replica = Replica::new(peers[me].raft_id, &voters, recovered, &raft_logger())?;
         let addr = SocketAddr::new(config.bind_address, peers[me].addr.port());
@@ -229,9 +241,12 @@ impl ControllerService {
             .map_err(|source| ControllerError::Bind { addr, source })?;
         let listener =
             Listener::bind(addr).map_err(|source| ControllerError::Bind { addr, source })?;
-        let node = ControllerNode::new(ControllerConfig {
+        let mut node = ControllerNode::new(ControllerConfig {
             enable_elect_unclean_master: config.enable_elect_unclean_master,
         });
+        if let Some(state) = restored {
+            node.restore(state);
+        }
         let outboxes = peers.iter().map(|_| Outbox::default()).collect();
         let shared = Shared {
             settings: Settings {
@@ -240,6 +255,7 @@ impl ControllerService {
                 me,
                 scan_interval: config.scan_interval,
                 notify_broker_role_changed: config.notify_broker_role_changed,
+                compact_after_entries: config.controller_compact_after_entries,
             },
             started: monotonic_now(),
             node: RefCell::new(node),
@@ -249,6 +265,7 @@ impl ControllerService {
             proposals: RefCell::new(Vec::new()),
             unreachable: RefCell::new(Vec::new()),
             serving_term: Cell::new(None),
+            applied: Cell::new(0),
             pending: RefCell::new(HashMap::new()),
             // Tags of an earlier run of this member may still be in the log: start past them.
             next_tag: Cell::new(u64::try_from(comet_rt::clock::wall_clock_ms()).unwrap_or(0) << 16),
@@ -357,6 +374,7 @@ impl Shared {
             (replica.is_leader(), replica.term())
         };
         for entry in committed {
+            self.applied.set(entry.index);
             if let Some(record) = entry.record {
                 let mut node = self.node.borrow_mut();
                 for event in &record.events {
@@ -627,8 +645,14 @@ async fn raft_loop(shared: Rc<Shared>, store: RaftStore, stop: StopSignal) {
                 let Some(mut owned) = store.take() else { break };
                 let entries = work.entries.clone();
                 let hard_state = work.hard_state.clone();
+                let snapshot = work.snapshot.clone();
                 let (returned, written) = run_blocking(move || {
-                    let written = owned.append(&entries, hard_state.as_ref());
+                    let written = match (&snapshot, &hard_state) {
+                        (Some(snapshot), Some(hard_state)) => {
+                            owned.save_snapshot(snapshot, &entries, hard_state)
+                        }
+                        _ => owned.append(&entries, hard_state.as_ref()),
+                    };
                     (owned, written)
                 })
                 .await;
@@ -643,17 +667,63 @@ async fn raft_loop(shared: Rc<Shared>, store: RaftStore, stop: StopSignal) {
             match persisted {
                 Ok(persisted) => {
                     shared.send(persisted.send);
+                    if let Some(data) = persisted.restored {
+                        match serde_json::from_slice::<ControllerState>(&data) {
+                            Ok(state) => shared.node.borrow_mut().restore(state),
+                            Err(error) => fatal(
+                                FatalReason::StorageIo,
+                                &format!("controller snapshot from the leader: {error}"),
+                            ),
+                        }
+                    }
                     shared.apply(persisted.committed);
                 }
                 Err(error) => fatal(FatalReason::StorageIo, &error.to_string()),
             }
         }
         shared.check_leadership();
+        if let Some(owned) = store.take() {
+            store = Some(compact_if_due(&shared, owned).await);
+        }
         let wait = next_tick.saturating_duration_since(monotonic_now());
         if shared.nothing_to_feed() && !wait.is_zero() {
             race(shared.wake.notified(), race(sleep(wait), stop.wait())).await;
         }
     }
+}
+
+/// Compacts the log into a snapshot of the state once enough entries were applied past the
+/// last snapshot, and makes the compaction durable.
+async fn compact_if_due(shared: &Shared, mut store: RaftStore) -> RaftStore {
+    let applied = shared.applied.get();
+    let since = applied.saturating_sub(shared.replica.borrow().snapshot_index());
+    if since < shared.settings.compact_after_entries {
+        return store;
+    }
+    let compaction = serde_json::to_vec(shared.node.borrow().state())
+        .map_err(ReplicaError::from)
+        .and_then(|data| shared.replica.borrow_mut().compact(applied, data));
+    let compaction = match compaction {
+        Ok(compaction) => compaction,
+        Err(error) => fatal(
+            FatalReason::StorageIo,
+            &format!("controller compaction: {error}"),
+        ),
+    };
+    let (store, saved) = run_blocking(move || {
+        let saved = store.save_snapshot(
+            &compaction.snapshot,
+            &compaction.entries_after,
+            &compaction.hard_state,
+        );
+        (store, saved)
+    })
+    .await;
+    if let Err(error) = saved {
+        fatal(FatalReason::StorageIo, &error.to_string());
+    }
+    log::info!("controller: log compacted into a snapshot at index {applied}");
+    store
 }
 
 /// Keeps a connection to peer `index` and writes the Raft messages queued for it.
