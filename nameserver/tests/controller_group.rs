@@ -260,6 +260,14 @@ fn controller_group_fails_over_and_catches_up() {
         );
     }
 
+    // What the controller does not build is refused as Java refuses an unknown code.
+    let clean = RemotingCommand::request(RequestCode::CLEAN_BROKER_DATA, 0);
+    let refused = call(leader_addr, clean).expect("an answer to CLEAN_BROKER_DATA");
+    assert_eq!(
+        refused.response_code(),
+        ResponseCode::REQUEST_CODE_NOT_SUPPORTED
+    );
+
     // Two brokers claim ids 1 and 2, register and heartbeat to every member (as brokers do);
     // broker 1 asks for the first election and wins it under master epoch 1.
     for broker_id in [1, 2] {

@@ -211,11 +211,16 @@ pub fn encode(
             members,
             ..
         } => {
+            // The request's cluster name, as Java fills the member group with it.
+            let cluster = command
+                .decode_header::<ElectMasterRequestHeader>()
+                .map(|header| header.cluster_name)
+                .unwrap_or_default();
             let group = match request {
                 Request::ElectMaster { broker_name, .. } => Some(BrokerMemberGroup {
                     broker_addrs: members.clone(),
                     broker_name: broker_name.clone(),
-                    cluster: String::new(),
+                    cluster,
                 }),
                 _ => None,
             };
