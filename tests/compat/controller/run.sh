@@ -94,8 +94,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# Starts one name server with an embedded controller: NAME SELF_ID PEERS (its own controller
-# port is the one PEERS gives SELF_ID).
+# Starts one name server (Apache's, or Comet's with --against comet) with an embedded
+# controller: NAME SELF_ID PEERS (its own controller port is the one PEERS gives SELF_ID).
 # Broker liveness is scanned every second so the tests' 3 s heartbeat timeout turns into an
 # election within a few seconds. Sets STARTED_PID.
 start_member() {
@@ -117,13 +117,13 @@ CONF
     RUST_LOG="${RUST_LOG:-info}" setsid "$COMET_NAMESRV" -c "$dir/namesrv.conf" \
       >"$dir/namesrv.out" 2>&1 </dev/null &
   else
-  ROCKETMQ_HOME="$dir" setsid "$JAVA" -server -Xms128m -Xmx384m -XX:+UseG1GC \
-    -XX:-OmitStackTraceInFastThrow --add-exports=java.base/jdk.internal.ref=ALL-UNNAMED \
-    --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
-    --add-opens=java.base/java.lang=ALL-UNNAMED \
-    -Duser.home="$dir" -Drocketmq.home.dir="$dir" -cp "$LIB/*" \
-    org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/namesrv.conf" \
-    >"$dir/namesrv.out" 2>&1 </dev/null &
+    ROCKETMQ_HOME="$dir" setsid "$JAVA" -server -Xms128m -Xmx384m -XX:+UseG1GC \
+      -XX:-OmitStackTraceInFastThrow --add-exports=java.base/jdk.internal.ref=ALL-UNNAMED \
+      --add-opens=java.base/java.nio=ALL-UNNAMED --add-opens=java.base/sun.nio.ch=ALL-UNNAMED \
+      --add-opens=java.base/java.lang=ALL-UNNAMED \
+      -Duser.home="$dir" -Drocketmq.home.dir="$dir" -cp "$LIB/*" \
+      org.apache.rocketmq.namesrv.NamesrvStartup -c "$dir/namesrv.conf" \
+      >"$dir/namesrv.out" 2>&1 </dev/null &
   fi
   STARTED_PID=$!
   # Out of the job table: a member the test kills is not reported as a failed job.
