@@ -61,6 +61,7 @@ pub fn spawn_revive(broker: &Rc<ShardBroker>, stop: &StopSignal) -> TaskHandle<(
     spawn(TaskClass::Housekeeping, async move {
         let topic = super::revive_topic(&broker);
         let queue_id = super::revive_queue(&broker);
+        register_topic(&broker, &topic).await;
         let cursor = broker
             .offsets()
             .borrow()
@@ -311,6 +312,21 @@ async fn revive(broker: &ShardBroker, pending: &Pending) -> Result<(), ReviveErr
         log::warn!("pop revive: recording {:?} done: {e}", ck.key());
     }
     Ok(())
+}
+
+/// Puts the revive topic in the topic table (one queue per log, as Java creates it with
+/// `reviveQueueNum` queues), so it is a known system topic rather than one found in the
+/// store at the next start.
+async fn register_topic(broker: &ShardBroker, topic: &str) {
+    if broker.topics().get(topic).is_some() {
+        return;
+    }
+    let queues = i32::try_from(broker.queue_logs()).expect("the log count is bounded");
+    broker.topics().ensure_system_topic(topic, queues);
+    broker.mark_topics_changed();
+    if let Err(e) = crate::routing::persist_topics_now(broker).await {
+        log::warn!("pop revive: cannot persist the topic {topic}: {e}");
+    }
 }
 
 /// Moves the group's pop position up to where the checkpoint's pop left it.

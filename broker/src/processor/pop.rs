@@ -296,7 +296,7 @@ fn join(joined: &mut Joined, answer: RemotingCommand) {
     if code != ResponseCode::SUCCESS {
         return;
     }
-    joined.count += comet_proto::message::decode_records(answer.body.clone()).len();
+    joined.count += record_count(&answer.body);
     joined.records.extend_from_slice(&answer.body);
     join_info(
         &mut joined.start_offset_info,
@@ -306,6 +306,20 @@ fn join(joined: &mut Joined, answer: RemotingCommand) {
         &mut joined.msg_offset_info,
         header.msg_offset_info.as_deref().unwrap_or(""),
     );
+}
+
+/// How many stored records `body` holds, read from their length fields.
+fn record_count(body: &[u8]) -> usize {
+    let mut count = 0;
+    let mut rest = body;
+    while let Some((total, _)) = comet_proto::message::peek_total_size_and_magic(rest) {
+        let Some(next) = usize::try_from(total).ok().filter(|total| *total > 0) else {
+            break;
+        };
+        count += 1;
+        rest = rest.get(next..).unwrap_or_default();
+    }
+    count
 }
 
 fn answer(
@@ -432,5 +446,26 @@ impl<F: Future<Output = ()> + Unpin> Future for AnyOf<F> {
             }
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the count of a joined answer reads record lengths and stops, without a panic,
+    // at a truncated or nonsensical length.
+    #[test]
+    fn record_count_reads_lengths_and_stops_at_garbage() {
+        let mut body = Vec::new();
+        for length in [12i32, 9] {
+            body.extend_from_slice(&length.to_be_bytes());
+            body.extend_from_slice(&0i32.to_be_bytes());
+            body.resize(body.len() + usize::try_from(length).unwrap() - 8, 0);
+        }
+        assert_eq!(record_count(&body), 2);
+        assert_eq!(record_count(&[0, 0, 0]), 0);
+        assert_eq!(record_count(&[0, 0, 0, 0, 1, 2, 3, 4]), 0);
+        assert_eq!(record_count(&[255, 255, 255, 255, 1, 2, 3, 4]), 0);
     }
 }
