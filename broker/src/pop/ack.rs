@@ -30,6 +30,15 @@ pub async fn store_ack(broker: &ShardBroker, ack: &AckRecord) -> Result<(), AckE
     append(broker, vec![record]).await
 }
 
+/// Stores `acks` in one append; resolves once all are durable.
+pub async fn store_acks(broker: &ShardBroker, acks: &[AckRecord]) -> Result<(), AckError> {
+    let mut records = Vec::with_capacity(acks.len());
+    for ack in acks {
+        records.push(ack_record(broker, ack)?);
+    }
+    append(broker, records).await
+}
+
 /// Stores the new checkpoint `ck` of one message, then the ack `old` of the checkpoint it
 /// had; resolves once both are durable.
 pub async fn store_change(

@@ -37,6 +37,8 @@ pub const REVIVE_INTERVAL_MS: u64 = 1000;
 const READ_RECORDS_MAX: usize = 256;
 /// Bytes read from the revive queue per store read.
 const READ_BYTES_MAX: usize = 1024 * 1024;
+/// Checkpoints revived with one append of their copies (one durability wait per owner).
+const REVIVE_BATCH_MAX: usize = 64;
 
 /// A checkpoint not yet done.
 struct Pending {
@@ -178,19 +180,50 @@ impl Scanner {
             .filter(|(_, pending)| pending.ck.revive_time_ms() <= now_ms)
             .map(|(offset, _)| *offset)
             .collect();
-        for offset in due {
-            let Some(pending) = self.pending.get(&offset) else {
-                continue;
-            };
-            match revive(broker, pending).await {
-                Ok(()) => self.remove(offset),
-                Err(e) => {
-                    // Kept pending: the next round tries again.
-                    log::warn!("pop revive of {:?} failed: {e}", pending.ck.key());
-                    return;
-                }
+        for batch in due.chunks(REVIVE_BATCH_MAX) {
+            if !self.revive_batch(broker, batch).await {
+                return;
             }
         }
+    }
+
+    /// Revives the checkpoints at `offsets` with one append of their copies and one of
+    /// their done records; false when that failed (they stay pending for the next round).
+    async fn revive_batch(&mut self, broker: &ShardBroker, offsets: &[i64]) -> bool {
+        let mut copies = Vec::new();
+        let mut dones = Vec::new();
+        let mut revived = Vec::new();
+        for offset in offsets {
+            let Some(pending) = self.pending.get(offset) else {
+                continue;
+            };
+            match prepare(broker, pending).await {
+                Ok((records, done)) => {
+                    copies.extend(records);
+                    dones.push(done);
+                    revived.push(*offset);
+                }
+                // Kept pending: the next round tries again.
+                Err(e) => log::warn!("pop revive of {:?} failed: {e}", pending.ck.key()),
+            }
+        }
+        if !copies.is_empty() {
+            if let Err(e) = crate::reappend::append_on_owners(broker, copies).await {
+                log::warn!("pop revive: storing the copies failed: {e}");
+                return false;
+            }
+        }
+        if !dones.is_empty() {
+            if let Err(e) = super::ack::store_acks(broker, &dones).await {
+                // The copies are stored: a replay after a restart before the next flush may
+                // bring these messages back once more (at least once), never lose them.
+                log::warn!("pop revive: recording revived checkpoints done: {e}");
+            }
+        }
+        for offset in revived {
+            self.remove(offset);
+        }
+        true
     }
 
     /// Commits the cursor at the oldest pending checkpoint (or the end read).
@@ -243,12 +276,13 @@ enum ReviveError {
     },
     #[error("encoding: {0}")]
     Encode(#[from] comet_proto::message::RecordError),
-    #[error(transparent)]
-    Store(#[from] crate::reappend::ReappendError),
 }
 
-/// Re-stores the unacked messages of `pending`, then records them as done.
-async fn revive(broker: &ShardBroker, pending: &Pending) -> Result<(), ReviveError> {
+/// The copies of the unacked messages of `pending` and the batch ack recording it done.
+async fn prepare(
+    broker: &ShardBroker,
+    pending: &Pending,
+) -> Result<(Vec<BytesMut>, AckRecord), ReviveError> {
     let ck = &pending.ck;
     let max_times = max_reconsume_times(broker, &ck.cid);
     let store = broker.queue_store(&ck.topic, ck.queue_id);
@@ -293,9 +327,6 @@ async fn revive(broker: &ShardBroker, pending: &Pending) -> Result<(), ReviveErr
             })?;
         records.push(revived_record(broker, ck, &view, &target)?);
     }
-    if !records.is_empty() {
-        crate::reappend::append_on_owners(broker, records).await?;
-    }
     let done = AckRecord {
         ack_offset: revived.first().copied().unwrap_or(ck.start_offset),
         start_offset: ck.start_offset,
@@ -306,12 +337,7 @@ async fn revive(broker: &ShardBroker, pending: &Pending) -> Result<(), ReviveErr
         broker_name: ck.broker_name.clone(),
         ack_offset_list: revived,
     };
-    if let Err(e) = super::ack::store_ack(broker, &done).await {
-        // The copies are stored: a replay after a restart before the next flush may bring
-        // these messages back once more (at least once), never lose them.
-        log::warn!("pop revive: recording {:?} done: {e}", ck.key());
-    }
-    Ok(())
+    Ok((records, done))
 }
 
 /// Puts the revive topic in the topic table (one queue per log, as Java creates it with

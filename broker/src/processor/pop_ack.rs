@@ -15,7 +15,7 @@ use comet_proto::headers::{
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 
 use super::error;
-use crate::pop::ack::{store_ack, store_change};
+use crate::pop::ack::{store_ack, store_acks, store_change};
 use crate::pop::extra_info::{real_topic, ExtraInfo};
 use crate::pop::records::{AckRecord, CheckPoint};
 use crate::pop::revive_queue;
@@ -109,14 +109,18 @@ pub async fn batch_ack_local(broker: &ShardBroker, request: &RemotingCommand) ->
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    for entry in &body.acks {
-        if let Some(record) = batch_record(broker, entry) {
-            if let Err(e) = store_ack(broker, &record).await {
-                return error(request, ResponseCode::SYSTEM_ERROR, e.to_string());
-            }
-        }
+    let records: Vec<AckRecord> = body
+        .acks
+        .iter()
+        .filter_map(|entry| batch_record(broker, entry))
+        .collect();
+    if records.is_empty() {
+        return RemotingCommand::response_to(request, ResponseCode::SUCCESS);
     }
-    RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+    match store_acks(broker, &records).await {
+        Ok(()) => RemotingCommand::response_to(request, ResponseCode::SUCCESS),
+        Err(e) => error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    }
 }
 
 /// The body, or Java's answer to a missing or empty one (NO_MESSAGE).
