@@ -38,8 +38,9 @@ use crate::topic::perm;
 /// How late a pop may arrive (its client's `bornTime + pollTime` passed this long ago)
 /// before it is refused (Java's `isTimeoutTooMuch`), ms.
 pub const ARRIVAL_LATE_MAX_MS: i64 = 500;
-/// Longest a pop polls, whatever it asks for.
-pub const POLL_MAX: Duration = Duration::from_secs(60);
+/// Longest a pop polls, whatever it asks for (as long as a pull may hold, so a stopping
+/// broker waits no longer for either).
+pub const POLL_MAX: Duration = super::pull::SUSPEND_MAX;
 /// How often a polling pop looks again at queues of other shards, ms.
 pub const RECHECK_REMOTE_MS: u64 = 200;
 /// How often a polling pop looks again when all its queues are here (their arrivals wake
