@@ -15,7 +15,8 @@ use comet_replication::wire::{self, CloseReason, Frame, Hello, LogState, StoreFo
 use comet_test_support::{free_port, poll_until, LOOPBACK, TEST_COMMIT_LOG_FILE_BYTES};
 use common::replication::{
     self, assert_same_view, bodies_by_offset, body_at, pull_topic, send_messages, send_one,
-    slave_options, topic_known, wait_for_same_queues, Node, CONVERGE_LIMIT, QUEUES, SHARDS,
+    send_until_stopped, slave_options, topic_known, wait_for_same_queues, Acknowledged, Node,
+    CONVERGE_LIMIT, QUEUES, SHARDS,
 };
 use common::{
     create_topic, create_topic_request, pull_request, send_request, Broker, Client, TempDir,
@@ -566,64 +567,6 @@ fn sync_master_answers_once_the_slave_holds_the_message() {
     });
     assert!(back, "SEND_OK again once the slave caught up");
     wait_for_same_queues(&mut master_client, &mut slave_client, topic, sent);
-}
-
-/// One SEND_OK answer: who sent it, where it went, what it held.
-#[derive(Clone, Debug)]
-struct Acknowledged {
-    sender: usize,
-    queue: i32,
-    offset: i64,
-    body: String,
-}
-
-/// Sends from its own comet-client producer until `stop` is set or its broker is gone;
-/// returns the messages answered SEND_OK, in the order they were answered.
-fn send_until_stopped(
-    namesrv: String,
-    topic: &'static str,
-    label: String,
-    sender: usize,
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    acked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-) -> Vec<Acknowledged> {
-    use comet_client::{ClientConfig, Message, Producer, ProducerConfig, SendStatus};
-    use std::sync::atomic::Ordering;
-    let client = ClientConfig {
-        instance_name: label.clone(),
-        ..ClientConfig::with_namesrv(&namesrv)
-    };
-    let mut config = ProducerConfig::new("repl_kill_pg", client);
-    config.retry_times_when_send_failed = 0;
-    config.send_latency_fault_enable = false;
-    let producer = Producer::new(config).unwrap();
-    producer.start().unwrap();
-    let mut answered = Vec::new();
-    let mut failures = 0;
-    for index in 0.. {
-        if stop.load(Ordering::SeqCst) || failures > 200 {
-            break;
-        }
-        let body = format!("{label} n{index}");
-        match producer.send(Message::new(topic, body.clone().into_bytes())) {
-            Ok(result) if result.status == SendStatus::SendOk => {
-                answered.push(Acknowledged {
-                    sender,
-                    queue: result.queue.queue_id,
-                    offset: result.queue_offset,
-                    body,
-                });
-                acked.fetch_add(1, Ordering::SeqCst);
-            }
-            Ok(_) => {}
-            Err(_) => {
-                failures += 1;
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-    }
-    producer.shutdown();
-    answered
 }
 
 // Proves no SEND_OK of a SYNC_MASTER is lost when it crashes: 16 comet-client producers,

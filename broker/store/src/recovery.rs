@@ -203,7 +203,9 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         &mut watch,
     )
     .await?;
-    repair_promised(config, &segments, &mut queues, end).await?;
+    // Held records are not dispatched: a short queue is rebuilt only up to where they start.
+    let repair_end = hold_from.map_or(end, |hold_from| hold_from.min(end));
+    repair_promised(config, &segments, &mut queues, repair_end).await?;
     if crashed {
         zero_past_end(config, &segments, end).await?;
     }
@@ -558,7 +560,8 @@ impl Scanner<'_> {
                 } if self.repaired_at != Some(position) => {
                     log::warn!("consume queue short: {what} at log position {position}");
                     let name = (topic.as_str(), queue_id);
-                    repair_queue(config, self.segments, self.queues, name, position).await?;
+                    let repair_end = position.min(self.hold_from);
+                    repair_queue(config, self.segments, self.queues, name, repair_end).await?;
                     self.repaired_at = Some(position);
                 }
                 Check::Valid(size) | Check::Gap { size, .. } if position >= self.hold_from => {

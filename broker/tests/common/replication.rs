@@ -313,3 +313,65 @@ pub fn bodies_by_offset(
     }
     held
 }
+
+/// One SEND_OK answer: who sent it, where it went, what it held.
+#[derive(Clone, Debug)]
+pub struct Acknowledged {
+    /// The sender's number.
+    pub sender: usize,
+    /// The queue it went to.
+    pub queue: i32,
+    /// Its queue offset.
+    pub offset: i64,
+    /// Its body.
+    pub body: String,
+}
+
+/// Sends from its own comet-client producer until `stop` is set or its broker is gone;
+/// returns the messages answered SEND_OK, in the order they were answered.
+pub fn send_until_stopped(
+    namesrv: String,
+    topic: &'static str,
+    label: String,
+    sender: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    acked: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Vec<Acknowledged> {
+    use comet_client::{ClientConfig, Message, Producer, ProducerConfig, SendStatus};
+    use std::sync::atomic::Ordering;
+    let client = ClientConfig {
+        instance_name: label.clone(),
+        ..ClientConfig::with_namesrv(&namesrv)
+    };
+    let mut config = ProducerConfig::new("repl_kill_pg", client);
+    config.retry_times_when_send_failed = 0;
+    config.send_latency_fault_enable = false;
+    let producer = Producer::new(config).unwrap();
+    producer.start().unwrap();
+    let mut answered = Vec::new();
+    let mut failures = 0;
+    for index in 0.. {
+        if stop.load(Ordering::SeqCst) || failures > 200 {
+            break;
+        }
+        let body = format!("{label} n{index}");
+        match producer.send(Message::new(topic, body.clone().into_bytes())) {
+            Ok(result) if result.status == SendStatus::SendOk => {
+                answered.push(Acknowledged {
+                    sender,
+                    queue: result.queue.queue_id,
+                    offset: result.queue_offset,
+                    body,
+                });
+                acked.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                failures += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+    producer.shutdown();
+    answered
+}

@@ -1,0 +1,303 @@
+//! Controller mode end to end (docs/architecture.md#failover): Comet's controller runs inside
+//! a name server (`enableControllerInNamesrv`), two Comet brokers of one broker set run with
+//! `enableControllerMode=true`, and the controller, not their configuration, decides which
+//! one is master. Killing or freezing the master must hand the broker set to the other one
+//! without losing a message that was answered SEND_OK, and never let two brokers acknowledge
+//! writes.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use comet_proto::body::{JsonBody, SyncStateSet};
+use comet_proto::bytes::BytesMut;
+use comet_proto::frame::encode_to_bytes;
+use comet_proto::headers::GetReplicaInfoRequestHeader;
+use comet_proto::{Decoded, FrameDecoder, RemotingCommand, RequestCode, ResponseCode};
+use comet_test_support::{free_port, poll_until};
+use common::replication::{
+    bodies_by_offset, pull_topic, send_until_stopped, Acknowledged, Node, CONVERGE_LIMIT, QUEUES,
+    SHARDS,
+};
+use common::TempDir;
+
+/// The broker set of both brokers.
+const BROKER_NAME: &str = "failover-a";
+
+/// The controller counts a broker gone after this much silence; the master's lease is 70%
+/// of it.
+const HEARTBEAT_TIMEOUT_MS: u64 = 3_000;
+
+/// A name server with Comet's controller inside; returns it and the controller's address.
+fn start_controller(dir: &Path) -> (comet_nameserver::NameServerThread, String) {
+    let controller_port = free_port();
+    let config = comet_nameserver::NamesrvConfig {
+        listen_port: free_port(),
+        bind_address: "127.0.0.1".parse().unwrap(),
+        kv_config_path: dir.join("kvConfig.json"),
+        enable_controller_in_namesrv: true,
+        controller_peers: format!("n0-127.0.0.1:{controller_port}"),
+        controller_self_id: "n0".into(),
+        controller_store_path: dir.join("controller"),
+        scan_interval: Duration::from_millis(500),
+        ..comet_nameserver::NamesrvConfig::default()
+    };
+    let namesrv = comet_nameserver::NameServerThread::spawn(config).unwrap();
+    (namesrv, format!("127.0.0.1:{controller_port}"))
+}
+
+/// The `-o` pairs of a broker in controller mode with short periods, SYNC_MASTER when master.
+fn controller_options(controller: &str) -> Vec<String> {
+    vec![
+        "enableControllerMode=true".into(),
+        format!("controllerAddr={controller}"),
+        "brokerClusterName=FailoverCluster".into(),
+        format!("brokerName={BROKER_NAME}"),
+        "brokerRole=SYNC_MASTER".into(),
+        format!("controllerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS}"),
+        "brokerHeartbeatInterval=300".into(),
+        "syncBrokerMetadataPeriod=500".into(),
+        "checkSyncStateSetPeriod=500".into(),
+        "syncControllerMetadataPeriod=2000".into(),
+        "haHousekeepingInterval=3000".into(),
+        "syncFlushTimeout=2000".into(),
+    ]
+}
+
+/// One request on a fresh connection; `None` when the broker does not answer in time (it
+/// may be restarting into another role, or frozen).
+fn try_call(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingCommand> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(3))).ok()?;
+    let mut request = request;
+    request.opaque = 1;
+    stream.write_all(&encode_to_bytes(&request)).ok()?;
+    let decoder = FrameDecoder::default();
+    let mut buffer = BytesMut::new();
+    let mut chunk = [0u8; 65536];
+    loop {
+        if let Ok(Some(Decoded::Command(answer))) = decoder.decode(&mut buffer) {
+            if answer.is_response() {
+                return Some(answer);
+            }
+            continue;
+        }
+        let read = stream.read(&mut chunk).ok()?;
+        if read == 0 {
+            return None;
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+    }
+}
+
+/// The role a broker runs in now (`brokerRole` of GET_BROKER_CONFIG), if it answers.
+fn role_of(node: &Node) -> Option<String> {
+    let answer = try_call(
+        node.addr,
+        RemotingCommand::request(RequestCode::GET_BROKER_CONFIG, 0),
+    )?;
+    let text = String::from_utf8(answer.body.to_vec()).ok()?;
+    comet_proto::java_properties::parse(&text)
+        .into_iter()
+        .find(|(key, _)| key == "brokerRole")
+        .map(|(_, role)| role)
+}
+
+fn is_master(node: &Node) -> bool {
+    role_of(node).is_some_and(|role| role.ends_with("MASTER"))
+}
+
+/// How many brokers the controller counts in the broker set's sync-state set.
+fn sync_state_set_size(controller: &str) -> Option<usize> {
+    let request = RemotingCommand::request(RequestCode::CONTROLLER_GET_REPLICA_INFO, 0)
+        .with_header(&GetReplicaInfoRequestHeader {
+            broker_name: BROKER_NAME.into(),
+        });
+    let answer = try_call(controller.parse().ok()?, request)?;
+    let set = SyncStateSet::decode(&answer.body).ok()?;
+    Some(set.sync_state_set.len())
+}
+
+/// Waits until exactly one of `nodes` serves as master, a SYNC_MASTER send to it is
+/// answered SEND_OK (its slave follows and is in sync), and the controller counts both in
+/// the sync-state set (only its members may be elected); returns the master's index.
+fn wait_for_master_with_slave(nodes: &[&Node], topic: &str, controller: &str) -> usize {
+    let mut master = None;
+    let mut probes = 0;
+    let settled = poll_until(CONVERGE_LIMIT * 2, || {
+        let masters: Vec<usize> = (0..nodes.len()).filter(|i| is_master(nodes[*i])).collect();
+        let [only] = masters[..] else { return false };
+        master = Some(only);
+        probes += 1;
+        // Fallible calls: a broker may be restarting into its role between two probes.
+        let addr = nodes[only].addr;
+        let created = try_call(addr, common::create_topic_request(topic, QUEUES))
+            .is_some_and(|answer| answer.response_code() == ResponseCode::SUCCESS);
+        let body = format!("probe {probes}");
+        let probe = common::send_request(topic, 0, body.as_bytes(), None, None);
+        created
+            && try_call(addr, probe)
+                .is_some_and(|answer| answer.response_code() == ResponseCode::SUCCESS)
+            && sync_state_set_size(controller) == Some(nodes.len())
+    });
+    let logs: Vec<String> = nodes.iter().map(|node| node.log_text()).collect();
+    assert!(settled, "one master with an in-sync slave: {logs:#?}");
+    master.expect("settled names the master")
+}
+
+/// Runs `senders` comet-client producers against the name server until `stop`.
+fn start_senders(
+    namesrv: &str,
+    topic: &'static str,
+    senders: usize,
+    round: &str,
+    stop: &Arc<AtomicBool>,
+    acked: &Arc<AtomicUsize>,
+) -> Vec<std::thread::JoinHandle<Vec<Acknowledged>>> {
+    (0..senders)
+        .map(|sender| {
+            let (stop, acked) = (stop.clone(), acked.clone());
+            let (namesrv, label) = (namesrv.to_owned(), format!("{round}s{sender}"));
+            std::thread::spawn(move || {
+                send_until_stopped(namesrv, topic, label, sender, stop, acked)
+            })
+        })
+        .collect()
+}
+
+fn assert_all_held(node: &Node, topic: &str, acknowledged: &[Acknowledged], what: &str) {
+    let mut client = node.client();
+    let held = bodies_by_offset(&mut client, topic);
+    for ack in acknowledged {
+        assert_eq!(
+            held.get(&(ack.queue, ack.offset)),
+            Some(&ack.body),
+            "{what}: acknowledged, so on the new master: {ack:?}"
+        );
+    }
+}
+
+// Proves automatic failover loses no acknowledged message: the controller elects one of two
+// controller-mode brokers, 8 producers send SYNC_MASTER messages through the name server, the
+// master is SIGKILLed under that load, the controller elects the other broker (it held
+// every message answered SEND_OK, at the acknowledged offsets, and now serves them as
+// master), and the killed broker, restarted on its store, is told to follow the new master
+// and ends with the same queues.
+#[test]
+fn a_killed_master_is_replaced_without_losing_an_acknowledged_message() {
+    const TOPIC: &str = "FailoverKill";
+    const SENDERS: usize = 8;
+    let dir = TempDir::new("failover-kill");
+    let (namesrv, controller) = start_controller(dir.path());
+    let namesrv_addr = namesrv.addr().to_string();
+    let mut nodes: Vec<Node> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            Node::start_with(
+                &dir.path().join(name),
+                &namesrv_addr,
+                SHARDS,
+                controller_options(&controller),
+                Some(&dir.path().join(format!("{name}.log"))),
+            )
+        })
+        .collect();
+    let first = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &controller);
+    let other = 1 - first;
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked = Arc::new(AtomicUsize::new(0));
+    let senders = start_senders(&namesrv_addr, TOPIC, SENDERS, "k", &stop, &acked);
+    let busy = poll_until(CONVERGE_LIMIT, || {
+        acked.load(Ordering::SeqCst) >= 20 * SENDERS
+    });
+    nodes[first].kill();
+    let promoted = poll_until(CONVERGE_LIMIT, || is_master(&nodes[other]));
+    stop.store(true, Ordering::SeqCst);
+    let acknowledged: Vec<Acknowledged> = senders
+        .into_iter()
+        .flat_map(|sender| sender.join().unwrap())
+        .collect();
+    assert!(busy, "sends were answered SEND_OK before the kill");
+    assert!(
+        promoted,
+        "the controller made the other broker master: {}",
+        nodes[other].log_text()
+    );
+    assert_all_held(&nodes[other], TOPIC, &acknowledged, "after the kill");
+    // The old master comes back as a slave of the new one, and the pair is whole again.
+    nodes[first].spawn();
+    let again = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &controller);
+    assert_eq!(again, other, "the new master stays master");
+    assert_eq!(role_of(&nodes[first]).as_deref(), Some("SLAVE"));
+    let (mut master, mut slave) = (nodes[other].client(), nodes[first].client());
+    let same = poll_until(CONVERGE_LIMIT, || {
+        pull_topic(&mut master, TOPIC) == pull_topic(&mut slave, TOPIC)
+    });
+    assert!(same, "the old master follows the new one: same queues");
+    assert_all_held(
+        &nodes[other],
+        TOPIC,
+        &acknowledged,
+        "after the old master returned",
+    );
+    drop(nodes);
+    namesrv.stop();
+}
+
+// Proves the lease fences a frozen master: the master is stopped with SIGSTOP (its process
+// and its connections stay, so nothing tells the controller but the missing heartbeats),
+// the controller elects the other broker, and when the old master resumes, it acknowledges
+// no write (its lease lapsed while it was frozen) and turns into the new master's slave.
+#[test]
+fn a_frozen_master_acknowledges_nothing_once_another_was_elected() {
+    const TOPIC: &str = "FailoverFreeze";
+    let dir = TempDir::new("failover-freeze");
+    let (namesrv, controller) = start_controller(dir.path());
+    let namesrv_addr = namesrv.addr().to_string();
+    let mut nodes: Vec<Node> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            Node::start_with(
+                &dir.path().join(name),
+                &namesrv_addr,
+                SHARDS,
+                controller_options(&controller),
+                Some(&dir.path().join(format!("{name}.log"))),
+            )
+        })
+        .collect();
+    let first = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &controller);
+    let other = 1 - first;
+    nodes[first].signal(libc::SIGSTOP);
+    let promoted = poll_until(CONVERGE_LIMIT, || is_master(&nodes[other]));
+    assert!(promoted, "the controller elected the other broker");
+    nodes[first].signal(libc::SIGCONT);
+    // Whatever the resumed broker answers from now on, it is never SEND_OK: its lease ran
+    // out while it was frozen, and then it becomes a slave.
+    let mut answers = Vec::new();
+    let demoted = poll_until(CONVERGE_LIMIT, || {
+        let request = common::send_request(TOPIC, 0, b"after the freeze", None, None);
+        if let Some(answer) = try_call(nodes[first].addr, request) {
+            answers.push(answer.response_code());
+        }
+        role_of(&nodes[first]).as_deref() == Some("SLAVE")
+    });
+    assert!(
+        !answers.contains(&ResponseCode::SUCCESS),
+        "the old master acknowledged a write after another was elected: {answers:?}"
+    );
+    assert!(
+        demoted,
+        "the old master became a slave: {}",
+        nodes[first].log_text()
+    );
+    let again = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &controller);
+    assert_eq!(again, other);
+    drop(nodes);
+    namesrv.stop();
+}
