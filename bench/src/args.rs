@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use comet_client::remoting::TlsOptions;
 use comet_client::{ClientConfig, Credentials};
 use serde::Serialize;
 
@@ -34,6 +35,14 @@ pub struct Cli {
     #[arg(long, global = true, requires = "access_key")]
     #[serde(skip)]
     pub secret_key: Option<String>,
+    /// TLS on every connection (name servers and brokers), for brokers whose
+    /// tls.server.mode is permissive or enforcing. Without --tls-ca any server certificate is
+    /// accepted, as Java's client in its default tls.test.mode.enable.
+    #[arg(long, global = true)]
+    pub tls: bool,
+    /// With --tls: trust only servers whose certificate this PEM CA file signed.
+    #[arg(long, global = true, requires = "tls")]
+    pub tls_ca: Option<PathBuf>,
     /// Report the CPU time this process (e.g. the broker) used during the run (repeatable).
     #[arg(long = "watch-pid", global = true)]
     pub watch_pids: Vec<u32>,
@@ -43,13 +52,20 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Client settings for the name servers, signing when credentials were given.
-    pub fn client_config(&self) -> ClientConfig {
+    /// Client settings for the name servers, signing when credentials were given and over
+    /// TLS with --tls (a CA file that cannot be read is an error).
+    pub fn client_config(&self) -> Result<ClientConfig> {
         let mut config = ClientConfig::with_namesrv(&self.namesrv);
         if let (Some(access_key), Some(secret_key)) = (&self.access_key, &self.secret_key) {
             config.credentials = Some(Credentials::new(access_key, secret_key));
         }
-        config
+        if self.tls {
+            config.transport.tls = Some(match &self.tls_ca {
+                Some(ca) => TlsOptions::trusting_ca(ca)?,
+                None => TlsOptions::trusting_any()?,
+            });
+        }
+        Ok(config)
     }
 }
 
@@ -371,7 +387,7 @@ mod tests {
             "bench-secret",
         ])
         .unwrap();
-        let credentials = cli.client_config().credentials.unwrap();
+        let credentials = cli.client_config().unwrap().credentials.unwrap();
         assert_eq!(credentials, Credentials::new("bench0001", "bench-secret"));
         let report = serde_json::to_string(&cli).unwrap();
         assert!(
@@ -380,7 +396,13 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["comet-bench", "--access-key", "a"]).is_err());
         let plain = Cli::try_parse_from(["comet-bench"]).unwrap();
-        assert!(plain.client_config().credentials.is_none());
+        assert!(plain.client_config().unwrap().credentials.is_none());
+        assert!(plain.client_config().unwrap().transport.tls.is_none());
+        let tls = Cli::try_parse_from(["comet-bench", "--tls"]).unwrap();
+        assert!(tls.client_config().unwrap().transport.tls.is_some());
+        let missing_ca = Cli::try_parse_from(["comet-bench", "--tls", "--tls-ca", "/nonexistent"]);
+        assert!(missing_ca.unwrap().client_config().is_err());
+        assert!(Cli::try_parse_from(["comet-bench", "--tls-ca", "ca.pem"]).is_err());
     }
 
     // Proves every flag of issue 7 parses, and contradictory or out-of-range flags are

@@ -21,6 +21,7 @@ fn client() -> RemotingClient {
         write_timeout: Duration::from_secs(2),
         scan_interval: Duration::from_millis(20),
         channel_max_idle: Duration::from_secs(120),
+        tls: None,
     })
 }
 
@@ -343,6 +344,7 @@ fn client_with_idle(max_idle: Duration) -> RemotingClient {
         write_timeout: Duration::from_secs(2),
         scan_interval: Duration::from_millis(20),
         channel_max_idle: max_idle,
+        tls: None,
     })
 }
 

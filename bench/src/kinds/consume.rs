@@ -220,7 +220,7 @@ pub fn run(cli: &Cli, args: &ConsumeArgs) -> Result<Outcome> {
     let started = Instant::now();
     let stats = Stats::new()?;
     let receiver = Receiver::new(stats.clone(), None);
-    let client = cli.client_config();
+    let client = cli.client_config()?;
     let plan = ConsumerPlan {
         client: &client,
         topic: &args.topic,

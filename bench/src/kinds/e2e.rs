@@ -38,7 +38,7 @@ pub fn run(cli: &Cli, args: &E2eArgs) -> Result<Outcome> {
     let duration = args.finish.duration()?;
     let mut send = args.send.clone();
     send.rate_msgs_per_s.get_or_insert(DEFAULT_RATE_MSGS_PER_S);
-    let client = cli.client_config();
+    let client = cli.client_config()?;
     topic::ensure_topic(&client, &send.topic, send.queues.unwrap_or(DEFAULT_QUEUES))?;
     let producer = start_producer(&client, &send)?;
     let run_id = payload::new_run_id();

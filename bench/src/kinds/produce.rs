@@ -33,9 +33,9 @@ pub fn run(cli: &Cli, args: &ProduceArgs) -> Result<Outcome> {
     let duration = args.finish.duration()?;
     let topics = args.send.topic_names();
     if let Some(queues) = args.send.queues {
-        topic::ensure_topics(&cli.client_config(), &topics, queues)?;
+        topic::ensure_topics(&cli.client_config()?, &topics, queues)?;
     }
-    let producer = start_producer(&cli.client_config(), &args.send)?;
+    let producer = start_producer(&cli.client_config()?, &args.send)?;
     let run_id = payload::new_run_id();
     for topic in &topics {
         warm_up(&producer, &args.send, topic, run_id)?;

@@ -32,6 +32,7 @@ use comet_proto::frame::{self, Decoded, FrameDecoder};
 use comet_proto::RemotingCommand;
 
 use super::pending::{Pending, PendingMap, Waiter};
+use super::tls::{TlsOptions, TlsSession};
 use crate::error::{ClientError, Result};
 use crate::limits::READ_CHUNK_BYTES;
 
@@ -47,6 +48,8 @@ pub(crate) trait ConnectionEvents: Send + Sync {
 pub struct Connection {
     addr: String,
     writer: Mutex<TcpStream>,
+    /// The TLS session when the connection speaks TLS (see `super::tls`).
+    tls: Option<Arc<TlsSession>>,
     /// A clone of the socket used only to shut it down, so closing never waits for a writer
     /// blocked on a full send buffer.
     control: TcpStream,
@@ -66,9 +69,10 @@ impl Connection {
         addr: &str,
         connect_timeout: Duration,
         write_timeout: Duration,
+        tls: Option<&TlsOptions>,
         events: Weak<dyn ConnectionEvents>,
     ) -> Result<Arc<Connection>> {
-        let stream = connect(addr, connect_timeout)?;
+        let mut stream = connect(addr, connect_timeout)?;
         let connect_error = |error: std::io::Error| ClientError::Connect {
             addr: addr.to_owned(),
             reason: error.to_string(),
@@ -77,11 +81,20 @@ impl Connection {
         stream
             .set_write_timeout(Some(write_timeout))
             .map_err(connect_error)?;
+        let tls = match tls {
+            Some(options) => Some(Arc::new(options.handshake(
+                addr,
+                &mut stream,
+                connect_timeout,
+            )?)),
+            None => None,
+        };
         let read_half = stream.try_clone().map_err(connect_error)?;
         let control = stream.try_clone().map_err(connect_error)?;
         let connection = Arc::new(Connection {
             addr: addr.to_owned(),
             writer: Mutex::new(stream),
+            tls: tls.clone(),
             control,
             pending: PendingMap::default(),
             closed: AtomicBool::new(false),
@@ -93,7 +106,7 @@ impl Connection {
         let reader_connection = connection.clone();
         let handle = thread::Builder::new()
             .name(format!("comet-read-{addr}"))
-            .spawn(move || reader_main(reader_connection, read_half, events))
+            .spawn(move || reader_main(reader_connection, read_half, tls, events))
             .map_err(connect_error)?;
         *lock(&connection.reader_thread) = Some(handle.thread().id());
         *lock(&connection.reader) = Some(handle);
@@ -185,7 +198,10 @@ impl Connection {
         }
         let bytes = frame::encode_to_bytes(command);
         self.touch();
-        let outcome = lock(&self.writer).write_all(&bytes);
+        let outcome = match &self.tls {
+            Some(tls) => tls.write_all(&mut lock(&self.writer), &bytes),
+            None => lock(&self.writer).write_all(&bytes),
+        };
         outcome.map_err(|error| {
             let reason = format!("write failed: {error}");
             self.close(&reason);
@@ -248,8 +264,13 @@ fn connect(addr: &str, timeout: Duration) -> Result<TcpStream> {
     Err(connect_error(last_error))
 }
 
-fn reader_main(connection: Arc<Connection>, stream: TcpStream, events: Weak<dyn ConnectionEvents>) {
-    let reason = read_loop(&connection, stream, &events);
+fn reader_main(
+    connection: Arc<Connection>,
+    stream: TcpStream,
+    tls: Option<Arc<TlsSession>>,
+    events: Weak<dyn ConnectionEvents>,
+) {
+    let reason = read_loop(&connection, stream, tls.as_deref(), &events);
     connection.close(&reason);
     if let Some(events) = events.upgrade() {
         events.on_closed(&connection);
@@ -260,11 +281,13 @@ fn reader_main(connection: Arc<Connection>, stream: TcpStream, events: Weak<dyn 
 fn read_loop(
     connection: &Arc<Connection>,
     mut stream: TcpStream,
+    tls: Option<&TlsSession>,
     events: &Weak<dyn ConnectionEvents>,
 ) -> String {
     let decoder = FrameDecoder::default();
     let mut buffer = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut plaintext = Vec::new();
     loop {
         loop {
             match decoder.decode(&mut buffer) {
@@ -283,7 +306,23 @@ fn read_loop(
             Ok(0) => return String::from("closed by peer"),
             Ok(count) => {
                 connection.touch();
-                buffer.extend_from_slice(&chunk[..count]);
+                let Some(tls) = tls else {
+                    buffer.extend_from_slice(&chunk[..count]);
+                    continue;
+                };
+                plaintext.clear();
+                let open = match tls.decrypt(&chunk[..count], &mut plaintext) {
+                    Ok(open) => open,
+                    Err(error) => return format!("TLS: {error}"),
+                };
+                buffer.extend_from_slice(&plaintext);
+                if !open {
+                    // Frames that arrived with the close are still dispatched first.
+                    while let Ok(Some(Decoded::Command(command))) = decoder.decode(&mut buffer) {
+                        dispatch(connection, command, events);
+                    }
+                    return String::from("closed by peer (TLS close_notify)");
+                }
             }
             Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
             Err(error) => return format!("read failed: {error}"),

@@ -18,6 +18,7 @@
 
 pub mod connection;
 pub mod pending;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -32,6 +33,7 @@ use comet_proto::{RemotingCommand, ResponseCode};
 use self::connection::{Connection, ConnectionEvents};
 pub use self::pending::{ResponseCallback, ResponseFuture};
 use self::pending::{ResponseSlot, Waiter};
+pub use self::tls::TlsOptions;
 use crate::error::{ClientError, Result};
 use crate::limits::INBOUND_REQUESTS_QUEUED_MAX;
 
@@ -49,6 +51,9 @@ pub struct TransportConfig {
     /// a channel idle (no read and no write) for `clientChannelMaxIdleTimeSeconds`, 120 s.
     /// `Duration::ZERO` keeps idle connections open.
     pub channel_max_idle: Duration,
+    /// TLS on every connection (to name servers and brokers) when set; plain when `None`
+    /// (docs/operations.md#tls).
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for TransportConfig {
@@ -58,6 +63,7 @@ impl Default for TransportConfig {
             write_timeout: Duration::from_secs(10),
             scan_interval: Duration::from_millis(100),
             channel_max_idle: Duration::from_secs(120),
+            tls: None,
         }
     }
 }
@@ -268,6 +274,7 @@ impl RemotingClient {
             addr,
             self.inner.config.connect_timeout,
             self.inner.config.write_timeout,
+            self.inner.config.tls.as_ref(),
             events,
         )?;
         *slot = Some(connection.clone());

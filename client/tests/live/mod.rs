@@ -25,6 +25,8 @@ pub struct Live {
     /// The broker process.
     pub broker: Broker,
     store: TempDir,
+    /// TLS of every client this harness makes (a broker whose port enforces TLS).
+    tls: Option<comet_client::remoting::TlsOptions>,
 }
 
 impl Live {
@@ -32,9 +34,18 @@ impl Live {
     /// auto-create template `TBW102` is routable, so the first send of a test cannot race
     /// the broker's registration.
     pub fn start(name: &str, extra: &[&str]) -> Live {
+        Live::start_with_tls(name, extra, None)
+    }
+
+    /// [`Live::start`] whose clients (the registration check's too) speak TLS with `tls`.
+    pub fn start_with_tls(
+        name: &str,
+        extra: &[&str],
+        tls: Option<comet_client::remoting::TlsOptions>,
+    ) -> Live {
         let store = TempDir::new(name);
         let broker = Broker::start(store.path(), 1, extra);
-        let live = Live { broker, store };
+        let live = Live { broker, store, tls };
         live.wait_registered();
         live
     }
@@ -48,6 +59,7 @@ impl Live {
     pub fn client(&self) -> ClientConfig {
         let mut config = ClientConfig::with_namesrv(&self.namesrv());
         config.poll_name_server_interval = Duration::from_secs(2);
+        config.transport.tls = self.tls.clone();
         config
     }
 
