@@ -126,6 +126,15 @@ impl BrokerConfig {
                     expected: "one controller `host:port` at least with enableControllerMode=true",
                 });
             }
+            // The master's lease (70% of the timeout) stays inside the time the controller
+            // waits only if heartbeats go at least that often (docs/architecture.md#failover).
+            if self.broker_heartbeat_interval_ms * 10 > self.controller_heartbeat_timeout_ms * 3 {
+                return Err(ConfigError {
+                    key: "brokerHeartbeatInterval".to_owned(),
+                    value: self.broker_heartbeat_interval_ms.to_string(),
+                    expected: "at most 30% of controllerHeartBeatTimeoutMills in controller mode",
+                });
+            }
             return Ok(());
         }
         let value = self.broker_id.to_string();
@@ -338,6 +347,34 @@ mod tests {
             Some(Applies::StartUpOnly)
         );
         assert_eq!(BrokerConfig::default().apply("noSuchKey", "1"), Ok(false));
+    }
+
+    // Proves controller mode's checks: a controller address is required, the heartbeat must
+    // go at least every 30% of the timeout (the lease depends on it), and brokerId/brokerRole
+    // pairs that fixed roles refuse are left to the controller.
+    #[test]
+    fn controller_mode_needs_a_controller_and_frequent_heartbeats() {
+        let apply = |pairs: &[(&str, &str)]| {
+            let mut config = BrokerConfig::default();
+            config.apply_pairs(pairs.iter().copied()).map(|_| config)
+        };
+        let error = apply(&[("enableControllerMode", "true")]).unwrap_err();
+        assert_eq!(error.key, "controllerAddr");
+        let slow = [
+            ("enableControllerMode", "true"),
+            ("controllerAddr", "127.0.0.1:9878"),
+            ("controllerHeartBeatTimeoutMills", "3000"),
+            ("brokerHeartbeatInterval", "1000"),
+        ];
+        assert_eq!(apply(&slow).unwrap_err().key, "brokerHeartbeatInterval");
+        let config = apply(&[
+            ("enableControllerMode", "true"),
+            ("controllerAddr", "127.0.0.1:9878"),
+            ("brokerRole", "SLAVE"),
+            ("brokerId", "0"),
+        ])
+        .unwrap();
+        assert!(config.enable_controller_mode);
     }
 
     // Proves a typical RocketMQ broker.conf applies, unknown keys come back for a warning,
