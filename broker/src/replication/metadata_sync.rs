@@ -1,6 +1,8 @@
 //! A slave's copy of its master's metadata, as Java's `SlaveSynchronize` makes it every
 //! [`SYNC_INTERVAL`] over the master's remoting port (the `masterAddr` the name server
-//! returns to REGISTER_BROKER):
+//! returns to REGISTER_BROKER, or the master the controller names), consumer offsets every
+//! [`OFFSET_SYNC_INTERVAL`] so that consumers of a promoted slave go back less than one of
+//! their own commit intervals (Java clients commit every 5 s):
 //!
 //! - shard 0: GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG replace the slave's
 //!   topics and groups (re-registered and persisted as any change is);
@@ -30,6 +32,10 @@ use crate::shard::ShardBroker;
 
 /// How often a slave copies its master's metadata (Java's `SlaveSynchronize` period).
 pub const SYNC_INTERVAL: Duration = Duration::from_secs(10);
+/// How often a slave copies its master's consumer offsets.
+pub const OFFSET_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+/// Offset copies per full copy.
+const OFFSET_SYNCS_PER_FULL: u32 = 10;
 /// How often a slave looks for its master's address while it knows none.
 const NO_MASTER_POLL: Duration = Duration::from_millis(500);
 /// Longest wait for one answer from the master.
@@ -87,6 +93,7 @@ pub fn spawn(broker: &Rc<ShardBroker>, tasks: &Gate, stop: &StopSignal) {
 async fn run(broker: Rc<ShardBroker>, stop: StopSignal) {
     let mut link: Option<(String, NameServerLink)> = None;
     let mut opaque = 0i32;
+    let mut round = 0u32;
     while !stop.is_triggered() {
         let Some(addr) = broker.replication.shared.master().broker_addr else {
             race(stop.wait(), sleep(NO_MASTER_POLL)).await;
@@ -111,11 +118,13 @@ async fn run(broker: Rc<ShardBroker>, stop: StopSignal) {
                 link,
                 opaque: &mut opaque,
             };
-            if let Err(error) = sync_once(&broker, &mut master).await {
-                log::warn!("{}: slave metadata copy: {error}", broker.shard);
+            let full = round % OFFSET_SYNCS_PER_FULL == 0;
+            match sync_once(&broker, &mut master, full).await {
+                Ok(()) => round = round.wrapping_add(1),
+                Err(error) => log::warn!("{}: slave metadata copy: {error}", broker.shard),
             }
         }
-        race(stop.wait(), sleep(SYNC_INTERVAL)).await;
+        race(stop.wait(), sleep(OFFSET_SYNC_INTERVAL)).await;
     }
 }
 
@@ -152,9 +161,13 @@ impl Master<'_> {
     }
 }
 
-/// One round of the copy.
-async fn sync_once(broker: &ShardBroker, master: &mut Master<'_>) -> Result<(), SyncError> {
-    if broker.shard.0 == 0 {
+/// One round of the copy: the consumer offsets, and with `full` the rest too.
+async fn sync_once(
+    broker: &ShardBroker,
+    master: &mut Master<'_>,
+    full: bool,
+) -> Result<(), SyncError> {
+    if full && broker.shard.0 == 0 {
         let topics: TopicConfigSerializeWrapper =
             master.get(RequestCode::GET_ALL_TOPIC_CONFIG).await?;
         apply_topics(broker, &topics);

@@ -25,8 +25,8 @@
 //!   records.
 //! - `controller_figures`: in controller mode, what each log holds and which slaves are in
 //!   sync, for the controller driver.
-//! - `metadata_sync`: a slave copies topics, groups, consumer offsets and delay cursors from
-//!   its master every 10 s, as Java's `SlaveSynchronize` does.
+//! - `metadata_sync`: a slave copies topics, groups and delay cursors from its master every
+//!   10 s, as Java's `SlaveSynchronize` does, and consumer offsets every second.
 //!
 //! Every wait is bounded (the handshake deadline, `haHousekeepingInterval` of silence,
 //! backoff) and no task blocks its shard.
