@@ -4,7 +4,8 @@
 #   run.sh --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911]   a broker already running
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
-#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4,ha]
+#   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4,ha,
+#            tls5]
 #           [--keep-logs] [--acl-namesrv HOST:PORT]
 #   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm;
 #   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
@@ -19,7 +20,11 @@
 #   the slave alone, see ha/run.sh) starts its own name server, master and slave from
 #   target/release (comet-nameserver, comet-broker, comet-admin) on free loopback ports. It
 #   is in the default suite list with --against comet only, and refused with --against apache.
+#   tls5 (Java client 5.x with -Dtls.enable=true, checking the certificate against a CA) starts
+#   its own Comet broker with tls.server.mode=enforcing and a certificate openssl makes at run
+#   time; in the default suite list with --against comet only, refused with --against apache.
 #
+# COMET_BROKER_BIN names another comet-broker binary for --against comet (a build elsewhere).
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
 # --against starts the broker bound to 127.0.0.1 only (name server :9876, broker :10911) in a
 # temporary folder, runs the suites and stops it, whatever happens. A missing prerequisite
@@ -59,14 +64,20 @@ while (($#)); do
     --suites) SUITES="$2"; SUITES_GIVEN=1; shift 2 ;;
     --acl-namesrv) ACL_NAMESRV="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
 if [[ -n "$AGAINST" && -n "$NAMESRV" ]]; then die "give --namesrv or --against, not both" 2; fi
 if [[ -z "$AGAINST" && -z "$NAMESRV" ]]; then die "give --namesrv HOST:PORT or --against apache|comet" 2; fi
 
-if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then SUITES="$SUITES,acl5,acl4,ha"; fi
+if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then SUITES="$SUITES,acl5,acl4,ha,tls5"; fi
+if [[ -z "$AGAINST" && ",$SUITES," == *,tls5,* ]]; then
+  die "the tls5 suite starts its own TLS broker: give --against comet" 2
+fi
+if [[ "$AGAINST" == apache && ",$SUITES," == *,tls5,* ]]; then
+  die "the tls5 suite starts a Comet broker with TLS; it does not run with --against apache" 2
+fi
 if [[ "$AGAINST" == apache && ",$SUITES," == *,ha,* ]]; then
   die "the ha suite tests Comet's own master and slave; it does not run with --against apache" 2
 fi
@@ -79,11 +90,12 @@ fi
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/comet-compat.XXXXXX")"
 BROKER_PID=""
 ACL_BROKER_PID=""
+TLS_BROKER_PID=""
 cleanup() {
   local rc=$?
   case "$AGAINST" in
     apache) "$HERE/apache/broker.sh" stop --dir "$WORK/apache" $( ((KEEP)) && echo --keep) || true ;;
-    comet) stop_comet; stop_pid "$ACL_BROKER_PID" ;;
+    comet) stop_comet; stop_pid "$ACL_BROKER_PID"; stop_pid "$TLS_BROKER_PID" ;;
   esac
   if ((KEEP)); then echo "compat: logs kept in $WORK" >&2; else rm -rf "$WORK"; fi
   exit "$rc"
@@ -94,7 +106,7 @@ trap 'exit 130' INT TERM
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 start_comet() {
-  local bin="$REPO/target/release/comet-broker"
+  local bin="${COMET_BROKER_BIN:-$REPO/target/release/comet-broker}"
   [[ -x "$bin" ]] || die "the Comet broker binary is missing: $bin
   build it first with: cargo build --release -p comet-broker"
   local p
@@ -154,7 +166,7 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 # A second Comet broker for the acl suites: aclEnable=true with java/acl/plain_acl.yml, its
 # own embedded name server, one shard, on free loopback ports.
 start_comet_acl() {
-  local bin="$REPO/target/release/comet-broker"
+  local bin="${COMET_BROKER_BIN:-$REPO/target/release/comet-broker}"
   local namesrv_port broker_port
   namesrv_port="$(free_port)"
   broker_port="$(free_port)"
@@ -171,6 +183,36 @@ start_comet_acl() {
   echo "compat: ACL comet-broker up (pid $ACL_BROKER_PID, name server $ACL_NAMESRV)" >&2
 }
 
+# A third Comet broker for the tls5 suite: tls.server.mode=enforcing (its embedded name server
+# too) with a CA and a server certificate for 127.0.0.1 made here with openssl (no key is
+# kept), one shard, on free loopback ports.
+start_comet_tls() {
+  local bin="${COMET_BROKER_BIN:-$REPO/target/release/comet-broker}" dir="$WORK/comet-tls"
+  local namesrv_port broker_port
+  namesrv_port="$(free_port)"
+  broker_port="$(free_port)"
+  mkdir -p "$dir"
+  command -v openssl >/dev/null || die "the tls5 suite needs openssl to make its certificates"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+    -subj "/CN=Comet compat CA" -keyout "$dir/ca.key" -out "$dir/ca.pem" >/dev/null 2>&1
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$dir/server.key" -out "$dir/server.csr" >/dev/null 2>&1
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$dir/san.ext"
+  openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+    -CAcreateserial -days 2 -extfile "$dir/san.ext" -out "$dir/server.pem" >/dev/null 2>&1
+  (cd "$dir" && exec setsid "$bin" --standalone --bind-address 127.0.0.1 \
+    --namesrv "127.0.0.1:$namesrv_port" --listen-port "$broker_port" --cores 1 --no-pin \
+    --store "$dir/store" "${COMET_DISK_ARGS[@]}" -o tls.server.mode=enforcing \
+    -o "tls.server.certPath=$dir/server.pem" -o "tls.server.keyPath=$dir/server.key" \
+    >"$dir/broker.out" 2>&1 </dev/null) &
+  TLS_BROKER_PID=$!
+  wait_listening "$TLS_BROKER_PID" "$namesrv_port" "$broker_port" "$dir/broker.out" \
+    "the TLS comet-broker"
+  TLS_NAMESRV="127.0.0.1:$namesrv_port"
+  TLS_CA="$dir/ca.pem"
+  echo "compat: TLS comet-broker up (pid $TLS_BROKER_PID, name server $TLS_NAMESRV)" >&2
+}
+
 case "$AGAINST" in
   "") ;;
   apache)
@@ -185,6 +227,7 @@ case "$AGAINST" in
   comet)
     start_comet
     if ((WANT_ACL)) && [[ -z "$ACL_NAMESRV" ]]; then start_comet_acl; fi
+    if [[ ",$SUITES," == *,tls5,* ]]; then start_comet_tls; fi
     NAMESRV="127.0.0.1:$NAMESRV_PORT"; BROKER="127.0.0.1:$BROKER_PORT" ;;
   *) die "--against must be apache or comet" 2 ;;
 esac
@@ -206,6 +249,7 @@ suite_cmd() {
     acl5) echo "$HERE/java/run.sh --client 5 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     acl4) echo "$HERE/java/run.sh --client 4 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     ha) echo "$HERE/ha/run.sh --dir $WORK/ha" ;;
+    tls5) echo "$HERE/java/run.sh --client 5 --suite clients --namesrv ${TLS_NAMESRV:-unset} --tls-ca ${TLS_CA:-unset} --only producer_sync,push_clustering_concurrently,lite_pull_subscribe" ;;
     *) return 1 ;;
   esac
 }
@@ -224,6 +268,7 @@ suite_title() {
     acl5) echo "Java 5.x signed (plain ACL)" ;;
     acl4) echo "Java 4.9.x signed (plain ACL)" ;;
     ha) echo "Master and slave (Java, mqadmin)" ;;
+    tls5) echo "Java 5.x over TLS (enforcing)" ;;
   esac
 }
 

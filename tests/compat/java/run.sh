@@ -3,6 +3,7 @@
 #
 #   java/run.sh --namesrv 127.0.0.1:9876 [--client 5|4] [--suite clients|admin|acl] [--only a,b]
 #   java/run.sh --namesrv 127.0.0.1:9876 [--client 5|4] --suite ha -- --phase ... (HaSuite's)
+#   java/run.sh --namesrv 127.0.0.1:9876 --tls-ca ca.pem [...]   (the clients speak TLS)
 #
 # --suite clients (default): the client scenarios (dev.comet.compat.Main);
 # --suite admin: RocketMQ's admin CLI, mqadmin, with its output checked (AdminSuite);
@@ -10,6 +11,9 @@
 # aclEnable=true and the accounts of acl/plain_acl.yml;
 # --suite ha: one phase of the master-and-slave suite (HaSuite), which ../ha/run.sh drives;
 # the arguments after -- go to HaSuite.
+# --tls-ca FILE: the clients speak TLS (-Dtls.enable=true) and check the server's certificate
+# against the PEM CA FILE (-Dtls.test.mode.enable=false -Dtls.client.authServer=true
+# -Dtls.client.trustCertPath=FILE), for a broker with tls.server.mode=enforcing.
 # --client 5 (default) uses the current 5.x rocketmq-client, --client 4 the last 4.9.x
 # (Maven profile rocketmq4). Prints PASS/FAIL per scenario and "N passed, N failed";
 # exits non-zero when any scenario fails. Client logs go to a temporary folder that is
@@ -19,12 +23,14 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 NAMESRV=""
 CLIENT=5
 SUITE=clients
+TLS_CA=""
 ARGS=()
 while (($#)); do
   case "$1" in
     --namesrv) NAMESRV="$2"; shift 2 ;;
     --client) CLIENT="$2"; shift 2 ;;
     --suite) SUITE="$2"; shift 2 ;;
+    --tls-ca) TLS_CA="$2"; shift 2 ;;
     --only|--scenario-timeout-s) ARGS+=("$1" "$2"); shift 2 ;;
     --) shift; ARGS+=("$@"); break ;;
     *) echo "java/run.sh: unknown option $1" >&2; exit 2 ;;
@@ -64,6 +70,11 @@ XML
 # The 4.9.x remoting code logs through slf4j/logback, to the console unless configured.
 EXTRA=()
 [[ "$CLIENT" == 4 ]] && EXTRA+=(-Dlogback.configurationFile="$TMP/conf/logback_tools.xml")
+# Java's TlsSystemConfig reads these system properties once, when the client first loads it.
+if [[ -n "$TLS_CA" ]]; then
+  EXTRA+=(-Dtls.enable=true -Dtls.test.mode.enable=false -Dtls.client.authServer=true
+    -Dtls.client.trustCertPath="$TLS_CA")
+fi
 # Each scenario is bounded (150 s) inside; the whole run is bounded here at 15 min (it needs
 # one to three), the last line of defence against a hang.
 timeout -k 10 900 java -Xms128m -Xmx512m "${EXTRA[@]}" \

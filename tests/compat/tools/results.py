@@ -27,8 +27,8 @@ TARGETS = ("comet", "apache")
 COLUMNS = ("suite", "step", "Comet", "Comet run", "Apache RocketMQ", "Apache run")
 # Suites in the order run.sh lists them; a suite not listed sorts after these, by name.
 SUITE_ORDER = (
-    "java5", "java4", "admin5", "admin4", "acl5", "acl4", "ha", "go", "python", "node-cpp",
-    "node-ons", "rust", "reverse",
+    "java5", "java4", "admin5", "admin4", "acl5", "acl4", "ha", "tls5", "go", "python",
+    "node-cpp", "node-ons", "rust", "reverse",
 )
 WHOLE_SUITE = "(whole suite)"
 # Longest failure reason kept in a cell (the full line is in the run's log).
