@@ -1,0 +1,238 @@
+//! The faults and one round: settle, run the workload, inject one fault, heal, restart what
+//! was killed, wait for a master with an in-sync slave again, stop the workload and check.
+
+use std::time::{Duration, Instant};
+
+use crate::checker::{check, Served, Summary};
+use crate::cluster::Cluster;
+use crate::net::{Cut, Network, NAMESRV_ADDR};
+use crate::workload::{Workload, QUEUES};
+use crate::{wire, ChaosError};
+
+/// How long the cluster may take to settle, elect, or show an effect.
+const CONVERGE_LIMIT: Duration = Duration::from_secs(60);
+/// SEND_OKs required after a fault took effect and again after healing, showing that the
+/// broker set serves writes in that state.
+const PROGRESS_SENDS: usize = 30;
+
+/// One kind of fault, injected while the workload runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// SIGKILL of the master.
+    KillMaster,
+    /// SIGSTOP of the master until the other broker is elected (beyond its lease), then
+    /// SIGCONT.
+    FreezeMaster,
+    /// The master cut off from the controllers (and name servers) and its slave, while
+    /// clients still reach it.
+    PartitionMaster,
+    /// Every packet of the slave dropped.
+    IsolateSlave,
+    /// SIGKILL of the controller group's leader.
+    KillControllerLeader,
+    /// SIGKILL of the master and the controller leader together.
+    KillMasterAndLeader,
+}
+
+impl Fault {
+    /// Every fault, in the order a run injects them.
+    pub const ALL: [Fault; 6] = [
+        Fault::KillMaster,
+        Fault::FreezeMaster,
+        Fault::PartitionMaster,
+        Fault::IsolateSlave,
+        Fault::KillControllerLeader,
+        Fault::KillMasterAndLeader,
+    ];
+
+    /// Its name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fault::KillMaster => "kill-master",
+            Fault::FreezeMaster => "freeze-master",
+            Fault::PartitionMaster => "partition-master",
+            Fault::IsolateSlave => "isolate-slave",
+            Fault::KillControllerLeader => "kill-controller-leader",
+            Fault::KillMasterAndLeader => "kill-master-and-leader",
+        }
+    }
+
+    /// The fault named `name`.
+    pub fn parse(name: &str) -> Option<Fault> {
+        Fault::ALL.into_iter().find(|fault| fault.name() == name)
+    }
+}
+
+/// A small deterministic generator (splitmix64), so a seed replays a run's choices.
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator starting from `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// A number in `low..high`.
+    pub fn between(&mut self, low: u64, high: u64) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        low + z % (high - low).max(1)
+    }
+}
+
+/// Polls `condition` every 100 ms until it holds; a timeout naming `what` otherwise.
+fn wait(what: &str, condition: impl FnMut() -> bool) -> Result<(), ChaosError> {
+    if poll(condition) {
+        Ok(())
+    } else {
+        Err(ChaosError::Timeout(what.to_owned()))
+    }
+}
+
+/// Polls `condition` every 100 ms for at most [`CONVERGE_LIMIT`]; whether it held.
+fn poll(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + CONVERGE_LIMIT;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until the workload has `more` SEND_OKs than now.
+fn wait_for_progress(workload: &Workload, more: usize, when: &str) -> Result<(), ChaosError> {
+    let target = workload.acked() + more;
+    if poll(|| workload.acked() >= target) {
+        return Ok(());
+    }
+    Err(ChaosError::Timeout(format!(
+        "{more} more SEND_OKs {when} ({} SEND_OKs, {} failed attempts, the latest: {})",
+        workload.acked(),
+        workload.failed(),
+        workload.last_failure()
+    )))
+}
+
+/// The member leading the controller group, once one does.
+fn wait_for_leader(cluster: &Cluster) -> Result<usize, ChaosError> {
+    let mut leader = None;
+    wait("a controller leader", || {
+        leader = cluster.controller_leader();
+        leader.is_some()
+    })?;
+    leader.ok_or_else(|| ChaosError::Timeout("a controller leader".into()))
+}
+
+/// What a round found.
+pub struct RoundResult {
+    /// The checker's figures.
+    pub summary: Summary,
+    /// The master that was faulted (or whose slave was), and the final master.
+    pub masters: (usize, usize),
+}
+
+/// Runs one round of `fault` on topic `topic` with `producers` producers.
+pub fn run_round(
+    cluster: &mut Cluster,
+    network: &Network,
+    fault: Fault,
+    topic: &str,
+    producers: usize,
+    rng: &mut Rng,
+) -> Result<RoundResult, ChaosError> {
+    let master = cluster.wait_for_master_with_slave(&[topic], QUEUES, CONVERGE_LIMIT)?;
+    let slave = 1 - master;
+    let workload = Workload::start(&cluster.namesrv_list(), topic, producers, topic);
+    let warmup = usize::try_from(rng.between(50, 300)).unwrap_or(50);
+    wait_for_progress(&workload, warmup, "before the fault")?;
+    let slave_addr = cluster.brokers[slave].addr;
+    // While the master is dead, frozen or cut off, or its slave is, the broker set has no
+    // slave in sync, and a SYNC_MASTER then answers SLAVE_NOT_AVAILABLE
+    // (docs/architecture.md#failover): so progress is required during a fault only where
+    // both brokers still replicate (a controller leader's death), and after every heal.
+    match fault {
+        Fault::KillMaster => {
+            cluster.kill_broker(master);
+            wait("the slave elected master", || wire::is_master(slave_addr))?;
+        }
+        Fault::FreezeMaster => {
+            cluster.signal_broker(master, libc::SIGSTOP);
+            // The controller elects the slave only after the master's heartbeats stopped
+            // for the full timeout, longer than the master's lease.
+            let elected = wait("the slave elected master", || wire::is_master(slave_addr));
+            cluster.signal_broker(master, libc::SIGCONT);
+            elected?;
+        }
+        Fault::PartitionMaster => {
+            let slave_ip = network.namespaces[slave].addr;
+            network.partition(master, &Cut::Peers(vec![NAMESRV_ADDR, slave_ip]))?;
+            let elected = wait("the slave elected master", || wire::is_master(slave_addr));
+            network.heal(master)?;
+            elected?;
+        }
+        Fault::IsolateSlave => {
+            network.partition(slave, &Cut::All)?;
+            let dropped = wait("the slave dropped from the sync-state set", || {
+                cluster.sync_state_set_size() == Some(1)
+            });
+            network.heal(slave)?;
+            dropped?;
+        }
+        Fault::KillControllerLeader => {
+            let old = wait_for_leader(cluster)?;
+            cluster.kill_member(old);
+            wait("another controller leader", || {
+                cluster.controller_leader().is_some_and(|new| new != old)
+            })?;
+            wait_for_progress(&workload, PROGRESS_SENDS, "after the leader died")?;
+        }
+        Fault::KillMasterAndLeader => {
+            let leader = wait_for_leader(cluster)?;
+            cluster.kill_member(leader);
+            cluster.kill_broker(master);
+            wait("the slave elected master", || wire::is_master(slave_addr))?;
+        }
+    }
+    cluster.restart_dead()?;
+    let final_master = cluster.wait_for_master_with_slave(&[topic], QUEUES, CONVERGE_LIMIT)?;
+    wait_for_progress(&workload, PROGRESS_SENDS, "after healing")?;
+    let history = workload.stop()?;
+    let served = pull_everything(cluster.brokers[final_master].addr, topic)?;
+    Ok(RoundResult {
+        summary: check(&history, &served),
+        masters: (master, final_master),
+    })
+}
+
+/// Every queue of `topic` from offset 0 on the broker at `addr`.
+fn pull_everything(addr: std::net::SocketAddr, topic: &str) -> Result<Vec<Served>, ChaosError> {
+    let mut served = Vec::new();
+    for queue in 0..QUEUES {
+        let mut messages = None;
+        wait(
+            &format!("queue {queue} of {topic} pulled from {addr}"),
+            || {
+                messages = wire::pull_queue(addr, topic, queue);
+                messages.is_some()
+            },
+        )?;
+        served.extend(
+            messages
+                .unwrap_or_default()
+                .into_iter()
+                .map(|message| Served {
+                    queue,
+                    offset: message.queue_offset,
+                    body: message.body.to_vec(),
+                }),
+        );
+    }
+    Ok(served)
+}
