@@ -33,6 +33,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 tests/quick.sh
+# Controller mode against Apache RocketMQ's own controller (the broker-side session, and
+# real Comet brokers failing over under it), then the same session tests against Comet's
+# controller; both need the quick tier's debug build, so they run before it may go.
+echo "== controller mode: against Apache RocketMQ's controller, then Comet's"
+bash tests/compat/controller/run.sh
+bash tests/compat/controller/run.sh --against comet --only single
+bash tests/compat/controller/run.sh --against comet --only group
 # The later tiers use release builds only: a machine short of disk (CI) may drop the quick
 # tier's debug build, several GiB, before they start.
 if [[ "${COMET_DROP_DEBUG_BUILD:-0}" == 1 ]]; then

@@ -6,9 +6,13 @@
 #           one DLedger member): ids, first election, sync-state set, failover, restart;
 #   group   three such name servers forming one DLedger group: a follower's
 #           CONTROLLER_NOT_LEADER, and the session following a new leader after the test
-#           kills the leader's process.
+#           kills the leader's process;
+#   brokers one such name server, and two real Comet brokers in controller mode
+#           (broker/tests/failover_e2e.rs): it elects one, the master SIGKILLed or frozen
+#           under load is replaced by its slave with every acknowledged message, and returns
+#           as a slave.
 #
-#   tests/compat/controller/run.sh [--keep] [--only single|group] [--against apache|comet]
+#   tests/compat/controller/run.sh [--keep] [--only single|group|brokers] [--against apache|comet]
 #
 # --against comet starts Comet's own name servers (target/debug/comet-nameserver, built first)
 # with the same keys instead of Apache's, and runs the SAME tests against them: Comet's
@@ -34,13 +38,13 @@ while (($#)); do
     --keep) KEEP=1; shift ;;
     --only) ONLY="${2:-}"; shift 2 ;;
     --against) AGAINST="${2:-}"; shift 2 ;;
-    *) echo "usage: run.sh [--keep] [--only single|group] [--against apache|comet]" >&2
+    *) echo "usage: run.sh [--keep] [--only single|group|brokers] [--against apache|comet]" >&2
        exit 2 ;;
   esac
 done
 case "$ONLY" in
-  ""|single|group) ;;
-  *) echo "--only takes single or group" >&2; exit 2 ;;
+  ""|single|group|brokers) ;;
+  *) echo "--only takes single, group or brokers" >&2; exit 2 ;;
 esac
 case "$AGAINST" in
   apache|comet) ;;
@@ -97,12 +101,13 @@ trap cleanup EXIT INT TERM
 # Starts one name server (Apache's, or Comet's with --against comet) with an embedded
 # controller: NAME SELF_ID PEERS (its own controller port is the one PEERS gives SELF_ID).
 # Broker liveness is scanned every second so the tests' 3 s heartbeat timeout turns into an
-# election within a few seconds. Sets STARTED_PID.
+# election within a few seconds. Sets STARTED_PID and NAMESRV_PORT (its name-server port).
 start_member() {
   local self_id="$2" peers="$3" dir="$DIR/$1"
   mkdir -p "$dir"
+  NAMESRV_PORT="$(free_port)"
   cat >"$dir/namesrv.conf" <<CONF
-listenPort=$(free_port)
+listenPort=$NAMESRV_PORT
 enableControllerInNamesrv=true
 controllerDLegerGroup=comet-compat
 controllerDLegerPeers=$peers
@@ -181,5 +186,19 @@ if [[ -z "$ONLY" || "$ONLY" == group ]]; then
   COMET_CONTROLLER_GROUP="$group" \
     cargo test -p comet-replication --test apache_controller -- --ignored --nocapture \
     --exact controller_leader_change_with_apache
+  stop_all
+fi
+
+if [[ -z "$ONLY" || "$ONLY" == brokers ]]; then
+  # Real Comet brokers in controller mode (broker/tests/failover_e2e.rs): elected, killed,
+  # frozen and returning, with this controller deciding, and its name server serving routes.
+  cargo build -p comet-broker --bin comet-broker
+  port="$(free_port)"
+  start_member brokers n0 "n0-127.0.0.1:$port"
+  wait_member brokers "$STARTED_PID" "$port"
+  wait_member brokers "$STARTED_PID" "$NAMESRV_PORT"
+  log "brokers: controller on 127.0.0.1:$port, name server on 127.0.0.1:$NAMESRV_PORT"
+  COMET_FAILOVER_CONTROLLER="127.0.0.1:$port" COMET_FAILOVER_NAMESRV="127.0.0.1:$NAMESRV_PORT" \
+    cargo test -p comet-broker --test failover_e2e -- --test-threads 1
   stop_all
 fi
