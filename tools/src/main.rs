@@ -7,6 +7,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use comet_client::remoting::TlsOptions;
 use comet_client::{Admin, ClientConfig, QueueSelector, TopicSpec};
 use comet_proto::message::MessageExt;
 use comet_proto::names;
@@ -23,6 +24,13 @@ struct Args {
         default_value = "127.0.0.1:9876"
     )]
     namesrv: String,
+    /// TLS to name servers and brokers whose tls.server.mode is permissive or enforcing;
+    /// without --tls-ca any server certificate is accepted (Java's tls.test.mode.enable).
+    #[arg(long, global = true)]
+    tls: bool,
+    /// With --tls: trust only servers whose certificate this PEM CA file signed.
+    #[arg(long, global = true, requires = "tls")]
+    tls_ca: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -544,7 +552,7 @@ fn print_ha_status(status: &comet_client::admin::HaStatus) {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let config = ClientConfig {
+    let mut config = ClientConfig {
         namesrv_addrs: args
             .namesrv
             .split(';')
@@ -554,6 +562,19 @@ fn main() -> ExitCode {
             .collect(),
         ..ClientConfig::default()
     };
+    if args.tls {
+        let tls = match &args.tls_ca {
+            Some(ca) => TlsOptions::trusting_ca(ca),
+            None => TlsOptions::trusting_any(),
+        };
+        match tls {
+            Ok(tls) => config.transport.tls = Some(tls),
+            Err(error) => {
+                eprintln!("comet-admin: {error}");
+                return ExitCode::from(2);
+            }
+        }
+    }
     let admin = match Admin::new(config) {
         Ok(admin) => admin,
         Err(error) => {
