@@ -61,11 +61,11 @@
 //! - `offset`: the consumer offsets of the queues a shard owns, and their file.
 //! - `stats`: per-topic and per-group statistics.
 //! - `traffic`: broker-wide traffic counters and rates.
+//! - `namesrv_client`: one request to a name server.
 //! - `live_config`: the configuration in force, replaced at run time by
 //!   UPDATE_BROKER_CONFIG.
 //! - `config`: `BrokerConfig` and its key table.
 //! - `acl`: the plain ACL: accounts, permissions, request signatures.
-//! - `namesrv_client`: one request to a name server.
 //! - `ownership`: which shard owns a queue.
 //! - `persist`: atomic writes and reads of the JSON config files.
 

@@ -1,11 +1,14 @@
 //! Controller mode end to end (docs/architecture.md#failover): Comet's controller runs inside
 //! a name server (`enableControllerInNamesrv`), two Comet brokers of one broker set run with
 //! `enableControllerMode=true`, and the controller, not their configuration, decides which
-//! one is master. With `COMET_FAILOVER_CONTROLLER` (a controller's address) and
-//! `COMET_FAILOVER_NAMESRV` set, the brokers use that controller and name server instead:
-//! `tests/compat/controller/run.sh --brokers` runs these tests against Apache RocketMQ's. Killing or freezing the master must hand the broker set to the other one
+//! one is master. Killing or freezing the master must hand the broker set to the other one
 //! without losing a message that was answered SEND_OK, and never let two brokers acknowledge
 //! writes.
+//!
+//! With `COMET_FAILOVER_CONTROLLER` (a controller's address) and `COMET_FAILOVER_NAMESRV`
+//! set, the brokers use that controller and name server instead:
+//! `tests/compat/controller/run.sh --only brokers` runs these tests against Apache
+//! RocketMQ's.
 
 mod common;
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves Comet's controller session (comet_replication::controller) against Apache RocketMQ's
-# own controller, with the opt-in tests of broker/replication/tests/apache_controller.rs:
+# own controller, with the opt-in tests of broker/tests/apache_controller.rs:
 #
 #   single  one Apache name server with its embedded controller (enableControllerInNamesrv=true,
 #           one DLedger member): ids, first election, sync-state set, failover, restart;
@@ -154,7 +154,7 @@ wait_member() {
 
 cd "$ROOT"
 # Built before any Java starts, so the tests do not wait for the compiler.
-cargo test -p comet-replication --test apache_controller --no-run
+cargo test -p comet-broker --test apache_controller --no-run
 if [[ "$AGAINST" == comet ]]; then
   cargo build -p comet-nameserver --bin comet-nameserver
   COMET_NAMESRV="${CARGO_TARGET_DIR:-$ROOT/target}/debug/comet-nameserver"
@@ -168,7 +168,7 @@ if [[ -z "$ONLY" || "$ONLY" == single ]]; then
   wait_member single "$STARTED_PID" "$port"
   log "single: controller on 127.0.0.1:$port (pid $STARTED_PID)"
   COMET_CONTROLLER_ADDR="127.0.0.1:$port" \
-    cargo test -p comet-replication --test apache_controller -- --ignored --nocapture \
+    cargo test -p comet-broker --test apache_controller -- --ignored --nocapture \
     --exact failover_with_apache_controller
   stop_all
 fi
@@ -184,7 +184,7 @@ if [[ -z "$ONLY" || "$ONLY" == group ]]; then
   for i in 0 1 2; do wait_member "group$i" "${PIDS[$i]}" "${ports[$i]}"; done
   log "group: controllers $group"
   COMET_CONTROLLER_GROUP="$group" \
-    cargo test -p comet-replication --test apache_controller -- --ignored --nocapture \
+    cargo test -p comet-broker --test apache_controller -- --ignored --nocapture \
     --exact controller_leader_change_with_apache
   stop_all
 fi

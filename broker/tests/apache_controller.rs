@@ -28,11 +28,11 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use comet_proto::body::{ElectMasterResponseBody, JsonBody, SyncStateSet as WireSyncStateSet};
+use comet_broker::controller_mode::wire::{to_command, to_reply};
+use comet_broker::processor::controller::notification_view;
 use comet_proto::bytes::BytesMut;
 use comet_proto::frame::encode_to_bytes;
-use comet_proto::headers::*;
-use comet_proto::{Decoded, FrameDecoder, RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{Decoded, FrameDecoder, RemotingCommand, RequestCode};
 use comet_replication::controller::identity::{CONFIRMED_FILE_NAME, TEMP_FILE_NAME};
 use comet_replication::controller::*;
 
@@ -165,7 +165,12 @@ fn listen_for_notifications(listener: TcpListener, to: Sender<MasterView>) {
                                 continue;
                             }
                             capture("NOTIFY_BROKER_ROLE_CHANGED request", &raw);
-                            if to.send(notification_view(&command)).is_err() {
+                            if to
+                                .send(
+                                    notification_view(&command).expect("the notification decodes"),
+                                )
+                                .is_err()
+                            {
                                 return;
                             }
                         }
@@ -178,196 +183,6 @@ fn listen_for_notifications(listener: TcpListener, to: Sender<MasterView>) {
             });
         }
     });
-}
-
-fn notification_view(command: &RemotingCommand) -> MasterView {
-    let header: NotifyBrokerRoleChangedRequestHeader = command
-        .decode_header()
-        .expect("notification header decodes");
-    let body = WireSyncStateSet::decode(&command.body).expect("notification body decodes");
-    MasterView {
-        master_broker_id: header.master_broker_id,
-        master_addr: header.master_address,
-        master_epoch: header.master_epoch,
-        sync_state_set: ours(body),
-    }
-}
-
-fn ours(set: WireSyncStateSet) -> SyncStateSet {
-    SyncStateSet {
-        members: set.sync_state_set,
-        epoch: set.sync_state_set_epoch,
-    }
-}
-
-/// The master fields that the registration, replica info and election answers all carry.
-fn master_view(
-    master_broker_id: Option<BrokerControllerId>,
-    master_addr: Option<String>,
-    master_epoch: Option<ControllerEpoch>,
-    sync_state_set: SyncStateSet,
-) -> MasterView {
-    MasterView {
-        master_broker_id,
-        master_addr,
-        master_epoch,
-        sync_state_set,
-    }
-}
-
-/// The wire form of a session's request.
-fn to_command(config: &SessionConfig, request: &Request) -> RemotingCommand {
-    let cluster_name = config.cluster_name.clone();
-    let broker_name = config.broker_name.clone();
-    match request {
-        Request::GetMetadata => {
-            RemotingCommand::request(RequestCode::CONTROLLER_GET_METADATA_INFO, 0)
-        }
-        Request::GetNextBrokerId => {
-            RemotingCommand::request(RequestCode::CONTROLLER_GET_NEXT_BROKER_ID, 0).with_header(
-                &GetNextBrokerIdRequestHeader {
-                    cluster_name,
-                    broker_name,
-                },
-            )
-        }
-        Request::ApplyBrokerId {
-            broker_id,
-            register_check_code,
-        } => RemotingCommand::request(RequestCode::CONTROLLER_APPLY_BROKER_ID, 0).with_header(
-            &ApplyBrokerIdRequestHeader {
-                cluster_name,
-                broker_name,
-                applied_broker_id: *broker_id,
-                register_check_code: register_check_code.clone(),
-            },
-        ),
-        Request::RegisterBroker { broker_id } => {
-            RemotingCommand::request(RequestCode::CONTROLLER_REGISTER_BROKER, 0).with_header(
-                &RegisterBrokerToControllerRequestHeader {
-                    cluster_name,
-                    broker_name,
-                    broker_id: *broker_id,
-                    broker_address: config.broker_addr.clone(),
-                    invoke_time: Some(unix_ms()),
-                },
-            )
-        }
-        Request::Heartbeat(heartbeat) => RemotingCommand::request(RequestCode::BROKER_HEARTBEAT, 0)
-            .with_header(&BrokerHeartbeatRequestHeader {
-                cluster_name,
-                broker_addr: config.broker_addr.clone(),
-                broker_name,
-                broker_id: Some(heartbeat.broker_id),
-                epoch: Some(heartbeat.epoch),
-                max_offset: Some(heartbeat.max_offset),
-                confirm_offset: Some(heartbeat.confirm_offset),
-                heartbeat_timeout_mills: Some(heartbeat.timeout_ms),
-                election_priority: Some(heartbeat.election_priority),
-            }),
-        Request::GetReplicaInfo => {
-            RemotingCommand::request(RequestCode::CONTROLLER_GET_REPLICA_INFO, 0)
-                .with_header(&GetReplicaInfoRequestHeader { broker_name })
-        }
-        Request::ElectMaster { broker_id } => {
-            RemotingCommand::request(RequestCode::CONTROLLER_ELECT_MASTER, 0).with_header(
-                &ElectMasterRequestHeader {
-                    cluster_name,
-                    broker_name,
-                    broker_id: *broker_id,
-                    designate_elect: false,
-                    invoke_time: Some(unix_ms()),
-                },
-            )
-        }
-        Request::AlterSyncStateSet {
-            master_broker_id,
-            master_epoch,
-            proposal,
-        } => RemotingCommand::request(RequestCode::CONTROLLER_ALTER_SYNC_STATE_SET, 0)
-            .with_header(&AlterSyncStateSetRequestHeader {
-                broker_name,
-                master_broker_id: *master_broker_id,
-                master_epoch: *master_epoch,
-                invoke_time: Some(unix_ms()),
-            })
-            .with_body(
-                WireSyncStateSet {
-                    sync_state_set: proposal.members.clone(),
-                    sync_state_set_epoch: proposal.epoch,
-                }
-                .encode(),
-            ),
-    }
-}
-
-/// The session's form of the controller's answer to `request`.
-fn to_reply(request: &Request, answer: &RemotingCommand) -> Reply {
-    let code = answer.response_code();
-    let elected = matches!(request, Request::ElectMaster { .. })
-        && code == ResponseCode::CONTROLLER_MASTER_STILL_EXIST;
-    if code != ResponseCode::SUCCESS && !elected {
-        return Reply::Refused {
-            code: code.value(),
-            remark: answer.remark.clone(),
-        };
-    }
-    match request {
-        Request::GetMetadata => {
-            let header: GetMetaDataResponseHeader = answer.decode_header().expect("metadata");
-            Reply::Metadata {
-                leader_addr: header.controller_leader_address,
-            }
-        }
-        Request::GetNextBrokerId => {
-            let header: GetNextBrokerIdResponseHeader = answer.decode_header().expect("next id");
-            Reply::NextBrokerId {
-                next_broker_id: header.next_broker_id,
-            }
-        }
-        Request::ApplyBrokerId { .. } => Reply::BrokerIdApplied,
-        Request::RegisterBroker { .. } => {
-            let header: RegisterBrokerToControllerResponseHeader =
-                answer.decode_header().expect("register header");
-            let body = WireSyncStateSet::decode(&answer.body).expect("register body");
-            Reply::Registered(master_view(
-                header.master_broker_id,
-                header.master_address,
-                header.master_epoch,
-                ours(body),
-            ))
-        }
-        Request::GetReplicaInfo => {
-            let header: GetReplicaInfoResponseHeader =
-                answer.decode_header().expect("replica info header");
-            let body = WireSyncStateSet::decode(&answer.body).expect("replica info body");
-            Reply::ReplicaInfo(master_view(
-                header.master_broker_id,
-                header.master_address,
-                header.master_epoch,
-                ours(body),
-            ))
-        }
-        Request::ElectMaster { .. } => {
-            let header: ElectMasterResponseHeader = answer.decode_header().expect("elect header");
-            let body = ElectMasterResponseBody::decode(&answer.body).expect("elect body");
-            let sync_state_set = SyncStateSet {
-                members: body.sync_state_set,
-                epoch: header.sync_state_set_epoch.unwrap_or_default(),
-            };
-            Reply::Elected(master_view(
-                header.master_broker_id,
-                header.master_address,
-                header.master_epoch,
-                sync_state_set,
-            ))
-        }
-        Request::AlterSyncStateSet { .. } => {
-            let body = WireSyncStateSet::decode(&answer.body).expect("altered set");
-            Reply::SyncStateSetAltered(ours(body))
-        }
-        Request::Heartbeat(_) => unreachable!("heartbeats are one way"),
-    }
 }
 
 /// What a simulated broker observed.
@@ -455,13 +270,13 @@ impl SimBroker {
     fn carry_out(&mut self, action: Action) {
         match action {
             Action::Send { id, to, request } => {
-                let command = to_command(self.session.config(), &request);
+                let command = to_command(self.session.config(), &request, unix_ms());
                 let timeout = self.session.config().request_timeout;
                 let answer = self.link(&to).and_then(|link| link.call(command, timeout));
                 let now = Instant::now();
                 let actions = match answer {
                     Ok(answer) => {
-                        let reply = to_reply(&request, &answer);
+                        let reply = to_reply(&request, &answer).expect("the answer decodes");
                         if matches!(reply, Reply::ReplicaInfo(_)) {
                             self.seen.replica_info_from.push(to.clone());
                         }
@@ -484,7 +299,7 @@ impl SimBroker {
             }
             Action::SendOneway { to, request } => {
                 if self.heartbeating {
-                    let command = to_command(self.session.config(), &request);
+                    let command = to_command(self.session.config(), &request, unix_ms());
                     if self
                         .link(&to)
                         .and_then(|link| link.oneway(command))
@@ -737,12 +552,12 @@ fn controller_leader_change_with_apache() {
 
     for follower in addrs.iter().filter(|addr| **addr != leader) {
         let request = Request::GetReplicaInfo;
-        let command = to_command(broker.session.config(), &request);
+        let command = to_command(broker.session.config(), &request, unix_ms());
         let answer = Link::connect(follower)
             .and_then(|mut link| link.call(command, Duration::from_secs(5)))
             .expect("a follower answers");
         assert_eq!(
-            to_reply(&request, &answer),
+            to_reply(&request, &answer).expect("the answer decodes"),
             Reply::Refused {
                 code: codes::CONTROLLER_NOT_LEADER,
                 remark: answer.remark.clone(),
