@@ -16,10 +16,14 @@
 //! * [`route`], [`instance`]: route cache, name-server fail-over, heartbeats.
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
+//! * `aio` (cargo feature `tokio`, on by default): the async API on the caller's tokio
+//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`.
 
 #![forbid(unsafe_code)]
 
 pub mod admin;
+#[cfg(feature = "tokio")]
+pub mod aio;
 pub mod config;
 pub mod consumer;
 pub mod error;
@@ -35,6 +39,8 @@ pub mod util;
 pub mod validate;
 
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
+#[cfg(feature = "tokio")]
+pub use aio::{AsyncProducer, AsyncTransport, AsyncTransportConfig};
 pub use config::{ClientConfig, Credentials};
 pub use consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,
@@ -64,5 +70,7 @@ mod tests {
         assert_send_sync::<crate::RemotingClient>();
         assert_send_sync::<crate::SendFuture>();
         assert_send_sync::<crate::ResponseFuture>();
+        #[cfg(feature = "tokio")]
+        assert_send_sync::<crate::AsyncProducer>();
     }
 }

@@ -78,15 +78,12 @@ impl NameServers {
                 "no name server address configured".into(),
             ));
         }
-        let start = self.current.load(Ordering::Relaxed);
         let mut last_error = None;
-        for step in 0..self.addrs.len() {
-            let index = (start + step) % self.addrs.len();
-            let addr = &self.addrs[index];
+        for (index, addr) in self.walk() {
             match remoting.invoke(addr, request.clone(), timeout) {
                 Ok(response) => {
-                    self.current.store(index, Ordering::Relaxed);
-                    return Ok((addr.clone(), response));
+                    self.set_current(index);
+                    return Ok((addr.to_owned(), response));
                 }
                 Err(error) if error.is_transport() => {
                     log::warn!("name server {addr} failed, trying the next one: {error}");
@@ -95,10 +92,30 @@ impl NameServers {
                 Err(error) => return Err(error),
             }
         }
+        Err(NameServers::all_failed(last_error))
+    }
+
+    /// The fail-over walk of one request: (index, address) of every name server, the
+    /// current one first.
+    pub fn walk(&self) -> impl Iterator<Item = (usize, &str)> {
+        let start = self.current.load(Ordering::Relaxed);
+        let count = self.addrs.len();
+        (0..count).map(move |step| {
+            let index = (start + step) % count;
+            (index, self.addrs[index].as_str())
+        })
+    }
+
+    /// Makes name server `index` (of [`NameServers::walk`]) the current one: it answered.
+    pub fn set_current(&self, index: usize) {
+        assert!(index < self.addrs.len());
+        self.current.store(index, Ordering::Relaxed);
+    }
+
+    /// The error of a walk in which every name server failed, the last with `last_error`.
+    pub fn all_failed(last_error: Option<ClientError>) -> ClientError {
         let error = last_error.map_or_else(String::new, |error| error.to_string());
-        Err(ClientError::NameServer(format!(
-            "every name server failed; last: {error}"
-        )))
+        ClientError::NameServer(format!("every name server failed; last: {error}"))
     }
 }
 

@@ -40,6 +40,7 @@ use crate::protocol;
 use crate::route::{self, TopicRoute};
 use crate::util::{Executor, Oneshot};
 use crate::validate;
+use comet_proto::body::TopicRouteData;
 use comet_proto::headers::SendMessageRequestHeaderV2;
 
 /// Producer settings (Java defaults, docs/protocol.md#client-timings).
@@ -100,8 +101,8 @@ enum Mode {
 
 /// A message ready for the wire: id assigned, body possibly compressed, properties encoded.
 #[derive(Clone)]
-struct Prepared {
-    topic: String,
+pub(crate) struct Prepared {
+    pub(crate) topic: String,
     body: Bytes,
     sys_flag: i32,
     flag: i32,
@@ -168,18 +169,7 @@ impl Producer {
             ));
         }
         let instance = ClientInstance::new(config.client.clone());
-        let ip = instance
-            .client_id()
-            .split('@')
-            .next()
-            .and_then(|ip| ip.parse().ok())
-            .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
-        let random = i32::from_ne_bytes(
-            route::random_u64().to_ne_bytes()[..4]
-                .try_into()
-                .expect("4 bytes"),
-        );
-        let ids = UniqueKeyGenerator::new(ip, std::process::id(), random);
+        let ids = id_generator(instance.client_id());
         Ok(Producer {
             inner: Arc::new(ProducerInner {
                 config,
@@ -373,7 +363,22 @@ impl Producer {
     }
 }
 
-fn no_queue(topic: &str) -> ClientError {
+/// The generator of message ids (`UNIQ_KEY`) of a producer whose client id is `client_id`.
+pub(crate) fn id_generator(client_id: &str) -> UniqueKeyGenerator {
+    let ip = client_id
+        .split('@')
+        .next()
+        .and_then(|ip| ip.parse().ok())
+        .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1]));
+    let random = i32::from_ne_bytes(
+        route::random_u64().to_ne_bytes()[..4]
+            .try_into()
+            .expect("4 bytes"),
+    );
+    UniqueKeyGenerator::new(ip, std::process::id(), random)
+}
+
+pub(crate) fn no_queue(topic: &str) -> ClientError {
     ClientError::NoRoute {
         topic: topic.to_owned(),
         reason: "the route has no writable queue".into(),
@@ -493,7 +498,7 @@ fn is_retryable(error: &ClientError) -> bool {
 }
 
 /// Turns a send response into a result (docs/protocol.md#send-message).
-fn process_response(
+pub(crate) fn process_response(
     addr: &str,
     prepared: &Prepared,
     queue: &MessageQueue,
@@ -538,8 +543,170 @@ impl ProducerInner {
         }
     }
 
+    /// The route to publish `topic` through: its own, or the auto-create template's with
+    /// `min(default_topic_queue_nums, readQueueNums)` queues per broker.
+    fn publish_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
+        self.instance.add_publish_topic(topic);
+        if let Some(route) = self.instance.routes().get(topic) {
+            if !route.publish.is_empty() {
+                return Ok(route);
+            }
+        }
+        if let Some(route) = self.instance.update_route(topic)? {
+            if !route.publish.is_empty() {
+                return Ok(route);
+            }
+        }
+        let template = self.instance.update_route(&self.config.create_topic_key)?;
+        let Some(template) = template else {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+                reason: format!(
+                    "unknown to the name servers, and so is the template {}",
+                    self.config.create_topic_key
+                ),
+            });
+        };
+        let data = self.rules().template_route(&template.data);
+        self.instance.routes().put(topic, data);
+        self.instance
+            .routes()
+            .get(topic)
+            .filter(|route| !route.publish.is_empty())
+            .ok_or_else(|| no_queue(topic))
+    }
+
+    /// Picks the next queue, skipping `avoid` and sidelined brokers when possible.
+    fn select(&self, topic: &str, avoid: Option<&str>) -> Result<MessageQueue> {
+        let route = self.publish_route(topic)?;
+        self.rules().select_in(topic, &route, avoid)
+    }
+
+    fn record_latency(&self, broker_name: &str, latency_ms: u64, isolation: bool) {
+        self.rules()
+            .record_latency(broker_name, latency_ms, isolation);
+    }
+
+    fn build_request(&self, prepared: &Prepared, queue: &MessageQueue) -> RemotingCommand {
+        self.rules().build_request(prepared, queue)
+    }
+
+    fn prepare(&self, message: Message) -> Result<Prepared> {
+        self.rules().prepare(message)
+    }
+
+    fn prepare_batches(&self, messages: Vec<Message>) -> Result<Vec<Prepared>> {
+        self.rules().prepare_batches(messages)
+    }
+
+    /// The pure send rules over this producer's settings and state.
+    fn rules(&self) -> SendRules<'_> {
+        SendRules {
+            config: &self.config,
+            faults: &self.faults,
+            counter: &self.counter,
+            ids: &self.ids,
+        }
+    }
+
+    /// One attempt to one queue. `Ok(None)` for one-way sends.
+    fn send_once(
+        &self,
+        prepared: &Prepared,
+        queue: &MessageQueue,
+        mode: Mode,
+        timeout: Duration,
+    ) -> Result<Option<SendResult>> {
+        let addr = self
+            .instance
+            .master_addr(&queue.broker_name, &queue.topic)?;
+        let request = self.build_request(prepared, queue);
+        match mode {
+            Mode::Oneway => {
+                self.instance.remoting().invoke_oneway(&addr, request)?;
+                Ok(None)
+            }
+            Mode::Sync => {
+                let response = self.instance.remoting().invoke(&addr, request, timeout)?;
+                process_response(&addr, prepared, queue, response).map(Some)
+            }
+        }
+    }
+
+    /// Sync or one-way send with the retry and fault rules of the module docs.
+    fn send_with_retries(&self, prepared: &Prepared, mode: Mode) -> Result<Option<SendResult>> {
+        let started = Instant::now();
+        let attempts = match mode {
+            Mode::Sync => 1 + self.config.retry_times_when_send_failed,
+            Mode::Oneway => 1,
+        };
+        let mut avoid: Option<String> = None;
+        let mut last_error = None;
+        for attempt in 0..attempts {
+            let remaining = self.config.send_timeout.saturating_sub(started.elapsed());
+            if remaining.is_zero() {
+                break;
+            }
+            let queue = self.select(&prepared.topic, avoid.as_deref())?;
+            let attempt_started = Instant::now();
+            let outcome = self.send_once(prepared, &queue, mode, remaining);
+            let latency_ms =
+                u64::try_from(attempt_started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let isolation = outcome
+                .as_ref()
+                .err()
+                .is_some_and(ClientError::is_transport);
+            self.record_latency(&queue.broker_name, latency_ms, isolation);
+            match self.rules().after_attempt(
+                attempt,
+                attempts,
+                outcome.as_ref().map(Option::as_ref),
+            ) {
+                AfterAttempt::Finish => return outcome,
+                AfterAttempt::Retry { refresh_route } => {
+                    if let Err(error) = outcome {
+                        log::debug!(
+                            "send to {queue:?} failed (attempt {}): {error}",
+                            attempt + 1
+                        );
+                        last_error = Some(error);
+                    }
+                    if refresh_route {
+                        let _ = self.instance.update_route(&prepared.topic);
+                    }
+                    avoid = Some(queue.broker_name.clone());
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| self.rules().budget_spent()))
+    }
+}
+
+/// What a sync send does after one attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AfterAttempt {
+    /// The outcome is final.
+    Finish,
+    /// Try again on another broker, first refreshing the topic's route when asked.
+    Retry {
+        /// The failure was the transport's.
+        refresh_route: bool,
+    },
+}
+
+/// The producer's pure send rules (message preparation, queue choice, fault records, request
+/// building, retry decisions) over borrowed settings and state, so that the blocking
+/// [`Producer`] and the async one (`crate::aio::AsyncProducer`) follow one set of rules.
+pub(crate) struct SendRules<'a> {
+    pub(crate) config: &'a ProducerConfig,
+    pub(crate) faults: &'a LatencyFaultTolerance,
+    pub(crate) counter: &'a AtomicUsize,
+    pub(crate) ids: &'a UniqueKeyGenerator,
+}
+
+impl SendRules<'_> {
     /// Validates, assigns the id and compresses.
-    fn prepare(&self, mut message: Message) -> Result<Prepared> {
+    pub(crate) fn prepare(&self, mut message: Message) -> Result<Prepared> {
         validate::check_message(&message)?;
         if message.body.len() > self.config.max_message_bytes {
             return Err(ClientError::Invalid(format!(
@@ -604,7 +771,7 @@ impl ProducerInner {
     }
 
     /// Validates a batch and splits it into requests of at most 4 MiB of body each.
-    fn prepare_batches(&self, messages: Vec<Message>) -> Result<Vec<Prepared>> {
+    pub(crate) fn prepare_batches(&self, messages: Vec<Message>) -> Result<Vec<Prepared>> {
         let Some(first) = messages.first() else {
             return Err(ClientError::Invalid(
                 "a batch needs at least one message".into(),
@@ -686,50 +853,14 @@ impl ProducerInner {
         })
     }
 
-    /// The route to publish `topic` through: its own, or the auto-create template's with
-    /// `min(default_topic_queue_nums, readQueueNums)` queues per broker.
-    fn publish_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
-        self.instance.add_publish_topic(topic);
-        if let Some(route) = self.instance.routes().get(topic) {
-            if !route.publish.is_empty() {
-                return Ok(route);
-            }
-        }
-        if let Some(route) = self.instance.update_route(topic)? {
-            if !route.publish.is_empty() {
-                return Ok(route);
-            }
-        }
-        let template = self.instance.update_route(&self.config.create_topic_key)?;
-        let Some(template) = template else {
-            return Err(ClientError::NoRoute {
-                topic: topic.to_owned(),
-                reason: format!(
-                    "unknown to the name servers, and so is the template {}",
-                    self.config.create_topic_key
-                ),
-            });
-        };
-        let mut data = template.data.clone();
-        for queue_data in &mut data.queue_datas {
-            let count = self
-                .config
-                .default_topic_queue_nums
-                .min(queue_data.read_queue_nums);
-            queue_data.read_queue_nums = count;
-            queue_data.write_queue_nums = count;
-        }
-        self.instance.routes().put(topic, data);
-        self.instance
-            .routes()
-            .get(topic)
-            .filter(|route| !route.publish.is_empty())
-            .ok_or_else(|| no_queue(topic))
-    }
-
-    /// Picks the next queue, skipping `avoid` and sidelined brokers when possible.
-    fn select(&self, topic: &str, avoid: Option<&str>) -> Result<MessageQueue> {
-        let route = self.publish_route(topic)?;
+    /// Picks the next queue of `route`, skipping `avoid` and sidelined brokers when
+    /// possible.
+    pub(crate) fn select_in(
+        &self,
+        topic: &str,
+        route: &TopicRoute,
+        avoid: Option<&str>,
+    ) -> Result<MessageQueue> {
         let queues = &route.publish;
         let counter = self.counter.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
@@ -745,14 +876,72 @@ impl ProducerInner {
         Ok(queues[index].clone())
     }
 
-    fn record_latency(&self, broker_name: &str, latency_ms: u64, isolation: bool) {
+    /// The route of a topic unknown to the name servers, derived from the auto-create
+    /// template's: `min(default_topic_queue_nums, readQueueNums)` queues per broker.
+    pub(crate) fn template_route(&self, template: &TopicRouteData) -> TopicRouteData {
+        let mut data = template.clone();
+        for queue_data in &mut data.queue_datas {
+            let count = self
+                .config
+                .default_topic_queue_nums
+                .min(queue_data.read_queue_nums);
+            queue_data.read_queue_nums = count;
+            queue_data.write_queue_nums = count;
+        }
+        data
+    }
+
+    /// What the sync retry rules of the module docs do after attempt `attempt` (from 0) of
+    /// `attempts` ended with `outcome`.
+    pub(crate) fn after_attempt(
+        &self,
+        attempt: u32,
+        attempts: u32,
+        outcome: std::result::Result<Option<&SendResult>, &ClientError>,
+    ) -> AfterAttempt {
+        match outcome {
+            Ok(Some(result))
+                if result.status != SendStatus::SendOk
+                    && self.config.retry_another_broker_when_not_store_ok
+                    && attempt + 1 < attempts =>
+            {
+                AfterAttempt::Retry {
+                    refresh_route: false,
+                }
+            }
+            Ok(_) => AfterAttempt::Finish,
+            // The broker may be gone from the route after a transport failure: refresh it.
+            Err(error) if is_retryable(error) => AfterAttempt::Retry {
+                refresh_route: error.is_transport(),
+            },
+            Err(_) => AfterAttempt::Finish,
+        }
+    }
+
+    /// The error of a sync send whose attempts or budget ran out with no failure to report.
+    pub(crate) fn budget_spent(&self) -> ClientError {
+        ClientError::Timeout {
+            addr: String::new(),
+            code: 310,
+            opaque: 0,
+            timeout: self.config.send_timeout,
+        }
+    }
+
+    /// Reports a send's latency (or failure) to the fault tolerance.
+    pub(crate) fn record_latency(&self, broker_name: &str, latency_ms: u64, isolation: bool) {
         if self.config.send_latency_fault_enable {
             self.faults
                 .update(broker_name, latency_ms, isolation, Instant::now());
         }
     }
 
-    fn build_request(&self, prepared: &Prepared, queue: &MessageQueue) -> RemotingCommand {
+    /// The SEND_MESSAGE_V2 (or SEND_REPLY_MESSAGE_V2) request of `prepared` to `queue`.
+    pub(crate) fn build_request(
+        &self,
+        prepared: &Prepared,
+        queue: &MessageQueue,
+    ) -> RemotingCommand {
         let header = SendMessageRequestHeaderV2 {
             producer_group: self.config.group.clone(),
             topic: prepared.topic.clone(),
@@ -774,86 +963,6 @@ impl ProducerInner {
         } else {
             protocol::send_message(&header, prepared.body.clone())
         }
-    }
-
-    /// One attempt to one queue. `Ok(None)` for one-way sends.
-    fn send_once(
-        &self,
-        prepared: &Prepared,
-        queue: &MessageQueue,
-        mode: Mode,
-        timeout: Duration,
-    ) -> Result<Option<SendResult>> {
-        let addr = self
-            .instance
-            .master_addr(&queue.broker_name, &queue.topic)?;
-        let request = self.build_request(prepared, queue);
-        match mode {
-            Mode::Oneway => {
-                self.instance.remoting().invoke_oneway(&addr, request)?;
-                Ok(None)
-            }
-            Mode::Sync => {
-                let response = self.instance.remoting().invoke(&addr, request, timeout)?;
-                process_response(&addr, prepared, queue, response).map(Some)
-            }
-        }
-    }
-
-    /// Sync or one-way send with the retry and fault rules of the module docs.
-    fn send_with_retries(&self, prepared: &Prepared, mode: Mode) -> Result<Option<SendResult>> {
-        let started = Instant::now();
-        let attempts = match mode {
-            Mode::Sync => 1 + self.config.retry_times_when_send_failed,
-            Mode::Oneway => 1,
-        };
-        let mut avoid: Option<String> = None;
-        let mut last_error = None;
-        for attempt in 0..attempts {
-            let remaining = self.config.send_timeout.saturating_sub(started.elapsed());
-            if remaining.is_zero() {
-                break;
-            }
-            let queue = self.select(&prepared.topic, avoid.as_deref())?;
-            let attempt_started = Instant::now();
-            let outcome = self.send_once(prepared, &queue, mode, remaining);
-            let latency_ms =
-                u64::try_from(attempt_started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let isolation = outcome
-                .as_ref()
-                .err()
-                .is_some_and(ClientError::is_transport);
-            self.record_latency(&queue.broker_name, latency_ms, isolation);
-            match outcome {
-                Ok(Some(result))
-                    if result.status != SendStatus::SendOk
-                        && self.config.retry_another_broker_when_not_store_ok
-                        && attempt + 1 < attempts =>
-                {
-                    avoid = Some(queue.broker_name.clone());
-                }
-                Ok(result) => return Ok(result),
-                Err(error) if is_retryable(&error) => {
-                    log::debug!(
-                        "send to {queue:?} failed (attempt {}): {error}",
-                        attempt + 1
-                    );
-                    if error.is_transport() {
-                        // The broker may be gone from the route; refresh it before retrying.
-                        let _ = self.instance.update_route(&prepared.topic);
-                    }
-                    avoid = Some(queue.broker_name.clone());
-                    last_error = Some(error);
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Err(last_error.unwrap_or(ClientError::Timeout {
-            addr: String::new(),
-            code: 310,
-            opaque: 0,
-            timeout: self.config.send_timeout,
-        }))
     }
 }
 

@@ -1,0 +1,22 @@
+//! The async API on tokio (cargo feature `tokio`, on by default): first slice, the transport
+//! and the producer.
+//!
+//! * [`transport`]: [`AsyncTransport`], one connection per peer address served by a reader
+//!   task and a writer task, answers matched by opaque, request timeouts, an in-flight limit
+//!   per connection, and cancellation-safe request futures.
+//! * [`producer`]: [`AsyncProducer`], `send` and `send_batch` as futures, with the blocking
+//!   producer's route lookup, queue choice, fault tolerance and retries.
+//!
+//! Threads: none. Everything runs as tasks on the runtime of the caller (two tasks per
+//! connection), so the thread count stays whatever the caller's runtime has, however many
+//! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
+//! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
+//!
+//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, and the
+//! consumers.
+
+pub mod producer;
+pub mod transport;
+
+pub use producer::AsyncProducer;
+pub use transport::{AsyncTransport, AsyncTransportConfig};

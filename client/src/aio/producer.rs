@@ -1,0 +1,337 @@
+//! The async producer: the blocking [`Producer`](crate::Producer)'s send rules over the async
+//! transport.
+//!
+//! Message preparation (ids, compression, batches), queue choice, latency fault tolerance,
+//! request building, answer handling and the retry decisions are the blocking producer's own
+//! functions (`producer::SendRules`); only the waiting differs. Sends retry on another broker
+//! (`retry_times_when_send_failed`) within one overall `send_timeout`, as sync sends do.
+//!
+//! Routes come from the name servers through the async transport, with the same fail-over
+//! walk as the blocking client ([`NameServers`]). No thread refreshes them: a route older
+//! than `poll_name_server_interval` is fetched again by the next send that needs it (one
+//! fetch per topic at a time; the others wait for it), and a failed refresh keeps the cached
+//! route. A transport failure refreshes the route before the retry.
+//!
+//! The producer sends no heartbeats: brokers accept sends from unregistered producers, and
+//! nothing it sends needs a check-back (transactional sends are not here yet).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use comet_proto::message_id::UniqueKeyGenerator;
+use comet_proto::RemotingCommand;
+
+use super::transport::{AsyncTransport, AsyncTransportConfig};
+use crate::error::{ClientError, Result};
+use crate::message::{Message, MessageQueue, SendResult};
+use crate::producer::fault::LatencyFaultTolerance;
+use crate::producer::{
+    id_generator, no_queue, process_response, AfterAttempt, Prepared, ProducerConfig, SendRules,
+};
+use crate::protocol;
+use crate::route::{self, NameServers, RouteCache, TopicRoute};
+use crate::validate;
+
+/// An async producer (Java `DefaultMQProducer`'s sends, awaited).
+///
+/// Runs on the caller's tokio runtime and starts no thread of its own: each broker or name
+/// server it talks to costs two tasks (one reading, one writing), whatever the number of
+/// queues or sends in flight. Cheap to clone; clones share one producer. Needs no `start`.
+#[derive(Clone)]
+pub struct AsyncProducer {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: ProducerConfig,
+    transport: AsyncTransport,
+    namesrv: NameServers,
+    routes: RouteCache,
+    /// When each topic's route was last fetched, for the lazy refresh.
+    fetched_at: Mutex<HashMap<String, Instant>>,
+    /// One lock per topic, held while its route is fetched, so concurrent sends of a topic
+    /// whose route is missing or stale cause one fetch, not one each.
+    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    faults: LatencyFaultTolerance,
+    counter: AtomicUsize,
+    ids: UniqueKeyGenerator,
+    stopped: AtomicBool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
+
+impl AsyncProducer {
+    /// An async producer. Needs no runtime; sends must run on a tokio runtime with its
+    /// I/O and time drivers enabled.
+    pub fn new(config: ProducerConfig) -> Result<AsyncProducer> {
+        let transport = AsyncTransport::new(AsyncTransportConfig::from_client(&config.client)?)?;
+        AsyncProducer::with_transport(config, transport)
+    }
+
+    /// An async producer over a given transport (to set its in-flight limit, or to share it).
+    pub fn with_transport(
+        config: ProducerConfig,
+        transport: AsyncTransport,
+    ) -> Result<AsyncProducer> {
+        validate::check_group(&config.group)?;
+        if config.client.namesrv_addrs.is_empty() {
+            return Err(ClientError::NameServer(
+                "no name server address configured".into(),
+            ));
+        }
+        let ids = id_generator(&config.client.build_client_id());
+        Ok(AsyncProducer {
+            inner: Arc::new(Inner {
+                namesrv: NameServers::new(config.client.namesrv_addrs.clone()),
+                config,
+                transport,
+                routes: RouteCache::default(),
+                fetched_at: Mutex::new(HashMap::new()),
+                fetching: Mutex::new(HashMap::new()),
+                faults: LatencyFaultTolerance::default(),
+                counter: AtomicUsize::new(route::random_index(usize::MAX)),
+                ids,
+                stopped: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The transport (for its counters, or to close a connection).
+    pub fn transport(&self) -> &AsyncTransport {
+        &self.inner.transport
+    }
+
+    /// Sends `message` and resolves once the broker stored it (or every attempt failed).
+    ///
+    /// The message is checked and given its id before this returns, so a bad message fails
+    /// the future at its first poll without any traffic. Dropping the future withdraws the
+    /// attempt in flight: the message may or may not have been stored, as with a timeout.
+    pub fn send(&self, message: Message) -> impl Future<Output = Result<SendResult>> + Send {
+        let inner = self.inner.clone();
+        let prepared = inner
+            .check_running()
+            .and_then(|()| inner.rules().prepare(message));
+        async move { inner.send_with_retries(&prepared?).await }
+    }
+
+    /// Sends messages of one topic as batches of at most 4 MiB of body each, one after the
+    /// other, and resolves to one result per batch request.
+    pub fn send_batch(
+        &self,
+        messages: Vec<Message>,
+    ) -> impl Future<Output = Result<Vec<SendResult>>> + Send {
+        let inner = self.inner.clone();
+        let batches = inner
+            .check_running()
+            .and_then(|()| inner.rules().prepare_batches(messages));
+        async move {
+            let mut results = Vec::new();
+            for batch in batches? {
+                results.push(inner.send_with_retries(&batch).await?);
+            }
+            Ok(results)
+        }
+    }
+
+    /// The publish queues of `topic` (fetching its route if needed).
+    pub async fn fetch_publish_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        self.inner.check_running()?;
+        Ok(self.inner.publish_route(topic).await?.publish.clone())
+    }
+
+    /// Closes every connection, failing the sends in flight; later sends fail with
+    /// `State("shut down")`. Idempotent.
+    pub fn shutdown(&self) {
+        self.inner.stopped.store(true, Ordering::SeqCst);
+        self.inner.transport.shutdown();
+    }
+}
+
+impl Inner {
+    fn rules(&self) -> SendRules<'_> {
+        SendRules {
+            config: &self.config,
+            faults: &self.faults,
+            counter: &self.counter,
+            ids: &self.ids,
+        }
+    }
+
+    fn check_running(&self) -> Result<()> {
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err(ClientError::State("shut down"));
+        }
+        Ok(())
+    }
+
+    /// The sync send loop of the blocking producer, awaited.
+    async fn send_with_retries(&self, prepared: &Prepared) -> Result<SendResult> {
+        let started = Instant::now();
+        let attempts = 1 + self.config.retry_times_when_send_failed;
+        let mut avoid: Option<String> = None;
+        let mut last_error = None;
+        for attempt in 0..attempts {
+            let remaining = self.config.send_timeout.saturating_sub(started.elapsed());
+            if remaining.is_zero() {
+                break;
+            }
+            let route = self.publish_route(&prepared.topic).await?;
+            let queue = self
+                .rules()
+                .select_in(&prepared.topic, &route, avoid.as_deref())?;
+            let attempt_started = Instant::now();
+            let outcome = self.send_once(prepared, &queue, remaining).await;
+            let latency_ms =
+                u64::try_from(attempt_started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let isolation = outcome
+                .as_ref()
+                .err()
+                .is_some_and(ClientError::is_transport);
+            self.rules()
+                .record_latency(&queue.broker_name, latency_ms, isolation);
+            match self
+                .rules()
+                .after_attempt(attempt, attempts, outcome.as_ref().map(Some))
+            {
+                AfterAttempt::Finish => return outcome,
+                AfterAttempt::Retry { refresh_route } => {
+                    if let Err(error) = outcome {
+                        log::debug!(
+                            "async send to {queue:?} failed (attempt {}): {error}",
+                            attempt + 1
+                        );
+                        last_error = Some(error);
+                    }
+                    if refresh_route {
+                        if let Err(error) = self.update_route(&prepared.topic).await {
+                            log::debug!("route refresh of {} failed: {error}", prepared.topic);
+                        }
+                    }
+                    avoid = Some(queue.broker_name.clone());
+                }
+            }
+        }
+        Err(last_error.unwrap_or_else(|| self.rules().budget_spent()))
+    }
+
+    async fn send_once(
+        &self,
+        prepared: &Prepared,
+        queue: &MessageQueue,
+        timeout: Duration,
+    ) -> Result<SendResult> {
+        let addr = self.master_addr(&queue.broker_name, &queue.topic).await?;
+        let request = self.rules().build_request(prepared, queue);
+        let response = self.transport.invoke(&addr, request, timeout).await?;
+        process_response(&addr, prepared, queue, response)
+    }
+
+    /// The master address of `broker_name`, refreshing `topic`'s route once if unknown.
+    async fn master_addr(&self, broker_name: &str, topic: &str) -> Result<String> {
+        if let Some(addr) = self.routes.master_addr(broker_name) {
+            return Ok(addr);
+        }
+        self.update_route(topic).await?;
+        self.routes
+            .master_addr(broker_name)
+            .ok_or_else(|| ClientError::BrokerNotFound(broker_name.to_owned()))
+    }
+
+    fn is_fresh(&self, topic: &str) -> bool {
+        let interval = self.config.client.poll_name_server_interval;
+        lock(&self.fetched_at)
+            .get(topic)
+            .is_some_and(|fetched| fetched.elapsed() < interval)
+    }
+
+    fn usable_route(&self, topic: &str) -> Option<Arc<TopicRoute>> {
+        self.routes
+            .get(topic)
+            .filter(|route| !route.publish.is_empty())
+    }
+
+    /// The route to publish `topic` through, as the blocking producer's `publish_route`:
+    /// its own, or the auto-create template's with `min(default_topic_queue_nums,
+    /// readQueueNums)` queues per broker.
+    async fn publish_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
+        if let Some(route) = self.usable_route(topic).filter(|_| self.is_fresh(topic)) {
+            return Ok(route);
+        }
+        let fetching = lock(&self.fetching)
+            .entry(topic.to_owned())
+            .or_default()
+            .clone();
+        let _fetching = fetching.lock().await;
+        let cached = self.usable_route(topic);
+        if let Some(route) = cached.clone().filter(|_| self.is_fresh(topic)) {
+            return Ok(route);
+        }
+        match self.update_route(topic).await {
+            Ok(Some(route)) if !route.publish.is_empty() => return Ok(route),
+            Ok(_) => {}
+            Err(error) => match cached {
+                Some(route) => {
+                    log::warn!("route refresh of {topic} failed, keeping the cached one: {error}");
+                    return Ok(route);
+                }
+                None => return Err(error),
+            },
+        }
+        // Still unknown to the name servers (not auto-created yet): keep the derived route.
+        if let Some(route) = cached {
+            return Ok(route);
+        }
+        let template_key = &self.config.create_topic_key;
+        let Some(template) = self.update_route(template_key).await? else {
+            return Err(ClientError::NoRoute {
+                topic: topic.to_owned(),
+                reason: format!(
+                    "unknown to the name servers, and so is the template {template_key}"
+                ),
+            });
+        };
+        let data = self.rules().template_route(&template.data);
+        self.routes.put(topic, data);
+        self.usable_route(topic).ok_or_else(|| no_queue(topic))
+    }
+
+    /// Fetches `topic`'s route from a name server and caches it. `Ok(None)` when no name
+    /// server knows the topic.
+    async fn update_route(&self, topic: &str) -> Result<Option<Arc<TopicRoute>>> {
+        let (addr, response) = self.invoke_namesrv(protocol::get_route_info(topic)).await?;
+        let fetched = route::route_from_response(&addr, response)?;
+        lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
+        match fetched {
+            Some(data) => {
+                self.routes.put(topic, data);
+                Ok(self.routes.get(topic))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// [`NameServers::invoke`]'s fail-over walk over the async transport.
+    async fn invoke_namesrv(&self, request: RemotingCommand) -> Result<(String, RemotingCommand)> {
+        let timeout = self.config.client.api_timeout;
+        let mut last_error = None;
+        for (index, addr) in self.namesrv.walk() {
+            match self.transport.invoke(addr, request.clone(), timeout).await {
+                Ok(response) => {
+                    self.namesrv.set_current(index);
+                    return Ok((addr.to_owned(), response));
+                }
+                Err(error) if error.is_transport() => {
+                    log::warn!("name server {addr} failed, trying the next one: {error}");
+                    last_error = Some(error);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(NameServers::all_failed(last_error))
+    }
+}
