@@ -2,7 +2,9 @@
 # Runs every test of the project, as the README says:
 #  1. the quick tier (tests/quick.sh): cargo fmt --check, clippy with warnings as errors, and
 #     the workspace's unit, integration, end-to-end and tidy tests (they start their own
-#     brokers and name servers on free loopback ports and stop them);
+#     brokers and name servers on free loopback ports and stop them); then controller mode
+#     against Apache's controller and Comet's, and the failover chaos suite's short run
+#     (tests/chaos/README.md; as root, in Linux network namespaces);
 #  2. the compatibility suites: Apache RocketMQ's own Java clients (5.x and 4.9.x), its
 #     mqadmin tool, the Go client, the C++ clients 1.x (PyPI) and 3.0 (npm), the
 #     pure-JavaScript ali-ons (npm) and the Rust rocketmq-client-rust 1.0 (Rust registry)
@@ -40,6 +42,12 @@ echo "== controller mode: against Apache RocketMQ's controller, then Comet's"
 bash tests/compat/controller/run.sh
 bash tests/compat/controller/run.sh --against comet --only single
 bash tests/compat/controller/run.sh --against comet --only group
+# The failover chaos suite's short run (tests/chaos/README.md): one round of each fault that
+# passes, on the quick tier's debug build. It needs root, `ip` and iptables or nft.
+echo "== failover chaos suite: short run"
+cargo build -p comet-broker -p comet-nameserver
+cargo run -p comet-chaos -- --rounds 1 \
+    --faults kill-master,freeze-master,isolate-slave,kill-controller-leader,kill-master-and-leader
 # The later tiers use release builds only: a machine short of disk (CI) may drop the quick
 # tier's debug build, several GiB, before they start.
 if [[ "${COMET_DROP_DEBUG_BUILD:-0}" == 1 ]]; then

@@ -444,6 +444,21 @@ impl Cluster {
         written
     }
 
+    /// The brokers' ERROR lines (at most ten per broker), for a failure's evidence.
+    pub fn log_errors(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        for broker in &self.brokers {
+            let text = std::fs::read_to_string(broker.dir.join("broker.log")).unwrap_or_default();
+            lines.extend(
+                text.lines()
+                    .filter(|line| line.contains(" ERROR "))
+                    .take(10)
+                    .map(|line| format!("broker {}: {line}", broker.index)),
+            );
+        }
+        lines
+    }
+
     /// The logs' paths, for a failure's evidence.
     pub fn log_paths(&self) -> Vec<PathBuf> {
         let members = self.members.iter().map(|m| m.dir.join("namesrv.log"));

@@ -29,6 +29,15 @@ pub enum ChaosError {
     /// The cluster did not reach a state before its deadline.
     #[error("timed out waiting for {0}")]
     Timeout(String),
+    /// The broker set did not heal after a fault; what the current master serves was
+    /// checked all the same.
+    #[error("the broker set did not heal: {reason}; the checker on the master now: {check}")]
+    NotHealed {
+        /// What did not happen.
+        reason: String,
+        /// The checker's figures and first violations on the broker serving as master.
+        check: String,
+    },
     /// The checker found acknowledged data lost, reordered, overwritten or duplicated.
     #[error("check failed: {0}")]
     Check(String),

@@ -201,7 +201,10 @@ pub fn run_round(
         }
     }
     cluster.restart_dead()?;
-    let final_master = cluster.wait_for_master_with_slave(&[topic], QUEUES, CONVERGE_LIMIT)?;
+    let final_master = match cluster.wait_for_master_with_slave(&[topic], QUEUES, CONVERGE_LIMIT) {
+        Ok(master) => master,
+        Err(error) => return Err(check_unhealed(cluster, workload, topic, error)),
+    };
     wait_for_progress(&workload, PROGRESS_SENDS, "after healing")?;
     let history = workload.stop()?;
     let served = pull_everything(cluster.brokers[final_master].addr, topic)?;
@@ -209,6 +212,46 @@ pub fn run_round(
         summary: check(&history, &served),
         masters: (master, final_master),
     })
+}
+
+/// The evidence of a round whose broker set did not heal: the checker's result on whichever
+/// broker serves as master now, if one does.
+fn check_unhealed(
+    cluster: &Cluster,
+    workload: Workload,
+    topic: &str,
+    error: ChaosError,
+) -> ChaosError {
+    let history = match workload.stop() {
+        Ok(history) => history,
+        Err(stopped) => return stopped,
+    };
+    let check = match cluster.masters()[..] {
+        [master] => match pull_everything(cluster.brokers[master].addr, topic) {
+            Ok(served) => {
+                let summary = check(&history, &served);
+                format!(
+                    "broker {master}: acked {} served {} duplicates {} violations {}{}",
+                    summary.acked,
+                    summary.served,
+                    summary.duplicates,
+                    summary.violations.len(),
+                    summary
+                        .violations
+                        .iter()
+                        .take(10)
+                        .map(|violation| format!("; {violation}"))
+                        .collect::<String>()
+                )
+            }
+            Err(pull) => format!("broker {master} could not be pulled: {pull}"),
+        },
+        ref masters => format!("no single master (masters: {masters:?})"),
+    };
+    ChaosError::NotHealed {
+        reason: error.to_string(),
+        check,
+    }
 }
 
 /// Every queue of `topic` from offset 0 on the broker at `addr`.

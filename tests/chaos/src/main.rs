@@ -173,6 +173,9 @@ fn run(args: &Args) -> Result<(), ChaosError> {
                     for path in cluster.dump_stacks() {
                         println!("    thread stacks: {}", path.display());
                     }
+                    for line in cluster.log_errors() {
+                        println!("    {line}");
+                    }
                     failure = Some(error);
                     break 'rounds;
                 }
