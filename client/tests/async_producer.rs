@@ -210,6 +210,25 @@ fn a_killed_broker_fails_every_waiter_at_once() {
     transport.shutdown();
 }
 
+// Proves a producer outlives the runtime its connections were opened on: after that
+// runtime is dropped (and its connection tasks with it), sends on a new runtime reconnect.
+#[test]
+fn a_producer_serves_one_runtime_after_another() {
+    let live = Live::start("client-async-runtimes", &[]);
+    let topic = unique("AsyncRuntimes");
+    let producer = producer(&live);
+    for round in 0..2 {
+        let result = runtime().block_on(async {
+            let message = Message::new(topic.as_str(), format!("round-{round}"));
+            within("a send", producer.send(message)).await
+        });
+        assert_eq!(result.unwrap().status, SendStatus::SendOk);
+    }
+    // The name server's and the broker's, then the broker's again (the route is fresh).
+    assert_eq!(producer.transport().connects(), 3);
+    producer.shutdown();
+}
+
 /// A peer that reads every request and answers none.
 fn silent_server() -> FakeServer {
     FakeServer::start(|mut conn| while conn.recv().is_some() {})

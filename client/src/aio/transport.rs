@@ -130,6 +130,15 @@ impl AsyncConnection {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// True when the connection can take requests: open, and its writer task still alive
+    /// (the tasks end without closing it when the runtime that ran them is dropped).
+    fn is_usable(&self) -> bool {
+        if self.frames.is_closed() {
+            self.close("its tasks ended with their runtime");
+        }
+        !self.is_closed()
+    }
+
     fn closed_error(&self) -> ClientError {
         ClientError::ConnectionClosed {
             addr: self.addr.clone(),
@@ -310,6 +319,7 @@ impl AsyncTransport {
         }
         let frame = frame::encode_to_bytes(&request);
         if connection.frames.send(frame).await.is_err() {
+            connection.close("its tasks ended with their runtime");
             return Err(connection.closed_error());
         }
         receiver
@@ -327,7 +337,7 @@ impl AsyncTransport {
             .or_default()
             .clone();
         let mut slot = slot.lock().await;
-        if let Some(connection) = slot.as_ref().filter(|c| !c.is_closed()) {
+        if let Some(connection) = slot.as_ref().filter(|c| c.is_usable()) {
             return Ok(connection.clone());
         }
         let connection = self.open(addr).await?;
