@@ -149,6 +149,10 @@ pub struct SendArgs {
     /// Async sends kept in flight (one driver thread, callbacks) instead of sync threads.
     #[arg(long)]
     pub inflight: Option<usize>,
+    /// Send with the async client (`AsyncProducer`) from one task on a current-thread tokio
+    /// runtime, keeping `--inflight` sends (else `--threads`) in flight.
+    #[arg(long)]
+    pub async_client: bool,
     /// Messages per request (a RocketMQ batch) when above 1; sync senders only.
     #[arg(long, default_value_t = 1)]
     pub batch: usize,
@@ -193,6 +197,9 @@ impl SendArgs {
                 return bad("--batch needs sync senders; drop --inflight".into());
             }
         }
+        if self.async_client && self.batch > 1 {
+            return bad("--batch needs sync senders; drop --async-client".into());
+        }
         if !(1..=BATCH_MAX).contains(&self.batch) {
             return bad(format!("--batch must be 1..={BATCH_MAX}"));
         }
@@ -221,12 +228,17 @@ impl SendArgs {
             .collect()
     }
 
+    /// Sends the async client keeps in flight: `--inflight`, else `--threads`.
+    pub fn async_client_window(&self) -> usize {
+        self.inflight.unwrap_or(self.threads)
+    }
+
     /// Index in [`SendArgs::topic_names`] of message `sequence` of sender `thread` (the
-    /// async driver is the only sender with --inflight): the senders' messages interleave
-    /// round robin over every topic, whatever the thread count.
+    /// async driver is the only sender with --inflight or --async-client): the senders'
+    /// messages interleave round robin over every topic, whatever the thread count.
     pub fn topic_index(&self, thread: usize, sequence: u64) -> usize {
         let topics = self.topics.max(1) as u64;
-        let senders = if self.inflight.is_some() {
+        let senders = if self.inflight.is_some() || self.async_client {
             1
         } else {
             self.threads.max(1)

@@ -3,8 +3,10 @@
 //!
 //! Kinds of run ([`kinds`]):
 //!
-//! * `produce`: sync senders on N threads, or an async window of N sends in flight, single
-//!   messages or batches, closed loop (as fast as answers come) or open loop (`--rate`);
+//! * `produce`: sync senders on N threads, or an async window of N sends in flight (the
+//!   blocking client's callbacks, or with `--async-client` comet-client's tokio
+//!   `AsyncProducer` from one task), single messages or batches, closed loop (as fast as
+//!   answers come) or open loop (`--rate`);
 //! * `consume`: a push or lite-pull consumer group, rate and end-to-end latency;
 //! * `e2e`: produce at a fixed rate while consuming; end-to-end latency percentiles.
 //!

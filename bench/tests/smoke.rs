@@ -37,9 +37,9 @@ fn number(report: &Value, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("{field} missing in {report}"))
 }
 
-// Proves that produce (sync and async window), consume (push drain and lite pull) and e2e
-// each move messages through a real broker with zero errors, and that the reports carry
-// the unit-suffixed percentile fields.
+// Proves that produce (sync, async window, async client in closed and open loop), consume
+// (push drain and lite pull) and e2e each move messages through a real broker with zero
+// errors, and that the reports carry the unit-suffixed percentile fields.
 #[test]
 fn every_mode_moves_messages_without_errors() {
     let dir = TempDir::new("bench-smoke");
@@ -73,7 +73,42 @@ fn every_mode_moves_messages_without_errors() {
     assert_eq!(number(&windowed, "messages_total"), 500, "{windowed}");
     assert_eq!(number(&windowed, "errors_total"), 0, "{windowed}");
 
-    let total = number(&produced, "messages_total") + 500;
+    let async_window = [
+        &topic[..],
+        &["--async-client", "--inflight", "32", "--messages", "500"],
+    ]
+    .concat();
+    let async_windowed = bench(
+        &broker,
+        dir.path(),
+        "async-window",
+        &[&["produce"], &async_window[..]].concat(),
+    );
+    assert_eq!(
+        number(&async_windowed, "messages_total"),
+        500,
+        "{async_windowed}"
+    );
+    assert_eq!(
+        number(&async_windowed, "errors_total"),
+        0,
+        "{async_windowed}"
+    );
+    let async_rate = [
+        &topic[..],
+        &["--async-client", "--rate", "400", "--messages", "200"],
+    ]
+    .concat();
+    let async_paced = bench(
+        &broker,
+        dir.path(),
+        "async-rate",
+        &[&["produce"], &async_rate[..]].concat(),
+    );
+    assert_eq!(number(&async_paced, "messages_total"), 200, "{async_paced}");
+    assert_eq!(number(&async_paced, "errors_total"), 0, "{async_paced}");
+
+    let total = number(&produced, "messages_total") + 500 + 500 + 200;
     let drain = [
         &topic[..],
         &["--from", "first", "--idle-exit", "1", "--duration", "20"],

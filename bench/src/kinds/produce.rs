@@ -5,6 +5,9 @@
 //!   latency.
 //! * Async window (`--inflight N`): one driver thread keeps up to N sends in flight; the
 //!   client's callback thread records each outcome and frees its place in the window.
+//! * Async client (`--async-client`): one task on a current-thread tokio runtime keeps up
+//!   to `--inflight` (else `--threads`) sends of an `AsyncProducer` in flight and records
+//!   each outcome as it completes; the client adds no thread of its own.
 //! * Latency is measured from the intended time in open loop (`--rate`), from the moment
 //!   the request is issued otherwise. A send answered with a non-OK status (such as
 //!   FLUSH_DISK_TIMEOUT) counts as an error: the message was not durable in time.
@@ -13,8 +16,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use comet_client::{
-    ClientConfig, ClientError, Message, Producer, ProducerConfig, SendResult, SendStatus,
+    AsyncProducer, ClientConfig, ClientError, Message, Producer, ProducerConfig, SendResult,
+    SendStatus,
 };
+use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::args::{Cli, ProduceArgs, SendArgs};
 use crate::error::{BenchError, Result};
@@ -34,6 +39,9 @@ pub fn run(cli: &Cli, args: &ProduceArgs) -> Result<Outcome> {
     let topics = args.send.topic_names();
     if let Some(queues) = args.send.queues {
         topic::ensure_topics(&cli.client_config()?, &topics, queues)?;
+    }
+    if args.send.async_client {
+        return run_async_client(cli, args, duration, &topics);
     }
     let producer = start_producer(&cli.client_config()?, &args.send)?;
     let run_id = payload::new_run_id();
@@ -83,8 +91,44 @@ pub fn send_summary(
     })
 }
 
-/// A started producer configured from the flags.
-pub fn start_producer(client: &ClientConfig, args: &SendArgs) -> Result<Producer> {
+/// `produce --async-client`: [`run`] with an [`AsyncProducer`] driven from one task.
+fn run_async_client(
+    cli: &Cli,
+    args: &ProduceArgs,
+    duration: Option<Duration>,
+    topics: &[String],
+) -> Result<Outcome> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|error| BenchError::Thread(error.to_string()))?;
+    let producer = AsyncProducer::new(producer_config(&cli.client_config()?, &args.send))?;
+    let run_id = payload::new_run_id();
+    for topic in topics {
+        runtime.block_on(warm_up_async(&producer, &args.send, topic, run_id))?;
+    }
+    let started = Instant::now();
+    let stats = Stats::new()?;
+    let context = SendContext::new(&producer, &args.send, run_id, started, stats.clone())?;
+    let finish = FinishCondition::new(started, duration, args.finish.messages);
+    let mut phases = [("send", Collector::new(stats, started)?)];
+    let window = args.send.async_client_window();
+    super::with_progress(&mut phases, cli.quiet, || {
+        runtime.block_on(async_client_driver(&context, &finish, window))
+    })?;
+    let ended = Instant::now();
+    producer.shutdown();
+    let [(_, collector)] = phases;
+    let main = send_summary(collector, started, ended)?;
+    Ok(Outcome {
+        main,
+        others: Vec::new(),
+        extra: serde_json::Map::new(),
+    })
+}
+
+/// The producer settings of the flags.
+fn producer_config(client: &ClientConfig, args: &SendArgs) -> ProducerConfig {
     let mut config = ProducerConfig::new(&args.producer_group, client.clone());
     config.send_timeout = Duration::from_millis(args.send_timeout_ms);
     // The client compresses bodies at or above this size; without --compress never.
@@ -92,7 +136,12 @@ pub fn start_producer(client: &ClientConfig, args: &SendArgs) -> Result<Producer
     if let Some(queues) = args.queues {
         config.default_topic_queue_nums = queues;
     }
-    let producer = Producer::new(config)?;
+    config
+}
+
+/// A started producer configured from the flags.
+pub fn start_producer(client: &ClientConfig, args: &SendArgs) -> Result<Producer> {
+    let producer = Producer::new(producer_config(client, args))?;
     producer.start()?;
     Ok(producer)
 }
@@ -118,9 +167,34 @@ pub fn warm_up(producer: &Producer, args: &SendArgs, topic: &str, run_id: u64) -
     }
 }
 
-/// What every sender of a run shares.
-pub struct SendContext<'a> {
-    producer: &'a Producer,
+/// [`warm_up`] with the async client.
+async fn warm_up_async(
+    producer: &AsyncProducer,
+    args: &SendArgs,
+    topic: &str,
+    run_id: u64,
+) -> Result<()> {
+    let stamp = Stamp {
+        run_id: run_id ^ 1,
+        intended_unix_ns: payload::unix_ns_now(),
+    };
+    let message = Message::new(topic, payload::body(args.size_bytes, stamp));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match producer.send(message.clone()).await {
+            Ok(_) => return Ok(()),
+            Err(error) if Instant::now() >= deadline => return Err(BenchError::Client(error)),
+            Err(error) => {
+                log::warn!("warm-up send failed, retrying: {error}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+}
+
+/// What every sender of a run shares; `P` is the producer they send with.
+pub struct SendContext<'a, P = Producer> {
+    producer: &'a P,
     args: &'a SendArgs,
     run_id: u64,
     wall: WallClock,
@@ -130,15 +204,15 @@ pub struct SendContext<'a> {
     topics: Vec<String>,
 }
 
-impl<'a> SendContext<'a> {
+impl<'a, P> SendContext<'a, P> {
     /// A context whose schedule (when `--rate` is set) starts at `started`.
     pub fn new(
-        producer: &'a Producer,
+        producer: &'a P,
         args: &'a SendArgs,
         run_id: u64,
         started: Instant,
         stats: Arc<Stats>,
-    ) -> Result<SendContext<'a>> {
+    ) -> Result<SendContext<'a, P>> {
         let limiter = match args.rate_msgs_per_s {
             // One slot per request: a batch of 32 takes one slot of rate/32.
             Some(rate) => Some(RateLimiter::new(started, rate / args.batch as f64)?),
@@ -335,4 +409,70 @@ fn async_driver(context: &SendContext<'_>, finish: &FinishCondition, size: usize
         log::warn!("async sends still unanswered {limit:?} after the run ended");
     }
     Ok(())
+}
+
+/// Records the outcome of one async-client send issued at `start`.
+fn record_send(
+    stats: &Stats,
+    start: Instant,
+    bytes: u64,
+    outcome: comet_client::Result<SendResult>,
+) {
+    let checked = outcome
+        .map_err(SendFailure::from)
+        .and_then(|result| check_statuses(std::slice::from_ref(&result)));
+    match checked {
+        Ok(()) => stats.record_ok(start.elapsed(), 1, bytes),
+        Err(error) => stats.record_error(&error),
+    }
+}
+
+/// Keeps up to `window` async-client sends in flight until `finish` says stop, then waits
+/// for the last ones. Sends record themselves as they complete, so their latency ends when
+/// the answer is handled, not when the driver next looks.
+async fn async_client_driver(
+    context: &SendContext<'_, AsyncProducer>,
+    finish: &FinishCondition,
+    window: usize,
+) {
+    let bytes = context.args.size_bytes as u64;
+    let mut in_flight = FuturesUnordered::new();
+    let mut sequence = 0u64;
+    while finish.claim(1).is_some() {
+        let intended = match &context.limiter {
+            Some(limiter) => {
+                let intended = limiter.claim();
+                // Sends keep completing while the driver waits for the next slot.
+                let slot = tokio::time::sleep_until(intended.into());
+                let mut slot = std::pin::pin!(slot);
+                loop {
+                    tokio::select! {
+                        biased;
+                        () = &mut slot => break,
+                        Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+                    }
+                }
+                intended
+            }
+            None => Instant::now(),
+        };
+        while in_flight.len() >= window {
+            in_flight.next().await;
+        }
+        let start = if context.limiter.is_some() {
+            intended
+        } else {
+            Instant::now()
+        };
+        let message = context.message(intended, 0, sequence);
+        sequence += 1;
+        let send = context.producer.send(message);
+        let stats = context.stats.clone();
+        in_flight.push(async move { record_send(&stats, start, bytes, send.await) });
+    }
+    let limit = Duration::from_millis(context.args.send_timeout_ms) + DRAIN_GRACE;
+    let drain = async { while in_flight.next().await.is_some() {} };
+    if tokio::time::timeout(limit, drain).await.is_err() {
+        log::warn!("async sends still unanswered {limit:?} after the run ended");
+    }
 }
