@@ -1042,4 +1042,71 @@ mod tests {
         }));
         assert!(!is_retryable(&ClientError::Invalid("x".into())));
     }
+
+    // Proves the retry decisions both producers share: a transport failure retries after a
+    // route refresh, a retryable answer without one, a final error or a stored message
+    // ends the send, and a non-OK store status moves on only with
+    // retry_another_broker_when_not_store_ok and an attempt left.
+    #[test]
+    fn retry_decisions() {
+        let mut config = ProducerConfig::new("g", ClientConfig::default());
+        let (faults, counter) = (LatencyFaultTolerance::default(), AtomicUsize::new(0));
+        let ids = id_generator("127.0.0.1@test");
+        let closed = ClientError::ConnectionClosed {
+            addr: "a".into(),
+            reason: "x".into(),
+        };
+        let busy = ClientError::Response {
+            addr: "a".into(),
+            code: ResponseCode::SYSTEM_BUSY,
+            remark: String::new(),
+        };
+        let stored = |status| SendResult {
+            status,
+            msg_id: String::new(),
+            offset_msg_id: String::new(),
+            queue: MessageQueue::new("T", "b", 0),
+            queue_offset: 0,
+            transaction_id: None,
+            region_id: None,
+        };
+        let (ok, flush_timeout) = (
+            stored(SendStatus::SendOk),
+            stored(SendStatus::FlushDiskTimeout),
+        );
+        for retry_not_ok in [false, true] {
+            config.retry_another_broker_when_not_store_ok = retry_not_ok;
+            let rules = SendRules {
+                config: &config,
+                faults: &faults,
+                counter: &counter,
+                ids: &ids,
+            };
+            let retry = |refresh_route| AfterAttempt::Retry { refresh_route };
+            assert_eq!(rules.after_attempt(0, 3, Err(&closed)), retry(true));
+            assert_eq!(rules.after_attempt(2, 3, Err(&closed)), retry(true));
+            assert_eq!(rules.after_attempt(0, 3, Err(&busy)), retry(false));
+            let invalid = ClientError::Invalid("x".into());
+            assert_eq!(
+                rules.after_attempt(0, 3, Err(&invalid)),
+                AfterAttempt::Finish
+            );
+            assert_eq!(
+                rules.after_attempt(0, 3, Ok(Some(&ok))),
+                AfterAttempt::Finish
+            );
+            let not_ok = rules.after_attempt(0, 3, Ok(Some(&flush_timeout)));
+            let expected = if retry_not_ok {
+                retry(false)
+            } else {
+                AfterAttempt::Finish
+            };
+            assert_eq!(not_ok, expected);
+            assert_eq!(
+                rules.after_attempt(2, 3, Ok(Some(&flush_timeout))),
+                AfterAttempt::Finish,
+                "the last attempt keeps its result"
+            );
+        }
+    }
 }
