@@ -12,9 +12,8 @@
 //!   ([`AsyncTransportConfig::in_flight_per_connection_max`]) before it is registered, so a
 //!   full connection makes callers wait (back-pressure) within their own timeout, which then
 //!   fails them with [`ClientError::Timeout`].
-//! * Answers are matched by opaque through the blocking transport's
-//!   [`PendingMap`](crate::remoting::pending::PendingMap): the waiter is a callback that
-//!   completes a oneshot channel, on the reader task.
+//! * Answers are matched by opaque through the blocking transport's [`PendingMap`]: the
+//!   waiter is a callback that completes a oneshot channel, on the reader task.
 //! * Cancellation-safe: a request future holds a guard that removes its entry when it is
 //!   dropped, so a late answer finds no entry and is dropped (and counted in
 //!   [`AsyncTransport::late_answers`]); opaques are never reused while in flight, so an
