@@ -277,6 +277,9 @@ impl Inner {
             Err(error) => match cached {
                 Some(route) => {
                     log::warn!("route refresh of {topic} failed, keeping the cached one: {error}");
+                    // The next try waits an interval, so sends queued on this topic's lock
+                    // behind a dead name server do not each wait out a timeout.
+                    lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
                     return Ok(route);
                 }
                 None => return Err(error),
