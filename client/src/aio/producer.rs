@@ -10,7 +10,8 @@
 //! walk as the blocking client ([`NameServers`]). No thread refreshes them: a route older
 //! than `poll_name_server_interval` is fetched again by the next send that needs it (one
 //! fetch per topic at a time; the others wait for it), and a failed refresh keeps the cached
-//! route. A transport failure refreshes the route before the retry.
+//! route. A transport failure refreshes the route before the retry, once for all the sends
+//! that failed together.
 //!
 //! The producer sends no heartbeats: brokers accept sends from unregistered producers, and
 //! nothing it sends needs a check-back (transactional sends are not here yet).
@@ -208,9 +209,8 @@ impl Inner {
                         last_error = Some(error);
                     }
                     if refresh_route {
-                        if let Err(error) = self.update_route(&prepared.topic).await {
-                            log::debug!("route refresh of {} failed: {error}", prepared.topic);
-                        }
+                        self.refresh_after_failure(&prepared.topic, attempt_started)
+                            .await;
                     }
                     avoid = Some(queue.broker_name.clone());
                 }
@@ -262,10 +262,7 @@ impl Inner {
         if let Some(route) = self.usable_route(topic).filter(|_| self.is_fresh(topic)) {
             return Ok(route);
         }
-        let fetching = lock(&self.fetching)
-            .entry(topic.to_owned())
-            .or_default()
-            .clone();
+        let fetching = self.fetch_lock(topic);
         let _fetching = fetching.lock().await;
         let cached = self.usable_route(topic);
         if let Some(route) = cached.clone().filter(|_| self.is_fresh(topic)) {
@@ -301,6 +298,33 @@ impl Inner {
         let data = self.rules().template_route(&template.data);
         self.routes.put(topic, data);
         self.usable_route(topic).ok_or_else(|| no_queue(topic))
+    }
+
+    /// The lock held while `topic`'s route is fetched.
+    fn fetch_lock(&self, topic: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.fetching)
+            .entry(topic.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Refreshes `topic`'s route after a send that started at `failed_send_at` failed in
+    /// the transport, unless another send refreshed it since: many sends failing together
+    /// (a broker gone) cause one fetch, not one each.
+    async fn refresh_after_failure(&self, topic: &str, failed_send_at: Instant) {
+        let fetching = self.fetch_lock(topic);
+        let _fetching = fetching.lock().await;
+        let refreshed_since = lock(&self.fetched_at)
+            .get(topic)
+            .is_some_and(|fetched| *fetched > failed_send_at);
+        if refreshed_since {
+            return;
+        }
+        if let Err(error) = self.update_route(topic).await {
+            log::debug!("route refresh of {topic} failed: {error}");
+            // The sends queued behind this one take the failure as their refresh too.
+            lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
+        }
     }
 
     /// Fetches `topic`'s route from a name server and caches it. `Ok(None)` when no name
