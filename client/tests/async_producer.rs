@@ -74,8 +74,8 @@ async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     .await;
 }
 
-// Proves async sends and an async batch are stored: a push consumer reads every body back,
-// and each send result names the stored queue and offset.
+// Proves async sends (spawned as tasks) and an async batch are stored: a push consumer reads
+// every body back, and each send result names the stored queue and offset.
 #[test]
 fn async_sends_and_a_batch_arrive() {
     let live = Live::start("client-async-sends", &[]);
@@ -85,7 +85,9 @@ fn async_sends_and_a_batch_arrive() {
         let mut singles = Vec::new();
         for i in 0..10 {
             let message = Message::new(topic.as_str(), format!("single-{i}"));
-            singles.push(within("a send", producer.send(message)).await.unwrap());
+            // Send futures own what they need, so they can run as tasks of their own.
+            let task = tokio::spawn(producer.send(message));
+            singles.push(within("a send", task).await.unwrap().unwrap());
         }
         let batch = (0..10)
             .map(|i| Message::new(topic.as_str(), format!("batch-{i}")))
