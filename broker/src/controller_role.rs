@@ -65,6 +65,8 @@ pub struct ControllerRole {
     serving: Mutex<Serving>,
     broker_id: Mutex<Option<BrokerControllerId>>,
     logs: Mutex<BTreeMap<u8, LogFigures>>,
+    /// When a shard last published figures, in ms since `origin` (see [`Self::shards_alive`]).
+    published_ms: AtomicU64,
     /// Per slave (controller id), per log: whether it is in sync.
     replicas: Mutex<BTreeMap<BrokerControllerId, BTreeMap<u8, bool>>>,
     notifications: Mutex<Sender<MasterView>>,
@@ -81,6 +83,7 @@ impl ControllerRole {
             serving: Mutex::new(Serving::Undecided),
             broker_id: Mutex::new(None),
             logs: Mutex::new(BTreeMap::new()),
+            published_ms: AtomicU64::new(0),
             replicas: Mutex::new(BTreeMap::new()),
             notifications: Mutex::new(sender),
             shared: Arc::new(SharedReplication::new()),
@@ -154,8 +157,11 @@ impl ControllerRole {
         let _ = sender.send(view);
     }
 
-    /// A shard's figures for one of its logs.
-    pub fn publish_log(&self, log_id: u8, figures: LogFigures) {
+    /// A shard's figures for one of its logs (also proof that the shard runs: see
+    /// [`Self::shards_alive`]).
+    pub fn publish_log(&self, now: Instant, log_id: u8, figures: LogFigures) {
+        self.published_ms
+            .fetch_max(self.ms_since_origin(now), Ordering::AcqRel);
         self.logs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -202,8 +208,19 @@ impl ControllerRole {
             .collect()
     }
 
-    /// Forgets every log's and slave's figures (a new run publishes its own).
-    pub fn clear_figures(&self) {
+    /// Whether the shards published figures less than `limit` before `now`: a broker whose
+    /// shards stopped turning must stop heartbeating, so that the controller elects another
+    /// master instead of keeping one that serves nobody.
+    pub fn shards_alive(&self, now: Instant, limit: Duration) -> bool {
+        let published = self.published_ms.load(Ordering::Acquire);
+        self.ms_since_origin(now).saturating_sub(published) < limit_ms(limit)
+    }
+
+    /// Forgets every log's and slave's figures (a new run publishes its own); the shards
+    /// count as alive from `now`, while they start.
+    pub fn clear_figures(&self, now: Instant) {
+        self.published_ms
+            .store(self.ms_since_origin(now), Ordering::Release);
         self.logs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -221,6 +238,10 @@ impl ControllerRole {
             .unwrap_or(u64::MAX - 1)
             .saturating_add(1)
     }
+}
+
+fn limit_ms(limit: Duration) -> u64 {
+    u64::try_from(limit.as_millis()).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]
@@ -246,6 +267,21 @@ mod tests {
         role.revoke_lease();
         assert!(!role.lease_valid(origin));
         assert_eq!(role.lease_left(origin), Duration::ZERO);
+    }
+
+    // Proves the shards count as alive only while they publish: from a run's start, until
+    // `limit` passed without figures.
+    #[test]
+    fn shards_are_alive_while_they_publish() {
+        let origin = Instant::now();
+        let (role, _notifications) = ControllerRole::new(origin);
+        let limit = Duration::from_secs(2);
+        role.clear_figures(origin);
+        assert!(role.shards_alive(origin + Duration::from_secs(1), limit));
+        assert!(!role.shards_alive(origin + Duration::from_secs(3), limit));
+        role.publish_log(origin + Duration::from_secs(3), 0, LogFigures::default());
+        assert!(role.shards_alive(origin + Duration::from_secs(4), limit));
+        assert!(!role.shards_alive(origin + Duration::from_secs(6), limit));
     }
 
     // Proves a slave counts as in sync on a log only while the master's shard says so, and

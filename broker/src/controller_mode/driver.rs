@@ -42,6 +42,8 @@ pub struct DriverConfig {
     pub log_count: usize,
     /// How long a control request may take.
     pub request_timeout: Duration,
+    /// How long the shards may publish no figures before heartbeats stop.
+    pub shards_silent_max: Duration,
 }
 
 /// Runs the session until the process stops.
@@ -59,6 +61,7 @@ pub fn drive(
         links: HashMap::new(),
         reported: BTreeMap::new(),
         ha_lookup_at: None,
+        silent_shards_reported: false,
     };
     let mut queue: VecDeque<Action> = session.poll(monotonic_now()).into();
     loop {
@@ -100,6 +103,8 @@ struct Driver {
     reported: BTreeMap<BrokerControllerId, Vec<bool>>,
     /// When to ask the master for its HA address (a slave that does not know it yet).
     ha_lookup_at: Option<Instant>,
+    /// Whether silent shards were already reported (one error per silence).
+    silent_shards_reported: bool,
 }
 
 impl Driver {
@@ -127,6 +132,9 @@ impl Driver {
                 }
             }
             Action::SendOneway { to, request } => {
+                if !self.shards_alive() {
+                    return Vec::new();
+                }
                 let mut frame = to_command(session.config(), &request, wall_clock_ms());
                 frame.set_oneway();
                 if let Err(error) = self.link(&to).and_then(|link| link.oneway(frame)) {
@@ -171,6 +179,25 @@ impl Driver {
                 Vec::new()
             }
         }
+    }
+
+    /// Whether the shards of the current run turn (they publish figures), so heartbeats may
+    /// say this broker is alive. Before the first run, the driver alone speaks for it.
+    fn shards_alive(&mut self) -> bool {
+        if self.role.serving() == Serving::Undecided {
+            return true;
+        }
+        let alive = self
+            .role
+            .shards_alive(monotonic_now(), self.config.shards_silent_max);
+        if !alive && !self.silent_shards_reported {
+            log::error!(
+                "the shards published nothing for {:?}: no heartbeats until they do",
+                self.config.shards_silent_max
+            );
+        }
+        self.silent_shards_reported = !alive;
+        alive
     }
 
     /// A link to the leading controller failed and was closed. Apache RocketMQ's controller
@@ -236,7 +263,11 @@ impl Driver {
         if live {
             self.role.set_serving(serving);
         } else {
-            self.role.revoke_lease();
+            // A master keeps the lease the controller's answer just gave it; anyone else
+            // must not acknowledge a write from now on.
+            if !serving.is_master() {
+                self.role.revoke_lease();
+            }
             self.control.stop_run();
         }
     }

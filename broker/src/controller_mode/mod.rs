@@ -1,14 +1,13 @@
 //! Controller mode (`enableControllerMode=true`): the controllers, not the configuration,
 //! decide which broker of a broker set is master (docs/architecture.md#failover).
 //!
-//! [`run_controlled`] starts the session's driver thread (`driver`), then runs the shards in
-//! the role decided so far, again and again: a run starts *undecided* (a read replica
-//! following no one, refusing writes, its unconfirmed tail held back as a slave's is), and
-//! ends when the controller decides a role the run cannot take in place, after which the
+//! [`run_controlled`] starts the session's driver thread (`driver`), waits for the
+//! controller's first decision, then runs the shards in the role decided, again and again: a
+//! run ends when the controller decides a role the run cannot take in place, after which the
 //! next run starts in that role. Becoming master therefore goes through the same clean stop
 //! and start that promotion by hand does (the new master's logs begin a new epoch), and
 //! becoming a slave goes through the slave's start (its receivers cut any tail its new
-//! master lacks). The one change taken in place is an undecided run learning whom to follow.
+//! master lacks).
 //!
 //! Writes: a master acknowledges a write only while its lease holds (`ControllerRole`): the
 //! controller confirmed it master, in an answer to a request sent less than the lease ago.
@@ -41,6 +40,10 @@ use crate::runtime::{run, RunError, RunOptions};
 /// The lease is this share of `controllerHeartBeatTimeoutMills`, in percent: the rest covers
 /// the heartbeat interval and the time an answer spends in flight.
 pub const LEASE_PERCENT_OF_HEARTBEAT_TIMEOUT: u64 = 70;
+
+/// Heartbeats stop once the shards published nothing for the heartbeat timeout divided by
+/// this: a broker whose shards stalled must give way well before its lease would.
+pub const SHARDS_SILENT_DIVISOR: u32 = 2;
 
 /// Why controller mode could not start.
 #[derive(Debug, Error)]
@@ -153,6 +156,7 @@ pub fn run_controlled(
         request_timeout: Duration::from_millis(
             comet_replication::controller::REQUEST_TIMEOUT_MS_DEFAULT,
         ),
+        shards_silent_max: heartbeat_timeout / SHARDS_SILENT_DIVISOR,
     };
     let driver = std::thread::Builder::new()
         .name("comet-controller".to_owned())
@@ -162,18 +166,25 @@ pub fn run_controlled(
         })
         .map_err(|error| RunError::new(FatalReason::Config)(ControllerModeError::Thread(error)))?;
     let mut outcome = Ok(());
+    // The shards start only once the controller decided a role, so a start costs no
+    // restart: every restart is one more clean stop and start for clients to wait through.
+    while control.desired() == Serving::Undecided && !options.stop.is_requested() {
+        std::thread::sleep(driver::IDLE_WAIT_MAX);
+    }
     while !options.stop.is_requested() {
-        let serving = control.desired();
+        // The run's stop first: a decision made from here on stops this run, not a past one.
         let broker_id = role.broker_id();
+        let run_stop = control.begin_run(broker_id);
+        let serving = control.desired();
         role.set_serving(serving.clone());
-        role.clear_figures();
+        role.clear_figures(comet_rt::clock::monotonic_now());
         let run_config = config_for_run(&config, &serving, broker_id);
         log::info!(
             "controller mode: serving {serving:?} as brokerId {}",
             run_config.broker_id
         );
         let run_options = RunOptions {
-            stop: control.begin_run(broker_id),
+            stop: run_stop,
             controller: Some(role.clone()),
             ..options.clone()
         };

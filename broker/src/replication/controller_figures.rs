@@ -37,8 +37,9 @@ fn publish(broker: &ShardBroker, role: &ControllerRole) {
     let config = broker.config();
     let master = config.broker_role.is_master();
     let own = (master || broker.shard().index() < broker.queue_logs()).then(|| broker.own_log());
+    let now = comet_rt::clock::monotonic_now();
     for log in own.iter().chain(broker.hosted_logs()) {
-        role.publish_log(log.replication.log_id, figures(log, master));
+        role.publish_log(now, log.replication.log_id, figures(log, master));
     }
     if master {
         let written = broker.store().written_position();
