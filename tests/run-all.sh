@@ -47,7 +47,7 @@ bash tests/compat/controller/run.sh --against comet --only group
 echo "== failover chaos suite: short run"
 cargo build -p comet-broker -p comet-nameserver
 cargo run -p comet-chaos -- --rounds 1 \
-    --faults kill-master,freeze-master,isolate-slave,kill-controller-leader,kill-master-and-leader
+    --faults kill-master,isolate-slave,kill-controller-leader,kill-master-and-leader
 # The later tiers use release builds only: a machine short of disk (CI) may drop the quick
 # tier's debug build, several GiB, before they start.
 if [[ "${COMET_DROP_DEBUG_BUILD:-0}" == 1 ]]; then

@@ -294,6 +294,9 @@ impl Cluster {
             "syncFlushTimeout=2000".into(),
             // Small commit-log files keep a run's stores small.
             format!("mappedFileSizeCommitLog={}", 16 * 1024 * 1024),
+            // A run stores a few MiB; a machine whose disk other work has filled past the
+            // default 90% must not turn every round into refused sends.
+            "diskSpaceWarningLevelRatio=98".into(),
         ];
         let mut command = Command::new("ip");
         command
