@@ -88,7 +88,15 @@ async fn confirm_loop(broker: Rc<ShardBroker>, stop: StopSignal) {
             broker
                 .replication()
                 .confirm_target(durable, store.written_position(), gap_max);
-        store.confirm(target);
+        // In controller mode a master whose lease lapsed shows nothing more: another master
+        // may be elected, and a tail shown to consumers could no longer be taken back when
+        // this broker has to follow it.
+        let lease_lapsed = broker
+            .controller()
+            .is_some_and(|role| !role.lease_valid(comet_rt::clock::monotonic_now()));
+        if !lease_lapsed {
+            store.confirm(target);
+        }
         let moved = race(
             store.wait_durable_beyond(durable),
             next_wake(&broker.replication().acks),

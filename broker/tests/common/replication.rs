@@ -10,8 +10,8 @@ use std::time::Duration;
 use comet_proto::message::decode_records;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_test_support::{
-    free_port, poll_until, wait_for_port, wait_for_port_closed, ChildGuard, LOOPBACK,
-    TEST_COMMIT_LOG_FILE_BYTES,
+    free_port, poll_until, wait_for_port_closed, wait_for_ports, ChildGuard, LOOPBACK,
+    STARTUP_ATTEMPTS, TEST_COMMIT_LOG_FILE_BYTES,
 };
 
 use super::{pull_request, send_request, Broker, Client};
@@ -134,8 +134,20 @@ impl Node {
             )
             .stdout(Stdio::null())
             .stderr(stderr);
-        self.guard = Some(ChildGuard::spawn("a broker", &mut command));
-        wait_for_port(self.addr, Duration::from_secs(60));
+        // A stalled start is killed and started once more, loudly (see `wait_for_ports`).
+        for attempt in 1..=STARTUP_ATTEMPTS {
+            let mut guard = ChildGuard::spawn("a broker", &mut command);
+            match wait_for_ports(guard.child(), &[self.addr]) {
+                Ok(()) => {
+                    self.guard = Some(guard);
+                    return;
+                }
+                Err(what) if attempt < STARTUP_ATTEMPTS => {
+                    eprintln!("broker start {attempt} stalled ({what}): starting it again");
+                }
+                Err(what) => panic!("the broker did not start: {what}: {}", self.log_text()),
+            }
+        }
     }
 
     pub fn kill(&mut self) {
