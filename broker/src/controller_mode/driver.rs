@@ -191,7 +191,7 @@ impl Driver {
             .role
             .shards_alive(monotonic_now(), self.config.shards_silent_max);
         if !alive && !self.silent_shards_reported {
-            log::error!(
+            log::warn!(
                 "the shards published nothing for {:?}: no heartbeats until they do",
                 self.config.shards_silent_max
             );
