@@ -53,8 +53,23 @@ pub(crate) async fn run_flush_lane(shared: Rc<Shared>) {
             return;
         }
         if !may_plan(&shared) {
-            if shared.closed.get() && nothing_unplanned(&shared) {
-                return;
+            if shared.closed.get() {
+                if nothing_unplanned(&shared) {
+                    return;
+                }
+                // Closing, with bytes only another lane's flight in progress lets us plan:
+                // wait for it (a flight's end wakes `flush_wanted`). The wait above returns
+                // at once once closed, so looping back to it would never yield, and the
+                // other lane's flight, on this same thread, would never finish.
+                shared
+                    .flush_wanted
+                    .until(|| {
+                        may_plan(&shared)
+                            || nothing_unplanned(&shared)
+                            || shared.failure.borrow().is_some()
+                            || shared.abandoned.get()
+                    })
+                    .await;
             }
             continue;
         }
