@@ -34,6 +34,10 @@ pub struct Summary {
     pub served: usize,
     /// Extra copies served of retried sends (allowed).
     pub duplicates: usize,
+    /// Acknowledged messages not served, or served with another body at their position.
+    pub lost: usize,
+    /// Queue positions acknowledged for two different messages.
+    pub reused_offsets: usize,
     /// Every broken rule, with its evidence; empty when the round passed.
     pub violations: Vec<String>,
 }
@@ -47,9 +51,11 @@ pub fn check(history: &History, served: &[Served]) -> Summary {
         .collect();
     // Lost or overwritten, and offsets handed out twice.
     let mut acked_at: HashMap<(i32, i64), (&str, u64)> = HashMap::new();
+    let (mut lost, mut reused_offsets) = (0, 0);
     for ack in &history.acked {
         let position = (ack.queue, ack.offset);
         if let Some((key, seq)) = acked_at.insert(position, (&ack.key, ack.seq)) {
+            reused_offsets += 1;
             violations.push(format!(
                 "offset reused: queue {} offset {} acknowledged for {key} {seq} and for {} {}",
                 ack.queue, ack.offset, ack.key, ack.seq
@@ -57,16 +63,22 @@ pub fn check(history: &History, served: &[Served]) -> Summary {
         }
         let expected = body_of(&ack.key, ack.seq);
         match by_position.get(&position) {
-            None => violations.push(format!(
-                "lost: {expected} acknowledged at queue {} offset {}, not served",
-                ack.queue, ack.offset
-            )),
-            Some(message) if message.body != expected.as_bytes() => violations.push(format!(
-                "overwritten: {expected} acknowledged at queue {} offset {}, served {:?}",
-                ack.queue,
-                ack.offset,
-                String::from_utf8_lossy(&message.body)
-            )),
+            None => {
+                lost += 1;
+                violations.push(format!(
+                    "lost: {expected} acknowledged at queue {} offset {}, not served",
+                    ack.queue, ack.offset
+                ));
+            }
+            Some(message) if message.body != expected.as_bytes() => {
+                lost += 1;
+                violations.push(format!(
+                    "overwritten: {expected} acknowledged at queue {} offset {}, served {:?}",
+                    ack.queue,
+                    ack.offset,
+                    String::from_utf8_lossy(&message.body)
+                ));
+            }
             Some(_) => {}
         }
     }
@@ -151,6 +163,8 @@ pub fn check(history: &History, served: &[Served]) -> Summary {
         failed_attempts: history.failed.len(),
         served: served.len(),
         duplicates,
+        lost,
+        reused_offsets,
         violations,
     }
 }
@@ -220,6 +234,7 @@ mod tests {
         assert!(text.contains("lost: a 0"), "{text}");
         assert!(text.contains("overwritten: b 0"), "{text}");
         assert!(text.contains("offset reused: queue 1 offset 1"), "{text}");
+        assert_eq!((summary.lost, summary.reused_offsets), (2, 1));
     }
 
     #[test]

@@ -137,6 +137,7 @@ pub struct Broker {
 }
 
 /// Where the binaries are and where processes keep their stores and logs.
+#[derive(Clone, Debug)]
 pub struct Layout {
     /// The directory holding comet-broker and comet-nameserver.
     pub bin_dir: PathBuf,

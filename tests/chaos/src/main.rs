@@ -41,6 +41,11 @@ struct Args {
     /// Packet filter for partitions: iptables or nft (default: whichever is installed).
     #[arg(long)]
     firewall: Option<String>,
+    /// Go on after a failed round: keep its work directory (renamed after the round), start
+    /// a fresh cluster, and count the failure in the final table. Without it the run stops
+    /// at its first failure.
+    #[arg(long)]
+    keep_going: bool,
 }
 
 fn main() -> ExitCode {
@@ -112,11 +117,13 @@ fn run(args: &Args) -> Result<(), ChaosError> {
         bin_dir,
         work_dir: work_dir.clone(),
     };
-    let mut cluster = Cluster::start(layout, &network)?;
+    let mut cluster = Cluster::start(layout.clone(), &network)?;
     let mut rng = Rng::new(seed);
+    let mut tallies: Vec<Tally> = faults.iter().map(|fault| Tally::new(*fault)).collect();
     let mut failure = None;
+    let mut kept = Vec::new();
     'rounds: for round in 1..=args.rounds {
-        for fault in &faults {
+        for (fault, tally) in faults.iter().zip(tallies.iter_mut()) {
             let started = Instant::now();
             let topic = format!("Chaos{round}{}", fault.name().replace('-', ""));
             let outcome = run_round(
@@ -135,22 +142,36 @@ fn run(args: &Args) -> Result<(), ChaosError> {
             }
             let seconds = started.elapsed().as_secs_f64();
             let line = format!("round {round} {:<24} seed {seed}", fault.name());
-            match outcome {
-                Ok(result) if result.summary.violations.is_empty() => {
-                    let s = &result.summary;
-                    println!(
-                        "{line} PASS acked {} failed-attempts {} served {} duplicates {} \
-                         master {}->{} ({seconds:.1} s)",
-                        s.acked,
-                        s.failed_attempts,
-                        s.served,
-                        s.duplicates,
-                        result.masters.0,
-                        result.masters.1
-                    );
-                }
+            tally.rounds += 1;
+            let error = match outcome {
                 Ok(result) => {
                     let s = &result.summary;
+                    tally.lost += s.lost;
+                    tally.reused_offsets += s.reused_offsets;
+                    tally.acked += s.acked;
+                    tally.elected_ms.extend(
+                        result
+                            .elected_after
+                            .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
+                    );
+                    if s.violations.is_empty() {
+                        tally.passed += 1;
+                        let elected = result
+                            .elected_after
+                            .map(|elapsed| format!(" elected after {:.2} s", elapsed.as_secs_f64()))
+                            .unwrap_or_default();
+                        println!(
+                            "{line} PASS acked {} failed-attempts {} served {} duplicates {} \
+                             master {}->{}{elected} ({seconds:.1} s)",
+                            s.acked,
+                            s.failed_attempts,
+                            s.served,
+                            s.duplicates,
+                            result.masters.0,
+                            result.masters.1
+                        );
+                        continue;
+                    }
                     println!(
                         "{line} FAIL acked {} served {} violations {} ({seconds:.1} s)",
                         s.acked,
@@ -160,13 +181,13 @@ fn run(args: &Args) -> Result<(), ChaosError> {
                     for violation in s.violations.iter().take(30) {
                         println!("    {violation}");
                     }
-                    failure = Some(ChaosError::Check(format!(
+                    tally.failed_checks += 1;
+                    ChaosError::Check(format!(
                         "round {round} {}: {} violation(s), first: {}",
                         fault.name(),
                         s.violations.len(),
                         s.violations[0]
-                    )));
-                    break 'rounds;
+                    ))
                 }
                 Err(error) => {
                     println!("{line} FAIL {error} ({seconds:.1} s)");
@@ -176,12 +197,38 @@ fn run(args: &Args) -> Result<(), ChaosError> {
                     for line in cluster.log_errors() {
                         println!("    {line}");
                     }
-                    failure = Some(error);
-                    break 'rounds;
+                    tally.failed_rounds += 1;
+                    error
                 }
+            };
+            if !args.keep_going {
+                failure = Some(error);
+                break 'rounds;
             }
+            // Keep the evidence and go on with a fresh cluster on an empty work directory.
+            drop(cluster);
+            let evidence = work_dir.with_file_name(format!(
+                "{}-failed-{round}-{}",
+                work_dir
+                    .file_name()
+                    .map_or_else(|| "chaos".into(), |name| name.to_string_lossy()),
+                fault.name()
+            ));
+            let _ = std::fs::remove_dir_all(&evidence);
+            if let Err(source) = std::fs::rename(&work_dir, &evidence) {
+                eprintln!(
+                    "comet-chaos: cannot keep {} as {}: {source}",
+                    work_dir.display(),
+                    evidence.display()
+                );
+            }
+            println!("    evidence kept in {}", evidence.display());
+            kept.push(evidence);
+            failure.get_or_insert(error);
+            cluster = Cluster::start(layout.clone(), &network)?;
         }
     }
+    println!("{}", Tally::table(&tallies));
     let logs = cluster.log_paths();
     drop(cluster);
     drop(network);
@@ -192,11 +239,80 @@ fn run(args: &Args) -> Result<(), ChaosError> {
             Ok(())
         }
         Some(error) => {
+            for dir in kept {
+                eprintln!(
+                    "comet-chaos: work directory of a failed round kept: {}",
+                    dir.display()
+                );
+            }
             eprintln!("comet-chaos: logs kept:");
             for log in logs {
                 eprintln!("    {}", log.display());
             }
             Err(error)
         }
+    }
+}
+
+/// One fault's results over a run.
+struct Tally {
+    fault: Fault,
+    rounds: u32,
+    passed: u32,
+    /// Rounds whose checker found a broken rule.
+    failed_checks: u32,
+    /// Rounds that could not finish (the broker set did not heal in time, a process hung).
+    failed_rounds: u32,
+    acked: usize,
+    lost: usize,
+    reused_offsets: usize,
+    /// Fault to the slave answering as master, per round that deposed a master.
+    elected_ms: Vec<u64>,
+}
+
+impl Tally {
+    fn new(fault: Fault) -> Tally {
+        Tally {
+            fault,
+            rounds: 0,
+            passed: 0,
+            failed_checks: 0,
+            failed_rounds: 0,
+            acked: 0,
+            lost: 0,
+            reused_offsets: 0,
+            elected_ms: Vec::new(),
+        }
+    }
+
+    /// The run's results as a Markdown table (tests/chaos/README.md keeps it).
+    fn table(tallies: &[Tally]) -> String {
+        let mut out = String::from(
+            "| fault | rounds | passed | failed checks | failed rounds | acked | lost | \
+             reused offsets | elected after (ms): min / median / max |\n\
+             |---|---|---|---|---|---|---|---|---|\n",
+        );
+        for tally in tallies {
+            let mut elected = tally.elected_ms.clone();
+            elected.sort_unstable();
+            let elected = match (elected.first(), elected.last()) {
+                (Some(min), Some(max)) => {
+                    format!("{min} / {} / {max}", elected[elected.len() / 2])
+                }
+                _ => "-".into(),
+            };
+            out.push_str(&format!(
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {elected} |\n",
+                tally.fault.name(),
+                tally.rounds,
+                tally.passed,
+                tally.failed_checks,
+                tally.failed_rounds,
+                tally.acked,
+                tally.lost,
+                tally.reused_offsets,
+            ));
+        }
+        out
     }
 }
