@@ -14,7 +14,9 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use comet_replication::controller::{BrokerControllerId, ControllerEpoch, MasterView};
+use comet_replication::controller::{
+    AckRequirement, BrokerControllerId, ControllerEpoch, MasterView,
+};
 
 use crate::replication_state::SharedReplication;
 
@@ -71,6 +73,12 @@ pub struct ControllerRole {
     replicas: Mutex<BTreeMap<BrokerControllerId, BTreeMap<u8, bool>>>,
     notifications: Mutex<Sender<MasterView>>,
     shared: Arc<SharedReplication>,
+    /// What a replicated write needs now, as the session last said
+    /// (docs/architecture.md#failover), with a number that grows at each change.
+    ack_requirement: Mutex<(u64, AckRequirement)>,
+    /// Passes the driver made over the shards' figures, each followed by publishing the
+    /// requirement (a log waits for a withdrawn joiner until two went by).
+    driver_passes: AtomicU64,
 }
 
 impl ControllerRole {
@@ -87,6 +95,8 @@ impl ControllerRole {
             replicas: Mutex::new(BTreeMap::new()),
             notifications: Mutex::new(sender),
             shared: Arc::new(SharedReplication::new()),
+            ack_requirement: Mutex::new((0, AckRequirement::NotMaster)),
+            driver_passes: AtomicU64::new(0),
         };
         (Arc::new(role), receiver)
     }
@@ -206,6 +216,35 @@ impl ControllerRole {
                 (*slave, each)
             })
             .collect()
+    }
+
+    /// What a replicated write needs now, with its change number.
+    pub fn ack_requirement(&self) -> (u64, AckRequirement) {
+        self.ack_requirement
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Records what a replicated write needs (the change number grows only on a change).
+    pub fn set_ack_requirement(&self, requirement: AckRequirement) {
+        let mut current = self
+            .ack_requirement
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if current.1 != requirement {
+            *current = (current.0 + 1, requirement);
+        }
+    }
+
+    /// The driver's passes over the figures so far.
+    pub fn driver_passes(&self) -> u64 {
+        self.driver_passes.load(Ordering::Acquire)
+    }
+
+    /// The driver read the figures and published the requirement that follows from them.
+    pub fn end_driver_pass(&self) {
+        self.driver_passes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Whether the shards published figures less than `limit` before `now`: a broker whose

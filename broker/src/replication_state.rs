@@ -12,6 +12,8 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use comet_replication::ack_set::{Coverage, Joining};
+use comet_replication::controller::{AckRequirement, BrokerControllerId};
 use comet_replication::epoch::EpochHistory;
 use comet_replication::sync_wait::{in_sync, SyncOutcome, SyncWaiters};
 use comet_rt::shutdown::{Gate, StopSignal};
@@ -67,6 +69,27 @@ pub struct MasterAddresses {
     pub ha_addr: Option<String>,
     /// `masterAddr` from the name server.
     pub broker_addr: Option<String>,
+}
+
+/// Controller mode on a master: what the sync-state set asks of this log's writes
+/// (comet_replication's `ack_set`, docs/architecture.md#failover).
+#[derive(Debug)]
+pub struct ControlledAcks {
+    /// The change number of `requirement` (`ControllerRole::ack_requirement`).
+    pub generation: u64,
+    /// What the controller session requires of a replicated write.
+    pub requirement: AckRequirement,
+    /// This broker's controller id.
+    pub own: Option<BrokerControllerId>,
+    /// Slaves joining the sync-state set through this log.
+    pub joining: Joining,
+}
+
+impl ControlledAcks {
+    /// The slaves a write waits for now.
+    pub fn coverage(&self) -> Coverage {
+        Coverage::from_requirement(&self.requirement, self.own, self.joining.waited())
+    }
 }
 
 /// Replication state shared by a broker's shards.
@@ -130,6 +153,9 @@ pub struct ReplicationState {
     written_samples: RefCell<VecDeque<(Instant, u64)>>,
     /// Master (SYNC_MASTER): sends waiting for a slave to hold their message durably.
     pub sync_waiters: RefCell<SyncWaiters<Rc<SyncSlot>>>,
+    /// Master in controller mode: which slaves its SYNC_MASTER writes wait for (`None`
+    /// outside controller mode: any one slave in sync, Java's classic rule).
+    pub controlled: RefCell<Option<ControlledAcks>>,
     /// Slave: the state of this log's stream.
     pub follow: RefCell<FollowState>,
     /// Shared by every shard.
@@ -152,6 +178,7 @@ impl ReplicationState {
             followers: RefCell::new(BTreeMap::new()),
             acks: WakerList::default(),
             sync_waiters: RefCell::new(SyncWaiters::new()),
+            controlled: RefCell::new(None),
             written_samples: RefCell::new(VecDeque::new()),
             follow: RefCell::new(FollowState::default()),
             shared,
@@ -190,6 +217,46 @@ impl ReplicationState {
             .filter(|slave| in_sync(master_written, Some(slave.durable), gap_max))
             .map(|slave| slave.durable)
             .fold(master_durable, u64::min)
+    }
+
+    /// Per slave (controller id), the furthest durable end any of its sessions acknowledged.
+    pub fn slave_durables(&self) -> BTreeMap<BrokerControllerId, u64> {
+        let mut durables = BTreeMap::new();
+        for follower in self.followers.borrow().values() {
+            if let Ok(id) = BrokerControllerId::try_from(follower.broker_id) {
+                let durable = durables.entry(id).or_insert(0);
+                *durable = follower.durable.max(*durable);
+            }
+        }
+        durables
+    }
+
+    /// Controller mode: the position up to which the slaves the sync-state set requires
+    /// hold this log (`None` outside controller mode).
+    pub fn controlled_covered(&self) -> Option<u64> {
+        let controlled = self.controlled.borrow();
+        let coverage = controlled.as_ref()?.coverage();
+        Some(coverage.covered(&self.slave_durables()))
+    }
+
+    /// A slave's progress changed, or what the writes wait for did: answers every
+    /// SYNC_MASTER send now held as required.
+    pub fn on_progress(&self, slave_durable: u64) {
+        match self.controlled_covered() {
+            Some(covered) => {
+                let released = self.sync_waiters.borrow_mut().set_covered(covered);
+                answer(released);
+            }
+            None => self.on_slave_durable(slave_durable),
+        }
+    }
+
+    /// Controller mode: whether the sync-state set is below `minInSyncReplicas`, so sends
+    /// that would wait for slaves are refused before they are stored.
+    pub fn too_few_in_sync(&self) -> bool {
+        self.controlled.borrow().as_ref().is_some_and(|controlled| {
+            matches!(controlled.requirement, AckRequirement::TooFewInSync { .. })
+        })
     }
 
     /// A slave holds this log durably up to `durable`: every SYNC_MASTER send it covers is
@@ -271,7 +338,7 @@ impl ReplicationState {
 const WRITTEN_SAMPLES_MAX: usize = 4096;
 
 /// Gives each released waiter its answer (after the waiters' borrow ended).
-fn answer(released: Vec<(Rc<SyncSlot>, SyncOutcome)>) {
+pub fn answer(released: Vec<(Rc<SyncSlot>, SyncOutcome)>) {
     for (slot, outcome) in released {
         slot.outcome.set(Some(outcome));
         slot.woken.notify();

@@ -259,12 +259,14 @@ fn assert_all_held(node: &Node, topic: &str, acknowledged: &[Acknowledged], what
     }
 }
 
-// Proves automatic failover loses no acknowledged message: the controller elects one of two
-// controller-mode brokers, 8 producers send SYNC_MASTER messages through the name server, the
-// master is SIGKILLed under that load, the controller elects the other broker (it held
-// every message answered SEND_OK, at the acknowledged offsets, and now serves them as
-// master), and the killed broker, restarted on its store, is told to follow the new master
-// and ends with the same queues.
+// Proves automatic failover loses no acknowledged message and restores writes by itself:
+// the controller elects one of two controller-mode brokers, 8 producers send SYNC_MASTER
+// messages through the name server, the master is SIGKILLed under that load, the controller
+// elects the other broker, and once the sync-state set shrank to it alone it answers
+// SEND_OK again (the recovery time is printed). The killed broker, restarted on its store,
+// follows the new master, and joins the sync-state set only once it holds every message
+// answered while it was away: killing the new master too then hands the broker set back to
+// it, and it holds every message ever answered SEND_OK at its acknowledged offset.
 #[test]
 fn a_killed_master_is_replaced_without_losing_an_acknowledged_message() {
     const TOPIC: &str = "FailoverKill";
@@ -277,48 +279,75 @@ fn a_killed_master_is_replaced_without_losing_an_acknowledged_message() {
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicUsize::new(0));
     let senders = start_senders(&namesrv_addr, TOPIC, SENDERS, "k", &stop, &acked);
-    let busy = poll_until(CONVERGE_LIMIT, || {
-        acked.load(Ordering::SeqCst) >= 20 * SENDERS
-    });
+    let more_acked = |count: usize| {
+        let from = acked.load(Ordering::SeqCst);
+        poll_until(CONVERGE_LIMIT, || {
+            acked.load(Ordering::SeqCst) >= from + count
+        })
+    };
+    assert!(
+        more_acked(20 * SENDERS),
+        "sends were answered SEND_OK before the kill"
+    );
     nodes[first].kill();
     let killed_at = std::time::Instant::now();
-    // Recovery time: until the other broker stores a send as master (SYNC_MASTER answers
-    // SLAVE_NOT_AVAILABLE while its slave is down; the message is stored all the same).
-    let promoted = poll_until(CONVERGE_LIMIT, || {
+    let answers_send_ok = |node: &Node| {
         let probe = common::send_request(TOPIC, 1, b"recovery probe", None, None);
-        try_call(nodes[other].addr, probe).is_some_and(|answer| {
-            let code = answer.response_code();
-            code == ResponseCode::SUCCESS || code == ResponseCode::SLAVE_NOT_AVAILABLE
-        })
-    });
+        try_call(node.addr, probe)
+            .is_some_and(|answer| answer.response_code() == ResponseCode::SUCCESS)
+    };
+    // Recovery time: the controller elects the other broker, and the sync-state set shrinks
+    // to it alone, so a SYNC_MASTER send no longer waits for the dead one.
+    let promoted = poll_until(CONVERGE_LIMIT, || answers_send_ok(&nodes[other]));
     eprintln!(
-        "failover: the new master stored sends {} ms after the kill",
+        "failover: first SEND_OK on the new master {} ms after the kill",
         killed_at.elapsed().as_millis()
+    );
+    assert!(
+        promoted,
+        "the other broker answers SEND_OK as master: {}",
+        nodes[other].log_text()
+    );
+    assert!(
+        more_acked(20 * SENDERS),
+        "producers continue on the new master after their route refresh"
+    );
+    // The old master comes back as a slave of the new one, and the pair is whole again.
+    nodes[first].spawn();
+    let again = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &set);
+    assert_eq!(again, other, "the new master stays master");
+    assert_eq!(role_of(&nodes[first]).as_deref(), Some("SLAVE"));
+    assert!(more_acked(20 * SENDERS), "sends go on with both in the set");
+    // The returned broker joined the set holding everything: a second failover to it keeps
+    // every acknowledged message, those answered while it was down included.
+    nodes[other].kill();
+    let back = poll_until(CONVERGE_LIMIT, || answers_send_ok(&nodes[first]));
+    assert!(
+        back,
+        "the returned broker is elected and answers SEND_OK: {}",
+        nodes[first].log_text()
     );
     stop.store(true, Ordering::SeqCst);
     let acknowledged: Vec<Acknowledged> = senders
         .into_iter()
         .flat_map(|sender| sender.join().unwrap())
         .collect();
-    assert!(busy, "sends were answered SEND_OK before the kill");
-    assert!(
-        promoted,
-        "the controller made the other broker master: {}",
-        nodes[other].log_text()
+    assert_all_held(
+        &nodes[first],
+        TOPIC,
+        &acknowledged,
+        "after the second failover",
     );
-    assert_all_held(&nodes[other], TOPIC, &acknowledged, "after the kill");
-    // The old master comes back as a slave of the new one, and the pair is whole again.
-    nodes[first].spawn();
-    let again = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &set);
-    assert_eq!(again, other, "the new master stays master");
-    assert_eq!(role_of(&nodes[first]).as_deref(), Some("SLAVE"));
-    let (mut master, mut slave) = (nodes[other].client(), nodes[first].client());
+    nodes[other].spawn();
+    let whole = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &set);
+    assert_eq!(whole, first, "the second new master stays master");
+    let (mut master, mut slave) = (nodes[first].client(), nodes[other].client());
     let same = poll_until(CONVERGE_LIMIT, || {
         pull_topic(&mut master, TOPIC) == pull_topic(&mut slave, TOPIC)
     });
     assert!(same, "the old master follows the new one: same queues");
     assert_all_held(
-        &nodes[other],
+        &nodes[first],
         TOPIC,
         &acknowledged,
         "after the old master returned",

@@ -5,7 +5,8 @@
 //! agree on both. This crate holds everything about that stream that needs no socket, file
 //! or clock: the frames ([`wire`]), epoch histories and the divergence rule ([`epoch`]), the
 //! master's per-log sender ([`master`]), the slave's per-log receiver ([`slave`]), the
-//! SYNC_MASTER waiters and confirm position ([`sync_wait`]), the record framing a Data
+//! SYNC_MASTER waiters and confirm position ([`sync_wait`]) and, in controller mode, which
+//! slaves they wait for ([`ack_set`]), the record framing a Data
 //! frame must respect ([`records`]), and the broker's side of the RocketMQ 5 controller
 //! protocol that decides who is master ([`controller`]). Time comes in as arguments
 //! (`Instant`), so a simulator or a test can drive both ends in memory; the crate's README
@@ -28,6 +29,7 @@
 //! Any error of a state machine closes the stream with [`wire::Close`]; the slave then
 //! reconnects and the handshake decides again where to resume.
 
+pub mod ack_set;
 pub mod controller;
 pub mod epoch;
 pub mod limits;

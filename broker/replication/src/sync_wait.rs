@@ -106,6 +106,15 @@ impl<T> SyncWaiters<T> {
         released
     }
 
+    /// Controller mode: the slaves the sync-state set requires hold the log up to `covered`
+    /// ([`crate::ack_set::Coverage::covered`]). Unlike [`Self::on_slave_durable`] it may move
+    /// back (a new member joined): a waiter above it waits on. Answers SEND_OK to every
+    /// waiter at or below it.
+    pub fn set_covered(&mut self, covered: u64) -> Vec<(T, SyncOutcome)> {
+        self.slave_durable = covered;
+        self.on_slave_durable(covered)
+    }
+
     /// Answers FLUSH_SLAVE_TIMEOUT to every waiter whose deadline is at or before `now`.
     pub fn expire(&mut self, now: Instant) -> Vec<(T, SyncOutcome)> {
         let mut expired = Vec::new();
@@ -225,6 +234,22 @@ mod tests {
         );
         assert!(waiters.is_empty());
         assert_eq!(waiters.next_deadline(), None);
+    }
+
+    // Proves a covered position may move back: a waiter above it waits on.
+    #[test]
+    fn covered_moves_back_when_a_member_joins() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(3);
+        let mut waiters = SyncWaiters::new();
+        assert!(waiters.set_covered(500).is_empty());
+        assert_eq!(
+            waiters.register(400, deadline, true, 1),
+            Some((1, SyncOutcome::SendOk))
+        );
+        assert!(waiters.set_covered(200).is_empty());
+        assert!(waiters.register(400, deadline, true, 2).is_none());
+        assert_eq!(waiters.set_covered(450), vec![(2, SyncOutcome::SendOk)]);
     }
 
     // Proves overdue waiters time out in deadline order, released ones never do, and the

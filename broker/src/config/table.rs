@@ -145,6 +145,25 @@ comet_proto::config_table! {
         doc: "Controller mode: how often the broker looks the leading controller up again.",
         parse: parse_positive, show: ToString::to_string,
     },
+    /// Java's `allAckInSyncStateSet`, on by default here (Java's default is off, which with
+    /// `inSyncReplicas=1` lets a SYNC_MASTER acknowledge what no slave holds, so a failover
+    /// could lose it: Comet is durable unless told otherwise).
+    all_ack_in_sync_state_set: bool = true => {
+        key: "allAckInSyncStateSet", unit: "", applies: AtRestart,
+        doc: "Controller mode, SYNC_MASTER: a send waits for every member of the sync-state set.",
+        parse: parse_bool, show: ToString::to_string,
+    },
+    in_sync_replicas: usize = 1 => {
+        key: "inSyncReplicas", unit: "", applies: AtRestart,
+        doc: "Controller mode, SYNC_MASTER without allAckInSyncStateSet: copies a send needs \
+              (the master's included).",
+        parse: parse_positive, show: ToString::to_string,
+    },
+    min_in_sync_replicas: usize = 1 => {
+        key: "minInSyncReplicas", unit: "", applies: AtRestart,
+        doc: "Controller mode, SYNC_MASTER: with a smaller sync-state set sends are refused.",
+        parse: parse_positive, show: ToString::to_string,
+    },
     store_root: PathBuf = PathBuf::from("store") => {
         key: "storePathRootDir", unit: "", applies: StartUpOnly,
         doc: "Root of the store: commit logs, queues, metadata and run-time config updates.",

@@ -20,7 +20,8 @@ use comet_proto::frame::encode_to_bytes;
 use comet_proto::{Decoded, FrameDecoder, RemotingCommand, RequestCode, ResponseCode};
 use comet_replication::controller::identity::{CONFIRMED_FILE_NAME, TEMP_FILE_NAME};
 use comet_replication::controller::{
-    Action, BrokerControllerId, LogProgress, MasterView, Persist, Reply, RequestId, Session,
+    AckPolicy, Action, BrokerControllerId, LogProgress, MasterView, Persist, Reply, RequestId,
+    Session,
 };
 use comet_rt::clock::{monotonic_now, wall_clock_ms};
 
@@ -44,6 +45,8 @@ pub struct DriverConfig {
     pub request_timeout: Duration,
     /// How long the shards may publish no figures before heartbeats stop.
     pub shards_silent_max: Duration,
+    /// How replicated writes are acknowledged (`allAckInSyncStateSet` and friends).
+    pub ack_policy: AckPolicy,
 }
 
 /// Runs the session until the process stops.
@@ -74,6 +77,12 @@ pub fn drive(
         }
         let now = monotonic_now();
         queue.extend(driver.report_figures(&mut session, now));
+        // A proposal the figures caused is pending in the session already, so the
+        // requirement published now waits for its members.
+        driver
+            .role
+            .set_ack_requirement(session.ack_requirement(&driver.config.ack_policy));
+        driver.role.end_driver_pass();
         driver.look_up_master_ha(now);
         if session.next_wakeup().is_some_and(|at| at <= now) {
             queue.extend(session.poll(now));
@@ -247,10 +256,16 @@ impl Driver {
         if current == serving {
             return;
         }
-        let live = matches!(
-            (&current, &serving),
-            (Serving::Undecided, Serving::Slave { .. })
-        ) && self.control.run_broker_id() == self.role.broker_id();
+        // A master elected again under a newer epoch keeps serving: no other broker wrote
+        // in between, because the controller elects only from the sync-state set, which
+        // this broker could not have left and re-entered without following another master.
+        let live = match (&current, &serving) {
+            (Serving::Undecided, Serving::Slave { .. }) => {
+                self.control.run_broker_id() == self.role.broker_id()
+            }
+            (Serving::Master { .. }, Serving::Master { .. }) => true,
+            _ => false,
+        };
         log::info!(
             "the controller decided {serving:?} (serving {current:?}): {}",
             if live {

@@ -27,7 +27,7 @@ use std::time::Duration;
 use comet_replication::controller::identity::{
     ConfirmedIdentity, StoredIdentity, TempIdentity, CONFIRMED_FILE_NAME, TEMP_FILE_NAME,
 };
-use comet_replication::controller::{Session, SessionConfig};
+use comet_replication::controller::{AckPolicy, Session, SessionConfig};
 use comet_rt::fatal::FatalReason;
 use comet_rt::shutdown::RemoteStop;
 use thiserror::Error;
@@ -157,6 +157,11 @@ pub fn run_controlled(
             comet_replication::controller::REQUEST_TIMEOUT_MS_DEFAULT,
         ),
         shards_silent_max: heartbeat_timeout / SHARDS_SILENT_DIVISOR,
+        ack_policy: AckPolicy {
+            in_sync_replicas: config.in_sync_replicas,
+            min_in_sync_replicas: config.min_in_sync_replicas,
+            all_ack_in_sync_state_set: config.all_ack_in_sync_state_set,
+        },
     };
     let driver = std::thread::Builder::new()
         .name("comet-controller".to_owned())

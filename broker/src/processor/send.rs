@@ -57,6 +57,18 @@ pub fn route(
     }
     let header = decode_send_request(request)
         .map_err(|e| error(request, ResponseCode::SYSTEM_ERROR, e.to_string()))?;
+    // Controller mode: below `minInSyncReplicas` members a send that would wait for slaves
+    // is refused before it is stored, with Java's answer.
+    if broker.config().broker_role == BrokerRole::SyncMaster
+        && waits_for_slave(&header)
+        && broker.replication().too_few_in_sync()
+    {
+        return Err(error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "in-sync replicas not enough",
+        ));
+    }
     let topic = header.topic.clone();
     check_topic(broker, request, &topic)?;
     let auto_create = broker.config().auto_create_topic;

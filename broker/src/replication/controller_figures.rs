@@ -2,12 +2,10 @@
 //! are in sync on its log, for the controller driver's heartbeats and sync-state-set
 //! proposals (`crate::controller_role`).
 
-use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use comet_replication::sync_wait::in_sync;
 use comet_rt::shutdown::{Gate, StopSignal};
 use comet_rt::sync::race;
 use comet_rt::task_class::{sleep, TaskClass};
@@ -42,17 +40,8 @@ fn publish(broker: &ShardBroker, role: &ControllerRole) {
         role.publish_log(now, log.replication.log_id, figures(log, master));
     }
     if master {
-        let written = broker.store().written_position();
-        let gap = config.ha_max_gap_not_in_sync_bytes;
-        let mut slaves: BTreeMap<i64, bool> = BTreeMap::new();
-        for follower in broker.replication.followers.borrow().values() {
-            let Ok(id) = i64::try_from(follower.broker_id) else {
-                continue;
-            };
-            let synced = in_sync(written, Some(follower.durable), gap);
-            *slaves.entry(id).or_insert(false) |= synced;
-        }
-        role.publish_replicas(broker.replication.log_id, &slaves);
+        let in_sync = super::controlled_acks::review(broker, role);
+        role.publish_replicas(broker.replication.log_id, &in_sync);
     }
 }
 

@@ -25,12 +25,15 @@
 //!   records.
 //! - `controller_figures`: in controller mode, what each log holds and which slaves are in
 //!   sync, for the controller driver.
+//! - `controlled_acks`: in controller mode, which slaves a master log's SYNC_MASTER writes
+//!   wait for (the sync-state set, and slaves joining it).
 //! - `metadata_sync`: a slave copies topics, groups and delay cursors from its master every
 //!   10 s, as Java's `SlaveSynchronize` does, and consumer offsets every second.
 //!
 //! Every wait is bounded (the handshake deadline, `haHousekeepingInterval` of silence,
 //! backoff) and no task blocks its shard.
 
+pub mod controlled_acks;
 pub mod controller_figures;
 pub mod epochs;
 pub mod hosting;

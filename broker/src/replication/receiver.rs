@@ -244,7 +244,14 @@ async fn session(
     stop: &StopSignal,
 ) -> Result<Ended, ReceiveError> {
     let (text, addr) = master_addr(broker).await?;
-    let stream = match timeout(CONNECT_WAIT_MAX, Stream::connect(addr)).await {
+    // The waits before the master answers race the stop: a frozen master accepts
+    // connections in its kernel and answers nothing, and a role change must not wait for it.
+    let connecting = timeout(CONNECT_WAIT_MAX, Stream::connect(addr));
+    let connected = match race(stop.wait(), connecting).await {
+        Either::Left(()) => return Ok(Ended::Stopped),
+        Either::Right(connected) => connected,
+    };
+    let stream = match connected {
         Ok(connected) => connected.map_err(|source| LinkError::Io { peer: addr, source })?,
         Err(timed_out) => {
             let source = std::io::Error::new(std::io::ErrorKind::TimedOut, timed_out);
@@ -288,7 +295,11 @@ async fn handshake_and_receive(
     };
     link::write_frame_within(stream, &Frame::Hello(hello), WELCOME_WAIT_MAX).await?;
     let mut reader = FrameReader::new(stream.clone(), &[]);
-    let welcome = match timeout(WELCOME_WAIT_MAX, reader.next()).await {
+    let answered = match race(stop.wait(), timeout(WELCOME_WAIT_MAX, reader.next())).await {
+        Either::Left(()) => return Ok(Ended::Stopped),
+        Either::Right(answered) => answered,
+    };
+    let welcome = match answered {
         Err(_) => {
             let detail = format!("no Welcome within {WELCOME_WAIT_MAX:?}");
             return Err(ReceiveError::closed(&Close::new(

@@ -104,6 +104,7 @@ async fn run(broker: Rc<ShardBroker>, stream: Stream, hello: Hello, buffered: Ve
         Err(error) => log::warn!("log {log_id}: replication to {peer} ended: {error}"),
     }
     broker.replication.followers.borrow_mut().remove(&id);
+    broker.replication.on_progress(0);
     broker.replication.acks.wake_all();
     stream.shutdown();
 }
@@ -337,7 +338,7 @@ async fn read_acks(broker: Rc<ShardBroker>, mut reader: FrameReader, session: Rc
                 broker
                     .replication
                     .sample_written(now, broker.store.written_position());
-                broker.replication.on_slave_durable(progress.visible);
+                broker.replication.on_progress(progress.visible);
                 broker.replication.acks.wake_all();
                 session.woken.notify();
             }

@@ -11,6 +11,11 @@
 //! follows the log, or the best is `haMaxGapNotInSync` or more behind). The message stays
 //! stored in every case.
 //!
+//! In controller mode the sync-state set decides instead (`controlled_acks`): a send waits
+//! for every slave the set (and a proposal not yet answered, and a slave joining it)
+//! names, answering SEND_OK at once when it names none, and FLUSH_SLAVE_TIMEOUT when one
+//! did not hold it in time; consumers see what all of them hold.
+//!
 //! The store of a SYNC_MASTER is opened with `visible_after_confirm`: consumers see a
 //! record only once [`Store::confirm`](comet_store::Store::confirm) covers it. The confirm
 //! task moves it to the smallest durable end of the in-sync set (the master and every slave
@@ -41,7 +46,16 @@ const CONFIRM_RECHECK_MAX: Duration = Duration::from_millis(100);
 pub async fn wait_for_slave(broker: &ShardBroker, end: u64, deadline: Instant) -> SyncOutcome {
     let state = broker.replication();
     let gap_max = broker.config().ha_max_gap_not_in_sync_bytes;
-    let in_sync = state.slave_in_sync(end, gap_max);
+    // In controller mode the sync-state set says whom to wait for, and a slave missing from
+    // it is waited for until the controller accepted the smaller set: no SLAVE_NOT_AVAILABLE.
+    let in_sync = match state.controlled_covered() {
+        Some(covered) => {
+            let released = state.sync_waiters.borrow_mut().set_covered(covered);
+            crate::replication_state::answer(released);
+            true
+        }
+        None => state.slave_in_sync(end, gap_max),
+    };
     let slot = Rc::new(SyncSlot::default());
     let registered =
         state
@@ -82,12 +96,18 @@ pub fn spawn_confirm(broker: &Rc<ShardBroker>, tasks: &Gate, stop: &StopSignal) 
 async fn confirm_loop(broker: Rc<ShardBroker>, stop: StopSignal) {
     let store = broker.store();
     while !stop.is_triggered() {
+        if let Some(role) = broker.controller() {
+            super::controlled_acks::refresh(&broker, role);
+        }
         let durable = store.durable_position();
         let gap_max = broker.config().ha_max_gap_not_in_sync_bytes;
-        let target =
-            broker
-                .replication()
-                .confirm_target(durable, store.written_position(), gap_max);
+        let state = broker.replication();
+        // In controller mode consumers see what every slave the set requires holds, so
+        // nothing they read can be missing on the master a failover picks.
+        let target = match state.controlled_covered() {
+            Some(covered) => durable.min(covered),
+            None => state.confirm_target(durable, store.written_position(), gap_max),
+        };
         // In controller mode a master whose lease lapsed shows nothing more: another master
         // may be elected, and a tail shown to consumers could no longer be taken back when
         // this broker has to follow it.

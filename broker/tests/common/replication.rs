@@ -361,9 +361,12 @@ pub fn send_until_stopped(
     let producer = Producer::new(config).unwrap();
     producer.start().unwrap();
     let mut answered = Vec::new();
-    let mut failures = 0;
+    // A failover takes seconds: keep trying until stopped, unless nothing succeeds for
+    // longer than any convergence the tests wait for.
+    let mut failing_since: Option<std::time::Instant> = None;
     for index in 0.. {
-        if stop.load(Ordering::SeqCst) || failures > 200 {
+        let failing_too_long = failing_since.is_some_and(|since| since.elapsed() > CONVERGE_LIMIT);
+        if stop.load(Ordering::SeqCst) || failing_too_long {
             break;
         }
         let body = format!("{label} n{index}");
@@ -376,11 +379,12 @@ pub fn send_until_stopped(
                     body,
                 });
                 acked.fetch_add(1, Ordering::SeqCst);
+                failing_since = None;
             }
             Ok(_) => {}
             Err(_) => {
-                failures += 1;
-                std::thread::sleep(Duration::from_millis(10));
+                failing_since.get_or_insert_with(std::time::Instant::now);
+                std::thread::sleep(Duration::from_millis(20));
             }
         }
     }

@@ -136,6 +136,8 @@ pub struct RoundResult {
     pub summary: Summary,
     /// The master that was faulted (or whose slave was), and the final master.
     pub masters: (usize, usize),
+    /// From the fault to the slave answering as master, for the faults that depose one.
+    pub elected_after: Option<Duration>,
 }
 
 /// Runs one round of `fault` on topic `topic` with `producers` producers.
@@ -153,35 +155,48 @@ pub fn run_round(
     let warmup = usize::try_from(rng.between(50, 300)).unwrap_or(50);
     wait_for_progress(&workload, warmup, "before the fault")?;
     let slave_addr = cluster.brokers[slave].addr;
-    // While the master is dead, frozen or cut off, or its slave is, the broker set has no
-    // slave in sync, and a SYNC_MASTER then answers SLAVE_NOT_AVAILABLE
-    // (docs/architecture.md#failover): so progress is required during a fault only where
-    // both brokers still replicate (a controller leader's death), and after every heal.
+    let faulted_at = Instant::now();
+    let mut elected_after = None;
+    let elected = |elected_after: &mut Option<Duration>| {
+        let outcome = wait("the slave elected master", || wire::is_master(slave_addr));
+        *elected_after = Some(faulted_at.elapsed());
+        outcome
+    };
+    // Once the controller elected the slave, or dropped an isolated slave from the
+    // sync-state set, the broker left serving answers SEND_OK alone: a SYNC_MASTER in
+    // controller mode waits for the members of the accepted set (docs/architecture.md#failover).
+    // So every fault must let the workload progress while it lasts, not only after the heal.
     match fault {
         Fault::KillMaster => {
             cluster.kill_broker(master);
-            wait("the slave elected master", || wire::is_master(slave_addr))?;
+            elected(&mut elected_after)?;
+            wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")?;
         }
         Fault::FreezeMaster => {
             cluster.signal_broker(master, libc::SIGSTOP);
             // The controller elects the slave only after the master's heartbeats stopped
             // for the full timeout, longer than the master's lease.
-            let elected = wait("the slave elected master", || wire::is_master(slave_addr));
+            let outcome = elected(&mut elected_after).and_then(|()| {
+                wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")
+            });
             cluster.signal_broker(master, libc::SIGCONT);
-            elected?;
+            outcome?;
         }
         Fault::PartitionMaster => {
             let slave_ip = network.namespaces[slave].addr;
             network.partition(master, &Cut::Peers(vec![NAMESRV_ADDR, slave_ip]))?;
-            let elected = wait("the slave elected master", || wire::is_master(slave_addr));
+            let outcome = elected(&mut elected_after).and_then(|()| {
+                wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")
+            });
             network.heal(master)?;
-            elected?;
+            outcome?;
         }
         Fault::IsolateSlave => {
             network.partition(slave, &Cut::All)?;
             let dropped = wait("the slave dropped from the sync-state set", || {
                 cluster.sync_state_set_size() == Some(1)
-            });
+            })
+            .and_then(|()| wait_for_progress(&workload, PROGRESS_SENDS, "on the master alone"));
             network.heal(slave)?;
             dropped?;
         }
@@ -197,7 +212,8 @@ pub fn run_round(
             let leader = wait_for_leader(cluster)?;
             cluster.kill_member(leader);
             cluster.kill_broker(master);
-            wait("the slave elected master", || wire::is_master(slave_addr))?;
+            elected(&mut elected_after)?;
+            wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")?;
         }
     }
     cluster.restart_dead()?;
@@ -211,6 +227,7 @@ pub fn run_round(
     Ok(RoundResult {
         summary: check(&history, &served),
         masters: (master, final_master),
+        elected_after,
     })
 }
 
