@@ -17,8 +17,8 @@ use crate::{wire, ChaosError};
 pub const BROKER_NAME: &str = "chaos-a";
 /// The cluster's name.
 pub const CLUSTER: &str = "ChaosCluster";
-/// The controller counts a broker gone after this much silence; a master's write lease is
-/// 70% of it.
+/// The default `controllerHeartBeatTimeoutMills` of a run: the controller counts a broker
+/// gone after this much silence; a master's write lease is 70% of it.
 pub const HEARTBEAT_TIMEOUT_MS: u64 = 3_000;
 /// The port each broker listens on inside its namespace.
 pub const BROKER_PORT: u16 = 10_911;
@@ -143,6 +143,8 @@ pub struct Layout {
     pub bin_dir: PathBuf,
     /// Stores and logs (a real file system: the store uses O_DIRECT).
     pub work_dir: PathBuf,
+    /// The brokers' `controllerHeartBeatTimeoutMills` (their lease is 70% of it).
+    pub controller_timeout_ms: u64,
 }
 
 /// The whole cluster; its processes die when it drops.
@@ -285,7 +287,10 @@ impl Cluster {
             format!("brokerClusterName={CLUSTER}"),
             format!("brokerName={BROKER_NAME}"),
             "brokerRole=SYNC_MASTER".into(),
-            format!("controllerHeartBeatTimeoutMills={HEARTBEAT_TIMEOUT_MS}"),
+            format!(
+                "controllerHeartBeatTimeoutMills={}",
+                self.layout.controller_timeout_ms
+            ),
             "brokerHeartbeatInterval=300".into(),
             "syncBrokerMetadataPeriod=500".into(),
             "checkSyncStateSetPeriod=500".into(),

@@ -14,6 +14,8 @@ const CONVERGE_LIMIT: Duration = Duration::from_secs(60);
 /// SEND_OKs required after a fault took effect and again after healing, showing that the
 /// broker set serves writes in that state.
 const PROGRESS_SENDS: usize = 30;
+/// How finely the first SEND_OK after an election is looked for.
+const RECOVERY_POLL: Duration = Duration::from_millis(5);
 
 /// One kind of fault, injected while the workload runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +95,12 @@ fn wait(what: &str, condition: impl FnMut() -> bool) -> Result<(), ChaosError> {
 }
 
 /// Polls `condition` every 100 ms for at most [`CONVERGE_LIMIT`]; whether it held.
-fn poll(mut condition: impl FnMut() -> bool) -> bool {
+fn poll(condition: impl FnMut() -> bool) -> bool {
+    poll_every(Duration::from_millis(100), condition)
+}
+
+/// Polls `condition` every `interval` for at most [`CONVERGE_LIMIT`]; whether it held.
+fn poll_every(interval: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + CONVERGE_LIMIT;
     loop {
         if condition() {
@@ -102,7 +109,7 @@ fn poll(mut condition: impl FnMut() -> bool) -> bool {
         if Instant::now() >= deadline {
             return false;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(interval);
     }
 }
 
@@ -138,6 +145,9 @@ pub struct RoundResult {
     pub masters: (usize, usize),
     /// From the fault to the slave answering as master, for the faults that depose one.
     pub elected_after: Option<Duration>,
+    /// From the fault to the first SEND_OK a producer got after the election (the recovery
+    /// time clients see), for the faults that depose a master.
+    pub recovered_after: Option<Duration>,
 }
 
 /// Runs one round of `fault` on topic `topic` with `producers` producers.
@@ -156,11 +166,17 @@ pub fn run_round(
     wait_for_progress(&workload, warmup, "before the fault")?;
     let slave_addr = cluster.brokers[slave].addr;
     let faulted_at = Instant::now();
-    let mut elected_after = None;
-    let elected = |elected_after: &mut Option<Duration>| {
-        let outcome = wait("the slave elected master", || wire::is_master(slave_addr));
+    let (mut elected_after, mut recovered_after) = (None, None);
+    // Until the slave answers as master, then until a producer's next SEND_OK (polled
+    // finely: it is the recovery time clients see).
+    let elected = |elected_after: &mut Option<Duration>, recovered_after: &mut Option<Duration>| {
+        wait("the slave elected master", || wire::is_master(slave_addr))?;
         *elected_after = Some(faulted_at.elapsed());
-        outcome
+        let before = workload.acked();
+        if poll_every(RECOVERY_POLL, || workload.acked() > before) {
+            *recovered_after = Some(faulted_at.elapsed());
+        }
+        wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")
     };
     // Once the controller elected the slave, or dropped an isolated slave from the
     // sync-state set, the broker left serving answers SEND_OK alone: a SYNC_MASTER in
@@ -169,25 +185,20 @@ pub fn run_round(
     match fault {
         Fault::KillMaster => {
             cluster.kill_broker(master);
-            elected(&mut elected_after)?;
-            wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")?;
+            elected(&mut elected_after, &mut recovered_after)?;
         }
         Fault::FreezeMaster => {
             cluster.signal_broker(master, libc::SIGSTOP);
             // The controller elects the slave only after the master's heartbeats stopped
             // for the full timeout, longer than the master's lease.
-            let outcome = elected(&mut elected_after).and_then(|()| {
-                wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")
-            });
+            let outcome = elected(&mut elected_after, &mut recovered_after);
             cluster.signal_broker(master, libc::SIGCONT);
             outcome?;
         }
         Fault::PartitionMaster => {
             let slave_ip = network.namespaces[slave].addr;
             network.partition(master, &Cut::Peers(vec![NAMESRV_ADDR, slave_ip]))?;
-            let outcome = elected(&mut elected_after).and_then(|()| {
-                wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")
-            });
+            let outcome = elected(&mut elected_after, &mut recovered_after);
             network.heal(master)?;
             outcome?;
         }
@@ -212,8 +223,7 @@ pub fn run_round(
             let leader = wait_for_leader(cluster)?;
             cluster.kill_member(leader);
             cluster.kill_broker(master);
-            elected(&mut elected_after)?;
-            wait_for_progress(&workload, PROGRESS_SENDS, "on the new master alone")?;
+            elected(&mut elected_after, &mut recovered_after)?;
         }
     }
     cluster.restart_dead()?;
@@ -228,6 +238,7 @@ pub fn run_round(
         summary: check(&history, &served),
         masters: (master, final_master),
         elected_after,
+        recovered_after,
     })
 }
 

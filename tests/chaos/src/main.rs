@@ -46,6 +46,11 @@ struct Args {
     /// at its first failure.
     #[arg(long)]
     keep_going: bool,
+    /// The brokers' controllerHeartBeatTimeoutMills (Java's default is 10000); at least
+    /// 1000, since the brokers heartbeat every 300 ms and the lease needs the interval under
+    /// 30% of it.
+    #[arg(long, default_value_t = comet_chaos::cluster::HEARTBEAT_TIMEOUT_MS)]
+    controller_timeout_ms: u64,
 }
 
 fn main() -> ExitCode {
@@ -113,9 +118,16 @@ fn run(args: &Args) -> Result<(), ChaosError> {
     );
     let network = Network::create(2, firewall)?;
     let _ = std::fs::remove_dir_all(&work_dir);
+    if args.controller_timeout_ms < 1000 {
+        return Err(ChaosError::Prerequisite(format!(
+            "--controller-timeout-ms {}: at least 1000",
+            args.controller_timeout_ms
+        )));
+    }
     let layout = Layout {
         bin_dir,
         work_dir: work_dir.clone(),
+        controller_timeout_ms: args.controller_timeout_ms,
     };
     let mut cluster = Cluster::start(layout.clone(), &network)?;
     let mut rng = Rng::new(seed);
@@ -149,20 +161,25 @@ fn run(args: &Args) -> Result<(), ChaosError> {
                     tally.lost += s.lost;
                     tally.reused_offsets += s.reused_offsets;
                     tally.acked += s.acked;
-                    tally.elected_ms.extend(
-                        result
-                            .elected_after
-                            .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)),
-                    );
+                    tally.elected_ms.extend(result.elected_after.map(millis));
+                    tally
+                        .recovered_ms
+                        .extend(result.recovered_after.map(millis));
                     if s.violations.is_empty() {
                         tally.passed += 1;
                         let elected = result
                             .elected_after
                             .map(|elapsed| format!(" elected after {:.2} s", elapsed.as_secs_f64()))
                             .unwrap_or_default();
+                        let recovered = result
+                            .recovered_after
+                            .map(|elapsed| {
+                                format!(", SEND_OK again after {:.2} s", elapsed.as_secs_f64())
+                            })
+                            .unwrap_or_default();
                         println!(
                             "{line} PASS acked {} failed-attempts {} served {} duplicates {} \
-                             master {}->{}{elected} ({seconds:.1} s)",
+                             master {}->{}{elected}{recovered} ({seconds:.1} s)",
                             s.acked,
                             s.failed_attempts,
                             s.served,
@@ -268,6 +285,8 @@ struct Tally {
     reused_offsets: usize,
     /// Fault to the slave answering as master, per round that deposed a master.
     elected_ms: Vec<u64>,
+    /// Fault to the first SEND_OK after the election, per round that deposed a master.
+    recovered_ms: Vec<u64>,
 }
 
 impl Tally {
@@ -282,6 +301,7 @@ impl Tally {
             lost: 0,
             reused_offsets: 0,
             elected_ms: Vec::new(),
+            recovered_ms: Vec::new(),
         }
     }
 
@@ -289,20 +309,12 @@ impl Tally {
     fn table(tallies: &[Tally]) -> String {
         let mut out = String::from(
             "| fault | rounds | passed | failed checks | failed rounds | acked | lost | \
-             reused offsets | elected after (ms): min / median / max |\n\
-             |---|---|---|---|---|---|---|---|---|\n",
+             reused offsets | elected after (ms) | first SEND_OK after (ms) |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
         );
         for tally in tallies {
-            let mut elected = tally.elected_ms.clone();
-            elected.sort_unstable();
-            let elected = match (elected.first(), elected.last()) {
-                (Some(min), Some(max)) => {
-                    format!("{min} / {} / {max}", elected[elected.len() / 2])
-                }
-                _ => "-".into(),
-            };
             out.push_str(&format!(
-                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {elected} |\n",
+                "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 tally.fault.name(),
                 tally.rounds,
                 tally.passed,
@@ -311,8 +323,24 @@ impl Tally {
                 tally.acked,
                 tally.lost,
                 tally.reused_offsets,
+                spread(&tally.elected_ms),
+                spread(&tally.recovered_ms),
             ));
         }
         out
     }
+}
+
+/// `min / median / max` of `values`, or `-` when there are none.
+fn spread(values: &[u64]) -> String {
+    let mut sorted = values.to_vec();
+    sorted.sort_unstable();
+    match (sorted.first(), sorted.last()) {
+        (Some(min), Some(max)) => format!("{min} / {} / {max}", sorted[sorted.len() / 2]),
+        _ => "-".into(),
+    }
+}
+
+fn millis(elapsed: std::time::Duration) -> u64 {
+    u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
 }
