@@ -28,6 +28,14 @@ public final class Main {
   }
 
   public static void main(String[] args) {
+    // The failover suite's phases come through java/run.sh's "--" as "--suite failover".
+    int suite = Arrays.asList(args).indexOf("--suite");
+    if (suite >= 0 && suite + 1 < args.length && args[suite + 1].equals("failover")) {
+      List<String> rest = new ArrayList<>(Arrays.asList(args));
+      rest.subList(suite, suite + 2).clear();
+      FailoverSuite.main(rest.toArray(new String[0]));
+      return;
+    }
     String namesrv = null;
     List<String> only = null;
     long scenarioTimeoutS = 150;
