@@ -571,3 +571,63 @@ fn inspection_bodies() {
     assert_eq!(delay.offset_table, BTreeMap::from([(1, 5), (2, 0)]));
     assert!(round_trip(&delay).ends_with(r#""offsetTable":{"1":5,"2":0}}"#));
 }
+
+// Proves the server-side assignment bodies as Java 5.x's fastjson writes them: the request
+// with its enum by name, an answer whose assignments carry a mode (and a POP queue id -1),
+// a null answer left out, and the SET_MESSAGE_REQUEST_MODE body with Java's defaults.
+#[test]
+fn assignment_bodies() {
+    let java = concat!(
+        r#"{"clientId":"10.0.0.1@1234","consumerGroup":"cg","messageModel":"CLUSTERING","#,
+        r#""strategyName":"AVG","topic":"T"}"#
+    );
+    let request = QueryAssignmentRequestBody::decode(java.as_bytes()).unwrap();
+    assert_eq!(request.message_model, Some(MessageModel::CLUSTERING));
+    assert_eq!(request.strategy_name, "AVG");
+    assert_eq!(round_trip(&request), java);
+
+    let assignments = [mq("T", 1), MessageQueue::new("T", "broker-a", -1)]
+        .into_iter()
+        .map(|queue| MessageQueueAssignment {
+            message_queue: Some(queue),
+            mode: MessageRequestMode::POP,
+            attachments: None,
+        })
+        .collect();
+    let response = QueryAssignmentResponseBody {
+        message_queue_assignments: Some(assignments),
+    };
+    assert_eq!(
+        round_trip(&response),
+        concat!(
+            r#"{"messageQueueAssignments":[{"messageQueue":{"brokerName":"broker-a","#,
+            r#""queueId":-1,"topic":"T"},"mode":"POP"},{"messageQueue":{"brokerName":"#,
+            r#""broker-a","queueId":1,"topic":"T"},"mode":"POP"}]}"#
+        )
+    );
+    assert_eq!(round_trip(&QueryAssignmentResponseBody::default()), "{}");
+
+    let set =
+        SetMessageRequestModeRequestBody::decode(br#"{"topic":"T","consumerGroup":"g"}"#).unwrap();
+    assert_eq!(set.mode, MessageRequestMode::PULL);
+    assert_eq!(set.pop_share_queue_num, 0);
+    let set = SetMessageRequestModeRequestBody {
+        mode: MessageRequestMode::POP,
+        pop_share_queue_num: -1,
+        ..set
+    };
+    let mut table = MessageRequestModeSerializeWrapper::default();
+    table
+        .message_request_mode_map
+        .entry("T".into())
+        .or_default()
+        .insert("g".into(), set);
+    assert_eq!(
+        round_trip(&table),
+        concat!(
+            r#"{"messageRequestModeMap":{"T":{"g":{"consumerGroup":"g","mode":"POP","#,
+            r#""popShareQueueNum":-1,"topic":"T"}}}}"#
+        )
+    );
+    assert!(SetMessageRequestModeRequestBody::decode(br#"{"mode":"PUSH"}"#).is_err());
+}

@@ -24,6 +24,7 @@ use thiserror::Error;
 use crate::json::{self, JsonError};
 
 pub mod admin;
+pub mod assignment;
 pub mod client;
 pub mod consumer;
 pub mod controller;
@@ -33,6 +34,7 @@ pub mod stats;
 pub mod topic;
 
 pub use admin::*;
+pub use assignment::*;
 pub use client::*;
 pub use consumer::*;
 pub use controller::*;
