@@ -26,7 +26,16 @@ const STEP_LIMIT: Duration = Duration::from_secs(60);
 
 /// One request on a fresh connection; `None` when the member cannot be reached or does not
 /// answer within two seconds.
-fn call(addr: SocketAddr, mut command: RemotingCommand) -> Option<RemotingCommand> {
+fn call(addr: SocketAddr, command: RemotingCommand) -> Option<RemotingCommand> {
+    call_keeping(addr, command).map(|(answer, _)| answer)
+}
+
+/// [`call`], returning the connection too: a broker's heartbeats must come over a connection
+/// that stays open, since the controller counts a broker whose connection closed as gone.
+fn call_keeping(
+    addr: SocketAddr,
+    mut command: RemotingCommand,
+) -> Option<(RemotingCommand, TcpStream)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
     command.opaque = 7;
@@ -37,7 +46,7 @@ fn call(addr: SocketAddr, mut command: RemotingCommand) -> Option<RemotingComman
     loop {
         if let Ok(Some(Decoded::Command(answer))) = decoder.decode(&mut buffer) {
             if answer.is_response() && answer.opaque == 7 {
-                return Some(answer);
+                return Some((answer, stream));
             }
             continue;
         }
@@ -270,6 +279,7 @@ fn controller_group_fails_over_and_catches_up() {
 
     // Two brokers claim ids 1 and 2, register and heartbeat to every member (as brokers do);
     // broker 1 asks for the first election and wins it under master epoch 1.
+    let mut heartbeat_connections = Vec::new();
     for broker_id in [1, 2] {
         assert_eq!(next_broker_id(&members), Some(broker_id));
         expect_success(
@@ -286,7 +296,10 @@ fn controller_group_fails_over_and_catches_up() {
             });
         expect_success("register", on_leader(&members, register));
         for member in &members {
-            expect_success("heartbeat", call(member.addr, heartbeat(broker_id)));
+            let (answer, connection) = call_keeping(member.addr, heartbeat(broker_id))
+                .expect("an answer to the heartbeat");
+            expect_success("heartbeat", Some(answer));
+            heartbeat_connections.push(connection);
         }
     }
     let elect = RemotingCommand::request(RequestCode::CONTROLLER_ELECT_MASTER, 0).with_header(

@@ -129,6 +129,7 @@ impl Driver {
                     Err(error) => {
                         log::debug!("controller {to}: {error}");
                         self.link_to_leader_lost(session, &to);
+                        self.links.remove(&to);
                         return session.on_failure(now, id);
                     }
                 };
@@ -148,8 +149,8 @@ impl Driver {
                 frame.set_oneway();
                 if let Err(error) = self.link(&to).and_then(|link| link.oneway(frame)) {
                     log::debug!("controller {to}: heartbeat not sent: {error}");
-                    self.links.remove(&to);
                     self.link_to_leader_lost(session, &to);
+                    self.links.remove(&to);
                 }
                 Vec::new()
             }
@@ -209,9 +210,10 @@ impl Driver {
         alive
     }
 
-    /// A link to the leading controller failed and was closed. Apache RocketMQ's controller
-    /// counts a broker whose connection closed as gone at once (it does not wait for the
-    /// heartbeat timeout), so another master may be elected now: the lease ends here.
+    /// A link to the leading controller failed and is about to be closed. Apache
+    /// RocketMQ's controller and Comet's count a broker whose connection closed as gone at
+    /// once (they do not wait for the heartbeat timeout), so another master may be elected
+    /// as soon as the close arrives: the lease ends here, before it.
     fn link_to_leader_lost(&self, session: &Session, addr: &str) {
         if session.leader() == Some(addr) && self.role.lease_valid(monotonic_now()) {
             log::warn!("lost the link to the leading controller {addr}: acknowledging no writes");
@@ -338,10 +340,11 @@ impl Driver {
             return;
         };
         let request = RemotingCommand::request(RequestCode::GET_BROKER_CONFIG, 0);
-        match self
-            .call(&master_addr, request)
-            .map(|answer| ha_addr_of(&answer))
-        {
+        let answer = self.call(&master_addr, request);
+        if answer.is_err() {
+            self.links.remove(&master_addr);
+        }
+        match answer.map(|answer| ha_addr_of(&answer)) {
             Ok(Some(ha_addr)) => {
                 log::info!("following the master {master_addr} through its HA port {ha_addr}");
                 self.role
@@ -390,14 +393,12 @@ impl Driver {
             .ok_or_else(|| io::Error::other("link just inserted"))
     }
 
-    /// One request and its answer; a failed link is dropped so the next call reconnects.
+    /// One request and its answer. A failed link stays until the caller drops it: a link to
+    /// the leading controller may close only after the lease ended, because the controller
+    /// counts a master whose connection closed as gone at once.
     fn call(&mut self, addr: &str, request: RemotingCommand) -> io::Result<RemotingCommand> {
         let timeout = self.config.request_timeout;
-        let result = self.link(addr).and_then(|link| link.call(request, timeout));
-        if result.is_err() {
-            self.links.remove(addr);
-        }
-        result
+        self.link(addr).and_then(|link| link.call(request, timeout))
     }
 }
 

@@ -139,6 +139,36 @@ impl HeartbeatTable {
             .is_some_and(|live| live.alive(now_ms))
     }
 
+    /// The connection a broker heartbeats on closed at `now_ms`: it counts as gone at once,
+    /// as Java's controller counts a broker whose channel closed (a killed broker's kernel
+    /// closes its connections, so its master role moves on without waiting for the
+    /// timeout). A connection whose last heartbeat is `idle_close_ms` or more old was closed
+    /// for idleness by this side, which says nothing new: the timeout decides then. Returns
+    /// whether the broker was alive and now counts as gone.
+    pub fn on_channel_closed(
+        &mut self,
+        cluster_name: &str,
+        broker_name: &str,
+        broker_id: BrokerId,
+        now_ms: u64,
+        idle_close_ms: u64,
+    ) -> bool {
+        let Some(live) = self
+            .clusters
+            .get_mut(cluster_name)
+            .and_then(|sets| sets.get_mut(broker_name))
+            .and_then(|brokers| brokers.get_mut(&broker_id))
+        else {
+            return false;
+        };
+        if !live.alive(now_ms) || now_ms.saturating_sub(live.last_heartbeat_ms) >= idle_close_ms {
+            return false;
+        }
+        live.last_heartbeat_ms = now_ms.saturating_sub(1);
+        live.timeout_ms = 0;
+        true
+    }
+
     /// Forgets brokers whose heartbeats stopped before `now_ms` (Java drops them in its
     /// scan), so the table holds no more than the brokers heard from recently.
     pub fn forget_expired(&mut self, now_ms: u64) {
@@ -164,5 +194,51 @@ impl HeartbeatTable {
                 self.clusters.remove(cluster_name);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn heartbeat(broker_id: BrokerId) -> Heartbeat {
+        Heartbeat {
+            cluster_name: "c".into(),
+            broker_name: "b".into(),
+            broker_addr: "127.0.0.1:10911".into(),
+            broker_id,
+            epoch: Some(1),
+            max_offset: Some(10),
+            confirm_offset: Some(10),
+            heartbeat_timeout_ms: Some(3_000),
+            election_priority: None,
+        }
+    }
+
+    // Proves a closed connection counts its broker gone at once, a later heartbeat brings it
+    // back, and a close long after the last heartbeat (this side closing an idle
+    // connection) leaves the timeout in charge.
+    #[test]
+    fn a_closed_connection_counts_its_broker_gone() {
+        let mut table = HeartbeatTable::new();
+        table.on_heartbeat(&heartbeat(1), 1_000);
+        assert!(table.is_alive("c", "b", 1, 1_500));
+        assert!(table.on_channel_closed("c", "b", 1, 1_500, 120_000));
+        assert!(!table.is_alive("c", "b", 1, 1_500));
+        assert!(
+            !table.on_channel_closed("c", "b", 1, 1_600, 120_000),
+            "already gone"
+        );
+        table.on_heartbeat(&heartbeat(1), 2_000);
+        assert!(table.is_alive("c", "b", 1, 2_500));
+        assert!(
+            !table.on_channel_closed("c", "b", 1, 4_000, 2_000),
+            "closed when idle"
+        );
+        assert!(table.is_alive("c", "b", 1, 4_000));
+        assert!(
+            !table.on_channel_closed("c", "b", 2, 2_500, 120_000),
+            "unknown broker"
+        );
     }
 }

@@ -2,7 +2,9 @@
 //! and the [`ControllerConfig`], with the controller's own trigger for elections.
 
 use super::handle::Handled;
-use super::{ControllerConfig, ControllerState, Event, Heartbeat, HeartbeatTable, Request};
+use super::{
+    BrokerId, ControllerConfig, ControllerState, Event, Heartbeat, HeartbeatTable, Request,
+};
 
 /// A controller node. Every request goes through [`ControllerNode::handle`]; the events it
 /// returns go through the log (today: straight) to [`ControllerNode::apply`].
@@ -75,6 +77,27 @@ impl ControllerNode {
     /// Records a BROKER_HEARTBEAT arriving at `now_ms`.
     pub fn on_heartbeat(&mut self, heartbeat: &Heartbeat, now_ms: u64) {
         self.heartbeats.on_heartbeat(heartbeat, now_ms);
+    }
+
+    /// The connection `brokers` heartbeat on closed ([`HeartbeatTable::on_channel_closed`]);
+    /// whether any of them now counts as gone.
+    pub fn on_channel_closed(
+        &mut self,
+        brokers: &[(String, String, BrokerId)],
+        now_ms: u64,
+        idle_close_ms: u64,
+    ) -> bool {
+        let mut gone = false;
+        for (cluster_name, broker_name, broker_id) in brokers {
+            gone |= self.heartbeats.on_channel_closed(
+                cluster_name,
+                broker_name,
+                *broker_id,
+                now_ms,
+                idle_close_ms,
+            );
+        }
+        gone
     }
 
     /// The elections the controller must start itself at `now_ms`

@@ -25,13 +25,13 @@
 //!   are sent NOTIFY_BROKER_ROLE_CHANGED.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use comet_net::{DispatchTable, Server, ServerConfig};
+use comet_net::{ConnectionId, DispatchTable, Server, ServerConfig};
 use comet_proto::body::{JsonBody, SyncStateSet as WireSyncStateSet};
 use comet_proto::frame::encode_to_bytes;
 use comet_proto::headers::{GetMetaDataResponseHeader, NotifyBrokerRoleChangedRequestHeader};
@@ -49,7 +49,7 @@ use thiserror::Error;
 
 use super::raft_store::{RaftStore, StoreError};
 use super::replica::{raft_logger, Committed, Record, Replica, ReplicaError, TICK_MS};
-use super::{wire, ControllerConfig, ControllerNode, ControllerState, Request, Response};
+use super::{wire, BrokerId, ControllerConfig, ControllerNode, ControllerState, Request, Response};
 use crate::NamesrvConfig;
 
 /// The request code of a Raft message between controllers: Comet's own, outside RocketMQ's
@@ -197,7 +197,14 @@ struct Shared {
     turn: WakerList,
     outboxes: Vec<Outbox>,
     stop: RefCell<Option<StopSignal>>,
+    /// The brokers each connection carried heartbeats for, so its close counts them gone.
+    channels: RefCell<HashMap<ConnectionId, BTreeSet<BrokerKey>>>,
+    /// Wakes the scan before its period (a master's connection closed).
+    scan_now: Notify,
 }
+
+/// A broker as heartbeats name it: cluster name, broker name, controller id.
+type BrokerKey = (String, String, BrokerId);
 
 #[derive(Default)]
 struct Outbox {
@@ -273,6 +280,8 @@ impl ControllerService {
             turn: WakerList::default(),
             outboxes,
             stop: RefCell::new(None),
+            channels: RefCell::new(HashMap::new()),
+            scan_now: Notify::default(),
         };
         Ok(ControllerService {
             shared: Rc::new(shared),
@@ -322,7 +331,12 @@ impl ControllerService {
             task_class: TaskClass::Admin,
             ..ServerConfig::default()
         };
-        let server = Server::new(shard, dispatch_table(&shared), server_config);
+        let idle_close = server_config.idle_timeout;
+        let mut server = Server::new(shard, dispatch_table(&shared), server_config);
+        let closed = shared.clone();
+        server.on_connection_closed(Rc::new(move |connection| {
+            closed.on_channel_closed(connection.id(), idle_close);
+        }));
         server.serve(listener, stop).await;
         raft.await;
         scan.await;
@@ -332,6 +346,24 @@ impl ControllerService {
 impl Shared {
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A connection closed: the brokers that heartbeated on it count as gone, and the scan
+    /// runs at once, so a killed master is replaced without waiting for its timeout.
+    fn on_channel_closed(&self, connection: ConnectionId, idle_close: Duration) {
+        let Some(brokers) = self.channels.borrow_mut().remove(&connection) else {
+            return;
+        };
+        let brokers: Vec<_> = brokers.into_iter().collect();
+        let idle_close_ms = u64::try_from(idle_close.as_millis()).unwrap_or(u64::MAX);
+        let gone = self
+            .node
+            .borrow_mut()
+            .on_channel_closed(&brokers, self.now_ms(), idle_close_ms);
+        if gone {
+            log::info!("controller: the connection of {brokers:?} closed: counted as gone");
+            self.scan_now.notify();
+        }
     }
 
     fn stopped(&self) -> bool {
@@ -561,9 +593,20 @@ fn dispatch_table(shared: &Rc<Shared>) -> DispatchTable {
         async { None }
     });
     let heartbeats = shared.clone();
-    table.register_fn(RequestCode::BROKER_HEARTBEAT, move |_, command| {
+    table.register_fn(RequestCode::BROKER_HEARTBEAT, move |context, command| {
         let answer = match wire::heartbeat(&command) {
             Ok(heartbeat) => {
+                let key = (
+                    heartbeat.cluster_name.clone(),
+                    heartbeat.broker_name.clone(),
+                    heartbeat.broker_id,
+                );
+                heartbeats
+                    .channels
+                    .borrow_mut()
+                    .entry(context.connection.id())
+                    .or_default()
+                    .insert(key);
                 let now_ms = heartbeats.now_ms();
                 heartbeats
                     .node
@@ -775,7 +818,11 @@ async fn peer_sender(shared: Rc<Shared>, index: usize, stop: StopSignal) {
 /// master stopped heartbeating, then the table is trimmed.
 async fn scan_loop(shared: Rc<Shared>, stop: StopSignal) {
     while !stop.is_triggered() {
-        race(sleep(shared.settings.scan_interval), stop.wait()).await;
+        let period = race(
+            sleep(shared.settings.scan_interval),
+            shared.scan_now.notified(),
+        );
+        race(period, stop.wait()).await;
         if shared.stopped() || shared.serving_term.get().is_none() {
             continue;
         }
