@@ -5,7 +5,7 @@
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
 #   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4,ha,
-#            tls5]
+#            tls5,failover]
 #           [--keep-logs] [--acl-namesrv HOST:PORT]
 #   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm;
 #   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
@@ -23,6 +23,9 @@
 #   tls5 (Java client 5.x with -Dtls.enable=true, checking the certificate against a CA) starts
 #   its own Comet broker with tls.server.mode=enforcing and a certificate openssl makes at run
 #   time; in the default suite list with --against comet only, refused with --against apache.
+#   failover (Java clients 5.x and 4.9.x across a SIGKILL of a master in controller mode, see
+#   failover/run.sh) starts its own name server with its controller and two brokers from
+#   target/release; it runs only with --against comet, and is in its default suite list.
 #
 # COMET_BROKER_BIN names another comet-broker binary for --against comet (a build elsewhere).
 # --flush defaults to ASYNC_FLUSH for apache and to the broker's own default for comet.
@@ -64,14 +67,16 @@ while (($#)); do
     --suites) SUITES="$2"; SUITES_GIVEN=1; shift 2 ;;
     --acl-namesrv) ACL_NAMESRV="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
 if [[ -n "$AGAINST" && -n "$NAMESRV" ]]; then die "give --namesrv or --against, not both" 2; fi
 if [[ -z "$AGAINST" && -z "$NAMESRV" ]]; then die "give --namesrv HOST:PORT or --against apache|comet" 2; fi
 
-if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then SUITES="$SUITES,acl5,acl4,ha,tls5"; fi
+if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then
+  SUITES="$SUITES,acl5,acl4,ha,tls5,failover"
+fi
 if [[ -z "$AGAINST" && ",$SUITES," == *,tls5,* ]]; then
   die "the tls5 suite starts its own TLS broker: give --against comet" 2
 fi
@@ -80,6 +85,9 @@ if [[ "$AGAINST" == apache && ",$SUITES," == *,tls5,* ]]; then
 fi
 if [[ "$AGAINST" == apache && ",$SUITES," == *,ha,* ]]; then
   die "the ha suite tests Comet's own master and slave; it does not run with --against apache" 2
+fi
+if [[ "$AGAINST" != comet && ",$SUITES," == *,failover,* ]]; then
+  die "the failover suite tests Comet's brokers in controller mode: give --against comet" 2
 fi
 WANT_ACL=0
 [[ ",$SUITES," == *,acl5,* || ",$SUITES," == *,acl4,* ]] && WANT_ACL=1
@@ -249,6 +257,7 @@ suite_cmd() {
     acl5) echo "$HERE/java/run.sh --client 5 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     acl4) echo "$HERE/java/run.sh --client 4 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     ha) echo "$HERE/ha/run.sh --dir $WORK/ha" ;;
+    failover) echo "$HERE/failover/run.sh --dir $WORK/failover" ;;
     tls5) echo "$HERE/java/run.sh --client 5 --suite clients --namesrv ${TLS_NAMESRV:-unset} --tls-ca ${TLS_CA:-unset} --only producer_sync,push_clustering_concurrently,lite_pull_subscribe" ;;
     *) return 1 ;;
   esac
@@ -268,6 +277,7 @@ suite_title() {
     acl5) echo "Java 5.x signed (plain ACL)" ;;
     acl4) echo "Java 4.9.x signed (plain ACL)" ;;
     ha) echo "Master and slave (Java, mqadmin)" ;;
+    failover) echo "Controller-mode failover (Java)" ;;
     tls5) echo "Java 5.x over TLS (enforcing)" ;;
   esac
 }

@@ -68,9 +68,12 @@ die() { echo "failover: error: $1" >&2; exit "${2:-1}"; }
 
 while (($#)); do
   case "$1" in
-    --bin-dir) BIN="${2:-}"; shift 2 ;;
-    --dir) DIR="${2:-}"; shift 2 ;;
-    --messages) MESSAGES="${2:-}"; shift 2 ;;
+    --bin-dir|--dir|--messages) (($# >= 2)) || die "$1 needs a value" 2 ;;
+  esac
+  case "$1" in
+    --bin-dir) BIN="$2"; shift 2 ;;
+    --dir) DIR="$2"; shift 2 ;;
+    --messages) MESSAGES="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
     -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;

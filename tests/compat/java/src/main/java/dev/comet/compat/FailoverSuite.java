@@ -276,8 +276,8 @@ public final class FailoverSuite {
       producer.shutdown();
     }
     Check.that(Files.exists(goFile), "the run ended without the go file " + goFile);
-    return count + " SEND_OK, " + failedAttempts + " failed attempts of " + retried.size()
-        + " messages sent again " + failureKinds;
+    return count + " SEND_OK; " + failedAttempts + " failed attempts " + failureKinds
+        + ", " + retried.size() + " message(s) sent more than once";
   }
 
   /** What the acks file says: bodies answered SEND_OK, and those sent more than once. */
@@ -388,8 +388,8 @@ public final class FailoverSuite {
     String intact = Check.verify(expected, Check.firstArrivals(ofAcked), false);
     int duplicates = arrivals.size() - times.size();
     return intact + " (every SEND_OK body), " + arrivals.size() + " deliveries of " + stored
-        + " stored, " + duplicates + " duplicates of " + acks.retried().size()
-        + " bodies sent more than once";
+        + " stored, " + duplicates + " duplicate(s); " + acks.retried().size()
+        + " body(ies) sent more than once";
   }
 
   /** The message index an arrival carries ({@code idx}), -1 when it has none. */
