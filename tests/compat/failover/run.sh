@@ -167,9 +167,11 @@ wait_port() {
 # `replica CONTROLLER BROKER_NAME` prints the master's address, the master epoch and the
 # size of the sync-state set (CONTROLLER_GET_REPLICA_INFO, 1004); both exit 1 without an
 # answer. `await-master CONTROLLER BROKER_NAME ADDR TIMEOUT_S` polls both every 50 ms in one
-# process (a python start costs more than the poll) and prints "controller MS EPOCH SET_SIZE"
-# once the controller names ADDR master and "role MS" once ADDR says it is SYNC_MASTER (MS:
-# milliseconds since the epoch); exits 1 when TIMEOUT_S passes first.
+# process (started before the kill: a python start can take a second here) and prints
+# "controller LO HI EPOCH SET_SIZE" once the controller names ADDR master and "role LO HI"
+# once ADDR says it is SYNC_MASTER, where the change happened between LO (when the last
+# request still answered otherwise was sent) and HI (when the answer that shows it came), in
+# milliseconds since the epoch; exits 1 when TIMEOUT_S passes first.
 REMOTING_PY='
 import json, socket, struct, sys, time
 
@@ -215,25 +217,36 @@ FAILED = (OSError, EOFError, ValueError, RuntimeError)
 if sys.argv[1] == "await-master":
     controller, name, addr = sys.argv[2:5]
     deadline = time.time() + float(sys.argv[5])
+    now_ms = lambda: int(time.time() * 1000)
     elected = role_seen = False
+    # Until a request answers otherwise, all that is known is that the change came after
+    # the poller started.
+    elected_lo = role_lo = now_ms()
     while not (elected and role_seen):
         if time.time() > deadline:
             sys.exit(1)
         if not elected:
+            sent = now_ms()
             try:
                 master, epoch, size = replica(controller, name)
                 if master == addr:
                     elected = True
-                    print("controller", int(time.time() * 1000), epoch, size, flush=True)
+                    print("controller", elected_lo, now_ms(), epoch, size, flush=True)
+                else:
+                    elected_lo = sent
             except FAILED:
                 pass
         if not role_seen:
+            sent = now_ms()
             try:
                 if role(addr) == "SYNC_MASTER":
                     role_seen = True
-                    print("role", int(time.time() * 1000), flush=True)
+                    print("role", role_lo, now_ms(), flush=True)
+                else:
+                    role_lo = sent
             except FAILED:
-                pass
+                # Not answering (restarting its shards into the new role): not yet master.
+                role_lo = sent
         time.sleep(0.05)
     sys.exit(0)
 try:
@@ -417,6 +430,11 @@ java_command 5 produce --count "$MESSAGES" --acks "$ACKS" --hold-at $((MESSAGES 
 setsid "${JAVA_COMMAND[@]}" >"$DIR/java-5-produce.out" 2>"$DIR/java-5-produce.err" \
   </dev/null &
 PRODUCER_PID=$!
+# Watching for the survivor's promotion from now on, so the first polls after the kill do
+# not wait for a python start.
+python3 -c "$REMOTING_PY" await-master "$CONTROLLER" "$BROKER_NAME" "${ADDRS[SLAVE]}" \
+  $((PRODUCE_TIMEOUT_S + CONVERGE_TIMEOUT_S)) >"$DIR/election.txt" 2>"$DIR/election.err" &
+WATCH_PID=$!
 
 acked() { grep -c '^OK ' "$ACKS" || true; }
 start=$(now_ms)
@@ -450,9 +468,6 @@ echo "failover: SIGKILL to broker ${NAMES[KILLED]} ${ADDRS[KILLED]} after $ACKED
 
 # Until the controller named the survivor master, the survivor says so itself (both watched
 # by one poller in the background) and the producer had a SEND_OK stored by it.
-python3 -c "$REMOTING_PY" await-master "$CONTROLLER" "$BROKER_NAME" "${ADDRS[SURVIVOR]}" \
-  "$CONVERGE_TIMEOUT_S" >"$DIR/election.txt" 2>"$DIR/election.err" &
-WATCH_PID=$!
 RECOVERED=""
 deadline=$((SECONDS + CONVERGE_TIMEOUT_S))
 while [[ -z "$RECOVERED" ]] && ((SECONDS < deadline)); do
@@ -461,18 +476,34 @@ while [[ -z "$RECOVERED" ]] && ((SECONDS < deadline)); do
     '$1 == "OK" && $3 > kill && $6 == host { print $2, $3 - kill, $3; exit }' "$ACKS")"
   [[ -n "$RECOVERED" ]] || sleep 0.05
 done
-wait "$WATCH_PID" || true
+while kill -0 "$WATCH_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+stop_pid "$WATCH_PID" "the election poller" || true
 WATCH_PID=""
 ELECTED_MS=""
 ROLE_MS=""
-while read -r what at_ms epoch members; do
+# A change is reported as "LO-HI": it happened in that window, in ms after the kill (LO
+# is at least 0: nothing changed before the kill).
+window() {
+  local lo=$(($1 - KILL_MS)) hi=$(($2 - KILL_MS))
+  ((lo >= 0)) || lo=0
+  echo "$lo-$hi"
+}
+EARLY=0
+while read -r what lo_ms hi_ms epoch members; do
+  # A change seen before the kill is a failover nobody asked for.
+  ((hi_ms >= KILL_MS)) || EARLY=1
   case "$what" in
-    controller) ELECTED_MS=$((at_ms - KILL_MS)); ELECTED_EPOCH=$epoch
+    controller) ELECTED_MS="$(window "$lo_ms" "$hi_ms")"; ELECTED_EPOCH=$epoch
       ELECTED_MEMBERS=$members ;;
-    role) ROLE_MS=$((at_ms - KILL_MS)) ;;
+    role) ROLE_MS="$(window "$lo_ms" "$hi_ms")" ;;
   esac
 done <"$DIR/election.txt"
-if [[ -n "$ELECTED_MS" && -n "$ROLE_MS" ]]; then
+if ((EARLY)); then
+  report failover_survivor_elected "$KILL_MS" 1 "broker ${NAMES[SURVIVOR]} became master\
+ before the SIGKILL (controller's master at ${ELECTED_MS:-never} ms, SYNC_MASTER at\
+ ${ROLE_MS:-never} ms after it)"
+  logs_tail
+elif [[ -n "$ELECTED_MS" && -n "$ROLE_MS" ]]; then
   report failover_survivor_elected "$KILL_MS" 0 "broker ${NAMES[SURVIVOR]}\
  ${ADDRS[SURVIVOR]}: the controller's master ${ELECTED_MS} ms after the SIGKILL of\
  ${ADDRS[KILLED]} (master epoch $ELECTED_EPOCH, sync-state set of $ELECTED_MEMBERS),\
