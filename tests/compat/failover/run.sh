@@ -458,8 +458,11 @@ done
 KILLED=$MASTER
 SURVIVOR=$SLAVE
 KILL_MS=$(now_ms)
-kill -KILL "${BROKER_PIDS[KILLED]}"
-wait "${BROKER_PIDS[KILLED]}" 2>/dev/null || true
+# (The shell's own "Killed" notice of the job goes to /dev/null with the group's stderr.)
+{
+  kill -KILL "${BROKER_PIDS[KILLED]}"
+  wait "${BROKER_PIDS[KILLED]}" || true
+} 2>/dev/null
 BROKER_PIDS[KILLED]=""
 ACKED_BEFORE=$(acked)
 touch "$GO_FILE"
