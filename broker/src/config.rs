@@ -311,6 +311,9 @@ mod tests {
         ("metricsExporterType", "PROM"),
         ("metricsPromExporterHost", "127.0.0.2"),
         ("metricsPromExporterPort", "15557"),
+        ("defaultMessageRequestMode", "POP"),
+        ("defaultPopShareQueueNum", "2"),
+        ("serverLoadBalancerEnable", "false"),
     ];
 
     // Proves every key of the table round-trips: a non-default sample applies, is reported

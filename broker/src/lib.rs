@@ -62,6 +62,8 @@
 //! - `stats`: per-topic and per-group statistics.
 //! - `traffic`: broker-wide traffic counters and rates.
 //! - `namesrv_client`: one request to a name server.
+//! - `assignment`: server-side assignment: request modes per topic and group, queue
+//!   allocation, the routes it splits.
 //! - `live_config`: the configuration in force, replaced at run time by
 //!   UPDATE_BROKER_CONFIG.
 //! - `config`: `BrokerConfig` and its key table.
@@ -70,6 +72,7 @@
 //! - `persist`: atomic writes and reads of the JSON config files.
 
 pub mod acl;
+pub mod assignment;
 pub mod clients;
 pub mod config;
 pub mod controller_mode;

@@ -13,6 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use comet_proto::body::{JsonBody, SubscriptionGroupWrapper, TopicConfigSerializeWrapper};
 
+use crate::assignment::AssignmentState;
 use crate::clients::ClientRegistry;
 use crate::config::BrokerConfig;
 use crate::lock::LockTable;
@@ -26,6 +27,7 @@ pub struct Metadata {
     groups: Mutex<GroupTable>,
     clients: Mutex<ClientRegistry>,
     locks: Mutex<LockTable>,
+    assignment: AssignmentState,
     topics_changed: AtomicBool,
     /// Counts topic changes; see [`Metadata::mark_topics_changed`].
     topics_generation: AtomicU64,
@@ -45,8 +47,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Metadata {
-    /// Loads `config/topics.json` and `config/subscriptionGroup.json` (falling back to their
-    /// `.bak`) and adds the system topics and built-in groups.
+    /// Loads `config/topics.json`, `config/subscriptionGroup.json` and
+    /// `config/messageRequestMode.json` (falling back to their `.bak`) and adds the system
+    /// topics and built-in groups.
     pub fn load(config: &BrokerConfig) -> Result<Metadata, PersistError> {
         let config_dir = config.store_root.join("config");
         let topics = persist::read_json(
@@ -62,6 +65,7 @@ impl Metadata {
             groups: Mutex::new(GroupTable::new(groups)),
             clients: Mutex::new(ClientRegistry::new()),
             locks: Mutex::new(LockTable::new()),
+            assignment: AssignmentState::load(&config_dir)?,
             topics_changed: AtomicBool::new(true),
             topics_generation: AtomicU64::new(0),
             registered_generation: AtomicU64::new(0),
@@ -88,6 +92,11 @@ impl Metadata {
     /// The queue locks.
     pub fn locks(&self) -> MutexGuard<'_, LockTable> {
         lock(&self.locks)
+    }
+
+    /// The server-side assignment state: request modes and cached routes.
+    pub fn assignment(&self) -> &AssignmentState {
+        &self.assignment
     }
 
     /// Marks the topic table changed: it is persisted and re-registered soon. Returns the
@@ -149,6 +158,17 @@ impl Metadata {
         persist::write_atomic(
             &self.config_dir.join("subscriptionGroup.json"),
             &snapshot.encode(),
+        )
+    }
+
+    /// Writes `messageRequestMode.json` (blocking; after each SET_MESSAGE_REQUEST_MODE,
+    /// before it is acknowledged, as Java persists at once).
+    pub fn persist_request_modes(&self) -> std::io::Result<()> {
+        let _writer = lock(&self.persist_lock);
+        let bytes = self.assignment.modes().encode();
+        persist::write_atomic(
+            &self.config_dir.join(crate::assignment::modes::FILE_NAME),
+            &bytes,
         )
     }
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use comet_proto::body::{
     BrokerStatsData, ClusterInfo, ConsumeStats, ConsumeStatsList, ConsumerConnection,
     ConsumerRunningInfo, GroupList, JsonBody, KVTable, QueryConsumeQueueResponseBody,
-    ResetOffsetBody, TopicList, TopicRouteData, TopicStatsTable,
+    ResetOffsetBody, SetMessageRequestModeRequestBody, TopicList, TopicRouteData, TopicStatsTable,
 };
 use comet_proto::headers::{
     CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader,
@@ -315,6 +315,21 @@ impl Admin {
         }
         self.instance.routes().remove(topic);
         Ok(())
+    }
+
+    /// SET_MESSAGE_REQUEST_MODE on one broker: how server-rebalanced consumers of `group`
+    /// read `topic` (PULL or POP, and in POP how many following consumers' queues each one
+    /// shares; <= 0: every queue), as mqadmin's `setConsumeMode`.
+    pub fn set_message_request_mode(
+        &self,
+        broker_addr: &str,
+        mode: &SetMessageRequestModeRequestBody,
+    ) -> Result<()> {
+        let command = RemotingCommand::request(RequestCode::SET_MESSAGE_REQUEST_MODE, 0)
+            .with_body(mode.encode());
+        self.instance
+            .invoke_broker(broker_addr, command, &[ResponseCode::SUCCESS])
+            .map(|_| ())
     }
 
     /// GET_BROKER_RUNTIME_INFO of one broker.

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use comet_client::remoting::TlsOptions;
 use comet_client::{Admin, ClientConfig, QueueSelector, TopicSpec};
+use comet_proto::body::{MessageRequestMode, SetMessageRequestModeRequestBody};
 use comet_proto::message::MessageExt;
 use comet_proto::names;
 
@@ -174,6 +175,33 @@ enum Command {
         #[arg(short = 'a', long = "active")]
         active: bool,
     },
+    /// How server-rebalanced 5.x consumers of a group read a topic (mqadmin's
+    /// `setConsumeMode`), on one broker or every master of a cluster.
+    #[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
+    SetConsumeMode {
+        /// Broker address `ip:port`.
+        #[arg(short = 'b', long)]
+        broker: Option<String>,
+        /// Every master of this cluster.
+        #[arg(short = 'c', long)]
+        cluster: Option<String>,
+        #[arg(short = 't', long)]
+        topic: String,
+        #[arg(short = 'g', long)]
+        group: String,
+        /// PULL or POP.
+        #[arg(short = 'm', long, value_parser = parse_mode)]
+        mode: MessageRequestMode,
+        /// POP: how many following consumers' queues each consumer also pops (<= 0: every
+        /// queue).
+        #[arg(
+            short = 'q',
+            long = "pop-share-queue-num",
+            default_value_t = 0,
+            allow_negative_numbers = true
+        )]
+        pop_share_queue_num: i32,
+    },
     /// Moves a group's offsets on a topic to a time (ms since the epoch; -1 = the end).
     ResetOffsetByTime {
         #[arg(short = 'g', long)]
@@ -183,6 +211,10 @@ enum Command {
         #[arg(short = 's', long, allow_negative_numbers = true)]
         timestamp: i64,
     },
+}
+
+fn parse_mode(text: &str) -> Result<MessageRequestMode, String> {
+    MessageRequestMode::from_name(text).ok_or_else(|| format!("{text:?} is not PULL or POP"))
 }
 
 fn print_message(message: &MessageExt) {
@@ -380,6 +412,34 @@ fn run(admin: &Admin, command: Command) -> comet_client::Result<()> {
         } => {
             admin.clone_group_offset(&src, &dest, &topic, offline)?;
             println!("offsets of {src} on {topic} cloned to {dest}");
+        }
+        Command::SetConsumeMode {
+            broker,
+            cluster,
+            topic,
+            group,
+            mode,
+            pop_share_queue_num,
+        } => {
+            let masters = match (broker, cluster) {
+                (Some(broker), _) => vec![broker],
+                (None, cluster) => admin.cluster_masters(cluster.as_deref())?,
+            };
+            let body = SetMessageRequestModeRequestBody {
+                topic: topic.clone(),
+                consumer_group: group.clone(),
+                mode,
+                pop_share_queue_num,
+            };
+            for addr in &masters {
+                admin.set_message_request_mode(addr, &body)?;
+                println!("set consume mode to {addr} success.");
+            }
+            println!(
+                "topic[{topic}] group[{group}] consume mode[{}] popShareQueueNum[{}]",
+                mode.name(),
+                pop_share_queue_num
+            );
         }
         Command::ResetOffsetByTime {
             group,

@@ -170,6 +170,39 @@ fn admin_commands_against_a_standalone_broker() {
         assert!(row.starts_with(&format!("{log} ")), "{ha}");
         assert!(row.ends_with("- - - - - - - -"), "{ha}");
     }
+    // setConsumeMode on every master of the cluster: the broker writes the mode down;
+    // a retry topic is refused, a mode other than PULL or POP never leaves the CLI.
+    let set_mode = |topic: &str, mode: &str| {
+        let args = [
+            "set-consume-mode",
+            "-c",
+            "DefaultCluster",
+            "-t",
+            topic,
+            "-g",
+            "admin_cli_cg",
+            "-m",
+            mode,
+            "-q",
+            "-1",
+        ];
+        admin(&namesrv, &args)
+    };
+    let set = stdout_of(&set_mode("AdminCliTopic", "POP"));
+    assert!(
+        set.contains(&format!("set consume mode to {broker} success.")),
+        "{set}"
+    );
+    let modes = std::fs::read_to_string(store.path().join("config/messageRequestMode.json"));
+    assert!(
+        modes
+            .as_deref()
+            .unwrap_or("")
+            .contains(r#""mode":"POP","popShareQueueNum":-1"#),
+        "{modes:?}"
+    );
+    assert!(!set_mode("%RETRY%admin_cli_cg", "POP").status.success());
+    assert!(!set_mode("AdminCliTopic", "PUSH").status.success());
     let missing = admin(&namesrv, &["topic-route", "-t", "NoSuchTopic"]);
     assert!(!missing.status.success());
     assert!(!String::from_utf8_lossy(&missing.stderr).is_empty());

@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use comet_net::{ClientAuth, TlsMode};
+use comet_proto::body::MessageRequestMode;
 
 use super::values::*;
 use super::{BrokerRole, ConfigError, FlushDiskType, MetricsExporter};
@@ -425,5 +426,23 @@ comet_proto::config_table! {
         key: "metricsPromExporterPort", unit: "", applies: AtRestart,
         doc: "Port of the metrics endpoint (GET /metrics).",
         parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
+    },
+    /// QUERY_ASSIGNMENT's mode for a (topic, group) no SET_MESSAGE_REQUEST_MODE named;
+    /// retry topics are always PULL (Java's `QueryAssignmentProcessor`).
+    default_message_request_mode: MessageRequestMode = MessageRequestMode::PULL => {
+        key: "defaultMessageRequestMode", unit: "", applies: Live,
+        doc: "PULL or POP: how server-rebalanced consumers read a group's queues by default.",
+        parse: parse_message_request_mode, show: message_request_mode_text,
+    },
+    default_pop_share_queue_num: i32 = -1 => {
+        key: "defaultPopShareQueueNum", unit: "consumers", applies: Live,
+        doc: "Default POP sharing: following consumers' queues each pops (<= 0: every queue).",
+        parse: |key, value| parse(key, value, "an integer"), show: ToString::to_string,
+    },
+    /// Java spells the key without a final `d`.
+    server_load_balancer_enable: bool = true => {
+        key: "serverLoadBalancerEnable", unit: "", applies: Live,
+        doc: "QUERY_ASSIGNMENT splits queues among a group (false: every consumer gets all).",
+        parse: parse_bool, show: ToString::to_string,
     },
 }

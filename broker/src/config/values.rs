@@ -304,3 +304,17 @@ pub(super) fn parse_optional_path(_key: &str, value: &str) -> Result<Option<Path
 pub(super) fn optional_path_text(path: &Option<PathBuf>) -> String {
     path.as_deref().map(path_text).unwrap_or_default()
 }
+
+/// `defaultMessageRequestMode`: PULL or POP, by Java's constant names (case matters, as in
+/// Java's `MessageRequestMode.valueOf`).
+pub(super) fn parse_message_request_mode(
+    key: &str,
+    value: &str,
+) -> Result<comet_proto::body::MessageRequestMode, ConfigError> {
+    comet_proto::body::MessageRequestMode::from_name(value.trim())
+        .ok_or_else(|| error(key, value, "PULL or POP"))
+}
+
+pub(super) fn message_request_mode_text(mode: &comet_proto::body::MessageRequestMode) -> String {
+    mode.name().to_owned()
+}

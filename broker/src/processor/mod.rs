@@ -11,6 +11,7 @@
 
 pub mod admin;
 pub mod ask_client;
+pub mod assignment;
 pub mod broker_config;
 pub mod client;
 pub mod controller;
@@ -323,6 +324,8 @@ pub async fn handle_local(
         CLONE_GROUP_OFFSET => inspect::clone_group_offset_local(broker, &request),
         GET_ALL_CONSUMER_OFFSET => inspect::local_consumer_offsets(broker, &request),
         GET_ALL_DELAY_OFFSET => inspect::all_delay_offsets(broker, &request).await,
+        QUERY_ASSIGNMENT => assignment::query_assignment(broker, &request).await,
+        SET_MESSAGE_REQUEST_MODE => assignment::set_message_request_mode(broker, &request).await,
         _ => RemotingCommand::not_supported_to(&request),
     };
     Some(response)
@@ -401,4 +404,6 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::CLONE_GROUP_OFFSET,
     RequestCode::GET_ALL_CONSUMER_OFFSET,
     RequestCode::GET_ALL_DELAY_OFFSET,
+    RequestCode::QUERY_ASSIGNMENT,
+    RequestCode::SET_MESSAGE_REQUEST_MODE,
 ];
