@@ -110,7 +110,23 @@ impl BrokerConfig {
             self.ha_listen_port = self.listen_port.saturating_add(1);
         }
         self.check_role()?;
+        self.check_ha_intervals()?;
         Ok(unknown)
+    }
+
+    /// Checks that an idle replication link heartbeats before `haHousekeepingInterval`
+    /// closes it: otherwise every idle link is closed and its slave leaves the in-sync set
+    /// and rejoins over and over (a master killed meanwhile leaves no one to elect).
+    pub fn check_ha_intervals(&self) -> Result<(), ConfigError> {
+        if self.ha_heartbeat_interval_ms >= self.ha_slave_timeout_ms {
+            return Err(ConfigError {
+                key: "haSendHeartbeatInterval".to_owned(),
+                value: self.ha_heartbeat_interval_ms.to_string(),
+                expected: "below haHousekeepingInterval (an idle replication link must \
+                           heartbeat before it is closed as silent)",
+            });
+        }
+        Ok(())
     }
 
     /// Checks that `brokerId` fits `brokerRole`: clients send to id 0, so a master must have
@@ -373,6 +389,13 @@ mod tests {
             ("brokerHeartbeatInterval", "1000"),
         ];
         assert_eq!(apply(&slow).unwrap_err().key, "brokerHeartbeatInterval");
+        let silent = [("haHousekeepingInterval", "3000")];
+        assert_eq!(apply(&silent).unwrap_err().key, "haSendHeartbeatInterval");
+        let heard = [
+            ("haHousekeepingInterval", "3000"),
+            ("haSendHeartbeatInterval", "1000"),
+        ];
+        assert!(apply(&heard).is_ok());
         let config = apply(&[
             ("enableControllerMode", "true"),
             ("controllerAddr", "127.0.0.1:9878"),

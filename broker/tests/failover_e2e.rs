@@ -142,6 +142,7 @@ fn controller_options(controller: &str, broker_name: &str) -> Vec<String> {
         "checkSyncStateSetPeriod=500".into(),
         "syncControllerMetadataPeriod=2000".into(),
         "haHousekeepingInterval=3000".into(),
+        "haSendHeartbeatInterval=500".into(),
         "syncFlushTimeout=2000".into(),
     ]
 }

@@ -205,7 +205,7 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     .await?;
     // Held records are not dispatched: a short queue is rebuilt only up to where they start.
     let repair_end = hold_from.map_or(end, |hold_from| hold_from.min(end));
-    repair_promised(config, &segments, &mut queues, repair_end).await?;
+    repair_promised(config, &segments, &mut queues, repair_end, &held_next).await?;
     if crashed {
         zero_past_end(config, &segments, end).await?;
     }
@@ -359,11 +359,14 @@ async fn truncate_derived(
 
 /// Repairs every queue that ends short of what the queue table promised once the scan is
 /// done (the records it lacks lie below the scan start: no later record showed the gap).
+/// Records held back (`held_next`: past the hold point, checked but not dispatched) count
+/// as present: they are in the log, and only wait for the master's confirmation.
 async fn repair_promised(
     config: &StoreConfig,
     segments: &BTreeMap<u64, Rc<DirectFile>>,
     queues: &mut Queues,
     end: u64,
+    held_next: &HashMap<(String, i32), u64>,
 ) -> Result<(), StoreError> {
     let mut short = Vec::new();
     for (topic, topic_queues) in queues.iter() {
@@ -381,7 +384,11 @@ async fn repair_promised(
             queue.consume_queue.max_offset(),
             queue.consume_queue.promised(),
         );
-        if max < promised {
+        let held = held_next
+            .get(&(topic.clone(), queue_id))
+            .copied()
+            .unwrap_or(0);
+        if max.max(held) < promised {
             log::error!(
                 "store {} log {}: consume queue {topic}/{queue_id} ends at {max}, the queue \
                  table said {promised}: the records between are not in the log",
@@ -948,8 +955,10 @@ async fn drop_segments_past(
     let keep_below = end - end % config.segment_bytes + config.segment_bytes;
     let dropped = segments.split_off(&keep_below);
     for file in dropped.values() {
-        log::warn!(
-            "removing segment {} past the end of the log",
+        // Usually the spare segment made ready before it was needed: nothing to warn about.
+        log::info!(
+            "removing segment {} past the end of the log (a spare made ready in advance, or \
+             one a crash left)",
             file.path().display()
         );
         comet_rt::io::remove_file(file.path()).await?;
