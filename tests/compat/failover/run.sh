@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The failover suite: unchanged Apache RocketMQ Java clients (5.x and 4.9.x) carry on across
-# an automatic failover of Comet brokers in controller mode, and the time the producer waits
-# for it is measured.
+# The failover suite: unchanged Apache RocketMQ clients (Java 5.x and 4.9.x, Go v2) carry on
+# across an automatic failover of Comet brokers in controller mode, and the time the producer
+# waits for it is measured.
 #
 #   failover/run.sh [--bin-dir DIR] [--dir DIR] [--messages N] [--keep-logs]
 #
@@ -13,7 +13,8 @@
 #   failover_master_elected       the controller names one broker master, it reports
 #                                 SYNC_MASTER and the other SLAVE (GET_BROKER_CONFIG), and
 #                                 the sync-state set holds both
-#   failover_create_topic         a 4-queue topic on the master, routed, in the slave's copy
+#   failover_create_topic, failover_go_create_topic  a 4-queue topic each for the Java and
+#                                 the Go producer on the master, routed, in the slave's copy
 #   failover_survivor_elected     the master is SIGKILLed once a third of the messages are
 #                                 answered; the other broker reports SYNC_MASTER and the
 #                                 controller names it (time since the kill)
@@ -25,9 +26,16 @@
 #                                 command, reports SLAVE and rejoins the sync-state set
 #   failover5_/failover4_push_every_SEND_OK  Java 5.x / 4.9.x push consumers (a new group
 #                                 each, first offset) receive every body answered SEND_OK
+#   failover_go_survivor_elected, failover_go_producer_recovered,
+#   failover_go_send_through_failover, failover_go_old_master_rejoins  the same cycle again
+#                                 with the broker set whole, under the Go producer: the
+#                                 master now (the first survivor) is killed and the broker
+#                                 killed first takes over
+#   failover_go_push_every_SEND_OK  a Go push consumer (new group, first offset) receives
+#                                 every body the Go producer had answered SEND_OK
 # Processes it started are always stopped (TERM, then KILL after 30 s). Logs and stores go to
 # DIR (default: a temporary folder, removed afterwards unless --keep-logs). Exits 1 when any
-# step failed, 2 on bad arguments. Needs java, mvn, python3 and the release binaries
+# step failed, 2 on bad arguments. Needs java, mvn, go, python3 and the release binaries
 # comet-broker, comet-nameserver and comet-admin
 # (cargo build --release -p comet-broker -p comet-nameserver -p comet-tools).
 set -euo pipefail
@@ -46,6 +54,10 @@ CONVERGE_TIMEOUT_S=60
 STOP_TIMEOUT_S=30
 # The producer phase bounds itself at 180 s; this adds its JVM start and build check.
 PRODUCE_TIMEOUT_S=240
+# The Go client asks the name server for routes every 30 s, a period no option changes: it
+# sends to the killed master until its next poll after the survivor's promotion, which a poll
+# during the election (no master routed) puts off by another 30 s.
+GO_RECOVERY_TIMEOUT_S=90
 # Controller-mode periods of the run, shorter than Java's defaults so a failover takes
 # seconds: the controller counts a broker gone after 3 s without heartbeats, which go every
 # 300 ms (at most 30% of the timeout: the master's write lease relies on it).
@@ -75,7 +87,7 @@ while (($#)); do
     --dir) DIR="$2"; shift 2 ;;
     --messages) MESSAGES="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
@@ -88,6 +100,7 @@ for b in comet-broker comet-nameserver comet-admin; do
   cargo build --release -p comet-broker -p comet-nameserver -p comet-tools"
 done
 command -v python3 >/dev/null || die "python3 is required (free ports, broker requests)"
+command -v go >/dev/null || die "go is required (the Go client's steps)"
 
 OWN_DIR=0
 if [[ -z "$DIR" ]]; then
@@ -357,35 +370,46 @@ roles_state() {
   fi
 }
 
-start=$(now_ms)
-deadline=$((SECONDS + CONVERGE_TIMEOUT_S))
+# await_pair: until the controller names one broker master, it reports SYNC_MASTER, the other
+# SLAVE, and the sync-state set holds both (at most CONVERGE_TIMEOUT_S). Sets MASTER and
+# SLAVE, and PAIR_EPOCH to the master epoch; returns 1 when the time passes first, with what
+# was seen last in PAIR_STATE.
+PAIR_EPOCH=""
+PAIR_STATE=""
+await_pair() {
+  local deadline=$((SECONDS + CONVERGE_TIMEOUT_S)) index master_role slave_role epoch members
+  while true; do
+    PAIR_STATE="$(roles_state)"
+    read -r index master_role slave_role epoch members <<<"$PAIR_STATE"
+    if ((index >= 0)) && [[ "$master_role" == SYNC_MASTER && "$slave_role" == SLAVE ]] \
+        && ((members == 2)); then
+      MASTER=$index
+      SLAVE=$((1 - index))
+      PAIR_EPOCH=$epoch
+      return 0
+    fi
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
 MASTER=-1
-state=""
-while true; do
-  state="$(roles_state)"
-  read -r index master_role slave_role epoch members <<<"$state"
-  if ((index >= 0)) && [[ "$master_role" == SYNC_MASTER && "$slave_role" == SLAVE ]] \
-      && ((members == 2)); then
-    MASTER=$index
-    break
-  fi
-  if ((SECONDS >= deadline)); then
-    report failover_master_elected "$start" 1 "no master with its slave in the sync-state set\
- within ${CONVERGE_TIMEOUT_S} s (controller master index, roles, epoch, set size: $state)"
-    logs_tail
-    finish
-  fi
-  sleep 0.2
-done
-SLAVE=$((1 - MASTER))
+SLAVE=-1
+start=$(now_ms)
+if ! await_pair; then
+  report failover_master_elected "$start" 1 "no master with its slave in the sync-state set\
+ within ${CONVERGE_TIMEOUT_S} s (controller master index, roles, epoch, set size:\
+ $PAIR_STATE)"
+  logs_tail
+  finish
+fi
 report failover_master_elected "$start" 0 "broker ${NAMES[MASTER]} ${ADDRS[MASTER]}\
- SYNC_MASTER (master epoch $epoch), broker ${NAMES[SLAVE]} ${ADDRS[SLAVE]} SLAVE,\
+ SYNC_MASTER (master epoch $PAIR_EPOCH), broker ${NAMES[SLAVE]} ${ADDRS[SLAVE]} SLAVE,\
  sync-state set of 2"
 
 RUN_ID="$(python3 -c 'import uuid; print(uuid.uuid4().hex[:8])')"
 TOPIC="FailoverTopic_$RUN_ID"
-ACKS="$DIR/acks.txt"
-GO_FILE="$DIR/master-killed"
+GO_TOPIC="FailoverGoTopic_$RUN_ID"
 # java_command CLIENT PHASE ARGS...: sets JAVA_COMMAND to one FailoverSuite phase's command.
 JAVA_COMMAND=()
 java_command() {
@@ -394,157 +418,52 @@ java_command() {
   JAVA_COMMAND=("$REPO/tests/compat/java/run.sh" --client "$client" --namesrv "$NAMESRV" --
     --suite failover --phase "$phase" --topic "$TOPIC" --run-id "$RUN_ID" "$@")
 }
-# phase_result CLIENT PHASE RC: prints the phase's PASS/FAIL lines (its summary line is not
-# this suite's) and counts them; a phase that exited without a step result fails too.
+# go_command PHASE ARGS...: sets GO_COMMAND to one phase of the Go client's failover mode.
+GO_COMMAND=()
+go_command() {
+  local phase="$1"
+  shift
+  GO_COMMAND=("$REPO/tests/compat/go/run.sh" failover --namesrv "$NAMESRV" --phase "$phase"
+    --topic "$GO_TOPIC" --run-id "$RUN_ID" "$@")
+}
+# phase_result LABEL RC: prints the PASS/FAIL lines of the phase whose output is in
+# DIR/LABEL.out (its summary line is not this suite's) and counts them; a phase that exited
+# without a step result fails too, as failover_LABEL.
 phase_result() {
-  local client="$1" phase="$2" rc="$3" out="$DIR/java-$1-$2.out" failed
+  local label="$1" rc="$2" out="$DIR/$1.out" failed
   grep -E '^(PASS|FAIL) ' "$out" || true
   PASSED=$((PASSED + $(grep -c '^PASS ' "$out" || true)))
   failed=$(grep -c '^FAIL ' "$out" || true)
   if ((rc != 0 && failed == 0)); then
-    echo "FAIL failover_java${client}_$phase: exited $rc without a step result (see stderr)"
-    tail -20 "$DIR/java-$client-$phase.err" >&2 || true
+    echo "FAIL failover_${label//-/_}: exited $rc without a step result (see stderr)"
+    tail -20 "$DIR/$label.err" >&2 || true
     failed=1
   fi
   FAILED=$((FAILED + failed))
   return "$rc"
 }
-# java_phase CLIENT PHASE ARGS...: runs one phase in the foreground.
+# run_phase LABEL COMMAND...: runs one phase in the foreground, its output in DIR/LABEL.*.
+run_phase() {
+  local label="$1" rc=0
+  shift
+  "$@" >"$DIR/$label.out" 2>"$DIR/$label.err" </dev/null || rc=$?
+  phase_result "$label" "$rc"
+}
+# java_phase CLIENT PHASE ARGS...: runs one FailoverSuite phase in the foreground.
 java_phase() {
-  local client="$1" phase="$2" rc=0
   java_command "$@"
-  "${JAVA_COMMAND[@]}" >"$DIR/java-$client-$phase.out" 2>"$DIR/java-$client-$phase.err" \
-    || rc=$?
-  phase_result "$client" "$phase" "$rc"
+  run_phase "java$1-$2" "${JAVA_COMMAND[@]}"
+}
+# go_phase PHASE ARGS...: runs one Go phase in the foreground.
+go_phase() {
+  go_command "$@"
+  run_phase "go-$1" "${GO_COMMAND[@]}"
 }
 
 java_phase 5 setup --master "${ADDRS[MASTER]}" --slave "${ADDRS[SLAVE]}" || finish
-
-# The producer runs in the background while the master is killed; it holds before the
-# middle message until the kill is done, so the kill falls inside the run whatever the pace.
-rm -f "$GO_FILE"
-: >"$ACKS"
-KILL_AT=$((MESSAGES / 3))
-java_command 5 produce --count "$MESSAGES" --acks "$ACKS" --hold-at $((MESSAGES / 2)) \
-  --go-file "$GO_FILE"
-setsid "${JAVA_COMMAND[@]}" >"$DIR/java-5-produce.out" 2>"$DIR/java-5-produce.err" \
-  </dev/null &
-PRODUCER_PID=$!
-# Watching for the survivor's promotion from now on, so the first polls after the kill do
-# not wait for a python start.
-python3 -c "$REMOTING_PY" await-master "$CONTROLLER" "$BROKER_NAME" "${ADDRS[SLAVE]}" \
-  $((PRODUCE_TIMEOUT_S + CONVERGE_TIMEOUT_S)) >"$DIR/election.txt" 2>"$DIR/election.err" &
-WATCH_PID=$!
+go_phase setup --master "${ADDRS[MASTER]}" --slave "${ADDRS[SLAVE]}" || finish
 
 acked() { grep -c '^OK ' "$ACKS" || true; }
-start=$(now_ms)
-deadline=$((SECONDS + PRODUCE_TIMEOUT_S))
-until (($(acked) >= KILL_AT)); do
-  if ! kill -0 "$PRODUCER_PID" 2>/dev/null || ((SECONDS >= deadline)); then
-    report failover_master_killed "$start" 1 "the producer had $(acked) of the $KILL_AT\
- SEND_OK that come before the kill when it $(kill -0 "$PRODUCER_PID" 2>/dev/null \
-      && echo "ran out of time" || echo exited)"
-    stop_session "$PRODUCER_PID"
-    rc=0
-    wait "$PRODUCER_PID" || rc=$?
-    PRODUCER_PID=""
-    phase_result 5 produce "$rc" || true
-    finish
-  fi
-  sleep 0.05
-done
-
-# The kill: the time is taken first, so no answer sent after it can count as earlier.
-KILLED=$MASTER
-SURVIVOR=$SLAVE
-KILL_MS=$(now_ms)
-# (The shell's own "Killed" notice of the job goes to /dev/null with the group's stderr.)
-{
-  kill -KILL "${BROKER_PIDS[KILLED]}"
-  wait "${BROKER_PIDS[KILLED]}" || true
-} 2>/dev/null
-BROKER_PIDS[KILLED]=""
-ACKED_BEFORE=$(acked)
-touch "$GO_FILE"
-echo "failover: SIGKILL to broker ${NAMES[KILLED]} ${ADDRS[KILLED]} after $ACKED_BEFORE" \
-  "SEND_OK" >&2
-
-# Until the controller named the survivor master, the survivor says so itself (both watched
-# by one poller in the background) and the producer had a SEND_OK stored by it.
-RECOVERED=""
-deadline=$((SECONDS + CONVERGE_TIMEOUT_S))
-while [[ -z "$RECOVERED" ]] && ((SECONDS < deadline)); do
-  # OK index ack_ms queue offset store_host
-  RECOVERED="$(awk -v kill="$KILL_MS" -v host="${ADDRS[SURVIVOR]}" \
-    '$1 == "OK" && $3 > kill && $6 == host { print $2, $3 - kill, $3; exit }' "$ACKS")"
-  [[ -n "$RECOVERED" ]] || sleep 0.05
-done
-while kill -0 "$WATCH_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
-stop_pid "$WATCH_PID" "the election poller" || true
-WATCH_PID=""
-ELECTED_MS=""
-ROLE_MS=""
-# A change is reported as "LO-HI": it happened in that window, in ms after the kill (LO
-# is at least 0: nothing changed before the kill).
-window() {
-  local lo=$(($1 - KILL_MS)) hi=$(($2 - KILL_MS))
-  ((lo >= 0)) || lo=0
-  echo "$lo-$hi"
-}
-EARLY=0
-while read -r what lo_ms hi_ms epoch members; do
-  # A change seen before the kill is a failover nobody asked for.
-  ((hi_ms >= KILL_MS)) || EARLY=1
-  case "$what" in
-    controller) ELECTED_MS="$(window "$lo_ms" "$hi_ms")"; ELECTED_EPOCH=$epoch
-      ELECTED_MEMBERS=$members ;;
-    role) ROLE_MS="$(window "$lo_ms" "$hi_ms")" ;;
-  esac
-done <"$DIR/election.txt"
-if ((EARLY)); then
-  report failover_survivor_elected "$KILL_MS" 1 "broker ${NAMES[SURVIVOR]} became master\
- before the SIGKILL (controller's master at ${ELECTED_MS:-never} ms, SYNC_MASTER at\
- ${ROLE_MS:-never} ms after it)"
-  logs_tail
-elif [[ -n "$ELECTED_MS" && -n "$ROLE_MS" ]]; then
-  report failover_survivor_elected "$KILL_MS" 0 "broker ${NAMES[SURVIVOR]}\
- ${ADDRS[SURVIVOR]}: the controller's master ${ELECTED_MS} ms after the SIGKILL of\
- ${ADDRS[KILLED]} (master epoch $ELECTED_EPOCH, sync-state set of $ELECTED_MEMBERS),\
- SYNC_MASTER by its own word after ${ROLE_MS} ms"
-else
-  report failover_survivor_elected "$KILL_MS" 1 "broker ${NAMES[SURVIVOR]} not master\
- ${CONVERGE_TIMEOUT_S} s after the SIGKILL (controller's master after ${ELECTED_MS:-never}\
- ms, SYNC_MASTER by its own word after ${ROLE_MS:-never} ms; controller master index,\
- roles, epoch, set size now: $(roles_state))"
-  logs_tail
-fi
-if [[ -n "$RECOVERED" ]]; then
-  read -r first_index recovery_ms recovered_at_ms <<<"$RECOVERED"
-  FAILED_AFTER_KILL=$(awk -v kill="$KILL_MS" -v until="$recovered_at_ms" \
-    '$1 == "ERR" && $3 > kill && $3 <= until' "$ACKS" | wc -l)
-  report failover_producer_recovered "$KILL_MS" 0 "recovery ${recovery_ms} ms: the\
- producer's next SEND_OK after the SIGKILL (message $first_index, stored by\
- ${ADDRS[SURVIVOR]}); $ACKED_BEFORE SEND_OK before, $FAILED_AFTER_KILL failed attempts\
- in between"
-else
-  FAILED_AFTER_KILL=$(awk -v kill="$KILL_MS" '$1 == "ERR" && $3 > kill' "$ACKS" | wc -l)
-  report failover_producer_recovered "$KILL_MS" 1 "no SEND_OK from ${ADDRS[SURVIVOR]}\
- ${CONVERGE_TIMEOUT_S} s after the SIGKILL ($(acked) SEND_OK in all, $FAILED_AFTER_KILL\
- failed attempts since the kill; last: $(grep '^ERR ' "$ACKS" | tail -1))"
-fi
-
-# The producer's own verdict: every message answered SEND_OK.
-deadline=$((SECONDS + PRODUCE_TIMEOUT_S))
-while kill -0 "$PRODUCER_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-if kill -0 "$PRODUCER_PID" 2>/dev/null; then
-  echo "failover: the producer still runs after ${PRODUCE_TIMEOUT_S} s; stopping it" >&2
-  stop_session "$PRODUCER_PID"
-fi
-rc=0
-wait "$PRODUCER_PID" || rc=$?
-PRODUCER_PID=""
-phase_result 5 produce "$rc" || true
-
 # routes: the name server's "brokerId address" pairs of the broker set (comet-admin
 # cluster-list rows: cluster, broker name, id, address), sorted by id.
 routes() {
@@ -552,45 +471,209 @@ routes() {
     | awk -v cluster="$CLUSTER" -v name="$BROKER_NAME" \
       '$1 == cluster && $2 == name { print $3, $4 }' | sort -n | tr '\n' ' ' | sed 's/ $//'
 }
+# A change is reported as "LO-HI": it happened in that window, in ms after the kill (LO
+# is at least 0: nothing changed before the kill).
+window() {
+  local lo=$(($1 - KILL_MS)) hi=$(($2 - KILL_MS))
+  ((lo >= 0)) || lo=0
+  echo "$lo-$hi"
+}
 
-# The killed broker comes back on its store with the same command, and must follow.
-start=$(now_ms)
-start_broker "$KILLED"
-SLAVE_MS=""
-REJOINED_MS=""
-ROUTES=""
-deadline=$((SECONDS + CONVERGE_TIMEOUT_S))
-while [[ -z "$REJOINED_MS" ]] && ((SECONDS < deadline)); do
-  if ! kill -0 "${BROKER_PIDS[KILLED]}" 2>/dev/null; then break; fi
-  if [[ -z "$SLAVE_MS" && "$(broker_role "${ADDRS[KILLED]}")" == SLAVE ]]; then
-    SLAVE_MS=$(($(now_ms) - start))
-  fi
-  if [[ -n "$SLAVE_MS" ]]; then
-    read -r index master_role slave_role epoch members <<<"$(roles_state)"
-    ROUTES="$(routes)"
-    # The clients' view: the survivor is brokerId 0, the returned one routed under its id.
-    if ((index == SURVIVOR && members == 2)) && [[ "$slave_role" == SLAVE ]] \
-        && [[ "$ROUTES" =~ ^0\ ${ADDRS[SURVIVOR]}\ [1-9][0-9]*\ ${ADDRS[KILLED]}$ ]]; then
-      REJOINED_MS=$(($(now_ms) - start))
+# kill_cycle PREFIX LABEL RECOVERY_TIMEOUT_S: one failover under a producer. Starts
+# PRODUCER_COMMAND (the phase LABEL; it appends to ACKS and holds before its middle message
+# until RELEASE_FILE exists) in the background, SIGKILLs the master once a third of the
+# messages are answered, and reports PREFIXsurvivor_elected, PREFIXproducer_recovered (the
+# recovery awaited at most RECOVERY_TIMEOUT_S), the producer's own step and, once the killed
+# broker is started again on its store, PREFIXold_master_rejoins. Then MASTER and SLAVE name
+# the new roles. A producer that stops before the kill ends the suite.
+PRODUCER_COMMAND=()
+ACKS=""
+RELEASE_FILE=""
+ELECTION=""
+kill_cycle() {
+  local prefix="$1" label="$2" recovery_timeout_s="$3" start deadline rc
+  rm -f "$RELEASE_FILE"
+  : >"$ACKS"
+  setsid "${PRODUCER_COMMAND[@]}" >"$DIR/$label.out" 2>"$DIR/$label.err" </dev/null &
+  PRODUCER_PID=$!
+  # Watching for the slave's promotion from now on, so the first polls after the kill do
+  # not wait for a python start.
+  python3 -c "$REMOTING_PY" await-master "$CONTROLLER" "$BROKER_NAME" "${ADDRS[SLAVE]}" \
+    $((PRODUCE_TIMEOUT_S + CONVERGE_TIMEOUT_S)) >"$ELECTION" 2>"$ELECTION.err" &
+  WATCH_PID=$!
+
+  local kill_at=$((MESSAGES / 3))
+  start=$(now_ms)
+  deadline=$((SECONDS + PRODUCE_TIMEOUT_S))
+  until (($(acked) >= kill_at)); do
+    if ! kill -0 "$PRODUCER_PID" 2>/dev/null || ((SECONDS >= deadline)); then
+      report "${prefix}master_killed" "$start" 1 "the producer had $(acked) of the\
+ $kill_at SEND_OK that come before the kill when it $(kill -0 "$PRODUCER_PID" 2>/dev/null \
+        && echo "ran out of time" || echo exited)"
+      stop_session "$PRODUCER_PID"
+      rc=0
+      wait "$PRODUCER_PID" || rc=$?
+      PRODUCER_PID=""
+      phase_result "$label" "$rc" || true
+      finish
     fi
+    sleep 0.05
+  done
+
+  # The kill: the time is taken first, so no answer sent after it can count as earlier.
+  KILLED=$MASTER
+  SURVIVOR=$SLAVE
+  KILL_MS=$(now_ms)
+  # (The shell's own "Killed" notice of the job goes to /dev/null with the group's stderr.)
+  {
+    kill -KILL "${BROKER_PIDS[KILLED]}"
+    wait "${BROKER_PIDS[KILLED]}" || true
+  } 2>/dev/null
+  BROKER_PIDS[KILLED]=""
+  local acked_before
+  acked_before=$(acked)
+  touch "$RELEASE_FILE"
+  echo "failover: SIGKILL to broker ${NAMES[KILLED]} ${ADDRS[KILLED]} after $acked_before" \
+    "SEND_OK of $label" >&2
+
+  # Until the controller named the survivor master, the survivor says so itself (both
+  # watched by one poller in the background) and the producer had a SEND_OK stored by it.
+  local recovered=""
+  deadline=$((SECONDS + recovery_timeout_s))
+  while [[ -z "$recovered" ]] && ((SECONDS < deadline)); do
+    # OK index ack_ms queue offset store_host
+    recovered="$(awk -v kill="$KILL_MS" -v host="${ADDRS[SURVIVOR]}" \
+      '$1 == "OK" && $3 > kill && $6 == host { print $2, $3 - kill, $3; exit }' "$ACKS")"
+    [[ -n "$recovered" ]] || sleep 0.05
+  done
+  while kill -0 "$WATCH_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.05; done
+  stop_pid "$WATCH_PID" "the election poller" || true
+  WATCH_PID=""
+  local elected_ms="" role_ms="" elected_epoch="" elected_members="" early=0
+  local what lo_ms hi_ms epoch members
+  while read -r what lo_ms hi_ms epoch members; do
+    # A change seen before the kill is a failover nobody asked for.
+    ((hi_ms >= KILL_MS)) || early=1
+    case "$what" in
+      controller) elected_ms="$(window "$lo_ms" "$hi_ms")"; elected_epoch=$epoch
+        elected_members=$members ;;
+      role) role_ms="$(window "$lo_ms" "$hi_ms")" ;;
+    esac
+  done <"$ELECTION"
+  if ((early)); then
+    report "${prefix}survivor_elected" "$KILL_MS" 1 "broker ${NAMES[SURVIVOR]} became\
+ master before the SIGKILL (controller's master at ${elected_ms:-never} ms, SYNC_MASTER at\
+ ${role_ms:-never} ms after it)"
+    logs_tail
+  elif [[ -n "$elected_ms" && -n "$role_ms" ]]; then
+    report "${prefix}survivor_elected" "$KILL_MS" 0 "broker ${NAMES[SURVIVOR]}\
+ ${ADDRS[SURVIVOR]}: the controller's master ${elected_ms} ms after the SIGKILL of\
+ ${ADDRS[KILLED]} (master epoch $elected_epoch, sync-state set of $elected_members),\
+ SYNC_MASTER by its own word after ${role_ms} ms"
+  else
+    report "${prefix}survivor_elected" "$KILL_MS" 1 "broker ${NAMES[SURVIVOR]} not master\
+ ${recovery_timeout_s} s after the SIGKILL (controller's master after ${elected_ms:-never}\
+ ms, SYNC_MASTER by its own word after ${role_ms:-never} ms; controller master index,\
+ roles, epoch, set size now: $(roles_state))"
+    logs_tail
   fi
-  [[ -n "$REJOINED_MS" ]] || sleep 0.2
-done
-if [[ -n "$REJOINED_MS" ]]; then
-  report failover_old_master_rejoins "$start" 0 "broker ${NAMES[KILLED]} ${ADDRS[KILLED]}\
- restarted on its store: SLAVE after ${SLAVE_MS} ms, in the sync-state set (of 2) after\
- ${REJOINED_MS} ms; master still ${ADDRS[SURVIVOR]}; name server routes (id address):\
- $ROUTES"
-else
-  alive=exited
-  kill -0 "${BROKER_PIDS[KILLED]}" 2>/dev/null && alive=running
-  report failover_old_master_rejoins "$start" 1 "broker ${NAMES[KILLED]} ($alive) role\
- '$(broker_role "${ADDRS[KILLED]}")' after restart (SLAVE after ${SLAVE_MS:-never} ms);\
+  local failed_after_kill
+  if [[ -n "$recovered" ]]; then
+    local first_index recovery_ms recovered_at_ms
+    read -r first_index recovery_ms recovered_at_ms <<<"$recovered"
+    failed_after_kill=$(awk -v kill="$KILL_MS" -v until="$recovered_at_ms" \
+      '$1 == "ERR" && $3 > kill && $3 <= until' "$ACKS" | wc -l)
+    report "${prefix}producer_recovered" "$KILL_MS" 0 "recovery ${recovery_ms} ms: the\
+ producer's next SEND_OK after the SIGKILL (message $first_index, stored by\
+ ${ADDRS[SURVIVOR]}); $acked_before SEND_OK before, $failed_after_kill failed attempts\
+ in between"
+  else
+    failed_after_kill=$(awk -v kill="$KILL_MS" '$1 == "ERR" && $3 > kill' "$ACKS" | wc -l)
+    report "${prefix}producer_recovered" "$KILL_MS" 1 "no SEND_OK from ${ADDRS[SURVIVOR]}\
+ ${recovery_timeout_s} s after the SIGKILL ($(acked) SEND_OK in all, $failed_after_kill\
+ failed attempts since the kill; last: $(grep '^ERR ' "$ACKS" | tail -1))"
+  fi
+
+  # The producer's own verdict: every message answered SEND_OK.
+  deadline=$((SECONDS + PRODUCE_TIMEOUT_S))
+  while kill -0 "$PRODUCER_PID" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
+  if kill -0 "$PRODUCER_PID" 2>/dev/null; then
+    echo "failover: the producer still runs after ${PRODUCE_TIMEOUT_S} s; stopping it" >&2
+    stop_session "$PRODUCER_PID"
+  fi
+  rc=0
+  wait "$PRODUCER_PID" || rc=$?
+  PRODUCER_PID=""
+  phase_result "$label" "$rc" || true
+
+  # The killed broker comes back on its store with the same command, and must follow.
+  start=$(now_ms)
+  start_broker "$KILLED"
+  local slave_ms="" rejoined_ms="" routes_now="" index master_role slave_role
+  deadline=$((SECONDS + CONVERGE_TIMEOUT_S))
+  while [[ -z "$rejoined_ms" ]] && ((SECONDS < deadline)); do
+    if ! kill -0 "${BROKER_PIDS[KILLED]}" 2>/dev/null; then break; fi
+    if [[ -z "$slave_ms" && "$(broker_role "${ADDRS[KILLED]}")" == SLAVE ]]; then
+      slave_ms=$(($(now_ms) - start))
+    fi
+    if [[ -n "$slave_ms" ]]; then
+      read -r index master_role slave_role epoch members <<<"$(roles_state)"
+      routes_now="$(routes)"
+      # The clients' view: the survivor is brokerId 0, the returned one routed under its id.
+      if ((index == SURVIVOR && members == 2)) && [[ "$slave_role" == SLAVE ]] \
+          && [[ "$routes_now" =~ ^0\ ${ADDRS[SURVIVOR]}\ [1-9][0-9]*\ ${ADDRS[KILLED]}$ ]]
+      then
+        rejoined_ms=$(($(now_ms) - start))
+      fi
+    fi
+    [[ -n "$rejoined_ms" ]] || sleep 0.2
+  done
+  if [[ -n "$rejoined_ms" ]]; then
+    report "${prefix}old_master_rejoins" "$start" 0 "broker ${NAMES[KILLED]}\
+ ${ADDRS[KILLED]} restarted on its store: SLAVE after ${slave_ms} ms, in the sync-state set\
+ (of 2) after ${rejoined_ms} ms; master still ${ADDRS[SURVIVOR]}; name server routes (id\
+ address): $routes_now"
+  else
+    local alive=exited
+    kill -0 "${BROKER_PIDS[KILLED]}" 2>/dev/null && alive=running
+    report "${prefix}old_master_rejoins" "$start" 1 "broker ${NAMES[KILLED]} ($alive) role\
+ '$(broker_role "${ADDRS[KILLED]}")' after restart (SLAVE after ${slave_ms:-never} ms);\
  controller master index, roles, epoch, set size: $(roles_state); name server routes (id\
  address): $(routes)"
-  logs_tail
-fi
+    logs_tail
+  fi
+  MASTER=$SURVIVOR
+  SLAVE=$KILLED
+}
+
+# The producer holds before the middle message until the kill is done, so the kill falls
+# inside the run whatever the pace.
+ACKS="$DIR/acks.txt"
+RELEASE_FILE="$DIR/master-killed"
+ELECTION="$DIR/election.txt"
+java_command 5 produce --count "$MESSAGES" --acks "$ACKS" --hold-at $((MESSAGES / 2)) \
+  --go-file "$RELEASE_FILE"
+PRODUCER_COMMAND=("${JAVA_COMMAND[@]}")
+kill_cycle failover_ java5-produce "$CONVERGE_TIMEOUT_S"
 
 java_phase 5 consume --acks "$ACKS" || true
 java_phase 4 consume --acks "$ACKS" || true
+
+# The Go client's cycle: the broker set whole again, its master (the survivor above) is
+# killed under the Go producer, and the broker killed first must take over.
+if ! await_pair; then
+  report failover_go_send_through_failover "$(now_ms)" 1 "not started: no master with its\
+ slave in the sync-state set within ${CONVERGE_TIMEOUT_S} s (controller master index, roles,\
+ epoch, set size: $PAIR_STATE)"
+  logs_tail
+  finish
+fi
+ACKS="$DIR/acks-go.txt"
+RELEASE_FILE="$DIR/master-killed-go"
+ELECTION="$DIR/election-go.txt"
+go_command produce --count "$MESSAGES" --acks "$ACKS" --hold-at $((MESSAGES / 2)) \
+  --go-file "$RELEASE_FILE"
+PRODUCER_COMMAND=("${GO_COMMAND[@]}")
+kill_cycle failover_go_ go-produce "$GO_RECOVERY_TIMEOUT_S"
+go_phase consume --count "$MESSAGES" --acks "$ACKS" --broker "${ADDRS[MASTER]}" || true
 finish

@@ -2,6 +2,7 @@
 // (github.com/apache/rocketmq-client-go/v2) against one name server:
 //
 //	compat-go --namesrv 127.0.0.1:9876 [--broker 127.0.0.1:10911] [--only a,b]
+//	compat-go failover --phase setup|produce|consume ...   (failover suite phases: failover.go)
 //
 // Scenarios: producer sync, async and batch sends (each checked by a push consumer) and a
 // clustering push consumer whose two members split the queues and filter by tag. Every
@@ -48,6 +49,9 @@ type scenario struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "failover" {
+		os.Exit(failoverMain(os.Args[2:]))
+	}
 	namesrv := flag.String("namesrv", "", "name server address, HOST:PORT (required)")
 	broker := flag.String("broker", "", "broker address for topic creation (default: name server host, port 10911)")
 	only := flag.String("only", "", "comma-separated scenario names to run")
