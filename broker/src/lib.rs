@@ -54,6 +54,8 @@
 //! - `metrics`: the metrics' per-shard counts, their names and labels, and the scrape
 //!   requests.
 //! - `metadata`: the broker-wide tables behind their locks, and persisting them.
+//! - `assignment`: server-side assignment: request modes per topic and group, queue
+//!   allocation, the routes it splits.
 //! - `clients`: the producers and consumers connected, by group.
 //! - `lock`: the queue locks of orderly consumers.
 //! - `subscription`: the subscription groups.
@@ -62,8 +64,6 @@
 //! - `stats`: per-topic and per-group statistics.
 //! - `traffic`: broker-wide traffic counters and rates.
 //! - `namesrv_client`: one request to a name server.
-//! - `assignment`: server-side assignment: request modes per topic and group, queue
-//!   allocation, the routes it splits.
 //! - `live_config`: the configuration in force, replaced at run time by
 //!   UPDATE_BROKER_CONFIG.
 //! - `config`: `BrokerConfig` and its key table.

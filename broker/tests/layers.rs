@@ -74,6 +74,7 @@ const LAYERS: &[Layer] = &[
         modules: &[
             "metrics",
             "metadata",
+            "assignment",
             "clients",
             "lock",
             "subscription",
