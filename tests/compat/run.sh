@@ -23,8 +23,8 @@
 #   tls5 (Java client 5.x with -Dtls.enable=true, checking the certificate against a CA) starts
 #   its own Comet broker with tls.server.mode=enforcing and a certificate openssl makes at run
 #   time; in the default suite list with --against comet only, refused with --against apache.
-#   failover (Java clients 5.x and 4.9.x across a SIGKILL of a master in controller mode, see
-#   failover/run.sh) starts its own name server with its controller and two brokers from
+#   failover (Java clients 5.x and 4.9.x, then the Go client, each across a SIGKILL of a
+#   master in controller mode, see failover/run.sh) starts its own name server with its controller and two brokers from
 #   target/release; it runs only with --against comet, and is in its default suite list.
 #
 # COMET_BROKER_BIN names another comet-broker binary for --against comet (a build elsewhere).
@@ -277,7 +277,7 @@ suite_title() {
     acl5) echo "Java 5.x signed (plain ACL)" ;;
     acl4) echo "Java 4.9.x signed (plain ACL)" ;;
     ha) echo "Master and slave (Java, mqadmin)" ;;
-    failover) echo "Controller-mode failover (Java)" ;;
+    failover) echo "Controller-mode failover (Java, Go)" ;;
     tls5) echo "Java 5.x over TLS (enforcing)" ;;
   esac
 }
