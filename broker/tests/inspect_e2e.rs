@@ -1,7 +1,8 @@
 //! Queue and offset inspection end to end, on a broker with 2 shards so a topic's queues have
 //! different owners: QUERY_CONSUME_QUEUE, QUERY_CONSUME_TIME_SPAN, the timestamps of
 //! GET_CONSUME_STATS and GET_TOPIC_STATS_INFO, GET_BROKER_CONSUME_STATS, CLONE_GROUP_OFFSET,
-//! GET_ALL_CONSUMER_OFFSET and GET_ALL_DELAY_OFFSET, with their bad-header answers.
+//! GET_ALL_CONSUMER_OFFSET, GET_ALL_DELAY_OFFSET and GET_SUBSCRIPTIONGROUP_CONFIG, with their
+//! bad-header answers.
 
 mod common;
 
@@ -16,9 +17,9 @@ use comet_proto::body::{
 };
 use comet_proto::headers::{
     CloneGroupOffsetRequestHeader, GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryConsumeQueueRequestHeader,
-    QueryConsumeTimeSpanRequestHeader, QueryConsumerOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader, GetTopicStatsInfoRequestHeader,
+    QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
+    QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
@@ -431,4 +432,42 @@ fn all_delay_offsets_after_a_delivery() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+// Proves GET_SUBSCRIPTIONGROUP_CONFIG answers a group's configuration as it was created,
+// Java's SYSTEM_ERROR for a group the broker does not hold, and a clear error for a request
+// without the group.
+#[test]
+fn one_group_config_by_name() {
+    let directory = TempDir::new("inspect-group-config");
+    let broker = Broker::start(&directory.0, 2, &[]);
+    let mut client = broker.client();
+    let mut config = SubscriptionGroupConfig::new("cg_one");
+    config.retry_max_times = 7;
+    client.call_ok(
+        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0)
+            .with_body(config.encode().to_vec()),
+    );
+    let header = GetSubscriptionGroupConfigRequestHeader {
+        group: "cg_one".into(),
+    };
+    let answer = client.call_ok(request(RequestCode::GET_SUBSCRIPTIONGROUP_CONFIG, &header));
+    let got = SubscriptionGroupConfig::decode(&answer.body).expect("a group config body");
+    assert_eq!(got.group_name, "cg_one");
+    assert_eq!(got.retry_max_times, 7);
+    let unknown = GetSubscriptionGroupConfigRequestHeader {
+        group: "cg_nobody".into(),
+    };
+    let refused = request(RequestCode::GET_SUBSCRIPTIONGROUP_CONFIG, &unknown);
+    assert_refused(
+        &mut client,
+        refused,
+        ResponseCode::SYSTEM_ERROR,
+        "No group in this broker",
+    );
+    let bare = RemotingCommand::request(RequestCode::GET_SUBSCRIPTIONGROUP_CONFIG, 0);
+    assert_eq!(
+        client.call(bare).response_code(),
+        ResponseCode::SYSTEM_ERROR
+    );
 }

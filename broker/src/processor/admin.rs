@@ -10,8 +10,8 @@ use comet_proto::body::{
 use comet_proto::headers::{
     CreateTopicRequestHeader, DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader,
     GetConsumeStatsRequestHeader, GetConsumerConnectionListRequestHeader,
-    GetProducerConnectionListRequestHeader, GetTopicStatsInfoRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader,
+    GetProducerConnectionListRequestHeader, GetSubscriptionGroupConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
 };
 use comet_proto::names;
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
@@ -164,6 +164,26 @@ pub fn create_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
 pub fn all_groups(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let wrapper = broker.groups().to_wrapper();
     ok(request).with_body(wrapper.encode())
+}
+
+/// GET_SUBSCRIPTIONGROUP_CONFIG (352): one group's configuration, as Java's
+/// `AdminBrokerProcessor.getSubscriptionGroup` answers it (5.x's proxy asks it of the broker
+/// before it pops for a group).
+pub fn group_config(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let header = match GetSubscriptionGroupConfigRequestHeader::from_ext_fields(&request.ext_fields)
+    {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let config = broker.groups().get(&header.group).cloned();
+    match config {
+        Some(config) => ok(request).with_body(config.encode()),
+        None => error(
+            request,
+            ResponseCode::SYSTEM_ERROR,
+            "No group in this broker",
+        ),
+    }
 }
 
 /// DELETE_SUBSCRIPTIONGROUP (207). Offsets of the group are forgotten on every shard at the

@@ -119,6 +119,14 @@ command_header! {
 }
 
 command_header! {
+    /// GET_SUBSCRIPTIONGROUP_CONFIG (352) request.
+    pub struct GetSubscriptionGroupConfigRequestHeader {
+        /// The consumer group.
+        group: String => "group",
+    }
+}
+
+command_header! {
     /// DELETE_SUBSCRIPTIONGROUP (207) request.
     pub struct DeleteSubscriptionGroupRequestHeader {
         /// Group to delete.
