@@ -308,6 +308,7 @@ mod tests {
         ("transactionCheckMax", "5"),
         ("timerWheelEnable", "false"),
         ("timerMaxDelaySec", "3600"),
+        ("recallMessageEnable", "true"),
         ("regionId", "EU"),
         ("traceOn", "false"),
         ("serverChannelMaxIdleTimeSeconds", "60"),

@@ -323,6 +323,11 @@ comet_proto::config_table! {
         doc: "Furthest ahead a timed message may be scheduled.",
         parse: |key, value| parse(key, value, "seconds"), show: ToString::to_string,
     },
+    recall_message_enable: bool = false => {
+        key: "recallMessageEnable", unit: "", applies: Live,
+        doc: "Serve RECALL_MESSAGE (off by default, as in RocketMQ).",
+        parse: parse_bool, show: ToString::to_string,
+    },
     region_id: String = "DefaultRegion".to_owned() => {
         key: "regionId", unit: "", applies: Live,
         doc: "Region echoed in send responses as MSG_REGION.",

@@ -24,6 +24,7 @@ pub mod pop_ack;
 pub mod pull;
 pub mod query;
 pub mod queue_figures;
+pub mod recall;
 pub mod reply;
 pub mod send;
 pub mod send_back;
@@ -93,6 +94,8 @@ pub async fn handle(
             None => Some(reset_all_queues(broker, context, request).await),
         },
         QUERY_MESSAGE => Some(query_all_shards(broker, context, request).await),
+        // Checked here; the deletion it stores goes to its timer queue's owner.
+        RECALL_MESSAGE => Some(recall::process(broker, context, &request).await),
         // Joined from pops of each queue on its owner.
         POP_MESSAGE => Some(pop::process(broker, context, &request).await),
         BATCH_ACK_MESSAGE => Some(pop_ack::batch_ack(broker, context, &request).await),
@@ -353,6 +356,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::SEND_MESSAGE,
     RequestCode::SEND_MESSAGE_V2,
     RequestCode::SEND_BATCH_MESSAGE,
+    RequestCode::RECALL_MESSAGE,
     RequestCode::SEND_REPLY_MESSAGE,
     RequestCode::SEND_REPLY_MESSAGE_V2,
     RequestCode::PULL_MESSAGE,

@@ -228,7 +228,48 @@ pub async fn process(
         Ok(built) => built,
         Err(response) => return response,
     };
+    if let Err(response) = spread_deletion(broker, &request, &header, &records).await {
+        return response;
+    }
     append_and_respond(broker, &request, &header, records, unique_keys).await
+}
+
+/// A timer deletion is stored by every wheel, not only this shard's (see
+/// `crate::timer_wheel::deletion_copies`); the copies are durable before the deletion
+/// itself is stored and acknowledged. A failure answers SYSTEM_ERROR: some wheels may hold
+/// their copy, which is harmless (a deletion whose entry is elsewhere cancels nothing), and
+/// the producer may send the deletion again.
+async fn spread_deletion(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    header: &SendMessageRequestHeader,
+    records: &[BytesMut],
+) -> Result<(), RemotingCommand> {
+    let properties = header.properties.as_deref().unwrap_or("");
+    if request.request_code() == RequestCode::SEND_BATCH_MESSAGE
+        || !crate::timer_wheel::is_deletion(&header.topic, properties)
+    {
+        return Ok(());
+    }
+    let copies = records
+        .first()
+        .and_then(|record| crate::timer_wheel::deletion_copies(broker, record))
+        .ok_or_else(|| {
+            error(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                "the timer deletion cannot be copied",
+            )
+        })?;
+    if copies.is_empty() {
+        return Ok(());
+    }
+    crate::reappend::append_on_owners(broker, copies)
+        .await
+        .map_err(|e| {
+            let remark = format!("the timer deletion did not reach every timer wheel: {e}");
+            error(request, ResponseCode::SYSTEM_ERROR, remark)
+        })
 }
 
 fn with_topic_flags(broker: &ShardBroker, header: &SendMessageRequestHeader) -> i32 {
@@ -403,7 +444,16 @@ async fn append_and_respond(
         queue_offset: appended[0].queue_offset.as_i64(),
         transaction_id: (unique_keys.len() == 1).then(|| unique_keys[0].clone()),
         batch_uniq_id: None,
-        recall_handle: None,
+        recall_handle: (unique_keys.len() == 1)
+            .then(|| {
+                crate::timer_wheel::recall_handle(
+                    broker,
+                    request.request_code(),
+                    properties,
+                    &unique_keys[0],
+                )
+            })
+            .flatten(),
     };
     let code = match broker.config().broker_role {
         BrokerRole::AsyncMaster => ResponseCode::SUCCESS,

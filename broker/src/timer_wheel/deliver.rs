@@ -31,6 +31,10 @@ pub fn delivered_record(
     due_ms: i64,
 ) -> Option<BytesMut> {
     let mut properties = Properties::decode(view.properties());
+    // A deletion is never delivered (Java's `TimerMessageStore.doPut` refuses one too).
+    if properties.get(names::TIMER_DEL_UNIQKEY).is_some() {
+        return None;
+    }
     let topic = properties.remove(names::REAL_TOPIC)?;
     let queue_id: i32 = properties.remove(names::REAL_QID)?.trim().parse().ok()?;
     properties.insert(names::TIMER_ENQUEUE_MS, view.store_timestamp().to_string());

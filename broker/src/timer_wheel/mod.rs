@@ -35,11 +35,16 @@ pub mod wheel;
 
 use comet_proto::flags::message as message_sys_flag;
 use comet_proto::headers::SendMessageRequestHeader;
-use comet_proto::properties::{names, Properties};
+use std::collections::BTreeSet;
+
+use comet_proto::bytes::BytesMut;
+use comet_proto::message::RecordView;
+use comet_proto::properties::{self, names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use thiserror::Error;
 
 use crate::delay_level::rewrite::{retarget, Rewritten};
+use crate::reappend;
 use crate::shard::ShardBroker;
 use comet_rt::ShardId;
 
@@ -232,6 +237,84 @@ fn pick_timer_queue(owner: ShardId, shard_count: usize, cursor: u32) -> i32 {
     }
 }
 
+/// Width of a cancellation slot, ms: Java's default `timerPrecisionMs`.
+pub const CANCEL_SLOT_MS: i64 = 1000;
+
+/// The cancellation slot of a due time: a deletion cancels only entries in its own slot, as
+/// Java's wheel applies a slot's deletions to that slot's other entries only. Java's slots
+/// hold the due times in `(s * 1000, (s + 1) * 1000]` (its send path moves an exact multiple
+/// one step earlier before rounding down), and so do these.
+pub fn cancel_slot(due_ms: i64) -> i64 {
+    due_ms.saturating_sub(1).div_euclid(CANCEL_SLOT_MS)
+}
+
+/// What a deletion names: `<real topic>+<UNIQ_KEY>` (Java's `TimerMessageStore.buildDeleteKey`).
+pub fn delete_key(topic: &str, unique_key: &str) -> String {
+    format!("{topic}+{unique_key}")
+}
+
+/// The timestamp a recall handle carries for a message due at `due_ms`: one ms past the
+/// start of its cancellation slot, the value Java puts there (its rounded `TIMER_OUT_MS`
+/// plus one), so the recall's deletion lands in the same slot.
+pub fn recall_timestamp(due_ms: i64) -> i64 {
+    cancel_slot(due_ms)
+        .saturating_mul(CANCEL_SLOT_MS)
+        .saturating_add(1)
+}
+
+/// The recall handle a send answers, as Java's `SendMessageProcessor.attachRecallHandle`:
+/// for a single (not batch) send stored with `TIMER_OUT_MS` and a `REAL_TOPIC` that is not a
+/// retry topic; `properties` are the stored record's.
+pub fn recall_handle(
+    broker: &ShardBroker,
+    request_code: RequestCode,
+    properties: &str,
+    unique_key: &str,
+) -> Option<String> {
+    if request_code == RequestCode::SEND_BATCH_MESSAGE {
+        return None;
+    }
+    let properties = Properties::decode(properties);
+    let due_ms: i64 = properties.get(names::TIMER_OUT_MS)?.trim().parse().ok()?;
+    let topic = properties.get(names::REAL_TOPIC)?;
+    if comet_proto::names::is_retry_topic(topic) {
+        return None;
+    }
+    let handle = comet_proto::recall::RecallHandle {
+        topic: topic.to_owned(),
+        broker_name: broker.config().broker_name.clone(),
+        timestamp: recall_timestamp(due_ms).to_string(),
+        message_id: unique_key.to_owned(),
+    };
+    Some(handle.encode())
+}
+
+/// True for a deletion (a timer record carrying `TIMER_DEL_UNIQKEY`).
+pub fn is_deletion(topic: &str, properties: &str) -> bool {
+    topic == TIMER_TOPIC && properties::get(properties, names::TIMER_DEL_UNIQKEY).is_some()
+}
+
+/// Copies of a deletion `record` for every other shard running a wheel, one in a timer queue
+/// each owns, so every wheel holds it in its own log: a deletion cancels an entry whatever
+/// wheel holds it (an entry's wheel follows its real queue's owner, which the deletion does
+/// not know), and each wheel replays its copy from its log after a restart as it replays
+/// its entries. `None` when the record does not parse.
+pub fn deletion_copies(broker: &ShardBroker, record: &[u8]) -> Option<Vec<BytesMut>> {
+    let view = RecordView::parse(record).ok()?;
+    let mut owners = BTreeSet::new();
+    let mut copies = Vec::new();
+    for queue_id in 0..TIMER_QUEUES {
+        let owner = broker.owner_of(TIMER_TOPIC, queue_id);
+        if owner == broker.shard() || !owners.insert(owner) {
+            continue;
+        }
+        let copy =
+            reappend::restored_record(broker, &view, TIMER_TOPIC, queue_id, view.properties())?;
+        copies.push(copy);
+    }
+    Some(copies)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +377,25 @@ mod tests {
         assert!(!is_timed("T", &already));
         assert!(!is_timed("T", &Properties::new()));
         assert!(illegal_remark(max).contains("259200000ms"));
+    }
+
+    // Proves cancellation slots are Java's (an exact second belongs to the slot before it),
+    // that a recall timestamp falls in its message's slot, and Java's delete-key format.
+    #[test]
+    fn cancellation_slots_and_keys_follow_java() {
+        assert_eq!(cancel_slot(5_001), 5);
+        assert_eq!(cancel_slot(5_999), 5);
+        assert_eq!(cancel_slot(6_000), 5);
+        assert_eq!(cancel_slot(6_001), 6);
+        assert_eq!(cancel_slot(0), -1);
+        for due_ms in [5_001, 5_500, 6_000, 1_700_000_000_000, 1_700_000_000_001] {
+            let timestamp = recall_timestamp(due_ms);
+            assert_eq!(cancel_slot(timestamp), cancel_slot(due_ms), "{due_ms}");
+            assert!(timestamp <= due_ms);
+        }
+        assert_eq!(recall_timestamp(6_000), 5_001);
+        assert_eq!(delete_key("T", "AC1"), "T+AC1");
+        assert_eq!(cancel_slot(i64::MIN), i64::MIN.div_euclid(CANCEL_SLOT_MS));
     }
 
     // Proves a timed send lands in a timer queue owned by its real queue's owner for every

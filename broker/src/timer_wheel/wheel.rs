@@ -149,6 +149,8 @@ struct Wheel {
     files: BTreeMap<i64, BTreeSet<i32>>,
     /// Delivered records built and held in memory.
     built: usize,
+    /// Cancellation slot → delete keys of the deletions known for it (see [`Wheel::cancel`]).
+    cancelled: BTreeMap<i64, HashSet<String>>,
 }
 
 /// Why a step of the wheel failed (the next step retries; opening fails the wheel).
@@ -252,6 +254,7 @@ impl Wheel {
             on_disk: BTreeMap::new(),
             files: BTreeMap::new(),
             built: 0,
+            cancelled: BTreeMap::new(),
         };
         wheel.adopt_files(listed?).await;
         if !clean_stop {
@@ -407,10 +410,15 @@ impl Wheel {
     }
 }
 
+/// A delivered record built ahead, with its timer record's physical offset.
+type BuiltRecord = (BytesMut, i64);
+
 /// What one enqueue step read from one queue.
 struct QueueRead {
     next_offset: i64,
-    entries: Vec<(SlotEntry, Option<(BytesMut, i64)>)>,
+    /// Each entry with its delivered record when built, and whether it is a deletion (never
+    /// built: it is known already, see [`Wheel::cancel`]).
+    entries: Vec<(SlotEntry, Option<BuiltRecord>, bool)>,
 }
 
 impl Wheel {
@@ -431,10 +439,12 @@ impl Wheel {
                 moved.insert(queue_id, read.next_offset);
             }
             count += read.entries.len();
-            for (entry, built) in read.entries {
+            for (entry, built, deletion) in read.entries {
                 let second = second_of(entry.due_ms);
                 batch.entry((queue_id, second)).or_default().push(entry);
-                to_memory.push((queue_id, entry, built));
+                if !deletion {
+                    to_memory.push((queue_id, entry, built));
+                }
             }
         }
         if moved.is_empty() {
@@ -510,6 +520,11 @@ impl Wheel {
                     due_ms,
                     queue_offset: view.queue_offset(),
                 };
+                if let Some(key) = view.property(names::TIMER_DEL_UNIQKEY) {
+                    self.cancel(queue_id, due_ms, key.to_owned());
+                    read.entries.push((entry, None, true));
+                    continue;
+                }
                 let built = if second_of(due_ms) <= self.loaded_until
                     && self.built < PREFETCH_RECORDS_MAX
                 {
@@ -520,7 +535,7 @@ impl Wheel {
                 } else {
                     None
                 };
-                read.entries.push((entry, built));
+                read.entries.push((entry, built, false));
             }
             read.next_offset = read.next_offset.max(result.next_offset.as_i64());
             yield_if_needed().await;
@@ -578,6 +593,88 @@ fn timer_out_ms(view: &RecordView<'_>) -> i64 {
     }
 }
 
+/// The delivered form of a timer record, or `None` with the deletion noted in `deletions`
+/// as `(queue offset, due ms, delete key)` when the record is a deletion.
+fn build_or_note_deletion(
+    broker: &ShardBroker,
+    view: &RecordView<'_>,
+    due_ms: i64,
+    deletions: &mut Vec<(i64, i64, String)>,
+) -> Option<BytesMut> {
+    if let Some(key) = view.property(names::TIMER_DEL_UNIQKEY) {
+        deletions.push((view.queue_offset(), due_ms, key.to_owned()));
+        return None;
+    }
+    delivered_record(broker, view, due_ms)
+}
+
+impl Wheel {
+    /// Notes a deletion of `queue_id` due at `due_ms`: entries in its cancellation slot whose
+    /// delete key is `key` are dropped instead of delivered (Java's wheel collects a slot's
+    /// deletions before delivering its other entries). A deletion is known from when it is
+    /// enqueued, and again from its slot file whenever its second is loaded, so after a
+    /// restart too; one whose time is delivered already cancels nothing.
+    fn cancel(&mut self, queue_id: i32, due_ms: i64, key: String) {
+        if due_ms <= self.cursors[&queue_id].delivered_ms {
+            return;
+        }
+        self.cancelled
+            .entry(super::cancel_slot(due_ms))
+            .or_default()
+            .insert(key);
+    }
+
+    /// Drops the due entries a known deletion names.
+    fn drop_cancelled(&mut self, due: &mut Vec<Pending>) {
+        if self.cancelled.is_empty() {
+            return;
+        }
+        let before = due.len();
+        let cancelled = &self.cancelled;
+        due.retain(|pending| {
+            let Some(keys) = cancelled.get(&super::cancel_slot(pending.due_ms)) else {
+                return true;
+            };
+            let Some(view) = pending
+                .record
+                .as_deref()
+                .and_then(|record| RecordView::parse(record).ok())
+            else {
+                return true;
+            };
+            let Some(unique_key) = view.property(names::UNIQ_KEY) else {
+                return true;
+            };
+            !keys.contains(&super::delete_key(view.topic(), unique_key))
+        });
+        let dropped = before - due.len();
+        if dropped > 0 {
+            self.built = self.built.saturating_sub(dropped);
+            log::info!(
+                "{}: {dropped} timed messages cancelled",
+                self.broker.shard()
+            );
+        }
+    }
+
+    /// Forgets deletions whose whole cancellation slot is delivered.
+    fn forget_past_cancellations(&mut self) {
+        let delivered_ms = self
+            .cursors
+            .values()
+            .map(|cursor| cursor.delivered_ms)
+            .min()
+            .unwrap_or(i64::MIN);
+        while let Some((&slot, _)) = self.cancelled.first_key_value() {
+            let slot_end_ms = slot.saturating_add(1).saturating_mul(super::CANCEL_SLOT_MS);
+            if slot_end_ms > delivered_ms {
+                break;
+            }
+            self.cancelled.remove(&slot);
+        }
+    }
+}
+
 impl Wheel {
     /// Brings every slot up to `target_second` into memory with its records built.
     async fn load_until(&mut self, target_second: i64) -> Result<(), WheelError> {
@@ -610,16 +707,25 @@ impl Wheel {
         }
         let mut wanted: Vec<(i64, i64)> = unique.into_iter().collect();
         let budget = PREFETCH_RECORDS_MAX.saturating_sub(self.built);
+        let mut deletions = Vec::new();
         let mut built = if wanted.len() <= budget {
             let broker = self.broker.clone();
             read_and_build(&self.broker, queue_id, &mut wanted, |view, due_ms| {
-                delivered_record(&broker, view, due_ms)
+                build_or_note_deletion(&broker, view, due_ms, &mut deletions)
             })
             .await
         } else {
             HashMap::new()
         };
+        let mut deletion_offsets = HashSet::new();
+        for (queue_offset, due_ms, key) in deletions {
+            deletion_offsets.insert(queue_offset);
+            self.cancel(queue_id, due_ms, key);
+        }
         for (queue_offset, due_ms) in wanted {
+            if deletion_offsets.contains(&queue_offset) {
+                continue;
+            }
             let entry = SlotEntry {
                 due_ms,
                 queue_offset,
@@ -646,6 +752,7 @@ impl Wheel {
         let earliest_due_ms = due.iter().map(|p| p.due_ms).min().unwrap_or(now_ms);
         let taken_late_ms = comet_rt::clock::wall_clock_ms() - earliest_due_ms;
         self.materialize(&mut due).await;
+        self.drop_cancelled(&mut due);
         self.drop_already_delivered(&mut due).await;
         for cursor in self.cursors.values_mut() {
             cursor.in_flight_until_ms = cursor.in_flight_until_ms.max(now_ms);
@@ -678,6 +785,7 @@ impl Wheel {
         for cursor in self.cursors.values_mut() {
             cursor.delivered_ms = cursor.delivered_ms.max(now_ms);
         }
+        self.forget_past_cancellations();
         self.remove_delivered_files(now_ms).await;
         Ok(())
     }
@@ -689,6 +797,7 @@ impl Wheel {
         for cursor in self.cursors.values_mut() {
             cursor.delivered_ms = cursor.delivered_ms.max(delivered);
         }
+        self.forget_past_cancellations();
     }
 
     fn take_due(&mut self, now_ms: i64) -> Vec<Pending> {
@@ -725,10 +834,14 @@ impl Wheel {
         }
         for (queue_id, mut wanted) in by_queue {
             let broker = self.broker.clone();
+            let mut deletions = Vec::new();
             let mut built = read_and_build(&self.broker, queue_id, &mut wanted, |view, due_ms| {
-                delivered_record(&broker, view, due_ms)
+                build_or_note_deletion(&broker, view, due_ms, &mut deletions)
             })
             .await;
+            for (_, due_ms, key) in deletions {
+                self.cancel(queue_id, due_ms, key);
+            }
             for pending in due
                 .iter_mut()
                 .filter(|p| p.queue_id == queue_id && p.record.is_none())

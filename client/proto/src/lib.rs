@@ -22,6 +22,7 @@
 //! * [`json`]: fastjson-compatible reading and writing.
 //! * [`config_table`]: declarative config key tables (broker and name server).
 //! * [`java_properties`]: RocketMQ's `.properties` files.
+//! * [`recall`]: recall handles of timed messages (RECALL_MESSAGE).
 
 #![forbid(unsafe_code)]
 
@@ -47,6 +48,7 @@ pub mod message_id;
 pub mod names;
 mod pairs;
 pub mod properties;
+pub mod recall;
 pub mod sql92;
 
 pub use bytes;

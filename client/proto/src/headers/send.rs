@@ -162,6 +162,27 @@ command_header! {
 }
 
 command_header! {
+    /// RECALL_MESSAGE (370) request: cancels a pending timed message by the handle its send
+    /// answered (docs/protocol.md#recall-message).
+    pub struct RecallMessageRequestHeader {
+        /// Producer group (optional).
+        producer_group: Option<String> => "producerGroup",
+        /// The message's topic.
+        topic: String => "topic",
+        /// The handle (see `crate::recall`).
+        recall_handle: String => "recallHandle",
+    }
+}
+
+command_header! {
+    /// RECALL_MESSAGE (370) response.
+    pub struct RecallMessageResponseHeader {
+        /// The recalled message's `UNIQ_KEY`.
+        msg_id: String => "msgId",
+    }
+}
+
+command_header! {
     /// PUSH_REPLY_MESSAGE_TO_CLIENT (326, broker to the requesting producer) request: the
     /// reply message's send fields plus where and when it was stored.
     pub struct ReplyMessageRequestHeader {
