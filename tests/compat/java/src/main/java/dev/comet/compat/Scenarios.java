@@ -75,9 +75,11 @@ final class Scenarios {
    */
   private static void addClient5Only(Map<String, Main.Scenario> s) {
     try {
-      Class.forName("dev.comet.compat.ServerAssignment")
-          .getDeclaredMethod("register", Map.class)
-          .invoke(null, s);
+      for (String name : new String[] {"ServerAssignment", "TimerRecall"}) {
+        Class.forName("dev.comet.compat." + name)
+            .getDeclaredMethod("register", Map.class)
+            .invoke(null, s);
+      }
     } catch (ReflectiveOperationException e) {
       throw new IllegalStateException("5.x scenarios missing from a 5.x build", e);
     }
