@@ -26,6 +26,13 @@
 //! [`SCHEDULE_ORIGIN`](crate::delay_level::SCHEDULE_ORIGIN) = the timer record's physical offset
 //! (what makes a redelivery after a crash detectable). Cursors ([`cursor`]) make delivery
 //! exactly once across clean restarts and crashes; see [`wheel`] for the argument.
+//!
+//! Cancelling (docs/architecture.md#timer-wheel): a timed message carrying `TIMER_DEL_UNIQKEY`
+//! = `<real topic>+<UNIQ_KEY>` is a deletion. It is stored like any timed message and, by the
+//! send path, copied to every other wheel ([`deletion_copies`]); each wheel drops, instead of
+//! delivering, the entries of the deletion's cancellation slot ([`cancel_slot`]) it names,
+//! and never delivers the deletion. A single timed send answers a recall handle
+//! ([`recall_handle`]); RECALL_MESSAGE (`crate::processor::recall`) turns one into a deletion.
 
 pub mod cursor;
 pub mod deliver;
