@@ -63,20 +63,9 @@ NAMESRV_PID=""
 MASTER_PID=""
 SLAVE_PID=""
 
-# stop_pid PID NAME: TERM, then KILL after STOP_TIMEOUT_S; returns the exit status.
-stop_pid() {
-  local pid="$1" name="$2" rc=0
-  [[ -n "$pid" ]] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  local deadline=$((SECONDS + STOP_TIMEOUT_S))
-  while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.2; done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "ha: $name (pid $pid) ignored TERM for ${STOP_TIMEOUT_S} s; killing it" >&2
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || rc=$?
-  return "$rc"
-}
+PROCESS_LOG_TAG=ha
+# shellcheck source-path=SCRIPTDIR source=../lib/processes.sh
+source "$HERE/../lib/processes.sh"
 
 cleanup() {
   local rc=$?
@@ -90,27 +79,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])'
-}
-
-# wait_port PID PORT NAME LOG: until PORT accepts connections (at most START_TIMEOUT_S);
-# stops the run with the process's last output if it exits first.
-wait_port() {
-  local pid="$1" port="$2" name="$3" log="$4"
-  local deadline=$((SECONDS + START_TIMEOUT_S))
-  until port_open "$port"; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      tail -30 "$log" >&2 || true
-      die "$name exited during start-up (output above)"
-    fi
-    ((SECONDS < deadline)) || die "$name not listening on $port after ${START_TIMEOUT_S}s"
-    sleep 0.2
-  done
-}
 
 NAMESRV_PORT="$(free_port)"
 MASTER_PORT="$(free_port)"
