@@ -1,10 +1,11 @@
 //! This shard's pop state (one executor thread per shard, so thread-local and unlocked):
 //! which queues a pop is working on, and whether the revive scanner has read its revive
 //! queue to the end since start-up, which puts back the pop positions the last persisted
-//! offsets may lack; pops wait for that.
+//! offsets may lack; pops wait for that. It also counts the pops polling here, for
+//! POLLING_INFO.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// One (topic, group, queue) a pop is reading.
 type QueueKey = (String, String, i32);
@@ -12,6 +13,7 @@ type QueueKey = (String, String, i32);
 #[derive(Default)]
 struct PopState {
     busy: RefCell<HashSet<QueueKey>>,
+    polling: RefCell<HashMap<QueueKey, u32>>,
     recovered: Cell<bool>,
     random: Cell<u64>,
 }
@@ -43,6 +45,39 @@ pub fn try_hold(topic: &str, group: &str, queue_id: i32) -> Option<QueueHold> {
     } else {
         None
     }
+}
+
+/// A polling pop's entry in this shard's count of waiting pops: removed on drop.
+pub struct PollingHold {
+    key: QueueKey,
+}
+
+impl Drop for PollingHold {
+    fn drop(&mut self) {
+        STATE.with(|state| {
+            let mut polling = state.polling.borrow_mut();
+            if let Some(count) = polling.get_mut(&self.key) {
+                *count -= 1;
+                if *count == 0 {
+                    polling.remove(&self.key);
+                }
+            }
+        });
+    }
+}
+
+/// Counts a pop of (topic, group, queue id as asked, -1 for every queue) as polling here
+/// until the hold drops (Java's pop polling map, keyed the same way).
+pub fn hold_polling(topic: &str, group: &str, queue_id: i32) -> PollingHold {
+    let key = (topic.to_owned(), group.to_owned(), queue_id);
+    STATE.with(|state| *state.polling.borrow_mut().entry(key.clone()).or_insert(0) += 1);
+    PollingHold { key }
+}
+
+/// How many pops of (topic, group, queue id as asked) poll on this shard now.
+pub fn polling_count(topic: &str, group: &str, queue_id: i32) -> u32 {
+    let key = (topic.to_owned(), group.to_owned(), queue_id);
+    STATE.with(|state| state.polling.borrow().get(&key).copied().unwrap_or(0))
 }
 
 /// True once the revive scanner has replayed this shard's revive queue since start-up.
@@ -89,5 +124,20 @@ mod tests {
         drop(first);
         assert!(try_hold("T", "g", 0).is_some());
         assert!((0..100).all(|_| random_below(7) < 7));
+    }
+
+    // Proves the polling count follows the holds of one key, and only that key.
+    #[test]
+    fn polling_pops_are_counted_while_held() {
+        assert_eq!(polling_count("T", "g", -1), 0);
+        let first = hold_polling("T", "g", -1);
+        let second = hold_polling("T", "g", -1);
+        assert_eq!(polling_count("T", "g", -1), 2);
+        assert_eq!(polling_count("T", "g", 0), 0);
+        assert_eq!(polling_count("T", "h", -1), 0);
+        drop(first);
+        assert_eq!(polling_count("T", "g", -1), 1);
+        drop(second);
+        assert_eq!(polling_count("T", "g", -1), 0);
     }
 }

@@ -21,6 +21,7 @@ pub mod inspect;
 pub mod offsets;
 pub mod pop;
 pub mod pop_ack;
+pub mod pop_peek;
 pub mod pull;
 pub mod query;
 pub mod queue_figures;
@@ -99,6 +100,10 @@ pub async fn handle(
         // Joined from pops of each queue on its owner.
         POP_MESSAGE => Some(pop::process(broker, context, &request).await),
         BATCH_ACK_MESSAGE => Some(pop_ack::batch_ack(broker, context, &request).await),
+        // Joined from each queue's owner; polling info from every shard.
+        PEEK_MESSAGE => Some(pop_peek::peek(broker, context, &request).await),
+        NOTIFICATION => Some(pop_peek::notification(broker, context, &request).await),
+        POLLING_INFO => Some(pop_peek::polling_info(broker, context, &request).await),
         GET_BROKER_HA_STATUS => Some(ha_status::gather(broker, context, request).await),
         // Broker-wide: gathered from (or applied on) every shard; `handle_local` runs the
         // shard's own part.
@@ -283,6 +288,8 @@ pub async fn handle_local(
         ACK_MESSAGE => pop_ack::ack(broker, &request).await,
         BATCH_ACK_MESSAGE => pop_ack::batch_ack_local(broker, &request).await,
         CHANGE_MESSAGE_INVISIBLETIME => pop_ack::change_invisible_time(broker, &request).await,
+        PEEK_MESSAGE => pop_peek::peek_one_queue(broker, &request).await,
+        POLLING_INFO => pop_peek::polling_info_local(&request),
         QUERY_CONSUMER_OFFSET => offsets::query_consumer_offset(broker, &request),
         UPDATE_CONSUMER_OFFSET => offsets::update_consumer_offset(broker, &request),
         GET_MAX_OFFSET => offsets::max_offset(broker, &request),
@@ -365,6 +372,9 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::ACK_MESSAGE,
     RequestCode::BATCH_ACK_MESSAGE,
     RequestCode::CHANGE_MESSAGE_INVISIBLETIME,
+    RequestCode::PEEK_MESSAGE,
+    RequestCode::NOTIFICATION,
+    RequestCode::POLLING_INFO,
     RequestCode::QUERY_CONSUMER_OFFSET,
     RequestCode::UPDATE_CONSUMER_OFFSET,
     RequestCode::GET_MAX_OFFSET,

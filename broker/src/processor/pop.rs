@@ -47,11 +47,14 @@ pub const RECHECK_REMOTE_MS: u64 = 200;
 /// it sooner), ms: covers a pop that waits for this shard's recovery.
 pub const RECHECK_LOCAL_MS: u64 = 1000;
 
-/// One queue a pop reads.
-struct Target {
-    topic: String,
-    queue_id: i32,
-    retry: bool,
+/// One queue a pop (or a peek, or a notification) reads.
+pub(crate) struct Target {
+    /// The queue's topic: the asked one or the group's pop retry topic.
+    pub(crate) topic: String,
+    /// Queue id.
+    pub(crate) queue_id: i32,
+    /// Whether `topic` is the pop retry topic.
+    pub(crate) retry: bool,
 }
 
 /// What the queues read so far gave.
@@ -87,8 +90,14 @@ pub async fn process(
     }
     let poll_ms = u64::try_from(header.poll_time).unwrap_or(0);
     let deadline = comet_rt::clock::monotonic_now() + Duration::from_millis(poll_ms).min(POLL_MAX);
+    let mut polling = None;
     loop {
-        let targets = targets(broker, &header);
+        let targets = targets(
+            broker,
+            &header.topic,
+            &header.consumer_group,
+            header.queue_id,
+        );
         let watched = watched(broker, &targets);
         let pop_time_ms = comet_rt::clock::wall_clock_ms();
         let joined = pop_round(broker, context, &header, &targets).await;
@@ -113,6 +122,10 @@ pub async fn process(
                 })
                 .collect(),
         );
+        // Counted for POLLING_INFO from its first wait until it answers.
+        polling.get_or_insert_with(|| {
+            crate::pop::state::hold_polling(&header.topic, &header.consumer_group, header.queue_id)
+        });
         race(arrivals, sleep(nap)).await;
     }
 }
@@ -195,10 +208,17 @@ fn check(
     None
 }
 
-/// The queues of one round, in the order they are read.
-fn targets(broker: &ShardBroker, header: &PopMessageRequestHeader) -> Vec<Target> {
+/// The queues of one round, in the order they are read: `queue_id` of `topic` (every queue
+/// for -1) and the queues of the group's pop retry topic, first in
+/// [`RETRY_FIRST_PERCENT`] of rounds.
+pub(crate) fn targets(
+    broker: &ShardBroker,
+    topic: &str,
+    group: &str,
+    queue_id: i32,
+) -> Vec<Target> {
     let random = crate::pop::state::random_below(100);
-    let retry_topic = pop_retry_topic(&header.topic, &header.consumer_group);
+    let retry_topic = pop_retry_topic(topic, group);
     let topics = broker.topics();
     let spread = |topic: &str, queues: i32, retry: bool| -> Vec<Target> {
         let queues = queues.max(0);
@@ -212,13 +232,13 @@ fn targets(broker: &ShardBroker, header: &PopMessageRequestHeader) -> Vec<Target
     };
     let retry_queues = topics.get(&retry_topic).map_or(0, |c| c.read_queue_nums);
     let retry = spread(&retry_topic, retry_queues, true);
-    let own = if header.queue_id < 0 {
-        let queues = topics.get(&header.topic).map_or(0, |c| c.read_queue_nums);
-        spread(&header.topic, queues, false)
+    let own = if queue_id < 0 {
+        let queues = topics.get(topic).map_or(0, |c| c.read_queue_nums);
+        spread(topic, queues, false)
     } else {
         vec![Target {
-            topic: header.topic.clone(),
-            queue_id: header.queue_id,
+            topic: topic.to_owned(),
+            queue_id,
             retry: false,
         }]
     };
@@ -230,7 +250,7 @@ fn targets(broker: &ShardBroker, header: &PopMessageRequestHeader) -> Vec<Target
 }
 
 /// The targets this shard owns, each with its end now (a message past it wakes the poll).
-fn watched(broker: &ShardBroker, targets: &[Target]) -> Vec<(String, i32, QueueOffset)> {
+pub(crate) fn watched(broker: &ShardBroker, targets: &[Target]) -> Vec<(String, i32, QueueOffset)> {
     targets
         .iter()
         .filter(|target| broker.owns(&target.topic, target.queue_id))
@@ -310,7 +330,7 @@ fn join(joined: &mut Joined, answer: RemotingCommand) {
 }
 
 /// How many stored records `body` holds, read from their length fields.
-fn record_count(body: &[u8]) -> usize {
+pub(crate) fn record_count(body: &[u8]) -> usize {
     let mut count = 0;
     let mut rest = body;
     while let Some((total, _)) = comet_proto::message::peek_total_size_and_magic(rest) {
@@ -435,7 +455,7 @@ fn concatenate(records: &[Bytes]) -> Bytes {
 }
 
 /// Resolves when any of its futures does (never, when it has none).
-struct AnyOf<F>(Vec<F>);
+pub(crate) struct AnyOf<F>(pub(crate) Vec<F>);
 
 impl<F: Future<Output = ()> + Unpin> Future for AnyOf<F> {
     type Output = ();
