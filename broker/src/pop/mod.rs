@@ -12,7 +12,8 @@
 //! - [`extra_info`]: the `POP_CK` receipt string and the offset-info strings of a pop answer,
 //!   and the pop retry topic names.
 //! - [`records`]: the CK and ack records.
-//! - [`state`]: this shard's pop state: queue locks and whether recovery finished.
+//! - [`state`]: this shard's pop state: queue locks, whether recovery finished, and the
+//!   pops polling here (for POLLING_INFO).
 //! - [`take`]: one pop of one queue.
 //! - [`ack`]: ack and invisible-time records for one queue.
 //! - [`revive`]: the revive scanner.
