@@ -35,6 +35,10 @@ use common::TempDir;
 /// of it.
 const HEARTBEAT_TIMEOUT_MS: u64 = 3_000;
 
+/// The brokers' log filter: warnings, and the steps of role changes.
+const ROLE_CHANGE_LOG: &str = "warn,comet_broker::controller_mode=info,\
+     comet_broker::replication=info,comet_broker::runtime=info";
+
 /// The controller and name server the brokers use.
 struct ControllerUnderTest {
     /// Comet's, in this process; `None` for one given by the environment.
@@ -90,6 +94,11 @@ struct BrokerSet {
 /// The controller and two brokers of a new broker set (named after `test`), in controller
 /// mode, their stores and logs under `dir`.
 fn start_pair(dir: &Path, test: &str) -> (ControllerUnderTest, BrokerSet, Vec<Node>) {
+    // The brokers say what their role changes do (a failure's evidence shows where a
+    // promotion stopped), unless the caller chose a log level.
+    if std::env::var_os("RUST_LOG").is_none() {
+        std::env::set_var("RUST_LOG", ROLE_CHANGE_LOG);
+    }
     let controller = ControllerUnderTest::start(dir);
     let set = BrokerSet {
         name: broker_set_name(test),

@@ -149,10 +149,8 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
         follower.trigger();
     });
     let config = broker.config.snapshot();
-    if let Some(role) = broker.controller() {
-        controller_figures::spawn(broker, role.clone(), state.tasks(), state.stop());
-    }
     if !config.broker_role.is_master() {
+        spawn_controller_figures(broker, state);
         let own = (broker.shard.index() < broker.queue_logs()).then(|| broker.own_log());
         for log in own.into_iter().chain(broker.hosted_logs().iter().cloned()) {
             log.replication
@@ -196,7 +194,17 @@ pub async fn start(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Result<(), Re
     if broker.shard.0 == 0 {
         listener::spawn(broker, state.tasks(), state.stop())?;
     }
+    // Only now: a master's figures make its heartbeats, and a master whose start stopped
+    // short of serving its slaves must not look alive to the controller.
+    spawn_controller_figures(broker, state);
     Ok(())
+}
+
+/// In controller mode, starts publishing this shard's figures for the driver.
+fn spawn_controller_figures(broker: &Rc<ShardBroker>, state: &ReplicationState) {
+    if let Some(role) = broker.controller() {
+        controller_figures::spawn(broker, role.clone(), state.tasks(), state.stop());
+    }
 }
 
 /// A connection the HA listener accepted for this shard's log: answer and stream it.
