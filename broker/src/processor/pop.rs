@@ -105,29 +105,40 @@ pub async fn process(
         if joined.count > 0 || now >= deadline {
             return answer(broker, request, &header, joined, pop_time_ms);
         }
-        let remote = watched.len() < targets.len();
-        let recheck = if remote {
-            RECHECK_REMOTE_MS
-        } else {
-            RECHECK_LOCAL_MS
-        };
-        let nap = (deadline - now).min(Duration::from_millis(recheck));
-        let arrivals = AnyOf(
-            watched
-                .iter()
-                .map(|(topic, queue_id, offset)| {
-                    broker
-                        .queue_store(topic, *queue_id)
-                        .wait_for_message(topic, *queue_id, *offset)
-                })
-                .collect(),
-        );
         // Counted for POLLING_INFO from its first wait until it answers.
         polling.get_or_insert_with(|| {
             crate::pop::state::hold_polling(&header.topic, &header.consumer_group, header.queue_id)
         });
-        race(arrivals, sleep(nap)).await;
+        wait_for_arrivals(broker, &watched, targets.len(), deadline - now).await;
     }
+}
+
+/// One wait of a polling request: until a message arrives past `watched` (the targets this
+/// shard owns, with their ends), or `limit`, or the next look at the targets of other shards
+/// (whose arrivals this shard does not see) when `watched` is not all of the `targets`.
+pub(crate) async fn wait_for_arrivals(
+    broker: &ShardBroker,
+    watched: &[(String, i32, QueueOffset)],
+    targets: usize,
+    limit: Duration,
+) {
+    let recheck = if watched.len() < targets {
+        RECHECK_REMOTE_MS
+    } else {
+        RECHECK_LOCAL_MS
+    };
+    let nap = limit.min(Duration::from_millis(recheck));
+    let arrivals = AnyOf(
+        watched
+            .iter()
+            .map(|(topic, queue_id, offset)| {
+                broker
+                    .queue_store(topic, *queue_id)
+                    .wait_for_message(topic, *queue_id, *offset)
+            })
+            .collect(),
+    );
+    race(arrivals, sleep(nap)).await;
 }
 
 /// Java's checks, in Java's order; the refusal when one fails.

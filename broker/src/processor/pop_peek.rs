@@ -21,13 +21,10 @@ use comet_proto::headers::{
     PollingInfoRequestHeader, PollingInfoResponseHeader, PopMessageResponseHeader,
 };
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
-use comet_rt::sync::race;
-use comet_rt::task_class::sleep;
 use comet_store::{GetStatus, MessageFilter, QueueOffset};
 
 use super::error;
-use super::pop::{record_count, targets, watched, AnyOf, Target, POLL_MAX};
-use super::pop::{RECHECK_LOCAL_MS, RECHECK_REMOTE_MS};
+use super::pop::{record_count, targets, wait_for_arrivals, watched, Target, POLL_MAX};
 use crate::pop::take::POP_BYTES_MAX;
 use crate::routing::{on_owner, on_shard, shard_id};
 use crate::shard::{RequestContext, ShardBroker};
@@ -255,23 +252,7 @@ pub async fn notification(
             return RemotingCommand::response_to(request, ResponseCode::SUCCESS)
                 .with_header(&response_header);
         }
-        let recheck = if watched.len() < targets.len() {
-            RECHECK_REMOTE_MS
-        } else {
-            RECHECK_LOCAL_MS
-        };
-        let nap = (deadline - now).min(Duration::from_millis(recheck));
-        let arrivals = AnyOf(
-            watched
-                .iter()
-                .map(|(topic, queue_id, offset)| {
-                    broker
-                        .queue_store(topic, *queue_id)
-                        .wait_for_message(topic, *queue_id, *offset)
-                })
-                .collect(),
-        );
-        race(arrivals, sleep(nap)).await;
+        wait_for_arrivals(broker, &watched, targets.len(), deadline - now).await;
     }
 }
 
