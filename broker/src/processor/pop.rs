@@ -141,6 +141,59 @@ pub(crate) async fn wait_for_arrivals(
     race(arrivals, sleep(nap)).await;
 }
 
+/// The topic, group and queue a pop-family request names.
+pub(crate) struct Asked<'a> {
+    /// The topic.
+    pub(crate) topic: &'a str,
+    /// The consumer group.
+    pub(crate) group: &'a str,
+    /// The queue id, or -1 for every queue.
+    pub(crate) queue_id: i32,
+}
+
+/// The checks every pop-family processor of Java makes after its own, in Java's order: the
+/// topic exists and is readable, the queue id is one of its read queues (else
+/// `illegal_queue`), and the group exists (created when auto-creation is on, as Java's
+/// `findSubscriptionGroupConfig`) and may consume.
+pub(crate) fn check_topic_and_group(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    asked: &Asked<'_>,
+    illegal_queue: ResponseCode,
+) -> Option<RemotingCommand> {
+    let topic = broker.topics().get(asked.topic).cloned();
+    let Some(topic) = topic else {
+        let remark = format!("topic[{}] not exist, apply first please!", asked.topic);
+        return Some(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
+    };
+    if !perm::is_readable(topic.perm) {
+        let remark = format!("the topic[{}] peeking message is forbidden", asked.topic);
+        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
+    }
+    if asked.queue_id >= topic.read_queue_nums {
+        let remark = format!(
+            "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+            asked.queue_id, asked.topic, topic.read_queue_nums
+        );
+        return Some(error(request, illegal_queue, remark));
+    }
+    let auto_create = broker.config().auto_create_subscription_group;
+    let group = broker.groups().get_or_create(asked.group, auto_create);
+    let Some(group) = group else {
+        let remark = format!("subscription group [{}] does not exist", asked.group);
+        return Some(error(
+            request,
+            ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
+            remark,
+        ));
+    };
+    if !group.consume_enable {
+        let remark = format!("subscription group no permission, {}", asked.group);
+        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
+    }
+    None
+}
+
 /// Java's checks, in Java's order; the refusal when one fails.
 fn check(
     broker: &ShardBroker,
@@ -169,43 +222,15 @@ fn check(
             "orderly pop is not supported by this broker",
         ));
     }
-    let topic = broker.topics().get(&header.topic).cloned();
-    let Some(topic) = topic else {
-        let remark = format!("topic[{}] not exist, apply first please!", header.topic);
-        return Some(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
+    let asked = Asked {
+        topic: &header.topic,
+        group: &header.consumer_group,
+        queue_id: header.queue_id,
     };
-    if !perm::is_readable(topic.perm) {
-        let remark = format!("the topic[{}] peeking message is forbidden", header.topic);
-        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
-    }
-    if header.queue_id >= topic.read_queue_nums {
-        let remark = format!(
-            "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
-            header.queue_id, header.topic, topic.read_queue_nums
-        );
-        return Some(error(request, ResponseCode::INVALID_PARAMETER, remark));
-    }
-    let auto_create = config.auto_create_subscription_group;
-    let group = broker
-        .groups()
-        .get_or_create(&header.consumer_group, auto_create);
-    let Some(group) = group else {
-        let remark = format!(
-            "subscription group [{}] does not exist",
-            header.consumer_group
-        );
-        return Some(error(
-            request,
-            ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
-            remark,
-        ));
-    };
-    if !group.consume_enable {
-        let remark = format!(
-            "subscription group no permission, {}",
-            header.consumer_group
-        );
-        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
+    if let Some(refused) =
+        check_topic_and_group(broker, request, &asked, ResponseCode::INVALID_PARAMETER)
+    {
+        return Some(refused);
     }
     if header.exp.as_deref().is_some_and(|exp| !exp.is_empty())
         && !is_tag_type(header.exp_type.as_deref())

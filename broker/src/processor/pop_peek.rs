@@ -24,7 +24,10 @@ use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use comet_store::{GetStatus, MessageFilter, QueueOffset};
 
 use super::error;
-use super::pop::{record_count, targets, wait_for_arrivals, watched, Target, POLL_MAX};
+use super::pop::{
+    check_topic_and_group, record_count, targets, wait_for_arrivals, watched, Asked, Target,
+    POLL_MAX,
+};
 use crate::pop::take::POP_BYTES_MAX;
 use crate::routing::{on_owner, on_shard, shard_id};
 use crate::shard::{RequestContext, ShardBroker};
@@ -328,13 +331,6 @@ pub fn polling_info_local(request: &RemotingCommand) -> RemotingCommand {
         .with_header(&PollingInfoResponseHeader { polling_num })
 }
 
-/// The topic, group and queue a request names.
-struct Asked<'a> {
-    topic: &'a str,
-    group: &'a str,
-    queue_id: i32,
-}
-
 /// Java's checks of the three processors, in their order; an illegal queue id is answered
 /// `illegal_queue` (INVALID_PARAMETER for a peek, SYSTEM_ERROR for the others, as Java).
 fn check(
@@ -351,36 +347,5 @@ fn check(
         );
         return Some(error(request, ResponseCode::NO_PERMISSION, remark));
     }
-    let topic = broker.topics().get(asked.topic).cloned();
-    let Some(topic) = topic else {
-        let remark = format!("topic[{}] not exist, apply first please!", asked.topic);
-        return Some(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
-    };
-    if !perm::is_readable(topic.perm) {
-        let remark = format!("the topic[{}] peeking message is forbidden", asked.topic);
-        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
-    }
-    if asked.queue_id >= topic.read_queue_nums {
-        let remark = format!(
-            "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
-            asked.queue_id, asked.topic, topic.read_queue_nums
-        );
-        return Some(error(request, illegal_queue, remark));
-    }
-    // Java's `findSubscriptionGroupConfig` creates the group when auto-creation is on.
-    let auto_create = config.auto_create_subscription_group;
-    let group = broker.groups().get_or_create(asked.group, auto_create);
-    let Some(group) = group else {
-        let remark = format!("subscription group [{}] does not exist", asked.group);
-        return Some(error(
-            request,
-            ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
-            remark,
-        ));
-    };
-    if !group.consume_enable {
-        let remark = format!("subscription group no permission, {}", asked.group);
-        return Some(error(request, ResponseCode::NO_PERMISSION, remark));
-    }
-    None
+    check_topic_and_group(broker, request, asked, illegal_queue)
 }
