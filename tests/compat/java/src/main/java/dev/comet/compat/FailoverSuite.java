@@ -127,17 +127,7 @@ public final class FailoverSuite {
 
   /** Runs a step; an exception other than a check's failure leaves its trace on stderr. */
   private void step(String name, Steps.Step body) {
-    steps.run(name, () -> {
-      try {
-        return body.run();
-      } catch (Check.Failure e) {
-        throw e;
-      } catch (Exception e) {
-        System.err.println(name + " failed:");
-        e.printStackTrace(System.err);
-        throw e;
-      }
-    });
+    steps.runTraced(name, body);
   }
 
   private static void usage(String why) {

@@ -35,6 +35,24 @@ final class Steps {
     failures.put(name, failure);
   }
 
+  /**
+   * {@link #run}, and an exception other than a check's failure also leaves its stack trace on
+   * stderr (a broken client call needs more than its message).
+   */
+  void runTraced(String name, Step body) {
+    run(name, () -> {
+      try {
+        return body.run();
+      } catch (Check.Failure e) {
+        throw e;
+      } catch (Exception e) {
+        System.err.println(name + " failed:");
+        e.printStackTrace(System.err);
+        throw e;
+      }
+    });
+  }
+
   /** Prints {@code N passed, N failed} and returns how many failed. */
   int summarize() {
     long failed = failures.values().stream().filter(v -> v != null).count();
