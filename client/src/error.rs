@@ -118,6 +118,9 @@ pub enum ClientError {
         /// The time waited.
         after: Duration,
     },
+    /// The runtime a blocking wrapper of the async API runs on could not be started.
+    #[error("cannot start the client's runtime: {0}")]
+    Runtime(String),
 }
 
 impl ClientError {

@@ -17,7 +17,9 @@
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
 //! * `aio` (cargo feature `tokio`, on by default): the async API on the caller's tokio
-//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`.
+//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`, and
+//!   `AsyncPopConsumer` (RocketMQ 5.x pop: receive, ack, change invisible time), whose
+//!   blocking face is `consumer::PopConsumer`.
 
 #![forbid(unsafe_code)]
 
@@ -40,8 +42,13 @@ pub mod validate;
 
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
 #[cfg(feature = "tokio")]
-pub use aio::{AsyncProducer, AsyncTransport, AsyncTransportConfig};
+pub use aio::{
+    AsyncPopConsumer, AsyncProducer, AsyncTransport, AsyncTransportConfig, PopConsumerConfig,
+    PopInitMode, PopMessage,
+};
 pub use config::{ClientConfig, Credentials};
+#[cfg(feature = "tokio")]
+pub use consumer::PopConsumer;
 pub use consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,
     LitePullConfig, LitePullConsumer, MessageExt, MessageListener, MessageModel, PushConsumer,
@@ -72,5 +79,9 @@ mod tests {
         assert_send_sync::<crate::ResponseFuture>();
         #[cfg(feature = "tokio")]
         assert_send_sync::<crate::AsyncProducer>();
+        #[cfg(feature = "tokio")]
+        assert_send_sync::<crate::AsyncPopConsumer>();
+        #[cfg(feature = "tokio")]
+        assert_send_sync::<crate::PopConsumer>();
     }
 }

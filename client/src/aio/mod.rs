@@ -6,17 +6,21 @@
 //!   per connection, and cancellation-safe request futures.
 //! * [`producer`]: [`AsyncProducer`], `send` and `send_batch` as futures, with the blocking
 //!   producer's route lookup, queue choice, fault tolerance and retries.
+//! * [`pop`]: [`AsyncPopConsumer`], RocketMQ 5.x pop consumption: `receive` (long-polling),
+//!   `ack`, `change_invisible_time`, with an in-flight limit and no rebalance.
 //!
 //! Threads: none. Everything runs as tasks on the runtime of the caller (two tasks per
 //! connection), so the thread count stays whatever the caller's runtime has, however many
 //! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
 //! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
 //!
-//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, and the
-//! consumers.
+//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, the push and
+//! pull consumers, and orderly pop.
 
+pub mod pop;
 pub mod producer;
 pub mod transport;
 
+pub use pop::{AsyncPopConsumer, PopConsumerConfig, PopInitMode, PopMessage};
 pub use producer::AsyncProducer;
 pub use transport::{AsyncTransport, AsyncTransportConfig};

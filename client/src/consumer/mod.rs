@@ -6,11 +6,15 @@
 //!   offsets (consume-from-where), client-side tag filtering, offset persistence.
 //! * [`push`]: [`PushConsumer`], concurrent and orderly listeners, send-back of failures.
 //! * [`lite`]: [`LitePullConsumer`], subscribe or assign, poll, commit, seek.
+//! * `pop` (cargo feature `tokio`): `PopConsumer`, the blocking face of the async pop
+//!   consumer (receive, ack, change invisible time; no rebalance).
 //! * [`offset_store`], [`process_queue`]: per-queue state.
 
 pub mod core;
 pub mod lite;
 pub mod offset_store;
+#[cfg(feature = "tokio")]
+pub mod pop;
 pub mod process_queue;
 pub mod push;
 
@@ -20,6 +24,8 @@ use std::time::Duration;
 pub use comet_proto::message::MessageExt;
 
 pub use self::lite::{LitePullConfig, LitePullConsumer};
+#[cfg(feature = "tokio")]
+pub use self::pop::PopConsumer;
 pub use self::push::{
     ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageListener, PushConsumer,
     PushConsumerConfig,
