@@ -12,7 +12,9 @@ use comet_client::{ClientConfig, Credentials};
 use serde::Serialize;
 
 use crate::error::{BenchError, Result};
-use crate::limits::{BATCH_MAX, INFLIGHT_MAX, MESSAGE_BYTES_MAX, THREADS_MAX, TOPICS_MAX};
+use crate::limits::{
+    BATCH_MAX, INFLIGHT_MAX, MESSAGE_BYTES_MAX, POP_CONSUMERS_MAX, THREADS_MAX, TOPICS_MAX,
+};
 
 /// Load generator for RocketMQ-protocol brokers (Comet, Apache RocketMQ, ...).
 #[derive(Parser, Debug, Clone, Serialize)]
@@ -79,6 +81,8 @@ pub enum Command {
     Consume(ConsumeArgs),
     /// Produce at a fixed rate while consuming; end-to-end latency percentiles.
     E2e(E2eArgs),
+    /// Pop consumers (RocketMQ 5.x): drain a topic, or pop while producing at --rate.
+    Pop(PopArgs),
 }
 
 impl Command {
@@ -97,6 +101,7 @@ impl Command {
             Command::Produce(_) => "produce",
             Command::Consume(_) => "consume",
             Command::E2e(_) => "e2e",
+            Command::Pop(_) => "pop",
         }
     }
 }
@@ -353,6 +358,60 @@ pub struct E2eArgs {
     pub finish: FinishArgs,
 }
 
+/// `pop`.
+#[derive(Args, Debug, Clone, Serialize)]
+pub struct PopArgs {
+    /// The topic, and what to send with --rate (end-to-end mode; without it the run only
+    /// pops what the topic holds).
+    #[command(flatten)]
+    pub send: SendArgs,
+    /// Consumer group (default: a new group per run).
+    #[arg(long)]
+    pub group: Option<String>,
+    /// Pop consumers of the group, each its own client and connection.
+    #[arg(long, default_value_t = 8)]
+    pub consumers: usize,
+    /// Messages per receive (1 to 32).
+    #[arg(long, default_value_t = 32)]
+    pub pop_batch: usize,
+    /// How long popped messages stay invisible to the group, ms.
+    #[arg(long = "invisible-time-ms", default_value_t = 60_000)]
+    pub invisible_time_ms: u64,
+    /// Do not ack: every message comes back after its invisible time.
+    #[arg(long)]
+    pub no_ack: bool,
+    /// Where a new group starts when draining (end-to-end runs start at the end).
+    #[arg(long, value_enum, default_value_t = StartFrom::First)]
+    pub from: StartFrom,
+    /// When draining, stop once no message arrived for this many seconds (after the first).
+    #[arg(long = "idle-exit")]
+    pub idle_exit_s: Option<f64>,
+    /// When to stop: sending with --rate, else receiving.
+    #[command(flatten)]
+    pub finish: FinishArgs,
+}
+
+impl PopArgs {
+    /// Checks the flags against the limits and each other.
+    pub fn validate(&self) -> Result<()> {
+        self.send.validate()?;
+        let bad = |what: String| Err(BenchError::Args(what));
+        if self.send.topics > 1 {
+            return bad("--topics is for produce only: pop consumes one topic".into());
+        }
+        if !(1..=POP_CONSUMERS_MAX).contains(&self.consumers) {
+            return bad(format!("--consumers must be 1..={POP_CONSUMERS_MAX}"));
+        }
+        if !(1..=32).contains(&self.pop_batch) {
+            return bad("--pop-batch must be 1..=32 (the broker refuses more)".into());
+        }
+        if !(1..=12 * 3_600_000).contains(&self.invisible_time_ms) {
+            return bad("--invisible-time-ms must be 1..=43200000 (12 hours)".into());
+        }
+        Ok(())
+    }
+}
+
 /// Checks a thread count.
 pub fn check_threads(flag: &str, threads: usize) -> Result<()> {
     if (1..=THREADS_MAX).contains(&threads) {
@@ -483,6 +542,36 @@ mod tests {
         let cli = Cli::try_parse_from(["comet-bench", "e2e", "--rate", "100", "--inflight", "16"]);
         assert!(cli.is_ok());
         assert!(check_threads("--threads", 0).is_err());
+        let cli = Cli::try_parse_from([
+            "comet-bench",
+            "pop",
+            "--consumers",
+            "64",
+            "--queues",
+            "8",
+            "--invisible-time-ms",
+            "30000",
+            "--messages",
+            "1000",
+        ])
+        .unwrap();
+        let Some(Command::Pop(pop)) = cli.command else {
+            panic!("pop")
+        };
+        pop.validate().unwrap();
+        assert_eq!(
+            (pop.consumers, pop.pop_batch, pop.from),
+            (64, 32, StartFrom::First)
+        );
+        let refused = |change: fn(&mut PopArgs)| {
+            let mut args = pop.clone();
+            change(&mut args);
+            matches!(args.validate(), Err(BenchError::Args(_)))
+        };
+        assert!(refused(|args| args.consumers = 0));
+        assert!(refused(|args| args.pop_batch = 33));
+        assert!(refused(|args| args.invisible_time_ms = 0));
+        assert!(refused(|args| args.send.topics = 2));
     }
 
     // Proves --topics names N topics after --topic, that the senders' messages together

@@ -9,6 +9,8 @@
 //!   answers come) or open loop (`--rate`);
 //! * `consume`: a push or lite-pull consumer group, rate and end-to-end latency;
 //! * `e2e`: produce at a fixed rate while consuming; end-to-end latency percentiles.
+//! * `pop`: RocketMQ 5.x pop consumers (comet-client's `AsyncPopConsumer`), draining a
+//!   topic or popping while producing at a fixed rate.
 //!
 //! Measuring honestly:
 //!

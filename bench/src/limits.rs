@@ -26,3 +26,5 @@ pub const BATCH_MAX: usize = 4096;
 pub const DRAIN_GRACE: Duration = Duration::from_secs(5);
 /// How long an end-to-end run waits for its consumer to be assigned queues.
 pub const ASSIGN_WAIT: Duration = Duration::from_secs(30);
+/// Most pop consumers one run starts (each holds a connection).
+pub const POP_CONSUMERS_MAX: usize = 1024;

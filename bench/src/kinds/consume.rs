@@ -43,7 +43,7 @@ impl Receiver {
     }
 
     /// Records a delivery.
-    pub fn on_messages(&self, messages: &[MessageExt]) {
+    pub fn on_messages<'m>(&self, messages: impl IntoIterator<Item = &'m MessageExt>) {
         let now_ns = payload::unix_ns_now();
         let (mut counted, mut bytes) = (0u64, 0u64);
         for message in messages {
@@ -247,7 +247,7 @@ pub fn run(cli: &Cli, args: &ConsumeArgs) -> Result<Outcome> {
 }
 
 /// Polls the stop rules every 10 ms: deadline, message count, idleness.
-fn wait_until_done(receiver: &Receiver, finish: &FinishCondition, idle_exit: Option<Duration>) {
+pub fn wait_until_done(receiver: &Receiver, finish: &FinishCondition, idle_exit: Option<Duration>) {
     loop {
         let now = Instant::now();
         if finish.is_over_at(now) {

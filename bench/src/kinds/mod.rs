@@ -6,6 +6,7 @@
 
 pub mod consume;
 pub mod e2e;
+pub mod pop;
 pub mod produce;
 
 use std::sync::mpsc;
@@ -25,6 +26,7 @@ pub fn run(cli: &Cli) -> Result<Outcome> {
         Command::Produce(args) => produce::run(cli, args),
         Command::Consume(args) => consume::run(cli, args),
         Command::E2e(args) => e2e::run(cli, args),
+        Command::Pop(args) => pop::run(cli, args),
     }
 }
 
