@@ -293,6 +293,7 @@ mod tests {
         ("fileReservedTime", "48"),
         ("deleteWhen", "03;15"),
         ("diskMaxUsedSpaceRatio", "90"),
+        ("diskSpaceCleanForciblyRatio", "80"),
         ("diskSpaceWarningLevelRatio", "95"),
         ("consumeQueueCacheBytes", "1048576"),
         ("registerNameServerPeriod", "20000"),

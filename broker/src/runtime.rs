@@ -96,8 +96,13 @@ fn store_config(
     };
     store.flush_interval_ms = config.flush_interval_ms;
     store.file_reserved_hours = config.file_reserved_hours;
-    store.delete_when_hour = u32::from(config.delete_when_hours.first().copied().unwrap_or(4));
-    store.disk_high_ratio = f64::from(config.disk_used_high_percent) / 100.0;
+    store.delete_when_hours = config
+        .delete_when_hours
+        .iter()
+        .map(|hour| u32::from(*hour))
+        .collect();
+    store.disk_max_used_ratio = f64::from(config.disk_max_used_percent) / 100.0;
+    store.disk_high_ratio = f64::from(config.disk_clean_forcibly_percent) / 100.0;
     store.disk_hard_ratio = f64::from(config.disk_refuse_writes_percent) / 100.0;
     store.cq_cache_bytes = config.consume_queue_cache_bytes;
     store.delay_levels_ms = crate::delay_level::delay_levels_ms(config);

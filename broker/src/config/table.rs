@@ -245,10 +245,19 @@ comet_proto::config_table! {
         doc: "Hours of the day when expired segments go, e.g. `04` or `04;16`.",
         parse: parse_hours, show: hours_text,
     },
-    disk_used_high_percent: u8 = 85 => {
+    /// Java's meaning and default (`CleanCommitLogService`): past it, expired segments go
+    /// whatever the hour; only the clean-forcibly mark deletes unexpired ones.
+    disk_max_used_percent: u8 = 75 => {
         key: "diskMaxUsedSpaceRatio", unit: "%", applies: AtRestart,
-        doc: "Disk use past which expired segments go at once (10..95).",
+        doc: "Disk use past which expired segments go at any hour, not only at deleteWhen \
+              (10..95).",
         parse: parse_percent, show: ToString::to_string,
+    },
+    disk_clean_forcibly_percent: u8 = 85 => {
+        key: "diskSpaceCleanForciblyRatio", unit: "%", applies: AtRestart,
+        doc: "Disk use past which the oldest segment goes at once, expired or not (30..95; \
+              Java caps it at 85).",
+        parse: parse_clean_forcibly_percent, show: ToString::to_string,
     },
     disk_refuse_writes_percent: u8 = 90 => {
         key: "diskSpaceWarningLevelRatio", unit: "%", applies: AtRestart,

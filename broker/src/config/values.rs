@@ -84,6 +84,16 @@ pub(super) fn parse_refuse_writes_percent(key: &str, value: &str) -> Result<u8, 
     Ok(percent)
 }
 
+/// The disk-use percentage past which the oldest segment goes at once: 30..95. Java clamps
+/// its value to 30..85; Comet refuses what it cannot honour.
+pub(super) fn parse_clean_forcibly_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
+    let percent: u8 = parse(key, value, "a percentage 30..95")?;
+    if !(30..=95).contains(&percent) {
+        return Err(error(key, value, "a percentage 30..95"));
+    }
+    Ok(percent)
+}
+
 /// A percentage 0..100 (Java's `accessMessageInMemoryMaxRatio`).
 pub(super) fn parse_ratio_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
     let percent: u8 = parse(key, value, "a percentage 0..100")?;

@@ -63,13 +63,18 @@ pub struct StoreConfig {
     /// writes through a pool this large (see `cq_files`), so descriptors do not grow with
     /// the number of queues.
     pub cq_open_files_max: usize,
-    /// Segments older than this are deleted at `delete_when_hour` (`fileReservedTime`).
+    /// Segments older than this expire (`fileReservedTime`).
     pub file_reserved_hours: u64,
-    /// Hour of the day (UTC) when expired segments are deleted (`deleteWhen`).
-    pub delete_when_hour: u32,
-    /// Disk use fraction above which the oldest segments go at once (`diskMaxUsedSpaceRatio`).
+    /// Hours of the day, in the machine's local time as Java's `deleteWhen` is, when expired
+    /// segments are deleted (`04;16` is `[4, 16]`).
+    pub delete_when_hours: Vec<u32>,
+    /// Disk use fraction past which expired segments are deleted at any hour
+    /// (`diskMaxUsedSpaceRatio`, Java's default 75%).
+    pub disk_max_used_ratio: f64,
+    /// Disk use fraction past which the oldest segment goes at once, expired or not
+    /// (`diskSpaceCleanForciblyRatio`).
     pub disk_high_ratio: f64,
-    /// Disk use fraction above which appends are refused.
+    /// Disk use fraction past which appends are refused (`diskSpaceWarningLevelRatio`).
     pub disk_hard_ratio: f64,
     /// How often retention and disk use are checked.
     pub retention_check_interval_ms: u64,
@@ -142,7 +147,8 @@ impl StoreConfig {
             cq_flush_interval_ms: 1000,
             cq_open_files_max: limits::CQ_OPEN_FILES_DEFAULT,
             file_reserved_hours: 72,
-            delete_when_hour: 4,
+            delete_when_hours: vec![4],
+            disk_max_used_ratio: 0.75,
             disk_high_ratio: 0.85,
             disk_hard_ratio: 0.90,
             retention_check_interval_ms: 10_000,
@@ -193,9 +199,12 @@ impl StoreConfig {
         if self.chunk_bytes < 64 * 1024 {
             return bad(format!("chunk_bytes {} below 64 KiB", self.chunk_bytes));
         }
-        if !(0.0..=1.0).contains(&self.disk_high_ratio)
-            || !(0.0..=1.0).contains(&self.disk_hard_ratio)
-        {
+        let ratios = [
+            self.disk_max_used_ratio,
+            self.disk_high_ratio,
+            self.disk_hard_ratio,
+        ];
+        if !ratios.iter().all(|ratio| (0.0..=1.0).contains(ratio)) {
             return bad("disk ratios must lie in [0, 1]".to_string());
         }
         if let Some(from) = self.reset_log_to {
@@ -209,8 +218,8 @@ impl StoreConfig {
         if self.hold_unconfirmed_at_open && !self.visible_after_confirm {
             return bad("hold_unconfirmed_at_open needs visible_after_confirm".to_string());
         }
-        if self.delete_when_hour > 23 || self.flush_interval_ms == 0 {
-            return bad("delete_when_hour above 23 or flush_interval_ms zero".to_string());
+        if self.delete_when_hours.iter().any(|hour| *hour > 23) || self.flush_interval_ms == 0 {
+            return bad("a delete_when_hours hour above 23 or flush_interval_ms zero".to_string());
         }
         Ok(())
     }
@@ -262,7 +271,11 @@ mod tests {
             ("chunk_bytes", Box::new(|c| c.chunk_bytes = 4096)),
             ("disk ratios", Box::new(|c| c.disk_high_ratio = 1.5)),
             ("flush_interval_ms", Box::new(|c| c.flush_interval_ms = 0)),
-            ("delete_when_hour", Box::new(|c| c.delete_when_hour = 24)),
+            (
+                "delete_when_hours",
+                Box::new(|c| c.delete_when_hours = vec![4, 24]),
+            ),
+            ("disk ratios", Box::new(|c| c.disk_max_used_ratio = -0.1)),
             ("reset_log_to", Box::new(|c| c.reset_log_to = Some(4096))),
             (
                 "reset_log_to",

@@ -17,8 +17,17 @@ pub enum StoreError {
         /// The failure that stopped writes.
         reason: String,
     },
-    /// Disk use passed the hard mark.
-    #[error("disk use {used_percent}% passed the hard mark {hard_percent}%; writes refused")]
+    /// Disk use passed the hard mark (`diskSpaceWarningLevelRatio`). The text is the remark
+    /// Java's `SendMessageProcessor` gives a send its store refused for it (with the use as a
+    /// fraction of the commit log's, consume queues' and index's file system, which for Comet
+    /// is one), then the marks.
+    #[error(
+        "service not available now. It may be caused by one of the following reasons: the \
+         broker's disk is full [CL: {used:5.2} CQ: {used:5.2} INDEX: {used:5.2}], messages are \
+         put to the slave, message store has been shut down, etc. (disk use {used_percent}% \
+         is past the refusal mark {hard_percent}%)",
+        used = fraction(.used_percent)
+    )]
     DiskFull {
         /// Current disk use.
         used_percent: u32,
@@ -256,4 +265,9 @@ impl StoreError {
 /// Blocking file-system setup errors at open (before serving), with the path.
 pub(crate) fn setup_error(path: &std::path::Path, error: std::io::Error) -> StoreError {
     StoreError::Config(format!("{}: {error}", path.display()))
+}
+
+/// A percentage as the fraction Java prints disk use with.
+fn fraction(percent: &u32) -> f64 {
+    f64::from(*percent) / 100.0
 }

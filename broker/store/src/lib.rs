@@ -110,4 +110,5 @@ pub use error::{ReplicaFault, StoreError, TruncateFault};
 pub use offset::{LogId, PhysicalOffset, QueueOffset};
 pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};
 pub use replica::LogChunk;
+pub use retention::local_hour;
 pub use store::{AppendedRecord, ConsumeQueueMemory, Store, StoreStats};

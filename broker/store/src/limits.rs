@@ -156,3 +156,7 @@ pub const WARM_FLUSH_BYTES_MAX: u64 = 128 * 1024;
 /// After large flushes the warmer waits for this long without any flush (the store gone
 /// quiet) before it writes again, so a burst's end does not leave the log cold.
 pub const WARM_QUIET_MS: u64 = 10;
+
+/// Retention passes after a manual delete request (DELETE_EXPIRED_COMMITLOG) that delete
+/// expired segments whatever the hour: Java's `CleanCommitLogService` runs this many.
+pub const MANUAL_DELETE_PASSES: u32 = 20;

@@ -299,6 +299,43 @@ pub(crate) async fn drop_gone_entries(shared: &Shared) -> Result<(), StoreError>
     Ok(())
 }
 
+/// Moves the min offset of every queue of `topic` to its max (see
+/// `Store::drop_topic_entries`) under the maintenance lock; returns how many queues held
+/// entries.
+pub(crate) async fn drop_topic_entries(shared: &Shared, topic: &str) -> Result<usize, StoreError> {
+    let _guard = MaintenanceLock { shared }.await;
+    let mut emptied = 0;
+    let mut dropped = Vec::new();
+    {
+        let mut queues = shared.queues.borrow_mut();
+        let mut cache = shared.cq_cache.borrow_mut();
+        if let Some(per_queue) = queues.get_mut(topic) {
+            for state in per_queue.values_mut() {
+                let queue = &mut state.consume_queue;
+                let max = queue.max_offset();
+                if queue.min_offset() < max {
+                    emptied += 1;
+                    dropped.extend(queue.advance_min(max, None, &mut cache));
+                }
+            }
+        }
+    }
+    if emptied == 0 {
+        return Ok(0);
+    }
+    // As in `drop_gone_entries`: the table first, so a crash finds files below min, never
+    // a min below the oldest file.
+    write_queue_table(shared).await?;
+    for path in dropped {
+        let open = shared.cq_files.borrow_mut().forget(&path);
+        close_files(open.into_iter().collect()).await;
+        if path.exists() {
+            comet_rt::io::remove_file(&path).await?;
+        }
+    }
+    Ok(emptied)
+}
+
 /// Moves the min offset of (topic, queue_id) past entries whose records are `gone`, reading
 /// them through the hot tail, the block cache or the files; returns the queue files left
 /// wholly below it. A queue whose record at min is known to be stored reads nothing.

@@ -5,9 +5,9 @@
 //! Each such log is adopted by exactly one running store
 //! ([`StoreConfig::adopted_logs`](crate::StoreConfig::adopted_logs); the broker gives log `k`
 //! to shard `k % shards`), which:
-//! - deletes its segments under the rules of its own log's retention (expired at
-//!   `delete_when_hour`, or the oldest one at once past the disk high mark), oldest first,
-//!   each with its index file;
+//! - deletes its segments under the rules of its own log's retention (expired ones when due:
+//!   a delete hour of `delete_when_hours`, or the oldest one at once past the disk high mark),
+//!   oldest first, each with its index file;
 //! - once the last segment is gone, retires the log: its store directory `shard-<k>` is
 //!   renamed out of the `shard-<i>` namespace in one atomic step (so
 //!   [`remap::existing_store_count`](crate::remap::existing_store_count) and the broker's

@@ -1,7 +1,12 @@
-//! Retention: the disk-full state, and deleting commit-log segments past their reserved
-//! time at `delete_when_hour` (UTC), or the oldest one at once above the disk high mark, of
-//! this store's log and of the logs it adopted (`orphan`), each with its index file and the
-//! consume-queue entries pointing into it.
+//! Retention as Java's `CleanCommitLogService` does it: the disk-full state, and deleting
+//! commit-log segments of this store's log and of the logs it adopted (`orphan`), each with
+//! its index file and the consume-queue entries pointing into it.
+//!
+//! - Segments older than `file_reserved_hours` expire; expired ones go at the local hours of
+//!   `delete_when_hours`, at any hour while disk use is past `disk_max_used_ratio`, and in
+//!   the [`MANUAL_DELETE_PASSES`] passes after a manual request.
+//! - Past `disk_high_ratio` the oldest segment goes at once, expired or not.
+//! - Past `disk_hard_ratio` appends are refused until a pass finds the disk below it.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -9,6 +14,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::error::StoreError;
+use crate::limits::MANUAL_DELETE_PASSES;
 use crate::maintenance::{drop_gone_entries, modified_ms, sleep_unless_closed, MaintenanceLock};
 use crate::orphan::{AdoptedLogs, Orphans};
 use crate::shard::Shared;
@@ -23,6 +29,27 @@ pub(crate) async fn run_retention(shared: Rc<Shared>, orphans: Rc<RefCell<Orphan
         }
         sleep_unless_closed(&shared, interval).await;
     }
+}
+
+/// The hour of the day (0..=23) of `epoch_ms` in the machine's local time zone (`TZ`, else
+/// the system's zone), as Java's `UtilAll.isItTimeToDo` reads `deleteWhen` from a
+/// `Calendar`; the UTC hour if the C library cannot convert it.
+pub fn local_hour(epoch_ms: i64) -> u32 {
+    let seconds: libc::time_t = epoch_ms.div_euclid(1000);
+    // SAFETY: a zeroed `tm` is a valid value; localtime_r writes only into the one it is given.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call.
+    let converted = unsafe { libc::localtime_r(&seconds, &mut tm) };
+    match u32::try_from(tm.tm_hour) {
+        Ok(hour) if !converted.is_null() && hour < 24 => hour,
+        _ => u32::try_from(epoch_ms.div_euclid(3_600_000).rem_euclid(24)).unwrap_or(0),
+    }
+}
+
+/// Marks the next [`MANUAL_DELETE_PASSES`] retention passes of the store whose state is
+/// `shared` to delete expired segments whatever the hour.
+pub(crate) fn request_manual_delete(shared: &Shared) {
+    shared.manual_delete_passes.set(MANUAL_DELETE_PASSES);
 }
 
 /// Retention of one store: its own log and the logs it adopted.
@@ -48,7 +75,7 @@ impl<'s> Retention<'s> {
         // A ratio of 0..=1 scaled to percent; `as` saturates anything else.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let percent = |ratio: f64| (ratio * 100.0).round() as u32;
-        let full = (used >= config.disk_hard_ratio)
+        let full = (used > config.disk_hard_ratio)
             .then(|| (percent(used), percent(config.disk_hard_ratio)));
         if full.is_some() && self.shared.disk_full.get().is_none() {
             log::error!(
@@ -64,13 +91,17 @@ impl<'s> Retention<'s> {
             .await;
             drop_gone_entries(self.shared).await?;
         }
-        let forced = used >= config.disk_high_ratio;
-        let hour = u32::try_from(now_ms.div_euclid(3_600_000).rem_euclid(24)).expect("hour");
+        let forced = used > config.disk_high_ratio;
+        let time_up = config.delete_when_hours.contains(&local_hour(now_ms));
+        let crowded = used > config.disk_max_used_ratio;
+        let manual = self.shared.manual_delete_passes.get();
+        if manual > 0 {
+            self.shared.manual_delete_passes.set(manual - 1);
+        }
+        let due = time_up || crowded || manual > 0;
         let reserved_ms = i64::try_from(config.file_reserved_hours * 3_600_000).unwrap_or(i64::MAX);
         let expiry_ms = now_ms.saturating_sub(reserved_ms);
-        let at_delete_hour = hour == config.delete_when_hour;
-        let expired =
-            |path: &Path| at_delete_hour && modified_ms(path).unwrap_or(i64::MAX) <= expiry_ms;
+        let expired = |path: &Path| due && modified_ms(path).unwrap_or(i64::MAX) <= expiry_ms;
         let mut deleted = 0;
         for (start, path) in self.deletable_segments() {
             if !expired(&path) {

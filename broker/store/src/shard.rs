@@ -69,6 +69,9 @@ pub(crate) struct Shared {
     pub(crate) failure: RefCell<Option<String>>,
     pub(crate) spare_failure: RefCell<Option<String>>,
     pub(crate) disk_full: Cell<Option<(u32, u32)>>,
+    /// Retention passes left that delete expired segments whatever the hour (see
+    /// `Store::delete_expired_manually`).
+    pub(crate) manual_delete_passes: Cell<u32>,
     pub(crate) closed: Cell<bool>,
     /// Dropped without shutdown (see `Store`).
     pub(crate) abandoned: Cell<bool>,
@@ -147,6 +150,7 @@ impl Shared {
             failure: RefCell::new(None),
             spare_failure: RefCell::new(None),
             disk_full: Cell::new(None),
+            manual_delete_passes: Cell::new(0),
             replica: Cell::new(false),
             closed: Cell::new(false),
             abandoned: Cell::new(false),

@@ -356,14 +356,41 @@ impl Store {
         Appender::new(&self.shared).append(records).await
     }
 
-    /// One retention pass as of `now_ms`: updates the disk-full state, then deletes expired
-    /// segments at `delete_when_hour` (UTC), of this log and of the logs it adopted
-    /// (module `orphan`), or the oldest one of them at once above the high mark.
-    /// Returns how many segments went.
+    /// One retention pass as of `now_ms`: updates the disk-full state, then deletes the
+    /// segments that are due, of this log and of the logs it adopted (module `orphan`; the
+    /// rules are in module `retention`). Returns how many segments went.
     pub async fn run_retention_once(&self, now_ms: i64) -> Result<u32, StoreError> {
         Retention::new(&self.shared, &self.orphans)
             .run_once(now_ms)
             .await
+    }
+
+    /// A manual delete (Java's DELETE_EXPIRED_COMMITLOG): the next
+    /// [`MANUAL_DELETE_PASSES`](crate::limits::MANUAL_DELETE_PASSES) retention passes delete
+    /// expired segments whatever the hour.
+    pub fn delete_expired_manually(&self) {
+        crate::retention::request_manual_delete(&self.shared);
+    }
+
+    /// Retention passes left that delete expired segments whatever the hour.
+    pub fn manual_delete_passes(&self) -> u32 {
+        self.shared.manual_delete_passes.get()
+    }
+
+    /// Durable bytes of the commit log not yet in consume queues and the index (Java's
+    /// `dispatchBehindBytes`).
+    pub fn dispatch_behind_bytes(&self) -> u64 {
+        let log = self.shared.log.borrow();
+        log.durable.saturating_sub(log.dispatched)
+    }
+
+    /// Drops every entry of `topic`'s consume queues in this store (a deleted topic, as
+    /// Java's `deleteTopics` destroys its queues): each queue's min moves to its max, the
+    /// queue table records it before the files wholly below go. The records stay in the
+    /// commit log until retention deletes their segments. Returns how many queues held
+    /// entries.
+    pub async fn drop_topic_entries(&self, topic: &str) -> Result<usize, StoreError> {
+        crate::maintenance::drop_topic_entries(&self.shared, topic).await
     }
 
     fn reader(&self) -> ReadPath<'_> {

@@ -14,7 +14,6 @@ use comet_store::{remap, GetStatus, LogId, MessageFilter, QueueOffset, Store, St
 use common::{body, properties, record, small_config, TempDir};
 
 const TOPIC: &str = "Moved";
-const DAY_MS: i64 = 86_400_000;
 
 fn log_id(index: u8) -> LogId {
     LogId::new(index).expect("log id")
@@ -34,10 +33,8 @@ fn config(root: &Path, index: u8, adopt: bool) -> StoreConfig {
     config.retention_check_interval_ms = 3_600_000;
     // The background pass at open must not be at the delete hour: only the test's passes
     // delete by age.
-    let hour_now = comet_rt::clock::wall_clock_ms()
-        .div_euclid(3_600_000)
-        .rem_euclid(24);
-    config.delete_when_hour = u32::try_from((hour_now + 12) % 24).expect("hour");
+    let hour_now = comet_store::local_hour(comet_rt::clock::wall_clock_ms());
+    config.delete_when_hours = vec![(hour_now + 12) % 24];
     let other = 1 - index;
     config.other_logs = BTreeMap::from([(log_id(other), segments_dir(root, other))]);
     if adopt {
@@ -144,10 +141,9 @@ fn segment_path(root: &Path, start: u64) -> PathBuf {
     segments_dir(root, 1).join(format!("{start:020}"))
 }
 
-/// The next `delete_when_hour` (UTC) after now, in ms since the epoch.
+/// A coming delete hour (local) of `config`, in ms since the epoch.
 fn next_delete_hour(config: &StoreConfig) -> i64 {
-    let now = comet_rt::clock::wall_clock_ms();
-    now - now.rem_euclid(DAY_MS) + DAY_MS + i64::from(config.delete_when_hour) * 3_600_000
+    common::at_local_hour(config.delete_when_hours[0])
 }
 
 // Proves the store adopting a closed log deletes its expired segments oldest first (with
@@ -240,10 +236,8 @@ fn high_mark_deletes_adopted_segments_first() {
     comet_rt::local::run_local("orphan-forced", async {
         let store = Store::open(config).await.expect("open");
         append_tags(&store, 1200..2200).await;
-        let now = comet_rt::clock::wall_clock_ms();
         // Never the delete hour: only the high mark deletes.
-        let hour = now - now.rem_euclid(DAY_MS)
-            + (i64::from(store.config().delete_when_hour) + 1) * 3_600_000;
+        let hour = common::off_local_hours(&store.config().delete_when_hours);
         for done in 1..=starts.len() {
             assert_eq!(store.run_retention_once(hour).await.expect("retention"), 1);
             let left = if remap::store_root(&root, 1).exists() {

@@ -151,9 +151,7 @@ fn read_log_refuses_bad_positions() {
         let past = store.read_log(written + 1, 1 << 20).await;
         assert!(matches!(past, Err(StoreError::NotWritten { .. })));
 
-        let hour_ms = i64::from(config.delete_when_hour) * 3_600_000;
-        let now = comet_rt::clock::wall_clock_ms();
-        let at_delete_hour = now - now.rem_euclid(86_400_000) + 86_400_000 + hour_ms;
+        let at_delete_hour = common::at_local_hour(config.delete_when_hours[0]);
         let deleted = store
             .run_retention_once(at_delete_hour)
             .await
@@ -540,9 +538,7 @@ fn full_copy_from_the_oldest_retained_segment() {
         slave.shutdown().await.expect("shutdown");
 
         fill(&master, "Full", 3, 300..1500, 700).await;
-        let hour_ms = i64::from(master_config.delete_when_hour) * 3_600_000;
-        let now = comet_rt::clock::wall_clock_ms();
-        let at_delete_hour = now - now.rem_euclid(86_400_000) + 86_400_000 + hour_ms;
+        let at_delete_hour = common::at_local_hour(master_config.delete_when_hours[0]);
         let deleted = master.run_retention_once(at_delete_hour).await;
         assert!(deleted.expect("retention") >= 2);
         let oldest = match master.read_log(copied, 1 << 20).await {

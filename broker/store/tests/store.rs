@@ -353,9 +353,7 @@ fn lock_and_retention() {
         // delete; the store offers no signal for "this queue's files are on disk", so this
         // is a margin of two intervals, not a condition.
         comet_rt::local::sleep(Duration::from_millis(120)).await;
-        let hour_ms = i64::from(config.delete_when_hour) * 3_600_000;
-        let now = comet_rt::clock::wall_clock_ms();
-        let at_delete_hour = now - now.rem_euclid(86_400_000) + 86_400_000 + hour_ms;
+        let at_delete_hour = common::at_local_hour(config.delete_when_hours[0]);
         let deleted = store
             .run_retention_once(at_delete_hour)
             .await

@@ -22,9 +22,30 @@ pub fn small_config(root: &Path) -> StoreConfig {
     config.cq_entries_per_file = 1024;
     config.cq_flush_interval_ms = 50;
     // Tests must not depend on how full the machine's disk is: no forced deletion, no refusal.
+    config.disk_max_used_ratio = 1.0;
     config.disk_high_ratio = 1.0;
     config.disk_hard_ratio = 1.0;
     config
+}
+
+/// A time within the next two days, ms since the epoch, whose local hour is `hour`
+/// (retention's `delete_when_hours` are local hours).
+pub fn at_local_hour(hour: u32) -> i64 {
+    const HOUR_MS: i64 = 3_600_000;
+    let now = comet_rt::clock::wall_clock_ms();
+    let next_hour = now - now.rem_euclid(HOUR_MS) + HOUR_MS + HOUR_MS / 2;
+    (0..48)
+        .map(|k| next_hour + k * HOUR_MS)
+        .find(|at| comet_store::local_hour(*at) == hour)
+        .expect("every hour of the day comes within two days")
+}
+
+/// A time within the next two days, ms since the epoch, whose local hour is none of `hours`.
+pub fn off_local_hours(hours: &[u32]) -> i64 {
+    let hour = (0..24)
+        .find(|hour| !hours.contains(hour))
+        .expect("a free hour");
+    at_local_hour(hour)
 }
 
 /// Properties string from name/value pairs.
