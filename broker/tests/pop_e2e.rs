@@ -6,176 +6,20 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use comet_proto::body::{JsonBody, SubscriptionGroupConfig};
-use comet_proto::headers::{
-    AckMessageRequestHeader, BatchAck, BatchAckMessageRequestBody,
-    ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader,
-};
+use comet_proto::headers::{BatchAck, BatchAckMessageRequestBody};
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::names;
-use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_test_support::poll_until;
+use common::pop::{
+    ack, bodies, body, change_invisible, create_group, pop, pop_request, pop_until, popped,
+    queue_topic, receipt, send_bodies,
+};
 use common::{create_topic, pull_request, send_request, Broker, Client, TempDir};
 
 const CORES: usize = 2;
-
-fn now_ms() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    i64::try_from(since.as_millis()).unwrap()
-}
-
-/// One POP_MESSAGE answer.
-struct Popped {
-    code: ResponseCode,
-    header: Option<PopMessageResponseHeader>,
-    messages: Vec<MessageExt>,
-}
-
-fn pop_request(
-    group: &str,
-    topic: &str,
-    queue_id: i32,
-    max: i32,
-    invisible_ms: i64,
-    poll_ms: i64,
-) -> RemotingCommand {
-    let header = PopMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        max_msg_nums: max,
-        invisible_time: invisible_ms,
-        poll_time: poll_ms,
-        born_time: now_ms(),
-        init_mode: 0,
-        exp_type: Some("TAG".into()),
-        exp: Some("*".into()),
-        order: Some(false),
-        attempt_id: None,
-        broker_name: None,
-    };
-    RemotingCommand::request(RequestCode::POP_MESSAGE, 0).with_header(&header)
-}
-
-fn popped(response: RemotingCommand) -> Popped {
-    let code = response.response_code();
-    assert!(
-        code == ResponseCode::SUCCESS || code == ResponseCode::POLLING_TIMEOUT,
-        "pop answered {code:?}: {:?}",
-        response.remark
-    );
-    let header = PopMessageResponseHeader::from_ext_fields(&response.ext_fields).ok();
-    let messages = if code == ResponseCode::SUCCESS {
-        decode_records(response.body.clone())
-    } else {
-        Vec::new()
-    };
-    Popped {
-        code,
-        header,
-        messages,
-    }
-}
-
-/// Pops every queue of `topic` (queue id -1) once.
-fn pop(client: &mut Client, group: &str, topic: &str, max: i32, invisible_ms: i64) -> Popped {
-    popped(client.call(pop_request(group, topic, -1, max, invisible_ms, 0)))
-}
-
-fn receipt(message: &MessageExt) -> String {
-    message
-        .property(names::POP_CK)
-        .expect("a popped message carries POP_CK")
-        .to_owned()
-}
-
-/// The topic of the queue a popped message came from: its receipt's retry flag says.
-fn queue_topic(message: &MessageExt, group: &str) -> String {
-    let receipt = receipt(message);
-    let flag = receipt.split(' ').nth(4).expect("a retry flag");
-    match flag {
-        "0" => message.topic.clone(),
-        "1" => format!("%RETRY%{group}_{}", message.topic),
-        other => panic!("unexpected retry flag {other}"),
-    }
-}
-
-fn ack(client: &mut Client, group: &str, message: &MessageExt) -> RemotingCommand {
-    let header = AckMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: queue_topic(message, group),
-        queue_id: message.queue_id,
-        extra_info: receipt(message),
-        offset: message.queue_offset,
-        broker_name: None,
-    };
-    client.call(RemotingCommand::request(RequestCode::ACK_MESSAGE, 0).with_header(&header))
-}
-
-fn change_invisible(
-    client: &mut Client,
-    group: &str,
-    message: &MessageExt,
-    invisible_ms: i64,
-) -> ChangeInvisibleTimeResponseHeader {
-    let header = ChangeInvisibleTimeRequestHeader {
-        consumer_group: group.into(),
-        topic: queue_topic(message, group),
-        queue_id: message.queue_id,
-        extra_info: receipt(message),
-        offset: message.queue_offset,
-        invisible_time: invisible_ms,
-        broker_name: None,
-    };
-    let request =
-        RemotingCommand::request(RequestCode::CHANGE_MESSAGE_INVISIBLETIME, 0).with_header(&header);
-    let response = client.call_ok(request);
-    ChangeInvisibleTimeResponseHeader::from_ext_fields(&response.ext_fields).unwrap()
-}
-
-fn body(message: &MessageExt) -> String {
-    String::from_utf8(message.body.to_vec()).unwrap()
-}
-
-fn send_bodies(client: &mut Client, topic: &str, queues: i32, bodies: &[String]) {
-    for (index, text) in bodies.iter().enumerate() {
-        let queue = i32::try_from(index).unwrap() % queues;
-        client.call_ok(send_request(topic, queue, text.as_bytes(), Some("t"), None));
-    }
-}
-
-fn bodies(prefix: &str, count: usize) -> Vec<String> {
-    (0..count).map(|i| format!("{prefix}-{i}")).collect()
-}
-
-/// Pops until `wanted` distinct bodies were seen or `limit` passes; every message popped.
-fn pop_until(
-    client: &mut Client,
-    group: &str,
-    topic: &str,
-    invisible_ms: i64,
-    wanted: usize,
-    limit: Duration,
-) -> Vec<MessageExt> {
-    let mut seen = Vec::new();
-    poll_until(limit, || {
-        seen.extend(pop(client, group, topic, 32, invisible_ms).messages);
-        seen.iter().map(body).collect::<BTreeSet<_>>().len() >= wanted
-    });
-    seen
-}
-
-fn create_group(client: &mut Client, group: &str, retry_max_times: i32) {
-    let mut config = SubscriptionGroupConfig::new(group);
-    config.retry_max_times = retry_max_times;
-    client.call_ok(
-        RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0)
-            .with_body(config.encode().to_vec()),
-    );
-}
 
 // Proves pop then ack: every message is handed out once with a receipt in Java's format
 // (8 fields, this broker's queue and offset), the answer's offset infos name what was

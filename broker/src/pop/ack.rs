@@ -1,5 +1,6 @@
 //! Acks and invisible-time changes of one queue, on the shard owning it (Java's
-//! `AckMessageProcessor.appendAck` and `ChangeInvisibleTimeProcessor`).
+//! `AckMessageProcessor.appendAck` and `ChangeInvisibleTimeProcessor`); orderly acks in
+//! [`ack_orderly`].
 //!
 //! Both only append records to this shard's revive queue and answer once they are
 //! durable; the revive scanner pairs them with their checkpoints. An ack whose checkpoint
@@ -10,7 +11,8 @@
 
 use comet_proto::ResponseCode;
 
-use super::records::{ack_record, ck_record, AckRecord, CheckPoint};
+use super::order::Commit;
+use super::records::{ack_record, ck_record, order_ack_record, AckRecord, CheckPoint, OrderAck};
 use crate::shard::ShardBroker;
 
 /// Why an ack or change was not stored.
@@ -48,6 +50,45 @@ pub async fn store_change(
 ) -> Result<(), AckError> {
     let records = vec![ck_record(broker, ck)?, ack_record(broker, old)?];
     append(broker, records).await
+}
+
+/// One orderly ack (Java's `AckMessageProcessor.ackOrderly`): the book decides where the
+/// group's consume offset goes, the offset moves at once (so a pop reading after this sees
+/// it), and a record of the ack is made durable before the answer, so neither the move nor
+/// an ack ahead of the consume offset is lost in a crash. `Stale` and `Illegal` change
+/// nothing and store nothing.
+pub async fn ack_orderly(
+    broker: &ShardBroker,
+    ack: &OrderAck,
+    pop_time_ms: i64,
+) -> Result<Commit, AckError> {
+    let key = (ack.topic.clone(), ack.consumer_group.clone(), ack.queue_id);
+    let now_ms = comet_rt::clock::wall_clock_ms();
+    let (commit, next_offset) = {
+        let mut offsets = broker.offsets().borrow_mut();
+        let position = offsets
+            .query(&ack.consumer_group, &ack.topic, ack.queue_id)
+            .unwrap_or(0);
+        let commit = super::state::with_order_book(|book| {
+            book.ack(&key, ack.ack_offset, pop_time_ms, position, now_ms)
+        });
+        let next_offset = match commit {
+            Commit::Next(next) if next > position => {
+                offsets.commit(&ack.consumer_group, &ack.topic, ack.queue_id, next);
+                next
+            }
+            _ => position,
+        };
+        (commit, next_offset)
+    };
+    if matches!(commit, Commit::Next(_) | Commit::Ahead) {
+        let record = OrderAck {
+            next_offset,
+            ..ack.clone()
+        };
+        append(broker, vec![order_ack_record(broker, &record)?]).await?;
+    }
+    Ok(commit)
 }
 
 async fn append(

@@ -189,6 +189,28 @@ pub fn push_info(info: &mut String, topic: &str, queue_id: i32, value: &str) {
     info.push_str(value);
 }
 
+/// Appends an orderly pop's delivery counts for one queue to `info` (its
+/// `orderCountInfo`), as Java writes them: `<retryFlag> qo<queueId>%<offset> <count>` for
+/// each message delivered before, then `<retryFlag> <queueId> <smallest count>` (which
+/// older clients read).
+pub fn push_order_count_info(
+    info: &mut String,
+    topic: &str,
+    queue_id: i32,
+    deliveries: &super::order::Deliveries,
+) {
+    for (offset, count) in &deliveries.by_offset {
+        if !info.is_empty() {
+            info.push(';');
+        }
+        info.push_str(&format!(
+            "{} qo{queue_id}%{offset} {count}",
+            retry_flag(topic)
+        ));
+    }
+    push_info(info, topic, queue_id, &deliveries.min.to_string());
+}
+
 /// Joins two `;`-joined offset-info strings.
 pub fn join_info(info: &mut String, more: &str) {
     if more.is_empty() {
@@ -203,6 +225,22 @@ pub fn join_info(info: &mut String, more: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves the delivery counts are written in the shape Java's `parseOrderCountInfo`
+    // reads: three fields per entry, offset entries keyed `qo<queue>%<offset>`.
+    #[test]
+    fn order_count_info_has_javas_shape() {
+        let mut info = String::new();
+        let deliveries = crate::pop::order::Deliveries {
+            by_offset: vec![(4, 2), (5, 1)],
+            min: 1,
+        };
+        push_order_count_info(&mut info, "T", 3, &deliveries);
+        assert_eq!(info, "0 qo3%4 2;0 qo3%5 1;0 3 1");
+        let mut fresh = String::new();
+        push_order_count_info(&mut fresh, "T", 0, &Default::default());
+        assert_eq!(fresh, "0 0 0");
+    }
 
     // Proves a receipt handle round-trips in Java's field order, with and without the
     // message offset, and that malformed ones are refused rather than misread.

@@ -11,6 +11,7 @@
 //!
 //! - [`extra_info`]: the `POP_CK` receipt string and the offset-info strings of a pop answer,
 //!   and the pop retry topic names.
+//! - [`order`]: orderly pop's book of what is in flight per queue.
 //! - [`records`]: the CK and ack records.
 //! - [`state`]: this shard's pop state: queue locks, whether recovery finished, and the
 //!   pops polling here (for POLLING_INFO).
@@ -21,6 +22,7 @@
 
 pub mod ack;
 pub mod extra_info;
+pub mod order;
 pub mod records;
 pub mod retry;
 pub mod revive;
@@ -42,7 +44,10 @@ pub const CK_TAG: &str = "ck";
 pub const ACK_TAG: &str = "ack";
 /// Tag of a batch-ack record.
 pub const BATCH_ACK_TAG: &str = "bAck";
-/// The revive queue id Java answers for an orderly pop (not built here).
+/// Tag of an orderly ack record (Comet's own: Java keeps orderly acks in memory only).
+pub const ORDER_ACK_TAG: &str = "oAck";
+/// The revive queue id of an orderly pop's receipts (Java's
+/// `KeyBuilder.POP_ORDER_REVIVE_QUEUE`): acks and changes carrying it are orderly.
 pub const ORDER_REVIVE_QUEUE: i32 = 999;
 /// Most messages one pop may ask for (Java answers INVALID_PARAMETER above).
 pub const POP_MESSAGES_MAX: i32 = 32;

@@ -7,13 +7,18 @@
 //! by topic, group, queue, start offset and pop time ([`CkKey`]) and one or more acked
 //! offsets. Comet adds one field to the CK, `no`: the queue offset the pop moved the
 //! group's pop position to, so a restart can put the position back from the records alone.
+//!
+//! An orderly pop writes no CK (its messages come back by being popped again from the
+//! group's consume offset); Comet writes a record of its own for each orderly ack
+//! ([`ORDER_ACK_TAG`], [`OrderAck`]) so that the consume offset it moved, and an ack ahead
+//! of it, survive a crash.
 
 use comet_proto::bytes::BytesMut;
 use comet_proto::message::{encode_record, RecordError, RecordSpec, RecordView};
 use comet_proto::properties::{names, Properties};
 use serde::{Deserialize, Serialize};
 
-use super::{ACK_TAG, BATCH_ACK_TAG, CK_TAG};
+use super::{ACK_TAG, BATCH_ACK_TAG, CK_TAG, ORDER_ACK_TAG};
 use crate::shard::ShardBroker;
 
 /// A checkpoint: what one pop of one queue handed out.
@@ -154,6 +159,27 @@ impl AckRecord {
     }
 }
 
+/// An ack of one message of an orderly pop (Comet's record).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct OrderAck {
+    /// The queue's topic.
+    #[serde(rename = "t")]
+    pub topic: String,
+    /// Consumer group.
+    #[serde(rename = "c")]
+    pub consumer_group: String,
+    /// Queue id.
+    #[serde(rename = "q")]
+    pub queue_id: i32,
+    /// The acked message's queue offset.
+    #[serde(rename = "ao")]
+    pub ack_offset: i64,
+    /// The group's consume offset after the ack.
+    #[serde(rename = "no")]
+    pub next_offset: i64,
+}
+
 /// A record read back from the revive queue.
 #[derive(Debug)]
 pub enum ReviveRecord {
@@ -161,6 +187,8 @@ pub enum ReviveRecord {
     Ck(CheckPoint),
     /// An ack or batch ack.
     Ack(AckRecord),
+    /// An ack of an orderly pop.
+    OrderAck(OrderAck),
 }
 
 /// Why a revive record was not understood.
@@ -181,6 +209,7 @@ pub fn parse(view: &RecordView<'_>) -> Result<ReviveRecord, ReviveRecordError> {
         Some(ACK_TAG | BATCH_ACK_TAG) => {
             Ok(ReviveRecord::Ack(serde_json::from_slice(view.body())?))
         }
+        Some(ORDER_ACK_TAG) => Ok(ReviveRecord::OrderAck(serde_json::from_slice(view.body())?)),
         other => Err(ReviveRecordError::Tag(other.map(str::to_owned))),
     }
 }
@@ -200,6 +229,12 @@ pub fn ack_record(broker: &ShardBroker, ack: &AckRecord) -> Result<BytesMut, Rec
         BATCH_ACK_TAG
     };
     revive_record(broker, tag, &body)
+}
+
+/// An orderly ack's record for this shard's revive queue.
+pub fn order_ack_record(broker: &ShardBroker, ack: &OrderAck) -> Result<BytesMut, RecordError> {
+    let body = serde_json::to_vec(ack).expect("an orderly ack serializes");
+    revive_record(broker, ORDER_ACK_TAG, &body)
 }
 
 fn revive_record(broker: &ShardBroker, tag: &str, body: &[u8]) -> Result<BytesMut, RecordError> {

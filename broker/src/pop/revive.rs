@@ -26,7 +26,7 @@ use comet_rt::sync::race;
 use comet_rt::task_class::{sleep, spawn, TaskClass, TaskHandle};
 use comet_store::{GetStatus, MessageFilter, QueueOffset, StoreError};
 
-use super::records::{parse, AckRecord, CheckPoint, CkKey, ReviveRecord};
+use super::records::{parse, AckRecord, CheckPoint, CkKey, OrderAck, ReviveRecord};
 use super::retry::{destination, ensure_topic, max_reconsume_times, revived_record};
 use crate::queue_cursor::{read_step, Step};
 use crate::shard::ShardBroker;
@@ -122,6 +122,10 @@ impl Scanner {
                         self.add(view.queue_offset(), ck);
                     }
                     Ok(ReviveRecord::Ack(ack)) => self.ack(&ack),
+                    // Always, not only in recovery: the scanner may pass the record before
+                    // the ack that wrote it moved the offset, and a persist in between would
+                    // store the cursor past it without the move.
+                    Ok(ReviveRecord::OrderAck(ack)) => restore_order_ack(broker, &ack),
                     Err(e) => log::warn!("pop revive: {e}"),
                 }
             }
@@ -365,6 +369,30 @@ fn restore_position(broker: &ShardBroker, ck: &CheckPoint) {
     if ck.next_offset > known {
         offsets.commit(&ck.cid, &ck.topic, ck.queue_id, ck.next_offset);
     }
+}
+
+/// Moves the group's consume offset up to where an orderly ack left it, and remembers an
+/// ack ahead of it (so a pop skips that message).
+fn restore_order_ack(broker: &ShardBroker, ack: &OrderAck) {
+    if !broker.owns(&ack.topic, ack.queue_id) {
+        return;
+    }
+    let position = {
+        let mut offsets = broker.offsets().borrow_mut();
+        let known = offsets.query(&ack.consumer_group, &ack.topic, ack.queue_id);
+        let known = known.unwrap_or(0);
+        if ack.next_offset > known {
+            offsets.commit(
+                &ack.consumer_group,
+                &ack.topic,
+                ack.queue_id,
+                ack.next_offset,
+            );
+        }
+        known.max(ack.next_offset)
+    };
+    let key = (ack.topic.clone(), ack.consumer_group.clone(), ack.queue_id);
+    super::state::with_order_book(|book| book.replay_ack(&key, ack.ack_offset, position));
 }
 
 #[cfg(test)]

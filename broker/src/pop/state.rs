@@ -2,10 +2,12 @@
 //! which queues a pop is working on, and whether the revive scanner has read its revive
 //! queue to the end since start-up, which puts back the pop positions the last persisted
 //! offsets may lack; pops wait for that. It also counts the pops polling here, for
-//! POLLING_INFO.
+//! POLLING_INFO, and holds the book of orderly pops ([`super::order`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
+
+use super::order::OrderBook;
 
 /// One (topic, group, queue) a pop is reading.
 type QueueKey = (String, String, i32);
@@ -13,6 +15,7 @@ type QueueKey = (String, String, i32);
 #[derive(Default)]
 struct PopState {
     busy: RefCell<HashSet<QueueKey>>,
+    order: RefCell<OrderBook>,
     polling: RefCell<HashMap<QueueKey, u32>>,
     recovered: Cell<bool>,
     random: Cell<u64>,
@@ -78,6 +81,12 @@ pub fn hold_polling(topic: &str, group: &str, queue_id: i32) -> PollingHold {
 pub fn polling_count(topic: &str, group: &str, queue_id: i32) -> u32 {
     let key = (topic.to_owned(), group.to_owned(), queue_id);
     STATE.with(|state| state.polling.borrow().get(&key).copied().unwrap_or(0))
+}
+
+/// Runs `action` on this shard's book of orderly pops (no await inside: the book is
+/// borrowed for the call).
+pub fn with_order_book<T>(action: impl FnOnce(&mut OrderBook) -> T) -> T {
+    STATE.with(|state| action(&mut state.order.borrow_mut()))
 }
 
 /// True once the revive scanner has replayed this shard's revive queue since start-up.

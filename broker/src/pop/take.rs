@@ -5,6 +5,11 @@
 //! what it found to this shard's revive queue and waits until that record is durable, and
 //! only then moves the pop position past the messages and answers them: a message handed
 //! out is always covered by a durable CK, so a crash can only bring it back, never lose it.
+//!
+//! An orderly pop ([`OrderPop`]) reads from the same position, which for it stays at the
+//! first unacked message: it takes nothing from a queue its group has unacked, invisible
+//! messages of, writes no CK, and leaves the position where it was; acks move it
+//! ([`super::order`]).
 
 use comet_proto::bytes::{Bytes, BytesMut};
 use comet_proto::message::{encode_record, RecordError, RecordSpec, RecordView};
@@ -14,6 +19,7 @@ use comet_proto::ResponseCode;
 use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::extra_info::{normal_topic, retry_flag, ExtraInfo};
+use super::order::{Deliveries, OrderKey, PopTimes};
 use super::records::{ck_record, CheckPoint};
 use crate::shard::ShardBroker;
 use crate::stats::Delivery;
@@ -40,6 +46,15 @@ pub struct PopQueue<'a> {
     pub init_mode: i32,
     /// Tag codes to keep; `None` keeps every message.
     pub tag_codes: Option<&'a [i64]>,
+    /// Set for an orderly pop (docs/architecture.md#pop): its attempt id, if any.
+    pub order: Option<OrderPop<'a>>,
+}
+
+/// What an orderly pop adds.
+#[derive(Clone, Copy, Debug)]
+pub struct OrderPop<'a> {
+    /// The client's id of this pop attempt (a retried pop repeats it).
+    pub attempt_id: Option<&'a str>,
 }
 
 /// What one pop of one queue took.
@@ -53,6 +68,8 @@ pub struct Popped {
     pub offsets: Vec<i64>,
     /// Messages left in the queue after the pop's position.
     pub rest: i64,
+    /// An orderly pop's delivery counts (`None` for other pops and empty ones).
+    pub deliveries: Option<Deliveries>,
 }
 
 /// Why a pop of one queue failed.
@@ -93,6 +110,21 @@ pub async fn pop_queue(
         });
     };
     let mut position = pop_position(broker, request);
+    let order_key: OrderKey = (
+        request.topic.to_owned(),
+        request.group.to_owned(),
+        request.queue_id,
+    );
+    if let Some(order) = request.order {
+        let blocked = super::state::with_order_book(|book| {
+            book.is_blocked(&order_key, order.attempt_id, pop_time_ms)
+        });
+        if blocked {
+            // Java counts no backlog for a blocked queue: a polling pop would only wake
+            // for messages it may not take.
+            return Ok(Popped::default());
+        }
+    }
     let mut result = read(broker, request, position).await?;
     if matches!(
         result.status,
@@ -125,11 +157,39 @@ pub async fn pop_queue(
             })
         }
     }
-    let views: Vec<RecordView<'_>> = result
+    let mut views: Vec<RecordView<'_>> = result
         .records
         .iter()
         .map(|record| RecordView::parse(record))
         .collect::<Result<_, _>>()?;
+    if let Some(order) = request.order {
+        // An ack may have moved the consume offset while the store was read: then this
+        // read is stale (it may start with the acked message), and the pop takes nothing.
+        let now_at =
+            broker
+                .offsets()
+                .borrow()
+                .query(request.group, request.topic, request.queue_id);
+        if now_at != Some(position) {
+            return Ok(Popped {
+                rest,
+                ..Popped::default()
+            });
+        }
+        // Messages acked ahead of the consume offset are not handed out again.
+        super::state::with_order_book(|book| {
+            views.retain(|view| !book.is_acked(&order_key, view.queue_offset()));
+        });
+        return order_popped(
+            broker,
+            request,
+            &views,
+            (order, &order_key),
+            position,
+            pop_time_ms,
+            rest,
+        );
+    }
     let offsets: Vec<i64> = views.iter().map(RecordView::queue_offset).collect();
     let ck = CheckPoint {
         start_offset: position,
@@ -173,6 +233,58 @@ pub async fn pop_queue(
         start_offset: position,
         offsets,
         rest,
+        deliveries: None,
+    })
+}
+
+/// The end of an orderly pop that found `views` from consume offset `position`: no
+/// checkpoint (unacked messages come back by being popped again from the consume offset,
+/// which stays), the book records what is in flight and how often each was delivered.
+fn order_popped(
+    broker: &ShardBroker,
+    request: &PopQueue<'_>,
+    views: &[RecordView<'_>],
+    (order, key): (OrderPop<'_>, &OrderKey),
+    position: i64,
+    pop_time_ms: i64,
+    rest: i64,
+) -> Result<Popped, TakeError> {
+    if views.is_empty() {
+        return Ok(Popped {
+            rest,
+            ..Popped::default()
+        });
+    }
+    let offsets: Vec<i64> = views.iter().map(RecordView::queue_offset).collect();
+    let times = PopTimes {
+        pop_time_ms,
+        invisible_time_ms: request.invisible_time_ms,
+    };
+    let deliveries = super::state::with_order_book(|book| {
+        book.record_pop(key, order.attempt_id, times, position, offsets.clone())
+    });
+    let receipt = ExtraInfo {
+        ck_queue_offset: position,
+        pop_time: pop_time_ms,
+        invisible_time: request.invisible_time_ms,
+        revive_qid: super::ORDER_REVIVE_QUEUE,
+        retry_flag: retry_flag(request.topic).to_owned(),
+        broker_name: broker.config().broker_name.clone(),
+        queue_id: request.queue_id,
+        queue_offset: None,
+    };
+    let answered_topic = normal_topic(request.topic, request.group);
+    let mut records = Vec::with_capacity(views.len());
+    for view in views {
+        records.push(with_receipt(view, &receipt, answered_topic)?);
+    }
+    count(broker, request, &records);
+    Ok(Popped {
+        records,
+        start_offset: position,
+        offsets,
+        rest,
+        deliveries: Some(deliveries),
     })
 }
 
@@ -182,6 +294,13 @@ pub async fn pop_queue(
 fn pop_position(broker: &ShardBroker, request: &PopQueue<'_>) -> i64 {
     let mut offsets = broker.offsets().borrow_mut();
     if let Some(reset) = offsets.take_reset(request.group, request.topic, request.queue_id) {
+        // What an orderly pop had in flight no longer counts (Java's `resetPopOffset`).
+        let key = (
+            request.topic.to_owned(),
+            request.group.to_owned(),
+            request.queue_id,
+        );
+        super::state::with_order_book(|book| book.clear(&key));
         return reset;
     }
     if let Some(position) = offsets.query(request.group, request.topic, request.queue_id) {

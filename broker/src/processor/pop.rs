@@ -8,6 +8,10 @@
 //! and the group's pop retry topic, first in 20% of pops and otherwise after the topic when
 //! the pop is not full yet (Java's `popFromRetryProbability`).
 //!
+//! An orderly pop (`order=true`) reads no retry topic, takes nothing from a queue whose
+//! last messages are unacked and invisible, and answers Java's revive queue id 999 with the
+//! delivery counts (`orderCountInfo`); see `crate::pop::order`.
+//!
 //! When nothing is found and the request allows polling, the pop waits and tries again
 //! until `pollTime` has passed since it arrived: woken at once by a message arriving in a
 //! queue this shard owns, and looking again every [`RECHECK_REMOTE_MS`] when some queue
@@ -28,8 +32,8 @@ use comet_rt::task_class::sleep;
 use comet_store::QueueOffset;
 
 use super::error;
-use crate::pop::extra_info::{join_info, pop_retry_topic, push_info};
-use crate::pop::take::{pop_queue, PopQueue};
+use crate::pop::extra_info::{join_info, pop_retry_topic, push_info, push_order_count_info};
+use crate::pop::take::{pop_queue, OrderPop, PopQueue};
 use crate::pop::{revive_queue, POP_MESSAGES_MAX, RETRY_FIRST_PERCENT};
 use crate::routing::on_owner;
 use crate::shard::{RequestContext, ShardBroker};
@@ -65,7 +69,22 @@ struct Joined {
     rest: i64,
     start_offset_info: String,
     msg_offset_info: String,
+    order_count_info: String,
     failure: Option<RemotingCommand>,
+}
+
+fn is_order(header: &PopMessageRequestHeader) -> bool {
+    header.order == Some(true)
+}
+
+/// The revive queue id a pop's answer and receipts carry: this shard's revive queue, or
+/// Java's mark of an orderly pop.
+fn answer_revive_qid(broker: &ShardBroker, header: &PopMessageRequestHeader) -> i32 {
+    if is_order(header) {
+        crate::pop::ORDER_REVIVE_QUEUE
+    } else {
+        revive_queue(broker)
+    }
 }
 
 /// Serves POP_MESSAGE where it arrived.
@@ -92,12 +111,17 @@ pub async fn process(
     let deadline = comet_rt::clock::monotonic_now() + Duration::from_millis(poll_ms).min(POLL_MAX);
     let mut polling = None;
     loop {
-        let targets = targets(
+        let mut targets = targets(
             broker,
             &header.topic,
             &header.consumer_group,
             header.queue_id,
         );
+        if is_order(&header) {
+            // An orderly pop's messages come back from the queue itself, never through the
+            // retry topic (Java reads no retry topic for it).
+            targets.retain(|target| !target.retry);
+        }
         let watched = watched(broker, &targets);
         let pop_time_ms = comet_rt::clock::wall_clock_ms();
         let joined = pop_round(broker, context, &header, &targets).await;
@@ -214,13 +238,6 @@ fn check(
     if header.max_msg_nums > POP_MESSAGES_MAX {
         let remark = format!("the broker[{ip}] pop message's num is greater than 32");
         return Some(error(request, ResponseCode::INVALID_PARAMETER, remark));
-    }
-    if header.order == Some(true) {
-        return Some(error(
-            request,
-            ResponseCode::SYSTEM_ERROR,
-            "orderly pop is not supported by this broker",
-        ));
     }
     let asked = Asked {
         topic: &header.topic,
@@ -363,6 +380,10 @@ fn join(joined: &mut Joined, answer: RemotingCommand) {
         &mut joined.msg_offset_info,
         header.msg_offset_info.as_deref().unwrap_or(""),
     );
+    join_info(
+        &mut joined.order_count_info,
+        header.order_count_info.as_deref().unwrap_or(""),
+    );
 }
 
 /// How many stored records `body` holds, read from their length fields.
@@ -394,14 +415,16 @@ fn answer(
             };
         }
     }
+    let order_count_info = (is_order(header) && !joined.order_count_info.is_empty())
+        .then_some(joined.order_count_info);
     let response_header = PopMessageResponseHeader {
         pop_time: pop_time_ms,
         invisible_time: header.invisible_time,
-        revive_qid: revive_queue(broker),
+        revive_qid: answer_revive_qid(broker, header),
         rest_num: joined.rest,
         start_offset_info: Some(joined.start_offset_info),
         msg_offset_info: Some(joined.msg_offset_info),
-        order_count_info: None,
+        order_count_info,
     };
     if joined.count == 0 {
         return RemotingCommand::response_to(request, ResponseCode::POLLING_TIMEOUT)
@@ -437,6 +460,9 @@ pub async fn pop_one_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
         invisible_time_ms: header.invisible_time,
         init_mode: header.init_mode,
         tag_codes: (!subscription.is_all()).then_some(codes.as_slice()),
+        order: is_order(&header).then_some(OrderPop {
+            attempt_id: header.attempt_id.as_deref(),
+        }),
     };
     let pop_time_ms = comet_rt::clock::wall_clock_ms();
     let popped = match pop_queue(broker, &one, pop_time_ms).await {
@@ -462,14 +488,20 @@ pub async fn pop_one_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
             &offsets,
         );
     }
+    let mut order_count_info = None;
+    if let Some(deliveries) = &popped.deliveries {
+        let mut info = String::new();
+        push_order_count_info(&mut info, &header.topic, header.queue_id, deliveries);
+        order_count_info = Some(info);
+    }
     let response_header = PopMessageResponseHeader {
         pop_time: pop_time_ms,
         invisible_time: header.invisible_time,
-        revive_qid: revive_queue(broker),
+        revive_qid: answer_revive_qid(broker, &header),
         rest_num: popped.rest,
         start_offset_info: Some(start_offset_info),
         msg_offset_info: Some(msg_offset_info),
-        order_count_info: None,
+        order_count_info,
     };
     if popped.records.is_empty() {
         return RemotingCommand::response_to(request, ResponseCode::POLLING_TIMEOUT)

@@ -7,6 +7,8 @@
 //! the receipt (`extraInfo`) names; the records they write are in `crate::pop::ack`. A batch
 //! ack may name queues of several shards: [`batch_ack`] sends each entry to its queue's
 //! owner. An ack of a message already acked or revived is answered SUCCESS, as Java does.
+//! A receipt with revive queue id 999 comes from an orderly pop: its ack and change go to
+//! `crate::pop::order`'s book instead of the revive records.
 
 use comet_proto::headers::{
     AckMessageRequestHeader, BatchAck, BatchAckMessageRequestBody,
@@ -15,10 +17,11 @@ use comet_proto::headers::{
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 
 use super::error;
-use crate::pop::ack::{store_ack, store_acks, store_change};
+use crate::pop::ack::{ack_orderly, store_ack, store_acks, store_change};
 use crate::pop::extra_info::{real_topic, ExtraInfo};
-use crate::pop::records::{AckRecord, CheckPoint};
-use crate::pop::revive_queue;
+use crate::pop::order::Commit;
+use crate::pop::records::{AckRecord, CheckPoint, OrderAck};
+use crate::pop::{revive_queue, ORDER_REVIVE_QUEUE};
 use crate::routing::on_owner;
 use crate::shard::{RequestContext, ShardBroker};
 
@@ -49,6 +52,16 @@ pub async fn ack(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCom
         Ok(receipt) => receipt,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
+    if receipt.revive_qid == ORDER_REVIVE_QUEUE {
+        let ack = OrderAck {
+            topic: header.topic,
+            consumer_group: header.consumer_group,
+            queue_id: header.queue_id,
+            ack_offset: header.offset,
+            next_offset: 0,
+        };
+        return answer_orderly(broker, request, &ack, receipt.pop_time).await;
+    }
     let record = AckRecord {
         ack_offset: header.offset,
         start_offset: receipt.ck_queue_offset,
@@ -100,6 +113,28 @@ pub async fn batch_ack(
     RemotingCommand::response_to(request, ResponseCode::SUCCESS)
 }
 
+/// Acks one message of an orderly pop and answers as Java does: MESSAGE_ILLEGAL for an
+/// offset its pop did not hand out, SUCCESS otherwise (also for an older pop's ack, which
+/// changes nothing).
+async fn answer_orderly(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    ack: &OrderAck,
+    pop_time_ms: i64,
+) -> RemotingCommand {
+    match ack_orderly(broker, ack, pop_time_ms).await {
+        Ok(Commit::Illegal) => {
+            let remark = format!(
+                "offset is illegal, key:{}@{}@{}, commit:{}, next:-1",
+                ack.topic, ack.consumer_group, ack.queue_id, ack.ack_offset
+            );
+            error(request, ResponseCode::MESSAGE_ILLEGAL, remark)
+        }
+        Ok(_) => RemotingCommand::response_to(request, ResponseCode::SUCCESS),
+        Err(e) => error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
 /// Serves the entries of a BATCH_ACK_MESSAGE for queues this shard owns.
 pub async fn batch_ack_local(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     if let Some(refused) = super::slave_refusal(broker, request) {
@@ -109,9 +144,30 @@ pub async fn batch_ack_local(broker: &ShardBroker, request: &RemotingCommand) ->
         Ok(body) => body,
         Err(refused) => return refused,
     };
-    let records: Vec<AckRecord> = body
+    let (orderly, others): (Vec<&BatchAck>, Vec<&BatchAck>) = body
         .acks
         .iter()
+        .partition(|entry| entry.revive_queue_id == ORDER_REVIVE_QUEUE);
+    for entry in orderly {
+        let Some(record) = batch_record(broker, entry) else {
+            continue;
+        };
+        for offset in record.offsets() {
+            let ack = OrderAck {
+                topic: record.topic.clone(),
+                consumer_group: record.consumer_group.clone(),
+                queue_id: record.queue_id,
+                ack_offset: offset,
+                next_offset: 0,
+            };
+            let answer = answer_orderly(broker, request, &ack, entry.pop_time).await;
+            if answer.response_code() != ResponseCode::SUCCESS {
+                return answer;
+            }
+        }
+    }
+    let records: Vec<AckRecord> = others
+        .into_iter()
         .filter_map(|entry| batch_record(broker, entry))
         .collect();
     if records.is_empty() {
@@ -195,12 +251,8 @@ pub async fn change_invisible_time(
         Ok(receipt) => receipt,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    if receipt.revive_qid == crate::pop::ORDER_REVIVE_QUEUE {
-        return error(
-            request,
-            ResponseCode::SYSTEM_ERROR,
-            "orderly pop is not supported by this broker",
-        );
+    if receipt.revive_qid == ORDER_REVIVE_QUEUE {
+        return change_orderly(broker, request, &header, &receipt);
     }
     let now_ms = comet_rt::clock::wall_clock_ms();
     let ck = CheckPoint {
@@ -232,6 +284,41 @@ pub async fn change_invisible_time(
         pop_time: now_ms,
         invisible_time: header.invisible_time,
         revive_qid: revive_queue(broker),
+    };
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_header(&response_header)
+}
+
+/// An invisible-time change of an orderly pop's message (Java's
+/// `processChangeInvisibleTimeForOrder`): the book moves when that message becomes visible
+/// again, counted from now. A message below the consume offset (acked) is answered
+/// SUCCESS with nothing changed, as Java does.
+fn change_orderly(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+    header: &ChangeInvisibleTimeRequestHeader,
+    receipt: &ExtraInfo,
+) -> RemotingCommand {
+    let position = broker
+        .offsets()
+        .borrow()
+        .query(&header.consumer_group, &header.topic, header.queue_id)
+        .unwrap_or(0);
+    if header.offset < position {
+        return RemotingCommand::response_to(request, ResponseCode::SUCCESS);
+    }
+    let visible_at_ms = comet_rt::clock::wall_clock_ms().saturating_add(header.invisible_time);
+    let key = (
+        header.topic.clone(),
+        header.consumer_group.clone(),
+        header.queue_id,
+    );
+    crate::pop::state::with_order_book(|book| {
+        book.change_visibility(&key, header.offset, receipt.pop_time, visible_at_ms)
+    });
+    let response_header = ChangeInvisibleTimeResponseHeader {
+        pop_time: receipt.pop_time,
+        invisible_time: visible_at_ms - receipt.pop_time,
+        revive_qid: ORDER_REVIVE_QUEUE,
     };
     RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_header(&response_header)
 }

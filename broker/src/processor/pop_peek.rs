@@ -67,7 +67,8 @@ pub async fn peek(
             continue;
         }
         let remaining = i32::try_from(wanted - count.min(wanted)).unwrap_or(i32::MAX);
-        let Some(answer) = peek_owner(broker, context, &header, target, remaining).await else {
+        let Some(answer) = peek_owner(broker, context, &header, target, remaining, None).await
+        else {
             continue;
         };
         let code = answer.response_code();
@@ -100,6 +101,17 @@ pub async fn peek(
         .with_body(body.freeze())
 }
 
+/// An orderly notification's probe: a queue blocked for the group counts as holding nothing
+/// (Java's `hasMsgFromQueue` with `order`).
+struct OrderProbe {
+    attempt_id: Option<String>,
+}
+
+/// Ext fields of a peek sent to a queue's owner for an orderly notification (between
+/// shards only; Java's PEEK_MESSAGE has no such field).
+const PROBE_ORDER_FIELD: &str = "order";
+const PROBE_ATTEMPT_FIELD: &str = "attemptId";
+
 /// Asks the owner of `target` to peek up to `max` messages (none: only how many are left).
 async fn peek_owner(
     broker: &ShardBroker,
@@ -107,6 +119,7 @@ async fn peek_owner(
     asked: &PeekMessageRequestHeader,
     target: &Target,
     max: i32,
+    order: Option<&OrderProbe>,
 ) -> Option<RemotingCommand> {
     let one = PeekMessageRequestHeader {
         consumer_group: asked.consumer_group.clone(),
@@ -114,7 +127,13 @@ async fn peek_owner(
         queue_id: target.queue_id,
         max_msg_nums: max,
     };
-    let request = RemotingCommand::request(RequestCode::PEEK_MESSAGE, 0).with_header(&one);
+    let mut request = RemotingCommand::request(RequestCode::PEEK_MESSAGE, 0).with_header(&one);
+    if let Some(order) = order {
+        request.ext_fields.insert(PROBE_ORDER_FIELD, "true");
+        request
+            .ext_fields
+            .insert_opt(PROBE_ATTEMPT_FIELD, order.attempt_id.as_deref());
+    }
     on_owner(broker, context, &target.topic, target.queue_id, request).await
 }
 
@@ -138,8 +157,18 @@ pub async fn peek_one_queue(broker: &ShardBroker, request: &RemotingCommand) -> 
         .borrow()
         .query(&header.consumer_group, topic, queue_id)
         .unwrap_or_else(|| store.min_offset(topic, queue_id).as_i64());
+    let blocked = request.ext_fields.optional_bool(PROBE_ORDER_FIELD) == Some(true) && {
+        let key = (topic.to_owned(), header.consumer_group.clone(), queue_id);
+        let attempt = request.ext_fields.get(PROBE_ATTEMPT_FIELD);
+        let now_ms = comet_rt::clock::wall_clock_ms();
+        crate::pop::state::with_order_book(|book| book.is_blocked(&key, attempt, now_ms))
+    };
     let response_header = PopMessageResponseHeader {
-        rest_num: (max_offset - position).max(0),
+        rest_num: if blocked {
+            0
+        } else {
+            (max_offset - position).max(0)
+        },
         ..PopMessageResponseHeader::default()
     };
     let not_found = || {
@@ -213,13 +242,6 @@ pub async fn notification(
     if let Some(refused) = check(broker, request, &asked, ResponseCode::SYSTEM_ERROR) {
         return refused;
     }
-    if header.order == Some(true) {
-        return error(
-            request,
-            ResponseCode::SYSTEM_ERROR,
-            "orderly pop is not supported by this broker",
-        );
-    }
     // Java's poll ends at the client's `bornTime + pollTime`; none when that has passed.
     let poll_ms = header
         .born_time
@@ -238,14 +260,21 @@ pub async fn notification(
         max_msg_nums: 0,
     };
     loop {
-        let targets = targets(
+        let mut targets = targets(
             broker,
             &header.topic,
             &header.consumer_group,
             header.queue_id,
         );
+        let order = (header.order == Some(true)).then(|| OrderProbe {
+            attempt_id: header.attempt_id.clone(),
+        });
+        if order.is_some() {
+            // An orderly pop reads no retry topic.
+            targets.retain(|target| !target.retry);
+        }
         let watched = watched(broker, &targets);
-        let has_msg = has_message(broker, context, &probe, &targets).await;
+        let has_msg = has_message(broker, context, &probe, &targets, order.as_ref()).await;
         let now = comet_rt::clock::monotonic_now();
         if has_msg || now >= deadline {
             let response_header = NotificationResponseHeader {
@@ -266,9 +295,10 @@ async fn has_message(
     context: RequestContext,
     probe: &PeekMessageRequestHeader,
     targets: &[Target],
+    order: Option<&OrderProbe>,
 ) -> bool {
     for target in targets {
-        let Some(answer) = peek_owner(broker, context, probe, target, 0).await else {
+        let Some(answer) = peek_owner(broker, context, probe, target, 0, order).await else {
             continue;
         };
         let rest = PopMessageResponseHeader::from_ext_fields(&answer.ext_fields)

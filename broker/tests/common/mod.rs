@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod pop;
 pub mod replication;
 
 use std::io::{Read, Write};
