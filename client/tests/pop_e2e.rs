@@ -20,7 +20,10 @@ use comet_client::{
 };
 use comet_proto::headers::{PollingInfoRequestHeader, PollingInfoResponseHeader};
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode};
-use comet_test_support::wait_until;
+use comet_test_support::{
+    broker_binary, free_port, wait_for_port, wait_until, ChildGuard, TempDir,
+    TEST_COMMIT_LOG_FILE_BYTES,
+};
 use live::{unique, Live};
 
 /// Longest any awaited step of these tests may take before the test fails.
@@ -392,6 +395,97 @@ fn a_long_poll_wakes_when_a_message_arrives() {
             "the pop answered {woke_after:?} after the send (poll time {poll_time:?})"
         );
         consumer.shutdown();
+    });
+}
+
+/// A second broker, `pop-broker-b`, registered with `live`'s name server.
+fn second_broker(live: &Live, store: &TempDir) -> ChildGuard {
+    let port = free_port();
+    let mut command = std::process::Command::new(broker_binary());
+    command
+        .args(["--no-pin", "--cores", "1", "--bind-address", "127.0.0.1"])
+        .args(["--listen-port", &port.to_string()])
+        .args(["--namesrv", &live.namesrv()])
+        .args(["--store", &store.path().display().to_string()])
+        .args([
+            "-o",
+            &format!("mappedFileSizeCommitLog={TEST_COMMIT_LOG_FILE_BYTES}"),
+        ])
+        .args(["-o", &format!("haListenPort={}", free_port())])
+        .args(["-o", "brokerName=pop-broker-b"])
+        .stdout(std::process::Stdio::null());
+    let guard = ChildGuard::spawn("the second broker", &mut command);
+    wait_for_port(([127, 0, 0, 1], port).into(), STEP_LIMIT);
+    guard
+}
+
+// Proves a consumer of a topic on two brokers pops both (each message once, acked through
+// its own broker), and that a receive finding both empty waits on both at once: a message
+// sent to either wakes it long before its poll time is over.
+#[test]
+fn a_topic_on_two_brokers_is_popped_and_waited_on_across_both() {
+    let live = Live::start("pop_two_a", &[]);
+    let store_b = TempDir::new("pop_two_b");
+    let _broker_b = second_broker(&live, &store_b);
+    let admin = Admin::new(live.client()).expect("an admin client");
+    wait_until("both brokers registered", STEP_LIMIT, || {
+        admin
+            .cluster_masters(Some("DefaultCluster"))
+            .is_ok_and(|masters| masters.len() == 2)
+    });
+    let topic = unique("pop_two");
+    admin
+        .create_topic("DefaultCluster", &TopicSpec::new(&topic, 2))
+        .expect("the topic is created on both brokers");
+    wait_until("the topic's route on both brokers", STEP_LIMIT, || {
+        admin
+            .topic_route(&topic)
+            .is_ok_and(|route| route.queue_datas.len() == 2)
+    });
+    admin.shutdown();
+    let group = unique("pop_g");
+    let sent = send(&live, &topic, &bodies("two", 40));
+    runtime().block_on(async {
+        let consumer = consumer(&live, &group, &topic);
+        let received = receive_count(&consumer, sent.len(), LONG_INVISIBLE).await;
+        let brokers: BTreeSet<&str> = received.iter().map(PopMessage::broker_name).collect();
+        assert_eq!(brokers.len(), 2, "popped from {brokers:?}");
+        let mut seen: Vec<String> = received.iter().map(body).collect();
+        seen.sort();
+        let mut expected = sent.clone();
+        expected.sort();
+        assert_eq!(seen, expected);
+        for message in &received {
+            within("an ack", consumer.ack(message)).await.unwrap();
+        }
+        let waiting_consumer =
+            AsyncPopConsumer::new(config(&live, &group, Duration::from_secs(25))).unwrap();
+        waiting_consumer.subscribe(&topic, "*").unwrap();
+        let waiting = {
+            let consumer = waiting_consumer.clone();
+            tokio::spawn(async move { consumer.receive(4, LONG_INVISIBLE).await })
+        };
+        // Both brokers found empty, the receive waits with one NOTIFICATION on each.
+        within("a wait on each broker", async {
+            while waiting_consumer.transport().in_flight_total() < 2 {
+                assert!(!waiting.is_finished(), "the receive did not wait");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let live_ref = &live;
+        let topic_ref = topic.clone();
+        let late = tokio::task::block_in_place(|| send(live_ref, &topic_ref, &bodies("late", 1)));
+        let sent_at = Instant::now();
+        let woken = within("the woken receive", waiting).await.unwrap().unwrap();
+        let woke_after = sent_at.elapsed();
+        assert_eq!(woken.iter().map(body).collect::<Vec<_>>(), late);
+        assert!(
+            woke_after < Duration::from_secs(5),
+            "woke {woke_after:?} after the send"
+        );
+        consumer.shutdown();
+        waiting_consumer.shutdown();
     });
 }
 
