@@ -682,4 +682,5 @@ main() {
   fi
 }
 
-main "$@"
+# Sourced (perf/pop.sh uses these helpers), it defines them and runs nothing.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then main "$@"; fi
