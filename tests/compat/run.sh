@@ -11,6 +11,9 @@
 #   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
 #   rust/run.sh; the first build is long)
 #   opt-in suite: reverse (comet-client and comet-bench; meant for --against apache)
+#   opt-in suite: proxy (the 5.x gRPC SDKs, Java, Python and Node.js, through Apache
+#   RocketMQ's proxy 5.x in cluster mode, which proxy/run.sh starts in front of the broker on
+#   free loopback ports; see proxy/run.sh)
 #   acl5, acl4 (Java clients 5.x / 4.9.x signing with AclClientRPCHook) need a broker with
 #   aclEnable=true and the accounts of java/acl/plain_acl.yml: with --against comet a second
 #   Comet broker is started so (own name server and broker ports, free ones picked at start),
@@ -67,7 +70,7 @@ while (($#)); do
     --suites) SUITES="$2"; SUITES_GIVEN=1; shift 2 ;;
     --acl-namesrv) ACL_NAMESRV="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
@@ -254,6 +257,7 @@ suite_cmd() {
     node-ons) echo "$HERE/node/run.sh --client ons --namesrv $NAMESRV --broker $BROKER" ;;
     rust) echo "$HERE/rust/run.sh --namesrv $NAMESRV" ;;
     reverse) echo "$HERE/reverse/run.sh --namesrv $NAMESRV" ;;
+    proxy) echo "$HERE/proxy/run.sh --namesrv $NAMESRV --dir $WORK/proxy" ;;
     acl5) echo "$HERE/java/run.sh --client 5 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     acl4) echo "$HERE/java/run.sh --client 4 --suite acl --namesrv ${ACL_NAMESRV:-unset}" ;;
     ha) echo "$HERE/ha/run.sh --dir $WORK/ha" ;;
@@ -274,6 +278,7 @@ suite_title() {
     node-ons) echo "ali-ons (pure JavaScript)" ;;
     rust) echo "Rust rocketmq-client-rust 1.0" ;;
     reverse) echo "comet-client + comet-bench" ;;
+    proxy) echo "5.x gRPC SDKs via Apache proxy" ;;
     acl5) echo "Java 5.x signed (plain ACL)" ;;
     acl4) echo "Java 4.9.x signed (plain ACL)" ;;
     ha) echo "Master and slave (Java, mqadmin)" ;;
