@@ -517,10 +517,8 @@ impl Inner {
             ResponseCode::POLLING_TIMEOUT
             | ResponseCode::POLLING_FULL
             | ResponseCode::PULL_NOT_FOUND => return Ok(Vec::new()),
-            _ => {
-                protocol::expect(&addr, response, &[ResponseCode::SUCCESS])?;
-                return Ok(Vec::new());
-            }
+            // A refusal: the error of the answer as the broker gave it.
+            _ => return protocol::expect(&addr, response, &[]).map(|_| Vec::new()),
         }
         let answer = PopMessageResponseHeader::from_ext_fields(&response.ext_fields)?;
         let (messages, stop) = decode_records_with(response.body, &DecodeOptions::default());
