@@ -14,12 +14,14 @@ use comet_proto::headers::{
     GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
 };
 use comet_proto::names;
-use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
+use comet_store::Store;
 
 use super::inspect;
-use super::queue_figures::{message_queue, queue_min_max};
-use crate::routing::InternalCallError;
-use crate::shard::ShardBroker;
+use super::queue_figures::{internal_request, message_queue, queue_min_max};
+use crate::pop::extra_info::{pop_retry_topic, pop_retry_topic_v2};
+use crate::routing::{call_shard, internal_context, persist_topics_now, InternalCallError};
+use crate::shard::{ShardBroker, ShardCall};
 use crate::stats::StatsName;
 use crate::traffic::format_tps;
 
@@ -97,8 +99,13 @@ pub fn create_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     ok(request)
 }
 
-/// DELETE_TOPIC_IN_BROKER (215).
-pub fn delete_topic(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+/// DELETE_TOPIC_IN_BROKER (215), as a client asks it, with the checks and effects of Java's
+/// `AdminBrokerProcessor.deleteTopic`: a blank or system topic is refused; the topic goes
+/// with the pop retry topics of the groups that hold offsets on it (Java's
+/// `clearRetryTopicWhenDeleteTopic`, on by default); each goes from the topic table (written
+/// before the answer) and from every shard, which forgets its offsets and empties its
+/// consume queues ([`delete_topic_local`]).
+pub async fn delete_topic(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     if let Some(refused) = refused_on_slave(broker, request) {
         return refused;
     }
@@ -106,11 +113,106 @@ pub fn delete_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
     };
-    if broker.topics().delete(&header.topic) {
-        broker.mark_topics_changed();
+    let topic = header.topic.as_str();
+    if topic.trim().is_empty() {
+        let remark = "The specified topic is blank.";
+        return error(request, ResponseCode::INVALID_PARAMETER, remark);
     }
-    broker.stats().remove_topic(&header.topic);
+    if names::is_system_topic(topic) {
+        let remark = format!("The topic[{topic}] is conflict with system topic.");
+        return error(request, ResponseCode::INVALID_PARAMETER, remark);
+    }
+    let offsets = match inspect::gather_offsets(broker).await {
+        Ok(offsets) => offsets,
+        Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
+    };
+    let mut doomed = vec![topic.to_owned()];
+    for group in groups_of_topic(&offsets, topic) {
+        for retry in [
+            pop_retry_topic_v2(topic, &group),
+            pop_retry_topic(topic, &group),
+        ] {
+            if broker.topics().get(&retry).is_some() {
+                doomed.push(retry);
+            }
+        }
+    }
+    for topic in &doomed {
+        if broker.topics().delete(topic) {
+            broker.mark_topics_changed();
+        }
+        broker.stats().remove_topic(topic);
+        let header = DeleteTopicRequestHeader {
+            topic: topic.clone(),
+        };
+        let part = internal_request(RequestCode::DELETE_TOPIC_IN_BROKER, &header);
+        if let Err(failure) = on_every_shard(broker, &part).await {
+            return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string());
+        }
+    }
+    if let Err(e) = persist_topics_now(broker).await {
+        let remark = format!("cannot persist topics: {e}");
+        return error(request, ResponseCode::SYSTEM_ERROR, remark);
+    }
     ok(request)
+}
+
+/// DELETE_TOPIC_IN_BROKER (215) as run by `handle_local` on every shard: this shard's
+/// offsets of the topic go, and its stores (its own log's, and a slave's hosted logs')
+/// drop every entry of the topic's queues.
+pub async fn delete_topic_local(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match DeleteTopicRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    broker.offsets().borrow_mut().remove_topic(&header.topic);
+    for store in shard_stores(broker) {
+        if let Err(e) = store.drop_topic_entries(&header.topic).await {
+            let remark = format!("cannot drop the queues of {}: {e}", header.topic);
+            return error(request, ResponseCode::SYSTEM_ERROR, remark);
+        }
+    }
+    ok(request)
+}
+
+/// The stores of this shard: its own log's, then the logs it hosts (a slave).
+fn shard_stores(broker: &ShardBroker) -> Vec<Store> {
+    let mut stores = vec![broker.store().clone()];
+    stores.extend(
+        broker
+            .hosted_logs()
+            .iter()
+            .map(|hosted| hosted.store.clone()),
+    );
+    stores
+}
+
+/// Runs the shard part of `request` on every shard (see `handle_local`), stopping at the
+/// first that fails.
+async fn on_every_shard(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> Result<(), InternalCallError> {
+    for index in 0..broker.shard_count() {
+        let answer = call_shard(broker, index, request.clone()).await;
+        let asked = || format!("{:?} on shard {index}", request.request_code());
+        InternalCallError::successful(answer, asked)?;
+    }
+    Ok(())
+}
+
+/// The groups with committed offsets on `topic` in `offsets`.
+fn groups_of_topic(offsets: &crate::offset::OffsetFile, topic: &str) -> BTreeSet<String> {
+    offsets
+        .offset_table
+        .keys()
+        .filter_map(|key| comet_proto::body::ConsumerOffsetSerializeWrapper::split_key(key))
+        .filter(|(key_topic, _)| *key_topic == topic)
+        .map(|(_, group)| group.to_owned())
+        .collect()
 }
 
 /// GET_ALL_TOPIC_CONFIG (21).
@@ -186,9 +288,11 @@ pub fn group_config(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     }
 }
 
-/// DELETE_SUBSCRIPTIONGROUP (207). Offsets of the group are forgotten on every shard at the
-/// next persist when `cleanOffset` is set.
-pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+/// DELETE_SUBSCRIPTIONGROUP (207), as a client asks it: the group's config and statistics
+/// go (broker-wide tables), and with `cleanOffset` its committed offsets go on every shard
+/// before the answer ([`delete_group_offsets_local`]), as Java's `deleteSubscriptionGroup`
+/// removes them from its one offset table.
+pub async fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     if let Some(refused) = refused_on_slave(broker, request) {
         return refused;
     }
@@ -199,11 +303,27 @@ pub fn delete_group(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     broker.groups().delete(&header.group_name);
     broker.stats().remove_group(&header.group_name);
     if header.clean_offset == Some(true) {
-        broker
-            .offsets()
-            .borrow_mut()
-            .remove_group(&header.group_name);
+        if let Err(failure) = on_every_shard(broker, request).await {
+            return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string());
+        }
     }
+    ok(request)
+}
+
+/// DELETE_SUBSCRIPTIONGROUP (207) as run by `handle_local` on every shard: this shard's
+/// committed offsets of the group go.
+pub fn delete_group_offsets_local(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let header = match DeleteSubscriptionGroupRequestHeader::from_ext_fields(&request.ext_fields) {
+        Ok(header) => header,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    broker
+        .offsets()
+        .borrow_mut()
+        .remove_group(&header.group_name);
     ok(request)
 }
 
@@ -379,26 +499,124 @@ pub fn producer_connections(broker: &ShardBroker, request: &RemotingCommand) -> 
     ok(request).with_body(ProducerConnection { connection_set }.encode())
 }
 
-/// QUERY_TOPIC_CONSUME_BY_WHO (300): groups subscribed now or holding offsets on this shard.
-pub fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+/// QUERY_TOPIC_CONSUME_BY_WHO (300): the groups subscribed to the topic now, and the groups
+/// holding committed offsets on it on any shard (Java's `queryTopicConsumeByWho` over its one
+/// offset table).
+pub async fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
     let header = match QueryTopicConsumeByWhoRequestHeader::from_ext_fields(&request.ext_fields) {
         Ok(header) => header,
         Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let offsets = match inspect::gather_offsets(broker).await {
+        Ok(offsets) => offsets,
+        Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
     let mut group_list: BTreeSet<String> = broker
         .clients()
         .groups_subscribed_to(&header.topic)
         .into_iter()
         .collect();
-    group_list.extend(broker.offsets().borrow().groups_of_topic(&header.topic));
+    group_list.extend(groups_of_topic(&offsets, &header.topic));
     ok(request).with_body(GroupList { group_list }.encode())
 }
 
+/// The figures of GET_BROKER_RUNTIME_INFO that each shard reads from its own stores; the
+/// broker's value of each is the sum over the shards ([`runtime_info`]).
+const SHARD_FIGURES: [&str; 6] = [
+    "commitLogMaxOffset",
+    "commitLogMinOffset",
+    "dispatchBehindBytes",
+    "fdatasyncCount",
+    "commitLogPipelinedFlushes",
+    "commitLogPaddingBytes",
+];
+
+/// GET_BROKER_RUNTIME_INFO (28) as run by `handle_local` on every shard: the
+/// [`SHARD_FIGURES`] of this shard's stores (its own log's and a slave's hosted logs').
+///
+/// Java's broker has one commit log; Comet has one per shard, each with positions from 0
+/// (a physical offset carries its log's id in the top bits, so offsets of two logs are not
+/// comparable). The broker's `commitLogMaxOffset` and `commitLogMinOffset` are therefore the
+/// sums of the logs' positions, not physical offsets: their difference is the bytes the
+/// broker keeps, and the max grows by every byte written to any log, as Java's does. With
+/// one shard they equal that log's offsets.
+pub fn runtime_info_local(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let mut sums = [0u64; SHARD_FIGURES.len()];
+    for store in shard_stores(broker) {
+        let stats = store.stats();
+        let figures = [
+            store.durable_position(),
+            store.min_position(),
+            store.dispatch_behind_bytes(),
+            stats.fdatasyncs,
+            stats.pipelined_flushes,
+            stats.padding_bytes,
+        ];
+        for (sum, figure) in sums.iter_mut().zip(figures) {
+            *sum = sum.saturating_add(figure);
+        }
+    }
+    let table = SHARD_FIGURES
+        .iter()
+        .zip(sums)
+        .map(|(key, sum)| ((*key).to_owned(), sum.to_string()))
+        .collect();
+    ok(request).with_body(KVTable { table }.encode())
+}
+
+/// Runs `request` on shard `index` without counting it as a request the broker routed:
+/// the traffic figures an operator reads must not count the calls that gather them.
+async fn ask_shard_uncounted(
+    broker: &ShardBroker,
+    index: usize,
+    request: RemotingCommand,
+) -> Result<RemotingCommand, InternalCallError> {
+    let asked = || format!("runtime figures of shard {index}");
+    let call = ShardCall::Request {
+        context: internal_context(broker),
+        command: request,
+    };
+    let answer = broker
+        .mesh()
+        .call(crate::routing::shard_id(index), call)
+        .await
+        .unwrap_or_else(|e| {
+            log::warn!("runtime figures of shard {index}: {e}");
+            None
+        });
+    InternalCallError::successful(answer, asked)
+}
+
+/// The broker's [`SHARD_FIGURES`]: every shard's, summed.
+async fn broker_figures(broker: &ShardBroker) -> Result<[u64; 6], InternalCallError> {
+    let mut sums = [0u64; SHARD_FIGURES.len()];
+    for index in 0..broker.shard_count() {
+        let request = RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO, 0);
+        let response = ask_shard_uncounted(broker, index, request).await?;
+        let part =
+            KVTable::decode(&response.body).map_err(|source| InternalCallError::Unreadable {
+                asked: format!("runtime figures of shard {index}"),
+                source,
+            })?;
+        for (sum, key) in sums.iter_mut().zip(SHARD_FIGURES) {
+            let figure = part
+                .table
+                .get(key)
+                .and_then(|value| value.parse::<u64>().ok());
+            *sum = sum.saturating_add(figure.unwrap_or(0));
+        }
+    }
+    Ok(sums)
+}
+
 /// GET_BROKER_RUNTIME_INFO (28): a KVTable of string figures, under the keys RocketMQ's
-/// `brokerStatus` prints and `clusterList` reads. Traffic figures are broker-wide (every
-/// shard); commit-log offsets are this shard's log (every shard has one).
-pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let stats = broker.store().stats();
+/// `brokerStatus` prints and `clusterList` reads, for the whole broker: traffic figures count
+/// every shard, store figures are summed over every shard's logs ([`runtime_info_local`]).
+pub async fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    let store_figures = match broker_figures(broker).await {
+        Ok(figures) => figures,
+        Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
+    };
     let traffic = broker.all_traffic().report();
     let requests = traffic.now.in_place + traffic.now.forwarded;
     let forwarded_percent = if requests == 0 {
@@ -406,12 +624,13 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
     } else {
         traffic.now.forwarded as f64 * 100.0 / requests as f64
     };
-    let figures: [(&str, String); 22] = [
-        ("brokerVersionDesc", "V5_3_3".to_owned()),
-        (
-            "brokerVersion",
-            comet_proto::code::version::CURRENT.to_string(),
-        ),
+    // Java prints the fraction of the disk in use, -1 when it cannot tell.
+    let disk_ratio = comet_rt::io::disk_used_ratio(&broker.config().store_root)
+        .map_or_else(|_| "-1".to_owned(), |ratio| ratio.to_string());
+    let version = comet_proto::code::version::CURRENT;
+    let mut figures: Vec<(&str, String)> = vec![
+        ("brokerVersionDesc", version_desc(version)),
+        ("brokerVersion", version.to_string()),
         ("bootTimestamp", broker.boot_timestamp_ms().to_string()),
         ("msgPutTotalTodayNow", traffic.now.put.to_string()),
         ("msgGetTotalTodayNow", traffic.now.got.to_string()),
@@ -436,22 +655,8 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
         // Java 4.9's spelling: its mqadmin clusterList, the Go admin and the dashboard read
         // this key (4.9.x mqadmin throws on its absence), 5.x's the one above.
         ("getTransferedTps", format_tps(&traffic.got_tps)),
-        (
-            "commitLogMaxOffset",
-            broker.store().durable_end_offset().as_i64().to_string(),
-        ),
-        (
-            "commitLogMinOffset",
-            broker.store().min_physical_offset().as_i64().to_string(),
-        ),
-        ("dispatchBehindBytes", "0".to_owned()),
+        ("commitLogDiskRatio", disk_ratio),
         ("shardCount", broker.shard_count().to_string()),
-        ("fdatasyncCount", stats.fdatasyncs.to_string()),
-        (
-            "commitLogPipelinedFlushes",
-            stats.pipelined_flushes.to_string(),
-        ),
-        ("commitLogPaddingBytes", stats.padding_bytes.to_string()),
         ("requestsHandledInPlace", traffic.now.in_place.to_string()),
         (
             "requestsForwardedToOwnerShard",
@@ -462,11 +667,109 @@ pub fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
             format!("{forwarded_percent:.2}"),
         ),
     ];
+    figures.extend(
+        SHARD_FIGURES
+            .iter()
+            .zip(store_figures)
+            .map(|(key, sum)| (*key, sum.to_string())),
+    );
     let table = figures
         .into_iter()
         .map(|(key, value)| (key.to_owned(), value))
         .collect();
     ok(request).with_body(KVTable { table }.encode())
+}
+
+/// Java's `MQVersion.getVersionDesc`: the name of the `MQVersion.Version` constant whose
+/// ordinal is `version`. From V3_9_1_SNAPSHOT (194) to V5_9_9 (611) the constants are regular,
+/// a SNAPSHOT then the release of each version; past them Java answers HIGHER_VERSION. The
+/// irregular 3.x names below are never Comet's, so they are printed as the number.
+fn version_desc(version: i32) -> String {
+    const FIRST_REGULAR: i32 = 194;
+    const FIRST_REGULAR_RELEASE: i32 = 391;
+    const LAST_REGULAR: i32 = 611;
+    match version {
+        FIRST_REGULAR..=LAST_REGULAR => {
+            let steps = version - FIRST_REGULAR;
+            let release = FIRST_REGULAR_RELEASE + steps / 2;
+            let (major, minor, patch) = (release / 100, release / 10 % 10, release % 10);
+            let suffix = if steps % 2 == 0 { "_SNAPSHOT" } else { "" };
+            format!("V{major}_{minor}_{patch}{suffix}")
+        }
+        v if v > LAST_REGULAR => "HIGHER_VERSION".to_owned(),
+        v => v.to_string(),
+    }
+}
+
+/// DELETE_EXPIRED_COMMITLOG (329), CLEAN_EXPIRED_CONSUMEQUEUE (306) and CLEAN_UNUSED_TOPIC
+/// (316), the store maintenance `mqadmin deleteExpiredCommitLog`, `cleanExpiredCQ` and
+/// `cleanUnusedTopic` ask for: run on every shard (each has its own log and queues), then
+/// answered SUCCESS, as Java answers them.
+pub async fn store_maintenance(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+    match on_every_shard(broker, request).await {
+        Ok(()) => ok(request),
+        Err(failure) => error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
+    }
+}
+
+/// DELETE_EXPIRED_COMMITLOG (329) as run by `handle_local` on every shard: as Java's
+/// `executeDeleteFilesManually`, the next retention passes of this shard's stores delete
+/// expired segments whatever the hour (see the store's `delete_expired_manually`).
+pub fn delete_expired_commit_log_local(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    for store in shard_stores(broker) {
+        store.delete_expired_manually();
+    }
+    ok(request)
+}
+
+/// CLEAN_EXPIRED_CONSUMEQUEUE (306) as run by `handle_local` on every shard: consume-queue
+/// entries and files pointing into deleted segments go now (Java's
+/// `cleanExpiredConsumerQueue`; Comet's retention also does it every pass).
+pub async fn clean_expired_queues_local(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    for store in shard_stores(broker) {
+        if let Err(e) = store.drop_gone_queue_entries().await {
+            return error(request, ResponseCode::SYSTEM_ERROR, e.to_string());
+        }
+    }
+    ok(request)
+}
+
+/// CLEAN_UNUSED_TOPIC (316) as run by `handle_local` on every shard: the consume queues of
+/// topics the topic table no longer holds are emptied, as Java's `cleanUnusedTopic` destroys
+/// them. System topics stay (Java keeps its schedule topic; Comet's other internal queues,
+/// the timer wheel's, pop's and transactions', all have system names and may have no
+/// config).
+pub async fn clean_unused_topic_local(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    for store in shard_stores(broker) {
+        let stored: BTreeSet<String> = store
+            .queue_list()
+            .into_iter()
+            .map(|(topic, _)| topic)
+            .collect();
+        let unused: Vec<String> = {
+            let topics = broker.topics();
+            stored
+                .into_iter()
+                .filter(|topic| topics.get(topic).is_none() && !names::is_system_topic(topic))
+                .collect()
+        };
+        for topic in unused {
+            if let Err(e) = store.drop_topic_entries(&topic).await {
+                let remark = format!("cannot drop the queues of {topic}: {e}");
+                return error(request, ResponseCode::SYSTEM_ERROR, remark);
+            }
+        }
+    }
+    ok(request)
 }
 
 /// GET_TOPIC_CONFIG (351, 5.x): one topic's config (Java's TopicConfigAndQueueMapping; the
@@ -483,5 +786,24 @@ pub fn topic_config(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
             ResponseCode::TOPIC_NOT_EXIST,
             format!("No topic in this broker. topic: {topic}"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the version names are Java's `MQVersion.Version` constants at their ordinals.
+    #[test]
+    fn version_names_are_javas() {
+        assert_eq!(version_desc(comet_proto::code::version::CURRENT), "V5_3_3");
+        assert_eq!(version_desc(478), "V5_3_3_SNAPSHOT");
+        assert_eq!(version_desc(194), "V3_9_1_SNAPSHOT");
+        assert_eq!(version_desc(213), "V4_0_0");
+        assert_eq!(version_desc(401), "V4_9_4");
+        assert_eq!(version_desc(413), "V5_0_0");
+        assert_eq!(version_desc(611), "V5_9_9");
+        assert_eq!(version_desc(612), "HIGHER_VERSION");
+        assert_eq!(version_desc(5000), "HIGHER_VERSION");
     }
 }

@@ -105,6 +105,14 @@ pub async fn handle(
         NOTIFICATION => Some(pop_peek::notification(broker, context, &request).await),
         POLLING_INFO => Some(pop_peek::polling_info(broker, context, &request).await),
         GET_BROKER_HA_STATUS => Some(ha_status::gather(broker, context, request).await),
+        // Broker-wide admin writes and figures: the shared tables here, each shard's offsets,
+        // queues and logs by its own part in `handle_local`.
+        DELETE_SUBSCRIPTIONGROUP => Some(admin::delete_group(broker, &request).await),
+        DELETE_TOPIC_IN_BROKER => Some(admin::delete_topic(broker, &request).await),
+        GET_BROKER_RUNTIME_INFO => Some(admin::runtime_info(broker, &request).await),
+        DELETE_EXPIRED_COMMITLOG | CLEAN_EXPIRED_CONSUMEQUEUE | CLEAN_UNUSED_TOPIC => {
+            Some(admin::store_maintenance(broker, &request).await)
+        }
         // Broker-wide: gathered from (or applied on) every shard; `handle_local` runs the
         // shard's own part.
         GET_ALL_CONSUMER_OFFSET => Some(inspect::all_consumer_offsets(broker, &request).await),
@@ -307,21 +315,24 @@ pub async fn handle_local(
         UNLOCK_BATCH_MQ => client::unlock_batch(broker, &request),
         CHECK_CLIENT_CONFIG => client::check_client_config(broker, &request),
         UPDATE_AND_CREATE_TOPIC => persisted(broker, admin::create_topic(broker, &request)).await,
-        DELETE_TOPIC_IN_BROKER => persisted(broker, admin::delete_topic(broker, &request)).await,
+        DELETE_TOPIC_IN_BROKER => admin::delete_topic_local(broker, &request).await,
         GET_ALL_TOPIC_CONFIG => admin::all_topic_config(broker, &request),
         GET_SYSTEM_TOPIC_LIST_FROM_BROKER => admin::system_topics(broker, &request),
         UPDATE_AND_CREATE_SUBSCRIPTIONGROUP => admin::create_group(broker, &request),
         GET_ALL_SUBSCRIPTIONGROUP_CONFIG => admin::all_groups(broker, &request),
         GET_SUBSCRIPTIONGROUP_CONFIG => admin::group_config(broker, &request),
-        DELETE_SUBSCRIPTIONGROUP => admin::delete_group(broker, &request),
+        DELETE_SUBSCRIPTIONGROUP => admin::delete_group_offsets_local(broker, &request),
         GET_TOPIC_STATS_INFO => admin::topic_stats(broker, &request).await,
         GET_CONSUME_STATS => admin::consume_stats(broker, &request).await,
         GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
         GET_PRODUCER_CONNECTION_LIST => admin::producer_connections(broker, &request),
-        QUERY_TOPIC_CONSUME_BY_WHO => admin::consumed_by_who(broker, &request),
+        QUERY_TOPIC_CONSUME_BY_WHO => admin::consumed_by_who(broker, &request).await,
         GET_BROKER_CONFIG => broker_config::get(broker, &request),
         UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
-        GET_BROKER_RUNTIME_INFO => admin::runtime_info(broker, &request),
+        GET_BROKER_RUNTIME_INFO => admin::runtime_info_local(broker, &request),
+        DELETE_EXPIRED_COMMITLOG => admin::delete_expired_commit_log_local(broker, &request),
+        CLEAN_EXPIRED_CONSUMEQUEUE => admin::clean_expired_queues_local(broker, &request).await,
+        CLEAN_UNUSED_TOPIC => admin::clean_unused_topic_local(broker, &request).await,
         GET_BROKER_HA_STATUS => ha_status::local(broker, &request),
         NOTIFY_BROKER_ROLE_CHANGED => controller::notify_role_changed(broker, &request),
         GET_TOPIC_CONFIG => admin::topic_config(broker, &request),
@@ -422,4 +433,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_ALL_DELAY_OFFSET,
     RequestCode::QUERY_ASSIGNMENT,
     RequestCode::SET_MESSAGE_REQUEST_MODE,
+    RequestCode::DELETE_EXPIRED_COMMITLOG,
+    RequestCode::CLEAN_EXPIRED_CONSUMEQUEUE,
+    RequestCode::CLEAN_UNUSED_TOPIC,
 ];

@@ -384,6 +384,15 @@ impl Store {
         log.durable.saturating_sub(log.dispatched)
     }
 
+    /// Moves queue min offsets past entries whose records retention deleted, and deletes
+    /// the consume-queue files left with nothing, now rather than at the next retention
+    /// pass (Java's CLEAN_EXPIRED_CONSUMEQUEUE).
+    pub async fn drop_gone_queue_entries(&self) -> Result<(), StoreError> {
+        let shared = &*self.shared;
+        let _guard = crate::maintenance::MaintenanceLock { shared }.await;
+        crate::maintenance::drop_gone_entries(shared).await
+    }
+
     /// Drops every entry of `topic`'s consume queues in this store (a deleted topic, as
     /// Java's `deleteTopics` destroys its queues): each queue's min moves to its max, the
     /// queue table records it before the files wholly below go. The records stay in the
