@@ -303,6 +303,10 @@ pub(crate) async fn drop_gone_entries(shared: &Shared) -> Result<(), StoreError>
 /// `Store::drop_topic_entries`) under the maintenance lock; returns how many queues held
 /// entries.
 pub(crate) async fn drop_topic_entries(shared: &Shared, topic: &str) -> Result<usize, StoreError> {
+    // The topic's records stay in the log, so a recovery that re-dispatched them would serve
+    // them again: a checkpoint first puts every record dispatched so far behind the point
+    // recovery starts from, with the queue files holding their entries up to max.
+    write_maintenance_checkpoint(shared).await?;
     let _guard = MaintenanceLock { shared }.await;
     let mut emptied = 0;
     let mut dropped = Vec::new();

@@ -396,8 +396,9 @@ impl Store {
     /// Drops every entry of `topic`'s consume queues in this store (a deleted topic, as
     /// Java's `deleteTopics` destroys its queues): each queue's min moves to its max, the
     /// queue table records it before the files wholly below go. The records stay in the
-    /// commit log until retention deletes their segments. Returns how many queues held
-    /// entries.
+    /// commit log until retention deletes their segments, so a checkpoint is written first:
+    /// the recovery after a crash starts past them and cannot serve them again. Returns how
+    /// many queues held entries.
     pub async fn drop_topic_entries(&self, topic: &str) -> Result<usize, StoreError> {
         crate::maintenance::drop_topic_entries(&self.shared, topic).await
     }
