@@ -1,5 +1,6 @@
-//! comet-admin against a real standalone broker: every subcommand that reads or changes a
-//! topic, a broker or a group runs and prints what the broker holds.
+//! comet-admin against a real standalone broker under its kebab-case names (kept as aliases of
+//! mqadmin's): every subcommand that reads or changes a topic, a broker or a group runs and
+//! prints what the broker holds.
 
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -108,6 +109,26 @@ fn admin_commands_against_a_standalone_broker() {
     assert!(
         status.contains("property PROP_CONSUME_TYPE CONSUME_PASSIVELY"),
         "{status}"
+    );
+    // Without -t, as mqadmin: the group's members and progress over every topic it consumes,
+    // found through its retry topic.
+    let connection = stdout_of(&admin(
+        &namesrv,
+        &["consumerConnection", "-g", "admin_cli_cg"],
+    ));
+    assert!(connection.contains("\nAdminCliTopic *\n"), "{connection}");
+    assert!(
+        connection.contains("consumeType CONSUME_PASSIVELY"),
+        "{connection}"
+    );
+    // A group's topics are those it committed offsets on: wait for the first commit.
+    wait_until(
+        "the group's committed offsets",
+        Duration::from_secs(30),
+        || {
+            let args = ["consumerProgress", "-g", "admin_cli_cg"];
+            stdout_of(&admin(&namesrv, &args)).contains("\nAdminCliTopic broker-a ")
+        },
     );
     consumer.shutdown();
     let mut entries = 0;
