@@ -276,13 +276,15 @@ fn delete_topic_on_every_shard() {
 
 // Proves GET_BROKER_RUNTIME_INFO reports the store of the whole broker: commitLogMaxOffset
 // covers both shards' logs (the sum of their ends, not a physical offset with a log id in
-// its top bits), dispatchBehindBytes settles at 0, the version is Java's name of Comet's
-// version, and asking does not count as routed requests.
+// its top bits), dispatchBehindBytes settles at 0, earliestMessageTimeStamp is the oldest
+// message's of either shard, the version is Java's name of Comet's version, and asking does
+// not count as routed requests.
 #[test]
 fn runtime_info_covers_every_shard() {
     let (_directory, broker) = seeded("shard-admin-runtime", &[], 5, 100);
     let mut client = broker.client();
     let mut log_ends: BTreeMap<u8, u64> = BTreeMap::new();
+    let mut earliest = i64::MAX;
     for queue_id in 0..QUEUES {
         let response = client.call_ok(pull_request("cg_ends", TOPIC, queue_id, 0, 32, 0));
         for message in decode_records(response.body.clone()) {
@@ -290,6 +292,7 @@ fn runtime_info_covers_every_shard() {
             let end = physical.position() + u64::try_from(message.store_size).unwrap();
             let log_end = log_ends.entry(physical.log_id().get()).or_default();
             *log_end = (*log_end).max(end);
+            earliest = earliest.min(message.store_timestamp);
         }
     }
     assert_eq!(log_ends.len(), 2, "both logs hold messages: {log_ends:?}");
@@ -304,6 +307,8 @@ fn runtime_info_covers_every_shard() {
         );
         assert_eq!(figure(&figures, "commitLogMinOffset"), 0);
         assert_eq!(figures["brokerVersionDesc"], "V5_3_3");
+        assert_eq!(figures["earliestMessageTimeStamp"], earliest.to_string());
+        assert_eq!(figures["brokerActive"], "true");
         assert_eq!(figures["shardCount"], "2");
     }
     wait_until("dispatch to catch up", Duration::from_secs(10), || {

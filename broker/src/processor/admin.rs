@@ -540,8 +540,12 @@ const SHARD_FIGURES: [&str; 6] = [
 /// sums of the logs' positions, not physical offsets: their difference is the bytes the
 /// broker keeps, and the max grows by every byte written to any log, as Java's does. With
 /// one shard they equal that log's offsets.
-pub fn runtime_info_local(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
+pub async fn runtime_info_local(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
     let mut sums = [0u64; SHARD_FIGURES.len()];
+    let mut earliest: Option<i64> = None;
     for store in shard_stores(broker) {
         let stats = store.stats();
         let figures = [
@@ -555,13 +559,34 @@ pub fn runtime_info_local(broker: &ShardBroker, request: &RemotingCommand) -> Re
         for (sum, figure) in sums.iter_mut().zip(figures) {
             *sum = sum.saturating_add(figure);
         }
+        if let Some(stored) = first_store_time(&store).await {
+            earliest = Some(earliest.map_or(stored, |known| known.min(stored)));
+        }
     }
-    let table = SHARD_FIGURES
+    let mut table: BTreeMap<String, String> = SHARD_FIGURES
         .iter()
         .zip(sums)
         .map(|(key, sum)| ((*key).to_owned(), sum.to_string()))
         .collect();
+    table.insert(EARLIEST.to_owned(), earliest.unwrap_or(-1).to_string());
     ok(request).with_body(KVTable { table }.encode())
+}
+
+/// The key of the store time of the oldest message the broker keeps (Java's
+/// `getEarliestMessageTime`, -1 without one): `clusterList` prints how many hours it spans.
+const EARLIEST: &str = "earliestMessageTimeStamp";
+
+/// The store time of the first record `store`'s log keeps, if it can be read.
+async fn first_store_time(store: &Store) -> Option<i64> {
+    if store.durable_position() <= store.min_position() {
+        return None;
+    }
+    let record = store
+        .read_record(store.min_physical_offset())
+        .await
+        .ok()??;
+    let view = comet_proto::message::RecordView::parse(&record).ok()?;
+    Some(view.store_timestamp())
 }
 
 /// Runs `request` on shard `index` without counting it as a request the broker routed:
@@ -587,9 +612,18 @@ async fn ask_shard_uncounted(
     InternalCallError::successful(answer, asked)
 }
 
-/// The broker's [`SHARD_FIGURES`]: every shard's, summed.
-async fn broker_figures(broker: &ShardBroker) -> Result<[u64; 6], InternalCallError> {
+/// What the shards report for GET_BROKER_RUNTIME_INFO, for the whole broker.
+struct BrokerFigures {
+    /// The [`SHARD_FIGURES`], summed over the shards.
+    sums: [u64; SHARD_FIGURES.len()],
+    /// The earliest store time any shard keeps, -1 without one.
+    earliest_ms: i64,
+}
+
+/// Every shard's figures, joined ([`BrokerFigures`]).
+async fn broker_figures(broker: &ShardBroker) -> Result<BrokerFigures, InternalCallError> {
     let mut sums = [0u64; SHARD_FIGURES.len()];
+    let mut earliest_ms: Option<i64> = None;
     for index in 0..broker.shard_count() {
         let request = RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO, 0);
         let response = ask_shard_uncounted(broker, index, request).await?;
@@ -605,15 +639,25 @@ async fn broker_figures(broker: &ShardBroker) -> Result<[u64; 6], InternalCallEr
                 .and_then(|value| value.parse::<u64>().ok());
             *sum = sum.saturating_add(figure.unwrap_or(0));
         }
+        let stored = part
+            .table
+            .get(EARLIEST)
+            .and_then(|value| value.parse::<i64>().ok());
+        if let Some(stored) = stored.filter(|stored| *stored >= 0) {
+            earliest_ms = Some(earliest_ms.map_or(stored, |known| known.min(stored)));
+        }
     }
-    Ok(sums)
+    Ok(BrokerFigures {
+        sums,
+        earliest_ms: earliest_ms.unwrap_or(-1),
+    })
 }
 
 /// GET_BROKER_RUNTIME_INFO (28): a KVTable of string figures, under the keys RocketMQ's
 /// `brokerStatus` prints and `clusterList` reads, for the whole broker: traffic figures count
 /// every shard, store figures are summed over every shard's logs ([`runtime_info_local`]).
 pub async fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> RemotingCommand {
-    let store_figures = match broker_figures(broker).await {
+    let shard_figures = match broker_figures(broker).await {
         Ok(figures) => figures,
         Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
     };
@@ -656,6 +700,12 @@ pub async fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Re
         // this key (4.9.x mqadmin throws on its absence), 5.x's the one above.
         ("getTransferedTps", format_tps(&traffic.got_tps)),
         ("commitLogDiskRatio", disk_ratio),
+        (EARLIEST, shard_figures.earliest_ms.to_string()),
+        // Java's `isSpecialServiceRunning`: a master taking writes.
+        (
+            "brokerActive",
+            (broker.config().broker_role.is_master() && !super::lease_lapsed(broker)).to_string(),
+        ),
         ("shardCount", broker.shard_count().to_string()),
         ("requestsHandledInPlace", traffic.now.in_place.to_string()),
         (
@@ -670,7 +720,7 @@ pub async fn runtime_info(broker: &ShardBroker, request: &RemotingCommand) -> Re
     figures.extend(
         SHARD_FIGURES
             .iter()
-            .zip(store_figures)
+            .zip(shard_figures.sums)
             .map(|(key, sum)| (*key, sum.to_string())),
     );
     let table = figures

@@ -329,7 +329,7 @@ pub async fn handle_local(
         QUERY_TOPIC_CONSUME_BY_WHO => admin::consumed_by_who(broker, &request).await,
         GET_BROKER_CONFIG => broker_config::get(broker, &request),
         UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
-        GET_BROKER_RUNTIME_INFO => admin::runtime_info_local(broker, &request),
+        GET_BROKER_RUNTIME_INFO => admin::runtime_info_local(broker, &request).await,
         DELETE_EXPIRED_COMMITLOG => admin::delete_expired_commit_log_local(broker, &request),
         CLEAN_EXPIRED_CONSUMEQUEUE => admin::clean_expired_queues_local(broker, &request).await,
         CLEAN_UNUSED_TOPIC => admin::clean_unused_topic_local(broker, &request).await,
