@@ -1,7 +1,7 @@
 //! Admin requests that must act on the whole broker, whichever shard accepted the
 //! connection, on a broker with 2 shards whose topic has queues owned by both:
 //! DELETE_SUBSCRIPTIONGROUP with cleanOffset, DELETE_TOPIC_IN_BROKER,
-//! QUERY_TOPIC_CONSUME_BY_WHO, the store figures and version of GET_BROKER_RUNTIME_INFO, and
+//! QUERY_TOPIC_CONSUME_BY_WHO, QUERY_TOPICS_BY_CONSUMER, the store figures and version of GET_BROKER_RUNTIME_INFO, and
 //! the store maintenance codes (DELETE_EXPIRED_COMMITLOG and the consume-queue cleanups).
 //!
 //! Every request is sent over several connections (a connection lands on whichever shard
@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use comet_broker::ownership::owner_shard;
-use comet_proto::body::{ConsumerOffsetSerializeWrapper, GroupList, JsonBody, KVTable};
+use comet_proto::body::{ConsumerOffsetSerializeWrapper, GroupList, JsonBody, KVTable, TopicList};
 use comet_proto::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
@@ -199,6 +199,31 @@ fn consume_by_who_gathers_every_shard() {
         let groups = GroupList::decode(&response.body).unwrap().group_list;
         assert!(groups.contains("cg_on_shard_0"), "{groups:?}");
         assert!(groups.contains("cg_on_shard_1"), "{groups:?}");
+    }
+}
+
+// Proves QUERY_TOPICS_BY_CONSUMER lists the topics a group holds offsets on, on any shard:
+// one topic's offsets only on shard 0's queues, another's only on shard 1's.
+#[test]
+fn topics_by_consumer_gathers_every_shard() {
+    let (_directory, broker) = seeded("shard-admin-topics", &[], 1, 16);
+    let mut client = broker.client();
+    let other = "ShardAdminSecond";
+    common::create_topic(&mut client, other, QUEUES);
+    let on_shard = |topic: &str, shard: usize| {
+        (0..QUEUES)
+            .find(|queue_id| owner_shard(topic, *queue_id, 2).index() == shard)
+            .expect("a queue on the shard")
+    };
+    commit(&mut client, "cg_topics", TOPIC, on_shard(TOPIC, 0), 1);
+    commit(&mut client, "cg_topics", other, on_shard(other, 1), 1);
+    for mut client in clients(&broker) {
+        let mut ask = RemotingCommand::request(RequestCode::QUERY_TOPICS_BY_CONSUMER, 0);
+        ask.ext_fields.insert("group", "cg_topics");
+        let response = client.call_ok(ask);
+        let topics = TopicList::decode(&response.body).unwrap().topic_list;
+        assert!(topics.contains(TOPIC), "{topics:?}");
+        assert!(topics.contains(other), "{topics:?}");
     }
 }
 

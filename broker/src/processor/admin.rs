@@ -531,6 +531,30 @@ const SHARD_FIGURES: [&str; 6] = [
     "commitLogPaddingBytes",
 ];
 
+/// QUERY_TOPICS_BY_CONSUMER (343, 5.x): the topics `group` holds committed offsets on, on
+/// any shard (Java's `queryTopicsByConsumer` over its one offset table), as a TopicList with
+/// this broker's address.
+pub async fn topics_by_consumer(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let group = match request.ext_fields.required_str("group") {
+        Ok(group) => group,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
+    let offsets = match inspect::gather_offsets(broker).await {
+        Ok(offsets) => offsets,
+        Err(failure) => return error(request, ResponseCode::SYSTEM_ERROR, failure.to_string()),
+    };
+    let body = TopicList {
+        topic_list: inspect::topics_of_group(&offsets, group)
+            .into_iter()
+            .collect(),
+        broker_addr: Some(broker.config().broker_addr()),
+    };
+    ok(request).with_body(body.encode())
+}
+
 /// GET_BROKER_RUNTIME_INFO (28) as run by `handle_local` on every shard: the
 /// [`SHARD_FIGURES`] of this shard's stores (its own log's and a slave's hosted logs').
 ///

@@ -327,6 +327,7 @@ pub async fn handle_local(
         GET_CONSUMER_CONNECTION_LIST => admin::consumer_connections(broker, &request),
         GET_PRODUCER_CONNECTION_LIST => admin::producer_connections(broker, &request),
         QUERY_TOPIC_CONSUME_BY_WHO => admin::consumed_by_who(broker, &request).await,
+        QUERY_TOPICS_BY_CONSUMER => admin::topics_by_consumer(broker, &request).await,
         GET_BROKER_CONFIG => broker_config::get(broker, &request),
         UPDATE_BROKER_CONFIG => broker_config::update(broker, &request).await,
         GET_BROKER_RUNTIME_INFO => admin::runtime_info_local(broker, &request).await,
@@ -436,4 +437,5 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::DELETE_EXPIRED_COMMITLOG,
     RequestCode::CLEAN_EXPIRED_CONSUMEQUEUE,
     RequestCode::CLEAN_UNUSED_TOPIC,
+    RequestCode::QUERY_TOPICS_BY_CONSUMER,
 ];
