@@ -5,7 +5,8 @@
 //! - Segments older than `file_reserved_hours` expire; expired ones go at the local hours of
 //!   `delete_when_hours`, at any hour while disk use is past `disk_max_used_ratio`, and in
 //!   the [`MANUAL_DELETE_PASSES`] passes after a manual request.
-//! - Past `disk_high_ratio` the oldest segment goes at once, expired or not.
+//! - Past `disk_high_ratio` (or past `disk_hard_ratio`) the oldest segment goes at once,
+//!   expired or not.
 //! - Past `disk_hard_ratio` appends are refused until a pass finds the disk below it.
 
 use std::cell::RefCell;
@@ -91,7 +92,8 @@ impl<'s> Retention<'s> {
             .await;
             drop_gone_entries(self.shared).await?;
         }
-        let forced = used > config.disk_high_ratio;
+        // Past the refusal mark Java cleans at once too, whatever the clean-forcibly mark.
+        let forced = used > config.disk_high_ratio || full.is_some();
         let time_up = config.delete_when_hours.contains(&local_hour(now_ms));
         let crowded = used > config.disk_max_used_ratio;
         let manual = self.shared.manual_delete_passes.get();

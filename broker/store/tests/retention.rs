@@ -241,3 +241,30 @@ fn dropped_topic_stays_empty_after_a_crash() {
         store.shutdown().await.expect("shutdown");
     });
 }
+
+// Proves disk use past the refusal mark also deletes the oldest segment at once, expired or
+// not, whatever the clean-forcibly mark (Java cleans immediately past its warning level).
+#[test]
+fn refusal_mark_cleans_at_once() {
+    let dir = TempDir::new("ret-refusal-clean");
+    let mut config = expiring_config(&dir);
+    config.file_reserved_hours = 72;
+    run(async {
+        let store = Store::open(config.clone()).await.expect("open");
+        fill(&store, "Refusal").await;
+        store.shutdown().await.expect("shutdown");
+    });
+    config.disk_hard_ratio = 0.0;
+    run(async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        let off_hour = off_local_hours(&config.delete_when_hours);
+        let min_before = store.min_position();
+        let deleted = store.run_retention_once(off_hour).await.expect("pass");
+        assert!(
+            deleted >= 1,
+            "the oldest segment goes past the refusal mark"
+        );
+        assert!(store.min_position() > min_before);
+        store.shutdown().await.expect("shutdown");
+    });
+}
