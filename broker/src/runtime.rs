@@ -256,14 +256,14 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
             format!("cannot serve the name server on {namesrv}"),
         ))?;
     }
-    if config.broker_role.is_master() {
-        // Shard 0's HA listener shares its port with nothing (a reuse-port bind would).
-        let ha = config.ha_listen_addr();
-        comet_rt::net::ensure_port_free(ha).map_err(RunError::during(
-            FatalReason::Bind,
-            format!("cannot listen for slaves on {ha}"),
-        ))?;
-    }
+    // Shard 0's HA listener joins this reservation's reuse-port group and no other process's
+    // (the reservation checks that nothing listens there first). Held for the run, so no
+    // outgoing connection takes the port as its local port before the listener binds it.
+    let ha_reservation = if config.broker_role.is_master() {
+        Some(reserve_ha_port(&config)?)
+    } else {
+        None
+    };
     let metrics_on = config.metrics_exporter == MetricsExporter::Prom;
     if metrics_on {
         // Shard 0 alone serves metrics: checked before any shard runs.
@@ -333,7 +333,19 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     let pool = Pool::start(&pool_config, move |context: ShardContext| {
         let start = start.clone();
         let mesh = mesh.clone();
-        async move { run_shard(context, start, mesh).await }
+        async move {
+            let shard = context.shard;
+            let stop = start.options.stop.clone();
+            let result = run_shard(context, start, mesh).await;
+            if let Err(error) = &result {
+                // Said at once, and the run stops: the other shards would otherwise serve on
+                // without this one, and its failure would surface only when they end.
+                let cause = error.source.as_ref().map(|cause| format!(": {cause}"));
+                log::error!("{shard} failed: {error}{}", cause.unwrap_or_default());
+                stop.request();
+            }
+            result
+        }
     })
     .map_err(RunError::new(FatalReason::Config))?;
     let mut failures = Vec::new();
@@ -345,6 +357,7 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         }
     }
     drop(reservation);
+    drop(ha_reservation);
     // The first shard's reason stands for all; every message is kept.
     let Some(first) = failures.first() else {
         return Ok(());
@@ -363,6 +376,21 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         message,
         source: None,
     })
+}
+
+/// Reserves `config`'s HA port (bound, never listening) until the reservation drops.
+///
+/// Why: an outgoing connection of any process on the machine takes a free port as its local
+/// port, and Linux gives connections even ports first; `haListenPort` defaults to the
+/// listen port + 1, so an HA port next to an odd listen port is exactly such a port. A
+/// connection holding it (open, or in TIME_WAIT for a minute after it closed) makes the
+/// HA listener's bind fail. A bound socket keeps new connections off the port.
+pub fn reserve_ha_port(config: &BrokerConfig) -> Result<PortReservation, RunError> {
+    let ha = config.ha_listen_addr();
+    PortReservation::new(ha).map_err(RunError::during(
+        FatalReason::Bind,
+        format!("cannot listen for slaves on {ha}"),
+    ))
 }
 
 /// Gives every topic whose consume queues this master's stores hold a topic config: a

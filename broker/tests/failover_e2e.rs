@@ -182,6 +182,41 @@ fn try_call(addr: SocketAddr, request: RemotingCommand) -> Option<RemotingComman
     }
 }
 
+/// A TCP connection to `to` from the local address `local` (as an outgoing connection whose
+/// ephemeral port happened to be `local`'s port); fails when `local` cannot be bound.
+fn connect_from(local: SocketAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let (SocketAddr::V4(local), SocketAddr::V4(to)) = (local, to) else {
+        panic!("loopback IPv4 addresses only");
+    };
+    let sockaddr = |addr: std::net::SocketAddrV4| libc::sockaddr_in {
+        sin_family: libc::sa_family_t::try_from(libc::AF_INET).expect("AF_INET fits"),
+        sin_port: addr.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*addr.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let size = libc::socklen_t::try_from(std::mem::size_of::<libc::sockaddr_in>())
+        .expect("a sockaddr_in's size fits");
+    // SAFETY: plain socket calls on a descriptor this function owns; the addresses are
+    // valid `sockaddr_in` values of the size given; the descriptor moves into the stream.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let stream = TcpStream::from_raw_fd(fd);
+        let bound = sockaddr(local);
+        if libc::bind(fd, std::ptr::addr_of!(bound).cast(), size) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let target = sockaddr(to);
+        if libc::connect(fd, std::ptr::addr_of!(target).cast(), size) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(stream)
+    }
+}
+
 /// The role a broker runs in now (`brokerRole` of GET_BROKER_CONFIG), if it answers.
 fn role_of(node: &Node) -> Option<String> {
     let answer = try_call(
@@ -216,24 +251,40 @@ fn sync_state_set_size(controller: &str, broker_name: &str) -> Option<usize> {
 fn wait_for_master_with_slave(nodes: &[&Node], topic: &str, set: &BrokerSet) -> usize {
     let mut master = None;
     let mut probes = 0;
+    // What the last probe saw, so a failure says which condition never held.
+    let mut last_seen = String::new();
     let settled = poll_until(CONVERGE_LIMIT * 2, || {
-        let masters: Vec<usize> = (0..nodes.len()).filter(|i| is_master(nodes[*i])).collect();
+        let roles: Vec<Option<String>> = nodes.iter().map(|node| role_of(node)).collect();
+        let masters: Vec<usize> = (0..nodes.len())
+            .filter(|i| {
+                roles[*i]
+                    .as_deref()
+                    .is_some_and(|role| role.ends_with("MASTER"))
+            })
+            .collect();
+        last_seen = format!("roles {roles:?}");
         let [only] = masters[..] else { return false };
         master = Some(only);
         probes += 1;
         // Fallible calls: a broker may be restarting into its role between two probes.
         let addr = nodes[only].addr;
         let created = try_call(addr, common::create_topic_request(topic, QUEUES))
-            .is_some_and(|answer| answer.response_code() == ResponseCode::SUCCESS);
+            .map(|answer| answer.response_code());
         let body = format!("probe {probes}");
         let probe = common::send_request(topic, 0, body.as_bytes(), None, None);
-        created
-            && try_call(addr, probe)
-                .is_some_and(|answer| answer.response_code() == ResponseCode::SUCCESS)
-            && sync_state_set_size(&set.controller_addr, &set.name) == Some(nodes.len())
+        let sent = try_call(addr, probe).map(|answer| answer.response_code());
+        let in_sync = sync_state_set_size(&set.controller_addr, &set.name);
+        last_seen = format!(
+            "roles {roles:?}, create topic {created:?}, send {sent:?}, sync-state set size {in_sync:?}"
+        );
+        created == Some(ResponseCode::SUCCESS)
+            && sent == Some(ResponseCode::SUCCESS)
+            && in_sync == Some(nodes.len())
     });
-    let logs: Vec<String> = nodes.iter().map(|node| node.log_text()).collect();
-    assert!(settled, "one master with an in-sync slave: {logs:#?}");
+    if !settled {
+        let logs: Vec<String> = nodes.iter().map(|node| node.log_text()).collect();
+        panic!("no master with an in-sync slave; last probe saw {last_seen}; logs: {logs:#?}");
+    }
     master.expect("settled names the master")
 }
 
@@ -286,6 +337,15 @@ fn a_killed_master_is_replaced_without_losing_an_acknowledged_message() {
     let namesrv_addr = controller.namesrv_addr.clone();
     let first = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &set);
     let other = 1 - first;
+    // The slave's HA port (its listen port + 1, even, so the kind Linux gives outgoing
+    // connections first) must be held while it is a slave, or a connection taking it as
+    // its local port would make its promotion fail to listen for slaves.
+    let slave_ha = SocketAddr::new(nodes[other].addr.ip(), nodes[other].addr.port() + 1);
+    let squatter = connect_from(slave_ha, nodes[first].addr);
+    assert!(
+        squatter.is_err(),
+        "a connection took the slave's HA port {slave_ha} as its local port"
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicUsize::new(0));
     let senders = start_senders(&namesrv_addr, TOPIC, SENDERS, "k", &stop, &acked);

@@ -170,6 +170,9 @@ pub fn run_controlled(
             move || driver::drive(session, driver_config, role, notifications, control)
         })
         .map_err(|error| RunError::new(FatalReason::Config)(ControllerModeError::Thread(error)))?;
+    // Held while the process runs: any run may make this broker a master, whose HA port
+    // must then be free (see `runtime::reserve_ha_port`).
+    let _ha_reservation = crate::runtime::reserve_ha_port(&config)?;
     let mut outcome = Ok(());
     // The shards start only once the controller decided a role, so a start costs no
     // restart: every restart is one more clean stop and start for clients to wait through.
