@@ -348,8 +348,9 @@ fn runtime_info_covers_every_shard() {
 }
 
 // Proves DELETE_EXPIRED_COMMITLOG makes every shard delete its expired segments outside the
-// delete hour (the commit-log min of both logs moves), and that CLEAN_EXPIRED_CONSUMEQUEUE and
-// CLEAN_UNUSED_TOPIC are answered SUCCESS, as Java answers them.
+// delete hour (the commit-log min of both logs moves), that CLEAN_EXPIRED_CONSUMEQUEUE and
+// CLEAN_UNUSED_TOPIC are answered SUCCESS, as Java answers them, and that maintenance codes
+// without a Comet counterpart get REQUEST_CODE_NOT_SUPPORTED.
 #[test]
 fn manual_delete_reaches_every_shard() {
     let not_now = (comet_store::local_hour(comet_rt::clock::wall_clock_ms()) + 12) % 24;
@@ -391,5 +392,23 @@ fn manual_delete_reaches_every_shard() {
     assert!(
         figure(&figures, "commitLogMinOffset") >= 2 * 65536,
         "{figures:?}"
-    );
+    ); // Maintenance of things Comet does not have (RocksDB queues, a master flush offset to
+       // reset, cold-data flow control, read-ahead modes) is refused honestly, as Java refuses
+       // an unknown code.
+    for code in [
+        RequestCode::RESET_MASTER_FLUSH_OFFSET,
+        RequestCode::CHECK_ROCKSDB_CQ_WRITE_PROGRESS,
+        RequestCode::EXPORT_ROCKSDB_CONFIG_TO_JSON,
+        RequestCode::UPDATE_COLD_DATA_FLOW_CTR_CONFIG,
+        RequestCode::SET_COMMITLOG_READ_MODE,
+    ] {
+        let response = client.call(RemotingCommand::request(code, 0));
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
+            "{code:?}"
+        );
+        let remark = format!(" request type {} not supported", code.value());
+        assert_eq!(response.remark.as_deref(), Some(remark.as_str()));
+    }
 }
