@@ -1,8 +1,9 @@
 //! Admin requests that must act on the whole broker, whichever shard accepted the
 //! connection, on a broker with 2 shards whose topic has queues owned by both:
 //! DELETE_SUBSCRIPTIONGROUP with cleanOffset, DELETE_TOPIC_IN_BROKER,
-//! QUERY_TOPIC_CONSUME_BY_WHO, QUERY_TOPICS_BY_CONSUMER, the store figures and version of GET_BROKER_RUNTIME_INFO, and
-//! the store maintenance codes (DELETE_EXPIRED_COMMITLOG and the consume-queue cleanups).
+//! QUERY_TOPIC_CONSUME_BY_WHO, QUERY_TOPICS_BY_CONSUMER, the store figures and version of
+//! GET_BROKER_RUNTIME_INFO, and the store maintenance codes (DELETE_EXPIRED_COMMITLOG and
+//! the consume-queue cleanups).
 //!
 //! Every request is sent over several connections (a connection lands on whichever shard
 //! accepted it); with per-queue state on both shards, a request served by one shard only
