@@ -9,6 +9,10 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
+use comet_proto::body::{
+    JsonBody, MessageRequestMode, MessageRequestModeSerializeWrapper,
+    SetMessageRequestModeRequestBody,
+};
 use comet_proto::message::decode_records;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_replication::wire::{self, CloseReason, Frame, Hello, LogState, StoreFormat};
@@ -183,6 +187,16 @@ fn master_streams_its_logs_to_a_slave() {
 
     create_topic(&mut master_client, "ReplB", QUEUES);
     commit_offset(&mut master_client, "repl_offsets", "ReplA", 1, 5);
+    let mode = SetMessageRequestModeRequestBody {
+        topic: "ReplA".into(),
+        consumer_group: "repl_modes".into(),
+        mode: MessageRequestMode::POP,
+        pop_share_queue_num: 1,
+    };
+    master_client.call_ok(
+        RemotingCommand::request(RequestCode::SET_MESSAGE_REQUEST_MODE, 0)
+            .with_body(mode.encode().to_vec()),
+    );
     send_messages(&mut master_client, "ReplB", QUEUES, 0, 12);
     send_messages(&mut master_client, "ReplA", QUEUES, 40, 20);
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client, "ReplB"));
@@ -193,6 +207,21 @@ fn master_streams_its_logs_to_a_slave() {
     assert!(
         copied,
         "a consumer offset committed on the master reaches the slave"
+    );
+    let modes_copied = poll_until(CONVERGE_LIMIT, || {
+        let request = RemotingCommand::request(RequestCode::GET_ALL_MESSAGE_REQUEST_MODE, 0);
+        let answer = slave_client.call_ok(request);
+        MessageRequestModeSerializeWrapper::decode(&answer.body).is_ok_and(|table| {
+            table
+                .message_request_mode_map
+                .get("ReplA")
+                .and_then(|groups| groups.get("repl_modes"))
+                == Some(&mode)
+        })
+    });
+    assert!(
+        modes_copied,
+        "a request mode set on the master reaches the slave"
     );
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplA", 60);
     wait_for_same_queues(&mut master_client, &mut slave_client, "ReplB", 12);

@@ -58,7 +58,15 @@ impl RequestModeTable {
             .insert(entry.consumer_group.clone(), entry);
     }
 
-    /// The JSON the file holds.
+    /// Replaces the whole table with `table` (a slave's copy of its master's); true when
+    /// that changed it.
+    pub fn replace(&mut self, table: MessageRequestModeSerializeWrapper) -> bool {
+        let changed = self.table != table;
+        self.table = table;
+        changed
+    }
+
+    /// The JSON the file holds (and GET_ALL_MESSAGE_REQUEST_MODE answers).
     pub fn encode(&self) -> comet_proto::bytes::Bytes {
         self.table.encode()
     }

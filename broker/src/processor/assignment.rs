@@ -216,3 +216,13 @@ pub async fn set_message_request_mode(
         ),
     }
 }
+
+/// GET_ALL_MESSAGE_REQUEST_MODE: the whole mode table as `messageRequestMode.json` holds it
+/// (Java's `AdminBrokerProcessor.getAllMessageRequestMode`, which its slaves copy).
+pub fn all_message_request_modes(
+    broker: &ShardBroker,
+    request: &RemotingCommand,
+) -> RemotingCommand {
+    let body = broker.metadata().assignment().modes().encode();
+    RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body)
+}

@@ -349,6 +349,7 @@ pub async fn handle_local(
         GET_ALL_DELAY_OFFSET => inspect::all_delay_offsets(broker, &request).await,
         QUERY_ASSIGNMENT => assignment::query_assignment(broker, &request).await,
         SET_MESSAGE_REQUEST_MODE => assignment::set_message_request_mode(broker, &request).await,
+        GET_ALL_MESSAGE_REQUEST_MODE => assignment::all_message_request_modes(broker, &request),
         _ => RemotingCommand::not_supported_to(&request),
     };
     Some(response)
@@ -434,6 +435,7 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::GET_ALL_DELAY_OFFSET,
     RequestCode::QUERY_ASSIGNMENT,
     RequestCode::SET_MESSAGE_REQUEST_MODE,
+    RequestCode::GET_ALL_MESSAGE_REQUEST_MODE,
     RequestCode::DELETE_EXPIRED_COMMITLOG,
     RequestCode::CLEAN_EXPIRED_CONSUMEQUEUE,
     RequestCode::CLEAN_UNUSED_TOPIC,

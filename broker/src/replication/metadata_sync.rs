@@ -6,7 +6,8 @@
 //!
 //! - shard 0: GET_ALL_TOPIC_CONFIG and GET_ALL_SUBSCRIPTIONGROUP_CONFIG replace the slave's
 //!   topics and groups (re-registered and persisted as any change is);
-//!   GET_ALL_DELAY_OFFSET moves the delay-level cursors forward;
+//!   GET_ALL_DELAY_OFFSET moves the delay-level cursors forward; GET_ALL_MESSAGE_REQUEST_MODE
+//!   replaces the slave's request modes (server-side assignment);
 //! - every shard: GET_ALL_CONSUMER_OFFSET, keeping the queues the shard owns. An offset only
 //!   moves forward, so stale master data never takes a newer slave offset back (Apache
 //!   RocketMQ's slave could).
@@ -17,7 +18,7 @@ use std::time::Duration;
 
 use comet_proto::body::{
     ConsumerOffsetSerializeWrapper, DelayOffsetSerializeWrapper, JsonBody,
-    SubscriptionGroupWrapper, TopicConfigSerializeWrapper,
+    MessageRequestModeSerializeWrapper, SubscriptionGroupWrapper, TopicConfigSerializeWrapper,
 };
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::shutdown::{Gate, StopSignal};
@@ -74,6 +75,9 @@ pub enum SyncError {
     /// The delay cursors could not be written.
     #[error("delay cursors: {0}")]
     Cursor(#[source] std::io::Error),
+    /// The request modes could not be written.
+    #[error("request modes: {0}")]
+    RequestModes(#[source] std::io::Error),
 }
 
 /// Starts the copy on this shard.
@@ -178,6 +182,15 @@ async fn sync_once(
         let delays: DelayOffsetSerializeWrapper =
             master.get(RequestCode::GET_ALL_DELAY_OFFSET).await?;
         apply_delay_offsets(broker, &delays).await?;
+        match master.get(RequestCode::GET_ALL_MESSAGE_REQUEST_MODE).await {
+            Ok(modes) => apply_request_modes(broker, modes).await?,
+            // A master that predates server-side assignment has no modes to copy.
+            Err(SyncError::Refused {
+                status: ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
+                ..
+            }) => {}
+            Err(error) => return Err(error),
+        }
     }
     let offsets: ConsumerOffsetSerializeWrapper =
         master.get(RequestCode::GET_ALL_CONSUMER_OFFSET).await?;
@@ -209,6 +222,23 @@ fn apply_topics(broker: &ShardBroker, master: &TopicConfigSerializeWrapper) {
     if changed {
         broker.metadata.mark_topics_changed();
     }
+}
+
+/// The master's request modes replace the slave's, written to `messageRequestMode.json`
+/// when they changed (Java's `SlaveSynchronize.syncMessageRequestMode`), so a promoted
+/// slave tells consumers the modes the master did.
+async fn apply_request_modes(
+    broker: &ShardBroker,
+    master: MessageRequestModeSerializeWrapper,
+) -> Result<(), SyncError> {
+    let changed = broker.metadata.assignment().modes().replace(master);
+    if changed {
+        let metadata = broker.metadata.clone();
+        run_blocking(move || metadata.persist_request_modes())
+            .await
+            .map_err(SyncError::RequestModes)?;
+    }
+    Ok(())
 }
 
 /// The master's groups replace the slave's (persisted by the control loop).
