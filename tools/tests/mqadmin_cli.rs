@@ -252,6 +252,39 @@ fn mqadmin_commands_against_a_standalone_broker() {
     let two = run(&namesrv, &["consumeMessage", "-t", TOPIC, "-c", "2"]);
     assert!(two.ends_with("2 message(s)\n"), "{two}");
 
+    // resetOffsetByTime on one queue (-b -q -o): the group's offset there moves.
+    let to = (first + 2).to_string();
+    let reset = run(
+        &namesrv,
+        &[
+            "resetOffsetByTime",
+            "-g",
+            "mqadmin_reset",
+            "-t",
+            TOPIC,
+            "-s",
+            "now",
+            "-b",
+            &addr,
+            "-q",
+            "0",
+            "-o",
+            &to,
+        ],
+    );
+    assert!(reset.ends_with(&format!("to {to}\n")), "{reset}");
+    let progress = json(
+        &namesrv,
+        &["consumerProgress", "-g", "mqadmin_reset", "-t", TOPIC],
+    );
+    let queue_0 = progress["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|queue| queue["queueId"] == 0)
+        .unwrap_or_else(|| panic!("{progress}"));
+    assert_eq!(queue_0["consumerOffset"], first + 2, "{progress}");
+
     // producerConnection: a live producer of a group shows up.
     let client = ClientConfig {
         namesrv_addrs: vec![namesrv.clone()],

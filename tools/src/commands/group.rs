@@ -2,7 +2,7 @@
 //! consumerStatus, producerConnection, updateSubGroup, deleteSubGroup, cloneGroupOffset,
 //! resetOffsetByTime, setConsumeMode.
 
-use comet_client::protocol::{decode_body, request};
+use comet_client::protocol::{decode_body, offset_field, request};
 use comet_proto::body::JsonBody;
 use comet_proto::body::{
     ConsumeStats, MessageRequestMode, ProducerConnection, SetMessageRequestModeRequestBody,
@@ -11,6 +11,7 @@ use comet_proto::body::{
 use comet_proto::headers::{
     DeleteSubscriptionGroupRequestHeader, GetConsumeStatsRequestHeader,
     GetConsumerConnectionListRequestHeader, GetProducerConnectionListRequestHeader,
+    ResetOffsetRequestHeader, SearchOffsetRequestHeader,
 };
 use comet_proto::names;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
@@ -167,6 +168,15 @@ pub struct ResetOffsetByTimeArgs {
     /// Also move offsets forward (`false`: only back).
     #[arg(short = 'f', long = "force", value_parser = parse_bool, default_value = "true")]
     force: bool,
+    /// Only one queue, on this broker (with `-q`).
+    #[arg(short = 'b', long = "broker", requires = "queue_id")]
+    broker: Option<String>,
+    /// Only this queue of the broker `-b`.
+    #[arg(short = 'q', long = "queue", requires = "broker")]
+    queue_id: Option<i32>,
+    /// With `-b` and `-q`: this queue offset rather than the one `-s` finds.
+    #[arg(short = 'o', long = "offset", requires = "queue_id")]
+    offset: Option<i64>,
 }
 
 /// `setConsumeMode`: how server-rebalanced 5.x consumers of a group read a topic.
@@ -566,6 +576,9 @@ pub fn clone_group_offset(context: &Context, args: CloneGroupOffsetArgs) -> Resu
 /// `resetOffsetByTime`: moves a group's offsets on a topic to the first message stored at
 /// or after a time.
 pub fn reset_offset_by_time(context: &Context, args: ResetOffsetByTimeArgs) -> Result<Report> {
+    if let (Some(broker), Some(queue_id)) = (&args.broker, args.queue_id) {
+        return reset_one_queue(context, &args, broker, queue_id);
+    }
     let offsets = context.admin.reset_offset_by_timestamp(
         &args.group,
         &args.topic,
@@ -614,5 +627,51 @@ pub fn set_consume_mode(context: &Context, args: SetConsumeModeArgs) -> Result<R
     report.json("group", args.group);
     report.json("mode", args.mode.name());
     report.json("popShareQueueNum", args.pop_share_queue_num);
+    Ok(report)
+}
+
+/// `resetOffsetByTime -b -q [-o]`: one queue's offset, to `-o` or to the first message stored
+/// at or after `-s`, as mqadmin's `resetOffsetByQueueId`.
+fn reset_one_queue(
+    context: &Context,
+    args: &ResetOffsetByTimeArgs,
+    broker: &str,
+    queue_id: i32,
+) -> Result<Report> {
+    let offset = match args.offset {
+        Some(offset) => offset,
+        None => {
+            let header = SearchOffsetRequestHeader {
+                topic: args.topic.clone(),
+                queue_id,
+                timestamp: args.timestamp,
+                boundary_type: None,
+                broker_name: None,
+                logical: None,
+            };
+            let command = request(RequestCode::SEARCH_OFFSET_BY_TIMESTAMP, &header);
+            let response = context.invoke(broker, command, &[ResponseCode::SUCCESS])?;
+            offset_field(&response.ext_fields)?
+        }
+    };
+    let header = ResetOffsetRequestHeader {
+        topic: args.topic.clone(),
+        group: args.group.clone(),
+        queue_id: Some(queue_id),
+        offset: Some(offset),
+        timestamp: args.timestamp,
+        is_force: args.force,
+    };
+    let command = request(RequestCode::INVOKE_BROKER_TO_RESET_OFFSET, &header);
+    context.invoke(broker, command, &[ResponseCode::SUCCESS])?;
+    let mut report = Report::new();
+    report.line(format!(
+        "reset consumer offset of group[{}] topic[{}] queueId[{queue_id}] on broker[{broker}] \
+         to {offset}",
+        args.group, args.topic
+    ));
+    report.json("broker", broker);
+    report.json("queueId", queue_id);
+    report.json("offset", offset);
     Ok(report)
 }
