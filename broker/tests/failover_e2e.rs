@@ -275,7 +275,8 @@ fn wait_for_master_with_slave(nodes: &[&Node], topic: &str, set: &BrokerSet) -> 
         let sent = try_call(addr, probe).map(|answer| answer.response_code());
         let in_sync = sync_state_set_size(&set.controller_addr, &set.name);
         last_seen = format!(
-            "roles {roles:?}, create topic {created:?}, send {sent:?}, sync-state set size {in_sync:?}"
+            "roles {roles:?}, create topic {created:?}, send {sent:?}, \
+             sync-state set size {in_sync:?}"
         );
         created == Some(ResponseCode::SUCCESS)
             && sent == Some(ResponseCode::SUCCESS)
