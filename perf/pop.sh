@@ -21,8 +21,11 @@
 # Environment (defaults in brackets), besides perf/run.sh's (SYSTEMS, COMET_BIN_DIR,
 # COMET_CORES, PIN, PERF_CACHE, ROCKETMQ_VERSION, WARMUP_*):
 #   REPS [3]  DURATION_S [10]  CONSUMERS ["1 8 64"]  QUEUES [8]  SIZE [1024]
-#   BACKLOG [200000]  RATE [5000]  INVISIBLE_MS [60000]  FLUSH [ASYNC_FLUSH]
-#   MODES ["drain e2e"]
+#   BACKLOG [200000]  RATE [5000]  INVISIBLE_MS [60000]  MODES ["drain e2e"]
+#   DRAIN_FLUSH [ASYNC_FLUSH], E2E_FLUSH [SYNC_FLUSH]: the brokers' flush mode for each mode,
+#     as perf/run.sh's W5 (drain) and W4 (end-to-end): Comet makes a message visible once it
+#     is durable (docs/architecture.md#visibility), so under ASYNC_FLUSH the end-to-end
+#     latency is mostly the wait for the next flush
 #   COMET_EXTRA_OPTS [unset]: more `key=value` settings for the Comet broker, space-separated
 #                    (e.g. diskSpaceWarningLevelRatio=99 on a nearly full disk, where the
 #                    broker refuses writes past 95% as Java does)
@@ -45,7 +48,8 @@ SIZE="${SIZE:-1024}"
 BACKLOG="${BACKLOG:-200000}"
 RATE="${RATE:-5000}"
 INVISIBLE_MS="${INVISIBLE_MS:-60000}"
-FLUSH="${FLUSH:-ASYNC_FLUSH}"
+DRAIN_FLUSH="${DRAIN_FLUSH:-ASYNC_FLUSH}"
+E2E_FLUSH="${E2E_FLUSH:-SYNC_FLUSH}"
 MODES="${MODES:-drain e2e}"
 for option in ${COMET_EXTRA_OPTS:-}; do COMET_OPTS+=(-o "$option"); done
 RUN_DIR="$CACHE/pop-$(date -u +%Y%m%dT%H%M%S)"
@@ -69,7 +73,12 @@ check_pop_settings() {
   for n in $SYSTEMS; do
     case "$n" in comet|apache) ;; *) die "unknown system $n (comet, apache)" ;; esac
   done
-  case "$FLUSH" in SYNC_FLUSH|ASYNC_FLUSH) ;; *) die "FLUSH is SYNC_FLUSH or ASYNC_FLUSH" ;; esac
+  for n in "$DRAIN_FLUSH" "$E2E_FLUSH"; do
+    case "$n" in
+      SYNC_FLUSH|ASYNC_FLUSH) ;;
+      *) die "a flush mode is SYNC_FLUSH or ASYNC_FLUSH, not '$n'" ;;
+    esac
+  done
 }
 
 common_pop_args() { # consumers
@@ -169,17 +178,17 @@ pop_main() {
   log "results of this run: $RUN_DIR"
   write_meta
   echo "pop: consumers=$CONSUMERS queues=$QUEUES size=$SIZE backlog=$BACKLOG rate=$RATE" \
-    "invisible_ms=$INVISIBLE_MS flush=$FLUSH modes=$MODES" >>"$RUN_DIR/meta.txt"
+    "invisible_ms=$INVISIBLE_MS drain_flush=$DRAIN_FLUSH e2e_flush=$E2E_FLUSH modes=$MODES" \
+    >>"$RUN_DIR/meta.txt"
   note_load "sitting start"
-  start_brokers "$FLUSH"
   local mode
   for mode in $MODES; do
     case "$mode" in
-      drain) run_pop_drain ;;
-      e2e) run_pop_e2e ;;
+      drain) start_brokers "$DRAIN_FLUSH"; run_pop_drain ;;
+      e2e) start_brokers "$E2E_FLUSH"; run_pop_e2e ;;
     esac
+    stop_brokers
   done
-  stop_brokers
   note_load "sitting end"
   pop_table | tee "$RUN_DIR/pop.md"
   if [[ -s "$RUN_DIR/failures.tsv" ]]; then
