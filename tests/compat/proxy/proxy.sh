@@ -81,7 +81,8 @@ start() {
   "remotingListenPort": $remoting_port,
   "grpcThreadPoolNums": 16,
   "grpcWorkerLoopNum": 2,
-  "rocketmqMQClientNum": 2
+  "rocketmqMQClientNum": 2,
+  "grpcShutdownTimeSeconds": 3
 }
 EOF
   # Small heap (the CI machine has 2 cores); user.home and RMQ_PROXY_HOME point into DIR

@@ -112,7 +112,7 @@ fi
 mkdir -p "$DIR/clients"
 cleanup() {
   local rc=$?
-  "$HERE/proxy.sh" stop --dir "$DIR" || true
+  "$HERE/proxy.sh" stop --dir "$DIR/proxy" || true
   if ((OWN_DIR)); then
     if [[ "${KEEP_LOGS:-0}" == 1 ]]; then echo "proxy/run.sh: logs kept in $DIR" >&2; else rm -rf "$DIR"; fi
   fi

@@ -257,6 +257,21 @@ public final class Main {
     }
   }
 
+  /**
+   * One receive before anything is sent, so the group has a position on every queue when the
+   * messages arrive: the proxy pops with ConsumeInitMode.MAX, and where a new group starts on
+   * a queue that already holds messages is what the producer_normal scenarios check, not
+   * this one. The topic is new, so nothing may arrive.
+   */
+  private static void prime(SimpleConsumer c, Arrivals a) throws Exception {
+    List<MessageView> views = c.receive(16, INVISIBLE);
+    for (MessageView v : views) {
+      a.record(v);
+    }
+    Expect.that(views.isEmpty(), views.size() + " messages arrived from a topic nothing was "
+        + "sent to yet");
+  }
+
   /** Receives for {@code ms} more and fails on anything arriving (nothing more is due). */
   private static void receiveNothingFor(SimpleConsumer c, Arrivals a, long ms, String why)
       throws Exception {
@@ -274,7 +289,13 @@ public final class Main {
 
   // ---------------------------------------------------------------- scenarios
 
-  /** 100 normal messages (50 sync, 50 async sends), each received once and acked. */
+  /**
+   * 100 normal messages (50 sync, 50 async sends), each received once and acked. The group's
+   * first receive comes after the sends, as an application's first one often does: the
+   * proxy pops with ConsumeInitMode.MAX, and Apache RocketMQ's broker then starts a new group
+   * at a queue's first message while that is still in memory (BrokerConfig
+   * initPopOffsetByCheckMsgInMem, on by default), so all 100 arrive.
+   */
   private void producerNormal() throws Exception {
     String topic = topic("normal", "NORMAL");
     String group = group("normal", false);
@@ -358,6 +379,7 @@ public final class Main {
     Arrivals a = new Arrivals();
     List<Sent> sent = new ArrayList<>();
     try (SimpleConsumer c = simpleConsumer(group, topic); Producer p = producer(topic)) {
+      prime(c, a);
       long base = System.currentTimeMillis() + 4_000;
       for (int i = 0; i < 10; i++) {
         Sent s = Expect.make(runId, topic, i, "TagD", null, base + i * 200L);
@@ -415,6 +437,7 @@ public final class Main {
                return kind.equals("check-commit") ? TransactionResolution.COMMIT
                    : TransactionResolution.ROLLBACK;
              }).build()) {
+      prime(c, a);
       for (Sent s : all) {
         Transaction tx = p.beginTransaction();
         s.messageId = p.send(s.toMessage(provider), tx).getMessageId().toString();
@@ -444,6 +467,7 @@ public final class Main {
     List<Sent> sent = new ArrayList<>();
     Duration invisible = Duration.ofSeconds(10);
     try (SimpleConsumer c = simpleConsumer(group, topic); Producer p = producer(topic)) {
+      prime(c, a);
       for (int i = 0; i < 10; i++) {
         Sent s = Expect.make(runId, topic, i, "TagI", null, null);
         sent.add(s);
