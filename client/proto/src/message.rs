@@ -691,8 +691,8 @@ pub struct MessageExt {
     pub store_size: i32,
     /// The body, inflated unless `body_compression` says otherwise.
     pub body: Bytes,
-    /// `Some(type)` when the body is still compressed (inflation off, or LZ4/ZSTD, which Comet
-    /// does not implement); sysflag bit 0 is then still set.
+    /// `Some(type)` when the body is still compressed (inflation off); sysflag bit 0 is then
+    /// still set.
     pub body_compression: Option<CompressionType>,
     /// Decoded properties.
     pub properties: Properties,
@@ -784,7 +784,7 @@ fn decode_body(
         return Ok((stored, sysflag, None));
     }
     let kind = CompressionType::from_sysflag(sysflag)?;
-    if !options.decompress_body || kind != CompressionType::Zlib {
+    if !options.decompress_body {
         return Ok((stored, sysflag, Some(kind)));
     }
     let inflated = compression::decompress(sysflag, &stored, options.decompressed_body_bytes_max)?;
@@ -937,18 +937,38 @@ mod tests {
         ));
     }
 
-    // Proves LZ4 bodies stay compressed with a flag (sysflag bit 0 kept) and an unknown
+    // Proves LZ4 and zstd bodies (what 5.x Java producers may send) are inflated with bit 0
+    // cleared, stay compressed with their type when inflation is off, and an unknown
     // compression type stops decoding with a typed error.
     #[test]
-    fn unsupported_compression_is_flagged() {
+    fn lz4_and_zstd_bodies_are_inflated_and_unknown_types_refused() {
+        let text = b"a body long enough to be worth compressing, again and again and again";
         let mut buffer = BytesMut::new();
+        for (kind, compressed) in [
+            (CompressionType::Lz4, compression::lz4_compress(text)),
+            (CompressionType::Zstd, compression::zstd_compress(text, 5)),
+        ] {
+            let mut record = spec("T", &compressed, "");
+            record.sysflag = kind.sysflag_bits();
+            encode_record(&record, 0, 0, 0, &mut buffer).unwrap();
+            let bytes = buffer.split().freeze();
+            let messages = decode_records(bytes.clone());
+            assert_eq!(&messages[0].body[..], &text[..], "{kind:?}");
+            assert_eq!(messages[0].body_compression, None);
+            assert_eq!(
+                messages[0].sysflag,
+                compression::clear_compressed(record.sysflag)
+            );
+            let kept = DecodeOptions {
+                decompress_body: false,
+                ..DecodeOptions::default()
+            };
+            let (messages, _) = decode_records_with(bytes, &kept);
+            assert_eq!(messages[0].body_compression, Some(kind));
+            assert_eq!(&messages[0].body[..], &compressed[..]);
+        }
         let mut lz4 = spec("T", b"\x04\x22\x4d\x18", "");
         lz4.sysflag = 0x101;
-        encode_record(&lz4, 0, 0, 0, &mut buffer).unwrap();
-        let messages = decode_records(buffer.split().freeze());
-        assert_eq!(messages[0].body_compression, Some(CompressionType::Lz4));
-        assert_eq!(messages[0].sysflag, 0x101);
-        assert_eq!(&messages[0].body[..], b"\x04\x22\x4d\x18");
         let mut unknown = lz4;
         unknown.sysflag = 0x401;
         encode_record(&unknown, 0, 0, 0, &mut buffer).unwrap();
