@@ -36,7 +36,10 @@ log() { echo "proxy: $*" >&2; }
 # missing. The class path names the jars in the Maven repository, so nothing is copied.
 fetch() {
   local dir="$CACHE/apache-rocketmq-proxy-$VERSION"
-  if [[ -f "$dir/.complete" && -s "$dir/classpath.txt" ]]; then echo "$dir/classpath.txt"; return 0; fi
+  if [[ -f "$dir/.complete" && -s "$dir/classpath.txt" ]]; then
+    echo "$dir/classpath.txt"
+    return 0
+  fi
   command -v mvn >/dev/null || die "Maven (mvn) is required to fetch Apache RocketMQ's proxy"
   rm -rf "$dir"; mkdir -p "$dir"
   log "resolving rocketmq-proxy $VERSION"
@@ -100,7 +103,10 @@ EOF
   wait_port "$pid" "$grpc_port" "the proxy" "$dir/proxy.out"
   local deadline=$((SECONDS + START_TIMEOUT_S))
   until grep -q 'rocketmq-proxy startup successfully' "$dir/proxy.out" 2>/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { tail -30 "$dir/proxy.out" >&2; die "the proxy exited during start-up"; }
+    if ! kill -0 "$pid" 2>/dev/null; then
+      tail -30 "$dir/proxy.out" >&2
+      die "the proxy exited during start-up"
+    fi
     ((SECONDS < deadline)) || die "the proxy did not log its start within ${START_TIMEOUT_S}s"
     sleep 0.2
   done
@@ -131,5 +137,6 @@ case "$cmd" in
   fetch) fetch ;;
   start) start "$@" ;;
   stop) stop "$@" ;;
-  *) die "usage: proxy.sh fetch | start --namesrv HOST:PORT --dir DIR [--cluster NAME] | stop --dir DIR" ;;
+  *) die "usage: proxy.sh fetch | start --namesrv HOST:PORT --dir DIR [--cluster NAME]" \
+       "| stop --dir DIR" ;;
 esac

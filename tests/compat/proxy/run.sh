@@ -79,9 +79,8 @@ build_java() {
 }
 
 install_python() {
-  if "$VENV/bin/python" -c 'import rocketmq' 2>/dev/null \
-      && "$VENV/bin/pip" show --disable-pip-version-check rocketmq-python-client 2>/dev/null \
-        | grep -qx "Version: ${PY_PKG#*==}"; then
+  if "$VENV/bin/python" -c 'import sys, importlib.metadata as m, rocketmq
+sys.exit(m.version("rocketmq-python-client") != sys.argv[1])' "${PY_PKG#*==}" 2>/dev/null; then
     return 0
   fi
   echo "proxy/run.sh: installing $PY_PKG into $VENV" >&2
@@ -114,7 +113,11 @@ cleanup() {
   local rc=$?
   "$HERE/proxy.sh" stop --dir "$DIR/proxy" || true
   if ((OWN_DIR)); then
-    if [[ "${KEEP_LOGS:-0}" == 1 ]]; then echo "proxy/run.sh: logs kept in $DIR" >&2; else rm -rf "$DIR"; fi
+    if [[ "${KEEP_LOGS:-0}" == 1 ]]; then
+      echo "proxy/run.sh: logs kept in $DIR" >&2
+    else
+      rm -rf "$DIR"
+    fi
   fi
   exit "$rc"
 }

@@ -122,7 +122,9 @@ class Suite {
   // 30 messages sent, each received once with everything intact, and acked.
   async producerNormal() {
     const sent = [];
-    for (let i = 0; i < 30; i++) sent.push(make(this.runId, this.o.topic, i, i % 2 ? 'TagB' : 'TagA'));
+    for (let i = 0; i < 30; i++) {
+      sent.push(make(this.runId, this.o.topic, i, i % 2 ? 'TagB' : 'TagA'));
+    }
     const byCid = new Map(sent.map(s => [s.cid, s]));
     await this.send(sent);
     const got = new Set();
@@ -171,8 +173,10 @@ class Suite {
         that(left.has(cid), `acked message ${cid} came back`);
         that(!back.has(cid), `${cid} came back twice`);
         const after = Date.now() - left.get(cid);
-        that(after >= SHORT_INVISIBLE_MS - 1000, `${cid} came back ${after} ms after, within its invisible duration`);
-        that(m.deliveryAttempt === 2, `${cid} came back with delivery attempt ${m.deliveryAttempt}`);
+        that(after >= SHORT_INVISIBLE_MS - 1000,
+          `${cid} came back ${after} ms after, within its invisible duration`);
+        that(m.deliveryAttempt === 2,
+          `${cid} came back with delivery attempt ${m.deliveryAttempt}`);
         back.add(cid);
         await this.consumer.ack(m);
       }
@@ -180,7 +184,8 @@ class Suite {
     const end = Date.now() + SHORT_INVISIBLE_MS + 3000;
     while (Date.now() < end) {
       for (const m of await this.consumer.receive(16, SHORT_INVISIBLE_MS)) {
-        throw new Failure(`${m.properties.get('cid')} came back after being acked (attempt ${m.deliveryAttempt})`);
+        throw new Failure(`${m.properties.get('cid')} came back after being acked `
+          + `(attempt ${m.deliveryAttempt})`);
       }
     }
   }
