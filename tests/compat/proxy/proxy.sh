@@ -54,6 +54,26 @@ fetch() {
   echo "$dir/classpath.txt"
 }
 
+# wait_cluster NAMESRV CLUSTER: until the name server lists a broker of CLUSTER (bounded):
+# the proxy creates its heartbeat-syncer topic on the cluster at start-up and exits when the
+# cluster has no broker yet ("create system broadcast topic ... failed on cluster").
+wait_cluster() {
+  PYTHONPATH="$HERE/../python" timeout "$START_TIMEOUT_S" python3 - "$1" "$2" <<'PY' \
+    || die "the name server $1 lists no broker of cluster $2 within ${START_TIMEOUT_S}s"
+import sys, time
+import remoting
+namesrv, cluster = sys.argv[1], sys.argv[2]
+while True:
+    try:
+        header, body = remoting.invoke(namesrv, 106, {})  # GET_BROKER_CLUSTER_INFO
+        if header.get("code") == 0 and ('"%s"' % cluster).encode() in body:
+            sys.exit(0)
+    except remoting.RemotingError:
+        pass
+    time.sleep(0.5)
+PY
+}
+
 start() {
   local namesrv="" dir="" cluster=DefaultCluster
   while (($#)); do
@@ -67,6 +87,7 @@ start() {
   [[ -n "$namesrv" && -n "$dir" ]] || die "start needs --namesrv and --dir"
   command -v "$JAVA" >/dev/null || die "java (17) is required"
   local cp_file; cp_file="$(fetch)"
+  wait_cluster "$namesrv" "$cluster"
   mkdir -p "$dir/conf"
   local grpc_port remoting_port
   grpc_port="$(free_port)"
