@@ -130,6 +130,33 @@ fn admin_commands_against_a_standalone_broker() {
             stdout_of(&admin(&namesrv, &args)).contains("\nAdminCliTopic broker-a ")
         },
     );
+    // The same figures with --json.
+    let json_of = |args: &[&str]| -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.push("--json");
+        serde_json::from_str(&stdout_of(&admin(&namesrv, &all))).unwrap()
+    };
+    let status = json_of(&["consumerStatus", "-g", "admin_cli_cg"]);
+    let client = &status["clients"][0];
+    assert!(client["clientId"].is_string(), "{status}");
+    let subscriptions = client["subscriptions"].as_array().unwrap();
+    assert!(
+        subscriptions.iter().any(|s| s["topic"] == "AdminCliTopic"),
+        "{status}"
+    );
+    assert_eq!(
+        client["properties"]["PROP_CONSUME_TYPE"],
+        "CONSUME_PASSIVELY"
+    );
+    let connection = json_of(&["consumerConnection", "-g", "admin_cli_cg"]);
+    assert_eq!(
+        connection["connections"][0]["clientId"], client["clientId"],
+        "{connection}"
+    );
+    assert_eq!(
+        connection["consumeType"], "CONSUME_PASSIVELY",
+        "{connection}"
+    );
     consumer.shutdown();
     let mut entries = 0;
     for queue in ["0", "1", "2"] {

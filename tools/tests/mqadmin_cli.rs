@@ -508,6 +508,43 @@ fn mqadmin_commands_against_a_standalone_broker() {
     );
     assert!(consume_stats["diffTotal"].is_i64(), "{consume_stats}");
 
+    // deleteTopic: gone from the brokers and the name server.
+    run(
+        &namesrv,
+        &[
+            "updateTopic",
+            "-c",
+            "DefaultCluster",
+            "-t",
+            "MqadminDoomed",
+            "-r",
+            "1",
+            "-w",
+            "1",
+        ],
+    );
+    wait_until("the doomed topic's route", Duration::from_secs(15), || {
+        admin(&["topicRoute", "-n", &namesrv, "-t", "MqadminDoomed"])
+            .status
+            .success()
+    });
+    let deleted = run(
+        &namesrv,
+        &["deleteTopic", "-t", "MqadminDoomed", "-c", "DefaultCluster"],
+    );
+    assert!(deleted.contains("MqadminDoomed deleted"), "{deleted}");
+    let topics = json(&namesrv, &["topicList"]);
+    assert!(!topics["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "MqadminDoomed"));
+    assert!(
+        !admin(&["topicRoute", "-n", &namesrv, "-t", "MqadminDoomed"])
+            .status
+            .success()
+    );
+
     // A request the server does not serve: a name server asked for a broker's config.
     let refused = admin(&["getBrokerConfig", "-n", &namesrv, "-b", &namesrv]);
     assert!(!refused.status.success());
