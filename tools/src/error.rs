@@ -24,6 +24,9 @@ pub enum AdminError {
     /// The arguments name something that does not exist or do not fit together.
     #[error("{0}")]
     Invalid(String),
+    /// The output could not be written.
+    #[error("cannot write the output: {0}")]
+    Output(#[from] std::io::Error),
     /// The output could not be written as JSON.
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),

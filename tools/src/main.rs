@@ -89,17 +89,30 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let outcome = commands::run(&context, args.command);
-    context.shutdown();
-    let printed = outcome.and_then(|report| {
-        if args.json {
-            println!("{}", report.to_json()?);
-        } else {
-            print!("{}", report.text());
+    let repeat = args.command.repeat_interval();
+    let outcome = loop {
+        let printed = commands::run(&context, args.command.clone()).and_then(|report| {
+            if args.json {
+                println!("{}", report.to_json()?);
+            } else {
+                print!("{}", report.text());
+            }
+            Ok(())
+        });
+        let Some(every) = repeat else {
+            break printed;
+        };
+        // A watch outlives a failed round (a broker restarting): say so and go on.
+        if let Err(error) = printed {
+            eprintln!("comet-admin: {error}");
         }
-        Ok(())
-    });
-    match printed {
+        if let Err(error) = std::io::Write::flush(&mut std::io::stdout()) {
+            break Err(error.into());
+        }
+        std::thread::sleep(every);
+    };
+    context.shutdown();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("comet-admin: {error}");

@@ -4,14 +4,16 @@
 //! does what mqadmin's does, `--json` gives the same figures as JSON, and a request the
 //! server does not serve is said to be unsupported.
 
-use std::process::{Command, Output};
-use std::time::Duration;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use comet_client::remoting::TransportConfig;
 use comet_client::{ClientConfig, Message, Producer, ProducerConfig, RemotingClient};
 use comet_proto::headers::{GetKVConfigRequestHeader, GetSubscriptionGroupConfigRequestHeader};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use comet_test_support::{wait_for, wait_until, Broker, TempDir};
+use comet_test_support::{wait_for, wait_until, Broker, ChildGuard, TempDir};
 use serde_json::Value;
 
 const TOPIC: &str = "MqadminTopic";
@@ -507,6 +509,33 @@ fn mqadmin_commands_against_a_standalone_broker() {
         ],
     );
     assert!(consume_stats["diffTotal"].is_i64(), "{consume_stats}");
+
+    // haStatus -i: the figures again every interval until stopped.
+    let mut watch = ChildGuard::spawn(
+        "comet-admin haStatus -i 1",
+        Command::new(env!("CARGO_BIN_EXE_comet-admin"))
+            .args(["haStatus", "-n", &namesrv, "-b", &addr, "-i", "1"])
+            .stdout(Stdio::piped()),
+    );
+    let stdout = watch.child().stdout.take().unwrap();
+    let (lines, received) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut headers = 0;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while headers < 3 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = received
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("{headers} rounds of haStatus -i 1 in 20 s"));
+        headers += usize::from(line.starts_with("#Log "));
+    }
+    watch.kill();
 
     // deleteTopic: gone from the brokers and the name server.
     run(

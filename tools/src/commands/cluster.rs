@@ -12,15 +12,28 @@ use crate::error::{AdminError, Result};
 use crate::output::{Report, Table};
 
 /// `clusterList`: clusters, their brokers and addresses.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ClusterListArgs {
     /// Only this cluster.
     #[arg(short = 'c', long = "clusterName")]
     cluster: Option<String>,
+    /// Print again every this many seconds, until stopped.
+    #[arg(short = 'i', long = "interval", value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval_s: Option<u64>,
+}
+
+/// `haStatus`: `-b` or `-c`, and a repeat interval.
+#[derive(clap::Args, Clone, Debug)]
+pub struct HaStatusArgs {
+    #[command(flatten)]
+    target: BrokerOrCluster,
+    /// Print again every this many seconds, until stopped.
+    #[arg(short = 'i', long = "interval", value_parser = clap::value_parser!(u64).range(1..))]
+    pub interval_s: Option<u64>,
 }
 
 /// `-b` or `-c`: one broker, or the brokers of a cluster.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct BrokerOrCluster {
     /// Broker address `ip:port`.
@@ -32,7 +45,7 @@ pub struct BrokerOrCluster {
 }
 
 /// `updateBrokerConfig`: sets one key of a broker's (or a cluster's) configuration.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct UpdateBrokerConfigArgs {
     #[command(flatten)]
     target: BrokerOrCluster,
@@ -49,7 +62,7 @@ pub struct UpdateBrokerConfigArgs {
 }
 
 /// `brokerConsumeStats`: every group's progress and lag on every topic it consumes.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct BrokerConsumeStatsArgs {
     /// Broker address `ip:port`.
     #[arg(short = 'b', long = "brokerAddr", alias = "broker")]
@@ -130,9 +143,10 @@ pub fn broker_status(context: &Context, args: BrokerOrCluster) -> Result<Report>
 }
 
 /// `haStatus`: replication of a broker's logs, or of every master of a cluster.
-pub fn ha_status(context: &Context, args: BrokerOrCluster) -> Result<Report> {
-    let single = args.broker.is_some();
-    let addrs = context.targets(args.broker.as_deref(), args.cluster.as_deref(), false)?;
+pub fn ha_status(context: &Context, args: HaStatusArgs) -> Result<Report> {
+    let target = args.target;
+    let single = target.broker.is_some();
+    let addrs = context.targets(target.broker.as_deref(), target.cluster.as_deref(), false)?;
     let mut report = Report::new();
     for addr in addrs {
         let status = context.admin.ha_status(&addr)?;

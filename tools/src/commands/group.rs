@@ -23,7 +23,7 @@ use crate::error::{AdminError, Result};
 use crate::output::{Report, Table};
 
 /// `consumerProgress`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ConsumerProgressArgs {
     /// The consumer group.
     #[arg(short = 'g', long = "groupName", alias = "group")]
@@ -34,7 +34,7 @@ pub struct ConsumerProgressArgs {
 }
 
 /// `consumerConnection`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ConsumerConnectionArgs {
     /// The consumer group.
     #[arg(short = 'g', long = "consumerGroup", alias = "group")]
@@ -48,7 +48,7 @@ pub struct ConsumerConnectionArgs {
 }
 
 /// `consumerStatus`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ConsumerStatusArgs {
     /// The consumer group.
     #[arg(short = 'g', long = "consumerGroup", alias = "group")]
@@ -59,7 +59,7 @@ pub struct ConsumerStatusArgs {
 }
 
 /// `producerConnection`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ProducerConnectionArgs {
     /// The producer group.
     #[arg(short = 'g', long = "producerGroup", alias = "group")]
@@ -71,7 +71,7 @@ pub struct ProducerConnectionArgs {
 
 /// `updateSubGroup`: creates or replaces a consumer group's configuration, with Java's
 /// defaults for every setting not given.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct UpdateSubGroupArgs {
     /// On this broker.
@@ -116,7 +116,7 @@ pub struct UpdateSubGroupArgs {
 }
 
 /// `deleteSubGroup`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct DeleteSubGroupArgs {
     /// From this broker.
@@ -135,7 +135,7 @@ pub struct DeleteSubGroupArgs {
 }
 
 /// `cloneGroupOffset`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct CloneGroupOffsetArgs {
     /// The group whose offsets are copied.
     #[arg(short = 's', long = "srcGroup", alias = "src")]
@@ -153,7 +153,7 @@ pub struct CloneGroupOffsetArgs {
 }
 
 /// `resetOffsetByTime`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ResetOffsetByTimeArgs {
     /// The consumer group.
     #[arg(short = 'g', long = "group")]
@@ -180,7 +180,7 @@ pub struct ResetOffsetByTimeArgs {
 }
 
 /// `setConsumeMode`: how server-rebalanced 5.x consumers of a group read a topic.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["broker", "cluster"])))]
 pub struct SetConsumeModeArgs {
     /// Broker address `ip:port`.

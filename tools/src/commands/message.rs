@@ -29,7 +29,7 @@ const PULL_BYTES_MAX: i32 = 4 << 20;
 const UNIQUE_KEY_MATCHES_MAX: i32 = 32;
 
 /// `queryMsgByKey`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct QueryMsgByKeyArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -52,7 +52,7 @@ pub struct QueryMsgByKeyArgs {
 }
 
 /// `queryMsgById`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct QueryMsgByIdArgs {
     /// Offset message ids, `,`-separated; with `-t` a unique key (client id) works too.
     #[arg(short = 'i', long = "msgId", alias = "id")]
@@ -63,7 +63,7 @@ pub struct QueryMsgByIdArgs {
 }
 
 /// `queryMsgByUniqueKey`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct QueryMsgByUniqueKeyArgs {
     /// The unique key (the id a producer's send returns).
     #[arg(short = 'i', long = "msgId")]
@@ -77,7 +77,7 @@ pub struct QueryMsgByUniqueKeyArgs {
 }
 
 /// `queryMsgByOffset`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct QueryMsgByOffsetArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -94,7 +94,7 @@ pub struct QueryMsgByOffsetArgs {
 }
 
 /// `queryCq`: consume-queue entries of one queue.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct QueryCqArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -117,7 +117,7 @@ pub struct QueryCqArgs {
 }
 
 /// `sendMessage`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct SendMessageArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -140,7 +140,7 @@ pub struct SendMessageArgs {
 }
 
 /// `consumeMessage`: pulls messages without committing any offset and prints them.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct ConsumeMessageArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::output::Report;
 
 /// A command.
-#[derive(Subcommand, Debug)]
+#[derive(Subcommand, Clone, Debug)]
 pub enum Command {
     /// Clusters, their brokers and addresses.
     #[command(name = "clusterList", visible_alias = "cluster-list")]
@@ -27,7 +27,7 @@ pub enum Command {
     /// Replication of each log of a broker: on a master, every slave's written and durable
     /// ends, its lag in bytes and milliseconds and its last Ack; on a slave, the link.
     #[command(name = "haStatus", visible_alias = "ha-status")]
-    HaStatus(cluster::BrokerOrCluster),
+    HaStatus(cluster::HaStatusArgs),
     /// Every configuration key of a broker (or of each broker of a cluster).
     #[command(name = "getBrokerConfig", visible_alias = "get-broker-config")]
     GetBrokerConfig(cluster::BrokerOrCluster),
@@ -126,6 +126,16 @@ pub enum Command {
 }
 
 impl Command {
+    /// How often the command asks to be run again (`clusterList -i`, `haStatus -i`).
+    pub fn repeat_interval(&self) -> Option<std::time::Duration> {
+        match self {
+            Command::ClusterList(args) => args.interval_s,
+            Command::HaStatus(args) => args.interval_s,
+            _ => None,
+        }
+        .map(std::time::Duration::from_secs)
+    }
+
     /// A request timeout the command asks for (`brokerConsumeStats -t`), in ms.
     pub fn api_timeout_ms(&self) -> Option<u64> {
         match self {

@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::output::{Report, Table};
 
 /// `wipeWritePerm` / `addWritePerm`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct WritePermArgs {
     /// The broker name.
     #[arg(short = 'b', long = "brokerName")]
@@ -24,7 +24,7 @@ pub struct WritePermArgs {
 }
 
 /// `updateKvConfig`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct UpdateKvConfigArgs {
     /// The namespace (`ORDER_TOPIC_CONFIG`, ...).
     #[arg(short = 's', long = "namespace")]

@@ -13,7 +13,7 @@ use crate::output::{Report, Table};
 const DEFAULT_CLUSTER: &str = "DefaultCluster";
 
 /// `topicList`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct TopicListArgs {
     /// Each topic with its cluster and the groups consuming it (retry and dead-letter topics
     /// left out).
@@ -22,7 +22,7 @@ pub struct TopicListArgs {
 }
 
 /// A topic, by `-t`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct TopicArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -30,7 +30,7 @@ pub struct TopicArgs {
 }
 
 /// `topicRoute`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct TopicRouteArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -41,7 +41,7 @@ pub struct TopicRouteArgs {
 }
 
 /// `updateTopic`: creates or updates a topic on one broker or every master of a cluster.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct UpdateTopicArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -71,7 +71,7 @@ pub struct UpdateTopicArgs {
 }
 
 /// `deleteTopic`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct DeleteTopicArgs {
     /// The topic.
     #[arg(short = 't', long = "topic")]
@@ -82,7 +82,7 @@ pub struct DeleteTopicArgs {
 }
 
 /// `statsAll`.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Clone, Debug)]
 pub struct StatsAllArgs {
     /// Only this topic.
     #[arg(short = 't', long = "topic")]
@@ -142,8 +142,9 @@ pub fn topic_list(context: &Context, args: TopicListArgs) -> Result<Report> {
 
 /// `topicRoute`: queue data and broker addresses.
 pub fn topic_route(context: &Context, args: TopicRouteArgs) -> Result<Report> {
-    let _list_format_is_the_only_one = args.list;
-    let route = context.admin.topic_route(&args.topic)?;
+    // `-l` asks mqadmin for the list its text output always is here.
+    let TopicRouteArgs { topic, list: _ } = args;
+    let route = context.admin.topic_route(&topic)?;
     let mut queues = Table::new(&["#BrokerName", "#ReadQueues", "#WriteQueues", "#Perm"]);
     for queue in &route.queue_datas {
         queues.row(vec![
