@@ -24,6 +24,14 @@ pub const TIMER_QUEUES: i32 = 32;
 
 const _: () = assert!(TIMER_QUEUES > 0);
 
+/// Queues of the transaction half and op topics: with at least as many queues as shards,
+/// every shard owns a half queue of its own and stores the halves it receives there
+/// (`crate::transaction`). Java uses one queue; nobody consumes these topics, so the count
+/// is internal.
+pub const HALF_QUEUES: i32 = 32;
+
+const _: () = assert!(HALF_QUEUES > 0);
+
 /// Permission bits (docs/protocol.md#flag-words).
 pub mod perm {
     /// Readable.
@@ -112,12 +120,29 @@ impl TopicTable {
             1,
             perm::READ_WRITE,
         ));
-        add(topic(names::TRANS_HALF_TOPIC, 1, perm::READ_WRITE));
-        add(topic(names::TRANS_OP_HALF_TOPIC, 1, perm::READ_WRITE));
+        let half_queues = HALF_QUEUES;
+        add(topic(
+            names::TRANS_HALF_TOPIC,
+            half_queues,
+            perm::READ_WRITE,
+        ));
+        add(topic(
+            names::TRANS_OP_HALF_TOPIC,
+            half_queues,
+            perm::READ_WRITE,
+        ));
         let mut data_version = DataVersion::default();
         if let Some(loaded) = loaded {
             topics.extend(loaded.topic_config_table);
             data_version = loaded.data_version;
+        }
+        // A table written when the half topics had one queue (as Java's) gets every shard's:
+        // the halves already stored stay in queue 0, which is still checked.
+        for name in [names::TRANS_HALF_TOPIC, names::TRANS_OP_HALF_TOPIC] {
+            if let Some(config) = topics.get_mut(name) {
+                config.read_queue_nums = config.read_queue_nums.max(half_queues);
+                config.write_queue_nums = config.write_queue_nums.max(half_queues);
+            }
         }
         let mut table = TopicTable {
             topics,

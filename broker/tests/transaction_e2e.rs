@@ -6,6 +6,8 @@ mod sched_common;
 
 use std::time::Duration;
 
+use comet_store::offset::POSITION_BITS;
+
 use comet_proto::message::decode_records;
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, ResponseCode};
@@ -116,6 +118,49 @@ fn commit_and_rollback() {
         1,
         "a commit was applied twice"
     );
+}
+
+// Proves a half is stored by the shard its connection landed on (its own half queue, so
+// transactional load spreads over every shard instead of one), and that halves of either
+// shard are committed and stored once.
+#[test]
+fn halves_are_stored_where_they_arrive() {
+    let directory = TempDir::new("e2e-tx-spread");
+    let broker = check_broker(&directory);
+    let mut by_log: std::collections::BTreeMap<i64, (Client, Half)> = Default::default();
+    // Connections spread over the shards by the kernel's hash; 2 of 64 landing on the same
+    // one is all but certain to end within a few.
+    for attempt in 0..64 {
+        let mut client = broker.client();
+        let half = send_half(&mut client, "TxSpread", &format!("spread-{attempt}"));
+        let log_id = half.commit_log_offset >> POSITION_BITS;
+        by_log.entry(log_id).or_insert((client, half));
+        if by_log.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        by_log.len(),
+        2,
+        "every half went to one log: {:?}",
+        by_log.keys().collect::<Vec<_>>()
+    );
+    for (client, half) in by_log.values_mut() {
+        end(client, "TxSpread", half, COMMIT, false);
+    }
+    let mut reader = broker.client();
+    let seen = collect(&mut reader, "TxSpread", 0, 2, Duration::from_secs(5));
+    let mut keys: Vec<String> = seen
+        .iter()
+        .filter_map(|(message, _)| message.uniq_key().map(str::to_owned))
+        .collect();
+    keys.sort();
+    let mut expected: Vec<String> = by_log
+        .values()
+        .map(|(_, half)| half.unique_key.clone())
+        .collect();
+    expected.sort();
+    assert_eq!(keys, expected);
 }
 
 fn answer_check(producer: &mut Producer, check: &RemotingCommand, decision: i32) -> String {

@@ -128,13 +128,13 @@ pub async fn decide(
     half: &RecordView<'_>,
     commit: bool,
 ) -> Result<Decision, DecisionError> {
-    let queue_offset = half.queue_offset();
-    if !transaction::mark_resolved(queue_offset) {
+    let key = (half.queue_id(), half.queue_offset());
+    if !transaction::mark_resolved(key) {
         return Ok(Decision::AlreadyResolved);
     }
     let result = store_decision(broker, half, commit).await;
     if result.is_err() {
-        transaction::unmark_resolved(queue_offset);
+        transaction::unmark_resolved(key);
     }
     result.map(|()| Decision::Stored)
 }
@@ -150,6 +150,6 @@ async fn store_decision(
             .ok_or(DecisionError::NoRealQueue)?;
         append_on_owners(broker, vec![record]).await?;
     }
-    let op = transaction::op_record(broker, half.queue_offset());
+    let op = transaction::op_record(broker, (half.queue_id(), half.queue_offset()));
     Ok(append_on_owners(broker, vec![op]).await?)
 }

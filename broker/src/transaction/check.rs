@@ -1,7 +1,7 @@
-//! The check-back service: on the shard owning the half queue, every
-//! `transactionCheckInterval` it replays new op records, then walks the half queue from its
-//! cursor (the `CID_RMQ_SYS_TRANS` offset on the half queue, persisted with the shard's
-//! consumer offsets). A pending half older than `transactionTimeOut` (or its
+//! The check-back service: on each shard, for each half queue it owns, every
+//! `transactionCheckInterval` it replays new op records of that queue, then walks the half
+//! queue from its cursor (the `CID_RMQ_SYS_TRANS` offset on the half queue, persisted with
+//! the shard's consumer offsets). A pending half older than `transactionTimeOut` (or its
 //! `CHECK_IMMUNITY_TIME_IN_SECONDS`) is:
 //! * resolved quietly when its committed message is found (crash between commit and op);
 //! * discarded to `TRANS_CHECK_MAX_TIME_TOPIC` after `transactionCheckMax` checks;
@@ -24,7 +24,10 @@ use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::{spawn, timeout, TaskClass, TaskHandle};
 use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset, StoreError};
 
-use super::{is_resolved, mark_resolved, op_offsets, op_record, unmark_resolved, SYSTEM_GROUP};
+use super::{
+    is_resolved, mark_resolved, op_offsets, op_record, owned_half_queues, unmark_resolved, HalfKey,
+    SYSTEM_GROUP,
+};
 use crate::reappend::{append_on_owners, ReappendError};
 use crate::routing::{call_owner, messages_by_key};
 use crate::shard::ShardBroker;
@@ -32,35 +35,39 @@ use crate::shard::ShardBroker;
 /// Half records read per store read.
 const READ_RECORDS_MAX: usize = 256;
 
-/// Starts the checker when this shard owns the half queue; it ends after `stop`.
+/// Starts the checker when this shard owns a half queue; it ends after `stop`.
 pub fn spawn_checker(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<TaskHandle<()>> {
-    if !broker.owns(TRANS_HALF_TOPIC, 0) {
+    let queues = owned_half_queues(broker);
+    if queues.is_empty() {
         return None;
     }
     let broker = broker.clone();
     let stop = stop.clone();
     Some(spawn(TaskClass::Housekeeping, async move {
-        let mut op_cursor = 0i64;
+        // Each owned half queue's op queue cursor.
+        let mut op_cursors = vec![0i64; queues.len()];
         let interval =
             Duration::from_millis(broker.config().transaction_check_interval_ms.max(100));
         while !stop.is_triggered() {
-            op_cursor = replay_ops(&broker, op_cursor).await;
-            if let Err(e) = check_halves(&broker).await {
-                log::warn!("transaction check failed: {e}");
+            for (queue_id, op_cursor) in queues.iter().zip(op_cursors.iter_mut()) {
+                *op_cursor = replay_ops(&broker, *queue_id, *op_cursor).await;
+                if let Err(e) = check_halves(&broker, *queue_id).await {
+                    log::warn!("transaction check of half queue {queue_id} failed: {e}");
+                }
             }
             let _ = timeout(interval, stop.wait()).await;
         }
     }))
 }
 
-/// Reads op records from `cursor` (on the op queue's owner) and marks their halves
-/// resolved; returns the next op offset.
-async fn replay_ops(broker: &ShardBroker, mut cursor: i64) -> i64 {
+/// Reads op records of `queue_id` from `cursor` (on the op queue's owner) and marks their
+/// halves resolved; returns the next op offset.
+async fn replay_ops(broker: &ShardBroker, queue_id: i32, mut cursor: i64) -> i64 {
     loop {
         let header = PullMessageRequestHeader {
             consumer_group: SYSTEM_GROUP.into(),
             topic: TRANS_OP_HALF_TOPIC.into(),
-            queue_id: 0,
+            queue_id,
             queue_offset: cursor,
             max_msg_nums: 1024,
             sys_flag: 4,
@@ -76,7 +83,8 @@ async fn replay_ops(broker: &ShardBroker, mut cursor: i64) -> i64 {
             logical: None,
         };
         let request = RemotingCommand::request(RequestCode::PULL_MESSAGE, 0).with_header(&header);
-        let Some(response) = call_owner(broker, TRANS_OP_HALF_TOPIC, 0, request).await else {
+        let Some(response) = call_owner(broker, TRANS_OP_HALF_TOPIC, queue_id, request).await
+        else {
             return cursor;
         };
         if response.response_code() != ResponseCode::SUCCESS {
@@ -84,7 +92,7 @@ async fn replay_ops(broker: &ShardBroker, mut cursor: i64) -> i64 {
         }
         for message in decode_records(response.body.clone()) {
             for offset in op_offsets(&message.body) {
-                mark_resolved(offset);
+                mark_resolved((queue_id, offset));
             }
         }
         match response.ext_fields.optional_i64("nextBeginOffset") {
@@ -111,19 +119,20 @@ enum CheckError {
     Reappend(#[from] ReappendError),
 }
 
-async fn check_halves(broker: &ShardBroker) -> Result<(), CheckError> {
+async fn check_halves(broker: &ShardBroker, queue_id: i32) -> Result<(), CheckError> {
     let start = broker
         .offsets()
         .borrow()
-        .query(SYSTEM_GROUP, TRANS_HALF_TOPIC, 0)
+        .query(SYSTEM_GROUP, TRANS_HALF_TOPIC, queue_id)
         .unwrap_or(0);
     let mut cursor = start;
     let mut contiguous = true;
     let now_ms = comet_rt::clock::wall_clock_ms();
-    let end = broker.store().max_offset(TRANS_HALF_TOPIC, 0).as_i64();
+    let store = broker.queue_store(TRANS_HALF_TOPIC, queue_id);
+    let end = store.max_offset(TRANS_HALF_TOPIC, queue_id).as_i64();
     let mut offset = start;
     'scan: while offset < end {
-        let records = read_halves(broker, offset).await?;
+        let records = read_halves(broker, queue_id, offset).await?;
         if records.is_empty() {
             break;
         }
@@ -131,7 +140,7 @@ async fn check_halves(broker: &ShardBroker) -> Result<(), CheckError> {
             let view = RecordView::parse(&bytes)?;
             let queue_offset = view.queue_offset();
             offset = queue_offset + 1;
-            if is_resolved(queue_offset) {
+            if is_resolved((queue_id, queue_offset)) {
                 if contiguous {
                     cursor = offset;
                 }
@@ -153,17 +162,21 @@ async fn check_halves(broker: &ShardBroker) -> Result<(), CheckError> {
         broker
             .offsets()
             .borrow_mut()
-            .commit(SYSTEM_GROUP, TRANS_HALF_TOPIC, 0, cursor);
+            .commit(SYSTEM_GROUP, TRANS_HALF_TOPIC, queue_id, cursor);
     }
     Ok(())
 }
 
-async fn read_halves(broker: &ShardBroker, offset: i64) -> Result<Vec<Bytes>, StoreError> {
+async fn read_halves(
+    broker: &ShardBroker,
+    queue_id: i32,
+    offset: i64,
+) -> Result<Vec<Bytes>, StoreError> {
     let result = broker
-        .store()
+        .queue_store(TRANS_HALF_TOPIC, queue_id)
         .get_messages(
             TRANS_HALF_TOPIC,
-            0,
+            queue_id,
             QueueOffset(u64::try_from(offset).unwrap_or(0)),
             READ_RECORDS_MAX,
             4 * 1024 * 1024,
@@ -200,13 +213,14 @@ async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, 
         .unwrap_or(0);
     if times >= broker.config().transaction_check_max {
         ensure_discard_topic(broker).await?;
-        let discarded = copy_of(broker, half, TRANS_CHECK_MAX_TIME_TOPIC, times);
+        let discarded = copy_of(broker, half, (TRANS_CHECK_MAX_TIME_TOPIC, 0), times);
         log::info!("half {queue_offset} checked {times} times; discarded");
         return resolve_with(broker, half, Some(discarded))
             .await
             .map(|_| true);
     }
-    let copy = copy_of(broker, half, TRANS_HALF_TOPIC, times + 1);
+    // The copy stays in the half's own queue, which this shard owns.
+    let copy = copy_of(broker, half, (TRANS_HALF_TOPIC, half.queue_id()), times + 1);
     let appended = resolve_with(broker, half, Some(copy.clone())).await?;
     if let Some(appended) = appended {
         send_check(broker, half, &copy, appended).await;
@@ -235,20 +249,20 @@ async fn resolve_with(
     half: &RecordView<'_>,
     replacement: Option<BytesMut>,
 ) -> Result<Option<AppendedRecord>, CheckError> {
-    let queue_offset = half.queue_offset();
-    if !mark_resolved(queue_offset) {
+    let key = (half.queue_id(), half.queue_offset());
+    if !mark_resolved(key) {
         return Ok(None);
     }
-    let result = append_resolution(broker, queue_offset, replacement).await;
+    let result = append_resolution(broker, key, replacement).await;
     if result.is_err() {
-        unmark_resolved(queue_offset);
+        unmark_resolved(key);
     }
     result
 }
 
 async fn append_resolution(
     broker: &ShardBroker,
-    queue_offset: i64,
+    half: HalfKey,
     replacement: Option<BytesMut>,
 ) -> Result<Option<AppendedRecord>, CheckError> {
     let mut appended = None;
@@ -261,19 +275,24 @@ async fn append_resolution(
             append_on_owners(broker, vec![record]).await?;
         }
     }
-    let op = op_record(broker, queue_offset);
+    let op = op_record(broker, half);
     append_on_owners(broker, vec![op]).await?;
     Ok(appended)
 }
 
-/// The half copied to `topic` queue 0 with its check counter set to `times`.
-fn copy_of(broker: &ShardBroker, half: &RecordView<'_>, topic: &str, times: i32) -> BytesMut {
+/// The half copied to `(topic, queue_id)` with its check counter set to `times`.
+fn copy_of(
+    broker: &ShardBroker,
+    half: &RecordView<'_>,
+    (topic, queue_id): (&str, i32),
+    times: i32,
+) -> BytesMut {
     let mut properties = Properties::decode(half.properties());
     properties.insert(names::TRANSACTION_CHECK_TIMES, times.to_string());
     let properties = properties.encode();
     let spec = RecordSpec {
         topic,
-        queue_id: 0,
+        queue_id,
         flag: half.flag(),
         sysflag: half.sysflag(),
         born_timestamp: half.born_timestamp(),

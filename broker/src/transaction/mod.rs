@@ -3,17 +3,20 @@
 //! decisions, check-back.
 //!
 //! A send with `TRAN_MSG=true` and the PREPARED sysflag is stored rewritten ([`half_send`])
-//! as a half message in `RMQ_SYS_TRANS_HALF_TOPIC` queue 0, which nobody subscribes to.
-//! END_TRANSACTION (`crate::processor::end_transaction`) commits (the real message is stored,
-//! then an op record) or rolls back (op record only). Op records in
-//! `RMQ_SYS_TRANS_OP_HALF_TOPIC` queue 0 (tag `d`, body `<half queue offset>,`) are the
-//! durable log of decisions; [`check`] replays them at start-up, so a restart neither
-//! forgets a pending half nor resolves one twice.
+//! as a half message in a queue of `RMQ_SYS_TRANS_HALF_TOPIC` that the shard handling the
+//! send owns ([`own_half_queue`]), which nobody subscribes to: the half is appended where
+//! the request is, with no hop to another shard, and transactional load spreads over every
+//! shard (Java keeps one half queue, 0; Comet's half topic has [`HALF_QUEUES`] queues so
+//! every shard owns one). END_TRANSACTION (`crate::processor::end_transaction`) commits
+//! (the real message is stored, then an op record) or rolls back (op record only). Op
+//! records in the same-numbered queue of `RMQ_SYS_TRANS_OP_HALF_TOPIC` (tag `d`, body
+//! `<half queue offset>,`) are the durable log of decisions; [`check`] replays them at
+//! start-up, so a restart neither forgets a pending half nor resolves one twice.
 //!
-//! The half queue's owner shard holds the set of resolved half offsets (one per shard thread,
-//! in [`STATE`]); END_TRANSACTION runs on the shard whose commit log holds the half, which is
-//! that owner. A half is marked resolved before its decision is appended, so a second
-//! decision arriving meanwhile is ignored.
+//! A half queue's owner shard holds the set of resolved halves of the queues it owns (one
+//! per shard thread, in [`STATE`]); END_TRANSACTION runs on the shard whose commit log
+//! holds the half, which is that owner. A half is marked resolved before its decision is
+//! appended, so a second decision arriving meanwhile is ignored.
 //!
 //! Crash between the committed message and its op record: the half is pending after the
 //! restart; before checking it back, the checker looks for a committed message carrying the
@@ -35,16 +38,20 @@ use comet_proto::{RemotingCommand, RequestCode};
 
 use crate::delay_level::rewrite::{requested_level, retarget, send_keys, to_schedule, Rewritten};
 use crate::shard::ShardBroker;
+use crate::topic::HALF_QUEUES;
 
 /// Tag of op records.
 pub const OP_TAG: &str = "d";
 /// The system group whose offset on the half queue is the checker's cursor.
 pub const SYSTEM_GROUP: &str = "CID_RMQ_SYS_TRANS";
 
-/// Resolved half offsets of this shard's half queue.
+/// One half: its half queue and its offset there.
+pub type HalfKey = (i32, i64);
+
+/// Resolved halves of this shard's half queues.
 #[derive(Default)]
 pub struct TransactionState {
-    resolved: HashSet<i64>,
+    resolved: HashSet<HalfKey>,
 }
 
 thread_local! {
@@ -52,19 +59,33 @@ thread_local! {
     pub static STATE: RefCell<TransactionState> = RefCell::new(TransactionState::default());
 }
 
-/// True when the half at `queue_offset` has a decision.
-pub fn is_resolved(queue_offset: i64) -> bool {
-    STATE.with(|state| state.borrow().resolved.contains(&queue_offset))
+/// True when the half has a decision.
+pub fn is_resolved(half: HalfKey) -> bool {
+    STATE.with(|state| state.borrow().resolved.contains(&half))
 }
 
 /// Marks a half resolved; false when it already was.
-pub fn mark_resolved(queue_offset: i64) -> bool {
-    STATE.with(|state| state.borrow_mut().resolved.insert(queue_offset))
+pub fn mark_resolved(half: HalfKey) -> bool {
+    STATE.with(|state| state.borrow_mut().resolved.insert(half))
 }
 
 /// Forgets a decision whose op record could not be stored, so the half is checked again.
-pub fn unmark_resolved(queue_offset: i64) {
-    STATE.with(|state| state.borrow_mut().resolved.remove(&queue_offset));
+pub fn unmark_resolved(half: HalfKey) {
+    STATE.with(|state| state.borrow_mut().resolved.remove(&half));
+}
+
+/// The half queues this shard owns (queue 0, Java's only one, among them on some shard:
+/// halves stored before the topic had more queues are checked there).
+pub fn owned_half_queues(broker: &ShardBroker) -> Vec<i32> {
+    (0..HALF_QUEUES)
+        .filter(|queue_id| broker.owns(TRANS_HALF_TOPIC, *queue_id))
+        .collect()
+}
+
+/// The half queue this shard stores new halves in: the first it owns (queue 0 when it owns
+/// none, which only more shards than [`HALF_QUEUES`] would cause).
+pub fn own_half_queue(broker: &ShardBroker) -> i32 {
+    owned_half_queues(broker).first().copied().unwrap_or(0)
 }
 
 /// Rewrites a prepared transactional send to a half message; `None` for other sends.
@@ -97,7 +118,7 @@ pub fn half_send(
     properties.insert(names::TRANSACTION_ID, unique_key);
     let rewritten = Rewritten {
         topic: TRANS_HALF_TOPIC.to_owned(),
-        queue_id: 0,
+        queue_id: own_half_queue(broker),
     };
     retarget(request, &rewritten, &properties);
     let sys_flag = message_sys_flag::with_transaction_type(
@@ -115,15 +136,16 @@ pub fn half_send(
     Some(rewritten)
 }
 
-/// The op record resolving the half at `half_queue_offset`.
-pub fn op_record(broker: &ShardBroker, half_queue_offset: i64) -> BytesMut {
+/// The op record resolving `half`, for the op queue numbered as its half queue.
+pub fn op_record(broker: &ShardBroker, half: HalfKey) -> BytesMut {
+    let (half_queue_id, half_queue_offset) = half;
     let mut properties = Properties::new();
     properties.insert(names::TAGS, OP_TAG);
     let properties = properties.encode();
     let body = format!("{half_queue_offset},");
     let spec = RecordSpec {
         topic: TRANS_OP_HALF_TOPIC,
-        queue_id: 0,
+        queue_id: half_queue_id,
         flag: 0,
         sysflag: 0,
         born_timestamp: comet_rt::clock::wall_clock_ms(),
