@@ -19,8 +19,9 @@
 # First run: Maven resolves the proxy, the Java SDK and rocketmq-tools; a virtual environment
 # in .cache/venv gets the Python SDK; npm ci installs node/package-lock.json into
 # node/.cache/install (all git-ignored, reused afterwards).
-# Prints PASS/FAIL per scenario and "N passed, N failed"; exits non-zero when any scenario
-# fails or a prerequisite (java, mvn, python3, node, npm) is missing.
+# Prints PASS/FAIL per scenario and "N passed, N failed" per SDK; exits non-zero when any
+# scenario fails or a prerequisite (java, mvn, python3, node, npm) is missing, 2 on bad
+# arguments.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PY_PKG="rocketmq-python-client==5.1.2"
@@ -60,7 +61,10 @@ PY_ONLY="$(only_for py_)"
 NODE_ONLY="$(only_for node_)"
 if [[ -n "$ONLY" ]]; then
   unknown="$(tr ',' '\n' <<<"$ONLY" | grep -Ev '^(grpc|py|node)_' | paste -sd, -)" || true
-  [[ -z "$unknown" ]] || die "unknown scenario(s) $unknown (names start with grpc_, py_ or node_)"
+  if [[ -n "$unknown" ]]; then
+    echo "proxy/run.sh: unknown scenario(s) $unknown (names start with grpc_, py_ or node_)" >&2
+    exit 2
+  fi
 fi
 
 # The Java harness: compiled once, again when its sources or pom change.
