@@ -310,6 +310,7 @@ mod tests {
         ("timerWheelEnable", "false"),
         ("timerMaxDelaySec", "3600"),
         ("recallMessageEnable", "true"),
+        ("initPopOffsetByCheckMsgInMem", "false"),
         ("regionId", "EU"),
         ("traceOn", "false"),
         ("serverChannelMaxIdleTimeSeconds", "60"),

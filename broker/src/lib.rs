@@ -43,6 +43,7 @@
 //!   client's shard, looks keys up on a queue's owner.
 //! - `reappend`: appends records the broker built itself on the shards owning their queues.
 //! - `queue_cursor`: reads the broker's own queues (delay levels, timer) from a cursor.
+//! - `memory`: the machine's memory and Java's rule for what is still served from it.
 //! - `shard`: [`shard::ShardBroker`], one shard's view of the broker, and what crosses the
 //!   mesh.
 //! - `controller_role`: controller mode's decided role, the master's write lease, and the
@@ -80,6 +81,7 @@ pub mod controller_role;
 pub mod delay_level;
 pub mod live_config;
 pub mod lock;
+pub mod memory;
 pub mod metadata;
 pub mod metrics;
 pub mod metrics_server;

@@ -289,7 +289,7 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
     ))?;
     let acl = load_acl(&config).map_err(RunError::new(FatalReason::Config))?;
     // The slave suggestion compares a consumer's lag with the machine's memory.
-    processor::pull::read_total_memory();
+    crate::memory::read_total_memory();
     let config = Arc::new(live);
     let mesh: Mesh<ShardCall, ShardReply> = Mesh::new(shard_count, MESH_CAPACITY);
     let unique_keys = Arc::new(UniqueKeyGenerator::new(

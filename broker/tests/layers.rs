@@ -64,6 +64,7 @@ const LAYERS: &[Layer] = &[
             "routing",
             "reappend",
             "queue_cursor",
+            "memory",
             "shard",
             "controller_role",
             "replication_state",

@@ -403,3 +403,46 @@ fn sigkill_keeps_in_flight_messages_and_forgets_acked_ones() {
         more.iter().map(body).collect::<Vec<_>>()
     );
 }
+
+/// Pops queue 0 of `topic` once for a group new to it, asking to start at the queue's end
+/// (initMode 1, what 5.x's proxy sends); the bodies popped.
+fn pop_from_end(client: &mut Client, group: &str, topic: &str) -> Vec<String> {
+    use comet_proto::CommandHeader;
+    let mut header = comet_proto::headers::PopMessageRequestHeader::from_ext_fields(
+        &pop_request(group, topic, 0, 32, 60_000, 0).ext_fields,
+    )
+    .unwrap();
+    header.init_mode = 1;
+    let request = RemotingCommand::request(RequestCode::POP_MESSAGE, 0).with_header(&header);
+    popped(client.call(request))
+        .messages
+        .iter()
+        .map(body)
+        .collect()
+}
+
+// Proves a new group asking to start at a queue's end gets the queue from its first message
+// while the queue was never trimmed and that message is in memory (Java's
+// initPopOffsetByCheckMsgInMem, on by default), and only the last message with it off.
+#[test]
+fn a_new_group_at_the_end_of_a_young_queue_starts_at_its_first_message() {
+    let directory = TempDir::new("e2e-pop-init");
+    let broker = Broker::start(&directory.0, CORES, &[]);
+    let mut client = broker.client();
+    create_topic(&mut client, "PopInit", 1);
+    let sent = bodies("init", 5);
+    send_bodies(&mut client, "PopInit", 1, &sent);
+    assert_eq!(pop_from_end(&mut client, "pop_init_g", "PopInit"), sent);
+    drop(client);
+    drop(broker);
+    let directory = TempDir::new("e2e-pop-init-off");
+    let options = ["-o", "initPopOffsetByCheckMsgInMem=false"];
+    let broker = Broker::start(&directory.0, CORES, &options);
+    let mut client = broker.client();
+    create_topic(&mut client, "PopInit", 1);
+    send_bodies(&mut client, "PopInit", 1, &sent);
+    assert_eq!(
+        pop_from_end(&mut client, "pop_init_g", "PopInit"),
+        ["init-4"]
+    );
+}

@@ -332,6 +332,13 @@ comet_proto::config_table! {
         doc: "Furthest ahead a timed message may be scheduled.",
         parse: |key, value| parse(key, value, "seconds"), show: ToString::to_string,
     },
+    init_pop_offset_by_check_msg_in_mem: bool = true => {
+        key: "initPopOffsetByCheckMsgInMem", unit: "", applies: Live,
+        doc: "A pop group new to a queue asking to start at its end starts at its first \
+              message while the queue was never trimmed and that message is still within \
+              accessMessageInMemoryMaxRatio of memory (as RocketMQ).",
+        parse: parse_bool, show: ToString::to_string,
+    },
     recall_message_enable: bool = false => {
         key: "recallMessageEnable", unit: "", applies: Live,
         doc: "Serve RECALL_MESSAGE (off by default, as in RocketMQ).",

@@ -289,7 +289,10 @@ fn order_popped(
 }
 
 /// The group's pop position in the queue, set first (and committed) when it has none:
-/// the queue's first message for [`INIT_MODE_MIN`] and for retry topics, else its last one
+/// the queue's first message for [`INIT_MODE_MIN`] and for retry topics; else its first
+/// one too while the queue was never trimmed and that message is still in memory
+/// (`initPopOffsetByCheckMsgInMem`, on by default: a group whose consumers start after the
+/// first sends gets them, as 5.x's proxy consumers expect), and its last one otherwise
 /// (Java's `getInitOffset`). A pending offset reset wins.
 fn pop_position(broker: &ShardBroker, request: &PopQueue<'_>) -> i64 {
     let mut offsets = broker.offsets().borrow_mut();
@@ -307,12 +310,17 @@ fn pop_position(broker: &ShardBroker, request: &PopQueue<'_>) -> i64 {
         return position;
     }
     let store = broker.queue_store(request.topic, request.queue_id);
-    let position =
-        if request.init_mode == INIT_MODE_MIN || request.topic.starts_with(RETRY_TOPIC_PREFIX) {
-            store.min_offset(request.topic, request.queue_id).as_i64()
-        } else {
-            (store.max_offset(request.topic, request.queue_id).as_i64() - 1).max(0)
-        };
+    let min = store.min_offset(request.topic, request.queue_id).as_i64();
+    let from_first = request.init_mode == INIT_MODE_MIN
+        || request.topic.starts_with(RETRY_TOPIC_PREFIX)
+        || (broker.config().init_pop_offset_by_check_msg_in_mem
+            && min <= 0
+            && crate::memory::is_in_memory(broker, request.topic, request.queue_id, 0));
+    let position = if from_first {
+        min
+    } else {
+        (store.max_offset(request.topic, request.queue_id).as_i64() - 1).max(0)
+    };
     offsets.commit(request.group, request.topic, request.queue_id, position);
     position
 }
