@@ -264,6 +264,38 @@ pub struct ProduceArgs {
     /// When to stop.
     #[command(flatten)]
     pub finish: FinishArgs,
+    /// Send every message as a transaction (comet-client's `TransactionProducer`): a half
+    /// message, then END_TRANSACTION with COMMIT as soon as it is stored (the local
+    /// transaction always commits), and a check-back listener answering COMMIT. Sync
+    /// senders, one message per transaction: refuses --inflight, --async-client and --batch.
+    #[arg(long)]
+    pub transactional: bool,
+}
+
+impl ProduceArgs {
+    /// Checks the sending flags, and that --transactional has sync senders of single
+    /// messages (a transaction is one half sent synchronously, then its decision).
+    pub fn validate(&self) -> Result<()> {
+        self.send.validate()?;
+        if !self.transactional {
+            return Ok(());
+        }
+        let refused = |flag: &str| {
+            Err(BenchError::Args(format!(
+                "--transactional sends one half per sync sender; drop {flag}"
+            )))
+        };
+        if self.send.inflight.is_some() {
+            return refused("--inflight");
+        }
+        if self.send.async_client {
+            return refused("--async-client");
+        }
+        if self.send.batch > 1 {
+            return refused("--batch");
+        }
+        Ok(())
+    }
 }
 
 /// Push or lite pull.
@@ -572,6 +604,53 @@ mod tests {
         assert!(refused(|args| args.pop_batch = 33));
         assert!(refused(|args| args.invisible_time_ms = 0));
         assert!(refused(|args| args.send.topics = 2));
+    }
+
+    // Proves --transactional parses (off by default, also in the canonical workload), passes
+    // with sync senders of single messages, open loop and several topics, and is refused
+    // with a typed error beside --inflight, --async-client or --batch.
+    #[test]
+    fn transactional_flag_parses_and_refuses_async_and_batches() {
+        let Command::Produce(canonical) = Command::canonical() else {
+            panic!("canonical workload is produce");
+        };
+        assert!(!canonical.transactional);
+        canonical.validate().unwrap();
+        let parse = |extra: &[&str]| {
+            let cli = Cli::try_parse_from(
+                [&["comet-bench", "produce", "--transactional"], extra].concat(),
+            )
+            .unwrap();
+            let Some(Command::Produce(args)) = cli.command else {
+                panic!("produce")
+            };
+            assert!(args.transactional);
+            args.validate()
+        };
+        parse(&["--threads", "8", "--size", "1024"]).unwrap();
+        parse(&["--rate", "500", "--topics", "3", "--keys", "--tags", "T"]).unwrap();
+        for extra in [
+            &["--inflight", "64"][..],
+            &["--async-client"][..],
+            &["--batch", "2"][..],
+        ] {
+            match parse(extra) {
+                Err(BenchError::Args(reason)) => {
+                    assert!(reason.contains(extra[0]), "{reason}")
+                }
+                other => panic!("{extra:?} accepted: {other:?}"),
+            }
+        }
+        assert!(matches!(parse(&["--size", "0"]), Err(BenchError::Args(_))));
+        let plain = ["comet-bench", "produce", "--async-client", "--batch", "1"];
+        let Some(Command::Produce(args)) = Cli::try_parse_from(plain).unwrap().command else {
+            panic!("produce")
+        };
+        args.validate().unwrap();
+        let json = serde_json::to_value(&args).unwrap();
+        assert_eq!(json["transactional"], false, "{json}");
+        let e2e = Cli::try_parse_from(["comet-bench", "e2e", "--transactional"]);
+        assert!(e2e.is_err(), "--transactional belongs to produce only");
     }
 
     // Proves --topics names N topics after --topic, that the senders' messages together

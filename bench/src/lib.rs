@@ -6,7 +6,8 @@
 //! * `produce`: sync senders on N threads, or an async window of N sends in flight (the
 //!   blocking client's callbacks, or with `--async-client` comet-client's tokio
 //!   `AsyncProducer` from one task), single messages or batches, closed loop (as fast as
-//!   answers come) or open loop (`--rate`);
+//!   answers come) or open loop (`--rate`); with `--transactional` every message is a
+//!   transaction (a half message committed at once, comet-client's `TransactionProducer`);
 //! * `consume`: a push or lite-pull consumer group, rate and end-to-end latency;
 //! * `e2e`: produce at a fixed rate while consuming; end-to-end latency percentiles.
 //! * `pop`: RocketMQ 5.x pop consumers (comet-client's `AsyncPopConsumer`), draining a

@@ -8,16 +8,25 @@
 //! * Async client (`--async-client`): one task on a current-thread tokio runtime keeps up
 //!   to `--inflight` (else `--threads`) sends of an `AsyncProducer` in flight and records
 //!   each outcome as it completes; the client adds no thread of its own.
+//! * Transactions (`--transactional`): sync sender threads with a `TransactionProducer`;
+//!   each message is a half message whose local transaction commits at once, so its latency
+//!   is the half's round trip plus writing the one-way END_TRANSACTION (as Java's
+//!   `TransactionMQProducer`, the client never waits for the decision's effect). The
+//!   check-back listener answers COMMIT and counts the halves the broker asked about
+//!   (`tx_check_backs_total`): a decision lost on the way shows there once the broker's
+//!   check interval has passed.
 //! * Latency is measured from the intended time in open loop (`--rate`), from the moment
 //!   the request is issued otherwise. A send answered with a non-OK status (such as
 //!   FLUSH_DISK_TIMEOUT) counts as an error: the message was not durable in time.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use comet_client::{
-    AsyncProducer, ClientConfig, ClientError, Message, Producer, ProducerConfig, SendResult,
-    SendStatus,
+    AsyncProducer, ClientConfig, ClientError, LocalTransactionState, Message, Producer,
+    ProducerConfig, SendResult, SendStatus, TransactionProducer, TransactionProducerConfig,
+    TransactionSendResult,
 };
 use futures::stream::{FuturesUnordered, StreamExt};
 
@@ -34,11 +43,14 @@ use crate::topic;
 
 /// Runs `produce`.
 pub fn run(cli: &Cli, args: &ProduceArgs) -> Result<Outcome> {
-    args.send.validate()?;
+    args.validate()?;
     let duration = args.finish.duration()?;
     let topics = args.send.topic_names();
     if let Some(queues) = args.send.queues {
         topic::ensure_topics(&cli.client_config()?, &topics, queues)?;
+    }
+    if args.transactional {
+        return run_transactional(cli, args, duration, &topics);
     }
     if args.send.async_client {
         return run_async_client(cli, args, duration, &topics);
@@ -125,6 +137,137 @@ fn run_async_client(
         others: Vec::new(),
         extra: serde_json::Map::new(),
     })
+}
+
+/// `produce --transactional`: [`run`] with a [`TransactionProducer`] on sync sender threads,
+/// each message a transaction committed as soon as its half is stored.
+fn run_transactional(
+    cli: &Cli,
+    args: &ProduceArgs,
+    duration: Option<Duration>,
+    topics: &[String],
+) -> Result<Outcome> {
+    let mut config =
+        TransactionProducerConfig::new(producer_config(&cli.client_config()?, &args.send));
+    // Listed so that start heartbeats the brokers at once: a check-back can reach this
+    // producer from its first half on.
+    config.topics = topics.to_vec();
+    let checks_answered = Arc::new(AtomicU64::new(0));
+    let counter = checks_answered.clone();
+    let producer = TransactionProducer::new(config, move |_half| {
+        // Every local transaction of the run committed, so a half the broker asks about
+        // (its END_TRANSACTION lost or late) is committed too.
+        counter.fetch_add(1, Ordering::Relaxed);
+        LocalTransactionState::CommitMessage
+    })?;
+    producer.start()?;
+    let run_id = payload::new_run_id();
+    for topic in topics {
+        warm_up_transactional(&producer, &args.send, topic, run_id)?;
+    }
+    // Check-backs of the warm-up's halves are not the run's.
+    let checks_before = checks_answered.load(Ordering::Relaxed);
+    let started = Instant::now();
+    let stats = Stats::new()?;
+    let context = SendContext::new(&producer, &args.send, run_id, started, stats.clone())?;
+    let finish = FinishCondition::new(started, duration, args.finish.messages);
+    let mut phases = [("send", Collector::new(stats, started)?)];
+    super::with_progress(&mut phases, cli.quiet, || {
+        transactional_send_all(&context, &finish)
+    })??;
+    let ended = Instant::now();
+    let checks = checks_answered.load(Ordering::Relaxed) - checks_before;
+    producer.shutdown();
+    let [(_, collector)] = phases;
+    let mut main = send_summary(collector, started, ended)?;
+    main.latency_meaning = "transaction (half sent to acknowledgement, then COMMIT written; \
+        END_TRANSACTION is one-way)";
+    let mut extra = serde_json::Map::new();
+    extra.insert("tx_check_backs_total".into(), checks.into());
+    Ok(Outcome {
+        main,
+        others: Vec::new(),
+        extra,
+    })
+}
+
+/// One unmeasured transaction to `topic` ([`warm_up`] for transactional runs), so that
+/// route lookup and topic auto-creation are not in the figures.
+fn warm_up_transactional(
+    producer: &TransactionProducer,
+    args: &SendArgs,
+    topic: &str,
+    run_id: u64,
+) -> Result<()> {
+    let stamp = Stamp {
+        run_id: run_id ^ 1,
+        intended_unix_ns: payload::unix_ns_now(),
+    };
+    let message = Message::new(topic, payload::body(args.size_bytes, stamp));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match producer.send_in_transaction(message.clone(), commit) {
+            Ok(_) => return Ok(()),
+            Err(error) if Instant::now() >= deadline => return Err(BenchError::Client(error)),
+            Err(error) => {
+                log::warn!("warm-up transaction failed, retrying: {error}");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        }
+    }
+}
+
+/// The local transaction of every benchmark message: it commits at once.
+fn commit(_message: &Message, _half: &SendResult) -> LocalTransactionState {
+    LocalTransactionState::CommitMessage
+}
+
+/// A transaction counts when its half was stored (SEND_OK) and COMMIT was its decision.
+fn check_transaction(sent: &TransactionSendResult) -> std::result::Result<(), SendFailure> {
+    check_statuses(std::slice::from_ref(&sent.send_result))?;
+    match sent.local_transaction_state {
+        LocalTransactionState::CommitMessage => Ok(()),
+        other => Err(SendFailure::NotCommitted(other)),
+    }
+}
+
+/// [`send_all`] for transactions: `--threads` sync senders, one transaction at a time each.
+fn transactional_send_all(
+    context: &SendContext<'_, TransactionProducer>,
+    finish: &FinishCondition,
+) -> Result<()> {
+    std::thread::scope(|scope| {
+        for thread in 0..context.args.threads {
+            std::thread::Builder::new()
+                .name(format!("bench-tx-{thread}"))
+                .spawn_scoped(scope, move || transactional_sender(context, finish, thread))
+                .map_err(|error| BenchError::Thread(error.to_string()))?;
+        }
+        Ok(())
+    })
+}
+
+fn transactional_sender(
+    context: &SendContext<'_, TransactionProducer>,
+    finish: &FinishCondition,
+    thread: usize,
+) {
+    let bytes = context.args.size_bytes as u64;
+    let mut sequence = 0u64;
+    while finish.claim(1).is_some() {
+        let start = context.next_start();
+        let message = context.message(start, thread, sequence);
+        sequence += 1;
+        let outcome = context
+            .producer
+            .send_in_transaction(message, commit)
+            .map_err(SendFailure::from)
+            .and_then(|sent| check_transaction(&sent));
+        match outcome {
+            Ok(()) => context.stats.record_ok(start.elapsed(), 1, bytes),
+            Err(error) => context.stats.record_error(&error),
+        }
+    }
 }
 
 /// The producer settings of the flags.
@@ -284,6 +427,9 @@ enum SendFailure {
     /// The broker answered, but not SEND_OK.
     #[error("broker answered {}", .0.name())]
     NotOk(SendStatus),
+    /// A transaction ended with another decision than COMMIT.
+    #[error("transaction ended {}, not COMMIT_MESSAGE", .0.name())]
+    NotCommitted(LocalTransactionState),
 }
 
 fn check_statuses(results: &[SendResult]) -> std::result::Result<(), SendFailure> {
