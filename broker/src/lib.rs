@@ -61,6 +61,7 @@
 //! - `lock`: the queue locks of orderly consumers.
 //! - `subscription`: the subscription groups.
 //! - `topic`: the topic table: system topics, auto-creation, permissions, data version.
+//! - `topic_attributes`: 5.x topic attributes (`message.type`, ...) and their changes.
 //! - `offset`: the consumer offsets of the queues a shard owns, and their file.
 //! - `stats`: per-topic and per-group statistics.
 //! - `traffic`: broker-wide traffic counters and rates.
@@ -104,5 +105,6 @@ pub mod stats;
 pub mod subscription;
 pub mod timer_wheel;
 pub mod topic;
+pub mod topic_attributes;
 pub mod traffic;
 pub mod transaction;

@@ -80,6 +80,7 @@ const LAYERS: &[Layer] = &[
             "lock",
             "subscription",
             "topic",
+            "topic_attributes",
             "offset",
             "stats",
             "traffic",

@@ -23,6 +23,7 @@ use crate::pop::extra_info::{pop_retry_topic, pop_retry_topic_v2};
 use crate::routing::{call_shard, internal_context, persist_topics_now, InternalCallError};
 use crate::shard::{ShardBroker, ShardCall};
 use crate::stats::StatsName;
+use crate::topic_attributes;
 use crate::traffic::format_tps;
 
 use super::error;
@@ -85,7 +86,22 @@ pub fn create_topic(broker: &ShardBroker, request: &RemotingCommand) -> Remoting
             )
         }
     };
+    let modification = header.attributes.as_deref().unwrap_or("");
+    if topic_attributes::message_type_set(modification).as_deref() == Some("MIXED") {
+        let remark = "MIXED message type is not supported.";
+        return error(request, ResponseCode::INVALID_PARAMETER, remark);
+    }
+    let current = broker
+        .topics()
+        .get(&header.topic)
+        .map(|existing| existing.attributes.clone());
+    // Java's answer to a modification it refuses (a RuntimeException in updateTopicConfig).
+    let attributes = match topic_attributes::alter(current.as_ref(), modification) {
+        Ok(attributes) => attributes,
+        Err(e) => return error(request, ResponseCode::SYSTEM_ERROR, e.to_string()),
+    };
     let config = TopicConfig {
+        attributes,
         read_queue_nums: header.read_queue_nums,
         write_queue_nums: header.write_queue_nums,
         perm: header.perm,
