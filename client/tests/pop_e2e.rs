@@ -544,3 +544,51 @@ fn bad_arguments_are_refused() {
     config.in_flight_messages_max = 0;
     assert!(AsyncPopConsumer::new(config).is_err());
 }
+
+// Proves an orderly consumer gets a queue's messages in order, batch after batch: while a
+// received message is unacked and invisible the queue gives the group nothing, unacked
+// messages come back in order with their reconsume count, and after the acks the next
+// messages follow.
+#[test]
+fn an_orderly_consumer_gets_a_queue_in_order_batch_after_batch() {
+    let (live, topic) = setup("pop-orderly", 1);
+    let sent = send(&live, &topic, &bodies("fifo", 6));
+    let group = unique("pop_orderly_g");
+    let orderly = |poll: Duration| {
+        let mut config = config(&live, &group, poll);
+        config.orderly = true;
+        let consumer = AsyncPopConsumer::new(config).unwrap();
+        consumer.subscribe(&topic, "*").unwrap();
+        consumer
+    };
+    runtime().block_on(async {
+        let first = orderly(Duration::from_secs(1));
+        let other = orderly(Duration::from_millis(300));
+        let batch = within("the first batch", first.receive(2, Duration::from_secs(2))).await;
+        let batch = batch.unwrap();
+        assert_eq!(batch.iter().map(body).collect::<Vec<_>>(), sent[..2]);
+        assert!(batch.iter().all(|message| message.reconsume_times() == 0));
+        let blocked = other.receive(2, LONG_INVISIBLE).await.unwrap();
+        assert!(
+            blocked.is_empty(),
+            "the queue is blocked while the batch is in flight"
+        );
+        // Not acked: the same two come back, in order, once their invisible time passed.
+        let mut again = Vec::new();
+        within("the batch again", async {
+            while again.is_empty() {
+                again = other.receive(2, LONG_INVISIBLE).await.unwrap();
+            }
+        })
+        .await;
+        assert_eq!(again.iter().map(body).collect::<Vec<_>>(), sent[..2]);
+        assert!(again.iter().all(|message| message.reconsume_times() == 1));
+        for message in &again {
+            other.ack(message).await.unwrap();
+        }
+        let next = receive_count(&other, 4, LONG_INVISIBLE).await;
+        assert_eq!(next.iter().map(body).collect::<Vec<_>>(), sent[2..]);
+        first.shutdown();
+        other.shutdown();
+    });
+}

@@ -43,7 +43,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use self::in_flight::{InFlight, MessageKey, Reservation};
-use self::receipt::{parse_start_offsets, Receipt, RetryFlag};
+use self::receipt::{parse_order_counts, parse_start_offsets, OrderCounts, Receipt, RetryFlag};
 use super::transport::{AsyncTransport, AsyncTransportConfig};
 use crate::config::{now_ms, ClientConfig};
 use crate::error::{ClientError, Result};
@@ -88,6 +88,10 @@ pub struct PopConsumerConfig {
     pub init_mode: PopInitMode,
     /// Messages held at most: received, not acked, invisible time not over.
     pub in_flight_messages_max: usize,
+    /// Orderly (FIFO) pops: a queue gives the group its next messages only once the ones
+    /// handed out are acked or visible again, and unacked ones come back in order from the
+    /// queue itself (RocketMQ 5.x FIFO consumption). Off by default.
+    pub orderly: bool,
 }
 
 impl PopConsumerConfig {
@@ -99,6 +103,7 @@ impl PopConsumerConfig {
             poll_time: Duration::from_secs(15),
             init_mode: PopInitMode::Last,
             in_flight_messages_max: 1024,
+            orderly: false,
         }
     }
 }
@@ -291,6 +296,12 @@ impl AsyncPopConsumer {
         let ask = Ask {
             count: reservation.count(),
             invisible_time,
+            // One id per receive: the broker lets a repeated pop of the same attempt through
+            // a queue this consumer's own earlier pop of it blocks.
+            attempt_id: inner
+                .config
+                .orderly
+                .then(|| format!("{:016x}", route::random_u64())),
         };
         if let [target] = targets.as_slice() {
             let poll = deadline.saturating_duration_since(Instant::now());
@@ -432,6 +443,8 @@ fn check_invisible_time(invisible_time: Duration) -> Result<()> {
 struct Ask {
     count: usize,
     invisible_time: Duration,
+    /// Set for an orderly pop.
+    attempt_id: Option<String>,
 }
 
 impl Inner {
@@ -504,8 +517,8 @@ impl Inner {
             init_mode: self.config.init_mode.wire(),
             exp_type: Some(EXPRESSION_TYPE_TAG.to_owned()),
             exp: Some(target.subscription.expression().to_owned()),
-            order: Some(false),
-            attempt_id: None,
+            order: Some(self.config.orderly),
+            attempt_id: ask.attempt_id.clone(),
             broker_name: Some(target.broker_name.clone()),
         };
         let request = protocol::request(RequestCode::POP_MESSAGE, &header);
@@ -531,10 +544,11 @@ impl Inner {
             );
         }
         let starts = parse_start_offsets(answer.start_offset_info.as_deref().unwrap_or(""));
+        let counts = parse_order_counts(answer.order_count_info.as_deref().unwrap_or(""));
         let mut popped = Vec::with_capacity(messages.len());
         let mut unwanted = Vec::new();
         for message in messages {
-            let one = match self.popped(target, &answer, &starts, message) {
+            let one = match self.popped(target, &answer, (&starts, &counts), message) {
                 Ok(one) => one,
                 Err(error) => {
                     log::warn!("pop answer from {addr}: {error}");
@@ -564,9 +578,14 @@ impl Inner {
         &self,
         target: &Target,
         answer: &PopMessageResponseHeader,
-        starts: &HashMap<(RetryFlag, i32), i64>,
+        (starts, counts): (&HashMap<(RetryFlag, i32), i64>, &OrderCounts),
         mut message: MessageExt,
     ) -> Result<PopMessage> {
+        if let Some(times) = counts.of(message.queue_id, message.queue_offset) {
+            // An orderly pop's message comes back from its own queue, not through the retry
+            // topic: its deliveries so far are in the answer (Java's client does the same).
+            message.reconsume_times = times;
+        }
         let receipt = match message.property(property::POP_CK) {
             Some(text) => Receipt::parse(text, message.queue_offset)?,
             None => {
@@ -660,7 +679,7 @@ impl Inner {
             queue_id: -1,
             poll_time: millis(poll),
             born_time: now_ms(),
-            order: Some(false),
+            order: Some(self.config.orderly),
             attempt_id: None,
             broker_name: Some(target.broker_name.clone()),
         };

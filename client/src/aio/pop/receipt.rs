@@ -167,9 +167,64 @@ pub fn parse_start_offsets(info: &str) -> HashMap<(RetryFlag, i32), i64> {
     offsets
 }
 
+/// An orderly pop answer's delivery counts (`orderCountInfo`): per message
+/// (`<retryFlag> qo<queueId>%<queueOffset> <count>`) and per queue (`<retryFlag> <queueId>
+/// <count>`, the smallest of the queue's messages, which older brokers send alone).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct OrderCounts {
+    by_offset: HashMap<(i32, i64), i32>,
+    by_queue: HashMap<i32, i32>,
+}
+
+impl OrderCounts {
+    /// How often the message at (`queue_id`, `queue_offset`) was delivered before, if the
+    /// answer says (Java's client reads the per-message entry first, then the queue's).
+    pub fn of(&self, queue_id: i32, queue_offset: i64) -> Option<i32> {
+        self.by_offset
+            .get(&(queue_id, queue_offset))
+            .or_else(|| self.by_queue.get(&queue_id))
+            .copied()
+    }
+}
+
+/// Reads `orderCountInfo`; entries that do not parse are skipped.
+pub fn parse_order_counts(info: &str) -> OrderCounts {
+    let mut counts = OrderCounts::default();
+    for entry in info.split(';').filter(|entry| !entry.is_empty()) {
+        let fields: Vec<&str> = entry.split(' ').collect();
+        let [_flag, key, count] = fields.as_slice() else {
+            continue;
+        };
+        let Ok(count) = count.parse::<i32>() else {
+            continue;
+        };
+        if let Some((queue_id, offset)) =
+            key.strip_prefix("qo").and_then(|rest| rest.split_once('%'))
+        {
+            if let (Ok(queue_id), Ok(offset)) = (queue_id.parse(), offset.parse()) {
+                counts.by_offset.insert((queue_id, offset), count);
+            }
+        } else if let Ok(queue_id) = key.parse() {
+            counts.by_queue.insert(queue_id, count);
+        }
+    }
+    counts
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves orderCountInfo is read per message first, then per queue, and junk skipped.
+    #[test]
+    fn order_counts_per_message_then_per_queue() {
+        let counts = parse_order_counts("0 qo3%4 2;0 qo3%5 1;0 3 1;junk;0 x 1;0 qo1%z 4");
+        assert_eq!(counts.of(3, 4), Some(2));
+        assert_eq!(counts.of(3, 5), Some(1));
+        assert_eq!(counts.of(3, 9), Some(1), "the queue's smallest count");
+        assert_eq!(counts.of(1, 0), None);
+        assert_eq!(parse_order_counts(""), OrderCounts::default());
+    }
 
     // Proves a receipt survives text → parse → text, and the seven-field form takes the
     // message's offset.
