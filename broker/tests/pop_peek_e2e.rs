@@ -6,43 +6,19 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use comet_proto::headers::{
     NotificationRequestHeader, NotificationResponseHeader, PeekMessageRequestHeader,
-    PollingInfoRequestHeader, PollingInfoResponseHeader, PopMessageRequestHeader,
-    PopMessageResponseHeader,
+    PollingInfoRequestHeader, PollingInfoResponseHeader, PopMessageResponseHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use comet_test_support::poll_until;
+use common::pop::{now_ms, pop_request};
 use common::{create_topic, send_request, Broker, Client, TempDir};
 
 const CORES: usize = 2;
-
-fn now_ms() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    i64::try_from(since.as_millis()).unwrap()
-}
-
-fn pop_request(group: &str, topic: &str, queue_id: i32, poll_ms: i64) -> RemotingCommand {
-    let header = PopMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        max_msg_nums: 32,
-        invisible_time: 60_000,
-        poll_time: poll_ms,
-        born_time: now_ms(),
-        init_mode: 0,
-        exp_type: Some("TAG".into()),
-        exp: Some("*".into()),
-        order: Some(false),
-        attempt_id: None,
-        broker_name: None,
-    };
-    RemotingCommand::request(RequestCode::POP_MESSAGE, 0).with_header(&header)
-}
 
 /// The bodies a pop answered (none for POLLING_TIMEOUT).
 fn pop_bodies(response: &RemotingCommand) -> Vec<String> {
@@ -150,7 +126,7 @@ fn peek_returns_messages_and_takes_nothing() {
 
     let mut popped = BTreeSet::new();
     poll_until(Duration::from_secs(10), || {
-        let response = client.call(pop_request("peek_g", "Peek", -1, 0));
+        let response = client.call(pop_request("peek_g", "Peek", -1, 32, 60_000, 0));
         popped.extend(pop_bodies(&response));
         popped.len() >= all.len()
     });
@@ -190,7 +166,7 @@ fn notification_tells_whether_a_pop_would_find_something() {
     assert!(!notify(&mut client, "notify_g", "Notify", 1, 300).0);
 
     // Popped: nothing is left for the group.
-    let popped = pop_bodies(&client.call(pop_request("notify_g", "Notify", -1, 0)));
+    let popped = pop_bodies(&client.call(pop_request("notify_g", "Notify", -1, 32, 60_000, 0)));
     assert_eq!(popped, ["here"]);
     assert!(!notify(&mut client, "notify_g", "Notify", -1, 300).0);
 
@@ -231,7 +207,14 @@ fn polling_info_counts_a_waiting_pop() {
     let addr = broker.broker_addr;
     let waiter = std::thread::spawn(move || {
         let mut client = Client::connect(addr);
-        let response = client.call(pop_request("poll_info_g", "PollInfo", -1, 20_000));
+        let response = client.call(pop_request(
+            "poll_info_g",
+            "PollInfo",
+            -1,
+            32,
+            60_000,
+            20_000,
+        ));
         pop_bodies(&response)
     });
     let counted = poll_until(Duration::from_secs(10), || {

@@ -212,28 +212,55 @@ pub async fn pop_queue(
         return Err(TakeError::Checkpoint(stored.remark.unwrap_or_default()));
     }
     commit(broker, request, ck.next_offset);
-    let receipt = ExtraInfo {
-        ck_queue_offset: position,
-        pop_time: pop_time_ms,
-        invisible_time: request.invisible_time_ms,
+    let handed = Handed {
+        position,
+        pop_time_ms,
         revive_qid: super::revive_queue(broker),
+        rest,
+    };
+    hand_out(broker, request, &views, offsets, handed, None)
+}
+
+/// Where and how a pop of one queue handed its messages out.
+struct Handed {
+    position: i64,
+    pop_time_ms: i64,
+    revive_qid: i32,
+    rest: i64,
+}
+
+/// The pop's answer for one queue: each message with its receipt (`POP_CK`) under the
+/// subscribed topic, counted in the statistics.
+fn hand_out(
+    broker: &ShardBroker,
+    request: &PopQueue<'_>,
+    views: &[RecordView<'_>],
+    offsets: Vec<i64>,
+    handed: Handed,
+    deliveries: Option<Deliveries>,
+) -> Result<Popped, TakeError> {
+    let receipt = ExtraInfo {
+        ck_queue_offset: handed.position,
+        pop_time: handed.pop_time_ms,
+        invisible_time: request.invisible_time_ms,
+        revive_qid: handed.revive_qid,
         retry_flag: retry_flag(request.topic).to_owned(),
-        broker_name: ck.broker_name.clone(),
+        broker_name: broker.config().broker_name.clone(),
         queue_id: request.queue_id,
         queue_offset: None,
     };
     let answered_topic = normal_topic(request.topic, request.group);
     let mut records = Vec::with_capacity(views.len());
-    for view in &views {
+    for view in views {
         records.push(with_receipt(view, &receipt, answered_topic)?);
     }
     count(broker, request, &records);
     Ok(Popped {
         records,
-        start_offset: position,
+        start_offset: handed.position,
         offsets,
-        rest,
-        deliveries: None,
+        rest: handed.rest,
+        deliveries,
     })
 }
 
@@ -263,29 +290,13 @@ fn order_popped(
     let deliveries = super::state::with_order_book(|book| {
         book.record_pop(key, order.attempt_id, times, position, offsets.clone())
     });
-    let receipt = ExtraInfo {
-        ck_queue_offset: position,
-        pop_time: pop_time_ms,
-        invisible_time: request.invisible_time_ms,
+    let handed = Handed {
+        position,
+        pop_time_ms,
         revive_qid: super::ORDER_REVIVE_QUEUE,
-        retry_flag: retry_flag(request.topic).to_owned(),
-        broker_name: broker.config().broker_name.clone(),
-        queue_id: request.queue_id,
-        queue_offset: None,
-    };
-    let answered_topic = normal_topic(request.topic, request.group);
-    let mut records = Vec::with_capacity(views.len());
-    for view in views {
-        records.push(with_receipt(view, &receipt, answered_topic)?);
-    }
-    count(broker, request, &records);
-    Ok(Popped {
-        records,
-        start_offset: position,
-        offsets,
         rest,
-        deliveries: Some(deliveries),
-    })
+    };
+    hand_out(broker, request, views, offsets, handed, Some(deliveries))
 }
 
 /// The group's pop position in the queue, set first (and committed) when it has none:
