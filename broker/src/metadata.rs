@@ -120,6 +120,11 @@ impl Metadata {
         (changed, self.topics_generation.load(Ordering::Acquire))
     }
 
+    /// The topic table's generation now (what a wait for its registration waits for).
+    pub fn topics_generation(&self) -> u64 {
+        self.topics_generation.load(Ordering::Acquire)
+    }
+
     /// Records that a registration including topic generation `generation` was sent.
     pub fn set_registered_generation(&self, generation: u64) {
         self.registered_generation

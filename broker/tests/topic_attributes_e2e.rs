@@ -1,10 +1,11 @@
-//! Topic attributes end to end (5.x): UPDATE_AND_CREATE_TOPIC's `attributes` are kept,
+//! Topic creation end to end: the topic is routed by the name server once the creation is
+//! answered, and (5.x) UPDATE_AND_CREATE_TOPIC's `attributes` are kept,
 //! answered by GET_TOPIC_CONFIG (where 5.x's proxy reads a topic's message type), survive a
 //! restart, and a modification Java refuses is refused with Java's answer.
 
 mod common;
 
-use comet_proto::headers::CreateTopicRequestHeader;
+use comet_proto::headers::{CreateTopicRequestHeader, GetRouteInfoRequestHeader};
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use common::{create_topic_request, Broker, Client, TempDir};
 
@@ -38,6 +39,15 @@ fn topic_attributes_are_kept_answered_and_checked() {
     let mut client = broker.client();
     let created = create_with(&mut client, "AttrFifo", "+message.type=FIFO");
     assert_eq!(created.response_code(), ResponseCode::SUCCESS);
+    // Registered before the answer, as Java does: the name server routes it at once.
+    let header = GetRouteInfoRequestHeader {
+        topic: "AttrFifo".into(),
+        accept_standard_json_only: None,
+    };
+    let route = broker.namesrv_client().call(
+        RemotingCommand::request(RequestCode::GET_ROUTEINFO_BY_TOPIC, 0).with_header(&header),
+    );
+    assert_eq!(route.response_code(), ResponseCode::SUCCESS);
     assert_eq!(
         attributes(&mut client, "AttrFifo"),
         serde_json::json!({"message.type": "FIFO"})

@@ -117,7 +117,7 @@ pub async fn heartbeat(
 /// answers, and clients rely on it: ali-ons asks the name server for `%RETRY%<group>` right
 /// after its first heartbeat and, told it does not exist, asks again only 30 s later, so
 /// retries of a new group would wait that long.
-async fn wait_registered(broker: &ShardBroker, generation: u64) {
+pub(crate) async fn wait_registered(broker: &ShardBroker, generation: u64) {
     let mut waited = Duration::ZERO;
     while broker.metadata().registered_generation() < generation && waited < REGISTER_WAIT {
         comet_rt::task_class::sleep(REGISTER_POLL).await;

@@ -314,7 +314,17 @@ pub async fn handle_local(
         LOCK_BATCH_MQ => client::lock_batch(broker, &request),
         UNLOCK_BATCH_MQ => client::unlock_batch(broker, &request),
         CHECK_CLIENT_CONFIG => client::check_client_config(broker, &request),
-        UPDATE_AND_CREATE_TOPIC => persisted(broker, admin::create_topic(broker, &request)).await,
+        UPDATE_AND_CREATE_TOPIC => {
+            let response = persisted(broker, admin::create_topic(broker, &request)).await;
+            // Registered before the answer, as Java's broker does: 5.x's proxy creates its
+            // system topics and looks for their routes at once, and fails at start-up
+            // without them.
+            if response.response_code() == ResponseCode::SUCCESS {
+                let generation = broker.metadata().topics_generation();
+                client::wait_registered(broker, generation).await;
+            }
+            response
+        }
         DELETE_TOPIC_IN_BROKER => admin::delete_topic_local(broker, &request).await,
         GET_ALL_TOPIC_CONFIG => admin::all_topic_config(broker, &request),
         GET_SYSTEM_TOPIC_LIST_FROM_BROKER => admin::system_topics(broker, &request),
