@@ -13,7 +13,9 @@
 #     ACL suites (Java clients signing, against a second Comet broker with aclEnable=true)
 #     and the master-and-slave suite (Java clients 5.x and 4.9.x and mqadmin against a
 #     SYNC_MASTER and its slave, then the slave alone with the master stopped; its own name
-#     server and pair on free loopback ports, tests/compat/ha/run.sh). The Rust
+#     server and pair on free loopback ports, tests/compat/ha/run.sh), and the 5.x gRPC
+#     SDKs (Java, Python, Node.js) through Apache RocketMQ's proxy in cluster mode in front
+#     of Comet (tests/compat/proxy/run.sh). The Rust
 #     client's scenarios build once per machine into a per-user cache
 #     (${XDG_CACHE_HOME:-$HOME/.cache}/comet/compat-rust-target, COMPAT_RUST_TARGET_DIR
 #     moves it); that build runs before the broker starts, so its time is not a suite's;

@@ -5,15 +5,15 @@
 #   run.sh --against apache [--flush SYNC_FLUSH|ASYNC_FLUSH]      Apache RocketMQ's Java broker
 #   run.sh --against comet [--flush ...]                          target/release/comet-broker
 #   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4,ha,
-#            tls5,failover]
+#            tls5,failover,proxy]
 #           [--keep-logs] [--acl-namesrv HOST:PORT]
 #   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm;
 #   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
 #   rust/run.sh; the first build is long)
 #   opt-in suite: reverse (comet-client and comet-bench; meant for --against apache)
-#   opt-in suite: proxy (the 5.x gRPC SDKs, Java, Python and Node.js, through Apache
-#   RocketMQ's proxy 5.x in cluster mode, which proxy/run.sh starts in front of the broker on
-#   free loopback ports; see proxy/run.sh)
+#   proxy (the 5.x gRPC SDKs, Java, Python and Node.js, through Apache RocketMQ's proxy 5.x
+#   in cluster mode, which proxy/run.sh starts in front of the broker on free loopback ports;
+#   see proxy/run.sh): in the default list with --against comet, named otherwise
 #   acl5, acl4 (Java clients 5.x / 4.9.x signing with AclClientRPCHook) need a broker with
 #   aclEnable=true and the accounts of java/acl/plain_acl.yml: with --against comet a second
 #   Comet broker is started so (own name server and broker ports, free ones picked at start),
@@ -78,7 +78,7 @@ if [[ -n "$AGAINST" && -n "$NAMESRV" ]]; then die "give --namesrv or --against, 
 if [[ -z "$AGAINST" && -z "$NAMESRV" ]]; then die "give --namesrv HOST:PORT or --against apache|comet" 2; fi
 
 if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then
-  SUITES="$SUITES,acl5,acl4,ha,tls5,failover"
+  SUITES="$SUITES,acl5,acl4,ha,tls5,failover,proxy"
 fi
 if [[ -z "$AGAINST" && ",$SUITES," == *,tls5,* ]]; then
   die "the tls5 suite starts its own TLS broker: give --against comet" 2
