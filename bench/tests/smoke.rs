@@ -4,38 +4,11 @@
 //! (`target/<profile>/comet-broker`) or `COMET_BROKER_BIN`. `cargo test --workspace` builds
 //! it; when it is missing the test fails and says how to build it, it never skips.
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
+mod common;
 
-use comet_test_support::{run_to_exit, Broker, TempDir};
-use serde_json::Value;
+use comet_test_support::{Broker, TempDir};
 
-/// Longest a bench run of this test may take before it is killed and the test fails.
-const RUN_LIMIT: Duration = Duration::from_secs(60);
-
-/// Runs comet-bench with `args` (plus --namesrv, --quiet, --json), bounded in time, and
-/// returns its JSON report.
-fn bench(broker: &Broker, dir: &Path, name: &str, args: &[&str]) -> Value {
-    let json = dir.join(format!("{name}.json"));
-    let mut command = Command::new(env!("CARGO_BIN_EXE_comet-bench"));
-    command
-        .args(["--namesrv", &broker.namesrv(), "--quiet"])
-        .args(["--json", &json.display().to_string()])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let status = run_to_exit(&format!("comet-bench {name}"), &mut command, RUN_LIMIT).status;
-    assert!(status.success(), "comet-bench {name} failed: {status}");
-    let text = std::fs::read_to_string(&json).expect("read the JSON report");
-    serde_json::from_str(&text).expect("the report is JSON")
-}
-
-fn number(report: &Value, field: &str) -> u64 {
-    report[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} missing in {report}"))
-}
+use common::{bench, number};
 
 // Proves that produce (sync, async window, async client in closed and open loop), consume
 // (push drain and lite pull) and e2e each move messages through a real broker with zero

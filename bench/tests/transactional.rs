@@ -4,41 +4,16 @@
 //! The broker comes from comet-test-support (the workspace's own build or
 //! `COMET_BROKER_BIN`); when it is missing the test fails and says how to build it.
 
-use std::path::Path;
+mod common;
+
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use comet_test_support::{run_to_exit, Broker, TempDir};
-use serde_json::Value;
 
-/// Longest a bench run of this test may take before it is killed and the test fails.
-const RUN_LIMIT: Duration = Duration::from_secs(60);
+use common::{bench, number, RUN_LIMIT};
 
 /// Messages the transactional run sends (the warm-up adds one to the topic).
 const TRANSACTIONS: u64 = 400;
-
-/// Runs comet-bench with `args` (plus --namesrv, --quiet, --json), bounded in time, and
-/// returns its JSON report.
-fn bench(broker: &Broker, dir: &Path, name: &str, args: &[&str]) -> Value {
-    let json = dir.join(format!("{name}.json"));
-    let mut command = Command::new(env!("CARGO_BIN_EXE_comet-bench"));
-    command
-        .args(["--namesrv", &broker.namesrv(), "--quiet"])
-        .args(["--json", &json.display().to_string()])
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    let status = run_to_exit(&format!("comet-bench {name}"), &mut command, RUN_LIMIT).status;
-    assert!(status.success(), "comet-bench {name} failed: {status}");
-    let text = std::fs::read_to_string(&json).expect("read the JSON report");
-    serde_json::from_str(&text).expect("the report is JSON")
-}
-
-fn number(report: &Value, field: &str) -> u64 {
-    report[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{field} missing in {report}"))
-}
 
 // Proves that `produce --transactional` commits every transaction it counts on a broker of
 // two shards (the halves spread over both): the run reports exactly the messages asked for
