@@ -123,6 +123,9 @@ pub struct TopicSpec {
     pub perm: i32,
     /// Ordered topic.
     pub order: bool,
+    /// 5.x attribute changes (`+message.type=FIFO,-reserve.time`), sent as they are;
+    /// `None` leaves a topic's attributes as they were.
+    pub attributes: Option<String>,
 }
 
 impl TopicSpec {
@@ -134,6 +137,7 @@ impl TopicSpec {
             write_queue_nums: queues,
             perm: route::PERM_READ | route::PERM_WRITE,
             order: false,
+            attributes: None,
         }
     }
 }
@@ -271,7 +275,7 @@ impl Admin {
             topic_filter_type: "SINGLE_TAG".into(),
             topic_sys_flag: Some(0),
             order: spec.order,
-            attributes: None,
+            attributes: spec.attributes.clone(),
             force: None,
         };
         let command = request(RequestCode::UPDATE_AND_CREATE_TOPIC, &header);

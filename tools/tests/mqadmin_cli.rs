@@ -119,6 +119,25 @@ fn mqadmin_commands_against_a_standalone_broker() {
     });
     let route = run(&namesrv, &["topicRoute", "--topic", TOPIC, "-l"]);
     assert!(route.contains("broker-a 2 2 6"), "{route}");
+    // updateTopic -a: 5.x attributes reach the broker's topic config.
+    let typed = [
+        "updateTopic",
+        "-c",
+        "DefaultCluster",
+        "-t",
+        TOPIC,
+        "-r",
+        "2",
+        "-w",
+        "2",
+        "-a",
+        "+message.type=FIFO",
+    ];
+    run(&namesrv, &typed);
+    let mut config = RemotingCommand::request(RequestCode::GET_TOPIC_CONFIG, 0);
+    config.ext_fields.insert("topic", TOPIC);
+    let config: Value = serde_json::from_slice(&ask(&addr, config).body).unwrap();
+    assert_eq!(config["attributes"]["message.type"], "FIFO", "{config}");
 
     // sendMessage: to the topic, then three to queue 0 of broker-a.
     let sent = run(

@@ -68,6 +68,10 @@ pub struct UpdateTopicArgs {
     #[arg(short = 'o', long = "order", value_parser = parse_bool,
           num_args = 0..=1, default_missing_value = "true", default_value = "false")]
     order: bool,
+    /// 5.x attribute changes, as mqadmin's: `+message.type=FIFO` adds or changes,
+    /// `-message.type` deletes (only additions when the topic is new).
+    #[arg(short = 'a', long = "attributes", allow_hyphen_values = true)]
+    attributes: Option<String>,
 }
 
 /// `deleteTopic`.
@@ -190,6 +194,7 @@ pub fn update_topic(context: &Context, args: UpdateTopicArgs) -> Result<Report> 
         write_queue_nums: args.write_queues.unwrap_or(args.queues),
         perm: args.perm,
         order: args.order,
+        attributes: args.attributes.clone(),
         ..TopicSpec::new(&args.topic, args.queues)
     };
     if spec.read_queue_nums <= 0 || spec.write_queue_nums <= 0 {
