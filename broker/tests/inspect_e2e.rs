@@ -19,7 +19,6 @@ use comet_proto::headers::{
     CloneGroupOffsetRequestHeader, GetConsumeStatsInBrokerHeader, GetConsumeStatsRequestHeader,
     GetSubscriptionGroupConfigRequestHeader, GetTopicStatsInfoRequestHeader,
     QueryConsumeQueueRequestHeader, QueryConsumeTimeSpanRequestHeader,
-    QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader,
 };
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
@@ -42,33 +41,6 @@ fn create_group(client: &mut Client, group: &str) {
         RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0)
             .with_body(body.to_vec()),
     );
-}
-
-fn commit(client: &mut Client, group: &str, queue_id: i32, offset: i64) {
-    let header = UpdateConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: TOPIC.into(),
-        queue_id,
-        commit_offset: offset,
-        broker_name: None,
-    };
-    client.call_ok(request(RequestCode::UPDATE_CONSUMER_OFFSET, &header));
-}
-
-fn committed(client: &mut Client, group: &str, queue_id: i32) -> Option<i64> {
-    let header = QueryConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: TOPIC.into(),
-        queue_id,
-        set_zero_if_not_found: Some(false),
-        broker_name: None,
-    };
-    let response = client.call(request(RequestCode::QUERY_CONSUMER_OFFSET, &header));
-    match response.response_code() {
-        ResponseCode::SUCCESS => response.ext_fields.optional_i64("offset").unwrap(),
-        ResponseCode::QUERY_NOT_FOUND => None,
-        other => panic!("query offset: {other} {:?}", response.remark),
-    }
 }
 
 /// Every message of one queue as stored (physical offset, size, store time).
@@ -100,7 +72,7 @@ fn seeded(name: &str) -> (TempDir, Broker, Client, BTreeMap<i32, Vec<MessageExt>
         }
     }
     for (queue_id, offset) in (0..).zip(COMMITTED.iter()) {
-        commit(&mut client, "cg_src", queue_id, *offset);
+        common::commit_offset(&mut client, "cg_src", TOPIC, queue_id, *offset);
     }
     let messages = (0..QUEUES).map(|q| (q, stored(&mut client, q))).collect();
     (directory, broker, client, messages)
@@ -338,9 +310,18 @@ fn clone_all_offsets_and_broker_consume_stats() {
     client.call_ok(clone_request("cg_src", "cg_all", None));
     client.call_ok(clone_request("cg_nobody", "cg_none", Some(TOPIC)));
     for (queue_id, offset) in (0..).zip(COMMITTED.iter()) {
-        assert_eq!(committed(&mut client, "cg_one", queue_id), Some(*offset));
-        assert_eq!(committed(&mut client, "cg_all", queue_id), Some(*offset));
-        assert_eq!(committed(&mut client, "cg_none", queue_id), None);
+        assert_eq!(
+            common::committed_offset(&mut client, "cg_one", TOPIC, queue_id),
+            Some(*offset)
+        );
+        assert_eq!(
+            common::committed_offset(&mut client, "cg_all", TOPIC, queue_id),
+            Some(*offset)
+        );
+        assert_eq!(
+            common::committed_offset(&mut client, "cg_none", TOPIC, queue_id),
+            None
+        );
     }
     let offsets = all_offsets(&mut client);
     let expected: BTreeMap<i32, i64> = (0..QUEUES).zip(COMMITTED).collect();
@@ -393,7 +374,7 @@ fn clone_all_offsets_and_broker_consume_stats() {
     broker.restart(2);
     let mut client = broker.client();
     for (queue_id, offset) in (0..).zip(COMMITTED.iter()) {
-        let after = committed(&mut client, "cg_one", queue_id);
+        let after = common::committed_offset(&mut client, "cg_one", TOPIC, queue_id);
         assert_eq!(after, Some(*offset), "clone persisted");
     }
 }

@@ -56,42 +56,6 @@ fn update_config(client: &mut Client, text: &str) {
     client.call_ok(request);
 }
 
-/// The committed offset of `group` on (`topic`, `queue`), if any.
-fn committed_offset(client: &mut Client, group: &str, topic: &str, queue: i32) -> Option<i64> {
-    use comet_proto::headers::{
-        QueryConsumerOffsetRequestHeader, QueryConsumerOffsetResponseHeader,
-    };
-    use comet_proto::CommandHeader;
-    let header = QueryConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id: queue,
-        set_zero_if_not_found: Some(false),
-        broker_name: None,
-    };
-    let response = client
-        .call(RemotingCommand::request(RequestCode::QUERY_CONSUMER_OFFSET, 0).with_header(&header));
-    if response.response_code() != ResponseCode::SUCCESS {
-        return None;
-    }
-    QueryConsumerOffsetResponseHeader::from_ext_fields(&response.ext_fields)
-        .ok()
-        .map(|header| header.offset)
-}
-
-fn commit_offset(client: &mut Client, group: &str, topic: &str, queue: i32, offset: i64) {
-    let header = comet_proto::headers::UpdateConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id: queue,
-        commit_offset: offset,
-        broker_name: None,
-    };
-    client.call_ok(
-        RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, 0).with_header(&header),
-    );
-}
-
 /// Every message of `topic`, looked up by its offset (VIEW_MESSAGE_BY_ID), is the same
 /// record on the slave as on the master.
 fn assert_views_match(master: &mut Client, slave: &mut Client, topic: &str) {
@@ -186,7 +150,7 @@ fn master_streams_its_logs_to_a_slave() {
     assert_eq!(suggested_broker(&mut master_client, "ReplA", 0), Some(0));
 
     create_topic(&mut master_client, "ReplB", QUEUES);
-    commit_offset(&mut master_client, "repl_offsets", "ReplA", 1, 5);
+    common::commit_offset(&mut master_client, "repl_offsets", "ReplA", 1, 5);
     let mode = SetMessageRequestModeRequestBody {
         topic: "ReplA".into(),
         consumer_group: "repl_modes".into(),
@@ -202,7 +166,7 @@ fn master_streams_its_logs_to_a_slave() {
     let known = poll_until(CONVERGE_LIMIT, || topic_known(&mut slave_client, "ReplB"));
     assert!(known, "a topic created on the master appears on the slave");
     let copied = poll_until(CONVERGE_LIMIT, || {
-        committed_offset(&mut slave_client, "repl_offsets", "ReplA", 1) == Some(5)
+        common::committed_offset(&mut slave_client, "repl_offsets", "ReplA", 1) == Some(5)
     });
     assert!(
         copied,

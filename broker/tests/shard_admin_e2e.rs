@@ -18,8 +18,7 @@ use comet_broker::ownership::owner_shard;
 use comet_proto::body::{ConsumerOffsetSerializeWrapper, GroupList, JsonBody, KVTable, TopicList};
 use comet_proto::headers::{
     DeleteSubscriptionGroupRequestHeader, DeleteTopicRequestHeader, GetMaxOffsetRequestHeader,
-    GetMinOffsetRequestHeader, QueryConsumerOffsetRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader, UpdateConsumerOffsetRequestHeader,
+    GetMinOffsetRequestHeader, QueryTopicConsumeByWhoRequestHeader,
 };
 use comet_proto::message::decode_records;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
@@ -65,33 +64,6 @@ fn seeded(name: &str, extra: &[&str], per_queue: usize, body_bytes: usize) -> (T
 
 fn clients(broker: &Broker) -> Vec<Client> {
     (0..CONNECTIONS).map(|_| broker.client()).collect()
-}
-
-fn commit(client: &mut Client, group: &str, topic: &str, queue_id: i32, offset: i64) {
-    let header = UpdateConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        commit_offset: offset,
-        broker_name: None,
-    };
-    client.call_ok(request(RequestCode::UPDATE_CONSUMER_OFFSET, &header));
-}
-
-fn committed(client: &mut Client, group: &str, queue_id: i32) -> Option<i64> {
-    let header = QueryConsumerOffsetRequestHeader {
-        consumer_group: group.into(),
-        topic: TOPIC.into(),
-        queue_id,
-        set_zero_if_not_found: Some(false),
-        broker_name: None,
-    };
-    let response = client.call(request(RequestCode::QUERY_CONSUMER_OFFSET, &header));
-    match response.response_code() {
-        ResponseCode::SUCCESS => response.ext_fields.optional_i64("offset").unwrap(),
-        ResponseCode::QUERY_NOT_FOUND => None,
-        other => panic!("query offset: {other} {:?}", response.remark),
-    }
 }
 
 /// The broker-wide offset table's keys (`topic@group`).
@@ -148,8 +120,8 @@ fn delete_group_cleans_offsets_on_every_shard() {
     for (index, client) in connections.iter_mut().enumerate() {
         let group = format!("cg_gone_{index}");
         for queue_id in 0..QUEUES {
-            commit(client, &group, TOPIC, queue_id, 1);
-            commit(client, "cg_kept", TOPIC, queue_id, 2);
+            common::commit_offset(client, &group, TOPIC, queue_id, 1);
+            common::commit_offset(client, "cg_kept", TOPIC, queue_id, 2);
         }
         let delete = DeleteSubscriptionGroupRequestHeader {
             group_name: group.clone(),
@@ -158,16 +130,19 @@ fn delete_group_cleans_offsets_on_every_shard() {
         client.call_ok(request(RequestCode::DELETE_SUBSCRIPTIONGROUP, &delete));
         for queue_id in 0..QUEUES {
             assert_eq!(
-                committed(client, &group, queue_id),
+                common::committed_offset(client, &group, TOPIC, queue_id),
                 None,
                 "{group} {queue_id}"
             );
-            assert_eq!(committed(client, "cg_kept", queue_id), Some(2));
+            assert_eq!(
+                common::committed_offset(client, "cg_kept", TOPIC, queue_id),
+                Some(2)
+            );
         }
     }
     let mut client = broker.client();
     for queue_id in 0..QUEUES {
-        commit(&mut client, "cg_offsets_stay", TOPIC, queue_id, 1);
+        common::commit_offset(&mut client, "cg_offsets_stay", TOPIC, queue_id, 1);
     }
     let keep = DeleteSubscriptionGroupRequestHeader {
         group_name: "cg_offsets_stay".into(),
@@ -175,7 +150,10 @@ fn delete_group_cleans_offsets_on_every_shard() {
     };
     client.call_ok(request(RequestCode::DELETE_SUBSCRIPTIONGROUP, &keep));
     for queue_id in 0..QUEUES {
-        assert_eq!(committed(&mut client, "cg_offsets_stay", queue_id), Some(1));
+        assert_eq!(
+            common::committed_offset(&mut client, "cg_offsets_stay", TOPIC, queue_id),
+            Some(1)
+        );
     }
 }
 
@@ -190,7 +168,7 @@ fn consume_by_who_gathers_every_shard() {
             0 => "cg_on_shard_0",
             _ => "cg_on_shard_1",
         };
-        commit(&mut client, group, TOPIC, queue_id, 1);
+        common::commit_offset(&mut client, group, TOPIC, queue_id, 1);
     }
     let header = QueryTopicConsumeByWhoRequestHeader {
         topic: TOPIC.into(),
@@ -216,8 +194,8 @@ fn topics_by_consumer_gathers_every_shard() {
             .find(|queue_id| owner_shard(topic, *queue_id, 2).index() == shard)
             .expect("a queue on the shard")
     };
-    commit(&mut client, "cg_topics", TOPIC, on_shard(TOPIC, 0), 1);
-    commit(&mut client, "cg_topics", other, on_shard(other, 1), 1);
+    common::commit_offset(&mut client, "cg_topics", TOPIC, on_shard(TOPIC, 0), 1);
+    common::commit_offset(&mut client, "cg_topics", other, on_shard(other, 1), 1);
     for mut client in clients(&broker) {
         let mut ask = RemotingCommand::request(RequestCode::QUERY_TOPICS_BY_CONSUMER, 0);
         ask.ext_fields.insert("group", "cg_topics");
@@ -238,11 +216,11 @@ fn delete_topic_on_every_shard() {
     let pop_retry = format!("%RETRY%cg_del_{TOPIC}");
     common::create_topic(&mut client, &pop_retry, 1);
     for queue_id in 0..QUEUES {
-        commit(&mut client, "cg_del", TOPIC, queue_id, 2);
+        common::commit_offset(&mut client, "cg_del", TOPIC, queue_id, 2);
     }
     let mut other = broker.client();
     common::create_topic(&mut other, "ShardAdminOther", 2);
-    commit(&mut other, "cg_del", "ShardAdminOther", 1, 1);
+    common::commit_offset(&mut other, "cg_del", "ShardAdminOther", 1, 1);
 
     for (topic, code) in [
         (" ", ResponseCode::INVALID_PARAMETER),

@@ -295,3 +295,41 @@ pub fn run_to_exit(args: &[&str], store: &Path) -> (Option<i32>, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     (output.status.code(), stderr)
 }
+
+/// Commits `offset` for `group` on (`topic`, `queue_id`); panics unless SUCCESS.
+pub fn commit_offset(client: &mut Client, group: &str, topic: &str, queue_id: i32, offset: i64) {
+    let header = comet_proto::headers::UpdateConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        commit_offset: offset,
+        broker_name: None,
+    };
+    client.call_ok(
+        RemotingCommand::request(RequestCode::UPDATE_CONSUMER_OFFSET, 0).with_header(&header),
+    );
+}
+
+/// The committed offset of `group` on (`topic`, `queue_id`): `None` when the broker has none
+/// (QUERY_NOT_FOUND); any other refusal fails the test.
+pub fn committed_offset(
+    client: &mut Client,
+    group: &str,
+    topic: &str,
+    queue_id: i32,
+) -> Option<i64> {
+    let header = comet_proto::headers::QueryConsumerOffsetRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        set_zero_if_not_found: Some(false),
+        broker_name: None,
+    };
+    let response = client
+        .call(RemotingCommand::request(RequestCode::QUERY_CONSUMER_OFFSET, 0).with_header(&header));
+    match response.response_code() {
+        ResponseCode::SUCCESS => response.ext_fields.optional_i64("offset").unwrap(),
+        ResponseCode::QUERY_NOT_FOUND => None,
+        other => panic!("query offset: {other} {:?}", response.remark),
+    }
+}
