@@ -6,10 +6,12 @@ mod common;
 mod sched_common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use comet_broker::ownership::owner_shard;
-use comet_broker::timer_wheel::{cancel_slot, recall_timestamp};
+use comet_broker::timer_wheel::limits::SLOT_ENTRY_BYTES;
+use comet_broker::timer_wheel::{cancel_slot, recall_timestamp, slot};
 use comet_proto::batch::{encode_batch, BatchEntry};
 use comet_proto::bytes::BytesMut;
 use comet_proto::headers::{
@@ -21,6 +23,7 @@ use comet_proto::properties::{names, Properties};
 use comet_proto::recall::RecallHandle;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::ShardId;
+use comet_test_support::poll_until;
 use common::{create_topic, Broker, Client, TempDir};
 use sched_common::{drain, send_with};
 
@@ -103,17 +106,27 @@ fn everything(client: &mut Client, topic: &str) -> Vec<MessageExt> {
 /// Waits until every key of `wanted` is stored in `topic` (60 s at most); returns the keys
 /// stored then.
 fn wait_for(client: &mut Client, topic: &str, wanted: &[String]) -> BTreeSet<String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let stored: BTreeSet<String> = everything(client, topic)
+    let mut stored = BTreeSet::new();
+    poll_until(Duration::from_secs(60), || {
+        stored = everything(client, topic)
             .iter()
             .filter_map(|message| message.uniq_key().map(str::to_owned))
             .collect();
-        if wanted.iter().all(|key| stored.contains(key)) || Instant::now() > deadline {
-            return stored;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        wanted.iter().all(|key| stored.contains(key))
+    });
+    stored
+}
+
+/// Bytes the wheel's slot files of `second` hold, over every timer queue.
+fn slot_bytes(store_root: &Path, second: i64) -> u64 {
+    let Ok(queues) = std::fs::read_dir(slot::wheel_dir(store_root)) else {
+        return 0;
+    };
+    queues
+        .filter_map(Result::ok)
+        .filter_map(|queue| std::fs::metadata(queue.path().join(second.to_string())).ok())
+        .map(|file| file.len())
+        .sum()
 }
 
 /// A due time `lead_ms` ahead, in the middle of its cancellation slot.
@@ -232,10 +245,19 @@ fn deletions_survive_sigkill() {
     let due_ms = due_in(7_000);
     let (cancel, keep, sentinels, queues) = send_pairs(&mut client, topic, due_ms);
     let at_ms = recall_timestamp(due_ms);
+    // The first deletion reaches its slot files (a copy on every shard's wheel) before the
+    // second is sent, so the restart replays one from the slots and one from the log.
+    let second = slot::second_of(at_ms);
+    let before = slot_bytes(&directory.0, second);
     send_deletion(&mut client, topic, queues[1], &cancel[0], at_ms);
-    // The wheel ticks every 10 ms: a second later the first deletion is in its slot file.
-    // The pause is the test's input (which replay path runs), not a wait for a result.
-    std::thread::sleep(Duration::from_secs(1));
+    let copies = u64::try_from(SHARDS * SLOT_ENTRY_BYTES).unwrap();
+    let slotted = poll_until(Duration::from_secs(10), || {
+        slot_bytes(&directory.0, second) >= before + copies
+    });
+    assert!(
+        slotted,
+        "the first deletion reached every wheel's slot file"
+    );
     send_deletion(&mut client, topic, queues[0], &cancel[1], at_ms);
     drop(client);
     broker.kill();

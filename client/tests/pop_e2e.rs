@@ -51,6 +51,24 @@ async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
     }
 }
 
+/// How often [`until`] looks again.
+const POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Polls `check` every [`POLL_INTERVAL`] until it holds; fails after [`STEP_LIMIT`] naming
+/// `what`.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    within(what, async {
+        while !check().await {
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    })
+    .await;
+}
+
 /// A broker with a fresh topic of `queues` queues, routable.
 fn setup(name: &str, queues: i32) -> (Live, String) {
     let live = Live::start(name, &[]);
@@ -364,22 +382,19 @@ fn a_long_poll_wakes_when_a_message_arrives() {
             topic: topic.clone(),
             queue_id: -1,
         };
-        within("the pop's polling at the broker", async {
-            loop {
-                let request =
-                    RemotingCommand::request(RequestCode::POLLING_INFO, 0).with_header(&header);
-                let answer = consumer
-                    .transport()
+        until("the pop's polling at the broker", || {
+            let request =
+                RemotingCommand::request(RequestCode::POLLING_INFO, 0).with_header(&header);
+            let (transport, addr) = (consumer.transport().clone(), addr.clone());
+            async move {
+                let answer = transport
                     .invoke(&addr, request, Duration::from_secs(5))
                     .await
                     .unwrap();
-                let polling = PollingInfoResponseHeader::from_ext_fields(&answer.ext_fields)
+                PollingInfoResponseHeader::from_ext_fields(&answer.ext_fields)
                     .unwrap()
-                    .polling_num;
-                if polling > 0 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                    .polling_num
+                    > 0
             }
         })
         .await;
@@ -466,11 +481,10 @@ fn a_topic_on_two_brokers_is_popped_and_waited_on_across_both() {
             tokio::spawn(async move { consumer.receive(4, LONG_INVISIBLE).await })
         };
         // Both brokers found empty, the receive waits with one NOTIFICATION on each.
-        within("a wait on each broker", async {
-            while waiting_consumer.transport().in_flight_total() < 2 {
-                assert!(!waiting.is_finished(), "the receive did not wait");
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+        until("a wait on each broker", || {
+            assert!(!waiting.is_finished(), "the receive did not wait");
+            let waits = waiting_consumer.transport().in_flight_total();
+            async move { waits >= 2 }
         })
         .await;
         let live_ref = &live;

@@ -57,21 +57,16 @@ final class Admin implements AutoCloseable {
       config.setAttributes(Map.of("+message.type", messageType));
       admin.createAndUpdateTopicConfig(addr, config);
     }
-    long deadline = System.currentTimeMillis() + ROUTE_WAIT_MS;
-    while (true) {
-      try {
-        TopicRouteData route = admin.examineTopicRouteInfo(topic);
-        if (route != null && !route.getQueueDatas().isEmpty()) {
-          return;
-        }
-      } catch (Exception notYet) {
-        // The name server answers TOPIC_NOT_EXIST until the broker re-registers.
-      }
-      if (System.currentTimeMillis() > deadline) {
-        throw new IllegalStateException("no route for " + topic + " after " + ROUTE_WAIT_MS
-            + " ms");
-      }
-      Thread.sleep(100);
+    Expect.waitFor("a route for " + topic, ROUTE_WAIT_MS, () -> routed(topic), () -> "none yet");
+  }
+
+  /** True once the name server routes {@code topic} (TOPIC_NOT_EXIST until registered). */
+  private boolean routed(String topic) {
+    try {
+      TopicRouteData route = admin.examineTopicRouteInfo(topic);
+      return route != null && !route.getQueueDatas().isEmpty();
+    } catch (Exception notYet) {
+      return false;
     }
   }
 

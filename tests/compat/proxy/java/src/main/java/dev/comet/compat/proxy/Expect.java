@@ -41,7 +41,11 @@ final class Expect {
     }
   }
 
-  /** Polls {@code done} every 50 ms until it holds; fails after {@code timeoutMs}. */
+  /** How often {@link #waitFor} looks again. */
+  private static final long POLL_INTERVAL_MS = 50;
+
+  /** Polls {@code done} every {@link #POLL_INTERVAL_MS} until it holds; fails after
+   * {@code timeoutMs}. */
   static void waitFor(String what, long timeoutMs, BooleanSupplier done, Supplier<String> state)
       throws InterruptedException {
     long deadline = System.currentTimeMillis() + timeoutMs;
@@ -50,7 +54,7 @@ final class Expect {
         throw new Failure("timed out after " + timeoutMs + " ms waiting for " + what + " ("
             + state.get() + ")");
       }
-      Thread.sleep(50);
+      Thread.sleep(POLL_INTERVAL_MS);
     }
   }
 

@@ -45,6 +45,8 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
 public final class Main {
   private static final long SCENARIO_TIMEOUT_MS = 150_000;
   private static final long ARRIVAL_WAIT_MS = 60_000;
+  /** How long a step waits for what must not arrive. */
+  private static final long SETTLE_MS = 3_000;
   private static final Duration INVISIBLE = Duration.ofSeconds(20);
   private static final FilterExpression ALL = new FilterExpression("*", FilterExpressionType.TAG);
 
@@ -560,8 +562,9 @@ public final class Main {
               cid -> attempts.getOrDefault(cid, List.of()).size() >= 2),
           () -> a.state() + ", attempts of the failed ones: " + failFirst.stream()
               .map(cid -> cid + "=" + attempts.get(cid)).toList());
-      // Anything filtered or redelivered by mistake would arrive within this settle time.
-      Thread.sleep(3_000);
+      // Anything filtered or redelivered by mistake would arrive within this settle time (an
+      // absence cannot be polled for).
+      Thread.sleep(SETTLE_MS);
       a.checkErrors();
       for (Sent s : sent) {
         List<Integer> got = attempts.get(s.cid);
