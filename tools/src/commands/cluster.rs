@@ -251,21 +251,28 @@ pub fn get_broker_config(context: &Context, args: BrokerOrCluster) -> Result<Rep
     let addrs = context.targets(args.broker.as_deref(), args.cluster.as_deref(), true)?;
     let mut report = Report::new();
     for addr in addrs {
-        let request = RemotingCommand::request(RequestCode::GET_BROKER_CONFIG, 0);
-        let response = context.invoke(&addr, request, &[ResponseCode::SUCCESS])?;
-        let text = String::from_utf8_lossy(&response.body);
-        let mut part = Report::new();
-        part.line(format!("============{addr}============"));
-        let mut config = Map::new();
-        for (key, value) in java_properties::parse(&text) {
-            part.line(format!("{key:<50}=  {value}"));
-            config.insert(key, Value::String(value));
-        }
-        part.json("addr", addr);
-        part.json("config", Value::Object(config));
+        let part = config_of(context, &addr, RequestCode::GET_BROKER_CONFIG)?;
         report.push("brokers", part);
     }
     Ok(report)
+}
+
+/// One server's configuration as `code` (GET_BROKER_CONFIG, GET_NAMESRV_CONFIG) answers it, as
+/// mqadmin prints it: an `====addr====` line, then `key = value` lines.
+pub fn config_of(context: &Context, addr: &str, code: RequestCode) -> Result<Report> {
+    let request = RemotingCommand::request(code, 0);
+    let response = context.invoke(addr, request, &[ResponseCode::SUCCESS])?;
+    let text = String::from_utf8_lossy(&response.body);
+    let mut part = Report::new();
+    part.line(format!("============{addr}============"));
+    let mut config = Map::new();
+    for (key, value) in java_properties::parse(&text) {
+        part.line(format!("{key:<50}=  {value}"));
+        config.insert(key, Value::String(value));
+    }
+    part.json("addr", addr);
+    part.json("config", Value::Object(config));
+    Ok(part)
 }
 
 /// `updateBrokerConfig`: UPDATE_BROKER_CONFIG with one `key=value` on each broker named.

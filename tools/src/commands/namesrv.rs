@@ -7,9 +7,8 @@ use comet_proto::headers::{
     PutKVConfigRequestHeader, WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 };
-use comet_proto::java_properties;
-use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use serde_json::{json, Map, Value};
+use comet_proto::{RequestCode, ResponseCode};
+use serde_json::json;
 
 use crate::context::Context;
 use crate::error::Result;
@@ -109,18 +108,7 @@ pub fn update_kv_config(context: &Context, args: UpdateKvConfigArgs) -> Result<R
 pub fn get_namesrv_config(context: &Context) -> Result<Report> {
     let mut report = Report::new();
     for addr in context.name_servers() {
-        let command = RemotingCommand::request(RequestCode::GET_NAMESRV_CONFIG, 0);
-        let response = context.invoke(&addr, command, &[ResponseCode::SUCCESS])?;
-        let text = String::from_utf8_lossy(&response.body);
-        let mut part = Report::new();
-        part.line(format!("============{addr}============"));
-        let mut config = Map::new();
-        for (key, value) in java_properties::parse(&text) {
-            part.line(format!("{key:<50}=  {value}"));
-            config.insert(key, Value::String(value));
-        }
-        part.json("addr", addr);
-        part.json("config", Value::Object(config));
+        let part = super::cluster::config_of(context, &addr, RequestCode::GET_NAMESRV_CONFIG)?;
         report.push("nameServers", part);
     }
     Ok(report)
