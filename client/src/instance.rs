@@ -14,7 +14,7 @@
 //! broker connection gets a heartbeat at once (5.x).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,7 @@ use crate::producer::request::{decode_pushed_reply, Replies};
 use crate::protocol::{self, ConsumerData, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
+use crate::util::lock;
 
 /// The internal producer group every Java client lists in its heartbeat.
 pub const CLIENT_INNER_PRODUCER_GROUP: &str = "CLIENT_INNER_PRODUCER";
@@ -91,10 +92,6 @@ pub struct ClientInstance {
     stopped: Mutex<bool>,
     wake: Condvar,
     tasks: Mutex<Option<JoinHandle<()>>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 struct InstanceHandler {

@@ -1,10 +1,16 @@
-//! Small threading helpers: a one-shot cell to wait on and a single-thread executor for
-//! application callbacks.
+//! Small threading helpers: a one-shot cell to wait on, a single-thread executor for
+//! application callbacks, and locking that survives a panicked holder.
 
 use std::sync::mpsc::{self, SyncSender};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+/// Locks `mutex`, taking the data of a holder that panicked: the client's tables stay
+/// usable, and no caller of the client is made to panic by another thread's panic.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
+}
 
 /// A value delivered once, waited for by any number of threads.
 pub struct Oneshot<T> {

@@ -19,7 +19,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use comet_proto::message_id::UniqueKeyGenerator;
@@ -34,6 +34,7 @@ use crate::producer::{
 };
 use crate::protocol;
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
+use crate::util::lock;
 use crate::validate;
 
 /// An async producer (Java `DefaultMQProducer`'s sends, awaited).
@@ -60,10 +61,6 @@ struct Inner {
     counter: AtomicUsize,
     ids: UniqueKeyGenerator,
     stopped: AtomicBool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 impl AsyncProducer {

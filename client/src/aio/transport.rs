@@ -31,7 +31,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -48,6 +48,7 @@ use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::limits::{PENDING_REQUESTS_PER_CONNECTION_MAX, READ_CHUNK_BYTES};
 use crate::remoting::pending::{Pending, PendingMap, Waiter};
+use crate::util::lock;
 
 /// Frames the writer task gathers into one socket write at most, in bytes. Many small sends
 /// in flight then cost one system call per batch instead of one per frame.
@@ -220,10 +221,6 @@ struct TransportInner {
 #[derive(Clone)]
 pub struct AsyncTransport {
     inner: Arc<TransportInner>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 impl AsyncTransport {

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -43,6 +43,7 @@ use crate::protocol::{
 };
 use crate::rebalance::allocate::java_string_cmp;
 use crate::route;
+use crate::util::lock;
 
 /// What a consumer does with pulled messages.
 pub(crate) trait Delivery: Send + Sync {
@@ -103,10 +104,6 @@ pub(crate) struct ConsumerCore {
     started_ms: AtomicI64,
     signal: Mutex<bool>,
     wake: Condvar,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ConsumerCore {

@@ -10,7 +10,7 @@
 //! messages buffered from before the seek are discarded by `poll`.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use comet_proto::message::MessageExt;
@@ -20,6 +20,7 @@ use super::process_queue::ProcessQueue;
 use super::ConsumerConfig;
 use crate::error::{ClientError, Result};
 use crate::message::MessageQueue;
+use crate::util::lock;
 
 /// Lite pull consumer settings.
 #[derive(Clone, Debug)]
@@ -61,10 +62,6 @@ struct LiteInner {
 #[derive(Clone)]
 pub struct LitePullConsumer {
     inner: Arc<LiteInner>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Delivery for LiteInner {

@@ -23,7 +23,7 @@
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::{self, JoinHandle, ThreadId};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,7 @@ use super::pending::{Pending, PendingMap, Waiter};
 use super::tls::{TlsOptions, TlsSession};
 use crate::error::{ClientError, Result};
 use crate::limits::READ_CHUNK_BYTES;
+use crate::util::lock;
 
 /// Receives what the reader thread cannot handle alone.
 pub(crate) trait ConnectionEvents: Send + Sync {
@@ -239,10 +240,6 @@ impl Connection {
             reason: reason.to_owned(),
         }
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 fn connect(addr: &str, timeout: Duration) -> Result<TcpStream> {

@@ -23,7 +23,7 @@ pub mod tls;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,7 @@ use self::pending::{ResponseSlot, Waiter};
 pub use self::tls::TlsOptions;
 use crate::error::{ClientError, Result};
 use crate::limits::INBOUND_REQUESTS_QUEUED_MAX;
+use crate::util::lock;
 
 /// Transport settings.
 #[derive(Clone, Debug)]
@@ -119,10 +120,6 @@ struct Inner {
 #[derive(Clone)]
 pub struct RemotingClient {
     inner: Arc<Inner>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 impl RemotingClient {

@@ -27,7 +27,7 @@ pub mod receipt;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use comet_proto::filter::{TagSubscription, EXPRESSION_TYPE_TAG};
@@ -49,6 +49,7 @@ use crate::config::{now_ms, ClientConfig};
 use crate::error::{ClientError, Result};
 use crate::protocol;
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
+use crate::util::lock;
 use crate::validate;
 
 /// Most messages one receive may ask for (the broker refuses more).
@@ -192,10 +193,6 @@ struct Inner {
     /// Turns the brokers: each receive starts at the next one.
     turn: AtomicUsize,
     stopped: AtomicBool,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poison| poison.into_inner())
 }
 
 fn millis(duration: Duration) -> i64 {
