@@ -338,10 +338,9 @@ fn a_killed_master_is_replaced_without_losing_an_acknowledged_message() {
     let namesrv_addr = controller.namesrv_addr.clone();
     let first = wait_for_master_with_slave(&[&nodes[0], &nodes[1]], TOPIC, &set);
     let other = 1 - first;
-    // The slave's HA port (its listen port + 1, even, so the kind Linux gives outgoing
-    // connections first) must be held while it is a slave, or a connection taking it as
+    // The slave's HA port must be held while it is a slave, or a connection taking it as
     // its local port would make its promotion fail to listen for slaves.
-    let slave_ha = SocketAddr::new(nodes[other].addr.ip(), nodes[other].addr.port() + 1);
+    let slave_ha = SocketAddr::new(nodes[other].addr.ip(), nodes[other].ha_port);
     let squatter = connect_from(slave_ha, nodes[first].addr);
     assert!(
         squatter.is_err(),

@@ -32,6 +32,10 @@ pub struct Node {
     pub store: std::path::PathBuf,
     /// The broker's listen address.
     pub addr: SocketAddr,
+    /// Its `haListenPort`: the one in `options`, else a free port of its own. Never left to
+    /// the default (listen port + 1), which may belong to another process when the listen
+    /// port was only known to be free.
+    pub ha_port: u16,
     /// The name server it registers with.
     pub namesrv: String,
     /// Shards (`--cores`).
@@ -85,10 +89,21 @@ impl Node {
         options: Vec<String>,
         log: Option<&Path>,
     ) -> Node {
+        let configured_ha_port = options.iter().find_map(|option| {
+            option
+                .strip_prefix("haListenPort=")
+                .map(|port| port.parse::<u16>().expect("haListenPort is a port"))
+        });
+        let ha_port = configured_ha_port.unwrap_or_else(free_port);
+        let mut options = options;
+        if configured_ha_port.is_none() {
+            options.push(format!("haListenPort={}", ha_port));
+        }
         let mut node = Node {
             guard: None,
             store: store.to_path_buf(),
             addr: SocketAddr::new(LOOPBACK.into(), free_port()),
+            ha_port: ha_port,
             namesrv: namesrv.to_owned(),
             cores,
             options,
