@@ -6,6 +6,8 @@ use comet_proto::names;
 use crate::error::{ClientError, Result};
 use crate::limits::MESSAGE_BODY_BYTES_MAX;
 use crate::message::Message;
+use crate::rebalance::allocate::CONSISTENT_HASH_VIRTUAL_NODES_MAX;
+use crate::rebalance::AllocateStrategy;
 
 /// A topic name: not blank, `[%|a-zA-Z0-9_-]`, at most 127 characters (255 for retry and
 /// dead-letter topics).
@@ -16,6 +18,23 @@ pub fn check_topic(topic: &str) -> Result<()> {
 /// A producer or consumer group name: same characters, at most 120 characters.
 pub fn check_group(group: &str) -> Result<()> {
     names::check_group(group).map_err(ClientError::from)
+}
+
+/// A queue allocation strategy: the consistent-hash ring holds at most
+/// [`CONSISTENT_HASH_VIRTUAL_NODES_MAX`] points per consumer (Java refuses only negative counts;
+/// a ring of millions of points rebuilt at every rebalance is a configuration error here).
+pub fn check_allocate(strategy: &AllocateStrategy) -> Result<()> {
+    match strategy {
+        AllocateStrategy::ConsistentHash { virtual_nodes }
+            if *virtual_nodes > CONSISTENT_HASH_VIRTUAL_NODES_MAX =>
+        {
+            Err(ClientError::Invalid(format!(
+                "consistent-hash allocation with {virtual_nodes} virtual nodes per consumer; \
+                 at most {CONSISTENT_HASH_VIRTUAL_NODES_MAX}"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// A message before sending: valid topic the application may use, a body of 1 byte to
@@ -44,6 +63,18 @@ pub fn check_message(message: &Message) -> Result<()> {
 mod tests {
     use super::*;
     use comet_proto::names::NameError;
+
+    // Proves a consistent-hash ring past its bound is refused and the bound itself accepted.
+    #[test]
+    fn allocate_strategy_bounds() {
+        let at = |virtual_nodes| AllocateStrategy::ConsistentHash { virtual_nodes };
+        assert!(check_allocate(&at(CONSISTENT_HASH_VIRTUAL_NODES_MAX)).is_ok());
+        assert!(matches!(
+            check_allocate(&at(CONSISTENT_HASH_VIRTUAL_NODES_MAX + 1)),
+            Err(ClientError::Invalid(_))
+        ));
+        assert!(check_allocate(&AllocateStrategy::ByConfig(Vec::new())).is_ok());
+    }
 
     // Proves each rule rejects with an error and accepts the edge that is still legal.
     #[test]

@@ -113,6 +113,7 @@ impl ConsumerCore {
         lite: bool,
     ) -> Result<Arc<ConsumerCore>> {
         crate::validate::check_group(&config.group)?;
+        crate::validate::check_allocate(&config.allocate)?;
         if config.client.namesrv_addrs.is_empty() {
             return Err(ClientError::NameServer(
                 "no name server address configured".into(),
