@@ -46,6 +46,8 @@ pub use aio::{
     AsyncPopConsumer, AsyncProducer, AsyncTransport, AsyncTransportConfig, PopConsumerConfig,
     PopInitMode, PopMessage,
 };
+/// The body compression a producer applies (`ProducerConfig::compress_type`).
+pub use comet_proto::compression::CompressionType;
 pub use config::{ClientConfig, Credentials};
 #[cfg(feature = "tokio")]
 pub use consumer::PopConsumer;

@@ -6,6 +6,7 @@ use comet_proto::names;
 use crate::error::{ClientError, Result};
 use crate::limits::MESSAGE_BODY_BYTES_MAX;
 use crate::message::Message;
+use crate::producer::ProducerConfig;
 use crate::rebalance::allocate::CONSISTENT_HASH_VIRTUAL_NODES_MAX;
 use crate::rebalance::AllocateStrategy;
 
@@ -18,6 +19,19 @@ pub fn check_topic(topic: &str) -> Result<()> {
 /// A producer or consumer group name: same characters, at most 120 characters.
 pub fn check_group(group: &str) -> Result<()> {
     names::check_group(group).map_err(ClientError::from)
+}
+
+/// A producer's settings before it is built: its group, at least one name server, and a
+/// compression level its algorithm has.
+pub fn check_producer(config: &ProducerConfig) -> Result<()> {
+    check_group(&config.group)?;
+    if config.client.namesrv_addrs.is_empty() {
+        return Err(ClientError::NameServer(
+            "no name server address configured".into(),
+        ));
+    }
+    comet_proto::compression::check_level(config.compress_type, config.compress_level)
+        .map_err(|error| ClientError::Invalid(error.to_string()))
 }
 
 /// A queue allocation strategy: the consistent-hash ring holds at most

@@ -85,6 +85,14 @@ pub enum CompressionError {
         /// The limit that was hit.
         limit_bytes: usize,
     },
+    /// A level the algorithm does not have.
+    #[error("{kind:?} has no compression level {level}")]
+    LevelInvalid {
+        /// The algorithm.
+        kind: CompressionType,
+        /// The level asked for.
+        level: u32,
+    },
     /// The compressed stream is corrupt or truncated.
     #[error("corrupt {kind:?} stream: {reason}")]
     Corrupt {
@@ -184,6 +192,30 @@ fn read_bounded(
     }
     assert_eq!(produced, output.len());
     Ok(output)
+}
+
+/// Compresses `body` with `kind` at `level` (see [`check_level`]; LZ4 has no level).
+pub fn compress(kind: CompressionType, body: &[u8], level: u32) -> Vec<u8> {
+    match kind {
+        CompressionType::Zlib => zlib_compress(body, level),
+        CompressionType::Lz4 => lz4_compress(body),
+        CompressionType::Zstd => zstd_compress(body, i32::try_from(level).unwrap_or(i32::MAX)),
+    }
+}
+
+/// Whether `level` is one [`compress`] takes for `kind`: 0-9 for zlib, 1-22 for Zstandard,
+/// anything for LZ4.
+pub fn check_level(kind: CompressionType, level: u32) -> Result<(), CompressionError> {
+    let valid = match kind {
+        CompressionType::Zlib => level <= 9,
+        CompressionType::Lz4 => true,
+        CompressionType::Zstd => (1..=22).contains(&level),
+    };
+    if valid {
+        Ok(())
+    } else {
+        Err(CompressionError::LevelInvalid { kind, level })
+    }
 }
 
 /// Decompresses a body according to `sysflag` (which must have the compressed bit).

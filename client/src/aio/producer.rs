@@ -76,12 +76,7 @@ impl AsyncProducer {
         config: ProducerConfig,
         transport: AsyncTransport,
     ) -> Result<AsyncProducer> {
-        validate::check_group(&config.group)?;
-        if config.client.namesrv_addrs.is_empty() {
-            return Err(ClientError::NameServer(
-                "no name server address configured".into(),
-            ));
-        }
+        validate::check_producer(&config)?;
         let ids = id_generator(&config.client.build_client_id());
         Ok(AsyncProducer {
             inner: Arc::new(Inner {

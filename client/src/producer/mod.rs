@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use comet_proto::batch::{encode_batch, BatchEntry};
-use comet_proto::compression::{zlib_compress, CompressionType};
+use comet_proto::compression::{compress, CompressionType};
 use comet_proto::flags::message as message_sys_flag;
 use comet_proto::message::MessageExt;
 use comet_proto::message_id::UniqueKeyGenerator;
@@ -56,9 +56,12 @@ pub struct ProducerConfig {
     pub retry_times_when_send_failed: u32,
     /// Extra attempts of an async send (`retryTimesWhenSendAsyncFailed`).
     pub retry_times_when_send_async_failed: u32,
-    /// Bodies of at least this many bytes are compressed.
+    /// Bodies of at least this many bytes are compressed (`compressMsgBodyOverHowmuch`).
     pub compress_over_bytes: usize,
-    /// zlib level.
+    /// The algorithm (`compressType`: ZLIB, the Java default, LZ4 or ZSTD).
+    pub compress_type: CompressionType,
+    /// The level (`rocketmq.message.compressLevel`): 0-9 for zlib, 1-22 for Zstandard;
+    /// LZ4 has none and ignores it.
     pub compress_level: u32,
     /// Largest body accepted.
     pub max_message_bytes: usize,
@@ -81,8 +84,9 @@ impl ProducerConfig {
             send_timeout: Duration::from_secs(3),
             retry_times_when_send_failed: 2,
             retry_times_when_send_async_failed: 2,
-            compress_over_bytes: 4096,
-            compress_level: 5,
+            compress_over_bytes: comet_proto::compression::COMPRESS_THRESHOLD_BYTES_DEFAULT,
+            compress_type: CompressionType::Zlib,
+            compress_level: comet_proto::compression::ZLIB_LEVEL_DEFAULT,
             max_message_bytes: MESSAGE_BODY_BYTES_MAX,
             default_topic_queue_nums: 4,
             create_topic_key: String::from(comet_proto::names::AUTO_CREATE_TOPIC_KEY),
@@ -162,12 +166,7 @@ impl SendFuture {
 impl Producer {
     /// A producer; call [`Producer::start`] before sending.
     pub fn new(config: ProducerConfig) -> Result<Producer> {
-        validate::check_group(&config.group)?;
-        if config.client.namesrv_addrs.is_empty() {
-            return Err(ClientError::NameServer(
-                "no name server address configured".into(),
-            ));
-        }
+        validate::check_producer(&config)?;
         let instance = ClientInstance::new(config.client.clone());
         let ids = id_generator(instance.client_id());
         Ok(Producer {
@@ -731,8 +730,9 @@ impl SendRules<'_> {
         }
         let mut body = message.body.clone();
         if body.len() >= self.config.compress_over_bytes {
-            body = Bytes::from(zlib_compress(&body, self.config.compress_level));
-            sys_flag |= message_sys_flag::COMPRESSED | CompressionType::Zlib.sysflag_bits();
+            let kind = self.config.compress_type;
+            body = Bytes::from(compress(kind, &body, self.config.compress_level));
+            sys_flag |= kind.sysflag_bits();
         }
         let retry_topic = comet_proto::names::is_retry_topic(&message.topic);
         let mut reconsume_times = 0;
@@ -1041,6 +1041,62 @@ mod tests {
             reason: "x".into()
         }));
         assert!(!is_retryable(&ClientError::Invalid("x".into())));
+    }
+
+    // Proves a body at the threshold is compressed with the configured algorithm and marked
+    // with its sysflag type bits, decompresses to what was sent, and a smaller one is not.
+    #[test]
+    fn bodies_are_compressed_with_the_configured_type() {
+        let (faults, counter) = (LatencyFaultTolerance::default(), AtomicUsize::new(0));
+        let ids = id_generator("127.0.0.1@test");
+        let body = "comet ".repeat(1_000);
+        for (kind, level) in [
+            (CompressionType::Zlib, 5),
+            (CompressionType::Lz4, 0),
+            (CompressionType::Zstd, 3),
+        ] {
+            let mut config = ProducerConfig::new("g", ClientConfig::default());
+            config.compress_type = kind;
+            config.compress_level = level;
+            config.compress_over_bytes = body.len();
+            let rules = SendRules {
+                config: &config,
+                faults: &faults,
+                counter: &counter,
+                ids: &ids,
+            };
+            let prepared = rules.prepare(Message::new("T", body.clone())).unwrap();
+            assert_eq!(prepared.sys_flag, kind.sysflag_bits(), "{kind:?}");
+            assert!(prepared.body.len() < body.len() / 4, "{kind:?}");
+            let inflated =
+                comet_proto::compression::decompress(prepared.sys_flag, &prepared.body, 1 << 20)
+                    .unwrap();
+            assert_eq!(inflated, body.as_bytes(), "{kind:?}");
+            let small = rules.prepare(Message::new("T", "small")).unwrap();
+            assert_eq!(small.sys_flag, 0);
+        }
+    }
+
+    // Proves a level the algorithm lacks is refused when the producer is built.
+    #[test]
+    fn compression_levels_are_checked() {
+        let mut config = ProducerConfig::new("g", ClientConfig::default());
+        config.client.namesrv_addrs = vec!["127.0.0.1:9876".into()];
+        for (kind, level, valid) in [
+            (CompressionType::Zlib, 9, true),
+            (CompressionType::Zlib, 10, false),
+            (CompressionType::Zstd, 0, false),
+            (CompressionType::Zstd, 22, true),
+            (CompressionType::Lz4, 99, true),
+        ] {
+            config.compress_type = kind;
+            config.compress_level = level;
+            assert_eq!(
+                Producer::new(config.clone()).is_ok(),
+                valid,
+                "{kind:?} {level}"
+            );
+        }
     }
 
     // Proves the retry decisions both producers share: a transport failure retries after a
