@@ -37,6 +37,7 @@ pub mod protocol;
 pub mod rebalance;
 pub mod remoting;
 pub mod route;
+pub mod trace;
 pub mod util;
 pub mod validate;
 

@@ -189,4 +189,7 @@ pub struct SendResult {
     pub transaction_id: Option<String>,
     /// The broker's region.
     pub region_id: Option<String>,
+    /// The broker traces sends (`TRACE_ON`, anything but `false`): a traced producer writes
+    /// a trace record only then.
+    pub trace_on: bool,
 }

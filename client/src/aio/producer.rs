@@ -26,6 +26,7 @@ use comet_proto::message_id::UniqueKeyGenerator;
 use comet_proto::RemotingCommand;
 
 use super::transport::{AsyncTransport, AsyncTransportConfig};
+use crate::config::now_ms;
 use crate::error::{ClientError, Result};
 use crate::message::{Message, MessageQueue, SendResult};
 use crate::producer::fault::LatencyFaultTolerance;
@@ -34,6 +35,7 @@ use crate::producer::{
 };
 use crate::protocol;
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
+use crate::trace::TraceDispatcher;
 use crate::util::lock;
 use crate::validate;
 
@@ -61,6 +63,9 @@ struct Inner {
     counter: AtomicUsize,
     ids: UniqueKeyGenerator,
     stopped: AtomicBool,
+    /// When `enable_msg_trace` is set: its own thread and blocking producer, so a trace
+    /// record costs a send only a queue push.
+    tracer: Option<Arc<TraceDispatcher>>,
 }
 
 impl AsyncProducer {
@@ -78,6 +83,15 @@ impl AsyncProducer {
     ) -> Result<AsyncProducer> {
         validate::check_producer(&config)?;
         let ids = id_generator(&config.client.build_client_id());
+        let tracer = if config.enable_msg_trace {
+            Some(TraceDispatcher::start(
+                &config.client,
+                &config.group,
+                &config.trace_topic,
+            )?)
+        } else {
+            None
+        };
         Ok(AsyncProducer {
             inner: Arc::new(Inner {
                 namesrv: NameServers::new(config.client.namesrv_addrs.clone()),
@@ -90,6 +104,7 @@ impl AsyncProducer {
                 counter: AtomicUsize::new(route::random_index(usize::MAX)),
                 ids,
                 stopped: AtomicBool::new(false),
+                tracer,
             }),
         })
     }
@@ -142,6 +157,16 @@ impl AsyncProducer {
     pub fn shutdown(&self) {
         self.inner.stopped.store(true, Ordering::SeqCst);
         self.inner.transport.shutdown();
+        if let Some(tracer) = &self.inner.tracer {
+            // Not joined: this may run on a runtime thread; the dispatcher sends what is
+            // queued and stops by itself.
+            tracer.close();
+        }
+    }
+
+    /// The trace dispatcher, when `enable_msg_trace` is set.
+    pub fn tracer(&self) -> Option<&Arc<TraceDispatcher>> {
+        self.inner.tracer.as_ref()
     }
 }
 
@@ -219,8 +244,19 @@ impl Inner {
     ) -> Result<SendResult> {
         let addr = self.master_addr(&queue.broker_name, &queue.topic).await?;
         let request = self.rules().build_request(prepared, queue);
+        let (started_ms, started) = (now_ms(), Instant::now());
         let response = self.transport.invoke(&addr, request, timeout).await?;
-        process_response(&addr, prepared, queue, response)
+        let result = process_response(&addr, prepared, queue, response)?;
+        if let Some(tracer) = &self.tracer {
+            let cost = started.elapsed();
+            if let Some(record) = self
+                .rules()
+                .pub_trace(prepared, &addr, started_ms, cost, &result)
+            {
+                tracer.append(record);
+            }
+        }
+        Ok(result)
     }
 
     /// The master address of `broker_name`, refreshing `topic`'s route once if unknown.

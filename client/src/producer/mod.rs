@@ -38,9 +38,11 @@ use crate::limits::{BATCH_BODY_BYTES_MAX, CALLBACKS_QUEUED_MAX, MESSAGE_BODY_BYT
 use crate::message::{Message, MessageQueue, SendResult, SendStatus};
 use crate::protocol;
 use crate::route::{self, TopicRoute};
+use crate::trace::{PubTrace, TraceDispatcher, TraceMessageType, TraceRecord};
 use crate::util::{Executor, Oneshot};
 use crate::validate;
 use comet_proto::body::TopicRouteData;
+use comet_proto::headers::send::{EXT_MSG_REGION, EXT_TRACE_ON};
 use comet_proto::headers::SendMessageRequestHeaderV2;
 
 /// Producer settings (Java defaults, docs/protocol.md#client-timings).
@@ -73,6 +75,11 @@ pub struct ProducerConfig {
     pub send_latency_fault_enable: bool,
     /// Retry on another broker when the broker stored but answered a non-OK status.
     pub retry_another_broker_when_not_store_ok: bool,
+    /// Write a trace record of every send to [`ProducerConfig::trace_topic`]
+    /// (`enableMsgTrace`; see [`crate::trace`]).
+    pub enable_msg_trace: bool,
+    /// The trace topic (`customizedTraceTopic`).
+    pub trace_topic: String,
 }
 
 impl ProducerConfig {
@@ -92,6 +99,8 @@ impl ProducerConfig {
             create_topic_key: String::from(comet_proto::names::AUTO_CREATE_TOPIC_KEY),
             send_latency_fault_enable: true,
             retry_another_broker_when_not_store_ok: false,
+            enable_msg_trace: false,
+            trace_topic: crate::trace::TRACE_TOPIC_DEFAULT.to_owned(),
         }
     }
 }
@@ -117,6 +126,17 @@ pub(crate) struct Prepared {
     reply: bool,
     reconsume_times: i32,
     max_reconsume_times: Option<i32>,
+    /// What a trace record of this send needs; `None` when tracing is off or the message is
+    /// itself a trace.
+    trace: Option<TracedMessage>,
+}
+
+/// The parts of a sent message its trace record names.
+#[derive(Clone)]
+struct TracedMessage {
+    tags: Option<String>,
+    keys: Option<String>,
+    msg_type: TraceMessageType,
 }
 
 /// A message producer. Thread-safe; clones share one producer.
@@ -133,6 +153,8 @@ struct ProducerInner {
     ids: UniqueKeyGenerator,
     callbacks: Arc<Executor>,
     state: Mutex<State>,
+    /// Started with the producer when `enable_msg_trace` is set.
+    tracer: std::sync::OnceLock<Arc<TraceDispatcher>>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,6 +200,7 @@ impl Producer {
                 ids,
                 callbacks: Executor::new("comet-callbacks", CALLBACKS_QUEUED_MAX),
                 state: Mutex::new(State::Created),
+                tracer: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -187,6 +210,12 @@ impl Producer {
         let mut state = self.inner.lock_state();
         match *state {
             State::Created => {
+                let config = &self.inner.config;
+                if config.enable_msg_trace {
+                    let tracer =
+                        TraceDispatcher::start(&config.client, &config.group, &config.trace_topic)?;
+                    let _ = self.inner.tracer.set(tracer);
+                }
                 self.inner
                     .instance
                     .register_producer(&self.inner.config.group);
@@ -215,7 +244,15 @@ impl Producer {
             .instance
             .unregister(Some(crate::instance::CLIENT_INNER_PRODUCER_GROUP), None);
         self.inner.callbacks.shutdown();
+        if let Some(tracer) = self.inner.tracer.get() {
+            tracer.shutdown();
+        }
         self.inner.instance.shutdown();
+    }
+
+    /// The trace dispatcher, when `enable_msg_trace` is set and the producer started.
+    pub fn tracer(&self) -> Option<&Arc<TraceDispatcher>> {
+        self.inner.tracer.get()
     }
 
     /// The client id this producer registers under.
@@ -414,7 +451,7 @@ impl AsyncSend {
             Err(error) => return self.on_outcome(queue, Instant::now(), Err(error)),
         };
         let request = producer.build_request(&self.prepared, &queue);
-        let started = Instant::now();
+        let (started_ms, started) = (now_ms(), Instant::now());
         let executor = producer.callbacks.clone();
         // The send moves into the transport callback; if the request never leaves, it is
         // taken back from here.
@@ -428,6 +465,10 @@ impl AsyncSend {
                     let outcome = outcome.and_then(|response| {
                         process_response(&callback_addr, &send.prepared, &queue, response)
                     });
+                    if let Ok(result) = &outcome {
+                        let producer = &send.producer;
+                        producer.trace(&send.prepared, &callback_addr, started_ms, started, result);
+                    }
                     send.on_outcome(queue, started, outcome);
                 }
             });
@@ -497,6 +538,27 @@ fn is_retryable(error: &ClientError) -> bool {
 }
 
 /// Turns a send response into a result (docs/protocol.md#send-message).
+/// The kind Java's send hook records: a delay level or timer makes a delayed message, the
+/// transaction flag a half message.
+fn trace_message_type(message: &Message) -> TraceMessageType {
+    let properties = &message.properties;
+    if [
+        names::DELAY,
+        names::TIMER_DELAY_SEC,
+        names::TIMER_DELIVER_MS,
+        names::TIMER_DELAY_MS,
+    ]
+    .iter()
+    .any(|name| properties.get(name).is_some())
+    {
+        TraceMessageType::Delay
+    } else if properties.get(names::TRAN_MSG) == Some("true") {
+        TraceMessageType::TransactionHalf
+    } else {
+        TraceMessageType::Normal
+    }
+}
+
 pub(crate) fn process_response(
     addr: &str,
     prepared: &Prepared,
@@ -525,11 +587,33 @@ pub(crate) fn process_response(
         queue: MessageQueue::new(&queue.topic, &queue.broker_name, queue_id),
         queue_offset: ext.optional_i64("queueOffset")?.unwrap_or(-1),
         transaction_id: ext.optional_string("transactionId"),
-        region_id: ext.optional_string("MSG_REGION"),
+        region_id: ext.optional_string(EXT_MSG_REGION),
+        // Java counts anything but "false" as on.
+        trace_on: ext.optional_string(EXT_TRACE_ON).as_deref() != Some("false"),
     })
 }
 
 impl ProducerInner {
+    /// Hands the trace record of an answered send to the tracer, if tracing.
+    fn trace(
+        &self,
+        prepared: &Prepared,
+        addr: &str,
+        started_ms: i64,
+        started: Instant,
+        result: &SendResult,
+    ) {
+        let Some(tracer) = self.tracer.get() else {
+            return;
+        };
+        if let Some(record) =
+            self.rules()
+                .pub_trace(prepared, addr, started_ms, started.elapsed(), result)
+        {
+            tracer.append(record);
+        }
+    }
+
     fn lock_state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -626,8 +710,11 @@ impl ProducerInner {
                 Ok(None)
             }
             Mode::Sync => {
+                let (started_ms, started) = (now_ms(), Instant::now());
                 let response = self.instance.remoting().invoke(&addr, request, timeout)?;
-                process_response(&addr, prepared, queue, response).map(Some)
+                let result = process_response(&addr, prepared, queue, response)?;
+                self.trace(prepared, &addr, started_ms, started, &result);
+                Ok(Some(result))
             }
         }
     }
@@ -748,6 +835,11 @@ impl SendRules<'_> {
             }
         }
         let reply = message.is_reply();
+        let trace = self.traces(&message.topic).then(|| TracedMessage {
+            tags: message.tags().map(str::to_owned),
+            keys: message.keys().map(str::to_owned),
+            msg_type: trace_message_type(&message),
+        });
         let properties = message.properties.encode();
         if properties.len() > crate::limits::PROPERTIES_BYTES_MAX {
             return Err(ClientError::Invalid(format!(
@@ -767,7 +859,43 @@ impl SendRules<'_> {
             reply,
             reconsume_times,
             max_reconsume_times,
+            trace,
         })
+    }
+
+    /// Whether a send to `topic` is traced: tracing is on and it is not the trace topic.
+    fn traces(&self, topic: &str) -> bool {
+        self.config.enable_msg_trace && !topic.starts_with(&self.config.trace_topic)
+    }
+
+    /// The trace record of an answered send that started at `started_ms` (wall clock) and
+    /// took `cost`, as Java's send hook writes it: only when the broker named its region and
+    /// did not turn tracing off.
+    pub(crate) fn pub_trace(
+        &self,
+        prepared: &Prepared,
+        addr: &str,
+        started_ms: i64,
+        cost: Duration,
+        result: &SendResult,
+    ) -> Option<TraceRecord> {
+        let traced = prepared.trace.as_ref()?;
+        let region_id = result.region_id.clone().filter(|_| result.trace_on)?;
+        Some(TraceRecord::Pub(PubTrace {
+            timestamp_ms: started_ms,
+            region_id,
+            group: self.config.group.clone(),
+            topic: prepared.topic.clone(),
+            msg_id: result.msg_id.clone(),
+            tags: traced.tags.clone(),
+            keys: traced.keys.clone(),
+            store_host: addr.to_owned(),
+            body_length: i64::try_from(prepared.body.len()).unwrap_or(i64::MAX),
+            cost_ms: i64::try_from(cost.as_millis()).unwrap_or(i64::MAX),
+            msg_type: traced.msg_type,
+            offset_msg_id: result.offset_msg_id.clone(),
+            success: result.status == SendStatus::SendOk,
+        }))
     }
 
     /// Validates a batch and splits it into requests of at most 4 MiB of body each.
@@ -850,6 +978,11 @@ impl SendRules<'_> {
             reply: false,
             reconsume_times: 0,
             max_reconsume_times: None,
+            trace: self.traces(topic).then_some(TracedMessage {
+                tags: None,
+                keys: None,
+                msg_type: TraceMessageType::Normal,
+            }),
         })
     }
 
@@ -1125,6 +1258,7 @@ mod tests {
             queue_offset: 0,
             transaction_id: None,
             region_id: None,
+            trace_on: true,
         };
         let (ok, flush_timeout) = (
             stored(SendStatus::SendOk),
