@@ -137,6 +137,9 @@ pub struct SendMessageArgs {
     /// To this queue of the broker `-b`.
     #[arg(short = 'i', long = "qid", requires = "broker_name")]
     queue_id: Option<i32>,
+    /// Write a trace record of the send to `RMQ_SYS_TRACE_TOPIC` (mqadmin's `-m true`).
+    #[arg(short = 'm', long = "msgTraceEnable", default_value_t = false, action = clap::ArgAction::Set)]
+    msg_trace_enable: bool,
 }
 
 /// `consumeMessage`: pulls messages without committing any offset and prints them.
@@ -468,7 +471,8 @@ pub fn send_message(context: &Context, args: SendMessageArgs) -> Result<Report> 
     if let Some(keys) = &args.keys {
         message = message.with_keys(keys.split_whitespace());
     }
-    let config = ProducerConfig::new(TOOLS_PRODUCER_GROUP, context.config().clone());
+    let mut config = ProducerConfig::new(TOOLS_PRODUCER_GROUP, context.config().clone());
+    config.enable_msg_trace = args.msg_trace_enable;
     let producer = Producer::new(config)?;
     producer.start()?;
     let sent = match (&args.broker_name, args.queue_id) {

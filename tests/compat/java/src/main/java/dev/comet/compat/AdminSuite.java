@@ -103,6 +103,33 @@ public final class AdminSuite {
     return out;
   }
 
+  /**
+   * A trace written by comet-client reads with Java's trace reader: comet-admin (which sends
+   * through comet-client) sends a message with tracing on, and mqadmin queryMsgTraceById finds
+   * and decodes its Pub record in RMQ_SYS_TRACE_TOPIC. The binary is {@code -Dcomet.admin}.
+   */
+  private String traceOfCometClient() throws Exception {
+    String bin = System.getProperty("comet.admin", "");
+    Check.that(new File(bin).canExecute(), "comet-admin not found at '" + bin
+        + "' (cargo build --release -p comet-tools)");
+    Process process = new ProcessBuilder(bin, "sendMessage", "-n", namesrv, "-t", topic, "-p",
+        "traced by comet-client", "-k", key + "-traced", "-m", "true", "--json")
+        .redirectErrorStream(true).start();
+    String sent = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+    Check.that(process.waitFor(60, java.util.concurrent.TimeUnit.SECONDS)
+        && process.exitValue() == 0, "comet-admin sendMessage -m true failed: " + sent);
+    Matcher id = Pattern.compile("\"msgId\"\\s*:\\s*\"([0-9A-Fa-f]+)\"").matcher(sent);
+    Check.that(id.find(), "no msgId in comet-admin's answer: " + sent);
+    String msgId = id.group(1);
+    String[] out = {""};
+    Check.waitFor("the Pub trace of " + msgId, 60_000, () -> {
+      out[0] = mqadmin("queryMsgTraceById", "-i", msgId);
+      return out[0].contains("Pub ") && out[0].contains("DEFAULT_PRODUCER");
+    }, () -> firstLines(out[0]));
+    contains(out[0], "success", "the trace records a stored send");
+    return "Pub record of " + msgId + " read";
+  }
+
   private void step(String name, Steps.Step body) {
     steps.run(name, body);
   }
@@ -170,6 +197,7 @@ public final class AdminSuite {
       step("admin_queryMsgById_uniqId", () -> queryById(sends.get(1).getMsgId()));
     }
     step("admin_queryMsgByKey", this::queryByKey);
+    step("admin_queryMsgTraceById_of_comet_client", this::traceOfCometClient);
 
     return steps.summarize();
   }
