@@ -9,7 +9,6 @@
 //!   so readers never see a half-updated route.
 //! * [`publish_queues`] and [`subscribe_queues`] are pure functions of a route.
 
-use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
@@ -20,8 +19,8 @@ use comet_proto::{RemotingCommand, ResponseCode};
 
 use crate::error::{ClientError, Result};
 use crate::message::MessageQueue;
-use crate::rebalance::allocate::java_string_cmp;
 use crate::remoting::RemotingClient;
+pub use comet_proto::allocate::{compare_queues, java_string_cmp, sort_queues};
 
 /// Permission bit: readable.
 pub const PERM_READ: i32 = 4;
@@ -188,18 +187,6 @@ pub fn subscribe_queues(topic: &str, data: &TopicRouteData) -> Vec<MessageQueue>
         .collect();
     sort_queues(&mut queues);
     queues
-}
-
-/// Sorts queues as the Java `MessageQueue.compareTo`: topic, broker name, queue id.
-pub fn sort_queues(queues: &mut [MessageQueue]) {
-    queues.sort_by(compare_queues);
-}
-
-/// The Java `MessageQueue.compareTo`.
-pub fn compare_queues(a: &MessageQueue, b: &MessageQueue) -> CmpOrdering {
-    java_string_cmp(&a.topic, &b.topic)
-        .then_with(|| java_string_cmp(&a.broker_name, &b.broker_name))
-        .then_with(|| a.queue_id.cmp(&b.queue_id))
 }
 
 fn has_master(brokers: &[BrokerData], broker_name: &str) -> bool {

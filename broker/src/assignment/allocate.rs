@@ -2,13 +2,12 @@
 //! send (`AVG`, `AVG_BY_CIRCLE`), and the POP-mode sharing rule of Java's
 //! `QueryAssignmentProcessor.allocate4Pop`.
 //!
-//! The client crate has the same two strategies, but the broker does not depend on the
-//! client crate (its default features bring a tokio runtime); the arithmetic is small and
-//! pinned by the tests below, which use the examples of
-//! docs/protocol.md#queue-lists-and-allocation.
+//! The arithmetic is comet-proto's, shared with the client's rebalance
+//! (docs/protocol.md#queue-lists-and-allocation); this module adds Java's argument checks and
+//! the POP-mode rule.
 
-use std::cmp::Ordering;
-
+use comet_proto::allocate::{allocate_averagely, allocate_averagely_by_circle};
+pub use comet_proto::allocate::{sort_client_ids, sort_queues};
 use comet_proto::body::MessageQueue;
 
 /// A strategy a client may name in QUERY_ASSIGNMENT.
@@ -55,17 +54,11 @@ impl Strategy {
         current_cid: &str,
     ) -> Result<Vec<MessageQueue>, AllocateError> {
         check(mq_all, cid_all, current_cid)?;
-        let Some(index) = cid_all.iter().position(|cid| cid == current_cid) else {
-            return Ok(Vec::new());
-        };
         Ok(match self {
-            Strategy::Averagely => averagely(mq_all, cid_all.len(), index),
-            Strategy::AveragelyByCircle => mq_all
-                .iter()
-                .skip(index)
-                .step_by(cid_all.len())
-                .cloned()
-                .collect(),
+            Strategy::Averagely => allocate_averagely(mq_all, cid_all, current_cid),
+            Strategy::AveragelyByCircle => {
+                allocate_averagely_by_circle(mq_all, cid_all, current_cid)
+            }
         })
     }
 }
@@ -86,29 +79,6 @@ fn check(
         return Err(AllocateError::NoConsumer);
     }
     Ok(())
-}
-
-fn averagely(mq_all: &[MessageQueue], consumers: usize, index: usize) -> Vec<MessageQueue> {
-    assert!(consumers > 0 && index < consumers);
-    let queues = mq_all.len();
-    let modulo = queues % consumers;
-    let extra = modulo > 0 && index < modulo;
-    let average = if queues <= consumers {
-        1
-    } else if extra {
-        queues / consumers + 1
-    } else {
-        queues / consumers
-    };
-    let start = if extra {
-        index * average
-    } else {
-        index * average + modulo
-    };
-    if start >= queues {
-        return Vec::new();
-    }
-    mq_all[start..start + average.min(queues - start)].to_vec()
 }
 
 /// The queues a POP-mode client gets (Java's `allocate4Pop`): with `pop_share_queue_num`
@@ -146,29 +116,6 @@ pub fn allocate_for_pop(
         Some(index) => vec![mq_all[index % mq_all.len()].clone()],
         None => Vec::new(),
     })
-}
-
-/// Java `String.compareTo`: UTF-16 code units (differs from byte order only above U+FFFF
-/// against U+E000..U+FFFF, but clients sort the same list the Java way).
-pub fn java_string_cmp(left: &str, right: &str) -> Ordering {
-    if left.is_ascii() && right.is_ascii() {
-        return left.cmp(right);
-    }
-    left.encode_utf16().cmp(right.encode_utf16())
-}
-
-/// Sorts queues as Java's `MessageQueue.compareTo`: topic, broker name, queue id.
-pub fn sort_queues(queues: &mut [MessageQueue]) {
-    queues.sort_by(|left, right| {
-        java_string_cmp(&left.topic, &right.topic)
-            .then_with(|| java_string_cmp(&left.broker_name, &right.broker_name))
-            .then_with(|| left.queue_id.cmp(&right.queue_id))
-    });
-}
-
-/// Sorts client ids as Java's `Collections.sort` of strings.
-pub fn sort_client_ids(ids: &mut [String]) {
-    ids.sort_by(|left, right| java_string_cmp(left, right));
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ impl Node {
             guard: None,
             store: store.to_path_buf(),
             addr: SocketAddr::new(LOOPBACK.into(), free_port()),
-            ha_port: ha_port,
+            ha_port,
             namesrv: namesrv.to_owned(),
             cores,
             options,

@@ -4,6 +4,7 @@
 //! name server, the client, the bench tool and the admin tool all share it.
 //!
 //! * [`acl`]: ACL 1.0 request signatures (AccessKey, Signature ext fields).
+//! * [`allocate`]: the queue allocation every member of a group computes alike.
 //! * [`frame`]: length-prefixed frames, incremental decoding, size limits.
 //! * [`header`]: the JSON and ROCKETMQ binary header serializations.
 //! * [`command`]: `RemotingCommand` and the typed-header trait.
@@ -27,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 pub mod acl;
+pub mod allocate;
 pub mod batch;
 pub mod body;
 pub mod code;

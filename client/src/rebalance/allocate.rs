@@ -6,9 +6,11 @@
 //! queue id; consumer ids as strings, see [`java_string_cmp`]). A consumer whose id is not in
 //! the list gets nothing.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
+pub use comet_proto::allocate::{
+    allocate_averagely, allocate_averagely_by_circle, java_string_cmp,
+};
 use comet_proto::body::MessageQueue;
 use md5::{Digest, Md5};
 
@@ -105,53 +107,6 @@ impl AllocateStrategy {
     }
 }
 
-/// `AllocateMessageQueueAveragely`, with the exact integer arithmetic of
-/// docs/protocol.md#queue-lists-and-allocation.
-pub fn allocate_averagely<T: Clone>(mq_all: &[T], cid_all: &[String], current_cid: &str) -> Vec<T> {
-    let Some(index) = cid_all.iter().position(|cid| cid == current_cid) else {
-        return Vec::new();
-    };
-    let (n, c) = (mq_all.len(), cid_all.len());
-    assert!(c > 0 && index < c);
-    let modulo = n % c;
-    let average = if n <= c {
-        1
-    } else if modulo > 0 && index < modulo {
-        n / c + 1
-    } else {
-        n / c
-    };
-    let start = if modulo > 0 && index < modulo {
-        index * average
-    } else {
-        index * average + modulo
-    };
-    if start >= n {
-        return Vec::new();
-    }
-    let range = average.min(n - start);
-    mq_all[start..start + range].to_vec()
-}
-
-/// `AllocateMessageQueueAveragelyByCircle`.
-pub fn allocate_averagely_by_circle<T: Clone>(
-    mq_all: &[T],
-    cid_all: &[String],
-    current_cid: &str,
-) -> Vec<T> {
-    let Some(index) = cid_all.iter().position(|cid| cid == current_cid) else {
-        return Vec::new();
-    };
-    let c = cid_all.len();
-    mq_all
-        .iter()
-        .enumerate()
-        .skip(index)
-        .filter(|(position, _)| position % c == index)
-        .map(|(_, queue)| queue.clone())
-        .collect()
-}
-
 /// `AllocateMessageQueueConsistentHash`: consumer `cid` sits on the ring at the hashes of
 /// `"{cid}-{i}"` for `i` in `0..virtual_nodes`; a queue belongs to the first point at or after
 /// its own hash, wrapping to the first point. Where two points hash alike the later consumer
@@ -194,16 +149,6 @@ fn ring_hash(key: &str) -> u32 {
     u32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
 }
 
-/// Java `String.compareTo`: lexicographic over UTF-16 code units. Differs from Rust's byte
-/// order only for characters above U+FFFF against U+E000..U+FFFF, but every member of a
-/// group must sort identically, including Java members.
-pub fn java_string_cmp(left: &str, right: &str) -> Ordering {
-    if left.is_ascii() && right.is_ascii() {
-        return left.cmp(right);
-    }
-    left.encode_utf16().cmp(right.encode_utf16())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,30 +172,9 @@ mod tests {
             .collect()
     }
 
-    // Proves the reference example n=8, c=3 gives 3/3/2 contiguous blocks in order.
-    #[test]
-    fn averagely_matches_the_reference_example() {
-        assert_eq!(
-            split(&AllocateStrategy::Averagely, 8, 3),
-            vec![vec![0, 1, 2], vec![3, 4, 5], vec![6, 7]]
-        );
-    }
-
-    // Proves fewer queues than consumers gives one queue each to the first n consumers and
-    // nothing to the rest, and an unknown consumer gets nothing.
-    #[test]
-    fn averagely_with_more_consumers_than_queues() {
-        assert_eq!(
-            split(&AllocateStrategy::Averagely, 2, 4),
-            vec![vec![0], vec![1], vec![], vec![]]
-        );
-        let queues = [0, 1, 2];
-        assert!(allocate_averagely(&queues, &cids(2), "stranger").is_empty());
-        assert!(allocate_averagely::<usize>(&[], &cids(2), "cid-0").is_empty());
-    }
-
-    // Proves, for every n and c up to 40, that both strategies hand every queue to exactly
-    // one consumer and that sizes differ by at most one.
+    // Proves, for every n and c up to 40, that the strategies hand every queue to exactly
+    // one consumer and that sizes differ by at most one (the arithmetic itself is pinned in
+    // comet_proto::allocate).
     #[test]
     fn every_queue_has_exactly_one_owner() {
         for strategy in [
@@ -323,23 +247,5 @@ mod tests {
         let queues: Vec<usize> = (0..4).collect();
         assert_eq!(strategy.allocate(&queues, &cids(3), "cid-2"), vec![1]);
         assert_eq!(strategy.name(), "CONFIG");
-    }
-
-    // Proves the circle strategy deals queues round robin.
-    #[test]
-    fn by_circle_deals_round_robin() {
-        assert_eq!(
-            split(&AllocateStrategy::AveragelyByCircle, 8, 3),
-            vec![vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]
-        );
-    }
-
-    // Proves Java ordering: UTF-16 order puts U+FF01 after U+10000 (a surrogate pair starts
-    // with 0xD800), the opposite of UTF-8 byte order.
-    #[test]
-    fn java_string_order() {
-        assert_eq!(java_string_cmp("a", "b"), Ordering::Less);
-        assert_eq!(java_string_cmp("\u{FF01}", "\u{10000}"), Ordering::Greater);
-        assert_eq!("\u{FF01}".cmp("\u{10000}"), Ordering::Less);
     }
 }

@@ -446,7 +446,8 @@ mod tests {
     // and refuses a known record it cannot read instead of inventing values.
     #[test]
     fn decoding_follows_javas_reader() {
-        let old = "Pub\u{1}1\u{1}r\u{1}g\u{1}T\u{1}id\u{1}null\u{1}null\u{1}h\u{1}4\u{1}2\u{1}3\u{1}TRUE\u{2}";
+        let old = "Pub\u{1}1\u{1}r\u{1}g\u{1}T\u{1}id\u{1}null\u{1}null\u{1}h\u{1}4\u{1}2\u{1}3\
+                   \u{1}TRUE\u{2}";
         let records = decode(&format!("EndTransaction\u{1}x\u{2}{old}")).unwrap();
         let TraceRecord::Pub(record) = &records[0] else {
             panic!("{records:?}")

@@ -138,7 +138,12 @@ pub struct SendMessageArgs {
     #[arg(short = 'i', long = "qid", requires = "broker_name")]
     queue_id: Option<i32>,
     /// Write a trace record of the send to `RMQ_SYS_TRACE_TOPIC` (mqadmin's `-m true`).
-    #[arg(short = 'm', long = "msgTraceEnable", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(
+        short = 'm',
+        long = "msgTraceEnable",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
     msg_trace_enable: bool,
 }
 
