@@ -191,7 +191,16 @@ fn console_api_reports_and_resets() {
         .iter()
         .find(|topic| topic["topic"] == TOPIC)
         .unwrap();
-    assert_eq!(row["system"], false);
+    assert_eq!(row["kind"], "normal");
+    // The topic brokers register under their cluster's name is the broker's own.
+    let cluster_name = clusters[0]["name"].as_str().unwrap();
+    let own = topics["topics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|topic| topic["topic"] == cluster_name)
+        .unwrap_or_else(|| panic!("{cluster_name} in {topics}"));
+    assert_eq!(own["kind"], "system");
     assert_eq!(row["brokers"][0]["readQueues"], 2, "{row}");
 
     let topic = get_ok(console, &format!("/api/topic?topic={TOPIC}"));

@@ -19,7 +19,7 @@ function el(tag, attrs, ...children) {
     else if (key === 'className') node.className = value;
     else node.setAttribute(key, value === true ? '' : String(value));
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === undefined || child === null) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -84,7 +84,7 @@ function card(label, value) {
 }
 
 function show(...nodes) {
-  main.replaceChildren(...nodes.flat());
+  main.replaceChildren(...nodes.flat(Infinity).filter((node) => node !== null && node !== undefined));
 }
 
 function failed(error) {
@@ -145,13 +145,13 @@ async function topicsPage(gen) {
   const draw = () => {
     const text = filter.value.trim().toLowerCase();
     const rows = data.topics
-      .filter((t) => system.checked || !t.system)
+      .filter((t) => system.checked || t.kind === 'normal')
       .filter((t) => !text || t.topic.toLowerCase().includes(text))
       .map((t) => [link(`#/topic/${encodeURIComponent(t.topic)}`, t.topic),
         t.brokers.map((b) => b.brokerName).join(', '),
         t.brokers.reduce((sum, b) => sum + b.readQueues, 0),
         t.brokers.reduce((sum, b) => sum + b.writeQueues, 0),
-        t.system ? el('span', { className: 'tag sys' }, 'system') : '']);
+        t.kind === 'normal' ? '' : el('span', { className: 'tag sys' }, t.kind)]);
     holder.replaceChildren(table(['Topic', 'Brokers', ['Read queues', true],
       ['Write queues', true], ''], rows, 'No topic matches'));
   };
@@ -160,7 +160,7 @@ async function topicsPage(gen) {
   draw();
   show(el('h1', null, 'Topics'),
     el('div', { className: 'toolbar' }, filter,
-      el('label', null, system, ' show system topics'),
+      el('label', null, system, ' show retry, dead-letter and system topics'),
       el('span', { className: 'muted' }, `${data.topics.length} topics in all`)),
     holder);
 }
@@ -207,7 +207,9 @@ async function groupsPage(gen) {
     holder);
 }
 
-function resetForm(group, topics, onDone) {
+// The reset form; `notice` (nodes) is the last reset's outcome, kept across the redraw
+// `onDone` makes with the new offsets.
+function resetForm(group, topics, notice, onDone) {
   const topic = el('select', { name: 'topic', id: 'reset-topic' },
     topics.map((t) => el('option', { value: t }, t)));
   const topicInput = topics.length ? topic
@@ -215,8 +217,9 @@ function resetForm(group, topics, onDone) {
   const to = el('select', { id: 'reset-to' }, el('option', { value: '0' }, 'the earliest message'),
     el('option', { value: '-1' }, 'the end (skip everything)'),
     el('option', { value: 'time' }, 'a time…'));
-  const when = el('input', { type: 'datetime-local', id: 'reset-time', step: 1 });
-  const result = el('div', { id: 'reset-result' });
+  const when = el('input', { type: 'datetime-local', id: 'reset-time', step: 1, disabled: true });
+  to.addEventListener('change', () => { when.disabled = to.value !== 'time'; });
+  const result = el('div', { id: 'reset-result' }, notice || []);
   const form = el('form', { className: 'inline', id: 'reset-form' },
     el('label', null, 'Topic', topicInput), el('label', null, 'Reset to', to),
     el('label', null, 'Time (local)', when),
@@ -235,11 +238,10 @@ function resetForm(group, topics, onDone) {
     try {
       const answer = await api('/api/group/reset',
         { group, topic: topicInput.value, timestamp });
-      result.replaceChildren(el('div', { className: 'note' },
+      await onDone([el('div', { className: 'note' },
         `Reset ${answer.offsets.length} queues of ${answer.topic}: ` +
         answer.offsets.map((o) => `${o.brokerName}/${o.queueId} → ${o.offset}`).join(', ')),
-      ...errorList(answer.errors));
-      onDone();
+      ...errorList(answer.errors)]);
     } catch (error) {
       result.replaceChildren(el('div', { className: 'error' }, String(error.message)));
     }
@@ -250,7 +252,10 @@ function resetForm(group, topics, onDone) {
     form, result);
 }
 
-async function groupPage(gen, group) {
+// RocketMQ's consume types by the names its users know them.
+const CONSUME_TYPES = { CONSUME_PASSIVELY: 'push', CONSUME_ACTIVELY: 'pull', CONSUME_POP: 'pop' };
+
+async function groupPage(gen, group, notice) {
   const data = await api(`/api/group?group=${encodeURIComponent(group)}`);
   if (gen !== generation) return;
   const topics = [...new Set(data.queues.map((q) => q.topic))].sort();
@@ -259,8 +264,8 @@ async function groupPage(gen, group) {
   show(el('h1', null, link('#/groups', 'Groups'), ' / ', group),
     el('div', { className: 'cards' }, card('Total lag', num(data.totalLag)),
       card('Members online', data.connections.length), card('Queues', data.queues.length),
-      card('Consume type', settings.consumeType || '–'),
-      card('Model', settings.messageModel || '–')),
+      card('Consume type', CONSUME_TYPES[settings.consumeType] || settings.consumeType || '–'),
+      card('Model', (settings.messageModel || '–').toLowerCase())),
     errorList(data.errors),
     el('h2', null, 'Connections'),
     subs.length ? el('p', { className: 'muted' }, `Subscriptions: ${subs.join(', ')}`) : null,
@@ -273,7 +278,10 @@ async function groupPage(gen, group) {
     data.queues.map((q) => [link(`#/topic/${encodeURIComponent(q.topic)}`, q.topic),
       q.brokerName, q.queueId, num(q.brokerOffset), num(q.consumerOffset), num(q.lag),
       time(q.lastTimestamp)]), 'The group has no offsets'),
-    resetForm(group, topics, () => route()));
+    resetForm(group, topics, notice, async (nodes) => {
+      generation += 1;
+      await groupPage(generation, group, nodes);
+    }));
 }
 
 // ---- Messages ---------------------------------------------------------------------------
@@ -352,15 +360,19 @@ function messagesPage(gen, params) {
 // ---- Throughput -------------------------------------------------------------------------
 
 const WINDOW_POINTS = 120;
+// Rates are taken over this many one-second samples: the brokers' counters move in steps,
+// so a single interval may see two steps or none.
+const RATE_SPAN = 3;
 
 function throughputPage(gen) {
   const canvas = el('canvas', { id: 'chart', width: 1200, height: 320 });
   const rates = el('div', { id: 'rates' });
   const samples = [];
-  let last = null;
+  // The last RATE_SPAN + 1 samples' counters, oldest first.
+  const history = [];
   show(el('h1', null, 'Throughput'),
     el('p', { className: 'muted' }, 'Messages per second over every broker, sampled each ' +
-      'second from the brokers\' counters.'),
+      `second from the brokers' counters (rates over the last ${RATE_SPAN} s).`),
     el('div', { className: 'panel' }, canvas,
       el('div', { className: 'legend' }, el('span', { className: 'in' }, 'in (stored)'),
         el('span', { className: 'out' }, 'out (delivered)'))),
@@ -379,6 +391,7 @@ function throughputPage(gen) {
     let getRate = 0;
     for (const b of data.brokers) {
       const key = `${b.brokerName}/${b.brokerId}`;
+      const last = history[0];
       const before = last && last.byKey[key];
       let put = null;
       let got = null;
@@ -397,11 +410,12 @@ function throughputPage(gen) {
     }
     const byKey = {};
     for (const b of data.brokers) byKey[`${b.brokerName}/${b.brokerId}`] = b;
-    if (last) {
+    if (history.length) {
       samples.push({ timeMs: data.timeMs, put: putRate, got: getRate });
       if (samples.length > WINDOW_POINTS) samples.shift();
     }
-    last = { timeMs: data.timeMs, byKey };
+    history.push({ timeMs: data.timeMs, byKey });
+    if (history.length > RATE_SPAN + 1) history.shift();
     rates.replaceChildren(table(['Broker', ['ID', true], 'Address', ['In / s', true],
       ['Out / s', true], ['Stored today', true], ['Delivered today', true]], rows,
     'No broker is registered'));

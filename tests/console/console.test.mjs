@@ -32,7 +32,8 @@ const OFFLINE_GROUP = 'console-demo-group';
 const LIVE_GROUP = 'console-live-group';
 const KEY = 'order-42';
 const BODY = 'Hello from the console test: order 42, 3 items';
-// Messages sent before the offline group's offsets are set to the end, and after.
+// Messages comet-bench sends before the offline group's offsets are set to the end, and
+// after (each run adds its warm-up message: the test counts what the broker holds).
 const BEFORE = 20;
 const AFTER = 30;
 // How long a page may take to show what the test waits for.
@@ -81,18 +82,32 @@ async function groupLag(group) {
 
 // ---- data -------------------------------------------------------------------------------
 
-function putData() {
+// Messages the topic holds, as the broker reports them (GET_TOPIC_STATS_INFO).
+async function held() {
+  return (await api(`/api/topic?topic=${TOPIC}`)).messages;
+}
+
+// Puts the data in; returns sendMessage's report and the offline group's expected lag and
+// the topic's total.
+async function putData() {
   admin('updateTopic', '-t', TOPIC, '-b', BROKER_ADDR, '-q', String(QUEUES));
   admin('updateSubGroup', '-b', BROKER_ADDR, '-g', OFFLINE_GROUP);
   bench('produce', '--topic', TOPIC, '--messages', String(BEFORE), '--threads', '1',
     '--size', '64');
+  await poll('the topic route', async () => (await api('/api/topics')).topics
+    .some((t) => t.topic === TOPIC));
+  const before = await held();
+  assert.ok(before >= BEFORE, `${before} messages held`);
   // The offline group starts at the end of every queue: what follows is its lag.
   admin('resetOffsetByTime', '-g', OFFLINE_GROUP, '-t', TOPIC, '-s', '-1');
+  assert.equal(await groupLag(OFFLINE_GROUP), 0);
   bench('produce', '--topic', TOPIC, '--messages', String(AFTER - 1), '--threads', '1',
     '--size', '64', '--keys');
-  const sent = JSON.parse(admin('--json', 'sendMessage', '-t', TOPIC, '-p', BODY, '-k', KEY,
+  const report = JSON.parse(admin('--json', 'sendMessage', '-t', TOPIC, '-p', BODY, '-k', KEY,
     '-c', 'TagConsole'));
-  return sent;
+  const total = await held();
+  assert.ok(total >= before + AFTER, `${total} messages held`);
+  return { report, lag: total - before, total };
 }
 
 // The offset message id of comet-admin's sendMessage report (its `sent` table).
@@ -113,7 +128,14 @@ function offsetMsgId(report) {
 // ---- pages ------------------------------------------------------------------------------
 
 async function visit(page, hash, ready) {
-  await page.goto(`${CONSOLE_URL}#/${hash}`);
+  // A change of fragment only redraws the page: forget the last view's mark first.
+  if (page.url().startsWith(CONSOLE_URL)) {
+    await page.evaluate(() => { delete document.body.dataset.ready; });
+  }
+  const url = `${CONSOLE_URL}#/${hash}`;
+  // The same fragment again is no navigation: load the page afresh.
+  if (page.url() === url) await page.reload();
+  else await page.goto(url);
   await page.waitForFunction((name) => document.body.dataset.ready === name, ready,
     { timeout: WAIT_MS });
 }
@@ -129,7 +151,7 @@ async function text(page, selector) {
 
 async function main() {
   mkdirSync(SHOTS_DIR, { recursive: true });
-  const report = putData();
+  const { report, lag, total } = await putData();
   const msgId = offsetMsgId(report);
   // A live member of its own group (it consumes everything, so its lag stays near 0).
   benchInBackground('consume', '--topic', TOPIC, '--group', LIVE_GROUP, '--threads', '2',
@@ -161,19 +183,18 @@ async function main() {
     await shoot(page, 'cluster');
 
     // Topics, then the topic's queues with the offsets the API reports.
-    await poll('the topic route', async () => (await api('/api/topics')).topics
-      .some((t) => t.topic === TOPIC));
     await visit(page, 'topics', 'topics');
     assert.match(await text(page, 'main'), new RegExp(TOPIC));
     await shoot(page, 'topics');
+    await page.evaluate(() => { delete document.body.dataset.ready; });
     await page.getByRole('link', { name: TOPIC, exact: true }).click();
     await page.waitForFunction(() => document.body.dataset.ready === 'topic',
       null, { timeout: WAIT_MS });
     const stats = await api(`/api/topic?topic=${TOPIC}`);
-    assert.equal(stats.messages, BEFORE + AFTER);
+    assert.equal(stats.messages, total);
     assert.equal(stats.queues.length, QUEUES);
     const topicText = await text(page, 'main');
-    assert.match(topicText, new RegExp(`Messages held\\s+${BEFORE + AFTER}`, 'i'));
+    assert.match(topicText, new RegExp(`Messages held\\s+${total}\\b`, 'i'));
     const rows = await page.locator('tbody tr').allInnerTexts();
     for (const queue of stats.queues) {
       const cells = [queue.brokerName, queue.queueId, queue.minOffset, queue.maxOffset];
@@ -195,9 +216,9 @@ async function main() {
     assert.match(await text(page, 'main'), new RegExp(LIVE_GROUP));
     await shoot(page, 'groups');
 
-    assert.equal(await groupLag(OFFLINE_GROUP), AFTER);
+    assert.equal(await groupLag(OFFLINE_GROUP), lag);
     await visit(page, `group/${OFFLINE_GROUP}`, 'group');
-    assert.match(await text(page, 'main'), new RegExp(`Total lag\\s+${AFTER}\\b`, 'i'));
+    assert.match(await text(page, 'main'), new RegExp(`Total lag\\s+${lag}\\b`, 'i'));
     await shoot(page, 'group');
     await page.selectOption('#reset-topic', TOPIC);
     await page.selectOption('#reset-to', '0');
@@ -205,9 +226,9 @@ async function main() {
     await page.locator('#reset-result .note').waitFor({ timeout: WAIT_MS });
     assert.match(await text(page, '#reset-result'), new RegExp(`Reset ${QUEUES} queues`));
     await page.waitForFunction(
-      (lag) => /Total lag\s+(\d[\d,]*)/i.exec(document.querySelector('main').innerText)?.[1]
-        === String(lag), BEFORE + AFTER, { timeout: WAIT_MS });
-    assert.equal(await groupLag(OFFLINE_GROUP), BEFORE + AFTER);
+      (expected) => /Total lag\s+(\d[\d,]*)/i.exec(document.querySelector('main').innerText)?.[1]
+        === String(expected), total, { timeout: WAIT_MS });
+    assert.equal(await groupLag(OFFLINE_GROUP), total);
     await shoot(page, 'group-reset');
 
     // The live group: its member is online.
@@ -246,16 +267,21 @@ async function main() {
     assert.equal(await text(page, '#message-result pre.body'), BODY);
     await shoot(page, 'messages-offset');
 
-    // Throughput: a steady producer, and the chart's rates above zero.
-    benchInBackground('produce', '--topic', TOPIC, '--rate', '200', '--duration', '40',
+    // Throughput: a steady producer, a second one for a while, and the chart's rates.
+    benchInBackground('produce', '--topic', TOPIC, '--rate', '150', '--duration', '60',
       '--threads', '4', '--size', '256');
     await visit(page, 'throughput', 'throughput');
-    await page.waitForFunction(() => {
+    const inRate = (above) => page.waitForFunction((limit) => {
       const cells = [...document.querySelectorAll('#rates tbody tr td:nth-child(4)')];
-      return cells.some((cell) => Number(cell.innerText) > 50);
-    }, null, { timeout: WAIT_MS });
-    // Let the chart fill a few seconds.
+      return cells.some((cell) => Number(cell.innerText) > limit);
+    }, above, { timeout: WAIT_MS });
+    await inRate(100);
     await page.waitForTimeout(8000);
+    benchInBackground('produce', '--topic', TOPIC, '--rate', '150', '--duration', '10',
+      '--threads', '4', '--size', '256');
+    await inRate(200);
+    // Let the chart show the second producer stop.
+    await page.waitForTimeout(16000);
     await shoot(page, 'throughput');
 
     assert.deepEqual(pageErrors, [], 'the page logged errors');

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use comet_proto::body::{JsonBody, KVTable, TopicStatsTable};
+use comet_proto::body::{ClusterInfo, JsonBody, KVTable, TopicStatsTable};
 use comet_proto::headers::GetTopicStatsInfoRequestHeader;
 use comet_proto::{names, RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::clock::wall_clock_ms;
@@ -266,9 +266,31 @@ async fn throughput(console: &Rc<Console>) -> Response {
     Response::json(200, &json!({ "timeMs": wall_clock_ms(), "brokers": rows }))
 }
 
-/// `GET /api/topics`: every topic the name server routes, with its brokers' queue counts.
+/// What a topic is for, as the topics page sorts them: `normal` (an application's),
+/// `retry` and `dlq` (a group's), or `system` (the broker's own: RocketMQ's system topics,
+/// and the topics named after a cluster or broker that brokers register, as Java's do).
+fn topic_kind(topic: &str, info: &ClusterInfo) -> &'static str {
+    let own = info
+        .cluster_addr_table
+        .keys()
+        .any(|cluster| topic == cluster || topic == names::reply_topic(cluster))
+        || info.broker_addr_table.contains_key(topic);
+    if names::is_retry_topic(topic) {
+        "retry"
+    } else if names::is_dlq_topic(topic) {
+        "dlq"
+    } else if own || names::is_system_topic(topic) {
+        "system"
+    } else {
+        "normal"
+    }
+}
+
+/// `GET /api/topics`: every topic the name server routes, with its kind and its brokers'
+/// queue counts.
 fn topics(console: &Rc<Console>) -> Response {
     let routes = console.state().routes.borrow();
+    let info = routes.cluster_info();
     let rows: Vec<Value> = routes
         .all_topics()
         .topic_list
@@ -293,7 +315,7 @@ fn topics(console: &Rc<Console>) -> Response {
                 .unwrap_or_default();
             json!({
                 "topic": topic,
-                "system": names::is_system_topic(topic),
+                "kind": topic_kind(topic, &info),
                 "brokers": brokers,
             })
         })
