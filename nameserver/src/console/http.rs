@@ -253,7 +253,7 @@ mod tests {
             parse_head(b"GET /api/topic?topic=a%20b&x=1 HTTP/1.1\r\nHost: x\r\n\r\nrest")
                 .unwrap()
                 .unwrap();
-        assert_eq!(length, 50);
+        assert_eq!(length, 52);
         assert_eq!(request.method, Method::Get);
         assert_eq!(request.path, "/api/topic");
         assert_eq!(request.query("topic"), Some("a b"));
