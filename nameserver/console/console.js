@@ -460,10 +460,11 @@ function draw(canvas, samples) {
     const x = left + plotW - (plotW * s) / WINDOW_POINTS;
     g.fillText(s === 0 ? 'now' : `-${s} s`, x, height - 8);
   }
-  const line = (key, color) => {
+  const line = (key, color, dash) => {
     if (samples.length < 2) return;
     g.strokeStyle = color;
     g.lineWidth = 2;
+    g.setLineDash(dash);
     g.beginPath();
     samples.forEach((sample, i) => {
       const age = samples.length - 1 - i;
@@ -474,8 +475,10 @@ function draw(canvas, samples) {
     });
     g.stroke();
   };
-  line('put', '#3b5bdb');
-  line('got', '#2b8a3e');
+  // Out is dashed: at a steady state it runs on top of in.
+  line('put', '#3b5bdb', []);
+  line('got', '#2b8a3e', [7, 5]);
+  g.setLineDash([]);
   if (samples.length < 2) {
     g.fillStyle = '#687086';
     g.textAlign = 'center';

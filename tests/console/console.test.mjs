@@ -185,6 +185,13 @@ async function main() {
     // Topics, then the topic's queues with the offsets the API reports.
     await visit(page, 'topics', 'topics');
     assert.match(await text(page, 'main'), new RegExp(TOPIC));
+    // The topic registered under the cluster's name is the broker's own: shown on demand.
+    const clusterName = (await api('/api/cluster')).clusters[0].name;
+    const ownRow = page.locator('tbody tr')
+      .filter({ has: page.getByRole('link', { name: clusterName, exact: true }) });
+    assert.equal(await ownRow.count(), 0);
+    await page.check('#topic-system');
+    assert.match(await ownRow.first().innerText(), /system/);
     await shoot(page, 'topics');
     await page.evaluate(() => { delete document.body.dataset.ready; });
     await page.getByRole('link', { name: TOPIC, exact: true }).click();
