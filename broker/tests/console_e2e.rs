@@ -70,7 +70,8 @@ fn get_ok(addr: SocketAddr, path: &str) -> Value {
 fn post(addr: SocketAddr, path: &str, form: &str) -> (u16, Value) {
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: console\r\nContent-Type: \
-         application/x-www-form-urlencoded\r\nContent-Length: {}\r\n\r\n{form}",
+         application/x-www-form-urlencoded\r\nX-Comet-Console: 1\r\n\
+         Content-Length: {}\r\n\r\n{form}",
         form.len()
     );
     let (head, body) = exchange(addr, request.as_bytes());
@@ -354,13 +355,22 @@ fn console_refuses_bad_requests() {
     );
     let request = format!("GET /api/message/id?id={elsewhere} HTTP/1.1\r\n\r\n");
     refused(request.as_bytes(), 404, "not registered here");
-    let form = "group=g&topic=t&timestamp=soon";
+    // A reset without the page's header, as a form on another site would send it.
+    let form = "group=g&topic=t&timestamp=-1";
     let request = format!(
         "POST /api/group/reset HTTP/1.1\r\nContent-Length: {}\r\n\r\n{form}",
         form.len()
     );
+    refused(request.as_bytes(), 403, "X-Comet-Console");
+    let form = "group=g&topic=t&timestamp=soon";
+    let request = format!(
+        "POST /api/group/reset HTTP/1.1\r\nX-Comet-Console: 1\r\nContent-Length: {}\r\n\r\n\
+         {form}",
+        form.len()
+    );
     refused(request.as_bytes(), 400, "not a number of ms");
-    let request = b"POST /api/group/reset HTTP/1.1\r\nContent-Length: 3\r\n\r\na=b";
+    let request =
+        b"POST /api/group/reset HTTP/1.1\r\nX-Comet-Console: 1\r\nContent-Length: 3\r\n\r\na=b";
     refused(request, 400, "group, topic and timestamp");
     // A HEAD answer has the head only.
     let mut stream = TcpStream::connect(console).unwrap();

@@ -46,7 +46,9 @@ function link(hash, text) {
 async function api(path, form) {
   const init = form
     ? { method: 'POST', body: new URLSearchParams(form),
-        headers: { 'Content-Type': 'application/x-www-form-urlencoded' } }
+        // The console's mark: a form another site posts cannot carry it (docs/operations.md).
+        headers: { 'Content-Type': 'application/x-www-form-urlencoded',
+          'X-Comet-Console': '1' } }
     : {};
   const response = await fetch(path, init);
   let body;

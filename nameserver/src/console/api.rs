@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::assets;
 use super::broker_call::BrokerCallError;
 use super::groups;
-use super::http::{Method, Request, Response};
+use super::http::{Method, Request, Response, CONSOLE_HEADER};
 use super::messages;
 use super::Console;
 use crate::route_table::BrokerKey;
@@ -28,6 +28,12 @@ pub async fn answer(console: &Rc<Console>, request: &Request) -> Response {
     if path == groups::RESET_PATH {
         if request.method != Method::Post {
             return Response::error(405, "the offset reset is a POST");
+        }
+        if !request.from_console {
+            return Response::error(
+                403,
+                format!("the offset reset needs the {CONSOLE_HEADER} header"),
+            );
         }
         return groups::reset(console, request).await;
     }

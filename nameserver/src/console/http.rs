@@ -46,7 +46,14 @@ pub struct Request {
     pub query: Vec<(String, String)>,
     /// The body (empty without `Content-Length`).
     pub body: Vec<u8>,
+    /// Whether the request carries [`CONSOLE_HEADER`]: the page's own requests do, a form
+    /// another site makes a browser send cannot (it would need a CORS preflight, which the
+    /// console never grants).
+    pub from_console: bool,
 }
+
+/// The header the console page sends with its POST (any value).
+pub const CONSOLE_HEADER: &str = "X-Comet-Console";
 
 impl Request {
     /// The first query field named `name`.
@@ -138,7 +145,9 @@ fn parse_head(buffer: &[u8]) -> Result<Option<(usize, Request, usize)>, HttpErro
         _ => Method::Other,
     };
     let mut body_len = 0;
+    let mut from_console = false;
     for header in parsed.headers.iter() {
+        from_console |= header.name.eq_ignore_ascii_case(CONSOLE_HEADER);
         if header.name.eq_ignore_ascii_case("transfer-encoding") {
             return Err(HttpError::Chunked);
         }
@@ -161,6 +170,7 @@ fn parse_head(buffer: &[u8]) -> Result<Option<(usize, Request, usize)>, HttpErro
             .into_owned()
             .collect(),
         body: Vec::new(),
+        from_console,
     };
     Ok(Some((head_len, request, body_len)))
 }
@@ -208,7 +218,8 @@ impl Response {
         let mut bytes = format!(
             "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
              Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\
-             Content-Security-Policy: default-src 'self'; img-src 'self' data:\r\n\
+             Content-Security-Policy: default-src 'self'; img-src 'self' data:; \
+             frame-ancestors 'none'\r\n\
              Connection: close\r\n\r\n",
             self.status,
             reason(self.status),
@@ -227,6 +238,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         500 => "Internal Server Error",
@@ -263,6 +275,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((post.method, body), (Method::Post, 12));
+        assert!(!post.from_console);
+        let (_, marked, _) = parse_head(b"POST /api/reset HTTP/1.1\r\nx-comet-console: 1\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(marked.from_console);
         assert!(matches!(
             parse_head(b"\x00\x01garbage\r\n\r\n"),
             Err(HttpError::Malformed(_))
