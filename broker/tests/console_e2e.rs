@@ -10,8 +10,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use comet_proto::headers::SendMessageResponseHeader;
-use comet_proto::CommandHeader;
+use comet_proto::body::{JsonBody, RegisterBrokerBody, TopicConfig};
+use comet_proto::headers::{RegisterBrokerRequestHeader, SendMessageResponseHeader};
+use comet_proto::{CommandHeader, RemotingCommand, RequestCode};
 use comet_test_support::{free_port, wait_for, wait_for_port, LOOPBACK};
 use common::pop::create_group;
 use common::{commit_offset, create_topic, send_request, Broker, Client, TempDir};
@@ -385,4 +386,73 @@ fn console_refuses_bad_requests() {
         cluster["clusters"][0]["brokers"][0]["addr"],
         broker.broker_addr.to_string()
     );
+}
+
+/// Registers a broker named `name` at `addr`, where nothing answers, serving `topic`; it
+/// stays registered while `client`'s connection lasts.
+fn register_silent_broker(client: &mut Client, name: &str, addr: SocketAddr, topic: &str) {
+    let mut body = RegisterBrokerBody::default();
+    let wrapper = &mut body.topic_config_serialize_wrapper;
+    wrapper.data_version.counter = 1;
+    wrapper
+        .topic_config_table
+        .insert(topic.to_owned(), TopicConfig::new(topic.to_owned()));
+    let header = RegisterBrokerRequestHeader {
+        broker_name: name.to_owned(),
+        broker_addr: addr.to_string(),
+        cluster_name: "DefaultCluster".to_owned(),
+        ha_server_addr: addr.to_string(),
+        broker_id: 0,
+        heartbeat_timeout_millis: None,
+        enable_acting_master: Some(false),
+        compressed: false,
+        body_crc32: None,
+    };
+    client.call_ok(
+        RemotingCommand::request(RequestCode::REGISTER_BROKER, 0)
+            .with_header(&header)
+            .with_body(body.encode().to_vec()),
+    );
+}
+
+// Proves a broker that does not answer is named with its error while the others' answers
+// are shown: the cluster page marks it, and a topic it serves lists the error.
+#[test]
+fn console_names_a_silent_broker() {
+    let dir = TempDir::new("console-silent");
+    let console_port = free_port();
+    let option = format!("consoleListenPort={console_port}");
+    let broker = Broker::start(dir.path(), 1, &["-o", &option]);
+    let console = SocketAddr::new(LOOPBACK.into(), console_port);
+    wait_for_port(console, Duration::from_secs(10));
+    let silent = SocketAddr::new(LOOPBACK.into(), free_port());
+    let mut registration = broker.namesrv_client();
+    register_silent_broker(&mut registration, "broker-silent", silent, "SilentTopic");
+
+    let cluster = get_ok(console, "/api/cluster");
+    let brokers = cluster["clusters"][0]["brokers"].as_array().unwrap();
+    assert_eq!(brokers.len(), 2, "{cluster}");
+    let by_addr = |addr: String| {
+        brokers
+            .iter()
+            .find(|row| row["addr"] == addr.as_str())
+            .unwrap_or_else(|| panic!("{addr} in {cluster}"))
+    };
+    let alive = by_addr(broker.broker_addr.to_string());
+    assert!(alive["error"].is_null(), "{alive}");
+    assert!(alive["runtime"]["brokerVersionDesc"].is_string(), "{alive}");
+    let dead = by_addr(silent.to_string());
+    assert_eq!(dead["brokerName"], "broker-silent");
+    assert!(dead["runtime"].is_null(), "{dead}");
+    let error = dead["error"]
+        .as_str()
+        .expect("an error for the silent broker");
+    assert!(error.contains(&silent.to_string()), "{error}");
+
+    let topic = get_ok(console, "/api/topic?topic=SilentTopic");
+    assert_eq!(topic["queues"], serde_json::json!([]), "{topic}");
+    let errors = topic["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{topic}");
+    assert_eq!(errors[0]["brokerName"], "broker-silent");
+    assert_eq!(errors[0]["addr"], silent.to_string());
 }
