@@ -4,7 +4,8 @@
 #     the workspace's unit, integration, end-to-end and tidy tests (they start their own
 #     brokers and name servers on free loopback ports and stop them); then controller mode
 #     against Apache's controller and Comet's, and the failover chaos suite's short run
-#     (tests/chaos/README.md; as root, in Linux network namespaces);
+#     (tests/chaos/README.md; as root, in Linux network namespaces), and the web console's
+#     browser test (tests/console/run.sh, in Debian's headless Chromium);
 #  2. the compatibility suites: Apache RocketMQ's own Java clients (5.x and 4.9.x), its
 #     mqadmin tool, the Go client, the C++ clients 1.x (PyPI) and 3.0 (npm), the
 #     pure-JavaScript ali-ons (npm) and the Rust rocketmq-client-rust 1.0 (Rust registry)
@@ -23,7 +24,8 @@
 #     server and broker (fetched from Maven Central, started and always stopped by
 #     tests/compat/run.sh --against apache).
 #
-# Prerequisites: Rust (cargo), Java 17 with Maven, Go, python3 (with venv), Node.js with npm;
+# Prerequisites: Rust (cargo), Java 17 with Maven, Go, python3 (with venv), Node.js with npm,
+# Chromium (Debian's `chromium` package at /usr/bin/chromium);
 # artifacts come from Maven Central, the Go module proxy, PyPI, npm and the Rust package
 # registry on first use. A missing prerequisite fails the run, nothing is skipped.
 #
@@ -49,6 +51,10 @@ bash tests/compat/controller/run.sh --against comet --only group
 echo "== failover chaos suite: short run"
 cargo build -p comet-broker -p comet-nameserver
 cargo run -p comet-chaos -- --rounds 1
+# The web console in Debian's headless Chromium (tests/console/run.sh): every page driven
+# and checked, screenshots saved under docs/console/.
+echo "== console: browser test"
+bash tests/console/run.sh
 # The later tiers use release builds only: a machine short of disk (CI) may drop the quick
 # tier's debug build, several GiB, before they start.
 if [[ "${COMET_DROP_DEBUG_BUILD:-0}" == 1 ]]; then

@@ -330,6 +330,7 @@ mod tests {
         ("metricsExporterType", "PROM"),
         ("metricsPromExporterHost", "127.0.0.2"),
         ("metricsPromExporterPort", "15557"),
+        ("consoleListenPort", "18080"),
         ("defaultMessageRequestMode", "POP"),
         ("defaultPopShareQueueNum", "2"),
         ("serverLoadBalancerEnable", "false"),

@@ -93,6 +93,7 @@ pub fn spawn_name_server(config: &BrokerConfig, stop: StopSignal) -> Result<(), 
         listen_port: addr.port(),
         bind_address: addr.ip(),
         kv_config_path: config.store_root.join("namesrv").join("kvConfig.json"),
+        console_listen_port: config.console_listen_port,
         // One process, one certificate: the embedded name server's port is the broker's.
         tls_server_mode: config.tls_server_mode,
         tls_server_cert_path: config.tls_server_cert_path.clone(),
@@ -105,6 +106,9 @@ pub fn spawn_name_server(config: &BrokerConfig, stop: StopSignal) -> Result<(), 
     let (name_server, listener) = comet_nameserver::start_on_shard(namesrv_config, ShardId(0))
         .map_err(StandaloneError::Start)?;
     log::info!("embedded name server listening on {addr}");
+    if let Some(console) = name_server.console_addr() {
+        log::info!("web console on http://{console}/");
+    }
     spawn_detached(TaskClass::NameServer, name_server.run(listener, stop));
     Ok(())
 }

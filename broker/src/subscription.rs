@@ -13,16 +13,7 @@ use comet_proto::body::{DataVersion, SubscriptionGroupConfig, SubscriptionGroupW
 use comet_proto::sql92::{Selector, SqlError};
 
 /// Groups every broker has (docs/protocol.md#system-topics-and-groups).
-pub const BUILT_IN_GROUPS: &[&str] = &[
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PULL",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-    "CID_RMQ_SYS_TRANS",
-];
+pub use comet_proto::names::BUILT_IN_GROUPS;
 
 /// Group name → config, with a version.
 #[derive(Clone, Debug)]

@@ -76,6 +76,11 @@ comet_proto::config_table! {
         doc: "Address the name server listens on (0.0.0.0: every interface).",
         parse: parse_ip, show: ToString::to_string,
     },
+    console_listen_port: u16 = 0 => {
+        key: "consoleListenPort", unit: "", applies: AtRestart,
+        doc: "Port of the web console on bindAddress (docs/operations.md#web-console); 0: off.",
+        parse: parse_number, show: ToString::to_string,
+    },
     kv_config_path: PathBuf = home_dir().join("namesrv").join("kvConfig.json") => {
         key: "kvConfigPath", unit: "", applies: StartUpOnly,
         doc: "File the KV config (mqadmin updateKvConfig) is kept in.",
@@ -384,6 +389,7 @@ mod tests {
     const SAMPLES: &[(&str, &str)] = &[
         ("listenPort", "19876"),
         ("bindAddress", "127.0.0.1"),
+        ("consoleListenPort", "18080"),
         ("tls.server.mode", "permissive"),
         ("tls.server.certPath", "/etc/comet/tls/namesrv.pem"),
         ("tls.server.keyPath", "/etc/comet/tls/namesrv.key"),

@@ -14,8 +14,12 @@
 //! * inside another glommio executor (the broker's `--standalone` mode): build
 //!   [`NameServer::new`], bind a [`comet_rt::net::Listener`] and spawn [`NameServer::run`] as
 //!   a task, in the [`comet_rt::task_class::TaskClass::NameServer`] class.
+//!
+//! With `consoleListenPort` set, [`start_on_shard`] also binds the web console's listener and
+//! [`NameServer::run`] serves it beside the remoting port ([`console`]).
 
 pub mod config;
+pub mod console;
 pub mod controller;
 pub mod housekeeping;
 pub mod kv_config;
@@ -76,6 +80,8 @@ pub struct NameServer {
     controller: Option<controller::service::ControllerService>,
     shard: ShardId,
     tls: ServerTls,
+    /// The web console's listener (`consoleListenPort`), bound by [`start_on_shard`].
+    console: Option<Listener>,
 }
 
 impl NameServer {
@@ -95,12 +101,18 @@ impl NameServer {
             controller: None,
             shard,
             tls,
+            console: None,
         })
     }
 
     /// The shard-owned state (for embedding code and tests).
     pub fn state(&self) -> &Rc<NameServerState> {
         &self.state
+    }
+
+    /// Where the web console listens, when `consoleListenPort` turns it on.
+    pub fn console_addr(&self) -> Option<SocketAddr> {
+        self.console.as_ref().map(Listener::local_addr)
     }
 
     /// The address the configuration asks to listen on.
@@ -129,6 +141,13 @@ impl NameServer {
             TaskClass::Housekeeping,
             housekeeping::scan_loop(self.state.clone(), stop.clone()),
         );
+        let console = self.console.map(|listener| {
+            let console = console::Console::new(self.state.clone());
+            spawn(
+                TaskClass::Admin,
+                console::serve(console, listener, stop.clone()),
+            )
+        });
         let controller = self.controller.map(|controller| {
             let run = controller.run(self.shard, config.connections_max, stop.clone());
             spawn(TaskClass::Admin, run)
@@ -136,6 +155,9 @@ impl NameServer {
         server.serve(listener, stop).await;
         if let Some(controller) = controller {
             controller.await;
+        }
+        if let Some(console) = console {
+            console.await;
         }
         scan.await;
     }
@@ -242,5 +264,13 @@ pub fn start_on_shard(
     comet_rt::net::ensure_port_free(addr)
         .map_err(|source| NameServerError::Bind { addr, source })?;
     let listener = Listener::bind(addr).map_err(|source| NameServerError::Bind { addr, source })?;
+    if config.console_listen_port != 0 {
+        let addr = SocketAddr::new(config.bind_address, config.console_listen_port);
+        comet_rt::net::ensure_port_free(addr)
+            .map_err(|source| NameServerError::Bind { addr, source })?;
+        let console =
+            Listener::bind(addr).map_err(|source| NameServerError::Bind { addr, source })?;
+        name_server.console = Some(console);
+    }
     Ok((name_server, listener))
 }

@@ -448,6 +448,13 @@ comet_proto::config_table! {
         doc: "Port of the metrics endpoint (GET /metrics).",
         parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
     },
+    /// Handed to the name server `--standalone` embeds (its own `consoleListenPort`).
+    console_listen_port: u16 = 0 => {
+        key: "consoleListenPort", unit: "", applies: AtRestart,
+        doc: "--standalone: port of the embedded name server's web console \
+              (docs/operations.md#web-console), on its address; 0: off.",
+        parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
+    },
     /// QUERY_ASSIGNMENT's mode for a (topic, group) no SET_MESSAGE_REQUEST_MODE named;
     /// retry topics are always PULL (Java's `QueryAssignmentProcessor`).
     default_message_request_mode: MessageRequestMode = MessageRequestMode::PULL => {

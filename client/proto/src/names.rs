@@ -137,6 +137,18 @@ pub fn is_system_topic(topic: &str) -> bool {
     SYSTEM_TOPICS.contains(&topic) || topic.starts_with(SYSTEM_TOPIC_PREFIX)
 }
 
+/// Groups every broker has (docs/protocol.md#system-topics-and-groups).
+pub const BUILT_IN_GROUPS: &[&str] = &[
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_RMQ_SYS_TRANS",
+];
+
 /// True for one of the broker's own consumer groups (`MixAll.isSysConsumerGroup`).
 pub fn is_system_group(group: &str) -> bool {
     group.starts_with(SYSTEM_GROUP_PREFIX)
