@@ -18,7 +18,7 @@ use thiserror::Error;
 pub use dispatcher::TraceDispatcher;
 
 /// The trace topic when none is configured (`TopicValidator.RMQ_SYS_TRACE_TOPIC`).
-pub const TRACE_TOPIC_DEFAULT: &str = "RMQ_SYS_TRACE_TOPIC";
+pub const TRACE_TOPIC_DEFAULT: &str = comet_proto::names::TRACE_TOPIC;
 /// Separates the fields of one record (`TraceConstants.CONTENT_SPLITOR`).
 pub const CONTENT_SEPARATOR: char = '\u{1}';
 /// Ends each record (`TraceConstants.FIELD_SPLITOR`).
