@@ -44,8 +44,9 @@ pub mod validate;
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
 #[cfg(feature = "tokio")]
 pub use aio::{
-    AsyncPopConsumer, AsyncProducer, AsyncTransport, AsyncTransportConfig, PopConsumerConfig,
-    PopInitMode, PopMessage,
+    AsyncMessageListener, AsyncPopConsumer, AsyncProducer, AsyncPushConsumer,
+    AsyncPushConsumerConfig, AsyncTransport, AsyncTransportConfig, PopConsumerConfig, PopInitMode,
+    PopMessage,
 };
 /// The body compression a producer applies (`ProducerConfig::compress_type`).
 pub use comet_proto::compression::CompressionType;
@@ -86,5 +87,7 @@ mod tests {
         assert_send_sync::<crate::AsyncPopConsumer>();
         #[cfg(feature = "tokio")]
         assert_send_sync::<crate::PopConsumer>();
+        #[cfg(feature = "tokio")]
+        assert_send_sync::<crate::AsyncPushConsumer>();
     }
 }

@@ -19,8 +19,11 @@
 
 pub mod pop;
 pub mod producer;
+pub mod push;
+mod routes;
 pub mod transport;
 
 pub use pop::{AsyncPopConsumer, PopConsumerConfig, PopInitMode, PopMessage};
 pub use producer::AsyncProducer;
-pub use transport::{AsyncTransport, AsyncTransportConfig};
+pub use push::{AsyncMessageListener, AsyncPushConsumer, AsyncPushConsumerConfig, QueueStats};
+pub use transport::{AsyncTransport, AsyncTransportConfig, RequestHook};

@@ -732,8 +732,7 @@ impl ConsumerCore {
         }
     }
 
-    /// Client-side tag re-filter
-    /// (docs/protocol.md#tags-and-subscription-expressions), retry-topic restore, MIN/MAX_OFFSET.
+    /// Client-side tag re-filter, see [`filter_pulled`].
     fn filter(
         &self,
         messages: Vec<MessageExt>,
@@ -741,26 +740,13 @@ impl ConsumerCore {
         header: &PullResponseHeader,
         requested: i64,
     ) -> Vec<MessageExt> {
-        let retry = retry_topic(&self.config.group);
-        messages
-            .into_iter()
-            .filter(|message| message.queue_offset >= requested)
-            .filter(|message| subscription.tags.matches_tags(message.tags()))
-            .map(|mut message| {
-                message
-                    .properties
-                    .insert(names::MIN_OFFSET, header.min_offset.to_string());
-                message
-                    .properties
-                    .insert(names::MAX_OFFSET, header.max_offset.to_string());
-                if message.topic == retry {
-                    if let Some(original) = message.property(names::RETRY_TOPIC) {
-                        message.topic = original.to_owned();
-                    }
-                }
-                message
-            })
-            .collect()
+        filter_pulled(
+            &self.config.group,
+            messages,
+            subscription,
+            header,
+            requested,
+        )
     }
 
     /// One queue's line of GET_CONSUMER_RUNNING_INFO.
@@ -831,6 +817,74 @@ impl ConsumerCore {
     }
 }
 
+/// Client-side tag re-filter of pulled messages
+/// (docs/protocol.md#tags-and-subscription-expressions): drops what lies before the requested
+/// offset or does not match the tags, restores the original topic of retry-topic messages, and
+/// sets MIN/MAX_OFFSET from the pull answer.
+pub(crate) fn filter_pulled(
+    group: &str,
+    messages: Vec<MessageExt>,
+    subscription: &Subscription,
+    header: &PullResponseHeader,
+    requested: i64,
+) -> Vec<MessageExt> {
+    let retry = retry_topic(group);
+    messages
+        .into_iter()
+        .filter(|message| message.queue_offset >= requested)
+        .filter(|message| subscription.tags.matches_tags(message.tags()))
+        .map(|mut message| {
+            message
+                .properties
+                .insert(names::MIN_OFFSET, header.min_offset.to_string());
+            message
+                .properties
+                .insert(names::MAX_OFFSET, header.max_offset.to_string());
+            if message.topic == retry {
+                if let Some(original) = message.property(names::RETRY_TOPIC) {
+                    message.topic = original.to_owned();
+                }
+            }
+            message
+        })
+        .collect()
+}
+
+/// The heartbeat entry of a consumer with these settings and subscriptions.
+pub(crate) fn consumer_data(
+    config: &ConsumerConfig,
+    subscriptions: &BTreeMap<String, Subscription>,
+    consume_type: ConsumeType,
+) -> ConsumerData {
+    let subscription_data_set = subscriptions
+        .iter()
+        .map(|(topic, subscription)| SubscriptionData {
+            class_filter_mode: false,
+            topic: topic.clone(),
+            sub_string: subscription.tags.expression().to_owned(),
+            tags_set: subscription.tags.tags().iter().cloned().collect(),
+            code_set: subscription.tags.codes().iter().copied().collect(),
+            sub_version: subscription.sub_version,
+            expression_type: "TAG".into(),
+        })
+        .collect();
+    ConsumerData {
+        group_name: config.group.clone(),
+        consume_type,
+        message_model: match config.message_model {
+            MessageModel::Clustering => WireMessageModel::CLUSTERING,
+            MessageModel::Broadcasting => WireMessageModel::BROADCASTING,
+        },
+        consume_from_where: match config.consume_from_where {
+            ConsumeFromWhere::LastOffset => WireConsumeFromWhere::CONSUME_FROM_LAST_OFFSET,
+            ConsumeFromWhere::FirstOffset => WireConsumeFromWhere::CONSUME_FROM_FIRST_OFFSET,
+            ConsumeFromWhere::Timestamp => WireConsumeFromWhere::CONSUME_FROM_TIMESTAMP,
+        },
+        subscription_data_set,
+        unit_mode: false,
+    }
+}
+
 fn leak_reason(error: &std::io::Error) -> &'static str {
     log::error!("cannot start the rebalance thread: {error}");
     "unable to start the rebalance thread"
@@ -893,37 +947,15 @@ impl ConsumerMember for ConsumerCore {
     }
 
     fn consumer_data(&self) -> ConsumerData {
-        let subscription_data_set = lock(&self.subscriptions)
-            .iter()
-            .map(|(topic, subscription)| SubscriptionData {
-                class_filter_mode: false,
-                topic: topic.clone(),
-                sub_string: subscription.tags.expression().to_owned(),
-                tags_set: subscription.tags.tags().iter().cloned().collect(),
-                code_set: subscription.tags.codes().iter().copied().collect(),
-                sub_version: subscription.sub_version,
-                expression_type: "TAG".into(),
-            })
-            .collect();
-        ConsumerData {
-            group_name: self.config.group.clone(),
-            consume_type: if self.lite {
+        consumer_data(
+            &self.config,
+            &lock(&self.subscriptions),
+            if self.lite {
                 ConsumeType::CONSUME_ACTIVELY
             } else {
                 ConsumeType::CONSUME_PASSIVELY
             },
-            message_model: match self.config.message_model {
-                MessageModel::Clustering => WireMessageModel::CLUSTERING,
-                MessageModel::Broadcasting => WireMessageModel::BROADCASTING,
-            },
-            consume_from_where: match self.config.consume_from_where {
-                ConsumeFromWhere::LastOffset => WireConsumeFromWhere::CONSUME_FROM_LAST_OFFSET,
-                ConsumeFromWhere::FirstOffset => WireConsumeFromWhere::CONSUME_FROM_FIRST_OFFSET,
-                ConsumeFromWhere::Timestamp => WireConsumeFromWhere::CONSUME_FROM_TIMESTAMP,
-            },
-            subscription_data_set,
-            unit_mode: false,
-        }
+        )
     }
 
     fn topics(&self) -> Vec<String> {
