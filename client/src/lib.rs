@@ -17,9 +17,10 @@
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
 //! * `aio` (cargo feature `tokio`, on by default): the async API on the caller's tokio
-//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`, and
+//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`,
 //!   `AsyncPopConsumer` (RocketMQ 5.x pop: receive, ack, change invisible time), whose
-//!   blocking face is `consumer::PopConsumer`.
+//!   blocking face is `consumer::PopConsumer`, and `AsyncPushConsumer` (async listeners, a pull
+//!   task per queue, Java's flow control).
 
 #![forbid(unsafe_code)]
 

@@ -1,5 +1,5 @@
-//! The async API on tokio (cargo feature `tokio`, on by default): first slice, the transport
-//! and the producer.
+//! The async API on tokio (cargo feature `tokio`, on by default): the transport, the producer,
+//! the pop consumer and the push consumer.
 //!
 //! * [`transport`]: [`AsyncTransport`], one connection per peer address served by a reader
 //!   task and a writer task, answers matched by opaque, request timeouts, an in-flight limit
@@ -14,8 +14,11 @@
 //! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
 //! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
 //!
-//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, the push and
-//! pull consumers, and orderly pop.
+//! * [`push`]: [`AsyncPushConsumer`], Java's push consumer with listeners returning futures:
+//!   rebalance, a pull task per queue, flow control, consume permits, orderly locks.
+//!
+//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, the lite pull
+//! consumer, and broadcasting for the push consumer.
 
 pub mod pop;
 pub mod producer;

@@ -101,11 +101,10 @@ impl AsyncRoutes {
         let (addr, response) = self.invoke_namesrv(protocol::get_route_info(topic)).await?;
         let fetched = route::route_from_response(&addr, response)?;
         lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
-        Ok(fetched.map(|data| {
+        Ok(fetched.and_then(|data| {
             self.cache.put(topic, data);
             self.cache.get(topic)
         }))
-        .map(Option::flatten)
     }
 
     /// [`NameServers::invoke`]'s fail-over walk over the async transport.
