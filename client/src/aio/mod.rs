@@ -8,14 +8,14 @@
 //!   producer's route lookup, queue choice, fault tolerance and retries.
 //! * [`pop`]: [`AsyncPopConsumer`], RocketMQ 5.x pop consumption: `receive` (long-polling),
 //!   `ack`, `change_invisible_time`, with an in-flight limit and no rebalance.
-//!
-//! Threads: none. Everything runs as tasks on the runtime of the caller (two tasks per
-//! connection), so the thread count stays whatever the caller's runtime has, however many
-//! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
-//! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
-//!
 //! * [`push`]: [`AsyncPushConsumer`], Java's push consumer with listeners returning futures:
 //!   rebalance, a pull task per queue, flow control, consume permits, orderly locks.
+//!
+//! Threads: none. Everything runs as tasks on the runtime of the caller (two tasks per
+//! connection, and for the push consumer a pull task per assigned queue and a task per
+//! listener call), so the thread count stays whatever the caller's runtime has, however many
+//! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
+//! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
 //!
 //! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, the lite pull
 //! consumer, and broadcasting for the push consumer.
