@@ -45,9 +45,9 @@ pub mod validate;
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
 #[cfg(feature = "tokio")]
 pub use aio::{
-    AsyncMessageListener, AsyncPopConsumer, AsyncProducer, AsyncPushConsumer,
-    AsyncPushConsumerConfig, AsyncTransport, AsyncTransportConfig, PopConsumerConfig, PopInitMode,
-    PopMessage,
+    AsyncLitePullConsumer, AsyncMessageListener, AsyncPopConsumer, AsyncProducer,
+    AsyncPushConsumer, AsyncPushConsumerConfig, AsyncTransport, AsyncTransportConfig,
+    PopConsumerConfig, PopInitMode, PopMessage,
 };
 /// The body compression a producer applies (`ProducerConfig::compress_type`).
 pub use comet_proto::compression::CompressionType;
@@ -90,5 +90,7 @@ mod tests {
         assert_send_sync::<crate::PopConsumer>();
         #[cfg(feature = "tokio")]
         assert_send_sync::<crate::AsyncPushConsumer>();
+        #[cfg(feature = "tokio")]
+        assert_send_sync::<crate::AsyncLitePullConsumer>();
     }
 }

@@ -428,3 +428,65 @@ fn dropping_an_orderly_consumer_unlocks_its_queues() {
         within("the shutdown", STEP_LIMIT, second.shutdown()).await;
     });
 }
+
+// Proves the async lite pull consumer: polls (many of them cut short by a timeout, as a
+// dropped future) get every message of a subscribed two-queue topic, `next` resolves to
+// messages, manual commit records what was polled, and seek goes back to the start.
+#[test]
+fn the_lite_pull_consumer_polls_every_message_and_seeks() {
+    let (live, topic) = setup("client-apush-lite", 2);
+    runtime().block_on(async {
+        let sent = send(&live, &topic, 60).await;
+        let mut config =
+            comet_client::LitePullConfig::new(consumer_config(&live, &unique("alite")));
+        config.auto_commit = false;
+        let consumer = comet_client::AsyncLitePullConsumer::new(config).unwrap();
+        consumer.subscribe(&topic, "*").unwrap();
+        within("the start", STEP_LIMIT, consumer.start())
+            .await
+            .unwrap();
+        let mut seen = BTreeSet::new();
+        let first = within("next", STEP_LIMIT, consumer.next())
+            .await
+            .expect("messages");
+        seen.extend(first.iter().map(body_of));
+        within("every message polled", STEP_LIMIT, async {
+            while seen != sent {
+                // Cut short at once or soon: a poll that resolved gave its messages (they
+                // count), one dropped before it resolved took nothing.
+                for cut in [Duration::ZERO, Duration::from_micros(50)] {
+                    if let Ok(messages) = tokio::time::timeout(cut, consumer.poll(STEP_LIMIT)).await
+                    {
+                        seen.extend(messages.iter().map(body_of));
+                    }
+                }
+                let messages = consumer.poll(Duration::from_millis(200)).await;
+                seen.extend(messages.iter().map(body_of));
+            }
+        })
+        .await;
+        let queues = consumer.assignment();
+        let queues: Vec<MessageQueue> = queues.into_iter().filter(|q| q.topic == topic).collect();
+        assert_eq!(queues.len(), 2);
+        assert!(queues.iter().all(|q| consumer.committed(q).is_none()));
+        within("the commit", STEP_LIMIT, consumer.commit()).await;
+        let committed: i64 = queues.iter().map(|q| consumer.committed(q).unwrap()).sum();
+        assert_eq!(committed, 60);
+        within("the seek", STEP_LIMIT, consumer.seek(&queues[0], 0))
+            .await
+            .unwrap();
+        let again = within("polled after the seek", STEP_LIMIT, async {
+            loop {
+                let messages = consumer.poll(Duration::from_millis(200)).await;
+                if let Some(message) = messages.first() {
+                    return message.clone();
+                }
+            }
+        })
+        .await;
+        assert_eq!(again.queue_id, queues[0].queue_id);
+        assert_eq!(again.queue_offset, 0);
+        within("the shutdown", STEP_LIMIT, consumer.shutdown()).await;
+        assert!(consumer.next().await.is_none());
+    });
+}

@@ -9,7 +9,8 @@
 //! * [`pop`]: [`AsyncPopConsumer`], RocketMQ 5.x pop consumption: `receive` (long-polling),
 //!   `ack`, `change_invisible_time`, with an in-flight limit and no rebalance.
 //! * [`push`]: [`AsyncPushConsumer`], Java's push consumer with listeners returning futures:
-//!   rebalance, a pull task per queue, flow control, consume permits, orderly locks.
+//!   rebalance, a pull task per queue, flow control, consume permits, orderly locks; and
+//!   [`AsyncLitePullConsumer`] on the same machinery, whose `poll` and `next` are futures.
 //!
 //! Threads: none. Everything runs as tasks on the runtime of the caller (two tasks per
 //! connection, and for the push consumer a pull task per assigned queue and a task per
@@ -17,8 +18,8 @@
 //! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
 //! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
 //!
-//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, the lite pull
-//! consumer, and broadcasting for the push consumer.
+//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, and
+//! broadcasting for the async consumers.
 
 pub mod pop;
 pub mod producer;
@@ -28,5 +29,6 @@ pub mod transport;
 
 pub use pop::{AsyncPopConsumer, PopConsumerConfig, PopInitMode, PopMessage};
 pub use producer::AsyncProducer;
+pub use push::lite::AsyncLitePullConsumer;
 pub use push::{AsyncMessageListener, AsyncPushConsumer, AsyncPushConsumerConfig, QueueStats};
 pub use transport::{AsyncTransport, AsyncTransportConfig, RequestHook};

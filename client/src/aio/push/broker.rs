@@ -28,7 +28,11 @@ impl Inner {
         let consumer = consumer_data(
             &self.config.consumer,
             &lock(&self.subscriptions),
-            ConsumeType::CONSUME_PASSIVELY,
+            if self.is_lite() {
+                ConsumeType::CONSUME_ACTIVELY
+            } else {
+                ConsumeType::CONSUME_PASSIVELY
+            },
         );
         HeartbeatData {
             client_id: self.client_id.clone(),
@@ -126,7 +130,11 @@ impl Inner {
         Ok(ids)
     }
 
-    async fn offset_request(&self, queue: &MessageQueue, request: RemotingCommand) -> Result<i64> {
+    pub(super) async fn offset_request(
+        &self,
+        queue: &MessageQueue,
+        request: RemotingCommand,
+    ) -> Result<i64> {
         let addr = self
             .routes
             .master_addr(&queue.broker_name, &queue.topic)

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use comet_proto::message::MessageExt;
 
-use super::{AsyncMessageListener, Inner, ListenerFuture, QueueState};
+use super::{AsyncMessageListener, Inner, ListenerFuture, Mode, QueueState};
 use crate::consumer::{ConsumeConcurrentlyStatus, ConsumeOrderlyStatus};
 
 /// Local redelivery delay when a send-back failed (Java: 5 s).
@@ -83,7 +83,7 @@ impl Inner {
         messages: Vec<MessageExt>,
         delay: Duration,
     ) {
-        let AsyncMessageListener::Concurrently(listener) = &self.listener else {
+        let Mode::Push(AsyncMessageListener::Concurrently(listener)) = &self.mode else {
             unreachable!("concurrent consumption on an orderly consumer")
         };
         if !self.pause(delay).await {
@@ -168,7 +168,7 @@ impl Inner {
 
     /// Consumes in order until the queue is empty (`None`) or a pause is needed.
     async fn consume_orderly_slice(&self, state: &QueueState) -> Option<Duration> {
-        let AsyncMessageListener::Orderly(listener) = &self.listener else {
+        let Mode::Push(AsyncMessageListener::Orderly(listener)) = &self.mode else {
             unreachable!("orderly consumption on a concurrent consumer")
         };
         let pq = &state.pq;

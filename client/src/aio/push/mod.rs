@@ -30,9 +30,13 @@
 //! expiry (60 s).
 //!
 //! Clustering only: broadcasting (local offset file) is refused for now.
+//!
+//! [`lite`] runs the same machinery for the lite pull consumer: pulled messages wait in a
+//! buffer for its `poll` instead of going to a listener.
 
 mod broker;
 mod consume;
+pub mod lite;
 mod pull;
 mod rebalance;
 
@@ -260,10 +264,18 @@ impl QueueState {
     }
 }
 
+/// What a consumer does with pulled messages.
+pub(super) enum Mode {
+    /// A push consumer: its listener consumes them.
+    Push(AsyncMessageListener),
+    /// A lite pull consumer: they wait in its buffer for `poll`.
+    Lite(lite::LiteBuffer),
+}
+
 /// Shared state of one consumer.
 pub(super) struct Inner {
     config: AsyncPushConsumerConfig,
-    listener: AsyncMessageListener,
+    mode: Mode,
     orderly: bool,
     client_id: String,
     transport: AsyncTransport,
@@ -326,54 +338,7 @@ impl AsyncPushConsumer {
         listener: AsyncMessageListener,
     ) -> Result<AsyncPushConsumer> {
         config.check()?;
-        crate::validate::check_group(&config.consumer.group)?;
-        let client = &config.consumer.client;
-        if client.namesrv_addrs.is_empty() {
-            return Err(ClientError::NameServer(
-                "no name server address configured".into(),
-            ));
-        }
-        let transport = AsyncTransport::new(AsyncTransportConfig::from_client(client)?)?;
-        let routes = AsyncRoutes::new(
-            transport.clone(),
-            client.namesrv_addrs.clone(),
-            client.api_timeout,
-            client.poll_name_server_interval,
-        );
-        let orderly = matches!(listener, AsyncMessageListener::Orderly(_));
-        let inner = Arc::new(Inner {
-            client_id: client.build_client_id(),
-            permits: Arc::new(Semaphore::new(config.consume_thread_min)),
-            config,
-            listener,
-            orderly,
-            transport,
-            routes,
-            subscriptions: Mutex::new(BTreeMap::new()),
-            table: Mutex::new(HashMap::new()),
-            offsets: Mutex::new(HashMap::new()),
-            topic_thresholds: Mutex::new(HashMap::new()),
-            runtime: Mutex::new(None),
-            service: Mutex::new(None),
-            started: AtomicBool::new(false),
-            stopping: AtomicBool::new(false),
-            cancel: watch::Sender::new(false),
-            wake: Notify::new(),
-            rebalancing: tokio::sync::Mutex::new(()),
-            shutting_down: tokio::sync::Mutex::new(false),
-            retry_producer: Mutex::new(None),
-        });
-        let weak = Arc::downgrade(&inner);
-        inner
-            .transport
-            .set_request_hook(Arc::new(move |_addr, request| {
-                if request.request_code() == RequestCode::NOTIFY_CONSUMER_IDS_CHANGED {
-                    if let Some(inner) = weak.upgrade() {
-                        inner.wake.notify_one();
-                    }
-                }
-                None
-            }));
+        let inner = Inner::create(config, Mode::Push(listener))?;
         Ok(AsyncPushConsumer {
             owner: Arc::new(Owner { inner }),
         })
@@ -472,6 +437,71 @@ impl AsyncPushConsumer {
 }
 
 impl Inner {
+    /// A consumer's shared state; needs no runtime.
+    fn create(config: AsyncPushConsumerConfig, mode: Mode) -> Result<Arc<Inner>> {
+        crate::validate::check_group(&config.consumer.group)?;
+        let client = &config.consumer.client;
+        if client.namesrv_addrs.is_empty() {
+            return Err(ClientError::NameServer(
+                "no name server address configured".into(),
+            ));
+        }
+        let transport = AsyncTransport::new(AsyncTransportConfig::from_client(client)?)?;
+        let routes = AsyncRoutes::new(
+            transport.clone(),
+            client.namesrv_addrs.clone(),
+            client.api_timeout,
+            client.poll_name_server_interval,
+        );
+        let orderly = matches!(mode, Mode::Push(AsyncMessageListener::Orderly(_)));
+        let inner = Arc::new(Inner {
+            client_id: client.build_client_id(),
+            permits: Arc::new(Semaphore::new(config.consume_thread_min)),
+            config,
+            mode,
+            orderly,
+            transport,
+            routes,
+            subscriptions: Mutex::new(BTreeMap::new()),
+            table: Mutex::new(HashMap::new()),
+            offsets: Mutex::new(HashMap::new()),
+            topic_thresholds: Mutex::new(HashMap::new()),
+            runtime: Mutex::new(None),
+            service: Mutex::new(None),
+            started: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            cancel: watch::Sender::new(false),
+            wake: Notify::new(),
+            rebalancing: tokio::sync::Mutex::new(()),
+            shutting_down: tokio::sync::Mutex::new(false),
+            retry_producer: Mutex::new(None),
+        });
+        let weak = Arc::downgrade(&inner);
+        inner
+            .transport
+            .set_request_hook(Arc::new(move |_addr, request| {
+                if request.request_code() == RequestCode::NOTIFY_CONSUMER_IDS_CHANGED {
+                    if let Some(inner) = weak.upgrade() {
+                        inner.wake.notify_one();
+                    }
+                }
+                None
+            }));
+        Ok(inner)
+    }
+
+    fn is_lite(&self) -> bool {
+        matches!(self.mode, Mode::Lite(_))
+    }
+
+    /// The fixed assignment of a lite pull consumer's `assign`, if any.
+    fn assigned(&self) -> Option<std::collections::BTreeSet<MessageQueue>> {
+        match &self.mode {
+            Mode::Lite(buffer) => buffer.assigned(),
+            Mode::Push(_) => None,
+        }
+    }
+
     fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
@@ -527,7 +557,9 @@ impl Inner {
             let states: Vec<Arc<QueueState>> =
                 lock(&self.table).drain().map(|(_, state)| state).collect();
             self.release_queues(&states).await;
-            self.unregister().await;
+            if self.assigned().is_none() {
+                self.unregister().await;
+            }
         }
         self.transport.shutdown();
         if let Some(producer) = lock(&self.retry_producer).take() {

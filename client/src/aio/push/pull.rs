@@ -20,7 +20,7 @@ use comet_proto::flags::pull as pull_flag;
 use comet_proto::message::decode_records;
 use comet_proto::ResponseCode;
 
-use super::{AsyncMessageListener, Inner, QueueState};
+use super::{AsyncMessageListener, Inner, Mode, QueueState};
 use crate::consumer::core::{filter_pulled, Subscription};
 use crate::error::Result;
 use crate::protocol::{self, PullRequest};
@@ -89,19 +89,30 @@ impl Inner {
         let pq = &state.pq;
         let queue = &pq.queue;
         let offset = pq.next_offset.load(Ordering::Acquire);
-        let commit_offset = lock(&self.offsets).get(queue).copied().unwrap_or(0);
+        let lite = self.is_lite();
+        // A lite pull consumer commits through its offset store only (Java's lite pulls
+        // carry no commit offset, but the subscription).
+        let commit_offset = if lite {
+            0
+        } else {
+            lock(&self.offsets).get(queue).copied().unwrap_or(0)
+        };
+        let mut sys_flag = pull_flag::build(commit_offset > 0, true, lite, false);
+        if lite {
+            sys_flag |= pull_flag::LITE_PULL;
+        }
         let request = protocol::pull_message(&PullRequest {
             group: config.group.clone(),
             queue: queue.clone(),
             offset,
             max_messages: config.pull_batch_size,
             max_bytes: config.pull_batch_bytes,
-            sys_flag: pull_flag::build(commit_offset > 0, true, false, false),
+            sys_flag,
             commit_offset,
             suspend: config.suspend,
-            subscription: None,
+            subscription: lite.then(|| subscription.tags.expression().to_owned()),
             sub_version: subscription.sub_version,
-            lite: false,
+            lite,
         });
         let addr = self
             .routes
@@ -158,7 +169,7 @@ impl Inner {
     /// Nothing waits for consumption, so everything before `next_offset` is done (filtered
     /// out or consumed): commit it (Java `correctTagsOffset`).
     fn correct_tags_offset(&self, state: &QueueState, next_offset: i64) {
-        if state.pq.held().0 == 0 {
+        if !self.is_lite() && state.pq.held().0 == 0 {
             self.update_offset(&state.pq.queue, next_offset);
         }
     }
@@ -169,13 +180,16 @@ impl Inner {
         state: &Arc<QueueState>,
         messages: Vec<comet_proto::message::MessageExt>,
     ) {
-        match &self.listener {
-            AsyncMessageListener::Concurrently(_) => {
+        match &self.mode {
+            Mode::Lite(buffer) => buffer.deliver(state, messages),
+            Mode::Push(AsyncMessageListener::Concurrently(_)) => {
                 for chunk in messages.chunks(self.config.consume_batch_max) {
                     self.spawn_concurrently(state, chunk.to_vec(), Duration::ZERO);
                 }
             }
-            AsyncMessageListener::Orderly(_) => self.schedule_orderly(state, Duration::ZERO),
+            Mode::Push(AsyncMessageListener::Orderly(_)) => {
+                self.schedule_orderly(state, Duration::ZERO)
+            }
         }
     }
 }

@@ -156,6 +156,9 @@ impl Inner {
 
     /// Queues of `topic` this consumer owns now.
     async fn allocate_topic(&self, topic: &str) -> Result<Vec<MessageQueue>> {
+        if let Some(fixed) = self.assigned() {
+            return Ok(fixed.into_iter().filter(|q| q.topic == topic).collect());
+        }
         let route = self.routes.route(topic).await?;
         let all = route.subscribe.clone();
         let ids = self.consumer_ids(topic).await?;
@@ -314,7 +317,7 @@ impl Inner {
         }
     }
 
-    fn start_pulling(self: &Arc<Self>, state: Arc<QueueState>) {
+    pub(super) fn start_pulling(self: &Arc<Self>, state: Arc<QueueState>) {
         if self.is_stopping() || state.pq.is_dropped() {
             return;
         }
