@@ -302,6 +302,8 @@ pub(super) struct Inner {
     /// Held by shutdown, so two shutdowns (a drop and a call) do not interleave.
     shutting_down: tokio::sync::Mutex<bool>,
     retry_producer: Mutex<Option<AsyncProducer>>,
+    /// Orderly queues a rebalance took away, being released once their listener is done.
+    releasing: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// An async push consumer. Cheap to clone; clones share one consumer. Dropping the last
@@ -475,6 +477,7 @@ impl Inner {
             rebalancing: tokio::sync::Mutex::new(()),
             shutting_down: tokio::sync::Mutex::new(false),
             retry_producer: Mutex::new(None),
+            releasing: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&inner);
         inner
@@ -537,6 +540,11 @@ impl Inner {
         }
         *done = true;
         self.stopping.store(true, Ordering::Release);
+        // A rebalance pass in progress ends at its next queue (it checks the flag); waiting
+        // for it means no queue is locked or added after the table is drained below, and
+        // none stays half set up by an abort in the middle of a pass.
+        self.wake.notify_one();
+        let _no_pass = self.rebalancing.lock().await;
         if let Some(service) = lock(&self.service).take() {
             service.abort();
         }
@@ -554,6 +562,12 @@ impl Inner {
         self.cancel.send_replace(true);
         self.permits.close();
         if self.started.load(Ordering::Acquire) {
+            // Queues taken away shortly before: their listeners are cancelled now, so these
+            // unlock them soon, while the connections are still open.
+            let releasing: Vec<JoinHandle<()>> = lock(&self.releasing).drain(..).collect();
+            for task in releasing {
+                let _ = task.await;
+            }
             let states: Vec<Arc<QueueState>> =
                 lock(&self.table).drain().map(|(_, state)| state).collect();
             self.release_queues(&states).await;

@@ -176,7 +176,7 @@ impl Inner {
 
     /// Applies an assignment: (changed, queues created, every orderly queue locked).
     async fn update_table(
-        &self,
+        self: &Arc<Self>,
         topic: &str,
         assigned: Vec<MessageQueue>,
     ) -> (bool, Vec<Arc<QueueState>>, bool) {
@@ -193,10 +193,13 @@ impl Inner {
                 .collect()
         };
         let mut changed = !removed.is_empty();
-        self.release_queues(&removed).await;
+        self.release_taken(&removed).await;
         let mut created = Vec::new();
         let mut all_locked = true;
         for queue in assigned {
+            if self.is_stopping() {
+                break;
+            }
             if lock(&self.table).contains_key(&queue) {
                 continue;
             }
@@ -250,7 +253,7 @@ impl Inner {
         lock(&self.topic_thresholds).insert(topic.to_owned(), (messages, bytes));
     }
 
-    async fn drop_unsubscribed(&self) {
+    async fn drop_unsubscribed(self: &Arc<Self>) {
         let subscriptions: BTreeSet<String> = lock(&self.subscriptions).keys().cloned().collect();
         let orphans: Vec<Arc<QueueState>> = {
             let mut table = lock(&self.table);
@@ -263,13 +266,49 @@ impl Inner {
                 .filter_map(|queue| table.remove(queue))
                 .collect()
         };
-        self.release_queues(&orphans).await;
+        self.release_taken(&orphans).await;
     }
 
-    /// Gives queues up (taken away, or shutdown): stops pulling, persists and forgets their
-    /// offsets, and for an orderly consumer unlocks them at the broker once no listener
-    /// works on them (the lock of a queue being consumed is not given to another consumer
-    /// before its batch ends).
+    /// Gives up queues a rebalance took away. Concurrent: at once. Orderly: pulling stops at
+    /// once, and a task releases them once no listener works on them (Java waits for the
+    /// consume lock too), so a listener that takes long holds up neither this pass nor the
+    /// next; a queue assigned back meanwhile keeps its lock.
+    async fn release_taken(self: &Arc<Self>, states: &[Arc<QueueState>]) {
+        if !self.orderly {
+            self.release_queues(states).await;
+            return;
+        }
+        for state in states {
+            state.stop_pulling();
+        }
+        let (inner, states) = (self.clone(), states.to_vec());
+        let task = tokio::spawn(async move {
+            let mut guards = Vec::with_capacity(states.len());
+            for state in &states {
+                guards.push(state.consume_lock.lock().await);
+            }
+            let taken_back = |queue: &MessageQueue| lock(&inner.table).contains_key(queue);
+            let queues: Vec<MessageQueue> = states
+                .iter()
+                .map(|state| state.pq.queue.clone())
+                .filter(|queue| !taken_back(queue))
+                .collect();
+            inner.persist_offsets(&queues).await;
+            inner.unlock_queues(&queues).await;
+            let mut offsets = lock(&inner.offsets);
+            for queue in &queues {
+                offsets.remove(queue);
+            }
+        });
+        let mut releasing = lock(&self.releasing);
+        releasing.retain(|task| !task.is_finished());
+        releasing.push(task);
+    }
+
+    /// Gives queues up now (shutdown, after listeners were cancelled; or a concurrent
+    /// consumer's rebalance): stops pulling, persists and forgets their offsets, and for an
+    /// orderly consumer unlocks them at the broker once no listener works on them (the lock
+    /// of a queue being consumed is not given to another consumer before its batch ends).
     pub(super) async fn release_queues(&self, states: &[Arc<QueueState>]) {
         if states.is_empty() {
             return;
