@@ -490,3 +490,76 @@ fn the_lite_pull_consumer_polls_every_message_and_seeks() {
         assert!(consumer.next().await.is_none());
     });
 }
+
+// Proves an orderly queue changes hands only once its listener is done: while the first
+// consumer's listener hangs on a batch of each queue, a second consumer joins; the
+// rebalance takes a queue from the first at once (its other queue keeps going), but the
+// second cannot lock that queue while the first's listener still works on it, and locks it
+// as soon as that listener finishes. Every message is consumed in the end.
+#[test]
+fn an_orderly_queue_moves_only_after_its_listener_finishes() {
+    let (live, topic) = setup("client-apush-handover", 2);
+    let group = unique("apush_handover");
+    runtime().block_on(async {
+        let sent = send(&live, &topic, 40).await;
+        let seen: Bodies = Arc::default();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let hanging = Arc::new(AtomicUsize::new(0));
+        let (sink, open, waiting) = (seen.clone(), gate.clone(), hanging.clone());
+        let listener = AsyncMessageListener::orderly(move |messages, _queue| {
+            let (sink, open, waiting) = (sink.clone(), open.clone(), waiting.clone());
+            async move {
+                waiting.fetch_add(1, Ordering::SeqCst);
+                drop(open.acquire().await.expect("open"));
+                sink.lock().unwrap().extend(messages.iter().map(body_of));
+                ConsumeOrderlyStatus::Success
+            }
+        });
+        let first = AsyncPushConsumer::new(config(&live, &group), listener).unwrap();
+        first.subscribe(&topic, "*").unwrap();
+        within("the start", STEP_LIMIT, first.start())
+            .await
+            .unwrap();
+        until("both queues' listeners waiting", STEP_LIMIT, || {
+            hanging.load(Ordering::SeqCst) == 2
+        })
+        .await;
+
+        let second = orderly(&live, &group, &topic, seen.clone(), false);
+        within("the second start", STEP_LIMIT, second.start())
+            .await
+            .unwrap();
+        let held = |consumer: &AsyncPushConsumer| {
+            consumer
+                .queue_stats()
+                .iter()
+                .filter(|s| s.queue.topic == topic && s.locked)
+                .count()
+        };
+        until("the first consumer gives a queue up", STEP_LIMIT, || {
+            first
+                .assigned_queues()
+                .iter()
+                .filter(|q| q.topic == topic)
+                .count()
+                == 1
+        })
+        .await;
+        // Several of the second consumer's lock attempts (1 s apart) fail meanwhile.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(held(&second), 0, "locked while the first still consumes it");
+        gate.add_permits(1);
+        until(
+            "the second consumer locks its queue",
+            Duration::from_secs(15),
+            || held(&second) == 1,
+        )
+        .await;
+        until("every message consumed", STEP_LIMIT, || {
+            *seen.lock().unwrap() == sent
+        })
+        .await;
+        within("the first shutdown", STEP_LIMIT, first.shutdown()).await;
+        within("the second shutdown", STEP_LIMIT, second.shutdown()).await;
+    });
+}
