@@ -133,6 +133,25 @@ fn an_async_listener_consumes_every_message_and_commits() {
                 .all(|stats| stats.commit_offset == Some(stats.next_offset))
         })
         .await;
+        // GET_CONSUMER_RUNNING_INFO, relayed by the broker, is answered by the consumer.
+        let admin = Admin::new(live.client()).expect("an admin client");
+        let client_id = consumer.client_id().to_owned();
+        let info = comet_test_support::wait_for("the running info", STEP_LIMIT, || {
+            admin.consumer_running_info(&group, &client_id).ok()
+        });
+        admin.shutdown();
+        assert_eq!(
+            info.properties[comet_proto::body::PROP_CONSUME_TYPE],
+            "CONSUME_PASSIVELY"
+        );
+        let queues: Vec<_> = info
+            .mq_table
+            .iter()
+            .filter(|(queue, _)| queue.topic == topic)
+            .collect();
+        assert_eq!(queues.len(), 4);
+        let committed: i64 = queues.iter().map(|(_, pq)| pq.commit_offset).sum();
+        assert_eq!(committed, 200);
         within("the shutdown", STEP_LIMIT, consumer.shutdown()).await;
 
         let again = Arc::new(AtomicUsize::new(0));

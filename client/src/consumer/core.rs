@@ -751,15 +751,7 @@ impl ConsumerCore {
 
     /// One queue's line of GET_CONSUMER_RUNNING_INFO.
     fn process_queue_info(&self, pq: &ProcessQueue) -> ProcessQueueInfo {
-        let (messages, bytes) = pq.held();
-        ProcessQueueInfo {
-            commit_offset: self.offsets.read_memory(&pq.queue).unwrap_or(-1),
-            cached_msg_count: i32::try_from(messages).unwrap_or(i32::MAX),
-            cached_msg_size_in_mib: i32::try_from(bytes / (1024 * 1024)).unwrap_or(i32::MAX),
-            dropped: pq.is_dropped(),
-            locked: pq.is_locked(),
-            ..ProcessQueueInfo::default()
-        }
+        process_queue_info(pq, self.offsets.read_memory(&pq.queue))
     }
 
     /// Persists the offsets of every assigned queue.
@@ -848,6 +840,57 @@ pub(crate) fn filter_pulled(
             message
         })
         .collect()
+}
+
+/// One queue's line of GET_CONSUMER_RUNNING_INFO.
+pub(crate) fn process_queue_info(
+    pq: &ProcessQueue,
+    commit_offset: Option<i64>,
+) -> ProcessQueueInfo {
+    let (messages, bytes) = pq.held();
+    ProcessQueueInfo {
+        commit_offset: commit_offset.unwrap_or(-1),
+        cached_msg_count: i32::try_from(messages).unwrap_or(i32::MAX),
+        cached_msg_size_in_mib: i32::try_from(bytes / (1024 * 1024)).unwrap_or(i32::MAX),
+        dropped: pq.is_dropped(),
+        locked: pq.is_locked(),
+        ..ProcessQueueInfo::default()
+    }
+}
+
+/// The GET_CONSUMER_RUNNING_INFO answer of a consumer: what Java's admin tools read (the
+/// consume type, orderly, the start time as a long), its settings under their Java field
+/// names, its subscriptions and its queues.
+pub(crate) fn running_info(
+    config: &ConsumerConfig,
+    data: ConsumerData,
+    orderly: bool,
+    started_ms: i64,
+    mq_table: BTreeMap<MessageQueue, ProcessQueueInfo>,
+) -> ConsumerRunningInfo {
+    let text = |value: &str| serde_json::Value::String(value.to_owned());
+    let mut properties = BTreeMap::new();
+    properties.insert(PROP_CONSUME_TYPE.to_owned(), text(data.consume_type.name()));
+    properties.insert(PROP_CONSUME_ORDERLY.to_owned(), text(&orderly.to_string()));
+    properties.insert(
+        PROP_CONSUMER_START_TIMESTAMP.to_owned(),
+        text(&started_ms.to_string()),
+    );
+    let namesrv = config.client.namesrv_addrs.join(";");
+    properties.insert(PROP_NAMESERVER_ADDR.to_owned(), text(&namesrv));
+    properties.insert(PROP_CLIENT_VERSION.to_owned(), text("V5_3_3"));
+    properties.insert("consumerGroup".to_owned(), text(&config.group));
+    properties.insert("messageModel".to_owned(), text(config.message_model.name()));
+    properties.insert(
+        "consumeFromWhere".to_owned(),
+        text(config.consume_from_where.name()),
+    );
+    ConsumerRunningInfo {
+        properties,
+        subscription_set: data.subscription_data_set,
+        mq_table,
+        ..ConsumerRunningInfo::default()
+    }
 }
 
 /// The heartbeat entry of a consumer with these settings and subscriptions.
@@ -984,36 +1027,17 @@ impl ConsumerMember for ConsumerCore {
     }
 
     fn running_info(&self) -> ConsumerRunningInfo {
-        let text = |value: &str| serde_json::Value::String(value.to_owned());
-        let consume_type = self.consumer_data().consume_type;
-        let mut properties = BTreeMap::new();
-        // What Java's admin tools read: the consume type (push or not), orderly, the start
-        // time (a long), plus the consumer's own settings under their Java field names.
-        properties.insert(PROP_CONSUME_TYPE.to_owned(), text(consume_type.name()));
-        properties.insert(
-            PROP_CONSUME_ORDERLY.to_owned(),
-            text(&self.orderly.to_string()),
-        );
-        let started_ms = self.started_ms.load(Ordering::Relaxed).to_string();
-        properties.insert(PROP_CONSUMER_START_TIMESTAMP.to_owned(), text(&started_ms));
-        let namesrv = self.config.client.namesrv_addrs.join(";");
-        properties.insert(PROP_NAMESERVER_ADDR.to_owned(), text(&namesrv));
-        properties.insert(PROP_CLIENT_VERSION.to_owned(), text("V5_3_3"));
-        properties.insert("consumerGroup".to_owned(), text(&self.config.group));
-        let model = self.config.message_model.name();
-        properties.insert("messageModel".to_owned(), text(model));
-        let from_where = self.config.consume_from_where.name();
-        properties.insert("consumeFromWhere".to_owned(), text(from_where));
         let mq_table = self
             .process_queues()
             .iter()
             .map(|pq| (pq.queue.clone(), self.process_queue_info(pq)))
             .collect();
-        ConsumerRunningInfo {
-            properties,
-            subscription_set: self.consumer_data().subscription_data_set,
+        running_info(
+            &self.config,
+            self.consumer_data(),
+            self.orderly,
+            self.started_ms.load(Ordering::Relaxed),
             mq_table,
-            ..ConsumerRunningInfo::default()
-        }
+        )
     }
 }

@@ -3,14 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use comet_proto::body::JsonBody;
+use std::sync::atomic::Ordering;
+
+use comet_proto::body::{ConsumerRunningInfo, JsonBody};
 use comet_proto::headers::ConsumerSendMsgBackRequestHeader;
 use comet_proto::message::MessageExt;
 use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
 use super::Inner;
-use crate::consumer::core::consumer_data;
+use crate::consumer::core::{consumer_data, process_queue_info, running_info};
 use crate::consumer::{retry_topic, ConsumeFromWhere};
 use crate::error::{ClientError, Result};
 use crate::instance::CLIENT_INNER_PRODUCER_GROUP;
@@ -24,6 +26,51 @@ use crate::util::lock;
 use super::super::producer::AsyncProducer;
 
 impl Inner {
+    /// Answers what a broker asks the client (docs/protocol.md#broker-to-client-requests):
+    /// NOTIFY_CONSUMER_IDS_CHANGED asks for a rebalance, GET_CONSUMER_RUNNING_INFO gets this
+    /// consumer's running info; the rest is not supported (`None`).
+    pub(super) fn handle_request(&self, request: &RemotingCommand) -> Option<RemotingCommand> {
+        let group = request.ext_fields.get("consumerGroup").unwrap_or_default();
+        let ours = group == self.config.consumer.group;
+        match request.request_code() {
+            RequestCode::NOTIFY_CONSUMER_IDS_CHANGED => {
+                if ours {
+                    self.wake.notify_one();
+                }
+                None
+            }
+            RequestCode::GET_CONSUMER_RUNNING_INFO if !ours => Some(RemotingCommand::error_to(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                format!("the consumer group {group} is not online in this client"),
+            )),
+            RequestCode::GET_CONSUMER_RUNNING_INFO => Some(
+                RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+                    .with_body(self.running_info().encode()),
+            ),
+            _ => None,
+        }
+    }
+
+    fn running_info(&self) -> ConsumerRunningInfo {
+        let offsets = lock(&self.offsets).clone();
+        let mq_table = lock(&self.table)
+            .values()
+            .map(|state| {
+                let queue = state.pq.queue.clone();
+                let info = process_queue_info(&state.pq, offsets.get(&queue).copied());
+                (queue, info)
+            })
+            .collect();
+        running_info(
+            &self.config.consumer,
+            self.heartbeat_data().consumer_data_set.remove(0),
+            self.orderly,
+            self.started_ms.load(Ordering::Relaxed),
+            mq_table,
+        )
+    }
+
     fn heartbeat_data(&self) -> HeartbeatData {
         let consumer = consumer_data(
             &self.config.consumer,

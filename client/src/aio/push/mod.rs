@@ -11,6 +11,11 @@
 //!   permits (`consume_thread_min` of them, Java's consume pool size);
 //! * two tasks per broker or name server connection ([`AsyncTransport`]).
 //!
+//! Broker requests it answers (through the transport's request hook):
+//! NOTIFY_CONSUMER_IDS_CHANGED (a rebalance now) and GET_CONSUMER_RUNNING_INFO; others, such
+//! as CONSUME_MESSAGE_DIRECTLY and RESET_CONSUMER_CLIENT_OFFSET, get
+//! REQUEST_CODE_NOT_SUPPORTED for now.
+//!
 //! Rebalance follows the blocking consumer's rules (the allocation strategies of
 //! [`crate::rebalance`], queues and client ids sorted as Java sorts them, retry topic
 //! subscribed in clustering mode, `subVersion` bumped and a heartbeat sent when an assignment
@@ -43,13 +48,12 @@ mod rebalance;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use comet_proto::filter::TagSubscription;
 use comet_proto::message::MessageExt;
-use comet_proto::RequestCode;
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
 
@@ -304,6 +308,8 @@ pub(super) struct Inner {
     retry_producer: Mutex<Option<AsyncProducer>>,
     /// Orderly queues a rebalance took away, being released once their listener is done.
     releasing: Mutex<Vec<JoinHandle<()>>>,
+    /// Wall clock at start, ms (GET_CONSUMER_RUNNING_INFO reports it).
+    started_ms: AtomicI64,
 }
 
 /// An async push consumer. Cheap to clone; clones share one consumer. Dropping the last
@@ -478,17 +484,13 @@ impl Inner {
             shutting_down: tokio::sync::Mutex::new(false),
             retry_producer: Mutex::new(None),
             releasing: Mutex::new(Vec::new()),
+            started_ms: AtomicI64::new(0),
         });
         let weak = Arc::downgrade(&inner);
         inner
             .transport
             .set_request_hook(Arc::new(move |_addr, request| {
-                if request.request_code() == RequestCode::NOTIFY_CONSUMER_IDS_CHANGED {
-                    if let Some(inner) = weak.upgrade() {
-                        inner.wake.notify_one();
-                    }
-                }
-                None
+                weak.upgrade()?.handle_request(request)
             }));
         Ok(inner)
     }

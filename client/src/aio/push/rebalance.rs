@@ -36,6 +36,8 @@ const MIB: usize = 1024 * 1024;
 impl Inner {
     /// First registration and rebalance, then the service task.
     pub(super) async fn start(self: &Arc<Self>) {
+        self.started_ms
+            .store(now_ms(), std::sync::atomic::Ordering::Relaxed);
         let retry = retry_topic(&self.config.consumer.group);
         lock(&self.subscriptions)
             .entry(retry)
