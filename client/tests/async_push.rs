@@ -91,9 +91,10 @@ fn body_of(message: &comet_client::MessageExt) -> String {
     String::from_utf8_lossy(&message.body).into_owned()
 }
 
-// Proves the async listener sees every message of a four-queue topic, and that the offsets
-// it committed hold: a second consumer of the group, started after the first shut down,
-// gets no message again.
+// Proves the async listener sees every message of a four-queue topic; that the broker's
+// relayed requests reach it (an offset reset to the start makes every message come again;
+// the running info lists its queues and offsets); and that the offsets it committed hold: a
+// second consumer of the group, started after the first shut down, gets no message again.
 #[test]
 fn an_async_listener_consumes_every_message_and_commits() {
     let (live, topic) = setup("client-apush-all", 4);
@@ -101,12 +102,16 @@ fn an_async_listener_consumes_every_message_and_commits() {
     runtime().block_on(async {
         let sent = send(&live, &topic, 200).await;
         let seen: Bodies = Arc::default();
-        let sink = seen.clone();
-        let listener = AsyncMessageListener::concurrently(move |messages, _queue| {
-            let sink = sink.clone();
+        let deliveries = Arc::new(AtomicUsize::new(0));
+        let (sink, counter) = (seen.clone(), deliveries.clone());
+        let listener = AsyncMessageListener::concurrently(move |messages, queue| {
+            let (sink, counter) = (sink.clone(), counter.clone());
             async move {
                 tokio::task::yield_now().await;
                 sink.lock().unwrap().extend(messages.iter().map(body_of));
+                if !queue.topic.starts_with("%RETRY%") {
+                    counter.fetch_add(messages.len(), Ordering::SeqCst);
+                }
                 ConsumeConcurrentlyStatus::ConsumeSuccess
             }
         });
@@ -133,11 +138,27 @@ fn an_async_listener_consumes_every_message_and_commits() {
                 .all(|stats| stats.commit_offset == Some(stats.next_offset))
         })
         .await;
-        // GET_CONSUMER_RUNNING_INFO, relayed by the broker, is answered by the consumer.
+        // RESET_CONSUMER_CLIENT_OFFSET, relayed by the broker: every message comes again.
         let admin = Admin::new(live.client()).expect("an admin client");
+        let reset = admin
+            .reset_offset_by_timestamp(&group, &topic, 0, true)
+            .unwrap();
+        assert!(reset.values().all(|offset| *offset == 0), "{reset:?}");
+        until("every message consumed again", STEP_LIMIT, || {
+            deliveries.load(Ordering::SeqCst) >= 400
+        })
+        .await;
+        // GET_CONSUMER_RUNNING_INFO, relayed by the broker, is answered by the consumer.
         let client_id = consumer.client_id().to_owned();
         let info = comet_test_support::wait_for("the running info", STEP_LIMIT, || {
-            admin.consumer_running_info(&group, &client_id).ok()
+            let info = admin.consumer_running_info(&group, &client_id).ok()?;
+            let committed: i64 = info
+                .mq_table
+                .iter()
+                .filter(|(queue, _)| queue.topic == topic)
+                .map(|(_, pq)| pq.commit_offset)
+                .sum();
+            (committed == 200).then_some(info)
         });
         admin.shutdown();
         assert_eq!(

@@ -5,14 +5,19 @@ use std::collections::BTreeMap;
 
 use std::sync::atomic::Ordering;
 
-use comet_proto::body::{ConsumerRunningInfo, JsonBody};
-use comet_proto::headers::ConsumerSendMsgBackRequestHeader;
+use std::sync::Arc;
+
+use comet_proto::body::{ConsumerRunningInfo, GetConsumerStatusBody, JsonBody, ResetOffsetBody};
+use comet_proto::headers::{
+    ConsumerSendMsgBackRequestHeader, GetConsumerStatusRequestHeader, ResetOffsetRequestHeader,
+};
 use comet_proto::message::MessageExt;
 use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
-use super::Inner;
+use super::{Inner, QueueState};
 use crate::consumer::core::{consumer_data, process_queue_info, running_info};
+use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::{retry_topic, ConsumeFromWhere};
 use crate::error::{ClientError, Result};
 use crate::instance::CLIENT_INNER_PRODUCER_GROUP;
@@ -28,11 +33,21 @@ use super::super::producer::AsyncProducer;
 impl Inner {
     /// Answers what a broker asks the client (docs/protocol.md#broker-to-client-requests):
     /// NOTIFY_CONSUMER_IDS_CHANGED asks for a rebalance, GET_CONSUMER_RUNNING_INFO gets this
-    /// consumer's running info; the rest is not supported (`None`).
-    pub(super) fn handle_request(&self, request: &RemotingCommand) -> Option<RemotingCommand> {
+    /// consumer's running info, RESET_CONSUMER_CLIENT_OFFSET moves its queues,
+    /// GET_CONSUMER_STATUS_FROM_CLIENT gets its in-memory offsets; the rest is not supported
+    /// (`None`). Runs on a connection's reader task: nothing here waits.
+    pub(super) fn handle_request(
+        self: &Arc<Self>,
+        request: &RemotingCommand,
+    ) -> Option<RemotingCommand> {
         let group = request.ext_fields.get("consumerGroup").unwrap_or_default();
         let ours = group == self.config.consumer.group;
         match request.request_code() {
+            RequestCode::RESET_CONSUMER_CLIENT_OFFSET => {
+                self.reset_offsets(request);
+                None
+            }
+            RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT => Some(self.consumer_status(request)),
             RequestCode::NOTIFY_CONSUMER_IDS_CHANGED => {
                 if ours {
                     self.wake.notify_one();
@@ -50,6 +65,71 @@ impl Inner {
             ),
             _ => None,
         }
+    }
+
+    /// RESET_CONSUMER_CLIENT_OFFSET (one-way): each assigned queue of the topic restarts
+    /// pulling at its new offset, which is stored at once.
+    fn reset_offsets(self: &Arc<Self>, request: &RemotingCommand) {
+        let header: ResetOffsetRequestHeader = match request.decode_header() {
+            Ok(header) => header,
+            Err(error) => return log::warn!("bad reset-offset request: {error}"),
+        };
+        if header.group != self.config.consumer.group || self.is_stopping() {
+            return;
+        }
+        let body = match ResetOffsetBody::decode(&request.body) {
+            Ok(body) => body,
+            Err(error) => return log::warn!("bad reset-offset body: {error}"),
+        };
+        let mut moved = Vec::new();
+        for (queue, offset) in &body.offset_table {
+            if queue.topic == header.topic && self.reset_queue(queue, *offset) {
+                log::info!("resetting {queue:?} to offset {offset}");
+                moved.push(queue.clone());
+            }
+        }
+        let inner = self.clone();
+        tokio::spawn(async move { inner.persist_offsets(&moved).await });
+    }
+
+    /// Replaces an assigned queue's state with a fresh one pulling from `offset`, which
+    /// becomes its offset to commit; false when the queue is not assigned.
+    pub(super) fn reset_queue(self: &Arc<Self>, queue: &MessageQueue, offset: i64) -> bool {
+        let Some(old) = lock(&self.table).get(queue).cloned() else {
+            return false;
+        };
+        old.stop_pulling();
+        let state = Arc::new(QueueState::new(ProcessQueue::new(queue.clone(), offset)));
+        state.pq.set_locked(old.pq.is_locked());
+        lock(&self.table).insert(queue.clone(), state.clone());
+        lock(&self.offsets).insert(queue.clone(), offset);
+        self.start_pulling(state);
+        true
+    }
+
+    /// GET_CONSUMER_STATUS_FROM_CLIENT: the in-memory offsets of the topic's queues.
+    fn consumer_status(&self, request: &RemotingCommand) -> RemotingCommand {
+        let header: GetConsumerStatusRequestHeader = match request.decode_header() {
+            Ok(header) => header,
+            Err(error) => {
+                let remark = format!("bad consumer-status request: {error}");
+                return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
+            }
+        };
+        let message_queue_table = if header.group == self.config.consumer.group {
+            lock(&self.offsets)
+                .iter()
+                .filter(|(queue, _)| header.topic.is_empty() || queue.topic == header.topic)
+                .map(|(queue, offset)| (queue.clone(), *offset))
+                .collect()
+        } else {
+            BTreeMap::new()
+        };
+        let body = GetConsumerStatusBody {
+            message_queue_table,
+            ..GetConsumerStatusBody::default()
+        };
+        RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body.encode())
     }
 
     fn running_info(&self) -> ConsumerRunningInfo {

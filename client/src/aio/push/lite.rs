@@ -260,12 +260,10 @@ impl AsyncLitePullConsumer {
                 "offset {offset} of {queue:?} is outside [{min}, {max}]"
             )));
         }
-        old.stop_pulling();
-        let state = Arc::new(QueueState::new(ProcessQueue::new(queue.clone(), offset)));
-        lock(&inner.table).insert(queue.clone(), state.clone());
-        lock(&inner.offsets).insert(queue.clone(), offset);
+        if !inner.reset_queue(&old.pq.queue, offset) {
+            return Err(ClientError::Invalid(format!("{queue:?} is not assigned")));
+        }
         lock(&self.buffer().consumed).remove(queue);
-        inner.start_pulling(state);
         Ok(())
     }
 

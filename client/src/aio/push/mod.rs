@@ -12,9 +12,9 @@
 //! * two tasks per broker or name server connection ([`AsyncTransport`]).
 //!
 //! Broker requests it answers (through the transport's request hook):
-//! NOTIFY_CONSUMER_IDS_CHANGED (a rebalance now) and GET_CONSUMER_RUNNING_INFO; others, such
-//! as CONSUME_MESSAGE_DIRECTLY and RESET_CONSUMER_CLIENT_OFFSET, get
-//! REQUEST_CODE_NOT_SUPPORTED for now.
+//! NOTIFY_CONSUMER_IDS_CHANGED (a rebalance now), GET_CONSUMER_RUNNING_INFO,
+//! RESET_CONSUMER_CLIENT_OFFSET and GET_CONSUMER_STATUS_FROM_CLIENT; CONSUME_MESSAGE_DIRECTLY
+//! gets REQUEST_CODE_NOT_SUPPORTED for now (the hook cannot wait for an async listener).
 //!
 //! Rebalance follows the blocking consumer's rules (the allocation strategies of
 //! [`crate::rebalance`], queues and client ids sorted as Java sorts them, retry topic
