@@ -603,3 +603,66 @@ fn an_orderly_queue_moves_only_after_its_listener_finishes() {
         within("the second shutdown", STEP_LIMIT, second.shutdown()).await;
     });
 }
+
+// Proves broadcasting: two consumers of one group each get every message of a two-queue
+// topic (no broker locks or consumer lists involved), and a consumer started again under
+// the same client id resumes from its local offsets file: nothing is delivered again.
+#[test]
+fn broadcasting_consumers_each_get_every_message_and_resume_from_their_file() {
+    let (live, topic) = setup("client-apush-bcast", 2);
+    let group = unique("apush_bcast");
+    let offsets_dir = comet_test_support::TempDir::new("client-apush-bcast-offsets");
+    runtime().block_on(async {
+        let sent = send(&live, &topic, 30).await;
+        let broadcasting = |instance: &str, seen: Bodies| {
+            let mut config = config(&live, &group);
+            config.consumer.message_model = comet_client::MessageModel::Broadcasting;
+            config.consumer.local_offset_dir = offsets_dir.path().to_path_buf();
+            config.consumer.client.instance_name = instance.to_owned();
+            let listener = AsyncMessageListener::concurrently(move |messages, _queue| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().extend(messages.iter().map(body_of));
+                    ConsumeConcurrentlyStatus::ConsumeSuccess
+                }
+            });
+            let consumer = AsyncPushConsumer::new(config, listener).unwrap();
+            consumer.subscribe(&topic, "*").unwrap();
+            consumer
+        };
+        let (seen_a, seen_b): (Bodies, Bodies) = (Arc::default(), Arc::default());
+        let a = broadcasting("bcast_a", seen_a.clone());
+        let b = broadcasting("bcast_b", seen_b.clone());
+        within("the start of a", STEP_LIMIT, a.start())
+            .await
+            .unwrap();
+        within("the start of b", STEP_LIMIT, b.start())
+            .await
+            .unwrap();
+        until("each consumer got every message", STEP_LIMIT, || {
+            *seen_a.lock().unwrap() == sent && *seen_b.lock().unwrap() == sent
+        })
+        .await;
+        until("a's offsets at the queues' ends", STEP_LIMIT, || {
+            a.queue_stats()
+                .iter()
+                .all(|stats| stats.commit_offset == Some(stats.next_offset))
+        })
+        .await;
+        within("a's shutdown", STEP_LIMIT, a.shutdown()).await;
+        within("b's shutdown", STEP_LIMIT, b.shutdown()).await;
+
+        let again: Bodies = Arc::default();
+        let a = broadcasting("bcast_a", again.clone());
+        within("the restart of a", STEP_LIMIT, a.start())
+            .await
+            .unwrap();
+        let stats = a.queue_stats();
+        assert_eq!(stats.len(), 2, "{stats:?}");
+        let resumed_at: i64 = stats.iter().map(|stats| stats.next_offset).sum();
+        assert_eq!(resumed_at, 30, "{stats:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(again.lock().unwrap().is_empty());
+        within("the last shutdown", STEP_LIMIT, a.shutdown()).await;
+    });
+}

@@ -19,7 +19,7 @@
 //! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
 //!
 //! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, and
-//! broadcasting for the async consumers.
+//! CONSUME_MESSAGE_DIRECTLY for the async push consumer.
 
 pub mod pop;
 pub mod producer;

@@ -122,13 +122,11 @@ impl ConsumerCore {
         let instance = ClientInstance::new(config.client.clone());
         let backend = match config.message_model {
             MessageModel::Clustering => Backend::Remote,
-            MessageModel::Broadcasting => Backend::Local(
-                config
-                    .local_offset_dir
-                    .join(instance.client_id().replace(['@', ':'], "_"))
-                    .join(&config.group)
-                    .join("offsets.json"),
-            ),
+            MessageModel::Broadcasting => Backend::Local(super::offset_store::local_path(
+                &config.local_offset_dir,
+                instance.client_id(),
+                &config.group,
+            )),
         };
         let offsets = OffsetStore::new(&config.group, instance.clone(), backend);
         Ok(Arc::new_cyclic(|weak_self| ConsumerCore {

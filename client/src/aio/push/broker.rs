@@ -273,8 +273,12 @@ impl Inner {
         protocol::offset_field(&response.ext_fields)
     }
 
-    /// The broker's stored offset of `queue` for the group (`None`: none stored).
+    /// The stored offset of `queue` for the group (`None`: none stored): the broker's, or
+    /// (broadcasting) the local file's, loaded at start.
     async fn stored_offset(&self, queue: &MessageQueue) -> Result<Option<i64>> {
+        if !self.clustering() {
+            return Ok(lock(&self.offsets).get(queue).copied());
+        }
         let addr = self
             .routes
             .master_addr(&queue.broker_name, &queue.topic)
@@ -325,8 +329,17 @@ impl Inner {
         }
     }
 
-    /// Persists the in-memory offset of each of `queues` (UPDATE_CONSUMER_OFFSET).
+    /// Persists the in-memory offset of each of `queues` (UPDATE_CONSUMER_OFFSET), or
+    /// (broadcasting) the whole table to the local file: a small file written whole and
+    /// fsynced on the calling task, every persist interval and at shutdown.
     pub(super) async fn persist_offsets(&self, queues: &[MessageQueue]) {
+        if let Some(path) = &self.local_offsets {
+            let table = lock(&self.offsets).clone();
+            if let Err(error) = crate::consumer::offset_store::write_local(path, &table) {
+                log::warn!("persisting offsets failed: {error}");
+            }
+            return;
+        }
         for queue in queues {
             let Some(offset) = lock(&self.offsets).get(queue).copied() else {
                 continue;
@@ -354,6 +367,10 @@ impl Inner {
         broker_name: &str,
         queues: &[MessageQueue],
     ) -> Result<Vec<MessageQueue>> {
+        if !self.clustering() {
+            // Broadcasting: every member consumes every queue, nothing to lock.
+            return Ok(queues.to_vec());
+        }
         let topic = queues.first().map(|q| q.topic.clone()).unwrap_or_default();
         let addr = self.routes.master_addr(broker_name, &topic).await?;
         let body = protocol::LockBatchRequestBody {
@@ -388,6 +405,9 @@ impl Inner {
     /// UNLOCK_BATCH_MQ of `queues`, grouped by broker, each awaited (Java's shutdown
     /// unlocks two-way too).
     pub(super) async fn unlock_queues(&self, queues: &[MessageQueue]) {
+        if !self.clustering() {
+            return;
+        }
         let mut by_broker: BTreeMap<String, Vec<MessageQueue>> = BTreeMap::new();
         for queue in queues {
             by_broker

@@ -109,7 +109,8 @@ impl Inner {
             return;
         }
         let mut retry_locally = Vec::new();
-        if status == ConsumeConcurrentlyStatus::ReconsumeLater {
+        // Broadcasting drops failed messages, as Java does (no retry topic per member).
+        if status == ConsumeConcurrentlyStatus::ReconsumeLater && self.clustering() {
             for message in &messages {
                 if let Err(error) = self.send_back(&pq.queue, message, 0).await {
                     log::warn!(

@@ -149,6 +149,7 @@ impl AsyncLitePullConsumer {
             return Err(ClientError::State("already started"));
         }
         *lock(&inner.runtime) = Some(tokio::runtime::Handle::current());
+        inner.load_local_offsets()?;
         inner.start().await;
         Ok(())
     }

@@ -34,7 +34,8 @@
 //! that runtime is gone too, nothing can be sent: the broker frees the locks after its lock
 //! expiry (60 s).
 //!
-//! Clustering only: broadcasting (local offset file) is refused for now.
+//! Broadcasting: every member takes every queue, with no broker locks, offsets in the
+//! blocking consumer's local file (`local_offset_dir`), failed messages dropped (as Java).
 //!
 //! [`lite`] runs the same machinery for the lite pull consumer: pulled messages wait in a
 //! buffer for its `poll` instead of going to a listener.
@@ -201,12 +202,6 @@ impl AsyncPushConsumerConfig {
                 consumer.pull_batch_size
             ));
         }
-        if consumer.message_model == MessageModel::Broadcasting {
-            return invalid(
-                "the async push consumer does not support broadcasting yet (clustering only)"
-                    .into(),
-            );
-        }
         Ok(())
     }
 }
@@ -310,6 +305,8 @@ pub(super) struct Inner {
     releasing: Mutex<Vec<JoinHandle<()>>>,
     /// Wall clock at start, ms (GET_CONSUMER_RUNNING_INFO reports it).
     started_ms: AtomicI64,
+    /// Broadcasting: the local offsets file.
+    local_offsets: Option<std::path::PathBuf>,
 }
 
 /// An async push consumer. Cheap to clone; clones share one consumer. Dropping the last
@@ -385,6 +382,7 @@ impl AsyncPushConsumer {
             return Err(ClientError::State("already started"));
         }
         *lock(&inner.runtime) = Some(tokio::runtime::Handle::current());
+        inner.load_local_offsets()?;
         inner.start().await;
         Ok(())
     }
@@ -462,8 +460,18 @@ impl Inner {
             client.poll_name_server_interval,
         );
         let orderly = matches!(mode, Mode::Push(AsyncMessageListener::Orderly(_)));
+        let client_id = client.build_client_id();
+        let local_offsets =
+            (config.consumer.message_model == MessageModel::Broadcasting).then(|| {
+                crate::consumer::offset_store::local_path(
+                    &config.consumer.local_offset_dir,
+                    &client_id,
+                    &config.consumer.group,
+                )
+            });
         let inner = Arc::new(Inner {
-            client_id: client.build_client_id(),
+            local_offsets,
+            client_id,
             permits: Arc::new(Semaphore::new(config.consume_thread_min)),
             config,
             mode,
@@ -493,6 +501,19 @@ impl Inner {
                 weak.upgrade()?.handle_request(request)
             }));
         Ok(inner)
+    }
+
+    fn clustering(&self) -> bool {
+        self.config.consumer.message_model == MessageModel::Clustering
+    }
+
+    /// Broadcasting: reads the local offsets file into the in-memory offsets.
+    fn load_local_offsets(&self) -> Result<()> {
+        if let Some(path) = &self.local_offsets {
+            let loaded = crate::consumer::offset_store::load_local(path)?;
+            lock(&self.offsets).extend(loaded);
+        }
+        Ok(())
     }
 
     fn is_lite(&self) -> bool {

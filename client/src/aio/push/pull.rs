@@ -92,7 +92,7 @@ impl Inner {
         let lite = self.is_lite();
         // A lite pull consumer commits through its offset store only (Java's lite pulls
         // carry no commit offset, but the subscription).
-        let commit_offset = if lite {
+        let commit_offset = if lite || !self.clustering() {
             0
         } else {
             lock(&self.offsets).get(queue).copied().unwrap_or(0)

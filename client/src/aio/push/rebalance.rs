@@ -38,13 +38,17 @@ impl Inner {
     pub(super) async fn start(self: &Arc<Self>) {
         self.started_ms
             .store(now_ms(), std::sync::atomic::Ordering::Relaxed);
-        let retry = retry_topic(&self.config.consumer.group);
-        lock(&self.subscriptions)
-            .entry(retry)
-            .or_insert_with(|| Subscription {
-                tags: TagSubscription::all(),
-                sub_version: now_ms(),
-            });
+        if !self.is_lite() && self.clustering() {
+            // Failed messages come back through the retry topic
+            // (docs/protocol.md#push-consumer-conversation).
+            let retry = retry_topic(&self.config.consumer.group);
+            lock(&self.subscriptions)
+                .entry(retry)
+                .or_insert_with(|| Subscription {
+                    tags: TagSubscription::all(),
+                    sub_version: now_ms(),
+                });
+        }
         let topics: Vec<String> = lock(&self.subscriptions).keys().cloned().collect();
         for topic in &topics {
             if let Err(error) = self.routes.route(topic).await {
@@ -163,6 +167,9 @@ impl Inner {
         }
         let route = self.routes.route(topic).await?;
         let all = route.subscribe.clone();
+        if !self.clustering() {
+            return Ok(all);
+        }
         let ids = self.consumer_ids(topic).await?;
         if ids.is_empty() {
             return Err(crate::error::ClientError::State(
@@ -297,9 +304,11 @@ impl Inner {
                 .collect();
             inner.persist_offsets(&queues).await;
             inner.unlock_queues(&queues).await;
-            let mut offsets = lock(&inner.offsets);
-            for queue in &queues {
-                offsets.remove(queue);
+            if inner.clustering() {
+                let mut offsets = lock(&inner.offsets);
+                for queue in &queues {
+                    offsets.remove(queue);
+                }
             }
         });
         let mut releasing = lock(&self.releasing);
@@ -330,9 +339,12 @@ impl Inner {
         } else {
             self.persist_offsets(&queues).await;
         }
-        let mut offsets = lock(&self.offsets);
-        for queue in &queues {
-            offsets.remove(queue);
+        // The local file (broadcasting) keeps every queue's offset.
+        if self.clustering() {
+            let mut offsets = lock(&self.offsets);
+            for queue in &queues {
+                offsets.remove(queue);
+            }
         }
     }
 
