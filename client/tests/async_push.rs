@@ -15,6 +15,9 @@ use comet_client::{
     Admin, AsyncMessageListener, AsyncProducer, AsyncPushConsumer, AsyncPushConsumerConfig,
     ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, Message, MessageQueue, ProducerConfig,
 };
+use comet_proto::body::{CMResult, ConsumeMessageDirectlyResult, JsonBody};
+use comet_proto::headers::ConsumeMessageDirectlyResultRequestHeader;
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_test_support::wait_until;
 use live::{consumer_config, unique, Live};
 
@@ -93,7 +96,8 @@ fn body_of(message: &comet_client::MessageExt) -> String {
 
 // Proves the async listener sees every message of a four-queue topic; that the broker's
 // relayed requests reach it (an offset reset to the start makes every message come again;
-// the running info lists its queues and offsets); and that the offsets it committed hold: a
+// the running info lists its queues and offsets; a message consumed directly gets the
+// listener's verdict); and that the offsets it committed hold: a
 // second consumer of the group, started after the first shut down, gets no message again.
 #[test]
 fn an_async_listener_consumes_every_message_and_commits() {
@@ -173,6 +177,57 @@ fn an_async_listener_consumes_every_message_and_commits() {
         assert_eq!(queues.len(), 4);
         let committed: i64 = queues.iter().map(|(_, pq)| pq.commit_offset).sum();
         assert_eq!(committed, 200);
+        // CONSUME_MESSAGE_DIRECTLY, relayed by the broker: the async listener's verdict.
+        let producer =
+            AsyncProducer::new(ProducerConfig::new(&unique("apush_pg"), live.client())).unwrap();
+        let direct = producer
+            .send(Message::new(topic.as_str(), "direct"))
+            .await
+            .unwrap();
+        producer.shutdown();
+        let header = ConsumeMessageDirectlyResultRequestHeader {
+            consumer_group: group.clone(),
+            client_id: Some(client_id.clone()),
+            msg_id: Some(direct.offset_msg_id.clone()),
+            broker_name: None,
+            topic: None,
+            topic_sys_flag: None,
+            group_sys_flag: None,
+        };
+        let request =
+            RemotingCommand::request(RequestCode::CONSUME_MESSAGE_DIRECTLY, 0).with_header(&header);
+        let remoting = comet_client::RemotingClient::new(Default::default());
+        let broker_addr = live.broker.broker_addr.to_string();
+        let response = tokio::task::block_in_place(|| {
+            remoting.invoke(&broker_addr, request, Duration::from_secs(15))
+        })
+        .unwrap();
+        remoting.shutdown();
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::SUCCESS,
+            "{:?}",
+            response.remark
+        );
+        let result = ConsumeMessageDirectlyResult::decode(&response.body).unwrap();
+        assert_eq!(result.consume_result, Some(CMResult::CR_SUCCESS));
+        assert!(!result.order);
+        assert!(seen.lock().unwrap().contains("direct"));
+        // The direct message was stored too: the consumer takes it as usual.
+        until(
+            "the direct message consumed and committed",
+            STEP_LIMIT,
+            || {
+                let stats = consumer.queue_stats();
+                let topic_stats: Vec<_> = stats.iter().filter(|s| s.queue.topic == topic).collect();
+                let ends: i64 = topic_stats.iter().map(|stats| stats.next_offset).sum();
+                ends == 201
+                    && topic_stats
+                        .iter()
+                        .all(|stats| stats.commit_offset == Some(stats.next_offset))
+            },
+        )
+        .await;
         within("the shutdown", STEP_LIMIT, consumer.shutdown()).await;
 
         let again = Arc::new(AtomicUsize::new(0));
@@ -208,7 +263,7 @@ fn an_async_listener_consumes_every_message_and_commits() {
             .map(|stats| stats.next_offset)
             .sum();
         assert_eq!(
-            total_next, 200,
+            total_next, 201,
             "the second consumer starts past every message"
         );
         assert_eq!(again.load(Ordering::SeqCst), 0);

@@ -18,8 +18,7 @@
 //! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
 //! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
 //!
-//! Not here yet: TLS, one-way, ordered and transactional sends, request-reply, and
-//! CONSUME_MESSAGE_DIRECTLY for the async push consumer.
+//! Not here yet: TLS, one-way, ordered and transactional sends, and request-reply.
 
 pub mod pop;
 pub mod producer;
@@ -31,4 +30,4 @@ pub use pop::{AsyncPopConsumer, PopConsumerConfig, PopInitMode, PopMessage};
 pub use producer::AsyncProducer;
 pub use push::lite::AsyncLitePullConsumer;
 pub use push::{AsyncMessageListener, AsyncPushConsumer, AsyncPushConsumerConfig, QueueStats};
-pub use transport::{AsyncTransport, AsyncTransportConfig, RequestHook};
+pub use transport::{AsyncTransport, AsyncTransportConfig, HookAnswer, RequestHook};

@@ -112,9 +112,19 @@ impl AsyncTransportConfig {
 }
 
 /// What handles the requests a peer sends to the client: gets the peer's address and the
-/// request, returns the answer to a two-way request (`None`: REQUEST_CODE_NOT_SUPPORTED). It
-/// runs on the connection's reader task, so it must return quickly.
-pub type RequestHook = Arc<dyn Fn(&str, &RemotingCommand) -> Option<RemotingCommand> + Send + Sync>;
+/// request, returns what to answer. It runs on the connection's reader task, so it must
+/// return quickly; work that waits goes into [`HookAnswer::Later`].
+pub type RequestHook = Arc<dyn Fn(&str, &RemotingCommand) -> HookAnswer + Send + Sync>;
+
+/// A request hook's answer (one-way requests are never answered, whatever it says).
+pub enum HookAnswer {
+    /// REQUEST_CODE_NOT_SUPPORTED.
+    NotSupported,
+    /// This answer, now.
+    Now(RemotingCommand),
+    /// The answer this future resolves to, run as a task of the connection's runtime.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = RemotingCommand> + Send>>),
+}
 
 /// One live connection and what its two tasks share.
 struct AsyncConnection {
@@ -190,14 +200,28 @@ impl AsyncConnection {
             }
             return;
         }
-        let answer = self
-            .hook
-            .as_ref()
-            .and_then(|hook| hook(&self.addr, &command));
+        let answer = match self.hook.as_ref() {
+            Some(hook) => hook(&self.addr, &command),
+            None => HookAnswer::NotSupported,
+        };
+        let answer = match answer {
+            HookAnswer::NotSupported => RemotingCommand::not_supported_to(&command),
+            HookAnswer::Now(answer) => answer,
+            HookAnswer::Later(answer) => {
+                let (frames, oneway) = (self.frames.clone(), command.is_oneway());
+                tokio::spawn(async move {
+                    let answer = answer.await;
+                    if !oneway {
+                        // Fails only once the connection closed: nobody waits for it then.
+                        let _ = frames.send(frame::encode_to_bytes(&answer)).await;
+                    }
+                });
+                return;
+            }
+        };
         if command.is_oneway() {
             return;
         }
-        let answer = answer.unwrap_or_else(|| RemotingCommand::not_supported_to(&command));
         let answer = frame::encode_to_bytes(&answer);
         if self.frames.try_send(answer).is_err() {
             log::debug!("{}: no room to answer request {}", self.addr, command.code);

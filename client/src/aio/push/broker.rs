@@ -7,18 +7,24 @@ use std::sync::atomic::Ordering;
 
 use std::sync::Arc;
 
-use comet_proto::body::{ConsumerRunningInfo, GetConsumerStatusBody, JsonBody, ResetOffsetBody};
-use comet_proto::headers::{
-    ConsumerSendMsgBackRequestHeader, GetConsumerStatusRequestHeader, ResetOffsetRequestHeader,
+use comet_proto::body::{
+    CMResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo, GetConsumerStatusBody, JsonBody,
+    ResetOffsetBody,
 };
+use comet_proto::headers::{
+    ConsumeMessageDirectlyResultRequestHeader, ConsumerSendMsgBackRequestHeader,
+    GetConsumerStatusRequestHeader, ResetOffsetRequestHeader,
+};
+use comet_proto::message::decode_records;
 use comet_proto::message::MessageExt;
 use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
-use super::{Inner, QueueState};
+use super::{AsyncMessageListener, HookAnswer, Inner, Mode, QueueState};
 use crate::consumer::core::{consumer_data, process_queue_info, running_info};
 use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::{retry_topic, ConsumeFromWhere};
+use crate::consumer::{ConsumeConcurrentlyStatus, ConsumeOrderlyStatus};
 use crate::error::{ClientError, Result};
 use crate::instance::CLIENT_INNER_PRODUCER_GROUP;
 use crate::message::{Message, MessageQueue};
@@ -34,37 +40,117 @@ impl Inner {
     /// Answers what a broker asks the client (docs/protocol.md#broker-to-client-requests):
     /// NOTIFY_CONSUMER_IDS_CHANGED asks for a rebalance, GET_CONSUMER_RUNNING_INFO gets this
     /// consumer's running info, RESET_CONSUMER_CLIENT_OFFSET moves its queues,
-    /// GET_CONSUMER_STATUS_FROM_CLIENT gets its in-memory offsets; the rest is not supported
-    /// (`None`). Runs on a connection's reader task: nothing here waits.
-    pub(super) fn handle_request(
-        self: &Arc<Self>,
-        request: &RemotingCommand,
-    ) -> Option<RemotingCommand> {
+    /// GET_CONSUMER_STATUS_FROM_CLIENT gets its in-memory offsets, CONSUME_MESSAGE_DIRECTLY
+    /// runs the listener (answered later); the rest is not supported. Runs on a connection's
+    /// reader task: nothing here waits.
+    pub(super) fn handle_request(self: &Arc<Self>, request: &RemotingCommand) -> HookAnswer {
         let group = request.ext_fields.get("consumerGroup").unwrap_or_default();
         let ours = group == self.config.consumer.group;
         match request.request_code() {
             RequestCode::RESET_CONSUMER_CLIENT_OFFSET => {
                 self.reset_offsets(request);
-                None
+                HookAnswer::NotSupported
             }
-            RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT => Some(self.consumer_status(request)),
+            RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT => {
+                HookAnswer::Now(self.consumer_status(request))
+            }
             RequestCode::NOTIFY_CONSUMER_IDS_CHANGED => {
                 if ours {
                     self.wake.notify_one();
                 }
-                None
+                HookAnswer::NotSupported
             }
-            RequestCode::GET_CONSUMER_RUNNING_INFO if !ours => Some(RemotingCommand::error_to(
-                request,
-                ResponseCode::SYSTEM_ERROR,
-                format!("the consumer group {group} is not online in this client"),
-            )),
-            RequestCode::GET_CONSUMER_RUNNING_INFO => Some(
+            RequestCode::GET_CONSUMER_RUNNING_INFO if !ours => {
+                HookAnswer::Now(RemotingCommand::error_to(
+                    request,
+                    ResponseCode::SYSTEM_ERROR,
+                    format!("the consumer group {group} is not online in this client"),
+                ))
+            }
+            RequestCode::GET_CONSUMER_RUNNING_INFO => HookAnswer::Now(
                 RemotingCommand::response_to(request, ResponseCode::SUCCESS)
                     .with_body(self.running_info().encode()),
             ),
-            _ => None,
+            RequestCode::CONSUME_MESSAGE_DIRECTLY => self.consume_directly(request),
+            _ => HookAnswer::NotSupported,
         }
+    }
+
+    /// CONSUME_MESSAGE_DIRECTLY: runs the listener on the message the request carries,
+    /// outside any queue, and answers its verdict (Java's `consumeMessageDirectly`); a lite
+    /// consumer, having no listener, answers as Java's client does for an unknown group.
+    fn consume_directly(&self, request: &RemotingCommand) -> HookAnswer {
+        let error = |remark: String| {
+            HookAnswer::Now(RemotingCommand::error_to(
+                request,
+                ResponseCode::SYSTEM_ERROR,
+                remark,
+            ))
+        };
+        let header: ConsumeMessageDirectlyResultRequestHeader = match request.decode_header() {
+            Ok(header) => header,
+            Err(bad) => return error(format!("bad consume-directly request: {bad}")),
+        };
+        let unknown = format!(
+            "The Consumer Group <{}> not exist in this consumer",
+            header.consumer_group
+        );
+        let Mode::Push(listener) = &self.mode else {
+            return error(unknown);
+        };
+        if header.consumer_group != self.config.consumer.group {
+            return error(unknown);
+        }
+        let Some(mut message) = decode_records(request.body.clone()).into_iter().next() else {
+            return error("the consume-directly request carries no message".into());
+        };
+        // As Java's resetRetryAndNamespace: a redelivery shows its original topic.
+        if message.topic == retry_topic(&self.config.consumer.group) {
+            if let Some(original) = message.property(names::RETRY_TOPIC) {
+                message.topic = original.to_owned();
+            }
+        }
+        let broker_name = header.broker_name.unwrap_or_default();
+        let queue = MessageQueue::new(message.topic.clone(), broker_name, message.queue_id);
+        let (listener, request) = (listener.clone(), request.clone());
+        HookAnswer::Later(Box::pin(async move {
+            let started = std::time::Instant::now();
+            let order = matches!(listener, AsyncMessageListener::Orderly(_));
+            // As its own task, so a panic is a verdict, not the end of this one.
+            let verdict = match listener {
+                AsyncMessageListener::Concurrently(listener) => {
+                    tokio::spawn(listener(vec![message], queue))
+                        .await
+                        .map(|status| match status {
+                            ConsumeConcurrentlyStatus::ConsumeSuccess => CMResult::CR_SUCCESS,
+                            ConsumeConcurrentlyStatus::ReconsumeLater => CMResult::CR_LATER,
+                        })
+                }
+                AsyncMessageListener::Orderly(listener) => {
+                    tokio::spawn(listener(vec![message], queue))
+                        .await
+                        .map(|status| match status {
+                            ConsumeOrderlyStatus::Success => CMResult::CR_SUCCESS,
+                            ConsumeOrderlyStatus::SuspendCurrentQueueAMoment => CMResult::CR_LATER,
+                        })
+                }
+            };
+            let (consume_result, remark) = match verdict {
+                Ok(result) => (result, None),
+                Err(failure) => (
+                    CMResult::CR_THROW_EXCEPTION,
+                    Some(format!("listener panicked: {failure}")),
+                ),
+            };
+            let result = ConsumeMessageDirectlyResult {
+                order,
+                auto_commit: true,
+                consume_result: Some(consume_result),
+                remark,
+                spent_time_mills: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
+            };
+            RemotingCommand::response_to(&request, ResponseCode::SUCCESS).with_body(result.encode())
+        }))
     }
 
     /// RESET_CONSUMER_CLIENT_OFFSET (one-way): each assigned queue of the topic restarts

@@ -13,8 +13,8 @@
 //!
 //! Broker requests it answers (through the transport's request hook):
 //! NOTIFY_CONSUMER_IDS_CHANGED (a rebalance now), GET_CONSUMER_RUNNING_INFO,
-//! RESET_CONSUMER_CLIENT_OFFSET and GET_CONSUMER_STATUS_FROM_CLIENT; CONSUME_MESSAGE_DIRECTLY
-//! gets REQUEST_CODE_NOT_SUPPORTED for now (the hook cannot wait for an async listener).
+//! RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_STATUS_FROM_CLIENT and CONSUME_MESSAGE_DIRECTLY
+//! (the listener runs on the message as a task; the answer follows).
 //!
 //! Rebalance follows the blocking consumer's rules (the allocation strategies of
 //! [`crate::rebalance`], queues and client ids sorted as Java sorts them, retry topic
@@ -60,7 +60,7 @@ use tokio::task::JoinHandle;
 
 use super::producer::AsyncProducer;
 use super::routes::AsyncRoutes;
-use super::transport::{AsyncTransport, AsyncTransportConfig};
+use super::transport::{AsyncTransport, AsyncTransportConfig, HookAnswer};
 use crate::config::now_ms;
 use crate::consumer::core::Subscription;
 use crate::consumer::process_queue::ProcessQueue;
@@ -497,8 +497,9 @@ impl Inner {
         let weak = Arc::downgrade(&inner);
         inner
             .transport
-            .set_request_hook(Arc::new(move |_addr, request| {
-                weak.upgrade()?.handle_request(request)
+            .set_request_hook(Arc::new(move |_addr, request| match weak.upgrade() {
+                Some(inner) => inner.handle_request(request),
+                None => HookAnswer::NotSupported,
             }));
         Ok(inner)
     }
