@@ -17,9 +17,10 @@
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
 //! * `aio` (cargo feature `tokio`, on by default): the async API on the caller's tokio
-//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`, and
+//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`,
 //!   `AsyncPopConsumer` (RocketMQ 5.x pop: receive, ack, change invisible time), whose
-//!   blocking face is `consumer::PopConsumer`.
+//!   blocking face is `consumer::PopConsumer`, and `AsyncPushConsumer` (async listeners, a pull
+//!   task per queue, Java's flow control).
 
 #![forbid(unsafe_code)]
 
@@ -44,8 +45,9 @@ pub mod validate;
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
 #[cfg(feature = "tokio")]
 pub use aio::{
-    AsyncPopConsumer, AsyncProducer, AsyncTransport, AsyncTransportConfig, PopConsumerConfig,
-    PopInitMode, PopMessage,
+    AsyncLitePullConsumer, AsyncMessageListener, AsyncPopConsumer, AsyncProducer,
+    AsyncPushConsumer, AsyncPushConsumerConfig, AsyncTransport, AsyncTransportConfig,
+    PopConsumerConfig, PopInitMode, PopMessage,
 };
 /// The body compression a producer applies (`ProducerConfig::compress_type`).
 pub use comet_proto::compression::CompressionType;
@@ -86,5 +88,9 @@ mod tests {
         assert_send_sync::<crate::AsyncPopConsumer>();
         #[cfg(feature = "tokio")]
         assert_send_sync::<crate::PopConsumer>();
+        #[cfg(feature = "tokio")]
+        assert_send_sync::<crate::AsyncPushConsumer>();
+        #[cfg(feature = "tokio")]
+        assert_send_sync::<crate::AsyncLitePullConsumer>();
     }
 }

@@ -21,8 +21,10 @@
 //! * A read or write failure closes the connection once: every waiter fails at once with
 //!   [`ClientError::ConnectionClosed`], waiters for a permit too, and the next request to
 //!   that address opens a new connection.
-//! * Requests that brokers send to the client are answered REQUEST_CODE_NOT_SUPPORTED (the
-//!   async producer needs none of them yet), and one-way ones are dropped
+//! * Requests that brokers send to the client go to the request hook
+//!   ([`AsyncTransport::set_request_hook`], which the push consumer sets to hear
+//!   NOTIFY_CONSUMER_IDS_CHANGED); without one, or when it has no answer, two-way ones are
+//!   answered REQUEST_CODE_NOT_SUPPORTED and one-way ones are dropped
 //!   (docs/protocol.md#one-way-requests-are-never-answered).
 //!
 //! No thread is started: everything runs as tasks of the runtime the first request runs on.
@@ -109,6 +111,21 @@ impl AsyncTransportConfig {
     }
 }
 
+/// What handles the requests a peer sends to the client: gets the peer's address and the
+/// request, returns what to answer. It runs on the connection's reader task, so it must
+/// return quickly; work that waits goes into [`HookAnswer::Later`].
+pub type RequestHook = Arc<dyn Fn(&str, &RemotingCommand) -> HookAnswer + Send + Sync>;
+
+/// A request hook's answer (one-way requests are never answered, whatever it says).
+pub enum HookAnswer {
+    /// REQUEST_CODE_NOT_SUPPORTED.
+    NotSupported,
+    /// This answer, now.
+    Now(RemotingCommand),
+    /// The answer this future resolves to, run as a task of the connection's runtime.
+    Later(std::pin::Pin<Box<dyn std::future::Future<Output = RemotingCommand> + Send>>),
+}
+
 /// One live connection and what its two tasks share.
 struct AsyncConnection {
     addr: String,
@@ -123,6 +140,7 @@ struct AsyncConnection {
     stop: watch::Sender<bool>,
     /// Answers that arrived for no waiter (the request timed out or was dropped).
     late_answers: Arc<AtomicU64>,
+    hook: Option<RequestHook>,
 }
 
 impl AsyncConnection {
@@ -182,10 +200,29 @@ impl AsyncConnection {
             }
             return;
         }
+        let answer = match self.hook.as_ref() {
+            Some(hook) => hook(&self.addr, &command),
+            None => HookAnswer::NotSupported,
+        };
+        let answer = match answer {
+            HookAnswer::NotSupported => RemotingCommand::not_supported_to(&command),
+            HookAnswer::Now(answer) => answer,
+            HookAnswer::Later(answer) => {
+                let (frames, oneway) = (self.frames.clone(), command.is_oneway());
+                tokio::spawn(async move {
+                    let answer = answer.await;
+                    if !oneway {
+                        // Fails only once the connection closed: nobody waits for it then.
+                        let _ = frames.send(frame::encode_to_bytes(&answer)).await;
+                    }
+                });
+                return;
+            }
+        };
         if command.is_oneway() {
             return;
         }
-        let answer = frame::encode_to_bytes(&RemotingCommand::not_supported_to(&command));
+        let answer = frame::encode_to_bytes(&answer);
         if self.frames.try_send(answer).is_err() {
             log::debug!("{}: no room to answer request {}", self.addr, command.code);
         }
@@ -215,6 +252,7 @@ struct TransportInner {
     /// Connections opened so far.
     connects: AtomicU64,
     late_answers: Arc<AtomicU64>,
+    hook: Mutex<Option<RequestHook>>,
 }
 
 /// The async transport. Cheap to clone; clones share connections.
@@ -235,6 +273,7 @@ impl AsyncTransport {
                 shutdown: AtomicBool::new(false),
                 connects: AtomicU64::new(0),
                 late_answers: Arc::new(AtomicU64::new(0)),
+                hook: Mutex::new(None),
             }),
         })
     }
@@ -380,6 +419,7 @@ impl AsyncTransport {
             close_reason: Mutex::new(String::new()),
             stop,
             late_answers: self.inner.late_answers.clone(),
+            hook: lock(&self.inner.hook).clone(),
         });
         tokio::spawn(write_loop(
             connection.clone(),
@@ -391,6 +431,12 @@ impl AsyncTransport {
         self.inner.connects.fetch_add(1, Ordering::Relaxed);
         log::debug!("async connection to {addr} open");
         Ok(connection)
+    }
+
+    /// Sets what handles the requests peers send to the client, on connections opened from
+    /// now on.
+    pub fn set_request_hook(&self, hook: RequestHook) {
+        *lock(&self.inner.hook) = Some(hook);
     }
 
     /// Requests awaiting their answer on the connection to `addr` (0 without one).
@@ -428,6 +474,11 @@ impl AsyncTransport {
         if let Some(connection) = slot.and_then(|slot| slot.try_lock().ok()?.take()) {
             connection.close("closed by the client");
         }
+    }
+
+    /// True once [`AsyncTransport::shutdown`] ran.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.shutdown.load(Ordering::SeqCst)
     }
 
     /// Closes every connection (failing their waiters and ending their tasks); later

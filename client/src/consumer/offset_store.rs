@@ -68,17 +68,8 @@ impl OffsetStore {
         let Backend::Local(path) = &self.backend else {
             return Ok(());
         };
-        let text = match fs::read(path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(error) => return Err(local_error(path, &error.to_string())),
-        };
-        let file: LocalFile =
-            serde_json::from_slice(&text).map_err(|error| local_error(path, &error.to_string()))?;
-        let mut table = self.lock();
-        for entry in file.offset_table {
-            table.insert(entry.queue, entry.offset);
-        }
+        let loaded = load_local(path)?;
+        self.lock().extend(loaded);
         Ok(())
     }
 
@@ -167,20 +158,51 @@ impl OffsetStore {
                 first_error.map_or(Ok(()), Err)
             }
             Backend::Local(path) => {
-                let file = LocalFile {
-                    offset_table: self
-                        .lock()
-                        .iter()
-                        .map(|(queue, offset)| LocalEntry {
-                            queue: queue.clone(),
-                            offset: *offset,
-                        })
-                        .collect(),
-                };
-                write_atomically(path, &protocol::encode_json(&file))
+                let table = self.lock().clone();
+                write_local(path, &table)
             }
         }
     }
+}
+
+/// The broadcasting offsets file of `group` in the client `client_id` under `dir`.
+pub(crate) fn local_path(dir: &std::path::Path, client_id: &str, group: &str) -> PathBuf {
+    dir.join(client_id.replace(['@', ':'], "_"))
+        .join(group)
+        .join("offsets.json")
+}
+
+/// Reads a broadcasting offsets file (empty when there is none).
+pub(crate) fn load_local(path: &std::path::Path) -> Result<HashMap<MessageQueue, i64>> {
+    let text = match fs::read(path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(HashMap::new()),
+        Err(error) => return Err(local_error(path, &error.to_string())),
+    };
+    let file: LocalFile =
+        serde_json::from_slice(&text).map_err(|error| local_error(path, &error.to_string()))?;
+    Ok(file
+        .offset_table
+        .into_iter()
+        .map(|entry| (entry.queue, entry.offset))
+        .collect())
+}
+
+/// Replaces a broadcasting offsets file with `table`, durably.
+pub(crate) fn write_local(
+    path: &std::path::Path,
+    table: &HashMap<MessageQueue, i64>,
+) -> Result<()> {
+    let file = LocalFile {
+        offset_table: table
+            .iter()
+            .map(|(queue, offset)| LocalEntry {
+                queue: queue.clone(),
+                offset: *offset,
+            })
+            .collect(),
+    };
+    write_atomically(path, &protocol::encode_json(&file))
 }
 
 fn local_error(path: &std::path::Path, reason: &str) -> ClientError {

@@ -104,6 +104,20 @@ impl ProcessQueue {
         (inner.messages.len() + inner.consuming.len(), inner.bytes)
     }
 
+    /// Offsets between the oldest and the newest message waiting for consumption (Java's
+    /// `getMaxSpan`, which concurrent consumption compares with `consumeConcurrentlyMaxSpan`:
+    /// one slow message holds the commit offset back, so pulling pauses past this span).
+    pub fn max_span(&self) -> i64 {
+        let inner = self.lock();
+        match (
+            inner.messages.first_key_value(),
+            inner.messages.last_key_value(),
+        ) {
+            (Some((first, _)), Some((last, _))) => last - first,
+            _ => 0,
+        }
+    }
+
     /// Orderly: moves up to `count` messages, in offset order, to the consuming set.
     pub fn take_in_order(&self, count: usize) -> Vec<MessageExt> {
         let mut inner = self.lock();
@@ -217,6 +231,7 @@ mod tests {
         let queue = ProcessQueue::new(MessageQueue::new("T", "b", 0), 10);
         queue.put(&[message(10), message(11), message(12)]);
         assert_eq!(queue.held(), (3, 12));
+        assert_eq!(queue.max_span(), 2);
         assert_eq!(queue.remove([11, 12]), 10);
         assert_eq!(queue.remove([10]), 13);
         assert_eq!(queue.held(), (0, 0));
