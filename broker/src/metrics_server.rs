@@ -24,7 +24,7 @@ use crate::metrics::{
     encode, BrokerFigures, BrokerLabels, Connections, FollowerLag, LogFigures, OutCounts,
     ShardFigures, Snapshot,
 };
-use crate::shard::ShardBroker;
+use crate::shard::{ShardBroker, ShardCall};
 use crate::stats::StatsName;
 
 /// How long a connection may take to send its request head, and then to take the answer.
@@ -61,6 +61,9 @@ pub fn publish(broker: &ShardBroker) {
             written_bytes: stats.written_bytes,
             unflushed_bytes: log.store.unflushed_bytes(),
             held_bytes: written.saturating_sub(log.store.min_physical_offset().position()),
+            dispatch_behind_bytes: log.store.dispatch_behind_bytes(),
+            histograms: log.store.histograms(),
+            recovery: log.store.recovery(),
         });
         if master {
             for slave in log.replication.followers.borrow().values() {
@@ -73,11 +76,38 @@ pub fn publish(broker: &ShardBroker) {
             }
         }
     }
+    figures.mesh_calls_pending = broker.mesh().pending_calls();
     broker.metrics().publish(broker.shard().index(), figures);
 }
 
-/// Every figure a scrape reports, read on the calling shard.
-pub fn snapshot(broker: &ShardBroker) -> Snapshot {
+/// How long a scrape waits for the shards' consumer figures; a shard that has not answered
+/// by then is reported with the figures it computed for an earlier scrape.
+pub const CONSUMER_FIGURES_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Asks every shard in turn to compute its consumer figures (one mesh call each) and waits
+/// for them, at most [`CONSUMER_FIGURES_TIMEOUT`] in all.
+async fn refresh_consumer_figures(broker: &ShardBroker) {
+    let all = async {
+        for shard in 0..broker.shard_count() {
+            let target = comet_rt::shard_id::ShardId(u16::try_from(shard).expect("bounded"));
+            if let Err(error) = broker.mesh().call(target, ShardCall::ConsumerMetrics).await {
+                log::debug!("metrics: consumer figures of shard {shard}: {error}");
+            }
+        }
+    };
+    if timeout(CONSUMER_FIGURES_TIMEOUT, all).await.is_err() {
+        log::warn!(
+            "metrics: a shard did not compute its consumer figures within {:?}; its last \
+             ones are reported",
+            CONSUMER_FIGURES_TIMEOUT
+        );
+    }
+}
+
+/// Every figure a scrape reports: the consumer figures every shard computes now, the rest
+/// read on the calling shard.
+pub async fn snapshot(broker: &ShardBroker) -> Snapshot {
+    refresh_consumer_figures(broker).await;
     let config = broker.config();
     let labels = BrokerLabels {
         cluster: config.cluster_name.clone(),
@@ -120,6 +150,8 @@ pub fn snapshot(broker: &ShardBroker) -> Snapshot {
     Snapshot {
         labels,
         shards: broker.metrics().shards(),
+        consumers: crate::metrics::consumer::merge(&broker.metrics().consumers()),
+        wall_clock_ms: comet_rt::clock::wall_clock_ms(),
         broker: figures,
     }
 }
@@ -217,7 +249,7 @@ pub async fn serve(broker: Rc<ShardBroker>, listener: Listener, stop: StopSignal
 async fn answer(broker: &ShardBroker, stream: &Stream) {
     let response = match read_head(stream).await {
         Ok(Some(head)) => match http::parse(&head) {
-            Ok(Request::Metrics { head_only }) => match encode::encode(snapshot(broker)) {
+            Ok(Request::Metrics { head_only }) => match encode::encode(snapshot(broker).await) {
                 Ok(text) => {
                     let content_type = encode::CONTENT_TYPE;
                     http::response("200 OK", content_type, text.as_bytes(), head_only)

@@ -17,6 +17,10 @@ pub struct OffsetTable {
     /// One-shot reset markers (5.x server-side reset): the next pull of the queue by the
     /// group is answered PULL_OFFSET_MOVED to this offset.
     resets: HashMap<(String, String, i32), i64>,
+    /// The next offset of each group's last pull of a queue (Java's `pullOffsetTable`): what
+    /// was pulled and not yet committed is in flight (`crate::metrics::consumer`). In
+    /// memory only, and recorded only with metrics on.
+    pulls: HashMap<(String, String), BTreeMap<i32, i64>>,
     changed: bool,
 }
 
@@ -64,6 +68,25 @@ impl OffsetTable {
     /// The committed offset, if any.
     pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
         self.offsets
+            .get(&(topic.to_owned(), group.to_owned()))
+            .and_then(|queues| queues.get(&queue_id).copied())
+    }
+
+    /// Records where a group's pull of a queue left off (its answer's next begin offset).
+    pub fn record_pull(&mut self, group: &str, topic: &str, queue_id: i32, next_offset: i64) {
+        if let Some(queues) = self.pulls.get_mut(&(topic.to_owned(), group.to_owned())) {
+            queues.insert(queue_id, next_offset);
+            return;
+        }
+        self.pulls
+            .entry((topic.to_owned(), group.to_owned()))
+            .or_default()
+            .insert(queue_id, next_offset);
+    }
+
+    /// Where the group's last pull of the queue left off, if it pulled since start-up.
+    pub fn query_pull(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.pulls
             .get(&(topic.to_owned(), group.to_owned()))
             .and_then(|queues| queues.get(&queue_id).copied())
     }
@@ -126,6 +149,7 @@ impl OffsetTable {
     pub fn remove_group(&mut self, group: &str) {
         let before = self.offsets.len();
         self.offsets.retain(|(_, owner), _| owner != group);
+        self.pulls.retain(|(_, owner), _| owner != group);
         self.changed |= self.offsets.len() != before;
     }
 
@@ -133,6 +157,8 @@ impl OffsetTable {
     pub fn remove_topic(&mut self, topic: &str) {
         let before = self.offsets.len();
         self.offsets
+            .retain(|(owner_topic, _), _| owner_topic != topic);
+        self.pulls
             .retain(|(owner_topic, _), _| owner_topic != topic);
         self.changed |= self.offsets.len() != before;
     }

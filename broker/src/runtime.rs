@@ -682,6 +682,12 @@ fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
                     ShardCall::Append { records } => {
                         Some(crate::reappend::append_local(&broker, records).await)
                     }
+                    ShardCall::ConsumerMetrics => {
+                        let figures = crate::metrics::consumer::compute(&broker).await;
+                        let shard = broker.shard().index();
+                        broker.metrics().publish_consumers(shard, figures);
+                        None
+                    }
                     ShardCall::Replica {
                         stream,
                         hello,

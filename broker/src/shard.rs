@@ -80,6 +80,10 @@ pub enum ShardCall {
         /// Encoded records (see `crate::reappend`).
         records: Vec<comet_proto::bytes::BytesMut>,
     },
+    /// A scrape's request for the target shard's consumer figures: the target computes them
+    /// from the queues it owns into its metrics slot (`crate::metrics::consumer`); the
+    /// reply is `None` once they are there.
+    ConsumerMetrics,
     /// A slave's replication connection for the target shard's log, accepted and checked by
     /// shard 0's HA listener; the target adopts the socket and streams to it (see
     /// `crate::replication`). The reply is `None` at once.

@@ -365,6 +365,19 @@ impl<Req: Send + 'static, Resp: Send + 'static> MeshPeer<Req, Resp> {
         self.shard_count
     }
 
+    /// Calls this shard has sent that await their reply, per target shard (index = target):
+    /// queued between the shards or running on the target. Counted from the calls' own
+    /// bookkeeping, so nothing is added to a call's path.
+    pub fn pending_calls(&self) -> Vec<u64> {
+        let mut pending = vec![0u64; self.shard_count];
+        for (target, _) in self.pending.borrow().values() {
+            if let Some(count) = pending.get_mut(*target) {
+                *count += 1;
+            }
+        }
+        pending
+    }
+
     /// Sends `request` to `target` and waits for its response.
     pub async fn call(&self, target: ShardId, request: Req) -> Result<Resp, MeshError<Req>> {
         if target == self.shard {

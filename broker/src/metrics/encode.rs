@@ -19,8 +19,12 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use comet_store::histogram::{COMMIT_BYTES_BOUNDS, COMMIT_RECORDS_BOUNDS, SYNC_LATENCY_BOUNDS_US};
+
+use super::consumer::{LagFigures, LagKey};
 use super::{
-    Histogram, InCounts, MessageType, RpcKey, Snapshot, MESSAGE_SIZE_BOUNDS, RPC_LATENCY_BOUNDS_MS,
+    Histogram, InCounts, MessageType, RpcKey, Snapshot, TransactionCounts, FINISH_LATENCY_BOUNDS_S,
+    MESSAGE_SIZE_BOUNDS, RPC_LATENCY_BOUNDS_MS,
 };
 
 /// The Content-Type of [`encode`]'s text.
@@ -128,8 +132,11 @@ impl Collector for Snapshot {
         let mut writer = Writer { encoder, common };
         self.encode_requests(&mut writer)?;
         self.encode_tables(&mut writer)?;
+        self.encode_consumers(&mut writer)?;
+        self.encode_dlq_and_transactions(&mut writer)?;
         self.encode_storage(&mut writer)?;
-        self.encode_shards(&mut writer)
+        self.encode_shards(&mut writer)?;
+        self.encode_store_histograms(&mut writer)
     }
 }
 
@@ -361,6 +368,258 @@ impl Snapshot {
             "Broker flush behind bytes",
             MetricType::Gauge,
             |emit| emit(storage(), gauge(unflushed)),
+        )?;
+        let dispatch_behind: u64 = logs().map(|log| log.dispatch_behind_bytes).sum();
+        writer.family(
+            "rocketmq_storage_dispatch_behind_bytes",
+            "Broker dispatch behind bytes",
+            MetricType::Gauge,
+            |emit| emit(storage(), gauge(dispatch_behind)),
+        )
+    }
+
+    fn encode_consumers(&self, writer: &mut Writer<'_>) -> Result<(), FmtError> {
+        let series = &self.consumers.series;
+        let now_ms = self.wall_clock_ms;
+        let labels = |key: &LagKey| -> Labels {
+            vec![
+                ("consumer_group", key.group.clone()),
+                ("topic", key.topic.clone()),
+                ("is_retry", key.is_retry.to_string()),
+                (
+                    "is_system",
+                    (is_system_topic(&key.topic) || is_system_group(&key.group)).to_string(),
+                ),
+            ]
+        };
+        // Java reports 0 when no message is waiting.
+        let since = |earliest: Option<i64>| {
+            earliest.map_or(Value::Gauge(0), |earliest| {
+                Value::Gauge(now_ms.saturating_sub(earliest).max(0))
+            })
+        };
+        type Pick = fn(&LagFigures, &dyn Fn(Option<i64>) -> Value) -> Option<Value>;
+        let families: [(&str, &str, Pick); 5] = [
+            (
+                "rocketmq_consumer_lag_messages",
+                "Consumer lag messages",
+                |figures, _| figures.lag_messages.map(gauge),
+            ),
+            (
+                "rocketmq_consumer_lag_latency",
+                "Consumer lag time (milliseconds)",
+                |figures, since| {
+                    figures
+                        .lag_messages
+                        .map(|_| since(figures.earliest_unconsumed_ms))
+                },
+            ),
+            (
+                "rocketmq_consumer_inflight_messages",
+                "Consumer inflight messages",
+                |figures, _| figures.inflight_messages.map(gauge),
+            ),
+            (
+                "rocketmq_consumer_queueing_latency",
+                "Consumer queueing time (milliseconds)",
+                |figures, since| {
+                    figures
+                        .inflight_messages
+                        .map(|_| since(figures.earliest_unpulled_ms))
+                },
+            ),
+            (
+                "rocketmq_consumer_ready_messages",
+                "Consumer ready messages",
+                |figures, _| Some(gauge(figures.ready_messages)),
+            ),
+        ];
+        for (name, help, pick) in families {
+            writer.family(name, help, MetricType::Gauge, |emit| {
+                for (key, figures) in series {
+                    if let Some(value) = pick(figures, &since) {
+                        emit(labels(key), value)?;
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        let skipped = self.consumers.skipped_series;
+        writer.family(
+            "comet_consumer_lag_skipped_series",
+            "Group and topic series left out of the consumer figures because a shard reached \
+             its per-scrape bound",
+            MetricType::Gauge,
+            |emit| emit(Vec::new(), gauge(skipped)),
+        )
+    }
+
+    fn transactions(&self) -> BTreeMap<&str, TransactionCounts> {
+        let mut merged: BTreeMap<&str, TransactionCounts> = BTreeMap::new();
+        for (counts, _) in &self.shards {
+            for (topic, mine) in &counts.transactions {
+                let total = merged.entry(topic.as_str()).or_default();
+                total.commits += mine.commits;
+                total.rollbacks += mine.rollbacks;
+                total.finish_latency_s.merge(&mine.finish_latency_s);
+            }
+        }
+        merged
+    }
+
+    fn encode_dlq_and_transactions(&self, writer: &mut Writer<'_>) -> Result<(), FmtError> {
+        let mut dlq: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for (counts, _) in &self.shards {
+            for ((group, topic), count) in &counts.dlq {
+                *dlq.entry((group.as_str(), topic.as_str())).or_default() += count;
+            }
+        }
+        writer.family(
+            "rocketmq_send_to_dlq_messages",
+            "Consumer send to DLQ messages",
+            MetricType::Counter,
+            |emit| {
+                for ((group, topic), count) in &dlq {
+                    let system = is_system_topic(topic) || is_system_group(group);
+                    let labels = vec![
+                        ("consumer_group", (*group).to_owned()),
+                        ("topic", (*topic).to_owned()),
+                        ("is_system", system.to_string()),
+                    ];
+                    emit(labels, Value::Counter(*count))?;
+                }
+                Ok(())
+            },
+        )?;
+        let transactions = self.transactions();
+        let topic = |topic: &str| vec![("topic", topic.to_owned())];
+        writer.family(
+            "rocketmq_commit_messages",
+            "Total number of commit messages",
+            MetricType::Counter,
+            |emit| {
+                for (name, counts) in transactions.iter().filter(|(_, c)| c.commits > 0) {
+                    emit(topic(name), Value::Counter(counts.commits))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "rocketmq_rollback_messages",
+            "Total number of rollback messages",
+            MetricType::Counter,
+            |emit| {
+                for (name, counts) in transactions.iter().filter(|(_, c)| c.rollbacks > 0) {
+                    emit(topic(name), Value::Counter(counts.rollbacks))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "rocketmq_finish_message_latency",
+            "Transaction finish latency (seconds from the half's birth to its commit)",
+            MetricType::Histogram,
+            |emit| {
+                for (name, counts) in transactions.iter().filter(|(_, c)| c.commits > 0) {
+                    let value =
+                        Value::histogram(&FINISH_LATENCY_BOUNDS_S, &counts.finish_latency_s);
+                    emit(topic(name), value)?;
+                }
+                Ok(())
+            },
+        )
+    }
+
+    fn encode_store_histograms(&self, writer: &mut Writer<'_>) -> Result<(), FmtError> {
+        let logs = || {
+            self.shards
+                .iter()
+                .enumerate()
+                .flat_map(|(shard, (_, figures))| {
+                    figures.logs.iter().map(move |log| {
+                        let labels = vec![
+                            ("shard", shard.to_string()),
+                            ("log", log.log_id.to_string()),
+                        ];
+                        (labels, log)
+                    })
+                })
+        };
+        writer.family(
+            "comet_store_group_commit_records",
+            "Records per group commit (one per group commit of comet_store_group_commits_total)",
+            MetricType::Histogram,
+            |emit| {
+                for (labels, log) in logs() {
+                    let histogram = &log.histograms.commit_records;
+                    emit(labels, Value::histogram(&COMMIT_RECORDS_BOUNDS, histogram))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "comet_store_group_commit_bytes",
+            "Log bytes per group commit, padding included",
+            MetricType::Histogram,
+            |emit| {
+                for (labels, log) in logs() {
+                    let histogram = &log.histograms.commit_bytes;
+                    emit(labels, Value::histogram(&COMMIT_BYTES_BOUNDS, histogram))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "comet_store_sync_latency_microseconds",
+            "Microseconds per commit-log segment sync (an O_DSYNC write or an fdatasync; one per \
+             sync of comet_store_fdatasyncs_total)",
+            MetricType::Histogram,
+            |emit| {
+                for (labels, log) in logs() {
+                    let histogram = &log.histograms.sync_latency_us;
+                    emit(labels, Value::histogram(&SYNC_LATENCY_BOUNDS_US, histogram))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "comet_store_recovery_duration_milliseconds",
+            "How long the log's store took to open at start-up (recovery included)",
+            MetricType::Gauge,
+            |emit| {
+                for (labels, log) in logs() {
+                    emit(labels, gauge(log.recovery.duration_ms))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "comet_store_recovery_scanned_bytes",
+            "Log bytes the start-up recovery read and checked",
+            MetricType::Gauge,
+            |emit| {
+                for (labels, log) in logs() {
+                    emit(labels, gauge(log.recovery.scanned_bytes))?;
+                }
+                Ok(())
+            },
+        )?;
+        writer.family(
+            "comet_mesh_calls_pending",
+            "Calls a shard sent another that await their reply (queued between the shards or \
+             running on the target)",
+            MetricType::Gauge,
+            |emit| {
+                for (shard, (_, figures)) in self.shards.iter().enumerate() {
+                    let targets = figures.mesh_calls_pending.iter().enumerate();
+                    for (target, pending) in targets.filter(|(target, _)| *target != shard) {
+                        let labels =
+                            vec![("shard", shard.to_string()), ("target", target.to_string())];
+                        emit(labels, gauge(*pending))?;
+                    }
+                }
+                Ok(())
+            },
         )
     }
 
@@ -487,6 +746,8 @@ mod tests {
                 node_id: "broker-a".to_owned(),
             },
             shards: metrics.shards(),
+            consumers: super::super::consumer::ConsumerFigures::default(),
+            wall_clock_ms: 0,
             broker: BrokerFigures {
                 topics: 7,
                 groups: 2,

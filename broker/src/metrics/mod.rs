@@ -16,6 +16,7 @@
 //! `prometheus-client` crate; `http` reads the scrape requests; the endpoint itself, on
 //! shard 0, is `crate::metrics_server`.
 
+pub mod consumer;
 pub mod encode;
 pub mod http;
 
@@ -45,47 +46,11 @@ pub const MESSAGE_SIZE_BOUNDS: [u64; 6] = [
 /// `RemotingMetricsManager` view).
 pub const RPC_LATENCY_BOUNDS_MS: [u64; 9] = [1, 3, 5, 7, 10, 100, 1000, 2000, 3000];
 
-/// A histogram with fixed bucket bounds: how many values fell at or under each bound (not
-/// cumulative: `encode` sums them), their count and sum.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Histogram<const N: usize> {
-    /// Values at or under bound `i` and above bound `i - 1`.
-    pub in_bucket: [u64; N],
-    /// Every value observed, those past the last bound included.
-    pub count: u64,
-    /// Sum of the values.
-    pub sum: u64,
-}
+pub use comet_store::histogram::{Histogram, RecoveryFigures, StoreHistograms};
 
-impl<const N: usize> Default for Histogram<N> {
-    fn default() -> Self {
-        Histogram {
-            in_bucket: [0; N],
-            count: 0,
-            sum: 0,
-        }
-    }
-}
-
-impl<const N: usize> Histogram<N> {
-    /// Counts `value` against `bounds`.
-    pub fn observe(&mut self, bounds: &[u64; N], value: u64) {
-        if let Some(bucket) = bounds.iter().position(|bound| value <= *bound) {
-            self.in_bucket[bucket] += 1;
-        }
-        self.count += 1;
-        self.sum = self.sum.wrapping_add(value);
-    }
-
-    /// Adds another histogram's counts (same bounds).
-    pub fn merge(&mut self, other: &Histogram<N>) {
-        for (mine, theirs) in self.in_bucket.iter_mut().zip(other.in_bucket) {
-            *mine += theirs;
-        }
-        self.count += other.count;
-        self.sum = self.sum.wrapping_add(other.sum);
-    }
-}
+/// Upper bounds of `rocketmq_finish_message_latency`'s buckets, in seconds (Java's view: 5 s,
+/// 1 min, 10 min, 1 h, 12 h, 24 h).
+pub const FINISH_LATENCY_BOUNDS_S: [u64; 6] = [5, 60, 600, 3600, 12 * 3600, 24 * 3600];
 
 /// Java's `TopicMessageType` as its metrics label (`message_type`) gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -182,6 +147,17 @@ pub struct RpcKey {
     pub oneway: bool,
 }
 
+/// Transaction decisions for one topic (the half's real topic).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TransactionCounts {
+    /// Halves committed (Java's `rocketmq_commit_messages_total`).
+    pub commits: u64,
+    /// Halves rolled back (`rocketmq_rollback_messages_total`).
+    pub rollbacks: u64,
+    /// Seconds from the half's birth to its commit (`rocketmq_finish_message_latency`).
+    pub finish_latency_s: Histogram<6>,
+}
+
 /// One shard's counts, written on its request path.
 #[derive(Clone, Debug, Default)]
 pub struct ShardCounts {
@@ -189,6 +165,10 @@ pub struct ShardCounts {
     pub messages_in: HashMap<String, [InCounts; 4]>,
     /// Request latencies in milliseconds.
     pub rpc: HashMap<RpcKey, Histogram<9>>,
+    /// Messages sent to a dead-letter queue, by (group, original topic).
+    pub dlq: HashMap<(String, String), u64>,
+    /// Transaction decisions by topic.
+    pub transactions: HashMap<String, TransactionCounts>,
     full_logged: bool,
 }
 
@@ -211,6 +191,12 @@ pub struct LogFigures {
     pub unflushed_bytes: u64,
     /// Bytes of commit log held, from the oldest kept record to the write position.
     pub held_bytes: u64,
+    /// Durable bytes not yet in consume queues (Java's `dispatch_behind_bytes`).
+    pub dispatch_behind_bytes: u64,
+    /// Group-commit sizes and sync latencies.
+    pub histograms: StoreHistograms,
+    /// What the log's last recovery did.
+    pub recovery: RecoveryFigures,
 }
 
 /// How far one slave is behind one of this master's logs.
@@ -233,6 +219,9 @@ pub struct ShardFigures {
     pub logs: Vec<LogFigures>,
     /// The slaves following its logs (a master).
     pub followers: Vec<FollowerLag>,
+    /// Per other shard: calls this shard has sent it that await a reply (queued between
+    /// the shards or running there), index = target shard.
+    pub mesh_calls_pending: Vec<u64>,
     /// False until the shard first published.
     pub published: bool,
 }
@@ -242,6 +231,7 @@ pub struct ShardFigures {
 struct Slot {
     counts: Mutex<ShardCounts>,
     figures: Mutex<ShardFigures>,
+    consumers: Mutex<consumer::ShardConsumerFigures>,
 }
 
 /// Every shard's counts and published figures.
@@ -341,6 +331,61 @@ impl Metrics {
         add(counts.messages_in.entry(topic.to_owned()).or_default());
     }
 
+    /// Counts a message of `group` sent to its dead-letter queue from `origin_topic` (the
+    /// topic it was consumed from), as Java's send-back paths count
+    /// `rocketmq_send_to_dlq_messages_total`.
+    pub fn record_dlq(&self, shard: usize, group: &str, origin_topic: &str) {
+        if !self.enabled {
+            return;
+        }
+        let mut counts = lock(&self.slots[shard].counts);
+        let key = (group.to_owned(), origin_topic.to_owned());
+        if let Some(count) = counts.dlq.get_mut(&key) {
+            *count += 1;
+        } else if counts.dlq.len() < TOPICS_PER_SHARD_MAX {
+            counts.dlq.insert(key, 1);
+        }
+    }
+
+    /// Counts a transaction decision for `topic`: a commit of a half born at `born_ms`
+    /// (wall clock) when `commit`, else a rollback.
+    pub fn record_transaction(&self, shard: usize, topic: &str, commit: bool, born_ms: i64) {
+        if !self.enabled {
+            return;
+        }
+        let mut counts = lock(&self.slots[shard].counts);
+        let full = counts.transactions.len() >= TOPICS_PER_SHARD_MAX;
+        let entry = match counts.transactions.get_mut(topic) {
+            Some(entry) => entry,
+            None if full => return,
+            None => counts.transactions.entry(topic.to_owned()).or_default(),
+        };
+        if commit {
+            entry.commits += 1;
+            // Java records whole seconds from the half's birth.
+            let now_ms = comet_rt::clock::wall_clock_ms();
+            let seconds = u64::try_from(now_ms.saturating_sub(born_ms) / 1000).unwrap_or(0);
+            entry
+                .finish_latency_s
+                .observe(&FINISH_LATENCY_BOUNDS_S, seconds);
+        } else {
+            entry.rollbacks += 1;
+        }
+    }
+
+    /// Replaces shard `shard`'s consumer figures (see [`consumer`]).
+    pub fn publish_consumers(&self, shard: usize, figures: consumer::ShardConsumerFigures) {
+        *lock(&self.slots[shard].consumers) = figures;
+    }
+
+    /// Every shard's consumer figures as last computed, shard 0 first.
+    pub fn consumers(&self) -> Vec<consumer::ShardConsumerFigures> {
+        self.slots
+            .iter()
+            .map(|slot| lock(&slot.consumers).clone())
+            .collect()
+    }
+
     /// Replaces shard `shard`'s published figures.
     pub fn publish(&self, shard: usize, figures: ShardFigures) {
         *lock(&self.slots[shard].figures) = ShardFigures {
@@ -425,6 +470,10 @@ pub struct Snapshot {
     pub labels: BrokerLabels,
     /// Per shard: counts and published figures, shard 0 first.
     pub shards: Vec<(ShardCounts, ShardFigures)>,
+    /// Consumer lag and in-flight figures merged over the shards.
+    pub consumers: consumer::ConsumerFigures,
+    /// Wall clock of the scrape, ms (latencies are measured to it).
+    pub wall_clock_ms: i64,
     /// Broker-wide figures.
     pub broker: BrokerFigures,
 }

@@ -66,7 +66,16 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Option<
         return reply(request, ResponseCode::SYSTEM_ERROR, remark);
     }
     match decide(broker, &view, commit).await {
-        Ok(Decision::Stored) => reply(request, ResponseCode::SUCCESS, ""),
+        Ok(Decision::Stored) => {
+            // Under the half's real topic, as Java's commit and rollback totals are.
+            let topic = view.property(names::REAL_TOPIC).unwrap_or(view.topic());
+            let shard = broker.shard().index();
+            let born_ms = view.born_timestamp();
+            broker
+                .metrics()
+                .record_transaction(shard, topic, commit, born_ms);
+            reply(request, ResponseCode::SUCCESS, "")
+        }
         // Apache keeps no guard here (a second commit would store the message again); Comet
         // never applies a second decision, and answers as Apache does for a half it cannot
         // use, so a two-way caller learns its decision was not applied.

@@ -115,6 +115,16 @@ pub async fn process(broker: &ShardBroker, request: RemotingCommand) -> Remoting
             .record_get(broker.shard().index(), delivery, messages, bytes);
     }
     let suggested = suggest_which_broker_id(broker, &header, &result);
+    if broker.metrics().enabled() {
+        // Java's `commitPullOffset`: where this pull left off, for the in-flight figures.
+        let (_, next_begin_offset) = outcome(&header, &result);
+        broker.offsets().borrow_mut().record_pull(
+            &header.consumer_group,
+            &header.topic,
+            header.queue_id,
+            next_begin_offset,
+        );
+    }
     respond(&request, &header, result, suggested)
 }
 
@@ -512,15 +522,10 @@ fn status_name(status: GetStatus) -> &'static str {
     }
 }
 
-/// Maps the store's outcome to RocketMQ's response code and next offset
+/// The response code and next begin offset of a pull's outcome
 /// (docs/protocol.md#pull-message).
-fn respond(
-    request: &RemotingCommand,
-    header: &PullMessageRequestHeader,
-    result: GetResult,
-    suggested: i64,
-) -> RemotingCommand {
-    let (code, next_begin_offset) = match result.status {
+fn outcome(header: &PullMessageRequestHeader, result: &GetResult) -> (ResponseCode, i64) {
+    match result.status {
         GetStatus::Found => (ResponseCode::SUCCESS, result.next_offset.as_i64()),
         GetStatus::NoMatchedMessage => (
             ResponseCode::PULL_RETRY_IMMEDIATELY,
@@ -535,7 +540,18 @@ fn respond(
         GetStatus::OffsetOverflowBadly => {
             (ResponseCode::PULL_OFFSET_MOVED, result.max_offset.as_i64())
         }
-    };
+    }
+}
+
+/// Maps the store's outcome to RocketMQ's response code and next offset
+/// (docs/protocol.md#pull-message).
+fn respond(
+    request: &RemotingCommand,
+    header: &PullMessageRequestHeader,
+    result: GetResult,
+    suggested: i64,
+) -> RemotingCommand {
+    let (code, next_begin_offset) = outcome(header, &result);
     let response_header = PullMessageResponseHeader {
         suggest_which_broker_id: suggested,
         next_begin_offset,

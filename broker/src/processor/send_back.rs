@@ -97,8 +97,15 @@ pub async fn process(broker: &ShardBroker, request: &RemotingCommand) -> Remotin
         let queue_id = next_queue(broker, group.retry_queue_nums);
         Target::Retry { queue_id, level }
     };
+    let dead_letter = matches!(target, Target::DeadLetter);
     match store_again(broker, &header.group, &view, target, group.retry_queue_nums).await {
         Ok(()) => {
+            if dead_letter {
+                // Java labels it with the request's `originTopic`.
+                let origin = header.origin_topic.as_deref().unwrap_or(view.topic());
+                let shard = broker.shard().index();
+                broker.metrics().record_dlq(shard, &header.group, origin);
+            }
             // Counted under the topic the message was first sent to, as RocketMQ does.
             let topic = view.property(names::RETRY_TOPIC).unwrap_or(view.topic());
             let sent_back = StatsName::SendBackPutNums;
@@ -280,6 +287,12 @@ pub fn dead_letter_on_send(
     if reconsume_times <= max && !orderly {
         return None;
     }
+    // Java labels this one with the send's producer group and the retry topic it named.
+    let producer_group = header.producer_group.as_str();
+    let shard = broker.shard().index();
+    broker
+        .metrics()
+        .record_dlq(shard, producer_group, &header.topic);
     let topic = comet_proto::names::dlq_topic(group);
     let created = broker.topics().get(&topic).is_none();
     if created {

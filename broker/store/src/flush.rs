@@ -35,6 +35,7 @@ use comet_proto::message::{RecordView, BLANK_MAGIC};
 use crate::commit_log::{align_down, align_up, to_index, FlushPlan, BLANK_BYTES};
 use crate::config::FlushPolicy;
 use crate::error::StoreError;
+use crate::histogram::{COMMIT_BYTES_BOUNDS, COMMIT_RECORDS_BOUNDS, SYNC_LATENCY_BOUNDS_US};
 use crate::limits::{FLUSH_BYTES_MAX, PADDING_SHARE_MAX, RECORD_BYTES_MAX};
 use crate::queues::dispatch_record;
 use crate::shard::Shared;
@@ -100,7 +101,7 @@ fn nothing_unplanned(shared: &Shared) -> bool {
 /// One flush: plan under a short borrow, write and sync without holding any borrow. Returns
 /// at once when another lane took the work first.
 pub(crate) async fn flush_once(shared: &Shared) {
-    let Some((plan, low)) = plan(shared) else {
+    let Some((plan, low, size)) = plan(shared) else {
         return;
     };
     let target = plan.target;
@@ -110,7 +111,7 @@ pub(crate) async fn flush_once(shared: &Shared) {
         .zero_done
         .until(|| !meets_zero_write(shared, low, align_up(target)))
         .await;
-    match write_plan(plan, shared).await {
+    match write_plan(plan, size, shared).await {
         // After a failure (of the other lane's flush) nothing more becomes durable.
         Ok(()) if shared.failure.borrow().is_some() => {}
         Ok(()) => complete(shared, target),
@@ -118,9 +119,16 @@ pub(crate) async fn flush_once(shared: &Shared) {
     }
 }
 
+/// A group commit's size: records and log bytes it makes durable.
+#[derive(Clone, Copy)]
+struct CommitSize {
+    records: u64,
+    bytes: u64,
+}
+
 /// Pads the log if a second flush may follow this one, plans the flush and records it in
-/// flight; returns it and the first position it writes.
-fn plan(shared: &Shared) -> Option<(FlushPlan, u64)> {
+/// flight; returns it, the first position it writes and its size.
+fn plan(shared: &Shared) -> Option<(FlushPlan, u64, CommitSize)> {
     let mut log = shared.log.borrow_mut();
     let mut flights = shared.flights.borrow_mut();
     let start = flights.next_start(log.write)?;
@@ -136,7 +144,34 @@ fn plan(shared: &Shared) -> Option<(FlushPlan, u64)> {
     }
     shared.stats.set(stats);
     flights.begin(plan.target);
-    Some((plan, align_down(start)))
+    let size = commit_size(
+        shared,
+        start,
+        plan.target,
+        log.write,
+        stats.appended_records,
+    );
+    Some((plan, align_down(start), size))
+}
+
+/// The size of a flush of `[start, target)` while the log is written to `write` and
+/// `appended` records were appended since open: the records not yet given to a flush, or
+/// their share by bytes when the flush stops short of `write` (the rest go to the next).
+fn commit_size(shared: &Shared, start: u64, target: u64, write: u64, appended: u64) -> CommitSize {
+    let pending = appended.saturating_sub(shared.planned_records.get());
+    let records = if target >= write || write <= start {
+        pending
+    } else {
+        let share = u128::from(pending) * u128::from(target - start) / u128::from(write - start);
+        u64::try_from(share).unwrap_or(pending).min(pending)
+    };
+    shared
+        .planned_records
+        .set(shared.planned_records.get() + records);
+    CommitSize {
+        records,
+        bytes: target.saturating_sub(start),
+    }
 }
 
 /// Folds a completed flush into `durable`, dispatches, wakes the covered appends and the
@@ -164,21 +199,59 @@ fn complete(shared: &Shared, target: u64) {
     shared.flush_wanted.wake_all();
 }
 
-async fn write_plan(plan: FlushPlan, shared: &Shared) -> Result<(), comet_rt::io::IoError> {
+async fn write_plan(
+    plan: FlushPlan,
+    size: CommitSize,
+    shared: &Shared,
+) -> Result<(), comet_rt::io::IoError> {
     let mut files = Vec::with_capacity(plan.writes.len());
     let mut written = 0u64;
+    // One sync latency per file, as `fdatasyncs` counts them: an O_DSYNC write is its sync.
+    let mut sync_latencies_us = [0u64; 4];
+    let mut syncs = 0usize;
+    let mut note_sync = |started: std::time::Instant| {
+        if let Some(slot) = sync_latencies_us.get_mut(syncs) {
+            *slot = elapsed_us(started);
+        }
+        syncs += 1;
+    };
     for write in plan.writes {
         written += write.buffer.len() as u64;
+        let started = comet_rt::clock::monotonic_now();
         write
             .file
             .write_at(write.buffer, write.file_position)
             .await?;
+        if write.file.writes_are_durable() {
+            note_sync(started);
+        }
         files.push(write.file);
     }
     // Segments are opened O_DSYNC (one round trip per flush instead of two: 1.6× the
     // durable appends per second with one appender); any other file gets an fdatasync.
     for file in files.iter().filter(|file| !file.writes_are_durable()) {
+        let started = comet_rt::clock::monotonic_now();
         file.fdatasync().await?;
+        note_sync(started);
+    }
+    {
+        let mut histograms = shared.histograms.borrow_mut();
+        histograms
+            .commit_records
+            .observe(&COMMIT_RECORDS_BOUNDS, size.records);
+        histograms
+            .commit_bytes
+            .observe(&COMMIT_BYTES_BOUNDS, size.bytes);
+        // A flush writes a segment or two; more (never seen) are counted at the first ones'
+        // mean so the count still matches `fdatasyncs`.
+        let measured = syncs.min(sync_latencies_us.len());
+        let mean = sync_latencies_us[..measured].iter().sum::<u64>() / measured.max(1) as u64;
+        for index in 0..files.len() {
+            let latency = sync_latencies_us.get(index).filter(|_| index < measured);
+            histograms
+                .sync_latency_us
+                .observe(&SYNC_LATENCY_BOUNDS_US, latency.copied().unwrap_or(mean));
+        }
     }
     let mut stats = shared.stats.get();
     stats.flushes += 1;
@@ -187,6 +260,11 @@ async fn write_plan(plan: FlushPlan, shared: &Shared) -> Result<(), comet_rt::io
     shared.stats.set(stats);
     shared.last_flush_bytes.set(written);
     Ok(())
+}
+
+fn elapsed_us(started: std::time::Instant) -> u64 {
+    let elapsed = comet_rt::clock::monotonic_now().saturating_duration_since(started);
+    u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Stops all writes: records the failure and fails every waiting append.

@@ -63,6 +63,8 @@
 //! - `error`: [`StoreError`].
 //! - `offset`: [`LogId`], [`PhysicalOffset`], [`QueueOffset`] and file names.
 //! - `limits`: sizes and counts the store is built around.
+//! - `histogram`: [`Histogram`], the fixed-bucket histograms the store records into, and
+//!   [`RecoveryFigures`].
 //!
 //! ```no_run
 //! use comet_store::{LogId, Store, StoreConfig};
@@ -86,6 +88,7 @@ pub(crate) mod cq_files;
 pub mod error;
 pub(crate) mod flights;
 pub(crate) mod flush;
+pub mod histogram;
 pub mod index;
 pub(crate) mod index_entry;
 pub mod limits;
@@ -107,6 +110,7 @@ pub(crate) mod warm;
 
 pub use config::{FlushPolicy, OwnsQueue, StoreConfig};
 pub use error::{ReplicaFault, StoreError, TruncateFault};
+pub use histogram::{Histogram, RecoveryFigures, StoreHistograms};
 pub use offset::{LogId, PhysicalOffset, QueueOffset};
 pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};
 pub use replica::LogChunk;

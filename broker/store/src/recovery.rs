@@ -32,6 +32,7 @@ use crate::commit_log::{
 use crate::config::StoreConfig;
 use crate::consume_queue::{ConsumeQueue, Promise};
 use crate::error::{setup_error, StoreError, TruncateFault};
+use crate::histogram::RecoveryFigures;
 use crate::index::KeyIndex;
 use crate::limits::{
     CQ_RECOVERY_FLUSH_ENTRIES, FLUSHES_IN_FLIGHT_MAX, FLUSH_BYTES_MAX, PAGE_BYTES,
@@ -73,6 +74,8 @@ struct Recovered {
     checkpoint: CheckpointFile,
     end: u64,
     crashed: bool,
+    /// Log bytes the scan read and checked.
+    scanned_bytes: u64,
 }
 
 /// Creates the store's directories.
@@ -116,6 +119,11 @@ pub(crate) async fn recover_locked(
         queues: recovered.queues,
         index: recovered.index,
         checkpoint: recovered.checkpoint,
+        recovery: RecoveryFigures {
+            duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            scanned_bytes: recovered.scanned_bytes,
+            crashed: recovered.crashed,
+        },
     };
     Ok((state, lock_file))
 }
@@ -239,6 +247,7 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         checkpoint,
         end,
         crashed,
+        scanned_bytes: end.saturating_sub(scan_start),
     })
 }
 

@@ -14,6 +14,7 @@ use crate::config::StoreConfig;
 use crate::cq_cache::CqCache;
 use crate::cq_files::CqFiles;
 use crate::flights::Flights;
+use crate::histogram::{RecoveryFigures, StoreHistograms};
 use crate::index::KeyIndex;
 use crate::queues::Queues;
 
@@ -113,6 +114,12 @@ pub(crate) struct Shared {
     /// the master's at another position).
     pub(crate) replica: Cell<bool>,
     pub(crate) stats: Cell<StoreStats>,
+    /// Group-commit sizes and sync latencies (see `histogram`).
+    pub(crate) histograms: RefCell<StoreHistograms>,
+    /// Records appended that a flush plan has counted in its size (see `flush`).
+    pub(crate) planned_records: Cell<u64>,
+    /// What the open's recovery did.
+    pub(crate) recovery: RecoveryFigures,
     pub(crate) tasks: RefCell<Vec<LocalTask<()>>>,
     pub(crate) lock_file: RefCell<Option<std::fs::File>>,
 }
@@ -123,6 +130,8 @@ pub(crate) struct RecoveredState {
     pub(crate) queues: Queues,
     pub(crate) index: KeyIndex,
     pub(crate) checkpoint: CheckpointFile,
+    /// Log bytes the recovery scan read, and whether the last run crashed.
+    pub(crate) recovery: RecoveryFigures,
 }
 
 impl Shared {
@@ -174,6 +183,9 @@ impl Shared {
             last_store_timestamp_ms: Cell::new(0),
             confirmed: Cell::new(confirmed),
             stats: Cell::new(StoreStats::default()),
+            histograms: RefCell::new(StoreHistograms::default()),
+            planned_records: Cell::new(0),
+            recovery: recovered.recovery,
             tasks: RefCell::new(Vec::new()),
             lock_file: RefCell::new(Some(lock)),
         }

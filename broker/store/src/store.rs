@@ -344,6 +344,16 @@ impl Store {
         self.shared.stats.get()
     }
 
+    /// Group-commit sizes and sync latencies since open.
+    pub fn histograms(&self) -> crate::histogram::StoreHistograms {
+        self.shared.histograms.borrow().clone()
+    }
+
+    /// What the open's recovery did.
+    pub fn recovery(&self) -> crate::histogram::RecoveryFigures {
+        self.shared.recovery
+    }
+
     /// Appends encoded records (each as produced by `comet_proto::message::encode_record`,
     /// offsets and store time left zero) for any queues. Each record gets the next offset of
     /// its queue; a batch of records for one queue gets consecutive offsets and one durability

@@ -43,6 +43,7 @@ const LAYERS: &[&str] = &[
     "error",
     "offset",
     "limits",
+    "histogram",
 ];
 
 /// Module name to the modules it uses, from `src/*.rs`: the first segment of every `crate::`
