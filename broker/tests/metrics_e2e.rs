@@ -11,9 +11,11 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
-use comet_proto::message::decode_records;
+use comet_proto::body::{ConsumeType, ConsumerData, HeartbeatData, JsonBody, SubscriptionData};
+use comet_proto::headers::ConsumerSendMsgBackRequestHeader;
+use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
-use comet_proto::ResponseCode;
+use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use comet_test_support::{free_port, wait_for, wait_for_port, LOOPBACK};
 use common::{create_topic, pull_request, send_request, send_request_with, Broker, TempDir};
 
@@ -430,4 +432,184 @@ fn replication_lag_is_reported_per_log_and_slave() {
         (0..SHARDS).all(|log| caught_up(&samples, log))
     });
     assert!(reported, "{}", scrape_text(addr));
+}
+
+/// A HEART_BEAT of `group` (push consumer) subscribing `topic` with `*`.
+fn consumer_heartbeat(group: &str, topic: &str) -> RemotingCommand {
+    let data = HeartbeatData {
+        client_id: "127.0.0.1@metrics".into(),
+        consumer_data_set: vec![ConsumerData {
+            group_name: group.into(),
+            consume_type: ConsumeType::CONSUME_PASSIVELY,
+            subscription_data_set: vec![SubscriptionData {
+                topic: topic.into(),
+                sub_string: "*".into(),
+                ..SubscriptionData::default()
+            }],
+            ..ConsumerData::default()
+        }],
+        ..HeartbeatData::default()
+    };
+    RemotingCommand::request(RequestCode::HEART_BEAT, 0).with_body(data.encode())
+}
+
+/// CONSUMER_SEND_MSG_BACK of `message` for `group` with `maxReconsumeTimes` 0: the message
+/// has been consumed 0 times, which already is the limit, so it goes to the DLQ.
+fn send_back_to_dlq(client: &mut common::Client, message: &MessageExt, group: &str) {
+    let header = ConsumerSendMsgBackRequestHeader {
+        offset: message.commit_log_offset,
+        group: group.into(),
+        delay_level: 0,
+        origin_msg_id: None,
+        origin_topic: Some(message.topic.clone()),
+        unit_mode: Some(false),
+        max_reconsume_times: Some(0),
+        broker_name: None,
+    };
+    client.call_ok(
+        RemotingCommand::request(RequestCode::CONSUMER_SEND_MSG_BACK, 0).with_header(&header),
+    );
+}
+
+// Proves the consumer figures are Apache's after known traffic over two shards: 5 messages
+// in each of 4 queues; the online group committed 2, 5 and 0 on queues 0-2 and nothing on 3
+// (which Apache counts as caught up), so its lag is 3 + 0 + 5 = 8; it pulled 3 from queue 2
+// without committing, so 3 are in flight and 3 + 0 + 2 + 0 = 5 are ready; the latencies are
+// measured from stored messages. One message sent back past its limit counts one DLQ send.
+#[test]
+fn consumer_lag_in_flight_and_dlq_are_exact() {
+    const LAG_TOPIC: &str = "MetricsLagTopic";
+    const LAG_GROUP: &str = "MetricsLagGroup";
+    let (_directory, broker, addr) = start_with_metrics("e2e-metrics-lag", 2);
+    let mut client = broker.client();
+    create_topic(&mut client, LAG_TOPIC, 4);
+    for queue_id in 0..4 {
+        for _ in 0..5 {
+            let response = client.call(send_request(LAG_TOPIC, queue_id, b"lag", None, None));
+            assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+        }
+    }
+    client.call_ok(consumer_heartbeat(LAG_GROUP, LAG_TOPIC));
+    common::commit_offset(&mut client, LAG_GROUP, LAG_TOPIC, 0, 2);
+    common::commit_offset(&mut client, LAG_GROUP, LAG_TOPIC, 1, 5);
+    common::commit_offset(&mut client, LAG_GROUP, LAG_TOPIC, 2, 0);
+    let pulled = client.call(pull_request(LAG_GROUP, LAG_TOPIC, 2, 0, 3, 0));
+    assert_eq!(pulled.response_code(), ResponseCode::SUCCESS);
+    let messages = decode_records(pulled.body.clone());
+    assert_eq!(messages.len(), 3);
+    send_back_to_dlq(&mut client, &messages[0], LAG_GROUP);
+
+    let series = [
+        ("consumer_group", LAG_GROUP),
+        ("topic", LAG_TOPIC),
+        ("is_retry", "false"),
+        ("is_system", "false"),
+    ];
+    let samples = scrape(addr);
+    let text = scrape_text(addr);
+    assert_eq!(
+        value(&samples, "rocketmq_consumer_lag_messages", &series),
+        8.0,
+        "{text}"
+    );
+    assert_eq!(
+        value(&samples, "rocketmq_consumer_inflight_messages", &series),
+        3.0
+    );
+    assert_eq!(
+        value(&samples, "rocketmq_consumer_ready_messages", &series),
+        5.0
+    );
+    for latency in [
+        "rocketmq_consumer_lag_latency",
+        "rocketmq_consumer_queueing_latency",
+    ] {
+        let millis = value(&samples, latency, &series);
+        assert!((0.0..60_000.0).contains(&millis), "{latency} {millis}");
+        assert_eq!(samples[latency].len(), 1, "{latency}: one series");
+    }
+    assert_eq!(
+        value(&samples, "comet_consumer_lag_skipped_series", &[]),
+        0.0
+    );
+    let dlq = [
+        ("consumer_group", LAG_GROUP),
+        ("topic", LAG_TOPIC),
+        ("is_system", "false"),
+    ];
+    assert_eq!(
+        value(&samples, "rocketmq_send_to_dlq_messages_total", &dlq),
+        1.0
+    );
+
+    // Consuming the rest drops the lag to zero.
+    for queue_id in 0..4 {
+        common::commit_offset(&mut client, LAG_GROUP, LAG_TOPIC, queue_id, 5);
+    }
+    let samples = scrape(addr);
+    assert_eq!(
+        value(&samples, "rocketmq_consumer_lag_messages", &series),
+        0.0
+    );
+    assert_eq!(
+        value(&samples, "rocketmq_consumer_lag_latency", &series),
+        0.0
+    );
+}
+
+// Proves the store histograms agree with the store counters: per log, the group-commit
+// histograms count one observation per group commit and the sync latency histogram one per
+// sync, and once everything is durable the records per group commit add up to every record
+// appended; every log reports its recovery.
+#[test]
+fn store_histograms_match_the_counters() {
+    let (_directory, broker, addr) = start_with_metrics("e2e-metrics-histograms", 2);
+    let mut client = broker.client();
+    create_topic(&mut client, TOPIC, 4);
+    for index in 0..40 {
+        let response = client.call(send_request(TOPIC, index % 4, &[b'h'; 500], None, None));
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+    let storage = [("storage_type", "local"), ("storage_medium", "disk")];
+    // The stores publish once a second: wait for a publication with everything durable.
+    let samples = wait_for("every record flushed", Duration::from_secs(10), || {
+        let samples = scrape(addr);
+        let records = value(&samples, "comet_store_appended_records_total", &[]);
+        let behind = value(&samples, "rocketmq_storage_flush_behind_bytes", &storage);
+        let committed = value(&samples, "comet_store_group_commit_records_sum", &[]);
+        (records == 40.0 && behind == 0.0 && committed == records).then_some(samples)
+    });
+    for shard in ["0", "1"] {
+        let log = [("shard", shard), ("log", shard)];
+        let commits = value(&samples, "comet_store_group_commits_total", &log);
+        let syncs = value(&samples, "comet_store_fdatasyncs_total", &log);
+        assert!(commits >= 1.0, "shard {shard}: {commits}");
+        for name in [
+            "comet_store_group_commit_records_count",
+            "comet_store_group_commit_bytes_count",
+        ] {
+            assert_eq!(value(&samples, name, &log), commits, "{name} of {shard}");
+        }
+        assert_eq!(
+            value(
+                &samples,
+                "comet_store_sync_latency_microseconds_count",
+                &log
+            ),
+            syncs
+        );
+        let mut all = log.to_vec();
+        all.push(("le", "+Inf"));
+        assert_eq!(
+            value(&samples, "comet_store_group_commit_records_bucket", &all),
+            commits
+        );
+        assert!(samples["comet_store_recovery_duration_milliseconds"]
+            .iter()
+            .any(|sample| sample.labels.get("log").map(String::as_str) == Some(shard)));
+    }
+    let mesh = samples
+        .get("comet_mesh_calls_pending")
+        .expect("mesh calls pending");
+    assert_eq!(mesh.len(), 2, "one series per ordered pair of shards");
 }
