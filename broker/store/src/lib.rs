@@ -62,9 +62,9 @@
 //! - `queue_table`: each queue's min and max as its files held them at the checkpoint.
 //! - `error`: [`StoreError`].
 //! - `offset`: [`LogId`], [`PhysicalOffset`], [`QueueOffset`] and file names.
-//! - `limits`: sizes and counts the store is built around.
 //! - `histogram`: [`Histogram`], the fixed-bucket histograms the store records into, and
 //!   [`RecoveryFigures`].
+//! - `limits`: sizes and counts the store is built around.
 //!
 //! ```no_run
 //! use comet_store::{LogId, Store, StoreConfig};

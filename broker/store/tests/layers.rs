@@ -42,8 +42,8 @@ const LAYERS: &[&str] = &[
     "queue_table",
     "error",
     "offset",
-    "limits",
     "histogram",
+    "limits",
 ];
 
 /// Module name to the modules it uses, from `src/*.rs`: the first segment of every `crate::`
