@@ -65,6 +65,8 @@ fn counting(c: &mut Criterion) {
                     node_id: "broker-a".to_owned(),
                 },
                 shards: metrics.shards(),
+                consumers: comet_broker::metrics::consumer::ConsumerFigures::default(),
+                wall_clock_ms: 0,
                 broker: BrokerFigures::default(),
             };
             black_box(encode::encode(snapshot).map(|text| text.len()))
