@@ -20,7 +20,9 @@ pub struct OffsetTable {
     /// The next offset of each group's last pull of a queue (Java's `pullOffsetTable`): what
     /// was pulled and not yet committed is in flight (`crate::metrics::consumer`). In
     /// memory only, and recorded only with metrics on.
-    pulls: HashMap<(String, String), BTreeMap<i32, i64>>,
+    /// Topic, then group, then queue id: looked up by `&str` without allocating on the pull
+    /// path.
+    pulls: HashMap<String, HashMap<String, BTreeMap<i32, i64>>>,
     changed: bool,
 }
 
@@ -74,20 +76,23 @@ impl OffsetTable {
 
     /// Records where a group's pull of a queue left off (its answer's next begin offset).
     pub fn record_pull(&mut self, group: &str, topic: &str, queue_id: i32, next_offset: i64) {
-        if let Some(queues) = self.pulls.get_mut(&(topic.to_owned(), group.to_owned())) {
-            queues.insert(queue_id, next_offset);
-            return;
-        }
-        self.pulls
-            .entry((topic.to_owned(), group.to_owned()))
-            .or_default()
-            .insert(queue_id, next_offset);
+        let groups = match self.pulls.get_mut(topic) {
+            Some(groups) => groups,
+            None => self.pulls.entry(topic.to_owned()).or_default(),
+        };
+        let queues = match groups.get_mut(group) {
+            Some(queues) => queues,
+            None => groups.entry(group.to_owned()).or_default(),
+        };
+        // Replacing the value of a queue already in the map allocates nothing.
+        queues.insert(queue_id, next_offset);
     }
 
     /// Where the group's last pull of the queue left off, if it pulled since start-up.
     pub fn query_pull(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
         self.pulls
-            .get(&(topic.to_owned(), group.to_owned()))
+            .get(topic)
+            .and_then(|groups| groups.get(group))
             .and_then(|queues| queues.get(&queue_id).copied())
     }
 
@@ -149,7 +154,9 @@ impl OffsetTable {
     pub fn remove_group(&mut self, group: &str) {
         let before = self.offsets.len();
         self.offsets.retain(|(_, owner), _| owner != group);
-        self.pulls.retain(|(_, owner), _| owner != group);
+        for groups in self.pulls.values_mut() {
+            groups.remove(group);
+        }
         self.changed |= self.offsets.len() != before;
     }
 
@@ -158,8 +165,7 @@ impl OffsetTable {
         let before = self.offsets.len();
         self.offsets
             .retain(|(owner_topic, _), _| owner_topic != topic);
-        self.pulls
-            .retain(|(owner_topic, _), _| owner_topic != topic);
+        self.pulls.remove(topic);
         self.changed |= self.offsets.len() != before;
     }
 
@@ -206,6 +212,29 @@ impl OffsetTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Proves pull offsets are kept per group, topic and queue (the last pull wins), are not
+    // persisted nor a change to persist, and go with their group or topic.
+    #[test]
+    fn pull_offsets_are_per_queue_and_in_memory() {
+        let mut table = OffsetTable::new();
+        table.record_pull("g", "t", 0, 3);
+        table.record_pull("g", "t", 0, 7);
+        table.record_pull("g", "t", 1, 2);
+        table.record_pull("h", "t", 0, 1);
+        table.record_pull("g", "u", 0, 4);
+        assert_eq!(table.query_pull("g", "t", 0), Some(7));
+        assert_eq!(table.query_pull("g", "t", 1), Some(2));
+        assert_eq!(table.query_pull("g", "t", 2), None);
+        assert_eq!(table.query_pull("g", "t", 0), Some(7));
+        assert!(!table.is_changed(), "pull offsets are not persisted");
+        assert!(table.snapshot().offset_table.is_empty());
+        table.remove_group("g");
+        assert_eq!(table.query_pull("g", "t", 1), None);
+        assert_eq!(table.query_pull("h", "t", 0), Some(1));
+        table.remove_topic("t");
+        assert_eq!(table.query_pull("h", "t", 0), None);
+    }
 
     // Proves a clone copies the source's queues of one topic only, replaces the target's
     // entry (queues the source lacks are dropped), marks the table changed only when
