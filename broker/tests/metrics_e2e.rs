@@ -532,6 +532,10 @@ fn consumer_lag_in_flight_and_dlq_are_exact() {
         value(&samples, "comet_consumer_lag_skipped_series", &[]),
         0.0
     );
+    let storage = [("storage_type", "local"), ("storage_medium", "disk")];
+    let reserve_ms = value(&samples, "rocketmq_storage_message_reserve_time", &storage);
+    assert!((0.0..60_000.0).contains(&reserve_ms), "{reserve_ms}");
+    assert_eq!(samples["rocketmq_storage_message_reserve_time"].len(), 1);
     let dlq = [
         ("consumer_group", LAG_GROUP),
         ("topic", LAG_TOPIC),

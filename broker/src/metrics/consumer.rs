@@ -30,6 +30,7 @@
 use std::collections::BTreeMap;
 
 use comet_proto::body::ConsumeType;
+use comet_proto::message::RecordView;
 use comet_proto::names::is_retry_topic;
 use comet_store::QueueOffset;
 
@@ -99,6 +100,9 @@ pub struct ShardConsumerFigures {
     pub series: BTreeMap<LagKey, LagFigures>,
     /// Series this shard skipped (over the bound): they are left out of the scrape.
     pub skipped: Vec<LagKey>,
+    /// Store time (wall clock, ms) of the oldest record this shard's logs hold, read at the
+    /// same time (for `rocketmq_storage_message_reserve_time`).
+    pub earliest_store_time_ms: Option<i64>,
 }
 
 /// Every shard's figures summed.
@@ -108,6 +112,8 @@ pub struct ConsumerFigures {
     pub series: BTreeMap<LagKey, LagFigures>,
     /// Series left out because a shard skipped them.
     pub skipped_series: u64,
+    /// Store time of the oldest record the broker holds (wall clock, ms).
+    pub earliest_store_time_ms: Option<i64>,
 }
 
 /// Sums the shards' figures; a series any shard skipped is left out.
@@ -127,7 +133,38 @@ pub fn merge(shards: &[ShardConsumerFigures]) -> ConsumerFigures {
     ConsumerFigures {
         series,
         skipped_series: skipped.len() as u64,
+        earliest_store_time_ms: shards
+            .iter()
+            .filter_map(|shard| shard.earliest_store_time_ms)
+            .min(),
     }
+}
+
+/// Store time of the oldest record the logs of this shard hold (one record read per log;
+/// Java's `getEarliestMessageTime`); `None` when they hold none.
+pub async fn earliest_store_time(broker: &ShardBroker) -> Option<i64> {
+    let logs = std::iter::once(broker.own_log()).chain(broker.hosted_logs().iter().cloned());
+    let mut earliest: Option<i64> = None;
+    for log in logs {
+        if log.store.written_position() <= log.store.min_position() {
+            continue;
+        }
+        let first = log.store.min_physical_offset();
+        let time = match log.store.read_record(first).await {
+            Ok(Some(record)) => RecordView::parse(&record)
+                .ok()
+                .map(|view| view.store_timestamp()),
+            Ok(None) => None,
+            Err(error) => {
+                log::debug!("metrics: the oldest record at {first:?}: {error}");
+                None
+            }
+        };
+        if let Some(time) = time.filter(|time| *time > 0) {
+            earliest = Some(earliest.map_or(time, |known| known.min(time)));
+        }
+    }
+    earliest
 }
 
 /// A group with consumers online: its name, whether it pops, and the topics it subscribes.
@@ -184,7 +221,10 @@ struct Budget {
 
 /// This shard's figures for the queues it owns (see the module docs).
 pub async fn compute(broker: &ShardBroker) -> ShardConsumerFigures {
-    let mut figures = ShardConsumerFigures::default();
+    let mut figures = ShardConsumerFigures {
+        earliest_store_time_ms: earliest_store_time(broker).await,
+        ..ShardConsumerFigures::default()
+    };
     let mut budget = Budget {
         queues: QUEUES_PER_SCRAPE_MAX,
         store_time_reads: STORE_TIME_READS_PER_SCRAPE_MAX,
@@ -321,6 +361,7 @@ mod tests {
         assert_eq!(a.ready_messages, 7);
         assert_eq!(a.earliest_unconsumed_ms, Some(100));
         assert_eq!(merged.series[&key("B")].earliest_unconsumed_ms, None);
+        assert_eq!(merged.earliest_store_time_ms, Some(50));
     }
 
     // Proves a pop group's figures (no lag, no in-flight) stay absent when merged with
@@ -334,11 +375,11 @@ mod tests {
         let shards = [
             ShardConsumerFigures {
                 series: [(key("P"), pop.clone())].into(),
-                skipped: Vec::new(),
+                ..ShardConsumerFigures::default()
             },
             ShardConsumerFigures {
                 series: [(key("P"), pop)].into(),
-                skipped: Vec::new(),
+                ..ShardConsumerFigures::default()
             },
         ];
         let merged = merge(&shards);

@@ -375,6 +375,21 @@ impl Snapshot {
             "Broker dispatch behind bytes",
             MetricType::Gauge,
             |emit| emit(storage(), gauge(dispatch_behind)),
+        )?;
+        let earliest = self.consumers.earliest_store_time_ms;
+        let now_ms = self.wall_clock_ms;
+        writer.family(
+            "rocketmq_storage_message_reserve_time",
+            "Broker message reserve time (milliseconds since the oldest record held was stored)",
+            MetricType::Gauge,
+            // Java reports nothing while no record is held.
+            |emit| match earliest {
+                Some(earliest) => emit(
+                    storage(),
+                    Value::Gauge(now_ms.saturating_sub(earliest).max(0)),
+                ),
+                None => Ok(()),
+            },
         )
     }
 
