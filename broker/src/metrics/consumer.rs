@@ -343,6 +343,7 @@ mod tests {
             ]
             .into(),
             skipped: vec![key("C")],
+            earliest_store_time_ms: Some(50),
         };
         let shard1 = ShardConsumerFigures {
             series: [
@@ -351,6 +352,7 @@ mod tests {
             ]
             .into(),
             skipped: vec![key("C")],
+            earliest_store_time_ms: None,
         };
         let merged = merge(&[shard0, shard1]);
         assert_eq!(merged.skipped_series, 1);
