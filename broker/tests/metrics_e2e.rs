@@ -4,6 +4,7 @@
 //! Comet cannot do.
 
 mod common;
+mod sched_common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
@@ -616,4 +617,62 @@ fn store_histograms_match_the_counters() {
         .get("comet_mesh_calls_pending")
         .expect("mesh calls pending");
     assert_eq!(mesh.len(), 2, "one series per ordered pair of shards");
+}
+
+// Proves transaction decisions are counted under the half's real topic: one commit and one
+// rollback (two-way END_TRANSACTION, answered before the scrape) give one of each, and the
+// commit's finish latency is in seconds from the half's birth (the test sends are born in
+// 2023, past the last bucket of 24 h).
+#[test]
+fn transaction_decisions_are_counted() {
+    use sched_common::transaction::{end_transaction_request, Half, COMMIT, PREPARED};
+    const TX_TOPIC: &str = "MetricsTxTopic";
+    const TX_GROUP: &str = "metrics_tx_pg";
+    const ROLLBACK: i32 = 12;
+    let (_directory, broker, addr) = start_with_metrics("e2e-metrics-tx", 2);
+    let mut client = broker.client();
+    create_topic(&mut client, TX_TOPIC, 4);
+    let mut halves = Vec::new();
+    for body in ["commit me", "roll me back"] {
+        let mut properties = Properties::new();
+        properties.insert(names::TRAN_MSG, "true");
+        properties.insert(names::PGROUP, TX_GROUP);
+        let send = sched_common::send_with(
+            TX_TOPIC,
+            0,
+            body.as_bytes(),
+            &properties,
+            PREPARED,
+            TX_GROUP,
+        );
+        halves.push(Half::from_send(&client.call_ok(send)));
+    }
+    for (half, decision) in halves.iter().zip([COMMIT, ROLLBACK]) {
+        let end = end_transaction_request(TX_TOPIC, TX_GROUP, half, decision, false);
+        assert_eq!(client.call(end).response_code(), ResponseCode::SUCCESS);
+    }
+    let samples = scrape(addr);
+    let topic = [("topic", TX_TOPIC)];
+    assert_eq!(
+        value(&samples, "rocketmq_commit_messages_total", &topic),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "rocketmq_rollback_messages_total", &topic),
+        1.0
+    );
+    assert_eq!(
+        value(&samples, "rocketmq_finish_message_latency_count", &topic),
+        1.0
+    );
+    let mut within_a_day = topic.to_vec();
+    within_a_day.push(("le", "86400"));
+    assert_eq!(
+        value(
+            &samples,
+            "rocketmq_finish_message_latency_bucket",
+            &within_a_day
+        ),
+        0.0
+    );
 }
