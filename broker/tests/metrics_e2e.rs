@@ -620,9 +620,10 @@ fn store_histograms_match_the_counters() {
 }
 
 // Proves transaction decisions are counted under the half's real topic: one commit and one
-// rollback (two-way END_TRANSACTION, answered before the scrape) give one of each, and the
+// rollback (two-way END_TRANSACTION, answered before the scrape) give one of each, the
 // commit's finish latency is in seconds from the half's birth (the test sends are born in
-// 2023, past the last bucket of 24 h).
+// 2023, past the last bucket of 24 h), and the third half, still undecided, is the one half
+// message reported.
 #[test]
 fn transaction_decisions_are_counted() {
     use sched_common::transaction::{end_transaction_request, Half, COMMIT, PREPARED};
@@ -633,7 +634,7 @@ fn transaction_decisions_are_counted() {
     let mut client = broker.client();
     create_topic(&mut client, TX_TOPIC, 4);
     let mut halves = Vec::new();
-    for body in ["commit me", "roll me back"] {
+    for body in ["commit me", "roll me back", "wait"] {
         let mut properties = Properties::new();
         properties.insert(names::TRAN_MSG, "true");
         properties.insert(names::PGROUP, TX_GROUP);

@@ -103,6 +103,8 @@ pub struct ShardConsumerFigures {
     /// Store time (wall clock, ms) of the oldest record this shard's logs hold, read at the
     /// same time (for `rocketmq_storage_message_reserve_time`).
     pub earliest_store_time_ms: Option<i64>,
+    /// Halves without a decision by real topic, read at the same time (`super::half`).
+    pub half_messages: Option<BTreeMap<String, u64>>,
 }
 
 /// Every shard's figures summed.
@@ -114,6 +116,8 @@ pub struct ConsumerFigures {
     pub skipped_series: u64,
     /// Store time of the oldest record the broker holds (wall clock, ms).
     pub earliest_store_time_ms: Option<i64>,
+    /// Halves without a decision by real topic; `None` when a shard was over its bound.
+    pub half_messages: Option<BTreeMap<String, u64>>,
 }
 
 /// Sums the shards' figures; a series any shard skipped is left out.
@@ -137,6 +141,12 @@ pub fn merge(shards: &[ShardConsumerFigures]) -> ConsumerFigures {
             .iter()
             .filter_map(|shard| shard.earliest_store_time_ms)
             .min(),
+        half_messages: super::half::merge(
+            &shards
+                .iter()
+                .map(|shard| shard.half_messages.clone())
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 
@@ -223,6 +233,7 @@ struct Budget {
 pub async fn compute(broker: &ShardBroker) -> ShardConsumerFigures {
     let mut figures = ShardConsumerFigures {
         earliest_store_time_ms: earliest_store_time(broker).await,
+        half_messages: super::half::pending_halves(broker).await,
         ..ShardConsumerFigures::default()
     };
     let mut budget = Budget {
@@ -344,6 +355,7 @@ mod tests {
             .into(),
             skipped: vec![key("C")],
             earliest_store_time_ms: Some(50),
+            half_messages: None,
         };
         let shard1 = ShardConsumerFigures {
             series: [
@@ -353,6 +365,7 @@ mod tests {
             .into(),
             skipped: vec![key("C")],
             earliest_store_time_ms: None,
+            half_messages: None,
         };
         let merged = merge(&[shard0, shard1]);
         assert_eq!(merged.skipped_series, 1);

@@ -506,6 +506,17 @@ impl Snapshot {
                 Ok(())
             },
         )?;
+        writer.family(
+            "rocketmq_half_messages",
+            "Half messages of all topics",
+            MetricType::Gauge,
+            |emit| {
+                for (name, count) in self.consumers.half_messages.iter().flatten() {
+                    emit(vec![("topic", name.clone())], gauge(*count))?;
+                }
+                Ok(())
+            },
+        )?;
         let transactions = self.transactions();
         let topic = |topic: &str| vec![("topic", topic.to_owned())];
         writer.family(

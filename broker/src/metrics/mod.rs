@@ -18,6 +18,7 @@
 
 pub mod consumer;
 pub mod encode;
+pub mod half;
 pub mod http;
 
 use std::collections::HashMap;
