@@ -4,7 +4,9 @@
 //! figures only a shard itself can read (its stores, its slaves' progress).
 //!
 //! A scrape reads the shared tables and statistics and every shard's slot of
-//! `crate::metrics` from shard 0; no request crosses the mesh. Connections are bounded in
+//! `crate::metrics` from shard 0, after asking each shard once across the mesh to compute
+//! the figures of the queues it owns (`crate::metrics::consumer`); no client request pays
+//! for it. Connections are bounded in
 //! number, in request size and in time: a client that sends garbage gets 400, one that sends
 //! nothing for [`REQUEST_TIMEOUT`] is dropped.
 

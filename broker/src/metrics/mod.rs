@@ -9,8 +9,11 @@
 //! metrics off nothing is counted and no clock is read. Figures the broker keeps anyway
 //! (messages delivered per topic and group, traffic across shards, the stores' statistics,
 //! the tables) are read at scrape time, not counted twice; the per-shard ones a scrape cannot
-//! reach from another core (the store, replication) are published by each shard once a
-//! second ([`Metrics::publish`]).
+//! reach from another core (the store, replication, the mesh) are published by each shard
+//! once a second ([`Metrics::publish`]). Figures computed from the queues a shard owns
+//! (consumer lag and in-flight messages, pending halves, the logs' oldest record) are
+//! computed by that shard when a scrape asks it, one mesh call per shard per scrape
+//! ([`consumer`], [`half`], [`Metrics::publish_consumers`]).
 //!
 //! **Serving.** `encode` writes a [`Snapshot`] in the Prometheus text format with the
 //! `prometheus-client` crate; `http` reads the scrape requests; the endpoint itself, on
