@@ -6,9 +6,8 @@
 //! A scrape reads the shared tables and statistics and every shard's slot of
 //! `crate::metrics` from shard 0, after asking each shard once across the mesh to compute
 //! the figures of the queues it owns (`crate::metrics::consumer`); no client request pays
-//! for it. Connections are bounded in
-//! number, in request size and in time: a client that sends garbage gets 400, one that sends
-//! nothing for [`REQUEST_TIMEOUT`] is dropped.
+//! for it. Connections are bounded in number, in request size and in time: a client that
+//! sends garbage gets 400, one that sends nothing for [`REQUEST_TIMEOUT`] is dropped.
 
 use std::cell::Cell;
 use std::collections::HashMap;
