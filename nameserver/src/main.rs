@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use comet_log::LogFormat;
 use comet_nameserver::{NameServerError, NameServerThread, NamesrvConfig};
 use comet_rt::fatal::{fatal, FatalReason};
 
@@ -33,6 +34,9 @@ struct Args {
     /// Expiry of brokers that do not say their own, in ms (`brokerExpiryMs`).
     #[arg(long = "broker-expiry-ms")]
     broker_expiry_ms: Option<u64>,
+    /// Log line format (`logFormat`): text (the default), kv (logfmt) or json.
+    #[arg(long = "log-format")]
+    log_format: Option<String>,
     /// Print every config key with its default, unit and whether a run-time change applies
     /// at once, then exit.
     #[arg(long)]
@@ -61,6 +65,7 @@ fn load(args: &Args) -> Result<NamesrvConfig, NameServerError> {
             "brokerExpiryMs",
             args.broker_expiry_ms.map(|v| v.to_string()),
         ),
+        ("logFormat", args.log_format.clone()),
     ];
     for (key, value) in overrides {
         if let Some(value) = value {
@@ -71,13 +76,33 @@ fn load(args: &Args) -> Result<NamesrvConfig, NameServerError> {
     Ok(config)
 }
 
+/// The log format in force: `--log-format`, else the config file's `logFormat`, else text.
+/// Read before the configuration is loaded, so that what loading it logs (unknown keys) is
+/// already in that format; a value neither parses is refused at once.
+fn log_format(args: &Args) -> Result<LogFormat, NameServerError> {
+    let from_file = match &args.config {
+        Some(path) => NamesrvConfig::from_file(path).map(|config| config.log_format)?,
+        None => LogFormat::default(),
+    };
+    match &args.log_format {
+        Some(value) => {
+            let mut config = NamesrvConfig::default();
+            config.apply("logFormat", value)?;
+            Ok(config.log_format)
+        }
+        None => Ok(from_file),
+    }
+}
+
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
     if args.help_config {
         print!("{}", comet_nameserver::config::help_text());
         return;
     }
+    let format =
+        log_format(&args).unwrap_or_else(|error| fatal(FatalReason::Config, &error.to_string()));
+    comet_log::init(format, "info");
     let config = load(&args).unwrap_or_else(|error| fatal(FatalReason::Config, &error.to_string()));
     let name_server = match NameServerThread::spawn(config) {
         Ok(name_server) => name_server,

@@ -464,7 +464,11 @@ impl KeyIndex {
             comet_rt::io::remove_file(&path).await?;
         }
         self.open_sealed(&sealed, faults).await;
-        for start in appended {
+        let what = format!("key index {}: loading", self.dir.display());
+        let total = appended.len() as u64;
+        let mut progress = crate::queue_repair::Progress::counting(what, "index file", 0, total);
+        for (loaded, start) in appended.into_iter().enumerate() {
+            progress.at(loaded as u64);
             let path = self.dir.join(file_name(start));
             if self.sealed.contains_key(&start) {
                 comet_rt::io::remove_file(&path).await?;

@@ -44,7 +44,8 @@ impl Progress {
         }
     }
 
-    /// A step with no range (waiting for an answer): its lines give the time waited.
+    /// A step with no range (a wait, a step that cannot count its work): its lines give
+    /// the time so far.
     pub fn waiting(step: impl Into<String>, now: Instant) -> Progress {
         Progress::new(step, "", 0, 0, now)
     }
@@ -129,7 +130,7 @@ impl fmt::Display for ProgressLine<'_> {
         let progress = self.progress;
         let elapsed = self.elapsed.as_secs_f64();
         if progress.unit.is_empty() {
-            return write!(f, "{}: still waiting, {elapsed:.1} s so far", progress.step);
+            return write!(f, "{}: {elapsed:.1} s so far", progress.step);
         }
         // Precision loss is irrelevant for a share.
         #[allow(clippy::cast_precision_loss)]
@@ -192,10 +193,7 @@ mod tests {
         let mut progress = Progress::waiting("waiting for the controller", start);
         let line = progress.at(0, start + Duration::from_millis(2500)).unwrap();
         assert_eq!(line.left(), None);
-        assert_eq!(
-            line.to_string(),
-            "waiting for the controller: still waiting, 2.5 s so far"
-        );
+        assert_eq!(line.to_string(), "waiting for the controller: 2.5 s so far");
     }
 
     // Proves nothing done yet gives no estimate instead of a division by zero.
