@@ -429,6 +429,7 @@ mod tests {
         ("controllerStorePath", "/var/lib/comet/controller"),
         ("enableElectUncleanMaster", "true"),
         ("notifyBrokerRoleChanged", "false"),
+        ("logFormat", "kv"),
         ("controllerCompactAfterEntries", "50"),
     ];
 

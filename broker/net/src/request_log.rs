@@ -23,7 +23,9 @@ use std::fmt;
 use comet_proto::headers::{decode_send_request, uses_send_header_v2};
 use comet_proto::{RemotingCommand, RequestCode};
 use log::kv::{Error, Key, Source, Value, VisitSource};
-use log::Level;
+/// The level a [`log_request!`] line is written at (re-exported so callers need not name
+/// the `log` crate).
+pub use log::Level;
 
 /// The wire fields of a request, as a log line's key-values.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -169,7 +171,7 @@ pub fn emit(level: Level, site: Site, fields: impl Into<RequestFields>, args: fm
 #[macro_export]
 macro_rules! log_request {
     ($level:expr, $request:expr, $($arg:tt)+) => {{
-        let level: ::log::Level = $level;
+        let level: $crate::request_log::Level = $level;
         if $crate::request_log::enabled(level, ::std::module_path!()) {
             $crate::request_log::emit(
                 level,
@@ -189,7 +191,7 @@ macro_rules! log_request {
 #[macro_export]
 macro_rules! warn_request {
     ($request:expr, $($arg:tt)+) => {
-        $crate::log_request!(::log::Level::Warn, $request, $($arg)+)
+        $crate::log_request!($crate::request_log::Level::Warn, $request, $($arg)+)
     };
 }
 
