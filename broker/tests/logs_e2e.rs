@@ -16,9 +16,7 @@ fn json_lines(log: &Path) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     text.lines()
         .filter(|line| !line.is_empty())
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-        })
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
         .collect()
 }
 
@@ -41,12 +39,16 @@ fn a_refused_send_is_logged_as_json_with_its_wire_fields() {
     let response = client.call(request);
     assert_eq!(response.response_code(), ResponseCode::TOPIC_NOT_EXIST);
     let line = wait_for("the refusal's log line", Duration::from_secs(20), || {
-        json_lines(&log)
-            .into_iter()
-            .find(|line| line["msg"].as_str().is_some_and(|m| m.contains("NoSuchTopic")))
+        json_lines(&log).into_iter().find(|line| {
+            line["msg"]
+                .as_str()
+                .is_some_and(|m| m.contains("NoSuchTopic"))
+        })
     });
     assert_eq!(line["level"], "warn", "{line}");
-    let shard = line["shard"].as_u64().unwrap_or_else(|| panic!("no shard: {line}"));
+    let shard = line["shard"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no shard: {line}"));
     assert!(shard < 2, "{line}");
     assert_eq!(line["code"], code, "{line}");
     assert_eq!(line["opaque"], response.opaque, "{line}");
@@ -54,7 +56,10 @@ fn a_refused_send_is_logged_as_json_with_its_wire_fields() {
     assert_eq!(line["queueId"], 1, "{line}");
     assert_eq!(line["group"], "test_pg", "{line}");
     assert_eq!(line["target"], "comet_broker::processor::send", "{line}");
-    assert!(line["ts"].as_str().is_some_and(|ts| ts.ends_with('Z')), "{line}");
+    assert!(
+        line["ts"].as_str().is_some_and(|ts| ts.ends_with('Z')),
+        "{line}"
+    );
     drop(client);
     drop(broker);
     assert!(!json_lines(&log).is_empty());
@@ -74,8 +79,15 @@ fn an_unknown_log_format_is_refused() {
         .args(["--log-format", "xml"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
-    let output = run_to_exit("comet-broker --log-format xml", &mut command, Duration::from_secs(60));
+    let output = run_to_exit(
+        "comet-broker --log-format xml",
+        &mut command,
+        Duration::from_secs(60),
+    );
     assert_eq!(output.status.code(), Some(72), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("logFormat") && stderr.contains("text, kv or json"), "{stderr}");
+    assert!(
+        stderr.contains("logFormat") && stderr.contains("text, kv or json"),
+        "{stderr}"
+    );
 }

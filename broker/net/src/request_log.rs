@@ -267,7 +267,7 @@ mod tests {
             owned(&[("code", "34"), ("opaque", "9")])
         );
         let mut send = RemotingCommand::request(RequestCode::SEND_MESSAGE_V2, 5);
-        send.ext_fields.insert("b", "T".to_owned());
+        send.ext_fields.insert("b", "T");
         let fields = RequestFields::of(&send);
         assert_eq!(fields.topic.as_deref(), Some("T"));
         assert_eq!(fields.queue_id, None);
