@@ -114,3 +114,29 @@ fn main() {
         fatal(FatalReason::Config, &error.to_string());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the log format comes from the config file's logFormat unless --log-format says
+    // otherwise, and that a format neither takes is a config error rather than a default.
+    #[test]
+    fn log_format_from_file_then_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("namesrv.properties");
+        std::fs::write(&file, "logFormat=kv\n").unwrap();
+        let path = file.display().to_string();
+        let args = Args::parse_from(["comet-nameserver", "-c", &path]);
+        assert_eq!(log_format(&args).unwrap(), LogFormat::Kv);
+        let args = Args::parse_from(["comet-nameserver", "-c", &path, "--log-format", "json"]);
+        assert_eq!(log_format(&args).unwrap(), LogFormat::Json);
+        assert_eq!(load(&args).unwrap().log_format, LogFormat::Json);
+        let args = Args::parse_from(["comet-nameserver", "--log-format", "xml"]);
+        let error = log_format(&args).unwrap_err();
+        assert!(error.to_string().contains("text, kv or json"), "{error}");
+        std::fs::write(&file, "logFormat=yaml\n").unwrap();
+        let args = Args::parse_from(["comet-nameserver", "-c", &path]);
+        assert!(log_format(&args).is_err());
+    }
+}

@@ -178,9 +178,9 @@ fn non_test_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
 }
 
 /// Dependency edges the layering forbids (docs/style.md#crate-dependencies): the codec, the
-/// file writer and the log set-up stand alone, the client never sees the server side, the store never sees
-/// the network or the broker, the name server never sees the store or the broker, and the
-/// replication core stays sans-I/O.
+/// file writer and the log set-up stand alone, the client never sees the server side, the
+/// store never sees the network or the broker, the name server never sees the store or the
+/// broker, and the replication core stays sans-I/O.
 const FORBIDDEN_EDGES: &[(&str, &[&str])] = &[
     ("comet-proto", &["comet-"]),
     ("comet-fs", &["comet-"]),
