@@ -331,6 +331,7 @@ mod tests {
         ("metricsPromExporterHost", "127.0.0.2"),
         ("metricsPromExporterPort", "15557"),
         ("consoleListenPort", "18080"),
+        ("logFormat", "json"),
         ("defaultMessageRequestMode", "POP"),
         ("defaultPopShareQueueNum", "2"),
         ("serverLoadBalancerEnable", "false"),

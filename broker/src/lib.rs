@@ -22,6 +22,7 @@
 //! - `register`: registration with the name servers.
 //! - `standalone`: the name server embedded in stand-alone mode.
 //! - `metrics_server`: the metrics endpoint on shard 0 and each shard's figures for it.
+//! - `start_progress`: progress lines of start-up steps that run past a second.
 //!
 //! Processors:
 //! - `processor`: one module per family of request codes: decodes a request, calls the layers
@@ -101,6 +102,7 @@ pub mod routing;
 pub mod runtime;
 pub mod shard;
 pub mod standalone;
+pub mod start_progress;
 pub mod stats;
 pub mod subscription;
 pub mod timer_wheel;

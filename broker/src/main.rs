@@ -46,6 +46,9 @@ struct Args {
     /// `brokerIP1`: the address clients are given.
     #[arg(long)]
     broker_ip: Option<String>,
+    /// `logFormat`: text (the default), kv (logfmt) or json.
+    #[arg(long)]
+    log_format: Option<String>,
     /// Any other key, as `key=value` (repeatable).
     #[arg(short = 'o', long = "option")]
     options: Vec<String>,
@@ -75,10 +78,35 @@ enum LoadError {
     Overrides(#[from] OverridesError),
 }
 
+/// The configuration in force, with what reading it found worth saying.
+struct Loaded {
+    config: BrokerConfig,
+    /// The updates operators made at run time, which the live config keeps adding to.
+    overrides: BTreeMap<String, String>,
+    /// Keys Comet does not use.
+    unknown: Vec<String>,
+}
+
+impl Loaded {
+    /// Logs what reading the configuration found: it is read before the logger starts,
+    /// since the log format is one of its keys.
+    fn log_notes(&self) {
+        if !self.overrides.is_empty() {
+            log::info!(
+                "applying {} broker config keys changed at run time ({})",
+                self.overrides.len(),
+                overrides_path(&self.config.store_root).display()
+            );
+        }
+        for key in &self.unknown {
+            log::warn!("ignoring broker config key `{key}`: Comet does not use it");
+        }
+    }
+}
+
 /// The configuration in force: defaults, then the `-c` file, then the updates operators made
 /// at run time (kept under the store root by UPDATE_BROKER_CONFIG), then command-line flags.
-/// Returns it with those run-time updates, which the live config keeps adding to.
-fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), LoadError> {
+fn load_config(args: &Args) -> Result<Loaded, LoadError> {
     let mut file_pairs: Vec<(String, String)> = Vec::new();
     if let Some(path) = &args.config {
         let text = std::fs::read_to_string(path).map_err(|source| LoadError::File {
@@ -97,13 +125,6 @@ fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), 
             .map(|(k, v)| (k.as_str(), v.as_str())),
     )?;
     let overrides = read_overrides(&located.store_root)?;
-    if !overrides.is_empty() {
-        log::info!(
-            "applying {} broker config keys changed at run time ({})",
-            overrides.len(),
-            overrides_path(&located.store_root).display()
-        );
-    }
     let mut config = BrokerConfig::default();
     let unknown = config.apply_pairs(
         file_pairs
@@ -112,13 +133,14 @@ fn load_config(args: &Args) -> Result<(BrokerConfig, BTreeMap<String, String>), 
             .chain(overrides.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .chain(flag_pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
     )?;
-    for key in unknown {
-        log::warn!("ignoring broker config key `{key}`: Comet does not use it");
-    }
     if args.standalone && config.namesrv_addrs.is_empty() {
         config.namesrv_addrs.push(default_namesrv_addr(&config));
     }
-    Ok((config, overrides))
+    Ok(Loaded {
+        config,
+        overrides,
+        unknown,
+    })
 }
 
 /// The keys the command line sets, in order: named flags, then `-o key=value` options.
@@ -133,6 +155,7 @@ fn flag_pairs(args: &Args) -> Result<Vec<(String, String)>, LoadError> {
         ),
         ("flushDiskType", args.flush.clone()),
         ("brokerIP1", args.broker_ip.clone()),
+        ("logFormat", args.log_format.clone()),
     ];
     let mut pairs: Vec<(String, String)> = flags
         .into_iter()
@@ -171,14 +194,19 @@ fn install_signal_handlers(stop: RemoteStop) {
 }
 
 fn main() {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let args = Args::parse();
     if args.help_config {
         print!("{}", comet_broker::config::help_text());
         return;
     }
-    let (config, overrides) =
-        load_config(&args).unwrap_or_else(|e| fatal(FatalReason::Config, &e.to_string()));
+    // Before the logger starts, a refused configuration (an unknown logFormat included)
+    // still reaches stderr: `fatal` prints it too.
+    let loaded = load_config(&args).unwrap_or_else(|e| fatal(FatalReason::Config, &e.to_string()));
+    comet_log::init(loaded.config.log_format, "info");
+    loaded.log_notes();
+    let Loaded {
+        config, overrides, ..
+    } = loaded;
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let shard_count = args.cores.unwrap_or(cores).clamp(1, 128);
     let stop = RemoteStop::new();
@@ -231,11 +259,13 @@ mod tests {
             "ASYNC_FLUSH",
             "--broker-ip",
             "10.0.0.1",
+            "--log-format",
+            "json",
             "-o",
             "regionId=EU",
         ]);
         let pairs = flag_pairs(&args).unwrap();
-        assert_eq!(pairs.len(), 7);
+        assert_eq!(pairs.len(), 8);
         for (key, _) in &pairs {
             assert!(comet_broker::config::key_def(key).is_some(), "{key}");
         }
@@ -245,6 +275,12 @@ mod tests {
             .unwrap();
         assert!(unknown.is_empty(), "{unknown:?}");
         assert_eq!(config.region_id, "EU");
+        assert_eq!(config.log_format, comet_log::LogFormat::Json);
+        let refused = config.apply_pairs([("logFormat", "xml")]).unwrap_err();
+        assert!(
+            refused.to_string().contains("text, kv or json"),
+            "{refused}"
+        );
         let args = Args::parse_from(["comet-broker", "-o", "regionId"]);
         assert!(matches!(flag_pairs(&args), Err(LoadError::Option(_))));
     }

@@ -34,6 +34,7 @@ use crate::offset::OffsetFile;
 use crate::ownership::owner_shard;
 use crate::processor::{self, client};
 use crate::shard::{RequestContext, ShardBroker, ShardCall, ShardParts, ShardReply};
+use crate::start_progress::{watched, ShardSteps};
 use crate::stats::ItemStats;
 use crate::traffic::Traffic;
 use crate::{persist, register};
@@ -239,8 +240,14 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         config.broker_role.is_master(),
     )
     .map_err(RunError::new(FatalReason::StorageIo))?;
-    let store_count =
-        remap_stores(&config, queue_logs).map_err(RunError::new(FatalReason::StorageIo))?;
+    let store_count = watched(
+        format!(
+            "fitting the stores under {} to {queue_logs} logs",
+            config.store_root.display()
+        ),
+        || remap_stores(&config, queue_logs),
+    )
+    .map_err(RunError::new(FatalReason::StorageIo))?;
     if !config.broker_role.is_master() {
         crate::timer_wheel::cursor::forget_on_slave(&config.store_root).map_err(
             RunError::during(FatalReason::StorageIo, "removing a slave's timer wheel"),
@@ -277,7 +284,15 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         FatalReason::Bind,
         format!("cannot listen on {listen}"),
     ))?;
-    let metadata = Arc::new(Metadata::load(&config).map_err(RunError::new(FatalReason::Config))?);
+    let metadata = watched(
+        format!(
+            "loading topics and groups under {}",
+            config.store_root.display()
+        ),
+        || Metadata::load(&config),
+    )
+    .map_err(RunError::new(FatalReason::Config))?;
+    let metadata = Arc::new(metadata);
     crate::delay_level::cursor::note_role(
         metadata.config_dir(),
         config.broker_role.is_master(),
@@ -335,6 +350,8 @@ pub fn run(live: LiveConfig, options: RunOptions) -> Result<(), RunError> {
         let mesh = mesh.clone();
         async move {
             let shard = context.shard;
+            // Every line this thread logs carries `shard=N` (kv and json formats).
+            comet_log::set_thread_shard(shard.0);
             let stop = start.options.stop.clone();
             let result = run_shard(context, start, mesh).await;
             if let Err(error) = &result {
@@ -476,6 +493,7 @@ async fn run_shard(
     mesh: Mesh<ShardCall, ShardReply>,
 ) -> Result<(), RunError> {
     let shard = context.shard;
+    let steps = ShardSteps::start(shard, &format!("opening store {}", shard.index()));
     let store = open_store(&start, shard.index(), context.shard_count).await?;
     // A slave with fewer shards than its master has logs hosts the others here too.
     let mut hosted = Vec::new();
@@ -485,6 +503,7 @@ async fn run_shard(
         start.queue_logs,
     );
     for log in hosted_logs.into_iter().filter(|log| *log != shard.index()) {
+        steps.step(&format!("opening hosted store {log}"));
         let log_store = open_store(&start, log, context.shard_count).await?;
         hosted.push(crate::shard::HostedLog {
             store: log_store,
@@ -516,10 +535,12 @@ async fn run_shard(
         hosted,
         controller: start.options.controller.clone(),
     }));
+    steps.step("loading consumer offsets");
     load_offsets(&broker).await;
     if start.config.load().broker_role.is_master() {
         adopt_stored_topics(&broker);
     }
+    steps.step("waiting for the other shards to start");
     let peer = mesh
         .join(mesh_handler(broker.clone()))
         .await
@@ -561,6 +582,7 @@ async fn run_shard(
         let serving = crate::metrics_server::serve(broker.clone(), listener, stop.clone());
         spawn_detached(TaskClass::Admin, serving);
     }
+    steps.step("starting replication");
     crate::replication::start(&broker, &stop)
         .await
         .map_err(|error| {
@@ -588,6 +610,7 @@ async fn run_shard(
         FatalReason::Bind,
         format!("{shard}: bind {}", start.listen),
     ))?;
+    drop(steps);
     log::info!(
         "{shard} serving on {} (store {})",
         start.listen,

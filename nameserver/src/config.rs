@@ -16,6 +16,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use comet_log::LogFormat;
 use comet_net::{ClientAuth, ServerTlsSettings, TlsMode};
 use comet_proto::java_properties;
 use thiserror::Error;
@@ -202,6 +203,12 @@ comet_proto::config_table! {
         doc: "Send NOTIFY_BROKER_ROLE_CHANGED to a broker set's members after an election.",
         parse: parse_bool, show: ToString::to_string,
     },
+    /// Read before anything is logged: the logger starts once the configuration is read.
+    log_format: LogFormat = LogFormat::Text => {
+        key: "logFormat", unit: "", applies: AtRestart,
+        doc: "Log line format on stderr: text, kv (logfmt) or json (one object a line).",
+        parse: parse_log_format, show: ToString::to_string,
+    },
     controller_compact_after_entries: u64 = 1_000 => {
         key: "controllerCompactAfterEntries", unit: "entries", applies: AtRestart,
         doc: "Applied Raft entries after which the controller's log becomes a snapshot.",
@@ -225,6 +232,12 @@ fn invalid(key: &str, value: &str, expected: &'static str) -> ConfigError {
         value: value.to_owned(),
         expected,
     }
+}
+
+fn parse_log_format(key: &str, value: &str) -> Result<LogFormat, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| invalid(key, value, "text, kv or json"))
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, ConfigError> {
@@ -416,6 +429,7 @@ mod tests {
         ("controllerStorePath", "/var/lib/comet/controller"),
         ("enableElectUncleanMaster", "true"),
         ("notifyBrokerRoleChanged", "false"),
+        ("logFormat", "kv"),
         ("controllerCompactAfterEntries", "50"),
     ];
 

@@ -6,7 +6,7 @@
 //! Output is plain text meant for people and for `grep`: one line per row, columns separated
 //! by spaces, the figures RocketMQ's tool prints under the same names; `--json` prints the
 //! same figures as one JSON object. Client warnings go to stderr (`RUST_LOG` sets the level;
-//! `warn` by default).
+//! `warn` by default; `--log-format` their format).
 
 mod commands;
 mod context;
@@ -46,16 +46,19 @@ struct Args {
     /// With --tls: trust only servers whose certificate this PEM CA file signed.
     #[arg(long, global = true, requires = "tls")]
     tls_ca: Option<std::path::PathBuf>,
+    /// Format of the warnings on stderr: text, kv (logfmt) or json.
+    #[arg(long, global = true, default_value = "text")]
+    log_format: comet_log::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
 
 fn main() -> ExitCode {
     // Client warnings (a name server unreachable, a route refused) explain failures.
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn"))
-        .format_timestamp_millis()
-        .init();
     let args = Args::parse();
+    let mut logger = comet_log::builder(args.log_format, "warn");
+    logger.format_timestamp_millis();
+    logger.init();
     let mut config = ClientConfig {
         namesrv_addrs: args
             .namesrv

@@ -105,7 +105,9 @@ impl DispatchTable {
         {
             Some(processor) => processor(context, request).await,
             None => {
-                log::debug!(
+                crate::log_request!(
+                    log::Level::Debug,
+                    &request,
                     "request code {} not supported (peer {}, opaque {})",
                     request.code,
                     context.peer_addr(),

@@ -45,6 +45,7 @@ pub mod connection;
 pub mod dispatch;
 pub mod limits;
 pub mod listener;
+pub mod request_log;
 pub mod tls;
 
 pub use connection::{ConnectionError, ConnectionHandle, ConnectionId, ConnectionLimits};

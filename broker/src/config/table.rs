@@ -6,6 +6,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
+use comet_log::LogFormat;
 use comet_net::{ClientAuth, TlsMode};
 use comet_proto::body::MessageRequestMode;
 
@@ -454,6 +455,12 @@ comet_proto::config_table! {
         doc: "--standalone: port of the embedded name server's web console \
               (docs/operations.md#web-console), on its address; 0: off.",
         parse: |key, value| parse(key, value, "a port number"), show: ToString::to_string,
+    },
+    /// Read before anything is logged: the logger starts once the configuration is read.
+    log_format: LogFormat = LogFormat::Text => {
+        key: "logFormat", unit: "", applies: AtRestart,
+        doc: "Log line format on stderr: text, kv (logfmt) or json (one object a line).",
+        parse: parse_log_format, show: ToString::to_string,
     },
     /// QUERY_ASSIGNMENT's mode for a (topic, group) no SET_MESSAGE_REQUEST_MODE named;
     /// retry topics are always PULL (Java's `QueryAssignmentProcessor`).

@@ -160,6 +160,15 @@ pub(super) fn list_text(items: &[String]) -> String {
     items.join(";")
 }
 
+pub(super) fn parse_log_format(
+    key: &str,
+    value: &str,
+) -> Result<comet_log::LogFormat, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| error(key, value, "text, kv or json"))
+}
+
 pub(super) fn parse_flush_disk_type(key: &str, value: &str) -> Result<FlushDiskType, ConfigError> {
     match value {
         "SYNC_FLUSH" => Ok(FlushDiskType::SyncFlush),

@@ -176,8 +176,16 @@ pub fn run_controlled(
     let mut outcome = Ok(());
     // The shards start only once the controller decided a role, so a start costs no
     // restart: every restart is one more clean stop and start for clients to wait through.
+    let mut waiting = comet_log::progress::Progress::waiting(
+        format!(
+            "controller mode: waiting for the controllers ({}) to decide this broker's role",
+            config.controller_addrs.join(";")
+        ),
+        comet_rt::clock::monotonic_now(),
+    );
     while control.desired() == Serving::Undecided && !options.stop.is_requested() {
         std::thread::sleep(driver::IDLE_WAIT_MAX);
+        waiting.report(0, comet_rt::clock::monotonic_now());
     }
     while !options.stop.is_requested() {
         // The run's stop first: a decision made from here on stops this run, not a past one.

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeSet;
 
+use comet_net::request_log::RequestFields;
 use comet_proto::body::{
     JsonBody, MessageModel, MessageQueue, MessageQueueAssignment, QueryAssignmentRequestBody,
     QueryAssignmentResponseBody, SetMessageRequestModeRequestBody,
@@ -50,7 +51,8 @@ pub async fn query_assignment(broker: &ShardBroker, request: &RemotingCommand) -
     let assigned = match (message_model, queues) {
         (_, None) => {
             if !is_retry_topic(&body.topic) {
-                log::warn!(
+                comet_net::warn_request!(
+                    fields(request, &body),
                     "QUERY_ASSIGNMENT: no assignment for group {} : topic {} does not exist",
                     body.consumer_group,
                     body.topic
@@ -61,6 +63,7 @@ pub async fn query_assignment(broker: &ShardBroker, request: &RemotingCommand) -
         (MessageModel::BROADCASTING, Some(queues)) => Some(queues),
         (MessageModel::CLUSTERING, Some(queues)) => balance(
             broker,
+            request,
             &body,
             mode,
             queues,
@@ -83,9 +86,17 @@ pub async fn query_assignment(broker: &ShardBroker, request: &RemotingCommand) -
     RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(answer.encode())
 }
 
+/// The log fields of a QUERY_ASSIGNMENT, whose topic and group travel in its body.
+fn fields(request: &RemotingCommand, body: &QueryAssignmentRequestBody) -> RequestFields {
+    RequestFields::of(request)
+        .with_topic(&body.topic)
+        .with_group(&body.consumer_group)
+}
+
 /// Java's `doLoadBalance` for a clustering group; `None` when the broker cannot say.
 fn balance(
     broker: &ShardBroker,
+    request: &RemotingCommand,
     body: &QueryAssignmentRequestBody,
     mode: RequestMode,
     mut queues: Vec<MessageQueue>,
@@ -99,7 +110,8 @@ fn balance(
         .consumer_group(&body.consumer_group)
         .map(|group| group.client_ids())
     else {
-        log::warn!(
+        comet_net::warn_request!(
+            fields(request, body),
             "QUERY_ASSIGNMENT: no assignment for group {} topic {}: the group has no consumer",
             body.consumer_group,
             body.topic
@@ -109,7 +121,8 @@ fn balance(
     sort_queues(&mut queues);
     sort_client_ids(&mut client_ids);
     let Some(strategy) = Strategy::from_name(&body.strategy_name) else {
-        log::warn!(
+        comet_net::warn_request!(
+            fields(request, body),
             "QUERY_ASSIGNMENT: unsupported strategy {:?} (group {})",
             body.strategy_name,
             body.consumer_group
@@ -131,7 +144,8 @@ fn balance(
     match allocated {
         Ok(allocated) => Some(allocated),
         Err(e) => {
-            log::warn!(
+            comet_net::warn_request!(
+                fields(request, body),
                 "QUERY_ASSIGNMENT: no assignment for group {} topic {}: {e}",
                 body.consumer_group,
                 body.topic

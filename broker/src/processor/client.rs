@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use comet_net::request_log::RequestFields;
 use comet_net::ConnectionId;
 use comet_proto::body::{
     CheckClientRequestBody, ConsumeType, GetConsumerListByGroupResponseBody, HeartbeatData,
@@ -297,7 +298,8 @@ pub fn check_client_config(broker: &ShardBroker, request: &RemotingCommand) -> R
     match comet_proto::sql92::Selector::compile(&subscription.sub_string) {
         Ok(_) => RemotingCommand::response_to(request, ResponseCode::SUCCESS),
         Err(e) => {
-            log::warn!(
+            comet_net::warn_request!(
+                RequestFields::of(request).with_group(&body.group),
                 "client {}@{} subscribes with a selector that does not compile: {e}",
                 body.client_id,
                 body.group

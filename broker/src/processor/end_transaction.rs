@@ -17,7 +17,7 @@ use crate::transaction;
 fn reply(request: &RemotingCommand, code: ResponseCode, remark: &str) -> Option<RemotingCommand> {
     if request.is_oneway() {
         if code != ResponseCode::SUCCESS {
-            log::warn!("END_TRANSACTION refused: {remark}");
+            comet_net::warn_request!(request, "END_TRANSACTION refused: {remark}");
         }
         return None;
     }

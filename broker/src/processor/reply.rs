@@ -51,7 +51,8 @@ pub async fn process(
     let mut answer = if stored_ok {
         stored
     } else {
-        log::warn!(
+        comet_net::warn_request!(
+            &request,
             "reply to {} not stored: {}",
             header.topic,
             stored.remark.as_deref().unwrap_or("")
@@ -64,7 +65,7 @@ pub async fn process(
             answer.remark = None;
         }
         Err(failure) => {
-            log::warn!("{failure}");
+            comet_net::warn_request!(&request, "{failure}");
             answer.code = ResponseCode::SYSTEM_ERROR.value();
             answer.remark = Some(failure.to_string());
         }

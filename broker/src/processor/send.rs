@@ -82,6 +82,9 @@ pub fn route(
     let (config, topic_created) = match config {
         Ok(created) => created,
         Err(AutoCreateError::TopicNotExist) => {
+            // Said as Java's send check says it: a producer sending to a missing topic is
+            // an operator's question (autoCreateTopicEnable is off).
+            comet_net::warn_request!(&*request, "send refused: topic {topic} does not exist");
             let remark = format!("topic[{topic}] not exist, apply first please!");
             return Err(error(request, ResponseCode::TOPIC_NOT_EXIST, remark));
         }
@@ -90,6 +93,7 @@ pub fn route(
         broker.mark_topics_changed();
     }
     if !perm::is_writable(config.perm) {
+        comet_net::warn_request!(&*request, "send refused: topic {topic} is not writable");
         let remark = format!("the topic[{topic}] sending message is forbidden");
         return Err(error(request, ResponseCode::NO_PERMISSION, remark));
     }
@@ -109,6 +113,7 @@ pub fn route(
     if queue_id >= queue_count {
         let remark =
             format!("request queueId[{queue_id}] is illegal, topic has {queue_count} queues");
+        comet_net::warn_request!(&*request, "send refused: {remark}");
         return Err(error(request, ResponseCode::INVALID_PARAMETER, remark));
     }
     if let Some((dead_letter, created)) =
@@ -515,7 +520,7 @@ pub fn store_error_response(
         StoreError::SegmentUnavailable { .. } => ResponseCode::SYSTEM_BUSY,
         _ => ResponseCode::SERVICE_NOT_AVAILABLE,
     };
-    log::warn!("send refused by the store: {store_error}");
+    comet_net::warn_request!(request, "send refused by the store: {store_error}");
     let response = error(request, code, store_error.to_string());
     with_region_and_trace(broker, response)
 }

@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::rc::Rc;
 
+use comet_log::progress::Progress;
 use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
 
 use crate::commit_log::{align_down, align_up, to_index};
@@ -464,7 +465,12 @@ impl KeyIndex {
             comet_rt::io::remove_file(&path).await?;
         }
         self.open_sealed(&sealed, faults).await;
-        for start in appended {
+        let what = format!("key index {}: loading", self.dir.display());
+        let total = appended.len() as u64;
+        let now = comet_rt::clock::monotonic_now();
+        let mut progress = Progress::new(what, "index file", 0, total, now);
+        for (loaded, start) in appended.into_iter().enumerate() {
+            progress.report(loaded as u64, comet_rt::clock::monotonic_now());
             let path = self.dir.join(file_name(start));
             if self.sealed.contains_key(&start) {
                 comet_rt::io::remove_file(&path).await?;

@@ -85,9 +85,6 @@ pub const CQ_OPEN_FILES_DEFAULT: usize = 256;
 /// in memory besides the hot tails (1.5 MiB).
 pub const CQ_RECOVERY_FLUSH_ENTRIES: u64 = 64 * 1024;
 
-/// A recovery step running longer than this logs its progress this often.
-pub const RECOVERY_PROGRESS_MS: u64 = 1000;
-
 /// Bytes of one key-index entry (see `index`): 32 divides the page.
 pub const INDEX_ENTRY_BYTES: u64 = 32;
 

@@ -12,7 +12,6 @@
 use std::cell::{Cell, RefCell, RefMut};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
 
 use comet_proto::message::{peek_total_size_and_magic, RecordView, BLANK_MAGIC};
 use comet_rt::io::{DirectFile, FaultInjector};
@@ -22,21 +21,16 @@ use crate::config::StoreConfig;
 use crate::consume_queue::ConsumeQueue;
 use crate::cq_files::{self, FlushFiles};
 use crate::error::StoreError;
-use crate::limits::{CQ_RECOVERY_FLUSH_ENTRIES, RECOVERY_PROGRESS_MS, RECOVERY_READ_BYTES};
+use crate::limits::{CQ_RECOVERY_FLUSH_ENTRIES, RECOVERY_READ_BYTES};
 use crate::offset::PhysicalOffset;
 use crate::queues::{queue_state, repair_entry, Queues};
 
 /// Logs the progress of a recovery step once it has run for a second, then every second:
 /// which store, how far through its range (log positions, or queues opened), how long it
-/// has taken and about how long is left at the rate so far.
+/// has taken and about how long is left at the rate so far (`comet_log::progress`, on the
+/// runtime's clock).
 pub(crate) struct Progress {
-    what: String,
-    /// What the range counts ("log position", "queue").
-    unit: &'static str,
-    from: u64,
-    to: u64,
-    started: Instant,
-    logged: Instant,
+    inner: comet_log::progress::Progress,
 }
 
 impl Progress {
@@ -49,46 +43,14 @@ impl Progress {
     pub(crate) fn counting(what: String, unit: &'static str, from: u64, to: u64) -> Progress {
         let now = comet_rt::clock::monotonic_now();
         Progress {
-            what,
-            unit,
-            from,
-            to,
-            started: now,
-            logged: now,
+            inner: comet_log::progress::Progress::new(what, unit, from, to, now),
         }
     }
 
     /// The step reached `position`.
     pub(crate) fn at(&mut self, position: u64) {
-        let now = comet_rt::clock::monotonic_now();
-        let every = Duration::from_millis(RECOVERY_PROGRESS_MS);
-        if now.duration_since(self.logged) < every {
-            return;
-        }
-        self.logged = now;
-        let elapsed = now.duration_since(self.started).as_secs_f64();
-        let done = position.saturating_sub(self.from);
-        let left = self.to.saturating_sub(position);
-        let total = (self.to.saturating_sub(self.from)).max(1);
-        // Precision loss is irrelevant for a progress estimate.
-        #[allow(clippy::cast_precision_loss)]
-        let (done_share, left_s) = {
-            let rate = done as f64 / elapsed.max(0.001);
-            let left_s = if done == 0 {
-                f64::NAN
-            } else {
-                left as f64 / rate
-            };
-            (done as f64 * 100.0 / total as f64, left_s)
-        };
-        log::info!(
-            "{}: at {} {position} of {}..{} ({done_share:.1}%), {elapsed:.1} s so far, about \
-             {left_s:.1} s left",
-            self.what,
-            self.unit,
-            self.from,
-            self.to
-        );
+        self.inner
+            .report(position, comet_rt::clock::monotonic_now());
     }
 }
 

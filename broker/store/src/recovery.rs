@@ -256,7 +256,15 @@ async fn open_segments(
     layout: &Layout,
 ) -> Result<BTreeMap<u64, Rc<DirectFile>>, StoreError> {
     let mut segments = BTreeMap::new();
-    for start in list_numbered(&layout.commit_log)? {
+    let starts = list_numbered(&layout.commit_log)?;
+    let what = format!(
+        "store {} log {}: opening commit log segments",
+        config.root.display(),
+        config.log_id
+    );
+    let mut progress = Progress::counting(what, "segment", 0, starts.len() as u64);
+    for (opened, start) in starts.into_iter().enumerate() {
+        progress.at(opened as u64);
         let path = layout.commit_log.join(file_name(start));
         if start % config.segment_bytes != 0 {
             return Err(StoreError::corrupt(

@@ -38,6 +38,18 @@ impl Broker {
         ))
     }
 
+    /// [`Broker::start`] with the broker's standard error appended to `log`.
+    pub fn start_logging(store: &Path, cores: usize, extra: &[&str], log: &Path) -> Broker {
+        let binary = Path::new(env!("CARGO_BIN_EXE_comet-broker"));
+        Broker(comet_test_support::Broker::start_logging(
+            binary,
+            store,
+            cores,
+            extra,
+            Some(log),
+        ))
+    }
+
     /// Restarts with `cores` shards on the same store and ports after a stop or kill.
     pub fn restart(&mut self, cores: usize) {
         self.0.cores = cores;

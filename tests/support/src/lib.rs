@@ -315,6 +315,8 @@ pub struct Broker {
     /// Extra command-line arguments (`-o key=value` settings and such). The broker applies
     /// `-o` settings after its named flags, so one here overrides a harness flag's key.
     pub extra: Vec<String>,
+    /// The file its standard error is appended to; `None`: this process's standard error.
+    pub stderr_log: Option<PathBuf>,
 }
 
 impl Broker {
@@ -326,6 +328,18 @@ impl Broker {
 
     /// [`Broker::start`] with an explicit binary.
     pub fn start_binary(binary: &Path, store: &Path, cores: usize, extra: &[&str]) -> Broker {
+        Broker::start_logging(binary, store, cores, extra, None)
+    }
+
+    /// [`Broker::start_binary`] with the broker's standard error appended to `stderr_log`
+    /// (for tests that read its log lines).
+    pub fn start_logging(
+        binary: &Path,
+        store: &Path,
+        cores: usize,
+        extra: &[&str],
+        stderr_log: Option<&Path>,
+    ) -> Broker {
         let mut broker = Broker {
             child: None,
             binary: binary.to_path_buf(),
@@ -335,6 +349,7 @@ impl Broker {
             store: store.to_path_buf(),
             cores,
             extra: extra.iter().map(|arg| arg.to_string()).collect(),
+            stderr_log: stderr_log.map(Path::to_path_buf),
         };
         broker.spawn();
         broker
@@ -346,6 +361,16 @@ impl Broker {
     }
 
     fn spawn(&mut self) {
+        let stderr = match &self.stderr_log {
+            Some(path) => Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("open the broker's log file"),
+            ),
+            None => Stdio::inherit(),
+        };
         let mut command = Command::new(&self.binary);
         command
             .arg("--standalone")
@@ -367,7 +392,7 @@ impl Broker {
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
             )
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         // A start that stalls (a known, rare hang of a shard's first turns under load, see
         // docs/operations.md#start-up-stalls) is killed and started once more, loudly.
         for attempt in 1..=STARTUP_ATTEMPTS {
