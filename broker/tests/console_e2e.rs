@@ -429,9 +429,15 @@ fn console_names_a_silent_broker() {
     let mut registration = broker.namesrv_client();
     register_silent_broker(&mut registration, "broker-silent", silent, "SilentTopic");
 
-    let cluster = get_ok(console, "/api/cluster");
+    // The broker registers with its embedded name server shortly after its ports open.
+    let cluster = wait_for("both brokers in the console", ROUTE_WAIT, || {
+        let cluster = get_ok(console, "/api/cluster");
+        let count = cluster["clusters"][0]["brokers"]
+            .as_array()
+            .map_or(0, Vec::len);
+        (count == 2).then_some(cluster)
+    });
     let brokers = cluster["clusters"][0]["brokers"].as_array().unwrap();
-    assert_eq!(brokers.len(), 2, "{cluster}");
     let by_addr = |addr: String| {
         brokers
             .iter()
