@@ -22,6 +22,7 @@
 //! - `register`: registration with the name servers.
 //! - `standalone`: the name server embedded in stand-alone mode.
 //! - `metrics_server`: the metrics endpoint on shard 0 and each shard's figures for it.
+//! - `metrics_collect`: what a shard computes from its own queues when a scrape asks.
 //! - `start_progress`: progress lines of start-up steps that run past a second.
 //!
 //! Processors:
@@ -86,6 +87,7 @@ pub mod lock;
 pub mod memory;
 pub mod metadata;
 pub mod metrics;
+pub mod metrics_collect;
 pub mod metrics_server;
 pub mod namesrv_client;
 pub mod offset;

@@ -9,18 +9,16 @@
 //! for it. Connections are bounded in number, in request size and in time: a client that
 //! sends garbage gets 400, one that sends nothing for [`REQUEST_TIMEOUT`] is dropped.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Duration;
 
+use comet_net::http::{self, Method, Request, Response, ServeLimits};
 use comet_proto::body::ConsumeType;
-use comet_rt::net::{Listener, Stream};
+use comet_rt::net::Listener;
 use comet_rt::shutdown::StopSignal;
-use comet_rt::sync::{race, Either};
-use comet_rt::task_class::{sleep, spawn_detached, timeout, TaskClass};
+use comet_rt::task_class::timeout;
 
-use crate::metrics::http::{self, BadRequest, Request, REQUEST_HEAD_BYTES_MAX};
 use crate::metrics::{
     encode, BrokerFigures, BrokerLabels, Connections, FollowerLag, LogFigures, OutCounts,
     ShardFigures, Snapshot,
@@ -30,12 +28,6 @@ use crate::stats::StatsName;
 
 /// How long a connection may take to send its request head, and then to take the answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Most bytes read after answering, so a closing connection is not reset (see `drain`).
-const DRAIN_BYTES_MAX: usize = 256 * 1024;
-
-/// How long `drain` waits for more bytes before it closes.
-const DRAIN_QUIET: Duration = Duration::from_millis(100);
 
 /// Scrape connections open at once; more are closed at once.
 pub const CONNECTIONS_MAX: usize = 16;
@@ -216,97 +208,34 @@ fn add_connection(all: &mut Vec<Connections>, key: Connections) {
 
 /// Serves scrapes on `listener` until `stop`.
 pub async fn serve(broker: Rc<ShardBroker>, listener: Listener, stop: StopSignal) {
-    log::info!("metrics on http://{}/metrics", listener.local_addr());
-    let open = Rc::new(Cell::new(0usize));
-    loop {
-        let stream = match race(stop.wait(), listener.accept()).await {
-            Either::Left(()) => break,
-            Either::Right(Ok(stream)) => stream,
-            Either::Right(Err(error)) => {
-                log::warn!("metrics: accept failed: {error}");
-                sleep(Duration::from_millis(10)).await;
-                continue;
-            }
-        };
-        if open.get() >= CONNECTIONS_MAX {
-            stream.shutdown();
-            continue;
-        }
-        open.set(open.get() + 1);
-        let broker = broker.clone();
-        let open = open.clone();
-        spawn_detached(TaskClass::Admin, async move {
-            let peer = stream.peer_addr();
-            if let Err(error) = timeout(REQUEST_TIMEOUT, answer(&broker, &stream)).await {
-                log::debug!("metrics: {peer}: {error}");
-            }
-            stream.shutdown();
-            open.set(open.get() - 1);
-        });
-    }
-}
-
-/// Reads one request head and answers it.
-async fn answer(broker: &ShardBroker, stream: &Stream) {
-    let response = match read_head(stream).await {
-        Ok(Some(head)) => match http::parse(&head) {
-            Ok(Request::Metrics { head_only }) => match encode::encode(snapshot(broker).await) {
-                Ok(text) => {
-                    let content_type = encode::CONTENT_TYPE;
-                    http::response("200 OK", content_type, text.as_bytes(), head_only)
-                }
-                Err(error) => {
-                    log::error!("metrics: cannot encode: {error}");
-                    http::refusal("500 Internal Server Error")
-                }
-            },
-            Ok(Request::MethodNotAllowed) => http::refusal("405 Method Not Allowed"),
-            Ok(Request::NotFound) => http::refusal("404 Not Found"),
-            Err(_) => http::refusal("400 Bad Request"),
-        },
-        Ok(None) => return,
-        Err(BadRequest::TooLarge | BadRequest::Malformed) => http::refusal("400 Bad Request"),
+    log::info!("metrics on http://{}{METRICS_PATH}", listener.local_addr());
+    let limits = ServeLimits {
+        connections_max: CONNECTIONS_MAX,
+        exchange_timeout: REQUEST_TIMEOUT,
     };
-    if let Err(error) = stream.write_all(&response).await {
-        log::debug!("metrics: {}: {error}", stream.peer_addr());
-        return;
-    }
-    drain(stream).await;
+    http::serve("metrics", listener, stop, limits, move |request| {
+        let broker = broker.clone();
+        async move { answer(&broker, &request).await }
+    })
+    .await;
 }
 
-/// Reads what the peer still sends (a refused request's rest), bounded, so that closing does
-/// not reset the connection and destroy the answer before the peer reads it.
-async fn drain(stream: &Stream) {
-    let mut chunk = [0u8; 4096];
-    let mut drained = 0;
-    while drained < DRAIN_BYTES_MAX {
-        match timeout(DRAIN_QUIET, stream.read(&mut chunk)).await {
-            Ok(Ok(read)) if read > 0 => drained += read,
-            _ => return,
-        }
-    }
-}
+/// The path served.
+pub const METRICS_PATH: &str = "/metrics";
 
-/// The request head, `None` when the peer closed or failed before sending one.
-async fn read_head(stream: &Stream) -> Result<Option<Vec<u8>>, BadRequest> {
-    let mut head = Vec::new();
-    let mut chunk = [0u8; 1024];
-    loop {
-        let read = match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return Ok(None),
-            Ok(read) => read,
-        };
-        head.extend_from_slice(&chunk[..read]);
-        if let Some(end) = http::head_end(&head) {
-            head.truncate(end);
-            return Ok(Some(head));
-        }
-        // A request line that cannot be right is answered now, not after a timeout.
-        if let Some(line_end) = head.windows(2).position(|pair| pair == b"\r\n") {
-            http::parse(&head[..line_end + 2])?;
-        }
-        if head.len() > REQUEST_HEAD_BYTES_MAX {
-            return Err(BadRequest::TooLarge);
+/// The answer to one request: the exposition for `GET` or `HEAD` of [`METRICS_PATH`].
+async fn answer(broker: &ShardBroker, request: &Request) -> Response {
+    if request.path != METRICS_PATH {
+        return Response::error(404, format!("only {METRICS_PATH} is served"));
+    }
+    if !matches!(request.method, Method::Get | Method::Head) {
+        return Response::error(405, "only GET and HEAD");
+    }
+    match encode::encode(snapshot(broker).await) {
+        Ok(text) => Response::ok(encode::CONTENT_TYPE, text),
+        Err(error) => {
+            log::error!("metrics: cannot encode: {error}");
+            Response::error(500, "the figures could not be encoded")
         }
     }
 }

@@ -706,7 +706,7 @@ fn mesh_handler(broker: Rc<ShardBroker>) -> MeshHandler<ShardCall, ShardReply> {
                         Some(crate::reappend::append_local(&broker, records).await)
                     }
                     ShardCall::ConsumerMetrics => {
-                        let figures = crate::metrics::consumer::compute(&broker).await;
+                        let figures = crate::metrics_collect::consumer::compute(&broker).await;
                         let shard = broker.shard().index();
                         broker.metrics().publish_consumers(shard, figures);
                         None

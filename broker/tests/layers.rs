@@ -42,6 +42,7 @@ const LAYERS: &[Layer] = &[
             "register",
             "standalone",
             "metrics_server",
+            "metrics_collect",
             "start_progress",
         ],
     },

@@ -7,6 +7,7 @@
 //! * [`ConnectionHandle`]: what processors (and hooks) get: peer address, `send` for late
 //!   answers, `invoke` for server-to-client requests awaited by opaque (check transaction
 //!   state, running info), `send_oneway` for notifications (consumer ids changed).
+//! * [`http`]: the bounded HTTP/1.1 responder of the metrics endpoint and the web console.
 //! * [`ServerTls`] ([`tls`]): TLS on the port with RocketMQ's `tls.server.mode` switches
 //!   (disabled, permissive, enforcing), set with [`Server::set_tls`].
 //!
@@ -43,6 +44,7 @@
 
 pub mod connection;
 pub mod dispatch;
+pub mod http;
 pub mod limits;
 pub mod listener;
 pub mod request_log;

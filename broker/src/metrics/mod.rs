@@ -22,7 +22,6 @@
 pub mod consumer;
 pub mod encode;
 pub mod half;
-pub mod http;
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};

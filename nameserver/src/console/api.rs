@@ -17,10 +17,11 @@ use serde_json::{json, Value};
 use super::assets;
 use super::broker_call::BrokerCallError;
 use super::groups;
-use super::http::{Method, Request, Response, CONSOLE_HEADER};
 use super::messages;
 use super::Console;
+use super::CONSOLE_HEADER;
 use crate::route_table::BrokerKey;
+use comet_net::http::{Method, Request, Response};
 
 /// Answers `request`.
 pub async fn answer(console: &Rc<Console>, request: &Request) -> Response {
@@ -29,7 +30,7 @@ pub async fn answer(console: &Rc<Console>, request: &Request) -> Response {
         if request.method != Method::Post {
             return Response::error(405, "the offset reset is a POST");
         }
-        if !request.from_console {
+        if !request.has_header(CONSOLE_HEADER) {
             return Response::error(
                 403,
                 format!("the offset reset needs the {CONSOLE_HEADER} header"),

@@ -14,8 +14,8 @@ use comet_proto::{names, RemotingCommand, RequestCode, ResponseCode};
 use serde_json::{json, Value};
 
 use super::api::{ask_each, decode, readers, topic_readers};
-use super::http::{field, Request, Response};
 use super::Console;
+use comet_net::http::{field, Request, Response};
 
 /// The path of the offset reset (POST, form fields `group`, `topic`, `timestamp`).
 pub const RESET_PATH: &str = "/api/group/reset";
@@ -185,8 +185,7 @@ pub async fn detail(console: &Rc<Console>, group: &str) -> Response {
 /// to the first message stored at or after `timestamp` (ms; -1: the end of each queue).
 /// Members online are told to follow (INVOKE_BROKER_TO_RESET_OFFSET with force).
 pub async fn reset(console: &Rc<Console>, request: &Request) -> Response {
-    let fields: Vec<(String, String)> =
-        form_urlencoded::parse(&request.body).into_owned().collect();
+    let fields = request.form_fields();
     let (Some(group), Some(topic), Some(timestamp)) = (
         field(&fields, "group"),
         field(&fields, "topic"),

@@ -16,8 +16,8 @@ use comet_proto::{decode_records, MessageExt, RemotingCommand, RequestCode, Resp
 use serde_json::{json, Value};
 
 use super::api::{ask_each, brokers, decode, readers, topic_readers, BrokerAt};
-use super::http::{Request, Response};
 use super::Console;
+use comet_net::http::{Request, Response};
 
 /// Most messages a key lookup returns per broker.
 pub const KEY_MATCHES_MAX: i32 = 32;

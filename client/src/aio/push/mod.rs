@@ -74,9 +74,8 @@ use crate::util::lock;
 /// The future a listener returns.
 pub type ListenerFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
-type ConcurrentlyFn = dyn Fn(Vec<MessageExt>, MessageQueue) -> ListenerFuture<ConsumeConcurrentlyStatus>
-    + Send
-    + Sync;
+type ConcurrentlyFuture = ListenerFuture<ConsumeConcurrentlyStatus>;
+type ConcurrentlyFn = dyn Fn(Vec<MessageExt>, MessageQueue) -> ConcurrentlyFuture + Send + Sync;
 type OrderlyFn =
     dyn Fn(Vec<MessageExt>, MessageQueue) -> ListenerFuture<ConsumeOrderlyStatus> + Send + Sync;
 

@@ -1,13 +1,21 @@
-//! One HTTP/1.1 exchange of the console: the request head parsed by `httparse`, a body only
-//! with `Content-Length`, both bounded; the answer always closes the connection.
+//! The small HTTP/1.1 servers Comet runs beside remoting (the broker's metrics endpoint, the
+//! name server's web console): one request per connection, its head parsed by `httparse`, a
+//! body only with `Content-Length`, both bounded; the answer always closes the connection.
 //!
 //! Limits: a head longer than [`HEAD_BYTES_MAX`] or with more than [`HEADERS_MAX`] fields, a
 //! body longer than [`BODY_BYTES_MAX`], and a chunked body are refused with 400 and a reason;
-//! the caller bounds the whole exchange in time.
+//! [`serve`] bounds the connections open at once and each exchange in time.
 
+use std::cell::Cell;
+use std::future::Future;
 use std::io;
+use std::rc::Rc;
+use std::time::Duration;
 
-use comet_rt::net::Stream;
+use comet_rt::net::{Listener, Stream};
+use comet_rt::shutdown::StopSignal;
+use comet_rt::sync::{race, Either};
+use comet_rt::task_class::{sleep, spawn_detached, timeout, TaskClass};
 use thiserror::Error;
 
 /// Longest request head accepted (request line and fields).
@@ -22,20 +30,20 @@ pub const BODY_BYTES_MAX: usize = 16 * 1024;
 /// Bytes asked of the socket per read.
 const READ_CHUNK_BYTES: usize = 4096;
 
-/// The request methods the console tells apart.
+/// The request methods the servers tell apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     /// GET.
     Get,
     /// HEAD: a GET without the body.
     Head,
-    /// POST (the offset reset).
+    /// POST.
     Post,
     /// Anything else: answered 405.
     Other,
 }
 
-/// A request as the console reads it.
+/// A request as the servers read it.
 #[derive(Debug)]
 pub struct Request {
     /// The method.
@@ -44,21 +52,28 @@ pub struct Request {
     pub path: String,
     /// The query string's fields, percent-decoded.
     pub query: Vec<(String, String)>,
+    /// The header fields' names (as sent), at most [`HEADERS_MAX`].
+    pub header_names: Vec<String>,
     /// The body (empty without `Content-Length`).
     pub body: Vec<u8>,
-    /// Whether the request carries [`CONSOLE_HEADER`]: the page's own requests do, a form
-    /// another site makes a browser send cannot (it would need a CORS preflight, which the
-    /// console never grants).
-    pub from_console: bool,
 }
-
-/// The header the console page sends with its POST (any value).
-pub const CONSOLE_HEADER: &str = "X-Comet-Console";
 
 impl Request {
     /// The first query field named `name`.
     pub fn query(&self, name: &str) -> Option<&str> {
         field(&self.query, name)
+    }
+
+    /// The body's fields, read as an `application/x-www-form-urlencoded` form.
+    pub fn form_fields(&self) -> Vec<(String, String)> {
+        form_urlencoded::parse(&self.body).into_owned().collect()
+    }
+
+    /// Whether a header field named `name` (any case) was sent.
+    pub fn has_header(&self, name: &str) -> bool {
+        self.header_names
+            .iter()
+            .any(|sent| sent.eq_ignore_ascii_case(name))
     }
 }
 
@@ -145,9 +160,7 @@ fn parse_head(buffer: &[u8]) -> Result<Option<(usize, Request, usize)>, HttpErro
         _ => Method::Other,
     };
     let mut body_len = 0;
-    let mut from_console = false;
     for header in parsed.headers.iter() {
-        from_console |= header.name.eq_ignore_ascii_case(CONSOLE_HEADER);
         if header.name.eq_ignore_ascii_case("transfer-encoding") {
             return Err(HttpError::Chunked);
         }
@@ -169,8 +182,12 @@ fn parse_head(buffer: &[u8]) -> Result<Option<(usize, Request, usize)>, HttpErro
         query: form_urlencoded::parse(query.as_bytes())
             .into_owned()
             .collect(),
+        header_names: parsed
+            .headers
+            .iter()
+            .map(|header| header.name.to_owned())
+            .collect(),
         body: Vec::new(),
-        from_console,
     };
     Ok(Some((head_len, request, body_len)))
 }
@@ -186,7 +203,7 @@ pub struct Response {
     pub body: Vec<u8>,
 }
 
-/// `Content-Type` of the JSON API's answers.
+/// `Content-Type` of JSON answers.
 pub const JSON: &str = "application/json";
 
 impl Response {
@@ -234,6 +251,103 @@ impl Response {
     }
 }
 
+/// How [`serve`] bounds its connections.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeLimits {
+    /// Connections open at once; more are closed unanswered.
+    pub connections_max: usize,
+    /// Time to read one request and answer it.
+    pub exchange_timeout: Duration,
+}
+
+/// Most bytes read after answering, so that closing does not reset the connection before
+/// the peer reads the answer.
+const DRAIN_BYTES_MAX: usize = 64 * 1024;
+
+/// How long draining waits for more bytes before it closes.
+const DRAIN_QUIET: Duration = Duration::from_millis(100);
+
+/// Serves `listener` until `stop`: each connection's request goes to `answer`, whose
+/// response is written back before the connection closes; a request that cannot be read is
+/// answered 400 with the reason. `name` tags the log lines.
+pub async fn serve<A, F>(
+    name: &'static str,
+    listener: Listener,
+    stop: StopSignal,
+    limits: ServeLimits,
+    answer: A,
+) where
+    A: Fn(Request) -> F + Clone + 'static,
+    F: Future<Output = Response> + 'static,
+{
+    let open = Rc::new(Cell::new(0usize));
+    loop {
+        let stream = match race(stop.wait(), listener.accept()).await {
+            Either::Left(()) => break,
+            Either::Right(Ok(stream)) => stream,
+            Either::Right(Err(error)) => {
+                log::warn!("{name}: accept failed: {error}");
+                sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        if open.get() >= limits.connections_max {
+            stream.shutdown();
+            continue;
+        }
+        open.set(open.get() + 1);
+        let (open, answer) = (open.clone(), answer.clone());
+        spawn_detached(TaskClass::Admin, async move {
+            let peer = stream.peer_addr();
+            if timeout(limits.exchange_timeout, exchange(name, &stream, answer))
+                .await
+                .is_err()
+            {
+                log::debug!(
+                    "{name}: {peer}: no whole exchange within {:?}",
+                    limits.exchange_timeout
+                );
+            }
+            stream.shutdown();
+            open.set(open.get() - 1);
+        });
+    }
+}
+
+/// Reads one request, answers it and drains what the peer still sends.
+async fn exchange<A, F>(name: &str, stream: &Stream, answer: A)
+where
+    A: Fn(Request) -> F,
+    F: Future<Output = Response>,
+{
+    let (response, head_only) = match read_request(stream).await {
+        Ok(request) => {
+            let head_only = request.method == Method::Head;
+            (answer(request).await, head_only)
+        }
+        Err(HttpError::Closed | HttpError::Io(_)) => return,
+        Err(error) => (Response::error(400, error), false),
+    };
+    if let Err(error) = stream.write_all(&response.encode(head_only)).await {
+        log::debug!("{name}: {}: {error}", stream.peer_addr());
+        return;
+    }
+    drain(stream).await;
+}
+
+/// Reads what the peer still sends (a refused request's rest), bounded, so that closing does
+/// not reset the connection and destroy the answer before the peer reads it.
+async fn drain(stream: &Stream) {
+    let mut chunk = [0u8; 4096];
+    let mut drained = 0;
+    while drained < DRAIN_BYTES_MAX {
+        match timeout(DRAIN_QUIET, stream.read(&mut chunk)).await {
+            Ok(Ok(read)) if read > 0 => drained += read,
+            _ => return,
+        }
+    }
+}
+
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
@@ -275,11 +389,11 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!((post.method, body), (Method::Post, 12));
-        assert!(!post.from_console);
+        assert!(!post.has_header("X-Comet-Console"));
         let (_, marked, _) = parse_head(b"POST /api/reset HTTP/1.1\r\nx-comet-console: 1\r\n\r\n")
             .unwrap()
             .unwrap();
-        assert!(marked.from_console);
+        assert!(marked.has_header("X-Comet-Console"));
         assert!(matches!(
             parse_head(b"\x00\x01garbage\r\n\r\n"),
             Err(HttpError::Malformed(_))
