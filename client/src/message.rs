@@ -199,11 +199,17 @@ pub(crate) fn unwrap_queues(
     client: &crate::config::ClientConfig,
     queues: &[MessageQueue],
 ) -> Vec<MessageQueue> {
-    queues.iter().map(|queue| unwrap_queue(client, queue)).collect()
+    queues
+        .iter()
+        .map(|queue| unwrap_queue(client, queue))
+        .collect()
 }
 
 /// `queue` as the application names its topic: without `client`'s namespace.
-pub(crate) fn unwrap_queue(client: &crate::config::ClientConfig, queue: &MessageQueue) -> MessageQueue {
+pub(crate) fn unwrap_queue(
+    client: &crate::config::ClientConfig,
+    queue: &MessageQueue,
+) -> MessageQueue {
     MessageQueue::new(
         client.unwrap_name(&queue.topic),
         &queue.broker_name,

@@ -362,7 +362,12 @@ mod tests {
         assert_eq!(wrap_namespace("ns", "other%T"), "ns%other%T");
         assert_eq!(wrap_namespace("", "T"), "T");
         assert_eq!(wrap_namespace("ns", ""), "");
-        for system in [TRACE_TOPIC, AUTO_CREATE_TOPIC_KEY, "rmq_sys_x", "CID_RMQ_SYS_TRANS"] {
+        for system in [
+            TRACE_TOPIC,
+            AUTO_CREATE_TOPIC_KEY,
+            "rmq_sys_x",
+            "CID_RMQ_SYS_TRANS",
+        ] {
             assert_eq!(wrap_namespace("ns", system), system);
         }
         assert!(is_already_with_namespace("ns%T", "ns"));
@@ -370,7 +375,10 @@ mod tests {
         assert!(!is_already_with_namespace("ns", "ns"));
 
         assert_eq!(without_namespace("MQ_INST_XX%Topic_XXX"), "Topic_XXX");
-        assert_eq!(without_namespace("%RETRY%MQ_INST_XX%GID_XXX"), "%RETRY%GID_XXX");
+        assert_eq!(
+            without_namespace("%RETRY%MQ_INST_XX%GID_XXX"),
+            "%RETRY%GID_XXX"
+        );
         assert_eq!(without_namespace("%DLQ%ns%G"), "%DLQ%G");
         assert_eq!(without_namespace("T"), "T");
         assert_eq!(without_namespace("%RETRY%G"), "%RETRY%G");
@@ -380,7 +388,10 @@ mod tests {
         assert_eq!(without_namespace_of("%RETRY%ns1%G", "ns1"), "%RETRY%G");
         assert_eq!(without_namespace_of("%RETRY%ns2%G", "ns3"), "%RETRY%ns2%G");
         for name in ["T", "%RETRY%G", "%DLQ%G"] {
-            assert_eq!(without_namespace_of(&wrap_namespace("ns", name), "ns"), name);
+            assert_eq!(
+                without_namespace_of(&wrap_namespace("ns", name), "ns"),
+                name
+            );
         }
     }
 }

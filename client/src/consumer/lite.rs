@@ -106,7 +106,9 @@ impl LitePullConsumer {
 
     /// The readable queues of `topic`.
     pub fn fetch_message_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        Ok(self.inner.core.instance.route(topic)?.subscribe.clone())
+        let client = &self.inner.core.config.client;
+        let route = self.inner.core.instance.route(&client.wrap_name(topic))?;
+        Ok(crate::message::unwrap_queues(client, &route.subscribe))
     }
 
     /// Starts rebalancing and pulling.
@@ -129,7 +131,8 @@ impl LitePullConsumer {
                 let queue = front.queue.clone();
                 drop(buffer);
                 self.mark_consumed(&queue, &messages);
-                return messages;
+                let client = &self.inner.core.config.client;
+                return crate::message::unwrap_messages(client, messages);
             }
             let now = Instant::now();
             if now >= deadline || self.inner.core.is_stopped() {

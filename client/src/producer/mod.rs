@@ -217,12 +217,11 @@ impl Producer {
             State::Created => {
                 let config = &self.inner.config;
                 if config.enable_msg_trace {
-                    let tracer =
-                        TraceDispatcher::start(
-                            &config.client,
-                            &config.client.unwrap_name(&config.group),
-                            &config.trace_topic,
-                        )?;
+                    let tracer = TraceDispatcher::start(
+                        &config.client,
+                        &config.client.unwrap_name(&config.group),
+                        &config.trace_topic,
+                    )?;
                     let _ = self.inner.tracer.set(tracer);
                 }
                 self.inner
@@ -353,7 +352,9 @@ impl Producer {
     ) -> Result<SendResult> {
         self.inner.check_running()?;
         let client = &self.inner.config.client;
-        let route = self.inner.publish_route(&client.wrap_name(&message.topic))?;
+        let route = self
+            .inner
+            .publish_route(&client.wrap_name(&message.topic))?;
         if route.publish.is_empty() {
             return Err(no_queue(&message.topic));
         }

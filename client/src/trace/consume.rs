@@ -159,9 +159,18 @@ mod tests {
     #[test]
     fn return_types() {
         let quick = Duration::from_millis(5);
-        assert_eq!(ConsumeReturnType::classify(None, quick), ConsumeReturnType::Exception);
-        assert_eq!(ConsumeReturnType::classify(Some(true), quick), ConsumeReturnType::Success);
-        assert_eq!(ConsumeReturnType::classify(Some(false), quick), ConsumeReturnType::Failed);
+        assert_eq!(
+            ConsumeReturnType::classify(None, quick),
+            ConsumeReturnType::Exception
+        );
+        assert_eq!(
+            ConsumeReturnType::classify(Some(true), quick),
+            ConsumeReturnType::Success
+        );
+        assert_eq!(
+            ConsumeReturnType::classify(Some(false), quick),
+            ConsumeReturnType::Failed
+        );
         assert_eq!(
             ConsumeReturnType::classify(Some(true), CONSUME_TIMEOUT),
             ConsumeReturnType::TimeOut

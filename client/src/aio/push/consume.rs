@@ -57,7 +57,11 @@ impl Inner {
 
     /// `messages` and their `queue` as the listener sees them: topics without the client's
     /// namespace (the consumer keeps the broker-side names, which send-back needs).
-    fn shown(&self, messages: &[MessageExt], queue: &MessageQueue) -> (Vec<MessageExt>, MessageQueue) {
+    fn shown(
+        &self,
+        messages: &[MessageExt],
+        queue: &MessageQueue,
+    ) -> (Vec<MessageExt>, MessageQueue) {
         let client = &self.config.consumer.client;
         (
             crate::message::unwrap_messages(client, messages.to_vec()),
@@ -113,7 +117,10 @@ impl Inner {
             return;
         }
         let (shown, queue) = self.shown(&messages, &pq.queue);
-        let trace = self.tracer.as_ref().and_then(|tracer| tracer.before(&messages));
+        let trace = self
+            .tracer
+            .as_ref()
+            .and_then(|tracer| tracer.before(&messages));
         let started = Instant::now();
         let future = listener(shown, queue);
         let Some(outcome) = self.run_listener(future).await else {
@@ -217,7 +224,10 @@ impl Inner {
                 return None;
             }
             let (shown, queue) = self.shown(&messages, &pq.queue);
-            let trace = self.tracer.as_ref().and_then(|tracer| tracer.before(&messages));
+            let trace = self
+                .tracer
+                .as_ref()
+                .and_then(|tracer| tracer.before(&messages));
             let call_started = Instant::now();
             let future = listener(shown, queue);
             // Cancelled: the batch stays in the consuming set, uncommitted.

@@ -245,13 +245,19 @@ impl AsyncLitePullConsumer {
 
     /// The offset committed in memory for `queue`, if any.
     pub fn committed(&self, queue: &MessageQueue) -> Option<i64> {
-        lock(&self.inner().offsets).get(&self.wrap_queue(queue)).copied()
+        lock(&self.inner().offsets)
+            .get(&self.wrap_queue(queue))
+            .copied()
     }
 
     /// `queue` as the broker names its topic (in the client's namespace, if any).
     fn wrap_queue(&self, queue: &MessageQueue) -> MessageQueue {
         let client = &self.inner().config.consumer.client;
-        MessageQueue::new(client.wrap_name(&queue.topic), &queue.broker_name, queue.queue_id)
+        MessageQueue::new(
+            client.wrap_name(&queue.topic),
+            &queue.broker_name,
+            queue.queue_id,
+        )
     }
 
     /// Moves `queue` (which must be assigned) to `offset`, between its min and max offsets:

@@ -416,7 +416,10 @@ impl AsyncPushConsumer {
 
     /// The trace dispatcher, when `enable_msg_trace` is set.
     pub fn tracer(&self) -> Option<&Arc<crate::trace::TraceDispatcher>> {
-        self.inner().tracer.as_ref().map(crate::trace::ConsumeTracer::dispatcher)
+        self.inner()
+            .tracer
+            .as_ref()
+            .map(crate::trace::ConsumeTracer::dispatcher)
     }
 
     /// What each assigned queue holds now, sorted by queue.
