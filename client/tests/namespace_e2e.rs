@@ -24,6 +24,18 @@ fn in_namespace(mut client: ClientConfig, namespace: &str) -> ClientConfig {
     client
 }
 
+/// Checks the topics `queues` show: `topic`, and `group`'s retry topic (once the broker
+/// created it), both without the namespace.
+fn check_shown(queues: &[comet_client::MessageQueue], topic: &str, group: &str) {
+    let topics: BTreeSet<String> = queues.iter().map(|queue| queue.topic.clone()).collect();
+    assert!(topics.contains(topic), "{topics:?}");
+    let retry = format!("%RETRY%{group}");
+    assert!(
+        topics.iter().all(|shown| shown == topic || *shown == retry),
+        "{topics:?}"
+    );
+}
+
 fn bodies(seen: &Seen) -> BTreeSet<String> {
     seen.lock()
         .unwrap()
@@ -101,10 +113,7 @@ fn namespaced_clients_exchange_messages_under_wrapped_names() {
     for (message_topic, queue_topic, _) in seen.lock().unwrap().iter() {
         assert_eq!((message_topic, queue_topic), (&topic, &topic));
     }
-    assert!(consumer
-        .assigned_queues()
-        .iter()
-        .all(|queue| queue.topic == topic));
+    check_shown(&consumer.assigned_queues(), &topic, &group);
 
     let admin = Admin::new(live.client()).unwrap();
     assert!(admin
@@ -172,18 +181,15 @@ fn namespaced_clients_exchange_messages_under_wrapped_names() {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(consumer
-            .assigned_queues()
-            .iter()
-            .all(|queue| queue.topic == topic));
+        check_shown(&consumer.assigned_queues(), &topic, &async_group);
+        // Registered under the wrapped group (the admin call blocks this thread only).
+        let connections = admin.consumer_connections(&format!("ns1%{async_group}"), &wrapped_topic);
+        assert!(connections.is_ok_and(|connections| !connections.connection_set.is_empty()));
         consumer.shutdown().await;
     });
     for (message_topic, queue_topic, _) in async_seen.lock().unwrap().iter() {
         assert_eq!((message_topic, queue_topic), (&topic, &topic));
     }
-    assert!(admin
-        .consumer_connections(&format!("ns1%{async_group}"), &wrapped_topic)
-        .is_ok());
 
     // The consumer outside the namespace had all this time and saw nothing.
     assert!(
