@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use comet_client::{
     Admin, AsyncMessageListener, AsyncProducer, AsyncPushConsumer, AsyncPushConsumerConfig,
-    ClientConfig, ConsumeConcurrentlyStatus, Message, MessageListener, Producer, ProducerConfig,
-    PushConsumer, PushConsumerConfig,
+    ClientConfig, ConsumeConcurrentlyStatus, LitePullConfig, LitePullConsumer, Message,
+    MessageListener, Producer, ProducerConfig, PushConsumer, PushConsumerConfig,
 };
 use comet_test_support::wait_until;
 use live::{consumer_config, unique, Live};
@@ -49,7 +49,7 @@ fn bodies(seen: &Seen) -> BTreeSet<String> {
 // the broker holds topic "ns1%T" and group "ns1%G" and no "T" (checked with the admin API,
 // which names them as the broker does, like Java's DefaultMQAdminExt); a consumer of the
 // same topic and group without the namespace receives none of them; an async producer and
-// consumer in the namespace behave the same.
+// consumer and a lite pull consumer in the namespace behave the same.
 #[test]
 fn namespaced_clients_exchange_messages_under_wrapped_names() {
     let live = Live::start("client-namespace", &[]);
@@ -190,6 +190,30 @@ fn namespaced_clients_exchange_messages_under_wrapped_names() {
     for (message_topic, queue_topic, _) in async_seen.lock().unwrap().iter() {
         assert_eq!((message_topic, queue_topic), (&topic, &topic));
     }
+
+    // A lite pull consumer in the namespace: polled messages, its assignment and a seek use
+    // the names without it.
+    let mut lite_config = consumer_config(&live, &unique("ns_lcg"));
+    lite_config.client = in_namespace(live.client(), "ns1");
+    let lite = LitePullConsumer::new(LitePullConfig::new(lite_config)).unwrap();
+    lite.subscribe(&topic, "*").unwrap();
+    lite.start().unwrap();
+    let mut polled = BTreeSet::new();
+    wait_until(
+        "the lite consumer's messages",
+        Duration::from_secs(60),
+        || {
+            for message in lite.poll(Duration::from_millis(200)) {
+                assert_eq!(message.topic, topic);
+                polled.insert(String::from_utf8_lossy(&message.body).into_owned());
+            }
+            polled.len() > sent.len()
+        },
+    );
+    let assignment = lite.assignment();
+    assert!(!assignment.is_empty() && assignment.iter().all(|queue| queue.topic == topic));
+    lite.seek_to_begin(&assignment[0]).unwrap();
+    lite.shutdown();
 
     // The consumer outside the namespace had all this time and saw nothing.
     assert!(
