@@ -33,6 +33,11 @@ pub struct ClientConfig {
     /// servers) is signed as Java's `AclClientRPCHook` signs it, so brokers running with
     /// `aclEnable=true` (Comet or Apache RocketMQ) accept it.
     pub credentials: Option<Credentials>,
+    /// Java's `ClientConfig.namespace`: topics and groups this client names are
+    /// `<namespace>%<name>` at the broker (retry and dead-letter prefixes in front, system
+    /// topics and groups never wrapped; `comet_proto::names::wrap_namespace`), and the
+    /// application sees them without it.
+    pub namespace: Option<String>,
 }
 
 impl Default for ClientConfig {
@@ -47,6 +52,7 @@ impl Default for ClientConfig {
             api_timeout: Duration::from_secs(3),
             transport: TransportConfig::default(),
             credentials: None,
+            namespace: None,
         }
     }
 }
@@ -57,6 +63,24 @@ impl ClientConfig {
         ClientConfig {
             namesrv_addrs: NameServers::parse_list(list),
             ..ClientConfig::default()
+        }
+    }
+
+    /// The broker-side name of a topic or group `name` of the application (unchanged
+    /// without a namespace).
+    pub fn wrap_name(&self, name: &str) -> String {
+        match self.namespace.as_deref() {
+            Some(namespace) => comet_proto::names::wrap_namespace(namespace, name),
+            None => name.to_owned(),
+        }
+    }
+
+    /// The application's name of a broker-side topic or group: without this client's
+    /// namespace when it is in it (Java's `ClientConfig.withoutNamespace`).
+    pub fn unwrap_name(&self, name: &str) -> String {
+        match self.namespace.as_deref() {
+            Some(namespace) => comet_proto::names::without_namespace_of(name, namespace),
+            None => name.to_owned(),
         }
     }
 

@@ -193,3 +193,41 @@ pub struct SendResult {
     /// a trace record only then.
     pub trace_on: bool,
 }
+
+/// `queues` as the application names their topic: without `client`'s namespace.
+pub(crate) fn unwrap_queues(
+    client: &crate::config::ClientConfig,
+    queues: &[MessageQueue],
+) -> Vec<MessageQueue> {
+    queues
+        .iter()
+        .map(|queue| unwrap_queue(client, queue))
+        .collect()
+}
+
+/// `queue` as the application names its topic: without `client`'s namespace.
+pub(crate) fn unwrap_queue(
+    client: &crate::config::ClientConfig,
+    queue: &MessageQueue,
+) -> MessageQueue {
+    MessageQueue::new(
+        client.unwrap_name(&queue.topic),
+        &queue.broker_name,
+        queue.queue_id,
+    )
+}
+
+/// `messages` as the application sees them: their topic without `client`'s namespace (as
+/// Java's `resetRetryAndNamespace` shows them; the consumer keeps the broker-side ones for
+/// send-back).
+pub(crate) fn unwrap_messages(
+    client: &crate::config::ClientConfig,
+    mut messages: Vec<MessageExt>,
+) -> Vec<MessageExt> {
+    if client.namespace.is_some() {
+        for message in &mut messages {
+            message.topic = client.unwrap_name(&message.topic);
+        }
+    }
+    messages
+}

@@ -169,6 +169,93 @@ pub fn reply_topic(cluster: &str) -> String {
     format!("{cluster}{REPLY_TOPIC_SUFFIX}")
 }
 
+/// Separates a namespace from the name it wraps (`NamespaceUtil.NAMESPACE_SEPARATOR`).
+pub const NAMESPACE_SEPARATOR: char = '%';
+
+/// A system topic or group, which a namespace never wraps (`NamespaceUtil.isSystemResource`).
+fn is_system_resource(name: &str) -> bool {
+    is_system_topic(name) || is_system_group(name)
+}
+
+/// `name` without a leading retry or dead-letter prefix (`NamespaceUtil.withOutRetryAndDLQ`).
+pub fn without_retry_and_dlq(name: &str) -> &str {
+    name.strip_prefix(RETRY_TOPIC_PREFIX)
+        .or_else(|| name.strip_prefix(DLQ_TOPIC_PREFIX))
+        .unwrap_or(name)
+}
+
+/// The retry or dead-letter prefix `name` starts with, or `""`.
+fn retry_or_dlq_prefix(name: &str) -> &'static str {
+    if is_retry_topic(name) {
+        RETRY_TOPIC_PREFIX
+    } else if is_dlq_topic(name) {
+        DLQ_TOPIC_PREFIX
+    } else {
+        ""
+    }
+}
+
+/// True when `name` (past a retry or dead-letter prefix) already starts with
+/// `<namespace>%` (`NamespaceUtil.isAlreadyWithNamespace`).
+pub fn is_already_with_namespace(name: &str, namespace: &str) -> bool {
+    !namespace.is_empty()
+        && !name.is_empty()
+        && !is_system_resource(name)
+        && without_retry_and_dlq(name)
+            .strip_prefix(namespace)
+            .is_some_and(|rest| rest.starts_with(NAMESPACE_SEPARATOR))
+}
+
+/// The broker-side name of a topic or group in `namespace`, as Java's
+/// `NamespaceUtil.wrapNamespace` writes it: `<ns>%<name>`, a retry or dead-letter prefix kept
+/// in front (`%RETRY%<ns>%<group>`); an empty namespace or name, a system topic or group, and
+/// a name already in the namespace are returned as they are.
+pub fn wrap_namespace(namespace: &str, name: &str) -> String {
+    if namespace.is_empty()
+        || name.is_empty()
+        || is_system_resource(name)
+        || is_already_with_namespace(name, namespace)
+    {
+        return name.to_owned();
+    }
+    format!(
+        "{}{namespace}{NAMESPACE_SEPARATOR}{}",
+        retry_or_dlq_prefix(name),
+        without_retry_and_dlq(name)
+    )
+}
+
+/// The name the application knows a broker-side name by, as Java's
+/// `NamespaceUtil.withoutNamespace(resource)` reads it: whatever precedes the first `%` past
+/// a retry or dead-letter prefix is taken for a namespace and removed; system names and
+/// names without one are returned as they are.
+pub fn without_namespace(name: &str) -> String {
+    if name.is_empty() || is_system_resource(name) {
+        return name.to_owned();
+    }
+    let bare = without_retry_and_dlq(name);
+    match bare.find(NAMESPACE_SEPARATOR) {
+        Some(index) if index > 0 => format!("{}{}", retry_or_dlq_prefix(name), &bare[index + 1..]),
+        _ => name.to_owned(),
+    }
+}
+
+/// `name` without `namespace` when it is in that namespace, else as it is (Java's
+/// `NamespaceUtil.withoutNamespace(resource, namespace)`).
+pub fn without_namespace_of(name: &str, namespace: &str) -> String {
+    if name.is_empty() || namespace.is_empty() {
+        return name.to_owned();
+    }
+    let in_namespace = without_retry_and_dlq(name)
+        .strip_prefix(namespace)
+        .is_some_and(|rest| rest.starts_with(NAMESPACE_SEPARATOR));
+    if in_namespace {
+        without_namespace(name)
+    } else {
+        name.to_owned()
+    }
+}
+
 fn legal_character(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'%' | b'|' | b'_' | b'-')
 }
@@ -260,5 +347,51 @@ mod tests {
         assert_eq!(reply_topic("DefaultCluster"), "DefaultCluster_REPLY_TOPIC");
         assert!(is_retry_topic("%RETRY%cg") && !is_retry_topic("cg%RETRY%"));
         assert!(is_dlq_topic("%DLQ%cg"));
+    }
+    // Proves wrapping and unwrapping follow Java's NamespaceUtil cases: the retry and
+    // dead-letter prefixes stay in front, system topics and groups are never wrapped, a name
+    // already in the namespace is not wrapped twice, and unwrapping with a namespace leaves
+    // names of other namespaces alone.
+    #[test]
+    fn namespace_wrapping() {
+        assert_eq!(wrap_namespace("ns", "T"), "ns%T");
+        assert_eq!(wrap_namespace("ns", "%RETRY%G"), "%RETRY%ns%G");
+        assert_eq!(wrap_namespace("ns", "%DLQ%G"), "%DLQ%ns%G");
+        assert_eq!(wrap_namespace("ns", "ns%T"), "ns%T");
+        assert_eq!(wrap_namespace("ns", "%RETRY%ns%G"), "%RETRY%ns%G");
+        assert_eq!(wrap_namespace("ns", "other%T"), "ns%other%T");
+        assert_eq!(wrap_namespace("", "T"), "T");
+        assert_eq!(wrap_namespace("ns", ""), "");
+        for system in [
+            TRACE_TOPIC,
+            AUTO_CREATE_TOPIC_KEY,
+            "rmq_sys_x",
+            "CID_RMQ_SYS_TRANS",
+        ] {
+            assert_eq!(wrap_namespace("ns", system), system);
+        }
+        assert!(is_already_with_namespace("ns%T", "ns"));
+        assert!(!is_already_with_namespace("nsx%T", "ns"));
+        assert!(!is_already_with_namespace("ns", "ns"));
+
+        assert_eq!(without_namespace("MQ_INST_XX%Topic_XXX"), "Topic_XXX");
+        assert_eq!(
+            without_namespace("%RETRY%MQ_INST_XX%GID_XXX"),
+            "%RETRY%GID_XXX"
+        );
+        assert_eq!(without_namespace("%DLQ%ns%G"), "%DLQ%G");
+        assert_eq!(without_namespace("T"), "T");
+        assert_eq!(without_namespace("%RETRY%G"), "%RETRY%G");
+        assert_eq!(without_namespace(TRACE_TOPIC), TRACE_TOPIC);
+        assert_eq!(without_namespace_of("ns1%T", "ns1"), "T");
+        assert_eq!(without_namespace_of("ns2%T", ""), "ns2%T");
+        assert_eq!(without_namespace_of("%RETRY%ns1%G", "ns1"), "%RETRY%G");
+        assert_eq!(without_namespace_of("%RETRY%ns2%G", "ns3"), "%RETRY%ns2%G");
+        for name in ["T", "%RETRY%G", "%DLQ%G"] {
+            assert_eq!(
+                without_namespace_of(&wrap_namespace("ns", name), "ns"),
+                name
+            );
+        }
     }
 }

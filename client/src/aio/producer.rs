@@ -78,15 +78,16 @@ impl AsyncProducer {
 
     /// An async producer over a given transport (to set its in-flight limit, or to share it).
     pub fn with_transport(
-        config: ProducerConfig,
+        mut config: ProducerConfig,
         transport: AsyncTransport,
     ) -> Result<AsyncProducer> {
+        config.group = config.client.wrap_name(&config.group);
         validate::check_producer(&config)?;
         let ids = id_generator(&config.client.build_client_id());
         let tracer = if config.enable_msg_trace {
             Some(TraceDispatcher::start(
                 &config.client,
-                &config.group,
+                &config.client.unwrap_name(&config.group),
                 &config.trace_topic,
             )?)
         } else {
@@ -149,7 +150,9 @@ impl AsyncProducer {
     /// The publish queues of `topic` (fetching its route if needed).
     pub async fn fetch_publish_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
         self.inner.check_running()?;
-        Ok(self.inner.publish_route(topic).await?.publish.clone())
+        let client = &self.inner.config.client;
+        let route = self.inner.publish_route(&client.wrap_name(topic)).await?;
+        Ok(crate::message::unwrap_queues(client, &route.publish))
     }
 
     /// Closes every connection, failing the sends in flight; later sends fail with

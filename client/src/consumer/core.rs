@@ -108,10 +108,11 @@ pub(crate) struct ConsumerCore {
 
 impl ConsumerCore {
     pub(crate) fn new(
-        config: ConsumerConfig,
+        mut config: ConsumerConfig,
         orderly: bool,
         lite: bool,
     ) -> Result<Arc<ConsumerCore>> {
+        config.group = config.client.wrap_name(&config.group);
         crate::validate::check_group(&config.group)?;
         crate::validate::check_allocate(&config.allocate)?;
         if config.client.namesrv_addrs.is_empty() {
@@ -179,6 +180,7 @@ impl ConsumerCore {
 
     /// Adds or replaces a subscription (`*`, empty, or `TagA || TagB`).
     pub(crate) fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+        let topic = &self.config.client.wrap_name(topic);
         crate::validate::check_topic(topic)?;
         let subscription = Subscription {
             tags: TagSubscription::parse(Some(expression)),
@@ -191,7 +193,7 @@ impl ConsumerCore {
 
     /// Removes a subscription.
     pub(crate) fn unsubscribe(&self, topic: &str) {
-        lock(&self.subscriptions).remove(topic);
+        lock(&self.subscriptions).remove(&self.config.client.wrap_name(topic));
         self.request_rebalance();
     }
 
@@ -199,6 +201,17 @@ impl ConsumerCore {
     /// started consumer the assignment is applied before this returns, as Java's `assign`
     /// does, so a `seek` right after it finds the queues.
     pub(crate) fn assign(self: &Arc<Self>, queues: Vec<MessageQueue>) {
+        let client = &self.config.client;
+        let queues: Vec<MessageQueue> = queues
+            .iter()
+            .map(|queue| {
+                MessageQueue::new(
+                    client.wrap_name(&queue.topic),
+                    &queue.broker_name,
+                    queue.queue_id,
+                )
+            })
+            .collect();
         for queue in &queues {
             lock(&self.subscriptions)
                 .entry(queue.topic.clone())

@@ -106,7 +106,9 @@ impl LitePullConsumer {
 
     /// The readable queues of `topic`.
     pub fn fetch_message_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        Ok(self.inner.core.instance.route(topic)?.subscribe.clone())
+        let client = &self.inner.core.config.client;
+        let route = self.inner.core.instance.route(&client.wrap_name(topic))?;
+        Ok(crate::message::unwrap_queues(client, &route.subscribe))
     }
 
     /// Starts rebalancing and pulling.
@@ -129,7 +131,8 @@ impl LitePullConsumer {
                 let queue = front.queue.clone();
                 drop(buffer);
                 self.mark_consumed(&queue, &messages);
-                return messages;
+                let client = &self.inner.core.config.client;
+                return crate::message::unwrap_messages(client, messages);
             }
             let now = Instant::now();
             if now >= deadline || self.inner.core.is_stopped() {
@@ -174,11 +177,22 @@ impl LitePullConsumer {
 
     /// The offset stored for `queue` (`None` when there is none).
     pub fn committed(&self, queue: &MessageQueue) -> Result<Option<i64>> {
-        self.inner.core.offsets.read_store(queue)
+        self.inner.core.offsets.read_store(&self.wrap_queue(queue))
+    }
+
+    /// `queue` as the broker names its topic (in the client's namespace, if any).
+    fn wrap_queue(&self, queue: &MessageQueue) -> MessageQueue {
+        let client = &self.inner.core.config.client;
+        MessageQueue::new(
+            client.wrap_name(&queue.topic),
+            &queue.broker_name,
+            queue.queue_id,
+        )
     }
 
     /// Moves `queue` (which must be assigned) to `offset`, between its min and max offsets.
     pub fn seek(&self, queue: &MessageQueue, offset: i64) -> Result<()> {
+        let queue = &self.wrap_queue(queue);
         let core = &self.inner.core;
         let Some(old) = core.process_queue(queue) else {
             return Err(ClientError::Invalid(format!("{queue:?} is not assigned")));
@@ -197,19 +211,22 @@ impl LitePullConsumer {
 
     /// Moves `queue` to the first message stored at or after `timestamp_ms`.
     pub fn seek_to_timestamp(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<()> {
-        let offset = self.inner.core.search_offset(queue, timestamp_ms)?;
+        let offset = self
+            .inner
+            .core
+            .search_offset(&self.wrap_queue(queue), timestamp_ms)?;
         self.seek(queue, offset)
     }
 
     /// Moves `queue` to its first message.
     pub fn seek_to_begin(&self, queue: &MessageQueue) -> Result<()> {
-        let offset = self.inner.core.min_offset(queue)?;
+        let offset = self.inner.core.min_offset(&self.wrap_queue(queue))?;
         self.seek(queue, offset)
     }
 
     /// Moves `queue` past its last message.
     pub fn seek_to_end(&self, queue: &MessageQueue) -> Result<()> {
-        let offset = self.inner.core.max_offset(queue)?;
+        let offset = self.inner.core.max_offset(&self.wrap_queue(queue))?;
         self.seek(queue, offset)
     }
 
@@ -220,7 +237,7 @@ impl LitePullConsumer {
             .core
             .process_queues()
             .iter()
-            .map(|pq| pq.queue.clone())
+            .map(|pq| crate::message::unwrap_queue(&self.inner.core.config.client, &pq.queue))
             .collect();
         queues.sort();
         queues

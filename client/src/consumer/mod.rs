@@ -112,6 +112,12 @@ pub struct ConsumerConfig {
     pub rebalance_interval: Duration,
     /// Directory of broadcasting offset files.
     pub local_offset_dir: PathBuf,
+    /// Push consumers: write a `SubBefore` and a `SubAfter` trace record around each
+    /// listener call to [`ConsumerConfig::trace_topic`] (`enableMsgTrace`; see
+    /// [`crate::trace`]).
+    pub enable_msg_trace: bool,
+    /// The trace topic (`customizedTraceTopic`).
+    pub trace_topic: String,
 }
 
 impl ConsumerConfig {
@@ -135,6 +141,8 @@ impl ConsumerConfig {
             flow_control_delay: Duration::from_millis(50),
             rebalance_interval: Duration::from_secs(20),
             local_offset_dir: home.join(".rocketmq_offsets"),
+            enable_msg_trace: false,
+            trace_topic: crate::trace::TRACE_TOPIC_DEFAULT.to_owned(),
         }
     }
 }

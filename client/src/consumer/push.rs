@@ -37,6 +37,7 @@ use crate::error::{ClientError, Result};
 use crate::message::{Message, MessageQueue};
 use crate::producer::{Producer, ProducerConfig};
 use crate::protocol;
+use crate::trace::{ConsumeReturnType, ConsumeTracer, TraceDispatcher};
 
 /// Result of a concurrent listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +135,8 @@ struct PushInner {
     started: Mutex<bool>,
     weak_self: Weak<PushInner>,
     retry_producer: Mutex<Option<Producer>>,
+    /// With `enable_msg_trace`: writes the consume trace records.
+    tracer: Option<ConsumeTracer>,
 }
 
 /// Queued consume tasks; beyond this, delivering pull threads wait (flow control already
@@ -154,6 +157,19 @@ impl PushConsumer {
         }
         let orderly = matches!(listener, MessageListener::Orderly(_));
         let core = ConsumerCore::new(config.consumer.clone(), orderly, false)?;
+        let tracer = if config.consumer.enable_msg_trace {
+            let (group, trace_topic) = (&config.consumer.group, &config.consumer.trace_topic);
+            let dispatcher = TraceDispatcher::start(&config.consumer.client, group, trace_topic)?;
+            let client_id = core.instance.client_id();
+            Some(ConsumeTracer::new(
+                dispatcher,
+                group,
+                trace_topic,
+                client_id,
+            ))
+        } else {
+            None
+        };
         let inner = Arc::new_cyclic(|weak_self| PushInner {
             config,
             core,
@@ -163,6 +179,7 @@ impl PushConsumer {
             started: Mutex::new(false),
             weak_self: weak_self.clone(),
             retry_producer: Mutex::new(None),
+            tracer,
         });
         let delivery: Arc<dyn Delivery> = inner.clone();
         inner.core.set_delivery(Arc::downgrade(&delivery));
@@ -226,6 +243,14 @@ impl PushConsumer {
         if let Some(producer) = retry_producer {
             producer.shutdown();
         }
+        if let Some(tracer) = &self.inner.tracer {
+            tracer.dispatcher().shutdown();
+        }
+    }
+
+    /// The trace dispatcher, when `enable_msg_trace` is set.
+    pub fn tracer(&self) -> Option<&Arc<TraceDispatcher>> {
+        self.inner.tracer.as_ref().map(ConsumeTracer::dispatcher)
     }
 
     /// The client id this consumer registers under.
@@ -240,7 +265,7 @@ impl PushConsumer {
             .core
             .process_queues()
             .iter()
-            .map(|pq| pq.queue.clone())
+            .map(|pq| crate::message::unwrap_queue(&self.inner.config.consumer.client, &pq.queue))
             .collect();
         queues.sort();
         queues
@@ -287,6 +312,7 @@ impl Delivery for PushInner {
                 message.topic = original.to_owned();
             }
         }
+        message.topic = self.config.consumer.client.unwrap_name(&message.topic);
         let queue = MessageQueue::new(message.topic.clone(), broker_name, message.queue_id);
         let messages = [message];
         let started = Instant::now();
@@ -360,6 +386,20 @@ impl PushInner {
         }
     }
 
+    /// `messages` and their `queue` as the listener sees them: topics without the client's
+    /// namespace (the process queue keeps the broker-side names, which send-back needs).
+    fn shown(
+        &self,
+        messages: &[MessageExt],
+        queue: &MessageQueue,
+    ) -> (Vec<MessageExt>, MessageQueue) {
+        let client = &self.config.consumer.client;
+        (
+            crate::message::unwrap_messages(client, messages.to_vec()),
+            crate::message::unwrap_queue(client, queue),
+        )
+    }
+
     fn consume_concurrently(
         self: &Arc<Self>,
         queue: &Arc<ProcessQueue>,
@@ -371,8 +411,19 @@ impl PushInner {
         if queue.is_dropped() || self.core.is_stopped() {
             return;
         }
-        let status = catch_unwind(AssertUnwindSafe(|| listener(&messages, &queue.queue)))
-            .unwrap_or(ConsumeConcurrentlyStatus::ReconsumeLater);
+        let (shown, shown_queue) = self.shown(&messages, &queue.queue);
+        let trace = self
+            .tracer
+            .as_ref()
+            .and_then(|tracer| tracer.before(&messages));
+        let started = Instant::now();
+        let outcome = catch_unwind(AssertUnwindSafe(|| listener(&shown, &shown_queue))).ok();
+        if let (Some(tracer), Some(call)) = (&self.tracer, trace) {
+            let success = outcome.map(|status| status == ConsumeConcurrentlyStatus::ConsumeSuccess);
+            let kind = ConsumeReturnType::classify(success, started.elapsed());
+            tracer.after(call, success == Some(true), kind);
+        }
+        let status = outcome.unwrap_or(ConsumeConcurrentlyStatus::ReconsumeLater);
         let mut retry_locally = Vec::new();
         if status == ConsumeConcurrentlyStatus::ReconsumeLater
             && self.config.consumer.message_model == MessageModel::Clustering
@@ -552,8 +603,19 @@ impl PushInner {
             if messages.is_empty() {
                 return None;
             }
-            let status = catch_unwind(AssertUnwindSafe(|| listener(&messages, &queue.queue)))
-                .unwrap_or(ConsumeOrderlyStatus::SuspendCurrentQueueAMoment);
+            let (shown, shown_queue) = self.shown(&messages, &queue.queue);
+            let trace = self
+                .tracer
+                .as_ref()
+                .and_then(|tracer| tracer.before(&messages));
+            let call_started = Instant::now();
+            let outcome = catch_unwind(AssertUnwindSafe(|| listener(&shown, &shown_queue))).ok();
+            if let (Some(tracer), Some(call)) = (&self.tracer, trace) {
+                let success = outcome.map(|status| status == ConsumeOrderlyStatus::Success);
+                let kind = ConsumeReturnType::classify(success, call_started.elapsed());
+                tracer.after(call, success == Some(true), kind);
+            }
+            let status = outcome.unwrap_or(ConsumeOrderlyStatus::SuspendCurrentQueueAMoment);
             let give_up = status == ConsumeOrderlyStatus::SuspendCurrentQueueAMoment
                 && messages
                     .iter()

@@ -115,7 +115,11 @@ enum Mode {
 /// A message ready for the wire: id assigned, body possibly compressed, properties encoded.
 #[derive(Clone)]
 pub(crate) struct Prepared {
+    /// The broker-side topic (in the client's namespace, if any).
     pub(crate) topic: String,
+    /// The topic as the application names it (without the namespace): what the send
+    /// result and the trace record show.
+    user_topic: String,
     body: Bytes,
     sys_flag: i32,
     flag: i32,
@@ -187,7 +191,8 @@ impl SendFuture {
 
 impl Producer {
     /// A producer; call [`Producer::start`] before sending.
-    pub fn new(config: ProducerConfig) -> Result<Producer> {
+    pub fn new(mut config: ProducerConfig) -> Result<Producer> {
+        config.group = config.client.wrap_name(&config.group);
         validate::check_producer(&config)?;
         let instance = ClientInstance::new(config.client.clone());
         let ids = id_generator(instance.client_id());
@@ -212,8 +217,11 @@ impl Producer {
             State::Created => {
                 let config = &self.inner.config;
                 if config.enable_msg_trace {
-                    let tracer =
-                        TraceDispatcher::start(&config.client, &config.group, &config.trace_topic)?;
+                    let tracer = TraceDispatcher::start(
+                        &config.client,
+                        &config.client.unwrap_name(&config.group),
+                        &config.trace_topic,
+                    )?;
                     let _ = self.inner.tracer.set(tracer);
                 }
                 self.inner
@@ -262,7 +270,9 @@ impl Producer {
 
     /// The publish queues of `topic` (fetching its route if needed).
     pub fn fetch_publish_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        Ok(self.inner.publish_route(topic)?.publish.clone())
+        let client = &self.inner.config.client;
+        let route = self.inner.publish_route(&client.wrap_name(topic))?;
+        Ok(crate::message::unwrap_queues(client, &route.publish))
     }
 
     /// Sends and waits for the broker's answer, retrying on another broker on failure.
@@ -311,8 +321,15 @@ impl Producer {
     }
 
     /// Sends to one given queue (no retry on another queue).
-    pub fn send_to_queue(&self, message: Message, queue: &MessageQueue) -> Result<SendResult> {
+    pub fn send_to_queue(&self, mut message: Message, queue: &MessageQueue) -> Result<SendResult> {
         self.inner.check_running()?;
+        let client = &self.inner.config.client;
+        message.topic = client.wrap_name(&message.topic);
+        let queue = &MessageQueue::new(
+            client.wrap_name(&queue.topic),
+            &queue.broker_name,
+            queue.queue_id,
+        );
         if queue.topic != message.topic {
             return Err(ClientError::Invalid(format!(
                 "message topic {} differs from the queue's topic {}",
@@ -334,11 +351,26 @@ impl Producer {
         selector: impl Fn(&[MessageQueue], &Message) -> usize,
     ) -> Result<SendResult> {
         self.inner.check_running()?;
-        let route = self.inner.publish_route(&message.topic)?;
+        let client = &self.inner.config.client;
+        let route = self
+            .inner
+            .publish_route(&client.wrap_name(&message.topic))?;
         if route.publish.is_empty() {
             return Err(no_queue(&message.topic));
         }
-        let index = selector(&route.publish, &message) % route.publish.len();
+        // The selector sees the queues as the application names their topic.
+        let shown: Vec<MessageQueue> = route
+            .publish
+            .iter()
+            .map(|queue| {
+                MessageQueue::new(
+                    client.unwrap_name(&queue.topic),
+                    &queue.broker_name,
+                    queue.queue_id,
+                )
+            })
+            .collect();
+        let index = selector(&shown, &message) % route.publish.len();
         let queue = route.publish[index].clone();
         self.send_to_queue(message, &queue)
     }
@@ -584,7 +616,7 @@ pub(crate) fn process_response(
         status,
         msg_id: prepared.msg_id.clone(),
         offset_msg_id: ext.optional_string("msgId").unwrap_or_default(),
-        queue: MessageQueue::new(&queue.topic, &queue.broker_name, queue_id),
+        queue: MessageQueue::new(&prepared.user_topic, &queue.broker_name, queue_id),
         queue_offset: ext.optional_i64("queueOffset")?.unwrap_or(-1),
         transaction_id: ext.optional_string("transactionId"),
         region_id: ext.optional_string(EXT_MSG_REGION),
@@ -793,6 +825,7 @@ pub(crate) struct SendRules<'a> {
 impl SendRules<'_> {
     /// Validates, assigns the id and compresses.
     pub(crate) fn prepare(&self, mut message: Message) -> Result<Prepared> {
+        message.topic = self.config.client.wrap_name(&message.topic);
         validate::check_message(&message)?;
         if message.body.len() > self.config.max_message_bytes {
             return Err(ClientError::Invalid(format!(
@@ -849,6 +882,7 @@ impl SendRules<'_> {
             )));
         }
         Ok(Prepared {
+            user_topic: self.config.client.unwrap_name(&message.topic),
             topic: message.topic,
             body,
             sys_flag,
@@ -884,8 +918,8 @@ impl SendRules<'_> {
         Some(TraceRecord::Pub(PubTrace {
             timestamp_ms: started_ms,
             region_id,
-            group: self.config.group.clone(),
-            topic: prepared.topic.clone(),
+            group: self.config.client.unwrap_name(&self.config.group),
+            topic: prepared.user_topic.clone(),
             msg_id: result.msg_id.clone(),
             tags: traced.tags.clone(),
             keys: traced.keys.clone(),
@@ -899,7 +933,10 @@ impl SendRules<'_> {
     }
 
     /// Validates a batch and splits it into requests of at most 4 MiB of body each.
-    pub(crate) fn prepare_batches(&self, messages: Vec<Message>) -> Result<Vec<Prepared>> {
+    pub(crate) fn prepare_batches(&self, mut messages: Vec<Message>) -> Result<Vec<Prepared>> {
+        for message in &mut messages {
+            message.topic = self.config.client.wrap_name(&message.topic);
+        }
         let Some(first) = messages.first() else {
             return Err(ClientError::Invalid(
                 "a batch needs at least one message".into(),
@@ -968,6 +1005,7 @@ impl SendRules<'_> {
         header_properties.insert(names::UNIQ_KEY, self.ids.next(now_ms()));
         header_properties.insert(names::WAIT, wait.to_string());
         Ok(Prepared {
+            user_topic: self.config.client.unwrap_name(topic),
             topic: topic.to_owned(),
             body: body.freeze(),
             sys_flag: 0,

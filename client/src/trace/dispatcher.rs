@@ -49,7 +49,11 @@ impl TraceDispatcher {
     ) -> Result<Arc<TraceDispatcher>> {
         crate::validate::check_topic(trace_topic)?;
         let group = format!("{TRACE_PRODUCER_GROUP_PREFIX}{traced_group}");
-        let mut config = ProducerConfig::new(&group, client.clone());
+        // The trace topic is named as is: a system topic is never in a namespace, and a
+        // customized one is written as configured.
+        let mut client = client.clone();
+        client.namespace = None;
+        let mut config = ProducerConfig::new(&group, client);
         config.send_timeout = TRACE_SEND_TIMEOUT;
         config.enable_msg_trace = false;
         let producer = Producer::new(config)?;

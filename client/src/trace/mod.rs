@@ -9,12 +9,14 @@
 //! querying the trace topic by message id. [`encode`] writes records, [`decode`] reads them
 //! as Java's decoder does; [`dispatcher`] batches and sends them off the send path.
 
+pub mod consume;
 pub mod dispatcher;
 
 use std::fmt::Write as _;
 
 use thiserror::Error;
 
+pub use consume::{ConsumeReturnType, ConsumeTracer};
 pub use dispatcher::TraceDispatcher;
 
 /// The trace topic when none is configured (`TopicValidator.RMQ_SYS_TRACE_TOPIC`).

@@ -110,6 +110,7 @@ impl Inner {
                 message.topic = original.to_owned();
             }
         }
+        message.topic = self.config.consumer.client.unwrap_name(&message.topic);
         let broker_name = header.broker_name.unwrap_or_default();
         let queue = MessageQueue::new(message.topic.clone(), broker_name, message.queue_id);
         let (listener, request) = (listener.clone(), request.clone());

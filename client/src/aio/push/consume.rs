@@ -24,6 +24,8 @@ use comet_proto::message::MessageExt;
 
 use super::{AsyncMessageListener, Inner, ListenerFuture, Mode, QueueState};
 use crate::consumer::{ConsumeConcurrentlyStatus, ConsumeOrderlyStatus};
+use crate::message::MessageQueue;
+use crate::trace::ConsumeReturnType;
 
 /// Local redelivery delay when a send-back failed (Java: 5 s).
 const LOCAL_RETRY_DELAY: Duration = Duration::from_secs(5);
@@ -51,6 +53,20 @@ impl Inner {
             }
             joined = &mut task => Some(joined.ok()),
         }
+    }
+
+    /// `messages` and their `queue` as the listener sees them: topics without the client's
+    /// namespace (the consumer keeps the broker-side names, which send-back needs).
+    fn shown(
+        &self,
+        messages: &[MessageExt],
+        queue: &MessageQueue,
+    ) -> (Vec<MessageExt>, MessageQueue) {
+        let client = &self.config.consumer.client;
+        (
+            crate::message::unwrap_messages(client, messages.to_vec()),
+            crate::message::unwrap_queue(client, queue),
+        )
     }
 
     /// Sleeps `delay`; false when cancelled meanwhile.
@@ -100,10 +116,21 @@ impl Inner {
         if pq.is_dropped() || self.is_stopping() {
             return;
         }
-        let future = listener(messages.clone(), pq.queue.clone());
+        let (shown, queue) = self.shown(&messages, &pq.queue);
+        let trace = self
+            .tracer
+            .as_ref()
+            .and_then(|tracer| tracer.before(&messages));
+        let started = Instant::now();
+        let future = listener(shown, queue);
         let Some(outcome) = self.run_listener(future).await else {
             return;
         };
+        if let (Some(tracer), Some(call)) = (&self.tracer, trace) {
+            let success = outcome.map(|status| status == ConsumeConcurrentlyStatus::ConsumeSuccess);
+            let kind = ConsumeReturnType::classify(success, started.elapsed());
+            tracer.after(call, success == Some(true), kind);
+        }
         let status = outcome.unwrap_or(ConsumeConcurrentlyStatus::ReconsumeLater);
         if pq.is_dropped() {
             return;
@@ -196,9 +223,20 @@ impl Inner {
             if messages.is_empty() {
                 return None;
             }
-            let future = listener(messages.clone(), pq.queue.clone());
+            let (shown, queue) = self.shown(&messages, &pq.queue);
+            let trace = self
+                .tracer
+                .as_ref()
+                .and_then(|tracer| tracer.before(&messages));
+            let call_started = Instant::now();
+            let future = listener(shown, queue);
             // Cancelled: the batch stays in the consuming set, uncommitted.
             let outcome = self.run_listener(future).await?;
+            if let (Some(tracer), Some(call)) = (&self.tracer, trace) {
+                let success = outcome.map(|status| status == ConsumeOrderlyStatus::Success);
+                let kind = ConsumeReturnType::classify(success, call_started.elapsed());
+                tracer.after(call, success == Some(true), kind);
+            }
             let status = outcome.unwrap_or(ConsumeOrderlyStatus::SuspendCurrentQueueAMoment);
             let mut give_up = false;
             if status == ConsumeOrderlyStatus::SuspendCurrentQueueAMoment

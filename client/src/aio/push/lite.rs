@@ -103,6 +103,7 @@ impl AsyncLitePullConsumer {
 
     /// Subscribes to `topic`; queues come from rebalance within the group.
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
+        let topic = &self.inner().config.consumer.client.wrap_name(topic);
         crate::validate::check_topic(topic)?;
         let subscription = Subscription {
             tags: TagSubscription::parse(Some(expression)),
@@ -117,6 +118,7 @@ impl AsyncLitePullConsumer {
     /// in place when this resolves, so `seek` may follow at once.
     pub async fn assign(&self, queues: Vec<MessageQueue>) {
         let inner = self.inner();
+        let queues: Vec<MessageQueue> = queues.iter().map(|queue| self.wrap_queue(queue)).collect();
         {
             let mut subscriptions = lock(&inner.subscriptions);
             for queue in &queues {
@@ -136,7 +138,9 @@ impl AsyncLitePullConsumer {
 
     /// The readable queues of `topic`.
     pub async fn fetch_message_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        Ok(self.inner().routes.route(topic).await?.subscribe.clone())
+        let client = &self.inner().config.consumer.client;
+        let route = self.inner().routes.route(&client.wrap_name(topic)).await?;
+        Ok(crate::message::unwrap_queues(client, &route.subscribe))
     }
 
     /// Registers, runs a first rebalance and starts pulling, on the current tokio runtime.
@@ -164,7 +168,8 @@ impl AsyncLitePullConsumer {
             // Registered before looking, so a delivery right after the look wakes it.
             ready.as_mut().enable();
             if let Some(messages) = self.take() {
-                return messages;
+                let client = &self.inner().config.consumer.client;
+                return crate::message::unwrap_messages(client, messages);
             }
             if self.inner().is_stopping() {
                 return Vec::new();
@@ -240,13 +245,26 @@ impl AsyncLitePullConsumer {
 
     /// The offset committed in memory for `queue`, if any.
     pub fn committed(&self, queue: &MessageQueue) -> Option<i64> {
-        lock(&self.inner().offsets).get(queue).copied()
+        lock(&self.inner().offsets)
+            .get(&self.wrap_queue(queue))
+            .copied()
+    }
+
+    /// `queue` as the broker names its topic (in the client's namespace, if any).
+    fn wrap_queue(&self, queue: &MessageQueue) -> MessageQueue {
+        let client = &self.inner().config.consumer.client;
+        MessageQueue::new(
+            client.wrap_name(&queue.topic),
+            &queue.broker_name,
+            queue.queue_id,
+        )
     }
 
     /// Moves `queue` (which must be assigned) to `offset`, between its min and max offsets:
     /// messages buffered from before are discarded and pulling restarts there.
     pub async fn seek(&self, queue: &MessageQueue, offset: i64) -> Result<()> {
         let inner = self.inner();
+        let queue = &self.wrap_queue(queue);
         let Some(old) = lock(&inner.table).get(queue).cloned() else {
             return Err(ClientError::Invalid(format!("{queue:?} is not assigned")));
         };
@@ -270,7 +288,11 @@ impl AsyncLitePullConsumer {
 
     /// Queues currently assigned, sorted.
     pub fn assignment(&self) -> Vec<MessageQueue> {
-        let mut queues: Vec<MessageQueue> = lock(&self.inner().table).keys().cloned().collect();
+        let client = &self.inner().config.consumer.client;
+        let mut queues: Vec<MessageQueue> = lock(&self.inner().table)
+            .keys()
+            .map(|queue| crate::message::unwrap_queue(client, queue))
+            .collect();
         queues.sort();
         queues
     }

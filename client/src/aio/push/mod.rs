@@ -306,6 +306,8 @@ pub(super) struct Inner {
     started_ms: AtomicI64,
     /// Broadcasting: the local offsets file.
     local_offsets: Option<std::path::PathBuf>,
+    /// Push consumers with `enable_msg_trace`: its own thread and blocking producer.
+    tracer: Option<crate::trace::ConsumeTracer>,
 }
 
 /// An async push consumer. Cheap to clone; clones share one consumer. Dropping the last
@@ -354,19 +356,21 @@ impl AsyncPushConsumer {
 
     /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`).
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
-        crate::validate::check_topic(topic)?;
+        let topic = self.inner().config.consumer.client.wrap_name(topic);
+        crate::validate::check_topic(&topic)?;
         let subscription = Subscription {
             tags: TagSubscription::parse(Some(expression)),
             sub_version: now_ms(),
         };
-        lock(&self.inner().subscriptions).insert(topic.to_owned(), subscription);
+        lock(&self.inner().subscriptions).insert(topic, subscription);
         self.inner().wake.notify_one();
         Ok(())
     }
 
     /// Removes a subscription (its queues are dropped at the next rebalance).
     pub fn unsubscribe(&self, topic: &str) {
-        lock(&self.inner().subscriptions).remove(topic);
+        let topic = self.inner().config.consumer.client.wrap_name(topic);
+        lock(&self.inner().subscriptions).remove(&topic);
         self.inner().wake.notify_one();
     }
 
@@ -400,9 +404,21 @@ impl AsyncPushConsumer {
 
     /// Queues currently assigned, sorted.
     pub fn assigned_queues(&self) -> Vec<MessageQueue> {
-        let mut queues: Vec<MessageQueue> = lock(&self.inner().table).keys().cloned().collect();
+        let client = &self.inner().config.consumer.client;
+        let mut queues: Vec<MessageQueue> = lock(&self.inner().table)
+            .keys()
+            .map(|queue| crate::message::unwrap_queue(client, queue))
+            .collect();
         queues.sort();
         queues
+    }
+
+    /// The trace dispatcher, when `enable_msg_trace` is set.
+    pub fn tracer(&self) -> Option<&Arc<crate::trace::TraceDispatcher>> {
+        self.inner()
+            .tracer
+            .as_ref()
+            .map(crate::trace::ConsumeTracer::dispatcher)
     }
 
     /// What each assigned queue holds now, sorted by queue.
@@ -415,7 +431,10 @@ impl AsyncPushConsumer {
             .map(|state| {
                 let (cached_messages, cached_bytes) = state.pq.held();
                 QueueStats {
-                    queue: state.pq.queue.clone(),
+                    queue: crate::message::unwrap_queue(
+                        &inner.config.consumer.client,
+                        &state.pq.queue,
+                    ),
                     cached_messages,
                     cached_bytes,
                     cached_messages_peak: state.cached_peak.load(Ordering::Relaxed),
@@ -443,7 +462,10 @@ impl AsyncPushConsumer {
 
 impl Inner {
     /// A consumer's shared state; needs no runtime.
-    fn create(config: AsyncPushConsumerConfig, mode: Mode) -> Result<Arc<Inner>> {
+    fn create(mut config: AsyncPushConsumerConfig, mode: Mode) -> Result<Arc<Inner>> {
+        let consumer = &mut config.consumer;
+        let user_group = std::mem::take(&mut consumer.group);
+        consumer.group = consumer.client.wrap_name(&user_group);
         crate::validate::check_group(&config.consumer.group)?;
         let client = &config.consumer.client;
         if client.namesrv_addrs.is_empty() {
@@ -468,7 +490,22 @@ impl Inner {
                     &config.consumer.group,
                 )
             });
+        let tracer = match &mode {
+            Mode::Push(_) if config.consumer.enable_msg_trace => {
+                let trace_topic = &config.consumer.trace_topic;
+                let dispatcher =
+                    crate::trace::TraceDispatcher::start(client, &user_group, trace_topic)?;
+                Some(crate::trace::ConsumeTracer::new(
+                    dispatcher,
+                    &user_group,
+                    trace_topic,
+                    &client_id,
+                ))
+            }
+            _ => None,
+        };
         let inner = Arc::new(Inner {
+            tracer,
             local_offsets,
             client_id,
             permits: Arc::new(Semaphore::new(config.consume_thread_min)),
@@ -601,6 +638,10 @@ impl Inner {
         self.transport.shutdown();
         if let Some(producer) = lock(&self.retry_producer).take() {
             producer.shutdown();
+        }
+        if let Some(tracer) = &self.tracer {
+            // Its thread sends what is queued and stops; joining it would block the runtime.
+            tracer.dispatcher().close();
         }
     }
 }
