@@ -18,7 +18,7 @@
 //! sends, queues or brokers there are. Any tokio runtime works (current-thread too) as long
 //! as its I/O and time drivers are enabled (`Builder::enable_all`, or `#[tokio::main]`).
 //!
-//! Not here yet: TLS, one-way, ordered and transactional sends, and request-reply.
+//! Not here yet: one-way, ordered and transactional sends, and request-reply.
 
 pub mod pop;
 pub mod producer;

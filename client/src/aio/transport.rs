@@ -27,8 +27,11 @@
 //!   answered REQUEST_CODE_NOT_SUPPORTED and one-way ones are dropped
 //!   (docs/protocol.md#one-way-requests-are-never-answered).
 //!
+//! * TLS (docs/operations.md#tls): with [`AsyncTransportConfig::tls`] set, every connection
+//!   runs the handshake (tokio-rustls, on the blocking transport's rustls client
+//!   configuration, [`TlsOptions`]) within the connect timeout before its tasks start.
+//!
 //! No thread is started: everything runs as tasks of the runtime the first request runs on.
-//! TLS is not supported yet; a configuration asking for it is refused.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -40,16 +43,17 @@ use bytes::{Bytes, BytesMut};
 use comet_proto::acl::Credentials;
 use comet_proto::frame::{self, Decoded, FrameDecoder};
 use comet_proto::RemotingCommand;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, watch, Semaphore};
 use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use crate::limits::{PENDING_REQUESTS_PER_CONNECTION_MAX, READ_CHUNK_BYTES};
 use crate::remoting::pending::{Pending, PendingMap, Waiter};
+use crate::remoting::TlsOptions;
 use crate::util::lock;
 
 /// Frames the writer task gathers into one socket write at most, in bytes. Many small sends
@@ -71,6 +75,9 @@ pub struct AsyncTransportConfig {
     pub in_flight_per_connection_max: usize,
     /// Signs every request (ACL 1.0) when set, as the blocking transport does.
     pub credentials: Option<Credentials>,
+    /// Speaks TLS on every connection when set, trusting what these options trust (the
+    /// blocking transport's [`TlsOptions`]).
+    pub tls: Option<TlsOptions>,
 }
 
 impl Default for AsyncTransportConfig {
@@ -79,23 +86,20 @@ impl Default for AsyncTransportConfig {
             connect_timeout: Duration::from_secs(3),
             in_flight_per_connection_max: PENDING_REQUESTS_PER_CONNECTION_MAX,
             credentials: None,
+            tls: None,
         }
     }
 }
 
 impl AsyncTransportConfig {
-    /// The async transport settings of a client configuration. Fails when it asks for TLS,
-    /// which the async transport does not speak yet.
+    /// The async transport settings of a client configuration: its connect timeout,
+    /// credentials and TLS options.
     pub fn from_client(config: &ClientConfig) -> Result<AsyncTransportConfig> {
-        if config.transport.tls.is_some() {
-            return Err(ClientError::Invalid(
-                "the async transport does not support TLS yet".into(),
-            ));
-        }
         Ok(AsyncTransportConfig {
             connect_timeout: config.transport.connect_timeout,
             in_flight_per_connection_max: PENDING_REQUESTS_PER_CONNECTION_MAX,
             credentials: config.credentials.clone(),
+            tls: config.transport.tls.clone(),
         })
     }
 
@@ -406,7 +410,32 @@ impl AsyncTransport {
         stream
             .set_nodelay(true)
             .map_err(|error| connect_error(error.to_string()))?;
-        let (read_half, write_half) = stream.into_split();
+        let Some(tls) = self.inner.config.tls.as_ref() else {
+            let (read_half, write_half) = stream.into_split();
+            return Ok(self.serve(addr, read_half, write_half));
+        };
+        let name = TlsOptions::server_name(addr)?;
+        let connector = TlsConnector::from(tls.client_config());
+        // The handshake gets a connect timeout of its own, as the blocking transport's.
+        let stream = tokio::time::timeout(connect_timeout, connector.connect(name, stream))
+            .await
+            .map_err(|_| {
+                connect_error(format!(
+                    "TLS handshake: no answer within {connect_timeout:?}"
+                ))
+            })?
+            .map_err(|error| connect_error(format!("TLS handshake: {error}")))?;
+        let (read_half, write_half) = tokio::io::split(stream);
+        Ok(self.serve(addr, read_half, write_half))
+    }
+
+    /// Makes the connection over an open stream's two halves and starts its two tasks.
+    fn serve(
+        &self,
+        addr: &str,
+        read_half: impl AsyncRead + Unpin + Send + 'static,
+        write_half: impl AsyncWrite + Unpin + Send + 'static,
+    ) -> Arc<AsyncConnection> {
         let limit = self.inner.config.in_flight_per_connection_max;
         let (frames, frames_receiver) = mpsc::channel(limit + WRITE_QUEUE_EXTRA_FRAMES);
         let (stop, stop_receiver) = watch::channel(false);
@@ -430,7 +459,7 @@ impl AsyncTransport {
         tokio::spawn(read_loop(connection.clone(), read_half, stop_receiver));
         self.inner.connects.fetch_add(1, Ordering::Relaxed);
         log::debug!("async connection to {addr} open");
-        Ok(connection)
+        connection
     }
 
     /// Sets what handles the requests peers send to the client, on connections opened from
@@ -514,7 +543,7 @@ impl Drop for TransportInner {
 /// closes.
 async fn write_loop(
     connection: Arc<AsyncConnection>,
-    mut socket: OwnedWriteHalf,
+    mut socket: impl AsyncWrite + Unpin,
     mut frames: mpsc::Receiver<Bytes>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -534,8 +563,13 @@ async fn write_loop(
                 Err(_) => break,
             }
         }
+        // The flush pushes out what a TLS stream still holds (a no-op on plain TCP).
+        let writing = async {
+            socket.write_all(&batch).await?;
+            socket.flush().await
+        };
         tokio::select! {
-            written = socket.write_all(&batch) => {
+            written = writing => {
                 if let Err(error) = written {
                     break format!("write failed: {error}");
                 }
@@ -549,7 +583,7 @@ async fn write_loop(
 /// Reads and dispatches frames until the stream ends or the connection closes.
 async fn read_loop(
     connection: Arc<AsyncConnection>,
-    mut socket: OwnedReadHalf,
+    mut socket: impl AsyncRead + Unpin,
     mut stop: watch::Receiver<bool>,
 ) {
     let decoder = FrameDecoder::default();

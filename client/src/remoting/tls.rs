@@ -1,4 +1,5 @@
-//! TLS for the client's connections (docs/operations.md#tls), on blocking sockets.
+//! TLS for the client's connections (docs/operations.md#tls), on blocking sockets (the async
+//! transport runs tokio-rustls on the same client configuration).
 //!
 //! The handshake runs when the connection opens, before its reader thread starts. Afterwards
 //! the session sits behind a mutex that is held only to turn bytes into records and back,
@@ -84,6 +85,24 @@ impl TlsOptions {
         })
     }
 
+    /// The rustls client configuration, shared with the async transport's TLS streams.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn client_config(&self) -> Arc<rustls::ClientConfig> {
+        self.config.clone()
+    }
+
+    /// The name the server's certificate must hold to be trusted when connecting to `addr`
+    /// (`host:port`): the host or IP address, without the port and an IPv6 address's
+    /// brackets.
+    pub(crate) fn server_name(addr: &str) -> Result<ServerName<'static>> {
+        let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        ServerName::try_from(host.to_owned()).map_err(|error| ClientError::Connect {
+            addr: addr.to_owned(),
+            reason: format!("TLS handshake: {error}"),
+        })
+    }
+
     /// Runs the handshake with `addr` (`host:port`) over `stream`, waiting at most `limit`
     /// for each read.
     pub(crate) fn handshake(
@@ -96,10 +115,7 @@ impl TlsOptions {
             addr: addr.to_owned(),
             reason: format!("TLS handshake: {reason}"),
         };
-        let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        let name = ServerName::try_from(host.to_owned())
-            .map_err(|error| handshake_error(error.to_string()))?;
+        let name = TlsOptions::server_name(addr)?;
         let mut session = ClientConnection::new(self.config.clone(), name)
             .map_err(|error| handshake_error(error.to_string()))?;
         // Records are taken out right after each write; no limit is needed on the buffer.
