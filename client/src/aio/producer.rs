@@ -6,8 +6,9 @@
 //! functions (`producer::SendRules`); only the waiting differs. Sends retry on another broker
 //! (`retry_times_when_send_failed`) within one overall `send_timeout`, as sync sends do.
 //!
-//! Routes come from the name servers through the async transport, with the same fail-over
-//! walk as the blocking client ([`NameServers`]). No thread refreshes them: a route older
+//! Routes come from the name servers through the async transport ([`AsyncRoutes`], shared
+//! with the async consumers), with the same fail-over walk as the blocking client. No thread
+//! refreshes them: a route older
 //! than `poll_name_server_interval` is fetched again by the next send that needs it (one
 //! fetch per topic at a time; the others wait for it), and a failed refresh keeps the cached
 //! route. A transport failure refreshes the route before the retry, once for all the sends
@@ -16,15 +17,14 @@
 //! The producer sends no heartbeats: brokers accept sends from unregistered producers, and
 //! nothing it sends needs a check-back (transactional sends are not here yet).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use comet_proto::message_id::UniqueKeyGenerator;
-use comet_proto::RemotingCommand;
 
+use super::routes::AsyncRoutes;
 use super::transport::{AsyncTransport, AsyncTransportConfig};
 use crate::config::now_ms;
 use crate::error::{ClientError, Result};
@@ -33,10 +33,8 @@ use crate::producer::fault::LatencyFaultTolerance;
 use crate::producer::{
     id_generator, no_queue, process_response, AfterAttempt, Prepared, ProducerConfig, SendRules,
 };
-use crate::protocol;
-use crate::route::{self, NameServers, RouteCache, TopicRoute};
+use crate::route::{self, TopicRoute};
 use crate::trace::TraceDispatcher;
-use crate::util::lock;
 use crate::validate;
 
 /// An async producer (Java `DefaultMQProducer`'s sends, awaited).
@@ -52,13 +50,7 @@ pub struct AsyncProducer {
 struct Inner {
     config: ProducerConfig,
     transport: AsyncTransport,
-    namesrv: NameServers,
-    routes: RouteCache,
-    /// When each topic's route was last fetched, for the lazy refresh.
-    fetched_at: Mutex<HashMap<String, Instant>>,
-    /// One lock per topic, held while its route is fetched, so concurrent sends of a topic
-    /// whose route is missing or stale cause one fetch, not one each.
-    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    routes: AsyncRoutes,
     faults: LatencyFaultTolerance,
     counter: AtomicUsize,
     ids: UniqueKeyGenerator,
@@ -95,12 +87,14 @@ impl AsyncProducer {
         };
         Ok(AsyncProducer {
             inner: Arc::new(Inner {
-                namesrv: NameServers::new(config.client.namesrv_addrs.clone()),
+                routes: AsyncRoutes::new(
+                    transport.clone(),
+                    config.client.namesrv_addrs.clone(),
+                    config.client.api_timeout,
+                    config.client.poll_name_server_interval,
+                ),
                 config,
                 transport,
-                routes: RouteCache::default(),
-                fetched_at: Mutex::new(HashMap::new()),
-                fetching: Mutex::new(HashMap::new()),
                 faults: LatencyFaultTolerance::default(),
                 counter: AtomicUsize::new(route::random_index(usize::MAX)),
                 ids,
@@ -229,7 +223,8 @@ impl Inner {
                         last_error = Some(error);
                     }
                     if refresh_route {
-                        self.refresh_after_failure(&prepared.topic, attempt_started)
+                        self.routes
+                            .refresh_after_failure(&prepared.topic, attempt_started)
                             .await;
                     }
                     avoid = Some(queue.broker_name.clone());
@@ -245,7 +240,10 @@ impl Inner {
         queue: &MessageQueue,
         timeout: Duration,
     ) -> Result<SendResult> {
-        let addr = self.master_addr(&queue.broker_name, &queue.topic).await?;
+        let addr = self
+            .routes
+            .master_addr(&queue.broker_name, &queue.topic)
+            .await?;
         let request = self.rules().build_request(prepared, queue);
         let (started_ms, started) = (now_ms(), Instant::now());
         let response = self.transport.invoke(&addr, request, timeout).await?;
@@ -262,26 +260,9 @@ impl Inner {
         Ok(result)
     }
 
-    /// The master address of `broker_name`, refreshing `topic`'s route once if unknown.
-    async fn master_addr(&self, broker_name: &str, topic: &str) -> Result<String> {
-        if let Some(addr) = self.routes.master_addr(broker_name) {
-            return Ok(addr);
-        }
-        self.update_route(topic).await?;
-        self.routes
-            .master_addr(broker_name)
-            .ok_or_else(|| ClientError::BrokerNotFound(broker_name.to_owned()))
-    }
-
-    fn is_fresh(&self, topic: &str) -> bool {
-        let interval = self.config.client.poll_name_server_interval;
-        lock(&self.fetched_at)
-            .get(topic)
-            .is_some_and(|fetched| fetched.elapsed() < interval)
-    }
-
     fn usable_route(&self, topic: &str) -> Option<Arc<TopicRoute>> {
         self.routes
+            .cache()
             .get(topic)
             .filter(|route| !route.publish.is_empty())
     }
@@ -290,16 +271,17 @@ impl Inner {
     /// its own, or the auto-create template's with `min(default_topic_queue_nums,
     /// readQueueNums)` queues per broker.
     async fn publish_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
-        if let Some(route) = self.usable_route(topic).filter(|_| self.is_fresh(topic)) {
+        let routes = &self.routes;
+        if let Some(route) = self.usable_route(topic).filter(|_| routes.is_fresh(topic)) {
             return Ok(route);
         }
-        let fetching = self.fetch_lock(topic);
+        let fetching = routes.fetch_lock(topic);
         let _fetching = fetching.lock().await;
         let cached = self.usable_route(topic);
-        if let Some(route) = cached.clone().filter(|_| self.is_fresh(topic)) {
+        if let Some(route) = cached.clone().filter(|_| routes.is_fresh(topic)) {
             return Ok(route);
         }
-        match self.update_route(topic).await {
+        match routes.update(topic).await {
             Ok(Some(route)) if !route.publish.is_empty() => return Ok(route),
             Ok(_) => {}
             Err(error) => match cached {
@@ -307,7 +289,7 @@ impl Inner {
                     log::warn!("route refresh of {topic} failed, keeping the cached one: {error}");
                     // The next try waits an interval, so sends queued on this topic's lock
                     // behind a dead name server do not each wait out a timeout.
-                    lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
+                    routes.mark_fetched(topic);
                     return Ok(route);
                 }
                 None => return Err(error),
@@ -318,7 +300,7 @@ impl Inner {
             return Ok(route);
         }
         let template_key = &self.config.create_topic_key;
-        let Some(template) = self.update_route(template_key).await? else {
+        let Some(template) = routes.update(template_key).await? else {
             return Err(ClientError::NoRoute {
                 topic: topic.to_owned(),
                 reason: format!(
@@ -327,69 +309,7 @@ impl Inner {
             });
         };
         let data = self.rules().template_route(&template.data);
-        self.routes.put(topic, data);
+        routes.cache().put(topic, data);
         self.usable_route(topic).ok_or_else(|| no_queue(topic))
-    }
-
-    /// The lock held while `topic`'s route is fetched.
-    fn fetch_lock(&self, topic: &str) -> Arc<tokio::sync::Mutex<()>> {
-        lock(&self.fetching)
-            .entry(topic.to_owned())
-            .or_default()
-            .clone()
-    }
-
-    /// Refreshes `topic`'s route after a send that started at `failed_send_at` failed in
-    /// the transport, unless another send refreshed it since: many sends failing together
-    /// (a broker gone) cause one fetch, not one each.
-    async fn refresh_after_failure(&self, topic: &str, failed_send_at: Instant) {
-        let fetching = self.fetch_lock(topic);
-        let _fetching = fetching.lock().await;
-        let refreshed_since = lock(&self.fetched_at)
-            .get(topic)
-            .is_some_and(|fetched| *fetched > failed_send_at);
-        if refreshed_since {
-            return;
-        }
-        if let Err(error) = self.update_route(topic).await {
-            log::debug!("route refresh of {topic} failed: {error}");
-            // The sends queued behind this one take the failure as their refresh too.
-            lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
-        }
-    }
-
-    /// Fetches `topic`'s route from a name server and caches it. `Ok(None)` when no name
-    /// server knows the topic.
-    async fn update_route(&self, topic: &str) -> Result<Option<Arc<TopicRoute>>> {
-        let (addr, response) = self.invoke_namesrv(protocol::get_route_info(topic)).await?;
-        let fetched = route::route_from_response(&addr, response)?;
-        lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
-        match fetched {
-            Some(data) => {
-                self.routes.put(topic, data);
-                Ok(self.routes.get(topic))
-            }
-            None => Ok(None),
-        }
-    }
-
-    /// [`NameServers::invoke`]'s fail-over walk over the async transport.
-    async fn invoke_namesrv(&self, request: RemotingCommand) -> Result<(String, RemotingCommand)> {
-        let timeout = self.config.client.api_timeout;
-        let mut last_error = None;
-        for (index, addr) in self.namesrv.walk() {
-            match self.transport.invoke(addr, request.clone(), timeout).await {
-                Ok(response) => {
-                    self.namesrv.set_current(index);
-                    return Ok((addr.to_owned(), response));
-                }
-                Err(error) if error.is_transport() => {
-                    log::warn!("name server {addr} failed, trying the next one: {error}");
-                    last_error = Some(error);
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Err(NameServers::all_failed(last_error))
     }
 }

@@ -1,6 +1,7 @@
-//! Routes over the async transport for the async consumers: the name servers' fail-over walk
-//! ([`NameServers`]), a route cache, and a lazy refresh of routes older than
-//! `poll_name_server_interval` (no task of its own). A failed refresh keeps the cached route.
+//! Routes over the async transport, for the async producer and consumers alike: the name
+//! servers' fail-over walk ([`NameServers`]), a route cache, and a lazy refresh of routes older
+//! than `poll_name_server_interval` (no task of its own). One fetch per topic at a time: the
+//! lookups that need it meanwhile wait for it. A failed refresh keeps the cached route.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,8 +21,9 @@ pub(crate) struct AsyncRoutes {
     namesrv: NameServers,
     cache: RouteCache,
     fetched_at: Mutex<HashMap<String, Instant>>,
-    /// Held while a route is fetched, so concurrent lookups cause one fetch.
-    fetching: tokio::sync::Mutex<()>,
+    /// One lock per topic, held while its route is fetched, so concurrent lookups of a topic
+    /// whose route is missing or stale cause one fetch, not one each.
+    fetching: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     api_timeout: Duration,
     refresh_interval: Duration,
 }
@@ -38,7 +40,7 @@ impl AsyncRoutes {
             namesrv: NameServers::new(namesrv_addrs),
             cache: RouteCache::default(),
             fetched_at: Mutex::new(HashMap::new()),
-            fetching: tokio::sync::Mutex::new(()),
+            fetching: Mutex::new(HashMap::new()),
             api_timeout,
             refresh_interval,
         }
@@ -48,10 +50,26 @@ impl AsyncRoutes {
         &self.cache
     }
 
-    fn is_fresh(&self, topic: &str) -> bool {
+    /// True when `topic`'s route was fetched (or its fetch failed) less than the refresh
+    /// interval ago.
+    pub(crate) fn is_fresh(&self, topic: &str) -> bool {
         lock(&self.fetched_at)
             .get(topic)
             .is_some_and(|fetched| fetched.elapsed() < self.refresh_interval)
+    }
+
+    /// Makes `topic`'s route count as fresh for an interval: after a failed refresh, so the
+    /// lookups queued behind a dead name server do not each wait out a timeout.
+    pub(crate) fn mark_fetched(&self, topic: &str) {
+        lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
+    }
+
+    /// The lock held while `topic`'s route is fetched.
+    pub(crate) fn fetch_lock(&self, topic: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.fetching)
+            .entry(topic.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// The route of `topic`: the cached one while fresh, else fetched (the stale one is kept
@@ -60,7 +78,8 @@ impl AsyncRoutes {
         if let Some(route) = self.cache.get(topic).filter(|_| self.is_fresh(topic)) {
             return Ok(route);
         }
-        let _fetching = self.fetching.lock().await;
+        let fetching = self.fetch_lock(topic);
+        let _fetching = fetching.lock().await;
         let cached = self.cache.get(topic);
         if let Some(route) = cached.clone().filter(|_| self.is_fresh(topic)) {
             return Ok(route);
@@ -73,8 +92,8 @@ impl AsyncRoutes {
             }),
             Err(error) => match cached {
                 Some(route) => {
-                    log::debug!("route refresh of {topic} failed, keeping the cached one: {error}");
-                    lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
+                    log::warn!("route refresh of {topic} failed, keeping the cached one: {error}");
+                    self.mark_fetched(topic);
                     Ok(route)
                 }
                 None => Err(error),
@@ -87,7 +106,8 @@ impl AsyncRoutes {
         if let Some(addr) = self.cache.master_addr(broker_name) {
             return Ok(addr);
         }
-        let _fetching = self.fetching.lock().await;
+        let fetching = self.fetch_lock(topic);
+        let _fetching = fetching.lock().await;
         if self.cache.master_addr(broker_name).is_none() {
             self.update(topic).await?;
         }
@@ -96,11 +116,32 @@ impl AsyncRoutes {
             .ok_or_else(|| ClientError::BrokerNotFound(broker_name.to_owned()))
     }
 
-    /// Fetches `topic`'s route and caches it; `Ok(None)` when no name server knows it.
-    async fn update(&self, topic: &str) -> Result<Option<Arc<TopicRoute>>> {
+    /// Refreshes `topic`'s route after a request that started at `failed_at` failed in the
+    /// transport, unless another lookup refreshed it since: many requests failing together
+    /// (a broker gone) cause one fetch, not one each.
+    pub(crate) async fn refresh_after_failure(&self, topic: &str, failed_at: Instant) {
+        let fetching = self.fetch_lock(topic);
+        let _fetching = fetching.lock().await;
+        let refreshed_since = lock(&self.fetched_at)
+            .get(topic)
+            .is_some_and(|fetched| *fetched > failed_at);
+        if refreshed_since {
+            return;
+        }
+        if let Err(error) = self.update(topic).await {
+            log::debug!("route refresh of {topic} failed: {error}");
+            // The requests queued behind this one take the failure as their refresh too.
+            self.mark_fetched(topic);
+        }
+    }
+
+    /// Fetches `topic`'s route and caches it; `Ok(None)` when no name server knows it. The
+    /// caller holds the topic's [`AsyncRoutes::fetch_lock`] when it wants one fetch at a
+    /// time.
+    pub(crate) async fn update(&self, topic: &str) -> Result<Option<Arc<TopicRoute>>> {
         let (addr, response) = self.invoke_namesrv(protocol::get_route_info(topic)).await?;
         let fetched = route::route_from_response(&addr, response)?;
-        lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
+        self.mark_fetched(topic);
         Ok(fetched.and_then(|data| {
             self.cache.put(topic, data);
             self.cache.get(topic)

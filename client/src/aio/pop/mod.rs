@@ -44,11 +44,12 @@ use tokio::time::Instant;
 
 use self::in_flight::{InFlight, MessageKey, Reservation};
 use self::receipt::{parse_order_counts, parse_start_offsets, OrderCounts, Receipt, RetryFlag};
+use super::routes::AsyncRoutes;
 use super::transport::{AsyncTransport, AsyncTransportConfig};
 use crate::config::{now_ms, ClientConfig};
 use crate::error::{ClientError, Result};
 use crate::protocol;
-use crate::route::{self, NameServers, RouteCache, TopicRoute};
+use crate::route;
 use crate::util::lock;
 use crate::validate;
 
@@ -182,12 +183,7 @@ struct Target {
 struct Inner {
     config: PopConsumerConfig,
     transport: AsyncTransport,
-    namesrv: NameServers,
-    routes: RouteCache,
-    /// When each topic's route was last fetched.
-    fetched_at: Mutex<HashMap<String, Instant>>,
-    /// Held while a route is fetched, so concurrent receives cause one fetch.
-    fetching: tokio::sync::Mutex<()>,
+    routes: AsyncRoutes,
     subscriptions: Mutex<BTreeMap<String, TagSubscription>>,
     in_flight: InFlight,
     /// Turns the brokers: each receive starts at the next one.
@@ -230,13 +226,15 @@ impl AsyncPopConsumer {
         }
         Ok(AsyncPopConsumer {
             inner: Arc::new(Inner {
-                namesrv: NameServers::new(config.client.namesrv_addrs.clone()),
                 in_flight: InFlight::new(config.in_flight_messages_max),
+                routes: AsyncRoutes::new(
+                    transport.clone(),
+                    config.client.namesrv_addrs.clone(),
+                    config.client.api_timeout,
+                    config.client.poll_name_server_interval,
+                ),
                 config,
                 transport,
-                routes: RouteCache::default(),
-                fetched_at: Mutex::new(HashMap::new()),
-                fetching: tokio::sync::Mutex::new(()),
                 subscriptions: Mutex::new(BTreeMap::new()),
                 turn: AtomicUsize::new(route::random_index(usize::MAX)),
                 stopped: AtomicBool::new(false),
@@ -348,7 +346,8 @@ impl AsyncPopConsumer {
         };
         let request = protocol::request(RequestCode::ACK_MESSAGE, &header);
         let addr = inner
-            .broker_addr(&receipt.broker_name, &message.message.topic)
+            .routes
+            .master_addr(&receipt.broker_name, &message.message.topic)
             .await?;
         let timeout = inner.config.client.api_timeout;
         let response = inner.transport.invoke(&addr, request, timeout).await?;
@@ -380,7 +379,8 @@ impl AsyncPopConsumer {
         };
         let request = protocol::request(RequestCode::CHANGE_MESSAGE_INVISIBLETIME, &header);
         let addr = inner
-            .broker_addr(&receipt.broker_name, &message.message.topic)
+            .routes
+            .master_addr(&receipt.broker_name, &message.message.topic)
             .await?;
         let timeout = inner.config.client.api_timeout;
         let asked_at = Instant::now();
@@ -475,7 +475,7 @@ impl Inner {
         }
         let mut targets = Vec::new();
         for (topic, subscription) in subscriptions {
-            let route = self.route(&topic).await?;
+            let route = self.routes.route(&topic).await?;
             let mut brokers: Vec<&str> = route
                 .subscribe
                 .iter()
@@ -519,7 +519,10 @@ impl Inner {
             broker_name: Some(target.broker_name.clone()),
         };
         let request = protocol::request(RequestCode::POP_MESSAGE, &header);
-        let addr = self.broker_addr(&target.broker_name, &target.topic).await?;
+        let addr = self
+            .routes
+            .master_addr(&target.broker_name, &target.topic)
+            .await?;
         let timeout = poll + self.config.client.api_timeout;
         let response = self.transport.invoke(&addr, request, timeout).await?;
         match response.response_code() {
@@ -681,85 +684,13 @@ impl Inner {
             broker_name: Some(target.broker_name.clone()),
         };
         let request = protocol::request(RequestCode::NOTIFICATION, &header);
-        let addr = self.broker_addr(&target.broker_name, &target.topic).await?;
+        let addr = self
+            .routes
+            .master_addr(&target.broker_name, &target.topic)
+            .await?;
         let timeout = poll + self.config.client.api_timeout;
         let response = self.transport.invoke(&addr, request, timeout).await?;
         let response = protocol::expect(&addr, response, &[ResponseCode::SUCCESS])?;
         Ok(NotificationResponseHeader::from_ext_fields(&response.ext_fields)?.has_msg)
-    }
-
-    /// The master address of `broker_name`, refreshing `topic`'s route once if unknown.
-    async fn broker_addr(&self, broker_name: &str, topic: &str) -> Result<String> {
-        if let Some(addr) = self.routes.master_addr(broker_name) {
-            return Ok(addr);
-        }
-        self.fetch_route(topic).await?;
-        self.routes
-            .master_addr(broker_name)
-            .ok_or_else(|| ClientError::BrokerNotFound(broker_name.to_owned()))
-    }
-
-    fn is_fresh(&self, topic: &str) -> bool {
-        let interval = self.config.client.poll_name_server_interval;
-        lock(&self.fetched_at)
-            .get(topic)
-            .is_some_and(|fetched| fetched.elapsed() < interval)
-    }
-
-    /// `topic`'s route: cached while fresh, else fetched (the cached one kept when the name
-    /// servers fail).
-    async fn route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
-        if let Some(route) = self.routes.get(topic).filter(|_| self.is_fresh(topic)) {
-            return Ok(route);
-        }
-        let _fetching = self.fetching.lock().await;
-        let cached = self.routes.get(topic);
-        if let Some(route) = cached.clone().filter(|_| self.is_fresh(topic)) {
-            return Ok(route);
-        }
-        match self.fetch_route(topic).await {
-            Ok(Some(route)) => Ok(route),
-            Ok(None) => Err(ClientError::NoRoute {
-                topic: topic.to_owned(),
-                reason: "unknown to the name servers".into(),
-            }),
-            Err(error) => match cached {
-                Some(route) => {
-                    log::warn!("route refresh of {topic} failed, keeping the cached one: {error}");
-                    // The next try waits an interval instead of each receive waiting out
-                    // a dead name server.
-                    lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
-                    Ok(route)
-                }
-                None => Err(error),
-            },
-        }
-    }
-
-    /// Fetches `topic`'s route through the name servers (in fail-over order) and caches it;
-    /// `None` when no name server knows the topic.
-    async fn fetch_route(&self, topic: &str) -> Result<Option<Arc<TopicRoute>>> {
-        let request = protocol::get_route_info(topic);
-        let timeout = self.config.client.api_timeout;
-        let mut last_error = None;
-        for (index, addr) in self.namesrv.walk() {
-            match self.transport.invoke(addr, request.clone(), timeout).await {
-                Ok(response) => {
-                    self.namesrv.set_current(index);
-                    let fetched = route::route_from_response(addr, response)?;
-                    lock(&self.fetched_at).insert(topic.to_owned(), Instant::now());
-                    return Ok(fetched.and_then(|data| {
-                        self.routes.put(topic, data);
-                        self.routes.get(topic)
-                    }));
-                }
-                Err(error) if error.is_transport() => {
-                    log::warn!("name server {addr} failed, trying the next one: {error}");
-                    last_error = Some(error);
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Err(NameServers::all_failed(last_error))
     }
 }
