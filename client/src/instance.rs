@@ -3,17 +3,15 @@
 //!
 //! It owns the transport, the client id, the name-server selection, the route cache, and one
 //! background thread (`comet-client-tasks`) that refreshes routes (every 30 s, first after
-//! 10 ms) and heartbeats every known broker (every 30 s, first after 1 s). It also answers
-//! broker → client requests (docs/protocol.md#broker-to-client-requests):
-//! NOTIFY_CONSUMER_IDS_CHANGED triggers the group's rebalance, GET_CONSUMER_RUNNING_INFO gets the
-//! group's ConsumerRunningInfo, CONSUME_MESSAGE_DIRECTLY runs the group's push listener on the
-//! message it carries, GET_CONSUMER_STATUS_FROM_CLIENT gets the group's in-memory offsets of a
-//! topic, PUSH_REPLY_MESSAGE_TO_CLIENT hands a reply to the request waiting for it,
-//! CHECK_TRANSACTION_STATE goes to the transactional producer of the half message's group
-//! (`PGROUP` of the message in the body), other codes get REQUEST_CODE_NOT_SUPPORTED. A new
-//! broker connection gets a heartbeat at once (5.x).
+//! 10 ms) and heartbeats every known master broker (every 30 s, first after 1 s). It serves
+//! the blocking producers and the admin client (the consumers run on the async transport, see
+//! `crate::aio::push`) and answers their broker → client requests
+//! (docs/protocol.md#broker-to-client-requests): PUSH_REPLY_MESSAGE_TO_CLIENT hands a reply to
+//! the request waiting for it, CHECK_TRANSACTION_STATE goes to the transactional producer of
+//! the half message's group (`PGROUP` of the message in the body), other codes get
+//! REQUEST_CODE_NOT_SUPPORTED. A new broker connection gets a heartbeat at once (5.x).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -22,51 +20,18 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
-use crate::message::MessageQueue;
-use comet_proto::body::{
-    ConsumeMessageDirectlyResult, ConsumerRunningInfo, GetConsumerStatusBody, JsonBody,
-    ResetOffsetBody,
-};
-use comet_proto::headers::{
-    ConsumeMessageDirectlyResultRequestHeader, GetConsumerStatusRequestHeader,
-    ResetOffsetRequestHeader,
-};
+use comet_proto::body::JsonBody;
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::names;
 
 use crate::producer::request::{decode_pushed_reply, Replies};
-use crate::protocol::{self, ConsumerData, HeartbeatData, ProducerData};
+use crate::protocol::{self, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
 use crate::util::lock;
 
 /// The internal producer group every Java client lists in its heartbeat.
 pub const CLIENT_INNER_PRODUCER_GROUP: &str = "CLIENT_INNER_PRODUCER";
-
-/// A consumer registered with an instance.
-pub(crate) trait ConsumerMember: Send + Sync {
-    /// Its group.
-    fn group(&self) -> String;
-    /// Its heartbeat entry.
-    fn consumer_data(&self) -> ConsumerData;
-    /// Topics whose routes it needs.
-    fn topics(&self) -> Vec<String>;
-    /// The broker says the group's members changed.
-    fn on_consumer_ids_changed(&self);
-    /// The broker resets the group's offsets (RESET_CONSUMER_CLIENT_OFFSET).
-    fn reset_offsets(&self, topic: &str, offsets: &BTreeMap<MessageQueue, i64>);
-    /// Its GET_CONSUMER_RUNNING_INFO answer.
-    fn running_info(&self) -> ConsumerRunningInfo;
-    /// CONSUME_MESSAGE_DIRECTLY: the listener's verdict on `message` (from the broker
-    /// `broker_name`); `None` when the consumer has no listener.
-    fn consume_directly(
-        &self,
-        message: MessageExt,
-        broker_name: &str,
-    ) -> Option<ConsumeMessageDirectlyResult>;
-    /// GET_CONSUMER_STATUS_FROM_CLIENT: the in-memory offsets of `topic`'s queues.
-    fn offsets_of(&self, topic: &str) -> BTreeMap<MessageQueue, i64>;
-}
 
 /// A transactional producer registered with an instance: answers the broker's check-backs.
 pub(crate) trait TransactionChecker: Send + Sync {
@@ -84,7 +49,6 @@ pub struct ClientInstance {
     namesrv: NameServers,
     routes: RouteCache,
     producer_groups: Mutex<BTreeSet<String>>,
-    consumers: Mutex<Vec<Arc<dyn ConsumerMember>>>,
     checkers: Mutex<HashMap<String, Arc<dyn TransactionChecker>>>,
     publish_topics: Mutex<BTreeSet<String>>,
     broker_versions: Mutex<HashMap<String, i32>>,
@@ -130,7 +94,6 @@ impl ClientInstance {
             namesrv,
             routes: RouteCache::default(),
             producer_groups: Mutex::new(BTreeSet::new()),
-            consumers: Mutex::new(Vec::new()),
             checkers: Mutex::new(HashMap::new()),
             publish_topics: Mutex::new(BTreeSet::new()),
             broker_versions: Mutex::new(HashMap::new()),
@@ -216,10 +179,6 @@ impl ClientInstance {
         lock(&self.checkers).remove(group);
     }
 
-    pub(crate) fn register_consumer(&self, member: Arc<dyn ConsumerMember>) {
-        lock(&self.consumers).push(member);
-    }
-
     /// Marks a topic as published to, so its route is refreshed.
     pub fn add_publish_topic(&self, topic: &str) {
         lock(&self.publish_topics).insert(topic.to_owned());
@@ -278,11 +237,10 @@ impl ClientInstance {
         producer_data_set.push(ProducerData {
             group_name: CLIENT_INNER_PRODUCER_GROUP.into(),
         });
-        let consumers = lock(&self.consumers).clone();
         HeartbeatData {
             client_id: self.client_id.clone(),
             producer_data_set,
-            consumer_data_set: consumers.iter().map(|c| c.consumer_data()).collect(),
+            consumer_data_set: Vec::new(),
             heartbeat_fingerprint: 0,
             without_sub: false,
         }
@@ -297,12 +255,11 @@ impl ClientInstance {
         Ok(())
     }
 
-    /// Heartbeats every known broker: masters always, slaves too when consumers exist.
+    /// Heartbeats every known master broker (slaves serve consumers only).
     pub fn heartbeat_all(&self) {
-        let with_slaves = !lock(&self.consumers).is_empty();
         for members in self.routes.brokers().values() {
             for (id, addr) in members {
-                if *id != route::MASTER_ID && !with_slaves {
+                if *id != route::MASTER_ID {
                     continue;
                 }
                 if let Err(error) = self.heartbeat_to(addr) {
@@ -314,10 +271,7 @@ impl ClientInstance {
 
     /// Refreshes the route of every topic in use.
     pub fn refresh_routes(&self) {
-        let mut topics: BTreeSet<String> = lock(&self.publish_topics).clone();
-        for consumer in lock(&self.consumers).clone() {
-            topics.extend(consumer.topics());
-        }
+        let topics: BTreeSet<String> = lock(&self.publish_topics).clone();
         for topic in topics {
             match self.update_route(&topic) {
                 Ok(_) => {}
@@ -350,8 +304,7 @@ impl ClientInstance {
             }
         }
         self.remoting.shutdown();
-        // Consumers and checkers hold the instance; forgetting them breaks the cycle.
-        lock(&self.consumers).clear();
+        // Checkers hold the instance; forgetting them breaks the cycle.
         lock(&self.checkers).clear();
     }
 
@@ -360,40 +313,6 @@ impl ClientInstance {
             RequestCode::CHECK_TRANSACTION_STATE => {
                 self.check_transaction(addr, request);
                 Handled::NoResponse
-            }
-            RequestCode::NOTIFY_CONSUMER_IDS_CHANGED => {
-                let group = request.ext_fields.get("consumerGroup").unwrap_or_default();
-                for consumer in lock(&self.consumers).clone() {
-                    if consumer.group() == group {
-                        consumer.on_consumer_ids_changed();
-                    }
-                }
-                Handled::NoResponse
-            }
-            RequestCode::RESET_CONSUMER_CLIENT_OFFSET => {
-                self.reset_offsets(request);
-                Handled::NoResponse
-            }
-            RequestCode::GET_CONSUMER_RUNNING_INFO => {
-                let group = request.ext_fields.get("consumerGroup").unwrap_or_default();
-                let consumers = lock(&self.consumers).clone();
-                let Some(consumer) = consumers.iter().find(|c| c.group() == group) else {
-                    return Handled::Response(RemotingCommand::error_to(
-                        request,
-                        ResponseCode::SYSTEM_ERROR,
-                        format!("the consumer group {group} is not online in this client"),
-                    ));
-                };
-                let body = consumer.running_info().encode();
-                Handled::Response(
-                    RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body),
-                )
-            }
-            RequestCode::CONSUME_MESSAGE_DIRECTLY => {
-                Handled::Response(self.consume_directly(request))
-            }
-            RequestCode::GET_CONSUMER_STATUS_FROM_CLIENT => {
-                Handled::Response(self.consumer_status(request))
             }
             RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT => {
                 Handled::Response(self.receive_reply(addr, request))
@@ -425,66 +344,6 @@ impl ClientInstance {
         }
     }
 
-    fn consumer_of(&self, group: &str) -> Option<Arc<dyn ConsumerMember>> {
-        let consumers = lock(&self.consumers).clone();
-        consumers
-            .into_iter()
-            .find(|consumer| consumer.group() == group)
-    }
-
-    /// CONSUME_MESSAGE_DIRECTLY (Java's `ClientRemotingProcessor.consumeMessageDirectly`):
-    /// the group's listener runs on the message in the body, and its verdict is the answer.
-    /// It runs here, on the inbound thread, as Java runs it on the remoting thread that
-    /// received it: other broker requests to this client wait until the listener returns.
-    fn consume_directly(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: ConsumeMessageDirectlyResultRequestHeader = match request.decode_header() {
-            Ok(header) => header,
-            Err(error) => {
-                let remark = format!("bad consume-directly request: {error}");
-                return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
-            }
-        };
-        let Some(message) = decode_records(request.body.clone()).into_iter().next() else {
-            let remark = "the consume-directly request carries no message";
-            return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
-        };
-        let group = &header.consumer_group;
-        let broker_name = header.broker_name.as_deref().unwrap_or_default();
-        let result = self
-            .consumer_of(group)
-            .and_then(|consumer| consumer.consume_directly(message, broker_name));
-        match result {
-            Some(result) => RemotingCommand::response_to(request, ResponseCode::SUCCESS)
-                .with_body(result.encode()),
-            None => RemotingCommand::error_to(
-                request,
-                ResponseCode::SYSTEM_ERROR,
-                format!("The Consumer Group <{group}> not exist in this consumer"),
-            ),
-        }
-    }
-
-    /// GET_CONSUMER_STATUS_FROM_CLIENT: the group's in-memory offsets of the topic (none
-    /// when the group has no consumer here), as Java's `getConsumerStatus`.
-    fn consumer_status(&self, request: &RemotingCommand) -> RemotingCommand {
-        let header: GetConsumerStatusRequestHeader = match request.decode_header() {
-            Ok(header) => header,
-            Err(error) => {
-                let remark = format!("bad consumer-status request: {error}");
-                return RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark);
-            }
-        };
-        let message_queue_table = self
-            .consumer_of(&header.group)
-            .map(|consumer| consumer.offsets_of(&header.topic))
-            .unwrap_or_default();
-        let body = GetConsumerStatusBody {
-            message_queue_table,
-            ..GetConsumerStatusBody::default()
-        };
-        RemotingCommand::response_to(request, ResponseCode::SUCCESS).with_body(body.encode())
-    }
-
     /// CHECK_TRANSACTION_STATE: the body is the half message as a stored record; its
     /// `PGROUP` names the producer group whose checker answers (Java's
     /// `ClientRemotingProcessor.checkTransactionState`).
@@ -499,25 +358,6 @@ impl ClientInstance {
         match checker {
             Some(checker) => checker.check(addr, request, message),
             None => log::debug!("check-back from {addr}: no transactional producer of {group}"),
-        }
-    }
-
-    /// RESET_CONSUMER_CLIENT_OFFSET (4.x-style reset,
-    /// docs/protocol.md#admin-requests): hand the offsets to
-    /// the group's consumer.
-    fn reset_offsets(&self, request: &RemotingCommand) {
-        let header: ResetOffsetRequestHeader = match request.decode_header() {
-            Ok(header) => header,
-            Err(error) => return log::warn!("bad reset-offset request: {error}"),
-        };
-        let body = match ResetOffsetBody::decode(&request.body) {
-            Ok(body) => body,
-            Err(error) => return log::warn!("bad reset-offset body: {error}"),
-        };
-        for consumer in lock(&self.consumers).clone() {
-            if consumer.group() == header.group {
-                consumer.reset_offsets(&header.topic, &body.offset_table);
-            }
         }
     }
 

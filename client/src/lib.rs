@@ -25,7 +25,6 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
-#[cfg(feature = "tokio")]
 pub mod aio;
 pub mod config;
 pub mod consumer;
@@ -43,7 +42,6 @@ pub mod util;
 pub mod validate;
 
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
-#[cfg(feature = "tokio")]
 pub use aio::{
     AsyncLitePullConsumer, AsyncMessageListener, AsyncPopConsumer, AsyncProducer,
     AsyncPushConsumer, AsyncPushConsumerConfig, AsyncTransport, AsyncTransportConfig,
@@ -52,7 +50,6 @@ pub use aio::{
 /// The body compression a producer applies (`ProducerConfig::compress_type`).
 pub use comet_proto::compression::CompressionType;
 pub use config::{ClientConfig, Credentials};
-#[cfg(feature = "tokio")]
 pub use consumer::PopConsumer;
 pub use consumer::{
     ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumerConfig,
@@ -82,15 +79,10 @@ mod tests {
         assert_send_sync::<crate::RemotingClient>();
         assert_send_sync::<crate::SendFuture>();
         assert_send_sync::<crate::ResponseFuture>();
-        #[cfg(feature = "tokio")]
         assert_send_sync::<crate::AsyncProducer>();
-        #[cfg(feature = "tokio")]
         assert_send_sync::<crate::AsyncPopConsumer>();
-        #[cfg(feature = "tokio")]
         assert_send_sync::<crate::PopConsumer>();
-        #[cfg(feature = "tokio")]
         assert_send_sync::<crate::AsyncPushConsumer>();
-        #[cfg(feature = "tokio")]
         assert_send_sync::<crate::AsyncLitePullConsumer>();
     }
 }

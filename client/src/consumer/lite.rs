@@ -1,23 +1,20 @@
-//! The lite pull consumer (Java `DefaultLitePullConsumer`): the core pulls in the
-//! background (LITE_PULL_MESSAGE, subscription in the request), the application takes
-//! messages with [`LitePullConsumer::poll`].
+//! The lite pull consumer (Java `DefaultLitePullConsumer`) for programs without an async
+//! runtime: a thin layer over [`AsyncLitePullConsumer`] (rebalance or a fixed assignment, a
+//! pull task per queue with flow control, offsets; see `crate::aio::push::lite`).
 //!
-//! Offsets: a poll marks its messages consumed. With auto commit (the default) consumed
-//! offsets go to the offset store at once and are persisted every 5 s and at shutdown;
-//! without it they are held until [`LitePullConsumer::commit`].
-//!
-//! Seeking replaces the queue's process queue with a fresh one at the new offset, so
-//! messages buffered from before the seek are discarded by `poll`.
+//! Threads: the consumer owns a tokio runtime of [`ConsumerConfig::pull_thread_nums`]
+//! worker threads (2) running every queue's pulls, the rebalance and the connections as
+//! tasks, whatever the number of queues. Each call blocks the calling thread on it.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use comet_proto::message::MessageExt;
+use tokio::runtime::{Handle, Runtime};
 
-use super::core::{ConsumerCore, Delivery};
-use super::process_queue::ProcessQueue;
+use super::push::consumer_runtime;
 use super::ConsumerConfig;
+use crate::aio::push::lite::AsyncLitePullConsumer;
 use crate::error::{ClientError, Result};
 use crate::message::MessageQueue;
 use crate::util::lock;
@@ -45,209 +42,148 @@ impl LitePullConfig {
     }
 }
 
-struct Buffered {
-    queue: Arc<ProcessQueue>,
-    messages: VecDeque<MessageExt>,
-}
-
-struct LiteInner {
-    config: LitePullConfig,
-    core: Arc<ConsumerCore>,
-    buffer: Mutex<VecDeque<Buffered>>,
-    ready: Condvar,
-    consumed: Mutex<HashMap<MessageQueue, i64>>,
-}
-
-/// A lite pull consumer. Thread-safe; clones share one consumer.
+/// A lite pull consumer. Thread-safe; clones share one consumer. Not for use inside an async
+/// runtime (every call blocks; use [`AsyncLitePullConsumer`] there).
 #[derive(Clone)]
 pub struct LitePullConsumer {
     inner: Arc<LiteInner>,
 }
 
-impl Delivery for LiteInner {
-    fn deliver(&self, queue: &Arc<ProcessQueue>, messages: Vec<MessageExt>) {
-        lock(&self.buffer).push_back(Buffered {
-            queue: queue.clone(),
-            messages: messages.into(),
-        });
-        self.ready.notify_all();
+struct LiteInner {
+    consumer: AsyncLitePullConsumer,
+    /// Runs calls while the runtime lives.
+    handle: Handle,
+    /// The runtime everything runs on; taken by shutdown.
+    runtime: Mutex<Option<Runtime>>,
+}
+
+impl LiteInner {
+    /// Runs `call` on the consumer's runtime; `None` once it is shut down.
+    fn run<T>(&self, call: impl std::future::Future<Output = T>) -> Option<T> {
+        // A clone of the handle outlives the check; a shutdown racing a call ends it
+        // with the consumer's own stop (the async calls all end on shutdown).
+        lock(&self.runtime).as_ref()?;
+        Some(self.handle.block_on(call))
     }
 }
+
+const SHUT_DOWN: ClientError = ClientError::State("shut down");
 
 impl LitePullConsumer {
     /// A consumer; subscribe or assign, then start.
     pub fn new(config: LitePullConfig) -> Result<LitePullConsumer> {
-        if config.poll_batch_max == 0 {
-            return Err(ClientError::Invalid("poll batch must be positive".into()));
-        }
-        let core = ConsumerCore::new(config.consumer.clone(), false, true)?;
-        let inner = Arc::new(LiteInner {
-            config,
-            core,
-            buffer: Mutex::new(VecDeque::new()),
-            ready: Condvar::new(),
-            consumed: Mutex::new(HashMap::new()),
-        });
-        let delivery: Arc<dyn Delivery> = inner.clone();
-        inner.core.set_delivery(Arc::downgrade(&delivery));
-        Ok(LitePullConsumer { inner })
+        let threads = config.consumer.pull_thread_nums;
+        let consumer = AsyncLitePullConsumer::new(config)?;
+        // No listener runs on its blocking pool: one thread suffices for what tokio puts there.
+        let runtime = consumer_runtime(threads, 1)?;
+        Ok(LitePullConsumer {
+            inner: Arc::new(LiteInner {
+                consumer,
+                handle: runtime.handle().clone(),
+                runtime: Mutex::new(Some(runtime)),
+            }),
+        })
     }
 
     /// Subscribes to `topic`; queues come from rebalance within the group.
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
-        self.inner.core.subscribe(topic, expression)
+        self.inner.consumer.subscribe(topic, expression)
     }
 
     /// Takes exactly these queues, without group rebalance. On a started consumer they are
     /// in place when this returns (Java's `assign` too), so `seek` may follow at once.
     pub fn assign(&self, queues: Vec<MessageQueue>) {
-        self.inner.core.assign(queues);
+        self.inner.run(self.inner.consumer.assign(queues));
     }
 
     /// The readable queues of `topic`.
     pub fn fetch_message_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        let client = &self.inner.core.config.client;
-        let route = self.inner.core.instance.route(&client.wrap_name(topic))?;
-        Ok(crate::message::unwrap_queues(client, &route.subscribe))
+        let consumer = &self.inner.consumer;
+        self.inner
+            .run(consumer.fetch_message_queues(topic))
+            .unwrap_or(Err(SHUT_DOWN))
     }
 
-    /// Starts rebalancing and pulling.
+    /// Starts rebalancing and pulling. Starting again does nothing.
     pub fn start(&self) -> Result<()> {
-        self.inner.core.start()
+        match self.inner.run(self.inner.consumer.start()) {
+            Some(Err(ClientError::State("already started"))) => Ok(()),
+            Some(outcome) => outcome,
+            None => Err(SHUT_DOWN),
+        }
     }
 
     /// Waits up to `timeout` for messages; returns at most `poll_batch_max`, possibly none.
     pub fn poll(&self, timeout: Duration) -> Vec<MessageExt> {
-        let deadline = Instant::now() + timeout;
-        let mut buffer = lock(&self.inner.buffer);
-        loop {
-            while let Some(front) = buffer.front_mut() {
-                if front.queue.is_dropped() || front.messages.is_empty() {
-                    buffer.pop_front();
-                    continue;
-                }
-                let take = front.messages.len().min(self.inner.config.poll_batch_max);
-                let messages: Vec<MessageExt> = front.messages.drain(..take).collect();
-                let queue = front.queue.clone();
-                drop(buffer);
-                self.mark_consumed(&queue, &messages);
-                let client = &self.inner.core.config.client;
-                return crate::message::unwrap_messages(client, messages);
-            }
-            let now = Instant::now();
-            if now >= deadline || self.inner.core.is_stopped() {
-                return Vec::new();
-            }
-            buffer = self
-                .inner
-                .ready
-                .wait_timeout(buffer, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-
-    fn mark_consumed(&self, queue: &ProcessQueue, messages: &[MessageExt]) {
-        let offset = queue.remove(messages.iter().map(|m| m.queue_offset).collect::<Vec<_>>());
-        if queue.is_dropped() {
-            return;
-        }
-        if self.inner.config.auto_commit {
-            self.inner.core.offsets.update(&queue.queue, offset, true);
-        } else {
-            lock(&self.inner.consumed).insert(queue.queue.clone(), offset);
-        }
+        self.inner
+            .run(self.inner.consumer.poll(timeout))
+            .unwrap_or_default()
     }
 
     /// Commits what was polled so far and persists it now.
     pub fn commit(&self) -> Result<()> {
-        let consumed: Vec<(MessageQueue, i64)> = lock(&self.inner.consumed).drain().collect();
-        for (queue, offset) in &consumed {
-            self.inner.core.offsets.update(queue, *offset, false);
-        }
-        let queues: Vec<MessageQueue> = self
-            .inner
-            .core
-            .process_queues()
-            .iter()
-            .map(|pq| pq.queue.clone())
-            .collect();
-        self.inner.core.offsets.persist_all(&queues)
+        self.inner
+            .run(self.inner.consumer.commit())
+            .ok_or(SHUT_DOWN)
     }
 
     /// The offset stored for `queue` (`None` when there is none).
     pub fn committed(&self, queue: &MessageQueue) -> Result<Option<i64>> {
-        self.inner.core.offsets.read_store(&self.wrap_queue(queue))
-    }
-
-    /// `queue` as the broker names its topic (in the client's namespace, if any).
-    fn wrap_queue(&self, queue: &MessageQueue) -> MessageQueue {
-        let client = &self.inner.core.config.client;
-        MessageQueue::new(
-            client.wrap_name(&queue.topic),
-            &queue.broker_name,
-            queue.queue_id,
-        )
+        let consumer = &self.inner.consumer;
+        self.inner
+            .run(consumer.stored_offset(queue))
+            .unwrap_or(Err(SHUT_DOWN))
     }
 
     /// Moves `queue` (which must be assigned) to `offset`, between its min and max offsets.
     pub fn seek(&self, queue: &MessageQueue, offset: i64) -> Result<()> {
-        let queue = &self.wrap_queue(queue);
-        let core = &self.inner.core;
-        let Some(old) = core.process_queue(queue) else {
-            return Err(ClientError::Invalid(format!("{queue:?} is not assigned")));
-        };
-        let min = core.min_offset(queue)?;
-        let max = core.max_offset(queue)?;
-        if offset < min || offset > max {
-            return Err(ClientError::Invalid(format!(
-                "offset {offset} of {queue:?} is outside [{min}, {max}]"
-            )));
-        }
-        core.reset_queue(&old, offset);
-        lock(&self.inner.consumed).remove(queue);
-        Ok(())
+        let consumer = &self.inner.consumer;
+        self.inner
+            .run(consumer.seek(queue, offset))
+            .unwrap_or(Err(SHUT_DOWN))
     }
 
     /// Moves `queue` to the first message stored at or after `timestamp_ms`.
     pub fn seek_to_timestamp(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<()> {
-        let offset = self
-            .inner
-            .core
-            .search_offset(&self.wrap_queue(queue), timestamp_ms)?;
-        self.seek(queue, offset)
+        let consumer = &self.inner.consumer;
+        self.inner
+            .run(consumer.seek_to_timestamp(queue, timestamp_ms))
+            .unwrap_or(Err(SHUT_DOWN))
     }
 
     /// Moves `queue` to its first message.
     pub fn seek_to_begin(&self, queue: &MessageQueue) -> Result<()> {
-        let offset = self.inner.core.min_offset(&self.wrap_queue(queue))?;
-        self.seek(queue, offset)
+        let consumer = &self.inner.consumer;
+        self.inner
+            .run(consumer.seek_to_begin(queue))
+            .unwrap_or(Err(SHUT_DOWN))
     }
 
     /// Moves `queue` past its last message.
     pub fn seek_to_end(&self, queue: &MessageQueue) -> Result<()> {
-        let offset = self.inner.core.max_offset(&self.wrap_queue(queue))?;
-        self.seek(queue, offset)
+        let consumer = &self.inner.consumer;
+        self.inner
+            .run(consumer.seek_to_end(queue))
+            .unwrap_or(Err(SHUT_DOWN))
     }
 
     /// Queues currently assigned.
     pub fn assignment(&self) -> Vec<MessageQueue> {
-        let mut queues: Vec<MessageQueue> = self
-            .inner
-            .core
-            .process_queues()
-            .iter()
-            .map(|pq| crate::message::unwrap_queue(&self.inner.core.config.client, &pq.queue))
-            .collect();
-        queues.sort();
-        queues
+        self.inner.consumer.assignment()
+    }
+
+    /// The async consumer underneath.
+    pub fn as_async(&self) -> &AsyncLitePullConsumer {
+        &self.inner.consumer
     }
 
     /// Stops pulling, persists offsets (committed ones only without auto commit), leaves
-    /// the group.
+    /// the group, then stops the consumer's threads. Idempotent.
     pub fn shutdown(&self) {
-        self.inner.ready.notify_all();
-        self.inner.core.shutdown(|| {});
-        self.inner.ready.notify_all();
+        let Some(runtime) = lock(&self.inner.runtime).take() else {
+            return;
+        };
+        runtime.block_on(self.inner.consumer.shutdown());
+        runtime.shutdown_timeout(Duration::from_secs(1));
     }
 }

@@ -13,7 +13,6 @@
 pub mod core;
 pub mod lite;
 pub mod offset_store;
-#[cfg(feature = "tokio")]
 pub mod pop;
 pub mod process_queue;
 pub mod push;
@@ -24,7 +23,6 @@ use std::time::Duration;
 pub use comet_proto::message::MessageExt;
 
 pub use self::lite::{LitePullConfig, LitePullConsumer};
-#[cfg(feature = "tokio")]
 pub use self::pop::PopConsumer;
 pub use self::push::{
     ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageListener, PushConsumer,
@@ -118,6 +116,11 @@ pub struct ConsumerConfig {
     pub enable_msg_trace: bool,
     /// The trace topic (`customizedTraceTopic`).
     pub trace_topic: String,
+    /// Worker threads of the runtime a blocking consumer owns, which runs every queue's
+    /// pulls, the rebalance and the connections as tasks (Java's `pullThreadNums`, here 2:
+    /// these threads never block). The async consumers ignore it: they run on the caller's
+    /// runtime. 1 to 64.
+    pub pull_thread_nums: usize,
 }
 
 impl ConsumerConfig {
@@ -143,6 +146,7 @@ impl ConsumerConfig {
             local_offset_dir: home.join(".rocketmq_offsets"),
             enable_msg_trace: false,
             trace_topic: crate::trace::TRACE_TOPIC_DEFAULT.to_owned(),
+            pull_thread_nums: 2,
         }
     }
 }

@@ -1,41 +1,17 @@
-//! Consumer offsets: where each queue's consumption stands.
-//!
-//! * Clustering: offsets live on the broker. The store keeps the latest consumed offset per
-//!   queue in memory, reads a missing one with QUERY_CONSUMER_OFFSET, and persists with
-//!   one-way UPDATE_CONSUMER_OFFSET (every 5 s, when a queue is dropped, at shutdown).
-//! * Broadcasting: offsets live in a local JSON file per client and group, written through a
-//!   temporary file and a rename so a crash leaves either the old or the new file.
-//!
-//! The stored offset is the next offset to consume (everything below it is done).
+//! Broadcasting consumer offsets: a local JSON file per client and group, written through a
+//! temporary file and a rename so a crash leaves either the old or the new file (clustering
+//! offsets live on the broker, see `crate::aio::push`). The stored offset is the next offset
+//! to consume (everything below it is done).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
 
-use comet_proto::ResponseCode;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ClientError, Result};
-use crate::instance::ClientInstance;
 use crate::message::MessageQueue;
 use crate::protocol;
-
-/// Where offsets are kept.
-pub(crate) enum Backend {
-    /// On the brokers (clustering).
-    Remote,
-    /// In a local file (broadcasting).
-    Local(PathBuf),
-}
-
-/// The offsets of one consumer group in one client.
-pub(crate) struct OffsetStore {
-    group: String,
-    instance: Arc<ClientInstance>,
-    backend: Backend,
-    table: Mutex<HashMap<MessageQueue, i64>>,
-}
 
 #[derive(Serialize, Deserialize)]
 struct LocalFile {
@@ -47,122 +23,6 @@ struct LocalFile {
 struct LocalEntry {
     queue: MessageQueue,
     offset: i64,
-}
-
-impl OffsetStore {
-    pub(crate) fn new(group: &str, instance: Arc<ClientInstance>, backend: Backend) -> OffsetStore {
-        OffsetStore {
-            group: group.to_owned(),
-            instance,
-            backend,
-            table: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<MessageQueue, i64>> {
-        self.table.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Loads the local file (broadcasting); nothing to do for the remote backend.
-    pub(crate) fn load(&self) -> Result<()> {
-        let Backend::Local(path) = &self.backend else {
-            return Ok(());
-        };
-        let loaded = load_local(path)?;
-        self.lock().extend(loaded);
-        Ok(())
-    }
-
-    /// Records consumption progress. With `increase_only`, never moves an offset backwards.
-    pub(crate) fn update(&self, queue: &MessageQueue, offset: i64, increase_only: bool) {
-        let mut table = self.lock();
-        let entry = table.entry(queue.clone()).or_insert(offset);
-        if !increase_only || offset > *entry {
-            *entry = offset;
-        }
-    }
-
-    /// The in-memory offsets of `topic`'s queues (of every queue when `topic` is empty), as
-    /// Java's `cloneOffsetTable`.
-    pub(crate) fn snapshot(&self, topic: &str) -> BTreeMap<MessageQueue, i64> {
-        self.lock()
-            .iter()
-            .filter(|(queue, _)| topic.is_empty() || queue.topic == topic)
-            .map(|(queue, offset)| (queue.clone(), *offset))
-            .collect()
-    }
-
-    /// The in-memory offset.
-    pub(crate) fn read_memory(&self, queue: &MessageQueue) -> Option<i64> {
-        self.lock().get(queue).copied()
-    }
-
-    /// The stored offset: the local file's, or the broker's (`None` when the broker has
-    /// none). Remembers what it read.
-    pub(crate) fn read_store(&self, queue: &MessageQueue) -> Result<Option<i64>> {
-        match &self.backend {
-            Backend::Local(_) => Ok(self.read_memory(queue)),
-            Backend::Remote => {
-                let addr = self
-                    .instance
-                    .master_addr(&queue.broker_name, &queue.topic)?;
-                let request = protocol::query_consumer_offset(&self.group, queue);
-                let response = self.instance.invoke_broker(
-                    &addr,
-                    request,
-                    &[ResponseCode::SUCCESS, ResponseCode::QUERY_NOT_FOUND],
-                )?;
-                if response.response_code() == ResponseCode::QUERY_NOT_FOUND {
-                    return Ok(None);
-                }
-                let offset = protocol::offset_field(&response.ext_fields)?;
-                self.update(queue, offset, false);
-                Ok(Some(offset))
-            }
-        }
-    }
-
-    /// Forgets a queue (after it was persisted on drop).
-    pub(crate) fn remove(&self, queue: &MessageQueue) {
-        self.lock().remove(queue);
-    }
-
-    /// Persists one queue's offset.
-    pub(crate) fn persist(&self, queue: &MessageQueue) -> Result<()> {
-        match &self.backend {
-            Backend::Local(_) => self.persist_all(&[]),
-            Backend::Remote => {
-                let Some(offset) = self.read_memory(queue) else {
-                    return Ok(());
-                };
-                let addr = self
-                    .instance
-                    .master_addr(&queue.broker_name, &queue.topic)?;
-                let request = protocol::update_consumer_offset(&self.group, queue, offset);
-                self.instance.remoting().invoke_oneway(&addr, request)
-            }
-        }
-    }
-
-    /// Persists the offsets of `queues` (remote) or the whole table (local file).
-    pub(crate) fn persist_all(&self, queues: &[MessageQueue]) -> Result<()> {
-        match &self.backend {
-            Backend::Remote => {
-                let mut first_error = None;
-                for queue in queues {
-                    if let Err(error) = self.persist(queue) {
-                        log::debug!("persisting the offset of {queue:?} failed: {error}");
-                        first_error.get_or_insert(error);
-                    }
-                }
-                first_error.map_or(Ok(()), Err)
-            }
-            Backend::Local(path) => {
-                let table = self.lock().clone();
-                write_local(path, &table)
-            }
-        }
-    }
 }
 
 /// The broadcasting offsets file of `group` in the client `client_id` under `dir`.
@@ -221,26 +81,17 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ClientConfig;
 
-    // Proves the broadcasting file round trip: offsets persisted by one store are loaded by
-    // the next, increase-only updates never move backwards, and a missing file is empty.
+    // Proves the broadcasting file round trip: offsets written are read back, and a
+    // missing file is empty.
     #[test]
     fn local_file_round_trip() {
         let directory = tempfile::tempdir().unwrap();
-        let path = directory.path().join("group").join("offsets.json");
-        let instance = ClientInstance::new(ClientConfig::with_namesrv("127.0.0.1:9876"));
+        let path = local_path(directory.path(), "127.0.0.1@1", "g");
+        assert!(load_local(&path).unwrap().is_empty());
         let queue = MessageQueue::new("T", "broker-a", 1);
-        let first = OffsetStore::new("g", instance.clone(), Backend::Local(path.clone()));
-        first.load().unwrap();
-        assert_eq!(first.read_store(&queue).unwrap(), None);
-        first.update(&queue, 7, true);
-        first.update(&queue, 5, true);
-        assert_eq!(first.read_memory(&queue), Some(7));
-        first.persist_all(&[]).unwrap();
-        let second = OffsetStore::new("g", instance.clone(), Backend::Local(path));
-        second.load().unwrap();
-        assert_eq!(second.read_store(&queue).unwrap(), Some(7));
-        instance.shutdown();
+        let table = HashMap::from([(queue.clone(), 7)]);
+        write_local(&path, &table).unwrap();
+        assert_eq!(load_local(&path).unwrap(), table);
     }
 }

@@ -86,7 +86,6 @@ impl TlsOptions {
     }
 
     /// The rustls client configuration, shared with the async transport's TLS streams.
-    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
     pub(crate) fn client_config(&self) -> Arc<rustls::ClientConfig> {
         self.config.clone()
     }

@@ -362,7 +362,7 @@ impl Inner {
 
     /// The stored offset of `queue` for the group (`None`: none stored): the broker's, or
     /// (broadcasting) the local file's, loaded at start.
-    async fn stored_offset(&self, queue: &MessageQueue) -> Result<Option<i64>> {
+    pub(super) async fn stored_offset(&self, queue: &MessageQueue) -> Result<Option<i64>> {
         if !self.clustering() {
             return Ok(lock(&self.offsets).get(queue).copied());
         }

@@ -286,6 +286,37 @@ impl AsyncLitePullConsumer {
         Ok(())
     }
 
+    /// The offset stored for `queue` (on the broker; broadcasting: in the local file as
+    /// loaded and updated), `None` when there is none.
+    pub async fn stored_offset(&self, queue: &MessageQueue) -> Result<Option<i64>> {
+        self.inner().stored_offset(&self.wrap_queue(queue)).await
+    }
+
+    /// Moves `queue` to the first message stored at or after `timestamp_ms`
+    /// (SEARCH_OFFSET_BY_TIMESTAMP), as [`AsyncLitePullConsumer::seek`].
+    pub async fn seek_to_timestamp(&self, queue: &MessageQueue, timestamp_ms: i64) -> Result<()> {
+        let wrapped = &self.wrap_queue(queue);
+        let request = crate::protocol::search_offset(wrapped, timestamp_ms);
+        let offset = self.inner().offset_request(wrapped, request).await?;
+        self.seek(queue, offset).await
+    }
+
+    /// Moves `queue` to its first message.
+    pub async fn seek_to_begin(&self, queue: &MessageQueue) -> Result<()> {
+        let wrapped = &self.wrap_queue(queue);
+        let request = crate::protocol::get_min_offset(wrapped);
+        let offset = self.inner().offset_request(wrapped, request).await?;
+        self.seek(queue, offset).await
+    }
+
+    /// Moves `queue` past its last message.
+    pub async fn seek_to_end(&self, queue: &MessageQueue) -> Result<()> {
+        let wrapped = &self.wrap_queue(queue);
+        let request = crate::protocol::get_max_offset(wrapped);
+        let offset = self.inner().offset_request(wrapped, request).await?;
+        self.seek(queue, offset).await
+    }
+
     /// Queues currently assigned, sorted.
     pub fn assignment(&self) -> Vec<MessageQueue> {
         let client = &self.inner().config.consumer.client;
