@@ -1,8 +1,14 @@
-//! `comet-client`: a RocketMQ client speaking the remoting protocol, on plain std threads.
+//! `comet-client`: a RocketMQ client speaking the remoting protocol, with a blocking API and
+//! an async one on tokio.
 //!
 //! The crate forces no async runtime on the application: every public type is `Send + Sync`
 //! and blocking calls block the calling thread only. Background work runs on named threads
-//! the client owns (`comet-*`), all stopped by the owning object's `shutdown`.
+//! the client owns (`comet-*`), all stopped by the owning object's `shutdown`: producers and
+//! the admin client run a few std threads per object (readers per connection, a route and
+//! heartbeat thread); the blocking consumers are layers over the async ones, each on a tokio
+//! runtime of its own with `pull_thread_nums` workers (2) plus, for the push consumer, a
+//! listener pool of at most `consume_threads`, however many queues they hold; the async types
+//! start no thread.
 //!
 //! * [`remoting`]: the transport (connections, pipelining by opaque, timeouts, one-way,
 //!   broker → client requests).
@@ -10,17 +16,17 @@
 //!   [`TransactionProducer`], half messages, local transactions and check-backs; request-reply
 //!   ([`Producer::request`] waits for the reply a responder builds with [`Message::reply_to`]).
 //! * [`consumer`]: [`PushConsumer`] (concurrent and orderly listeners) and
-//!   [`LitePullConsumer`] (poll, commit, seek), with rebalance and offset stores.
+//!   [`LitePullConsumer`] (poll, commit, seek), blocking faces of the async consumers.
 //! * [`admin`]: [`Admin`], topics, cluster, runtime info, consumer progress, traffic statistics,
 //!   message lookup.
 //! * [`route`], [`instance`]: route cache, name-server fail-over, heartbeats.
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
-//! * `aio` (cargo feature `tokio`, on by default): the async API on the caller's tokio
-//!   runtime, starting no thread of its own: `AsyncProducer` over `AsyncTransport`,
-//!   `AsyncPopConsumer` (RocketMQ 5.x pop: receive, ack, change invisible time), whose
-//!   blocking face is `consumer::PopConsumer`, and `AsyncPushConsumer` (async listeners, a pull
-//!   task per queue, Java's flow control).
+//! * [`aio`]: the async API on the caller's tokio runtime, starting no thread of its own:
+//!   `AsyncProducer` over `AsyncTransport`, `AsyncPopConsumer` (RocketMQ 5.x pop: receive,
+//!   ack, change invisible time), whose blocking face is `consumer::PopConsumer`, and
+//!   `AsyncPushConsumer` / `AsyncLitePullConsumer` (rebalance, a pull task per queue, Java's
+//!   flow control), whose blocking faces are `PushConsumer` / `LitePullConsumer`.
 
 #![forbid(unsafe_code)]
 

@@ -1,4 +1,4 @@
-//! The async API on tokio (cargo feature `tokio`, on by default): the transport, the producer,
+//! The async API on tokio: the transport, the producer,
 //! the pop consumer and the push consumer.
 //!
 //! * [`transport`]: [`AsyncTransport`], one connection per peer address served by a reader
@@ -11,6 +11,9 @@
 //! * [`push`]: [`AsyncPushConsumer`], Java's push consumer with listeners returning futures:
 //!   rebalance, a pull task per queue, flow control, consume permits, orderly locks; and
 //!   [`AsyncLitePullConsumer`] on the same machinery, whose `poll` and `next` are futures.
+//!
+//! The blocking `PushConsumer`, `LitePullConsumer` and `PopConsumer` are faces of these
+//! consumers on runtimes they own.
 //!
 //! Threads: none. Everything runs as tasks on the runtime of the caller (two tasks per
 //! connection, and for the push consumer a pull task per assigned queue and a task per

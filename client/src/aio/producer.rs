@@ -6,7 +6,7 @@
 //! functions (`producer::SendRules`); only the waiting differs. Sends retry on another broker
 //! (`retry_times_when_send_failed`) within one overall `send_timeout`, as sync sends do.
 //!
-//! Routes come from the name servers through the async transport ([`AsyncRoutes`], shared
+//! Routes come from the name servers through the async transport (`AsyncRoutes`, shared
 //! with the async consumers), with the same fail-over walk as the blocking client. No thread
 //! refreshes them: a route older
 //! than `poll_name_server_interval` is fetched again by the next send that needs it (one

@@ -1,14 +1,15 @@
-//! Consumers: the push consumer (listeners on a thread pool) and the lite pull consumer
-//! (`poll`), sharing one core for subscriptions, rebalance, pulling and offsets.
+//! The blocking consumers, faces of the async ones (`crate::aio`), which do the rebalance,
+//! the pulling (a task per queue), flow control and offsets; and what both share.
 //!
-//! * [`core`]: rebalance (every 20 s, at start, and at once on NOTIFY_CONSUMER_IDS_CHANGED),
-//!   one long-polling pull thread per assigned queue with per-queue flow control, initial
-//!   offsets (consume-from-where), client-side tag filtering, offset persistence.
-//! * [`push`]: [`PushConsumer`], concurrent and orderly listeners, send-back of failures.
-//! * [`lite`]: [`LitePullConsumer`], subscribe or assign, poll, commit, seek.
-//! * `pop` (cargo feature `tokio`): `PopConsumer`, the blocking face of the async pop
-//!   consumer (receive, ack, change invisible time; no rebalance).
-//! * [`offset_store`], [`process_queue`]: per-queue state.
+//! * [`push`]: [`PushConsumer`], concurrent and orderly listeners on a consume pool, over
+//!   `AsyncPushConsumer` on a runtime of its own.
+//! * [`lite`]: [`LitePullConsumer`], subscribe or assign, poll, commit, seek, over
+//!   `AsyncLitePullConsumer`.
+//! * [`pop`]: [`PopConsumer`], the blocking face of the async pop consumer (receive, ack,
+//!   change invisible time; no rebalance).
+//! * [`core`]: subscriptions, the client-side re-filter, heartbeat and running-info
+//!   bodies; [`process_queue`]: a queue's cached messages; [`offset_store`]: the
+//!   broadcasting offsets file.
 
 pub mod core;
 pub mod lite;

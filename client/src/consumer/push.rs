@@ -55,7 +55,7 @@ type OrderlyFn = dyn Fn(&[MessageExt], &MessageQueue) -> ConsumeOrderlyStatus + 
 pub enum MessageListener {
     /// Any thread, any order.
     Concurrently(Arc<ConcurrentlyFn>),
-    /// One thread per queue at a time, in queue order.
+    /// One call per queue at a time, in queue order.
     Orderly(Arc<OrderlyFn>),
 }
 
