@@ -746,3 +746,26 @@ fn poll_offsets(consumer: &LitePullConsumer, count: usize) -> Vec<i64> {
     }
     offsets
 }
+
+// Proves the blocking consumers refuse a runtime of no worker thread (or too many) with a
+// typed error, before any traffic.
+#[test]
+fn pull_thread_nums_out_of_range_is_refused() {
+    let namesrv = namesrv("127.0.0.1:1".into());
+    for threads in [0, 65] {
+        let mut config = consumer_config(&namesrv, "cg_threads");
+        config.pull_thread_nums = threads;
+        let listener =
+            MessageListener::concurrently(|_, _| ConsumeConcurrentlyStatus::ConsumeSuccess);
+        let push = PushConsumer::new(PushConsumerConfig::new(config.clone()), listener);
+        assert!(
+            matches!(push, Err(comet_client::ClientError::Invalid(_))),
+            "{threads} threads"
+        );
+        let lite = LitePullConsumer::new(LitePullConfig::new(config));
+        assert!(
+            matches!(lite, Err(comet_client::ClientError::Invalid(_))),
+            "{threads} threads"
+        );
+    }
+}
