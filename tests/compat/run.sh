@@ -173,6 +173,8 @@ stop_comet() {
 }
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# Every broker started on a free listen port gets a free HA port too: a master listens for
+# slaves on haListenPort from its start, and the default (listen port + 1) may be taken.
 
 # A second Comet broker for the acl suites: aclEnable=true with java/acl/plain_acl.yml, its
 # own embedded name server, one shard, on free loopback ports.
@@ -185,6 +187,7 @@ start_comet_acl() {
   (cd "$WORK/comet-acl" && exec setsid "$bin" --standalone --bind-address 127.0.0.1 \
     --namesrv "127.0.0.1:$namesrv_port" --listen-port "$broker_port" --cores 1 --no-pin \
     --store "$WORK/comet-acl/store" -o aclEnable=true "${COMET_DISK_ARGS[@]}" \
+    -o "haListenPort=$(free_port)" \
     -o "plainAclFile=$HERE/java/acl/plain_acl.yml" \
     >"$WORK/comet-acl/broker.out" 2>&1 </dev/null) &
   ACL_BROKER_PID=$!
@@ -214,6 +217,7 @@ start_comet_tls() {
   (cd "$dir" && exec setsid "$bin" --standalone --bind-address 127.0.0.1 \
     --namesrv "127.0.0.1:$namesrv_port" --listen-port "$broker_port" --cores 1 --no-pin \
     --store "$dir/store" "${COMET_DISK_ARGS[@]}" -o tls.server.mode=enforcing \
+    -o "haListenPort=$(free_port)" \
     -o "tls.server.certPath=$dir/server.pem" -o "tls.server.keyPath=$dir/server.key" \
     >"$dir/broker.out" 2>&1 </dev/null) &
   TLS_BROKER_PID=$!
