@@ -71,7 +71,7 @@ mkdir -p "$WORK/store"
 CONF_ARGS=()
 [[ -n "${BROKER_CONF:-}" ]] && CONF_ARGS=(-c "$BROKER_CONF")
 RUST_LOG=warn "$BROKER" "${CONF_ARGS[@]}" --standalone --cores "$CORES" --bind-address 127.0.0.1 \
-  --listen-port "$BROKER_PORT" \
+  --listen-port "$BROKER_PORT" -o "haListenPort=$(free_port)" \
   --namesrv "127.0.0.1:$NS_PORT" --store "$WORK/store" --flush "$FLUSH" \
   >"$WORK/broker.log" 2>&1 &
 BROKER_PID=$!

@@ -47,7 +47,7 @@ run_one() { # mode run
   [[ "$mode" == tls ]] && tls_args=(--tls)
   RUST_LOG=warn "$BROKER" -c "$WORK/$mode.conf" --standalone --cores "$CORES" \
     --bind-address 127.0.0.1 --listen-port "$broker_port" --namesrv "127.0.0.1:$ns_port" \
-    --store "$WORK/store" >"$WORK/broker.log" 2>&1 &
+    --store "$WORK/store" -o "haListenPort=$(free_port)" >"$WORK/broker.log" 2>&1 &
   BROKER_PID=$!
   for _ in $(seq 1 300); do
     port_open "$broker_port" && port_open "$ns_port" && break
