@@ -276,8 +276,27 @@ impl Inner {
 
     /// Sends a heartbeat to every known broker.
     pub(super) async fn heartbeat_all(&self) {
+        self.heartbeat(self.broker_addrs()).await;
+    }
+
+    /// Sends a heartbeat to the brokers the routes name that have had none yet.
+    pub(super) async fn heartbeat_new_brokers(&self) {
+        let new: Vec<String> = {
+            let heartbeated = lock(&self.heartbeated);
+            self.broker_addrs()
+                .into_iter()
+                .filter(|addr| !heartbeated.contains(addr))
+                .collect()
+        };
+        if !new.is_empty() {
+            self.heartbeat(new).await;
+        }
+    }
+
+    async fn heartbeat(&self, addrs: Vec<String>) {
         let body = self.heartbeat_data().encode();
-        for addr in self.broker_addrs() {
+        lock(&self.heartbeated).extend(addrs.iter().cloned());
+        for addr in addrs {
             let request =
                 RemotingCommand::request(RequestCode::HEART_BEAT, 0).with_body(body.clone());
             if let Err(error) = self

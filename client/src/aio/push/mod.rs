@@ -297,6 +297,10 @@ pub(super) struct Inner {
     wake: Notify,
     /// Held for one rebalance pass.
     rebalancing: tokio::sync::Mutex<()>,
+    /// Broker addresses a heartbeat went to: a broker the routes name later (a topic
+    /// created after the start) gets one at the next rebalance, not a heartbeat period later,
+    /// since until then it lists no consumer of the group.
+    heartbeated: Mutex<std::collections::BTreeSet<String>>,
     /// Held by shutdown, so two shutdowns (a drop and a call) do not interleave.
     shutting_down: tokio::sync::Mutex<bool>,
     retry_producer: Mutex<Option<AsyncProducer>>,
@@ -525,6 +529,7 @@ impl Inner {
             cancel: watch::Sender::new(false),
             wake: Notify::new(),
             rebalancing: tokio::sync::Mutex::new(()),
+            heartbeated: Mutex::new(std::collections::BTreeSet::new()),
             shutting_down: tokio::sync::Mutex::new(false),
             retry_producer: Mutex::new(None),
             releasing: Mutex::new(Vec::new()),

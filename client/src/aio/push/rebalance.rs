@@ -117,6 +117,7 @@ impl Inner {
     /// orderly queue could not be locked yet: the next pass then comes soon.
     pub(super) async fn rebalance(self: &Arc<Self>) -> bool {
         let _one_pass = self.rebalancing.lock().await;
+        self.heartbeat_new_brokers().await;
         let mut balanced = true;
         let mut created = Vec::new();
         let mut changed_topics = Vec::new();
