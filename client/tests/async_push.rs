@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use comet_client::admin::TopicSpec;
 use comet_client::{
     Admin, AsyncMessageListener, AsyncProducer, AsyncPushConsumer, AsyncPushConsumerConfig,
     ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, Message, MessageQueue, ProducerConfig,
@@ -18,7 +17,6 @@ use comet_client::{
 use comet_proto::body::{CMResult, ConsumeMessageDirectlyResult, JsonBody};
 use comet_proto::headers::ConsumeMessageDirectlyResultRequestHeader;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use comet_test_support::wait_until;
 use live::{consumer_config, unique, Live};
 
 /// Longest any awaited step of these tests may take before the test fails.
@@ -54,17 +52,7 @@ async fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
 /// A broker with a fresh topic of `queues` queues, routable.
 fn setup(name: &str, queues: i32) -> (Live, String) {
     let live = Live::start(name, &[]);
-    let topic = unique("apush_topic");
-    let admin = Admin::new(live.client()).expect("an admin client");
-    admin
-        .create_topic("DefaultCluster", &TopicSpec::new(&topic, queues))
-        .expect("the topic is created");
-    wait_until("the topic's route", STEP_LIMIT, || {
-        admin
-            .topic_route(&topic)
-            .is_ok_and(|route| !route.queue_datas.is_empty())
-    });
-    admin.shutdown();
+    let topic = live.create_topic("apush_topic", queues);
     (live, topic)
 }
 

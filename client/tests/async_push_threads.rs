@@ -9,38 +9,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use comet_client::admin::TopicSpec;
 use comet_client::{
-    Admin, AsyncMessageListener, AsyncProducer, AsyncPushConsumer, AsyncPushConsumerConfig,
+    AsyncMessageListener, AsyncProducer, AsyncPushConsumer, AsyncPushConsumerConfig,
     ConsumeConcurrentlyStatus, Message, ProducerConfig,
 };
-use comet_test_support::wait_until;
-use live::{consumer_config, unique, Live};
+use live::{consumer_config, threads, unique, Live};
 
 /// Longest a step of the test may take.
 const STEP_LIMIT: Duration = Duration::from_secs(120);
-
-/// Threads of this process now.
-fn threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .count()
-}
-
-fn create_topic(live: &Live, queues: i32) -> String {
-    let topic = unique(&format!("apush_threads_{queues}"));
-    let admin = Admin::new(live.client()).expect("an admin client");
-    admin
-        .create_topic("DefaultCluster", &TopicSpec::new(&topic, queues))
-        .expect("the topic is created");
-    wait_until("the topic's route", STEP_LIMIT, || {
-        admin
-            .topic_route(&topic)
-            .is_ok_and(|route| !route.queue_datas.is_empty())
-    });
-    admin.shutdown();
-    topic
-}
 
 /// Consumes `count` messages sent to `topic` (of `queues` queues) with a fresh consumer
 /// and returns the most threads the process had meanwhile.
@@ -112,8 +88,8 @@ async fn consume_all(live: &Live, topic: &str, queues: usize, count: usize) -> u
 #[test]
 fn a_consumer_of_1024_queues_has_the_threads_of_one_of_8() {
     let live = Live::start("client-apush-threads", &[]);
-    let small = create_topic(&live, 8);
-    let large = create_topic(&live, 1024);
+    let small = live.create_topic("apush_threads_8", 8);
+    let large = live.create_topic("apush_threads_1024", 1024);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

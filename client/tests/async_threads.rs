@@ -8,17 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use comet_client::{AsyncProducer, Message, ProducerConfig, SendStatus};
-use live::{unique, Live};
+use live::{threads, unique, Live};
 
 /// Longest the sends of the test may take.
 const SENDS_LIMIT: Duration = Duration::from_secs(60);
-
-/// Threads of this process now.
-fn threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .count()
-}
 
 // Proves 1,000 concurrent sends from one task, over connections to a name server and a
 // broker, complete without the producer starting a single thread: the count taken before

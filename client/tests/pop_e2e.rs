@@ -72,17 +72,7 @@ where
 /// A broker with a fresh topic of `queues` queues, routable.
 fn setup(name: &str, queues: i32) -> (Live, String) {
     let live = Live::start(name, &[]);
-    let topic = unique("pop_topic");
-    let admin = Admin::new(live.client()).expect("an admin client");
-    admin
-        .create_topic("DefaultCluster", &TopicSpec::new(&topic, queues))
-        .expect("the topic is created");
-    wait_until("the topic's route", STEP_LIMIT, || {
-        admin
-            .topic_route(&topic)
-            .is_ok_and(|route| !route.queue_datas.is_empty())
-    });
-    admin.shutdown();
+    let topic = live.create_topic("pop_topic", queues);
     (live, topic)
 }
 

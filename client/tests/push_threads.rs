@@ -8,13 +8,12 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use comet_client::admin::TopicSpec;
 use comet_client::{
-    Admin, AsyncProducer, ConsumeConcurrentlyStatus, Message, MessageListener, ProducerConfig,
+    AsyncProducer, ConsumeConcurrentlyStatus, Message, MessageListener, ProducerConfig,
     PushConsumer, PushConsumerConfig,
 };
 use comet_test_support::wait_until;
-use live::{consumer_config, unique, Live};
+use live::{consumer_config, threads, unique, Live};
 
 /// Longest a step of the test may take.
 const STEP_LIMIT: Duration = Duration::from_secs(120);
@@ -22,28 +21,6 @@ const STEP_LIMIT: Duration = Duration::from_secs(120);
 const WORKER_THREADS: usize = 2;
 /// The consumer's listener pool.
 const CONSUME_THREADS: usize = 4;
-
-/// Threads of this process now.
-fn threads() -> usize {
-    std::fs::read_dir("/proc/self/task")
-        .expect("/proc/self/task")
-        .count()
-}
-
-fn create_topic(live: &Live, queues: i32) -> String {
-    let topic = unique(&format!("push_threads_{queues}"));
-    let admin = Admin::new(live.client()).expect("an admin client");
-    admin
-        .create_topic("DefaultCluster", &TopicSpec::new(&topic, queues))
-        .expect("the topic is created");
-    wait_until("the topic's route", STEP_LIMIT, || {
-        admin
-            .topic_route(&topic)
-            .is_ok_and(|route| !route.queue_datas.is_empty())
-    });
-    admin.shutdown();
-    topic
-}
 
 /// Sends `count` messages to `topic` from a current-thread runtime (no thread of its own)
 /// and returns their bodies.
@@ -115,8 +92,8 @@ fn consume_all(live: &Live, topic: &str, queues: usize, sent: &BTreeSet<String>)
 #[test]
 fn a_blocking_consumer_of_1024_queues_has_the_threads_of_one_of_8() {
     let live = Live::start("client-push-threads", &[]);
-    let small = create_topic(&live, 8);
-    let large = create_topic(&live, 1024);
+    let small = live.create_topic("push_threads_8", 8);
+    let large = live.create_topic("push_threads_1024", 1024);
     let small_sent = send(&live, &small, 64);
     let large_sent = send(&live, &large, 4096);
     let before = threads();

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use comet_client::{
     Admin, ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig,
-    MessageListener, PushConsumer, PushConsumerConfig,
+    MessageListener, PushConsumer, PushConsumerConfig, TopicSpec,
 };
 use comet_test_support::{wait_until, Broker, TempDir};
 
@@ -63,6 +63,23 @@ impl Live {
         config
     }
 
+    /// Creates a topic named `prefix` and a unique suffix with `queues` queues, and waits
+    /// until the name server routes it.
+    pub fn create_topic(&self, prefix: &str, queues: i32) -> String {
+        let topic = unique(prefix);
+        let admin = Admin::new(self.client()).expect("an admin client");
+        admin
+            .create_topic("DefaultCluster", &TopicSpec::new(&topic, queues))
+            .expect("the topic is created");
+        wait_until("the topic's route", REGISTRATION_LIMIT, || {
+            admin
+                .topic_route(&topic)
+                .is_ok_and(|route| !route.queue_datas.is_empty())
+        });
+        admin.shutdown();
+        topic
+    }
+
     /// Waits until the name server routes `TBW102` to this broker.
     pub fn wait_registered(&self) {
         let admin = Admin::new(self.client()).expect("an admin client");
@@ -71,6 +88,13 @@ impl Live {
         });
         admin.shutdown();
     }
+}
+
+/// Threads of this process now (from /proc).
+pub fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .count()
 }
 
 /// A name unique to this run, so tests sharing nothing never meet.
