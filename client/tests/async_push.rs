@@ -49,6 +49,17 @@ async fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
     .await;
 }
 
+/// Checks every [`POLL_INTERVAL`] for `span` that `check` still holds, failing at the first
+/// poll where it does not: for what must not happen (a cache growing, a lock taken), which
+/// no condition can be waited for.
+async fn holds_for(what: &str, span: Duration, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + span;
+    while tokio::time::Instant::now() < deadline {
+        assert!(check(), "{what} no longer holds");
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
 /// A broker with a fresh topic of `queues` queues, routable.
 fn setup(name: &str, queues: i32) -> (Live, String) {
     let live = Live::start(name, &[]);
@@ -303,10 +314,13 @@ fn a_blocked_listener_holds_the_queue_at_its_threshold() {
             cached().is_some_and(|stats| stats.cached_messages >= THRESHOLD)
         })
         .await;
-        // Pulling stops there: several flow-control delays later the cache has not grown.
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let stats = cached().unwrap();
+        // Pulling stops there: over several flow-control delays the cache does not grow.
         let bound = THRESHOLD + PULL_BATCH as usize;
+        holds_for("the cache bound", Duration::from_millis(500), || {
+            cached().is_some_and(|stats| stats.cached_messages <= bound)
+        })
+        .await;
+        let stats = cached().unwrap();
         assert!(stats.cached_messages <= bound, "{stats:?}");
         assert!(stats.cached_messages_peak <= bound, "{stats:?}");
         assert!(
@@ -364,7 +378,10 @@ fn a_stuck_message_stops_pulling_at_the_max_span() {
                 .unwrap()
         };
         until("the span reached", STEP_LIMIT, || stats().max_span >= SPAN).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        holds_for("the span bound", Duration::from_millis(500), || {
+            stats().max_span <= SPAN + 10
+        })
+        .await;
         let now = stats();
         assert!(now.max_span <= SPAN + 10, "{now:?}");
         assert!(now.next_offset <= SPAN + 1 + 10, "{now:?}");
@@ -629,7 +646,10 @@ fn an_orderly_queue_moves_only_after_its_listener_finishes() {
         })
         .await;
         // Several of the second consumer's lock attempts (1 s apart) fail meanwhile.
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        holds_for("the first consumer's lock", Duration::from_secs(3), || {
+            held(&second) == 0
+        })
+        .await;
         assert_eq!(held(&second), 0, "locked while the first still consumes it");
         gate.add_permits(1);
         until(
@@ -704,7 +724,10 @@ fn broadcasting_consumers_each_get_every_message_and_resume_from_their_file() {
         assert_eq!(stats.len(), 2, "{stats:?}");
         let resumed_at: i64 = stats.iter().map(|stats| stats.next_offset).sum();
         assert_eq!(resumed_at, 30, "{stats:?}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        holds_for("no redelivery", Duration::from_millis(300), || {
+            again.lock().unwrap().is_empty()
+        })
+        .await;
         assert!(again.lock().unwrap().is_empty());
         within("the last shutdown", STEP_LIMIT, a.shutdown()).await;
     });

@@ -145,17 +145,7 @@ impl AsyncLitePullConsumer {
 
     /// Registers, runs a first rebalance and starts pulling, on the current tokio runtime.
     pub async fn start(&self) -> Result<()> {
-        let inner = self.inner();
-        if inner.is_stopping() {
-            return Err(ClientError::State("shut down"));
-        }
-        if inner.started.swap(true, Ordering::AcqRel) {
-            return Err(ClientError::State("already started"));
-        }
-        *lock(&inner.runtime) = Some(tokio::runtime::Handle::current());
-        inner.load_local_offsets()?;
-        inner.start().await;
-        Ok(())
+        self.inner().start_once().await
     }
 
     /// Waits up to `timeout` for messages; resolves to at most `poll_batch_max` of one

@@ -381,17 +381,7 @@ impl AsyncPushConsumer {
     /// Registers with the brokers, runs a first rebalance and starts the service task, on
     /// the current tokio runtime (I/O and time drivers enabled). Once only.
     pub async fn start(&self) -> Result<()> {
-        let inner = self.inner();
-        if inner.stopping.load(Ordering::Acquire) {
-            return Err(ClientError::State("shut down"));
-        }
-        if inner.started.swap(true, Ordering::AcqRel) {
-            return Err(ClientError::State("already started"));
-        }
-        *lock(&inner.runtime) = Some(tokio::runtime::Handle::current());
-        inner.load_local_offsets()?;
-        inner.start().await;
-        Ok(())
+        self.inner().start_once().await
     }
 
     /// Stops pulling, lets running listeners finish for `await_termination_when_shutdown`
@@ -572,6 +562,21 @@ impl Inner {
 
     fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
+    }
+
+    /// The one start of a push or lite consumer, on the current tokio runtime: refused once
+    /// stopping or when already started.
+    pub(super) async fn start_once(self: &Arc<Self>) -> Result<()> {
+        if self.is_stopping() {
+            return Err(ClientError::State("shut down"));
+        }
+        if self.started.swap(true, Ordering::AcqRel) {
+            return Err(ClientError::State("already started"));
+        }
+        *lock(&self.runtime) = Some(tokio::runtime::Handle::current());
+        self.load_local_offsets()?;
+        self.start().await;
+        Ok(())
     }
 
     /// Resolves once the consumer is cancelled (shutdown past its grace time).
