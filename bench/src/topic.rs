@@ -56,3 +56,12 @@ fn create_and_wait(admin: &Admin, topic: &str, queues: i32) -> Result<()> {
         }
     }
 }
+
+/// Commits `group`'s offsets on every queue of `topic` at the queue's end, so a consumer of
+/// that group starts there, not at an old backlog.
+pub fn commit_group_at_end(client: &ClientConfig, group: &str, topic: &str) -> Result<()> {
+    let admin = Admin::new(client.clone())?;
+    let outcome = admin.commit_group_offsets_at_end(group, topic);
+    admin.shutdown();
+    outcome.map(drop).map_err(Into::into)
+}

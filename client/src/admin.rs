@@ -384,6 +384,30 @@ impl Admin {
         Ok(merged)
     }
 
+    /// Commits `group`'s offset on every queue of `topic` at that queue's end (its max offset
+    /// from GET_TOPIC_STATS_INFO, then UPDATE_CONSUMER_OFFSET on the queue's master), so the
+    /// group's first consumer starts there whatever its consume-from-where: a group without
+    /// an offset is otherwise read from offset 0 while a queue is young
+    /// (docs/protocol.md#max-offset-and-young-queues). Returns the offsets committed.
+    pub fn commit_group_offsets_at_end(
+        &self,
+        group: &str,
+        topic: &str,
+    ) -> Result<BTreeMap<MessageQueue, i64>> {
+        let masters: BTreeMap<String, String> = self.topic_masters(topic)?.into_iter().collect();
+        let mut committed = BTreeMap::new();
+        for (queue, offsets) in self.topic_stats(topic)?.offset_table {
+            let addr = masters.get(&queue.broker_name).ok_or_else(|| {
+                ClientError::Invalid(format!("no master for {} of {topic}", queue.broker_name))
+            })?;
+            let command = protocol::update_consumer_offset(group, &queue, offsets.max_offset);
+            self.instance
+                .invoke_broker(addr, command, &[ResponseCode::SUCCESS])?;
+            committed.insert(queue, offsets.max_offset);
+        }
+        Ok(committed)
+    }
+
     /// Consumer progress and lag per queue: GET_CONSUME_STATS merged over the brokers of
     /// `topic`.
     pub fn consume_stats(&self, group: &str, topic: &str) -> Result<ConsumeStats> {

@@ -1,9 +1,9 @@
 //! `e2e`: produce at a fixed rate (open loop) while one consumer group consumes; reports
 //! end-to-end latency (intended send time to delivery) and send latency.
 //!
-//! Order of a run: create the topic, start the producer and send one warm-up message, start
-//! the consumer from the queues' end and wait until it holds queues, then start the send
-//! schedule. After the last send, the run waits (bounded) for the consumer to catch up;
+//! Order of a run: create the topic, start the producer and send one warm-up message, commit
+//! the new group's offsets at the queues' end and start the consumer there, wait until it
+//! holds queues, then start the send schedule. After the last send, the run waits (bounded) for the consumer to catch up;
 //! messages not delivered by then are reported as `e2e_missing_total`. Only messages stamped
 //! with this run's id are measured, so an old backlog on the topic cannot skew the figures.
 
@@ -47,6 +47,9 @@ pub fn run(cli: &Cli, args: &E2eArgs) -> Result<Outcome> {
         .group
         .clone()
         .unwrap_or_else(|| format!("comet_bench_e2e_{:06x}", run_id & 0xff_ffff));
+    // The topic outlives runs (a sitting warms up and measures on the same broker), and a
+    // new group would read a young queue from offset 0: the group starts at the end.
+    topic::commit_group_at_end(&client, &group, &send.topic)?;
     let receive_stats = Stats::new()?;
     let receiver = Receiver::new(receive_stats.clone(), Some(run_id));
     let plan = ConsumerPlan {
