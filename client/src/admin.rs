@@ -11,7 +11,8 @@ use std::sync::Arc;
 use comet_proto::body::{
     BrokerStatsData, ClusterInfo, ConsumeStats, ConsumeStatsList, ConsumerConnection,
     ConsumerRunningInfo, GroupList, JsonBody, KVTable, QueryConsumeQueueResponseBody,
-    ResetOffsetBody, SetMessageRequestModeRequestBody, TopicList, TopicRouteData, TopicStatsTable,
+    ResetOffsetBody, SetMessageRequestModeRequestBody, SubscriptionGroupConfig, TopicList,
+    TopicRouteData, TopicStatsTable,
 };
 use comet_proto::headers::{
     CloneGroupOffsetRequestHeader, CreateTopicRequestHeader, DeleteTopicFromNamesrvRequestHeader,
@@ -388,13 +389,24 @@ impl Admin {
     /// from GET_TOPIC_STATS_INFO, then UPDATE_CONSUMER_OFFSET on the queue's master), so the
     /// group's first consumer starts there whatever its consume-from-where: a group without
     /// an offset is otherwise read from offset 0 while a queue is young
-    /// (docs/protocol.md#max-offset-and-young-queues). Returns the offsets committed.
+    /// (docs/protocol.md#max-offset-and-young-queues). The group is created first on each
+    /// master (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP with the defaults; an existing group's
+    /// configuration is replaced by them): Apache RocketMQ refuses offsets of a group it does
+    /// not know. Returns the offsets committed.
     pub fn commit_group_offsets_at_end(
         &self,
         group: &str,
         topic: &str,
     ) -> Result<BTreeMap<MessageQueue, i64>> {
         let masters: BTreeMap<String, String> = self.topic_masters(topic)?.into_iter().collect();
+        let group_config = SubscriptionGroupConfig::new(group.to_owned()).encode();
+        for addr in masters.values() {
+            let command =
+                RemotingCommand::request(RequestCode::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0)
+                    .with_body(group_config.clone());
+            self.instance
+                .invoke_broker(addr, command, &[ResponseCode::SUCCESS])?;
+        }
         let mut committed = BTreeMap::new();
         for (queue, offsets) in self.topic_stats(topic)?.offset_table {
             let addr = masters.get(&queue.broker_name).ok_or_else(|| {
