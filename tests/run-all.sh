@@ -65,6 +65,11 @@ fi
 echo "== compatibility suites against Comet"
 # The master-and-slave suite also runs the name server binary and comet-admin.
 cargo build --release -p comet-broker -p comet-nameserver -p comet-tools
+# What an operator installs (cargo install, the systemd units, the Dockerfile's binaries and
+# command) runs and serves: tests/packaging/run.sh. It uses the fixed ports, before the
+# compatibility suites take them.
+echo "== packaging"
+bash tests/packaging/run.sh
 echo "== Rust client scenarios: build (cached per user; the first build is long)"
 bash tests/compat/rust/run.sh --build-only
 if ! bash tests/compat/run.sh --against comet; then

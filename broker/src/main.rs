@@ -170,29 +170,6 @@ fn flag_pairs(args: &Args) -> Result<Vec<(String, String)>, LoadError> {
     Ok(pairs)
 }
 
-fn install_signal_handlers(stop: RemoteStop) {
-    // A dedicated thread waits for SIGTERM/SIGINT with sigwait, so the shards never see the
-    // signal and shutdown runs through the normal stop sequence.
-    // SAFETY: sigset manipulation on a local set; pthread_sigmask on the main thread before
-    // any other thread exists, so every thread inherits the blocked mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        std::thread::Builder::new()
-            .name("comet-signals".to_owned())
-            .spawn(move || {
-                let mut signal: libc::c_int = 0;
-                libc::sigwait(&set, &mut signal);
-                log::info!("signal {signal} received: stopping");
-                stop.request();
-            })
-            .expect("spawn the signal thread");
-    }
-}
-
 fn main() {
     let args = Args::parse();
     if args.help_config {
@@ -210,7 +187,8 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let shard_count = args.cores.unwrap_or(cores).clamp(1, 128);
     let stop = RemoteStop::new();
-    install_signal_handlers(stop.clone());
+    stop.on_termination_signals()
+        .expect("start the signal thread");
     log::info!(
         "comet-broker {} starting: {} shards, store {}, {:?}, listening on {}",
         env!("CARGO_PKG_VERSION"),

@@ -173,7 +173,15 @@ pub struct NameServerThread {
 impl NameServerThread {
     /// Starts a name server on a new executor thread and returns once it listens.
     pub fn spawn(config: NamesrvConfig) -> Result<NameServerThread, NameServerError> {
-        let stop = RemoteStop::new();
+        NameServerThread::spawn_stopped_by(config, RemoteStop::new())
+    }
+
+    /// As [`NameServerThread::spawn`], stopping when `stop` is requested as well (the binary
+    /// passes the handle its signal thread trips).
+    pub fn spawn_stopped_by(
+        config: NamesrvConfig,
+        stop: RemoteStop,
+    ) -> Result<NameServerThread, NameServerError> {
         let remote = stop.clone();
         let (ready_sender, ready_receiver) = std::sync::mpsc::channel();
         let context = ShardContext {

@@ -7,6 +7,7 @@ use clap::Parser;
 use comet_log::LogFormat;
 use comet_nameserver::{NameServerError, NameServerThread, NamesrvConfig};
 use comet_rt::fatal::{fatal, FatalReason};
+use comet_rt::shutdown::RemoteStop;
 
 /// Command-line flags; each overrides the config file's key of the same meaning.
 #[derive(Parser, Debug)]
@@ -104,7 +105,12 @@ fn main() {
         log_format(&args).unwrap_or_else(|error| fatal(FatalReason::Config, &error.to_string()));
     comet_log::init(format, "info");
     let config = load(&args).unwrap_or_else(|error| fatal(FatalReason::Config, &error.to_string()));
-    let name_server = match NameServerThread::spawn(config) {
+    // SIGTERM (systemd, Docker) and SIGINT stop the name server through its stop sequence,
+    // with exit status 0.
+    let stop = RemoteStop::new();
+    stop.on_termination_signals()
+        .expect("start the signal thread");
+    let name_server = match NameServerThread::spawn_stopped_by(config, stop) {
         Ok(name_server) => name_server,
         Err(error @ NameServerError::Bind { .. }) => fatal(FatalReason::Bind, &error.to_string()),
         Err(error) => fatal(FatalReason::Config, &error.to_string()),
@@ -113,6 +119,7 @@ fn main() {
     if let Err(error) = name_server.wait() {
         fatal(FatalReason::Config, &error.to_string());
     }
+    log::info!("comet-nameserver stopped cleanly");
 }
 
 #[cfg(test)]

@@ -99,6 +99,37 @@ impl RemoteStop {
     pub fn is_requested(&self) -> bool {
         self.requested.load(Ordering::Acquire)
     }
+
+    /// Requests a stop when the process receives SIGTERM or SIGINT (what systemd, Docker and a
+    /// terminal send), so a binary's shutdown runs through its normal stop sequence and it
+    /// exits with status 0.
+    ///
+    /// A dedicated thread waits for the signals with sigwait, so no shard ever sees one. Call
+    /// it on the main thread before any other thread starts: the signals are blocked there
+    /// and every later thread inherits the blocked mask.
+    pub fn on_termination_signals(&self) -> std::io::Result<()> {
+        let stop = self.clone();
+        // SAFETY: sigset manipulation on a local set, and pthread_sigmask of the calling
+        // thread only.
+        let set = unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGTERM);
+            libc::sigaddset(&mut set, libc::SIGINT);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            set
+        };
+        std::thread::Builder::new()
+            .name("comet-signals".to_owned())
+            .spawn(move || {
+                let mut signal: libc::c_int = 0;
+                // SAFETY: waits on the set built above, blocked in every thread.
+                unsafe { libc::sigwait(&set, &mut signal) };
+                log::info!("signal {signal} received: stopping");
+                stop.request();
+            })
+            .map(drop)
+    }
 }
 
 /// Why a gate or stop phase did not finish cleanly.
