@@ -3,9 +3,10 @@
 //!
 //! Order of a run: create the topic, start the producer and send one warm-up message, commit
 //! the new group's offsets at the queues' end and start the consumer there, wait until it
-//! holds queues, then start the send schedule. After the last send, the run waits (bounded) for the consumer to catch up;
-//! messages not delivered by then are reported as `e2e_missing_total`. Only messages stamped
-//! with this run's id are measured, so an old backlog on the topic cannot skew the figures.
+//! holds queues, then start the send schedule. After the last send, the run waits (bounded)
+//! for the consumer to catch up; messages not delivered by then are reported as
+//! `e2e_missing_total`. Only messages stamped with this run's id are measured, so an old
+//! backlog on the topic cannot skew the figures.
 
 use std::time::{Duration, Instant};
 
