@@ -14,7 +14,21 @@
 //! pending checkpoint with its acks. That first read also moves each group's pop position
 //! up to the end of every checkpoint it finds: those pops may be newer than the persisted
 //! positions. Pops on this shard wait until that replay is done ([`super::state`]).
+//!
+//! **A window, not every checkpoint.** The scanner holds at most its share of
+//! `popCkMaxBufferSize` checkpoints (Java bounds its in-memory checkpoints with that key,
+//! and reads its revive queue a window at a time). When the window is full, the cursor stops
+//! at the next checkpoint; the records after it are still read once, ahead, for the acks
+//! they carry (acks of checkpoints in the window: an acked message must not be revived
+//! because its ack lies past the window) and, in the first read, for the pop positions.
+//! A checkpoint past the window stays in the revive queue, and the cursor persisted stays
+//! at or before it: it enters the window once checkpoints in it are acked or revived, and
+//! the acks after it are read again then, so it is revived (later than its invisible time
+//! only while the window is full) unless acked. Memory does not grow with the pops left
+//! unacked; what a full window costs is reading the revive queue past the cursor again,
+//! once per half window of checkpoints taken.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::Duration;
@@ -50,10 +64,31 @@ struct Pending {
 struct Scanner {
     topic: String,
     queue_id: i32,
+    /// The next record to take checkpoints from: every checkpoint before it is pending or
+    /// done.
     cursor: i64,
+    /// The next record never read (at or past `cursor`): the records between the two were
+    /// read once, while the window was full, for their acks and pop positions.
+    ahead: i64,
     /// Pending checkpoints by their offset in the revive queue.
     pending: BTreeMap<i64, Pending>,
     by_key: HashMap<CkKey, Vec<i64>>,
+}
+
+thread_local! {
+    /// This shard's scanner's pending checkpoints, for the metrics.
+    static CHECKPOINTS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Checkpoints this shard's revive scanner holds in memory.
+pub fn checkpoints_in_memory() -> u64 {
+    CHECKPOINTS.with(Cell::get)
+}
+
+/// The checkpoints one shard's scanner holds at most: its share of `popCkMaxBufferSize`.
+fn window_max(broker: &ShardBroker) -> usize {
+    let shards = broker.queue_logs().max(1);
+    (broker.config().pop_ck_max_buffer_size / shards).max(1)
 }
 
 /// Starts this shard's revive scanner (masters only: it appends records).
@@ -73,29 +108,85 @@ pub fn spawn_revive(broker: &Rc<ShardBroker>, stop: &StopSignal) -> TaskHandle<(
             topic,
             queue_id,
             cursor,
+            ahead: cursor,
             pending: BTreeMap::new(),
             by_key: HashMap::new(),
         };
         while !stop.is_triggered() {
-            scanner.read(&broker).await;
+            let window = window_max(&broker);
+            scanner.read(&broker, window).await;
             super::state::set_recovered();
             scanner.revive_due(&broker).await;
             scanner.commit(&broker);
+            CHECKPOINTS.with(|count| count.set(scanner.pending.len() as u64));
             scanner.wait(&broker, &stop).await;
         }
     })
 }
 
+/// What a read of the revive queue takes from its records.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Checkpoints (while the window has room), acks and pop positions.
+    Window,
+    /// Acks and pop positions only: the window is full.
+    Ahead,
+}
+
 impl Scanner {
-    /// Reads the revive queue from the cursor to its end.
-    async fn read(&mut self, broker: &ShardBroker) {
+    /// Reads the revive queue: from the cursor while the window (`window` checkpoints) has
+    /// room, then on to the queue's end for the acks only.
+    ///
+    /// A checkpoint entering the window from records already read ahead had its acks read
+    /// while it was out, so the acks from the cursor on are read again after it entered.
+    /// While records wait behind the cursor, checkpoints enter only when half the window is
+    /// free, so that read again is paid once per half window, not once per checkpoint.
+    async fn read(&mut self, broker: &ShardBroker, window: usize) {
         let recovering = !super::state::recovered();
+        let behind = self.cursor < self.ahead;
+        let room = window.saturating_sub(self.pending.len());
+        let admits = if behind {
+            room >= (window / 2).max(1)
+        } else {
+            room > 0
+        };
+        let mut cursor = self.cursor;
+        let full = !admits
+            || self
+                .read_from(broker, &mut cursor, Pass::Window, window, recovering)
+                .await;
+        let readmitted = behind && cursor > self.cursor;
+        self.cursor = cursor;
+        if !full {
+            self.ahead = self.ahead.max(cursor);
+            return;
+        }
+        let mut ahead = if readmitted {
+            cursor
+        } else {
+            self.ahead.max(cursor)
+        };
+        self.read_from(broker, &mut ahead, Pass::Ahead, window, recovering)
+            .await;
+        self.ahead = self.ahead.max(ahead);
+    }
+
+    /// Reads records from `cursor` to the queue's end, or in a [`Pass::Window`] up to the
+    /// first checkpoint the window has no room for (true then, with `cursor` on it).
+    async fn read_from(
+        &mut self,
+        broker: &ShardBroker,
+        cursor: &mut i64,
+        pass: Pass,
+        window: usize,
+        recovering: bool,
+    ) -> bool {
         loop {
             let step = read_step(
                 broker,
                 &self.topic,
                 self.queue_id,
-                &mut self.cursor,
+                cursor,
                 READ_RECORDS_MAX,
                 READ_BYTES_MAX,
             )
@@ -103,10 +194,10 @@ impl Scanner {
             let result = match step {
                 Ok(Step::Found(result)) => result,
                 Ok(Step::Moved) => continue,
-                Ok(Step::End) => return,
+                Ok(Step::End) => return false,
                 Err(e) => {
                     log::warn!("pop revive: reading {}: {e}", self.topic);
-                    return;
+                    return false;
                 }
             };
             for record in &result.records {
@@ -114,22 +205,38 @@ impl Scanner {
                     log::warn!("pop revive: unreadable record in {}", self.topic);
                     continue;
                 };
+                let offset = view.queue_offset();
+                // Pop positions and orderly acks are taken once, by whichever pass reads
+                // the record first; acks again by the window pass (their checkpoint may
+                // have entered the window since).
+                let first_read = offset >= self.ahead;
                 match parse(&view) {
                     Ok(ReviveRecord::Ck(ck)) => {
-                        if recovering {
+                        let takes = pass == Pass::Window && !ck.queue_offset_diff.is_empty();
+                        if takes && self.pending.len() >= window {
+                            *cursor = offset;
+                            return true;
+                        }
+                        if recovering && first_read {
                             restore_position(broker, &ck);
                         }
-                        self.add(view.queue_offset(), ck);
+                        if pass == Pass::Window {
+                            self.add(offset, ck);
+                        }
                     }
                     Ok(ReviveRecord::Ack(ack)) => self.ack(&ack),
                     // Always, not only in recovery: the scanner may pass the record before
                     // the ack that wrote it moved the offset, and a persist in between would
                     // store the cursor past it without the move.
-                    Ok(ReviveRecord::OrderAck(ack)) => restore_order_ack(broker, &ack),
+                    Ok(ReviveRecord::OrderAck(ack)) => {
+                        if first_read {
+                            restore_order_ack(broker, &ack);
+                        }
+                    }
                     Err(e) => log::warn!("pop revive: {e}"),
                 }
             }
-            self.cursor = result.next_offset.as_i64();
+            *cursor = result.next_offset.as_i64();
         }
     }
 
@@ -255,7 +362,8 @@ impl Scanner {
                 u64::try_from(due.saturating_sub(now_ms)).unwrap_or(0)
             });
         let nap = Duration::from_millis(next_due_ms.clamp(1, REVIVE_INTERVAL_MS));
-        let cursor = QueueOffset(u64::try_from(self.cursor).unwrap_or(0));
+        // Past every record read (a full window leaves the cursor behind them).
+        let cursor = QueueOffset(u64::try_from(self.ahead.max(self.cursor)).unwrap_or(0));
         let arrival = broker
             .store()
             .wait_for_message(&self.topic, self.queue_id, cursor);
@@ -438,6 +546,7 @@ mod tests {
             topic: "R".into(),
             queue_id: 0,
             cursor: 0,
+            ahead: 0,
             pending: BTreeMap::new(),
             by_key: HashMap::new(),
         };
