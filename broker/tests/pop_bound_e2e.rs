@@ -29,13 +29,7 @@ const INVISIBLE_MS: i64 = 6_000;
 
 fn start(directory: &TempDir) -> (Broker, SocketAddr) {
     let port = free_port();
-    let mut options = vec![
-        "-o".to_owned(),
-        format!("popCkMaxBufferSize={BUFFER}"),
-        // Offsets never persisted in between: the restart rebuilds from the revive queue.
-        "-o".to_owned(),
-        "flushConsumerOffsetInterval=600000".to_owned(),
-    ];
+    let mut options = vec!["-o".to_owned(), format!("popCkMaxBufferSize={BUFFER}")];
     options.extend(metrics_options(port));
     let options: Vec<&str> = options.iter().map(String::as_str).collect();
     let broker = Broker::start(&directory.0, CORES, &options);
@@ -90,7 +84,10 @@ fn revive_window_bounds_memory_and_loses_nothing() {
         assert!(held <= WINDOW, "a scanner holds {held} checkpoints");
         held == WINDOW
     });
-    assert!(full, "the window never filled: the test does not reach the bound");
+    assert!(
+        full,
+        "the window never filled: the test does not reach the bound"
+    );
     broker.kill();
     broker.restart(CORES);
     wait_for_port(metrics, Duration::from_secs(10));
@@ -105,8 +102,15 @@ fn revive_window_bounds_memory_and_loses_nothing() {
         back.iter().map(body).collect::<BTreeSet<_>>() == expected
     });
     let got: Vec<String> = back.iter().map(body).collect();
-    assert!(all_back, "unacked messages lost: came back {got:?}, expected {expected:?}");
-    assert_eq!(got.len(), expected.len(), "a message came back twice: {got:?}");
+    assert!(
+        all_back,
+        "unacked messages lost: came back {got:?}, expected {expected:?}"
+    );
+    assert_eq!(
+        got.len(),
+        expected.len(),
+        "a message came back twice: {got:?}"
+    );
     assert!(back.iter().all(|message| message.reconsume_times == 1));
     // Nothing else: the acked ones stay acked past their invisible time.
     let mut more = Vec::new();

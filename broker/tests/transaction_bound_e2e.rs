@@ -27,13 +27,10 @@ const CORES: usize = 2;
 /// A broker checking halves every 300 ms after 1 s, serving metrics; its metrics address.
 fn start(directory: &TempDir) -> (Broker, SocketAddr) {
     let port = free_port();
-    let mut options: Vec<String> = [
-        "transactionCheckInterval=300",
-        "transactionTimeOut=1000",
-    ]
-    .iter()
-    .flat_map(|setting| ["-o".to_owned(), (*setting).to_owned()])
-    .collect();
+    let mut options: Vec<String> = ["transactionCheckInterval=300", "transactionTimeOut=1000"]
+        .iter()
+        .flat_map(|setting| ["-o".to_owned(), (*setting).to_owned()])
+        .collect();
     options.extend(metrics_options(port));
     let options: Vec<&str> = options.iter().map(String::as_str).collect();
     let broker = Broker::start(&directory.0, CORES, &options);
@@ -133,7 +130,11 @@ fn decisions_are_pruned_as_the_progress_moves() {
     let seen = collect(&mut reader, "TxPrune", 0, 200, Duration::from_secs(10));
     assert_eq!(seen.len(), 200);
     wait_passes(metrics);
-    assert_eq!(drain(&mut reader, "TxPrune", 0).len(), 200, "a half committed twice");
+    assert_eq!(
+        drain(&mut reader, "TxPrune", 0).len(),
+        200,
+        "a half committed twice"
+    );
 }
 
 // Proves a restart reads op records only from the checkpoint: after 100 decisions read

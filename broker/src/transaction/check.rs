@@ -108,9 +108,7 @@ async fn replay_ops(broker: &ShardBroker, queue_id: i32, mut cursor: i64) -> i64
             // Below the queue's first record (retention removed the op records there) or
             // past its end (the queue was reset): read from where the owner says.
             (ResponseCode::PULL_OFFSET_MOVED, Some(next)) if next != cursor => {
-                log::warn!(
-                    "transaction op queue {queue_id}: offset {cursor} moved to {next}"
-                );
+                log::warn!("transaction op queue {queue_id}: offset {cursor} moved to {next}");
                 cursor = next;
                 continue;
             }

@@ -85,9 +85,9 @@ thread_local! {
 
 impl TransactionState {
     fn is_resolved(&self, (queue_id, offset): HalfKey) -> bool {
-        self.queues.get(&queue_id).is_some_and(|queue| {
-            offset < queue.progress || queue.resolved.contains_key(&offset)
-        })
+        self.queues
+            .get(&queue_id)
+            .is_some_and(|queue| offset < queue.progress || queue.resolved.contains_key(&offset))
     }
 
     fn mark_resolved(&mut self, (queue_id, offset): HalfKey) -> bool {
@@ -406,7 +406,10 @@ mod tests {
         assert_eq!(state.advance(3, 2, 10), 9);
         assert_eq!(state.figures().resolved_halves, 1);
         assert!(state.is_resolved((3, 1)) && state.is_durable((3, 1)));
-        assert!(!state.mark_resolved((3, 1)), "a decision below the progress");
+        assert!(
+            !state.mark_resolved((3, 1)),
+            "a decision below the progress"
+        );
         // An op record read again below the progress adds nothing.
         state.record_op((3, 0), 7);
         assert_eq!(state.figures().resolved_halves, 1);
