@@ -104,7 +104,7 @@ fn revive_window_bounds_memory_and_loses_nothing() {
     let got: Vec<String> = back.iter().map(body).collect();
     assert!(
         all_back,
-        "unacked messages lost: came back {got:?}, expected {expected:?}"
+        "came back {got:?}, expected exactly the unacked {expected:?}"
     );
     assert_eq!(
         got.len(),

@@ -25,8 +25,9 @@
 //! file, the checker keeps its offset on the op queue: no op record below it names a half at
 //! or above the progress. The decision set holds only halves at or above the progress and is
 //! pruned as the progress moves, so it holds the decisions taken while an older half is still
-//! pending (about `transactionTimeOut` of decisions), whatever the queues retain; a restart
-//! reads op records from the op queue offset only.
+//! pending (about `transactionTimeOut` of decisions, or a pending half's longer
+//! `CHECK_IMMUNITY_TIME_IN_SECONDS`: the checker waits at it), whatever the queues retain; a
+//! restart reads op records from the op queue offset only.
 //!
 //! Crash between the committed message and its op record: the half is pending after the
 //! restart; before checking it back, the checker looks for a committed message carrying the
