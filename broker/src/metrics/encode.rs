@@ -678,8 +678,8 @@ impl Snapshot {
         let checker_families: [(&str, &str, MetricType, CheckerField); 3] = [
             (
                 "comet_transaction_op_records_read",
-                "Op records the shard's transaction checker read back (after a restart it \
-                 reads from its persisted op queue offset, not from the queue's start)",
+                "Op records the shard's transaction checker read back since start-up (a \
+                 restart reads from its persisted op queue offset, not from the queue's start)",
                 MetricType::Counter,
                 |checker| checker.op_records_read,
             ),
@@ -712,8 +712,8 @@ impl Snapshot {
         }
         writer.family(
             "comet_pop_revive_checkpoints",
-            "Pop checkpoints the shard's revive scanner holds in memory (at most \
-             popCkMaxBufferSize; the others wait in the revive queue)",
+            "Pop checkpoints the shard's revive scanner holds in memory (at most its share \
+             of popCkMaxBufferSize; the others wait in the revive queue)",
             MetricType::Gauge,
             |emit| {
                 for (shard, (_, figures)) in self.shards.iter().enumerate() {
