@@ -201,8 +201,13 @@ async fn check_halves(
     // Also after a failed walk: what was passed before the failure is durable.
     let op_offset = super::advance(queue_id, cursor, ops_read_to);
     let mut offsets = broker.offsets().borrow_mut();
-    offsets.commit(SYSTEM_GROUP, TRANS_HALF_TOPIC, queue_id, cursor);
-    offsets.commit(SYSTEM_GROUP, TRANS_OP_HALF_TOPIC, queue_id, op_offset);
+    // Committed when they move, as Java's checker does: a broker that never saw a
+    // transaction keeps no offsets of the system group (nor lists it among the groups).
+    for (topic, offset) in [(TRANS_HALF_TOPIC, cursor), (TRANS_OP_HALF_TOPIC, op_offset)] {
+        if offsets.query(SYSTEM_GROUP, topic, queue_id).unwrap_or(0) != offset {
+            offsets.commit(SYSTEM_GROUP, topic, queue_id, offset);
+        }
+    }
     walked
 }
 
