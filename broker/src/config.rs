@@ -311,6 +311,7 @@ mod tests {
         ("timerMaxDelaySec", "3600"),
         ("recallMessageEnable", "true"),
         ("initPopOffsetByCheckMsgInMem", "false"),
+        ("popCkMaxBufferSize", "1000"),
         ("regionId", "EU"),
         ("traceOn", "false"),
         ("serverChannelMaxIdleTimeSeconds", "60"),

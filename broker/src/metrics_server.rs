@@ -70,6 +70,8 @@ pub fn publish(broker: &ShardBroker) {
         }
     }
     figures.mesh_calls_pending = broker.mesh().pending_calls();
+    figures.transactions = crate::transaction::checker_figures();
+    figures.revive_checkpoints = crate::pop::revive::checkpoints_in_memory();
     broker.metrics().publish(broker.shard().index(), figures);
 }
 

@@ -833,14 +833,17 @@ fn offsets_path(broker: &ShardBroker, shard: ShardId) -> PathBuf {
 }
 
 /// Reads every shard's offset file and keeps the entries this shard owns, so a changed core
-/// count loses no committed offset.
+/// count loses no committed offset (a transaction op queue's offset goes with its half
+/// queue, where the checker that keeps it runs).
 async fn load_offsets(broker: &Rc<ShardBroker>) {
     let directory = broker.metadata().config_dir().to_path_buf();
     let files: Vec<OffsetFile> =
         comet_rt::task_class::run_blocking(move || read_offset_files(&directory)).await;
     let mut offsets = broker.offsets().borrow_mut();
     for file in files {
-        offsets.load(file, |topic, queue_id| broker.owns(topic, queue_id));
+        offsets.load(file, |topic, queue_id| {
+            broker.owns(crate::transaction::offset_owner_topic(topic), queue_id)
+        });
     }
     offsets.take_snapshot();
 }

@@ -340,6 +340,15 @@ comet_proto::config_table! {
               accessMessageInMemoryMaxRatio of memory (as RocketMQ).",
         parse: parse_bool, show: ToString::to_string,
     },
+    /// Java's key bounds its in-memory buffer of pop checkpoints (`PopBufferMergeService`);
+    /// here it bounds what the revive scanners hold (docs/architecture.md#pop).
+    pop_ck_max_buffer_size: usize = 200_000 => {
+        key: "popCkMaxBufferSize", unit: "checkpoints", applies: Live,
+        doc: "Pop checkpoints the revive scanners hold in memory, split evenly between the \
+              shards (about 600 bytes each); the others wait in the revive queue, still \
+              revived, later.",
+        parse: parse_positive, show: ToString::to_string,
+    },
     recall_message_enable: bool = false => {
         key: "recallMessageEnable", unit: "", applies: Live,
         doc: "Serve RECALL_MESSAGE (off by default, as in RocketMQ).",

@@ -674,6 +674,54 @@ impl Snapshot {
                 Ok(())
             },
         )?;
+        type CheckerField = fn(&super::CheckerFigures) -> u64;
+        let checker_families: [(&str, &str, MetricType, CheckerField); 3] = [
+            (
+                "comet_transaction_op_records_read",
+                "Op records the shard's transaction checker read back since start-up (a \
+                 restart reads from its persisted op queue offset, not from the queue's start)",
+                MetricType::Counter,
+                |checker| checker.op_records_read,
+            ),
+            (
+                "comet_transaction_check_passes",
+                "Passes of the shard's transaction checker over its half queues",
+                MetricType::Counter,
+                |checker| checker.check_passes,
+            ),
+            (
+                "comet_transaction_resolved_halves",
+                "Transaction decisions the shard holds in memory: halves at or above their \
+                 queue's checked progress",
+                MetricType::Gauge,
+                |checker| checker.resolved_halves,
+            ),
+        ];
+        for (name, help, kind, field) in checker_families {
+            writer.family(name, help, kind, |emit| {
+                for (shard, (_, figures)) in self.shards.iter().enumerate() {
+                    let value = field(&figures.transactions);
+                    let value = match kind {
+                        MetricType::Counter => Value::Counter(value),
+                        _ => gauge(value),
+                    };
+                    emit(shard_label(shard), value)?;
+                }
+                Ok(())
+            })?;
+        }
+        writer.family(
+            "comet_pop_revive_checkpoints",
+            "Pop checkpoints the shard's revive scanner holds in memory (at most its share \
+             of popCkMaxBufferSize; the others wait in the revive queue)",
+            MetricType::Gauge,
+            |emit| {
+                for (shard, (_, figures)) in self.shards.iter().enumerate() {
+                    emit(shard_label(shard), gauge(figures.revive_checkpoints))?;
+                }
+                Ok(())
+            },
+        )?;
         type LogField = fn(&super::LogFigures) -> u64;
         let log_counters: [(&str, &str, LogField); 5] = [
             (

@@ -215,6 +215,17 @@ pub struct FollowerLag {
     pub lag: Duration,
 }
 
+/// What one shard's transaction checker did since start-up (`crate::transaction`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CheckerFigures {
+    /// Op records read back from the op queues.
+    pub op_records_read: u64,
+    /// Passes over the half queues completed.
+    pub check_passes: u64,
+    /// Decisions held in memory (halves at or above their queue's progress).
+    pub resolved_halves: u64,
+}
+
 /// What a shard publishes once a second: figures only it can read.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ShardFigures {
@@ -225,6 +236,10 @@ pub struct ShardFigures {
     /// Per other shard: calls this shard has sent it that await a reply (queued between
     /// the shards or running there), index = target shard.
     pub mesh_calls_pending: Vec<u64>,
+    /// Its transaction checker (zeros on a shard owning no half queue, and on a slave).
+    pub transactions: CheckerFigures,
+    /// Its revive scanner: checkpoints held in memory (zero on a slave).
+    pub revive_checkpoints: u64,
     /// False until the shard first published.
     pub published: bool,
 }

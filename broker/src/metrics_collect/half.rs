@@ -9,7 +9,7 @@ use comet_proto::properties::names;
 use comet_store::{GetStatus, MessageFilter, QueueOffset};
 
 use crate::shard::ShardBroker;
-use crate::transaction::{is_resolved, owned_half_queues, SYSTEM_GROUP};
+use crate::transaction::{is_resolved, owned_half_queues};
 
 /// Half records one shard reads per scrape at most.
 pub const HALF_RECORDS_PER_SCRAPE_MAX: usize = 4096;
@@ -31,11 +31,7 @@ pub async fn pending_halves(broker: &ShardBroker) -> Option<BTreeMap<String, u64
     let mut budget = HALF_RECORDS_PER_SCRAPE_MAX;
     for queue_id in owned_half_queues(broker) {
         let store = broker.queue_store(TRANS_HALF_TOPIC, queue_id);
-        let cursor = broker
-            .offsets()
-            .borrow()
-            .query(SYSTEM_GROUP, TRANS_HALF_TOPIC, queue_id)
-            .unwrap_or(0);
+        let cursor = crate::transaction::progress(queue_id);
         let end = store.max_offset(TRANS_HALF_TOPIC, queue_id).as_i64();
         let mut offset = cursor.max(store.min_offset(TRANS_HALF_TOPIC, queue_id).as_i64());
         if usize::try_from(end - offset).unwrap_or(0) > budget {

@@ -181,7 +181,7 @@ pub struct OrderAck {
 }
 
 /// A record read back from the revive queue.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub enum ReviveRecord {
     /// A checkpoint.
     Ck(CheckPoint),

@@ -289,7 +289,7 @@ async fn apply_delay_offsets(
 fn apply_consumer_offsets(broker: &ShardBroker, master: &ConsumerOffsetSerializeWrapper) {
     let mut offsets = broker.offsets.borrow_mut();
     merge_forward(&mut offsets, master, |topic, queue_id| {
-        broker.owns(topic, queue_id)
+        broker.owns(crate::transaction::offset_owner_topic(topic), queue_id)
     });
 }
 

@@ -1,8 +1,10 @@
 //! The check-back service: on each shard, for each half queue it owns, every
-//! `transactionCheckInterval` it replays new op records of that queue, then walks the half
-//! queue from its cursor (the `CID_RMQ_SYS_TRANS` offset on the half queue, persisted with
-//! the shard's consumer offsets). A pending half older than `transactionTimeOut` (or its
-//! `CHECK_IMMUNITY_TIME_IN_SECONDS`) is:
+//! `transactionCheckInterval` it reads the op records of that queue appended since its last
+//! read, then walks the half queue from its progress (`super` explains the progress and the
+//! two offsets persisted with the shard's consumer offsets), moves the progress over the
+//! halves whose op record it has read back, and persists both offsets. After a restart it
+//! reads op records from the persisted op queue offset, not from the queue's start. A
+//! pending half older than `transactionTimeOut` (or its `CHECK_IMMUNITY_TIME_IN_SECONDS`) is:
 //! * resolved quietly when its committed message is found (crash between commit and op);
 //! * discarded to `TRANS_CHECK_MAX_TIME_TOPIC` after `transactionCheckMax` checks;
 //! * otherwise re-appended with `TRANSACTION_CHECK_TIMES` + 1 (the old copy gets an op
@@ -25,8 +27,8 @@ use comet_rt::task_class::{spawn, timeout, TaskClass, TaskHandle};
 use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::{
-    is_resolved, mark_resolved, op_offsets, op_record, owned_half_queues, unmark_resolved, HalfKey,
-    SYSTEM_GROUP,
+    is_durable, is_resolved, mark_resolved, op_offsets, op_record, owned_half_queues, record_op,
+    unmark_resolved, HalfKey, SYSTEM_GROUP,
 };
 use crate::reappend::{append_on_owners, ReappendError};
 use crate::routing::{call_owner, messages_by_key};
@@ -41,27 +43,36 @@ pub fn spawn_checker(broker: &Rc<ShardBroker>, stop: &StopSignal) -> Option<Task
     if queues.is_empty() {
         return None;
     }
+    // Before any decision is taken here: a decision for a half below the progress is one
+    // for a half already resolved.
+    let mut op_cursors = Vec::with_capacity(queues.len());
+    for queue_id in &queues {
+        let offsets = broker.offsets().borrow();
+        let progress = offsets.query(SYSTEM_GROUP, TRANS_HALF_TOPIC, *queue_id);
+        super::load_progress(*queue_id, progress.unwrap_or(0).max(0));
+        let op_offset = offsets.query(SYSTEM_GROUP, TRANS_OP_HALF_TOPIC, *queue_id);
+        op_cursors.push(op_offset.unwrap_or(0).max(0));
+    }
     let broker = broker.clone();
     let stop = stop.clone();
     Some(spawn(TaskClass::Housekeeping, async move {
-        // Each owned half queue's op queue cursor.
-        let mut op_cursors = vec![0i64; queues.len()];
         let interval =
             Duration::from_millis(broker.config().transaction_check_interval_ms.max(100));
         while !stop.is_triggered() {
             for (queue_id, op_cursor) in queues.iter().zip(op_cursors.iter_mut()) {
                 *op_cursor = replay_ops(&broker, *queue_id, *op_cursor).await;
-                if let Err(e) = check_halves(&broker, *queue_id).await {
+                if let Err(e) = check_halves(&broker, *queue_id, *op_cursor).await {
                     log::warn!("transaction check of half queue {queue_id} failed: {e}");
                 }
             }
+            super::count_pass();
             let _ = timeout(interval, stop.wait()).await;
         }
     }))
 }
 
-/// Reads op records of `queue_id` from `cursor` (on the op queue's owner) and marks their
-/// halves resolved; returns the next op offset.
+/// Reads op records of `queue_id` from `cursor` (on the op queue's owner) and records the
+/// halves they name; returns the next op offset.
 async fn replay_ops(broker: &ShardBroker, queue_id: i32, mut cursor: i64) -> i64 {
     loop {
         let header = PullMessageRequestHeader {
@@ -87,16 +98,35 @@ async fn replay_ops(broker: &ShardBroker, queue_id: i32, mut cursor: i64) -> i64
         else {
             return cursor;
         };
-        if response.response_code() != ResponseCode::SUCCESS {
-            return cursor;
+        let next = response
+            .ext_fields
+            .optional_i64("nextBeginOffset")
+            .ok()
+            .flatten();
+        match (response.response_code(), next) {
+            (ResponseCode::SUCCESS, _) => {}
+            // Below the queue's first record (retention removed the op records there) or
+            // past its end (the queue was reset): read from where the owner says.
+            (ResponseCode::PULL_OFFSET_MOVED, Some(next)) if next != cursor => {
+                log::warn!("transaction op queue {queue_id}: offset {cursor} moved to {next}");
+                cursor = next;
+                continue;
+            }
+            (ResponseCode::PULL_RETRY_IMMEDIATELY, Some(next)) if next > cursor => {
+                cursor = next;
+                continue;
+            }
+            _ => return cursor,
         }
-        for message in decode_records(response.body.clone()) {
+        let messages = decode_records(response.body.clone());
+        super::count_op_records(messages.len() as u64);
+        for message in messages {
             for offset in op_offsets(&message.body) {
-                mark_resolved((queue_id, offset));
+                record_op((queue_id, offset), message.queue_offset);
             }
         }
-        match response.ext_fields.optional_i64("nextBeginOffset") {
-            Ok(Some(next)) if next > cursor => cursor = next,
+        match next {
+            Some(next) if next > cursor => cursor = next,
             _ => return cursor,
         }
     }
@@ -119,52 +149,66 @@ enum CheckError {
     Reappend(#[from] ReappendError),
 }
 
-async fn check_halves(broker: &ShardBroker, queue_id: i32) -> Result<(), CheckError> {
-    let start = broker
-        .offsets()
-        .borrow()
-        .query(SYSTEM_GROUP, TRANS_HALF_TOPIC, queue_id)
-        .unwrap_or(0);
+/// Walks the half queue from its progress, checking the due pending halves, then moves the
+/// progress over the halves with a durable decision and persists it with the op queue
+/// offset (`ops_read_to`: the next op record to read).
+async fn check_halves(
+    broker: &ShardBroker,
+    queue_id: i32,
+    ops_read_to: i64,
+) -> Result<(), CheckError> {
+    let store = broker.queue_store(TRANS_HALF_TOPIC, queue_id);
+    // Halves below the queue's first one were removed by retention: nothing to decide.
+    let first = store.min_offset(TRANS_HALF_TOPIC, queue_id).as_i64();
+    let start = super::progress(queue_id).max(first);
+    let end = store.max_offset(TRANS_HALF_TOPIC, queue_id).as_i64();
     let mut cursor = start;
     let mut contiguous = true;
     let now_ms = comet_rt::clock::wall_clock_ms();
-    let store = broker.queue_store(TRANS_HALF_TOPIC, queue_id);
-    let end = store.max_offset(TRANS_HALF_TOPIC, queue_id).as_i64();
     let mut offset = start;
-    'scan: while offset < end {
-        let records = read_halves(broker, queue_id, offset).await?;
-        if records.is_empty() {
-            break;
-        }
-        for bytes in records {
-            let view = RecordView::parse(&bytes)?;
-            let queue_offset = view.queue_offset();
-            offset = queue_offset + 1;
-            if is_resolved((queue_id, queue_offset)) {
-                if contiguous {
-                    cursor = offset;
-                }
-                continue;
+    let walked = async {
+        'scan: while offset < end {
+            let records = read_halves(broker, queue_id, offset).await?;
+            if records.is_empty() {
+                break;
             }
-            if !is_due(broker, &view, now_ms) {
-                break 'scan;
-            }
-            if check_one(broker, &view).await? {
-                if contiguous {
-                    cursor = offset;
+            for bytes in records {
+                let view = RecordView::parse(&bytes)?;
+                let queue_offset = view.queue_offset();
+                offset = queue_offset + 1;
+                let key = (queue_id, queue_offset);
+                if is_durable(key) {
+                    if contiguous {
+                        cursor = offset;
+                    }
+                    continue;
                 }
-            } else {
+                // Decided but not read back yet (its op record may not be durable): the
+                // progress waits for the next pass.
                 contiguous = false;
+                if is_resolved(key) {
+                    continue;
+                }
+                if !is_due(broker, &view, now_ms) {
+                    break 'scan;
+                }
+                check_one(broker, &view).await?;
             }
         }
+        Ok::<(), CheckError>(())
+    };
+    let walked = walked.await;
+    // Also after a failed walk: what was passed before the failure is durable.
+    let op_offset = super::advance(queue_id, cursor, ops_read_to);
+    let mut offsets = broker.offsets().borrow_mut();
+    // Committed when they move, as Java's checker does: a broker that never saw a
+    // transaction keeps no offsets of the system group (nor lists it among the groups).
+    for (topic, offset) in [(TRANS_HALF_TOPIC, cursor), (TRANS_OP_HALF_TOPIC, op_offset)] {
+        if offsets.query(SYSTEM_GROUP, topic, queue_id).unwrap_or(0) != offset {
+            offsets.commit(SYSTEM_GROUP, topic, queue_id, offset);
+        }
     }
-    if cursor != start {
-        broker
-            .offsets()
-            .borrow_mut()
-            .commit(SYSTEM_GROUP, TRANS_HALF_TOPIC, queue_id, cursor);
-    }
-    Ok(())
+    walked
 }
 
 async fn read_halves(
@@ -200,12 +244,12 @@ fn is_due(broker: &ShardBroker, half: &RecordView<'_>, now_ms: i64) -> bool {
     now_ms - half.store_timestamp() >= immunity_ms
 }
 
-/// Handles one due pending half; true when it is resolved afterwards (this copy).
-async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, CheckError> {
+/// Handles one due pending half: resolves it (its op record is read back by a later pass).
+async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<(), CheckError> {
     let queue_offset = half.queue_offset();
     if already_committed(broker, half).await {
         log::info!("half {queue_offset} was committed before a crash; writing its op record");
-        return resolve_with(broker, half, None).await.map(|_| true);
+        return resolve_with(broker, half, None).await.map(|_| ());
     }
     let times: i32 = half
         .property(names::TRANSACTION_CHECK_TIMES)
@@ -217,7 +261,7 @@ async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, 
         log::info!("half {queue_offset} checked {times} times; discarded");
         return resolve_with(broker, half, Some(discarded))
             .await
-            .map(|_| true);
+            .map(|_| ());
     }
     // The copy stays in the half's own queue, which this shard owns.
     let copy = copy_of(broker, half, (TRANS_HALF_TOPIC, half.queue_id()), times + 1);
@@ -225,7 +269,7 @@ async fn check_one(broker: &ShardBroker, half: &RecordView<'_>) -> Result<bool, 
     if let Some(appended) = appended {
         send_check(broker, half, &copy, appended).await;
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Creates `TRANS_CHECK_MAX_TIME_TOPIC` (1 queue) on first use, persisted before use.

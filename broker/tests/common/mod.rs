@@ -345,3 +345,38 @@ pub fn committed_offset(
         other => panic!("query offset: {other} {:?}", response.remark),
     }
 }
+
+/// The options serving metrics (`metricsExporterType=PROM`) on loopback port `port`.
+pub fn metrics_options(port: u16) -> Vec<String> {
+    [
+        "metricsExporterType=PROM".to_owned(),
+        "metricsPromExporterHost=127.0.0.1".to_owned(),
+        format!("metricsPromExporterPort={port}"),
+    ]
+    .into_iter()
+    .flat_map(|setting| ["-o".to_owned(), setting])
+    .collect()
+}
+
+/// The values of every series of metric `name` in a scrape of the metrics endpoint at
+/// `addr` (GET /metrics, Prometheus text), in the order served.
+pub fn metric_values(addr: SocketAddr, name: &str) -> Vec<f64> {
+    let mut stream = TcpStream::connect(addr).expect("connect to the metrics endpoint");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8(answer).expect("a UTF-8 answer");
+    let (_, body) = answer.split_once("\r\n\r\n").expect("a head and a body");
+    body.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            (series.split('{').next()? == name).then(|| value.parse().expect("a number"))
+        })
+        .collect()
+}
