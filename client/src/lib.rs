@@ -49,9 +49,9 @@ pub mod validate;
 
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
 pub use aio::{
-    AsyncLitePullConsumer, AsyncMessageListener, AsyncPopConsumer, AsyncProducer,
-    AsyncPushConsumer, AsyncPushConsumerConfig, AsyncTransport, AsyncTransportConfig,
-    PopConsumerConfig, PopInitMode, PopMessage,
+    AsyncCheckListener, AsyncLitePullConsumer, AsyncMessageListener, AsyncPopConsumer,
+    AsyncProducer, AsyncPushConsumer, AsyncPushConsumerConfig, AsyncTransactionProducer,
+    AsyncTransport, AsyncTransportConfig, PopConsumerConfig, PopInitMode, PopMessage,
 };
 /// The body compression a producer applies (`ProducerConfig::compress_type`).
 pub use comet_proto::compression::CompressionType;
@@ -90,5 +90,6 @@ mod tests {
         assert_send_sync::<crate::PopConsumer>();
         assert_send_sync::<crate::AsyncPushConsumer>();
         assert_send_sync::<crate::AsyncLitePullConsumer>();
+        assert_send_sync::<crate::AsyncTransactionProducer>();
     }
 }
