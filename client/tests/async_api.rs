@@ -131,7 +131,10 @@ fn queue_choosing_and_one_way_sends_reach_their_queues() {
         let refused = producer
             .send_to_queue(Message::new(topic.as_str(), "x"), &elsewhere)
             .await;
-        assert!(matches!(refused, Err(ClientError::Invalid(_))), "{refused:?}");
+        assert!(
+            matches!(refused, Err(ClientError::Invalid(_))),
+            "{refused:?}"
+        );
 
         let mut queue_of_key: BTreeMap<String, MessageQueue> = BTreeMap::new();
         for index in 0..12 {
@@ -168,10 +171,12 @@ fn queue_choosing_and_one_way_sends_reach_their_queues() {
         .await
         .unwrap();
 
+        // Every message sent, the one-way one included.
+        let sent_count = expected.len() + 1;
         let consumer = lite_consumer(&live, &topic).await;
         let mut stream = consumer.clone();
         let seen = stream_until(&mut stream, |seen| {
-            seen.iter().filter(|m| m.topic == topic).count() >= expected.len() + 1
+            seen.iter().filter(|m| m.topic == topic).count() >= sent_count
         })
         .await;
         let mut bodies = BTreeSet::new();
@@ -244,9 +249,9 @@ fn requests_get_replies_from_an_async_responder() {
         assert_eq!(body_of(&reply), "reply:first");
         assert_eq!(reply.topic, "DefaultCluster_REPLY_TOPIC");
         let asked: Vec<String> = (0..10).map(|i| format!("concurrent-{i}")).collect();
-        let requests = asked.iter().map(|body| {
-            requester.request(Message::new(topic.as_str(), body.clone()), STEP_LIMIT)
-        });
+        let requests = asked
+            .iter()
+            .map(|body| requester.request(Message::new(topic.as_str(), body.clone()), STEP_LIMIT));
         let replies = within("concurrent requests", futures::future::join_all(requests)).await;
         for (body, reply) in asked.iter().zip(replies) {
             assert_eq!(body_of(&reply.unwrap()), format!("reply:{body}"));
@@ -274,7 +279,11 @@ fn requests_get_replies_from_an_async_responder() {
             assert!(cut.is_err(), "the slow request was answered: {cut:?}");
             assert_eq!(requester.requests_waiting(), 1);
         }
-        assert_eq!(requester.requests_waiting(), 0, "the dropped request's waiter");
+        assert_eq!(
+            requester.requests_waiting(),
+            0,
+            "the dropped request's waiter"
+        );
         until("the late reply", || {
             replies_sent.load(Ordering::SeqCst) > before
         })
@@ -342,8 +351,7 @@ fn async_transactions_commit_roll_back_and_answer_check_backs() {
     let topic = live.create_topic("aapi_tx", 1);
     runtime().block_on(async {
         let (producer, checked) =
-            transaction_producer(&live, &topic, LocalTransactionState::CommitMessage, false)
-                .await;
+            transaction_producer(&live, &topic, LocalTransactionState::CommitMessage, false).await;
         let runs = Arc::new(AtomicUsize::new(0));
         let mut states = BTreeMap::new();
         for (body, state) in [
@@ -354,14 +362,15 @@ fn async_transactions_commit_roll_back_and_answer_check_backs() {
             let counter = runs.clone();
             let result = within(
                 "a transaction",
-                producer.send_in_transaction(Message::new(topic.as_str(), body), move |message, sent| {
-                    async move {
+                producer.send_in_transaction(
+                    Message::new(topic.as_str(), body),
+                    move |message, sent| async move {
                         assert_eq!(message.uniq_key(), Some(sent.msg_id.as_str()));
                         counter.fetch_add(1, Ordering::SeqCst);
                         tokio::task::yield_now().await;
                         state
-                    }
-                }),
+                    },
+                ),
             )
             .await
             .unwrap();
@@ -385,18 +394,21 @@ fn async_transactions_commit_roll_back_and_answer_check_backs() {
         for message in &seen {
             let body = body_of(message);
             assert_ne!(body, "rolled-back");
-            assert_eq!(Some(message.client_msg_id()), states.get(body.as_str()).map(String::as_str));
+            assert_eq!(
+                Some(message.client_msg_id()),
+                states.get(body.as_str()).map(String::as_str)
+            );
         }
 
         // A blocking checker that rolls the half back.
         let (rolling, rolled) =
-            transaction_producer(&live, &topic, LocalTransactionState::RollbackMessage, true)
-                .await;
+            transaction_producer(&live, &topic, LocalTransactionState::RollbackMessage, true).await;
         within(
             "an undecided transaction",
-            rolling.send_in_transaction(Message::new(topic.as_str(), "checked-rollback"), |_, _| {
-                async { LocalTransactionState::Unknown }
-            }),
+            rolling.send_in_transaction(
+                Message::new(topic.as_str(), "checked-rollback"),
+                |_, _| async { LocalTransactionState::Unknown },
+            ),
         )
         .await
         .unwrap();
@@ -420,7 +432,8 @@ fn async_transactions_commit_roll_back_and_answer_check_backs() {
         assert!(later
             .iter()
             .chain(&seen)
-            .all(|message| body_of(message) != "checked-rollback" && body_of(message) != "rolled-back"));
+            .all(|message| body_of(message) != "checked-rollback"
+                && body_of(message) != "rolled-back"));
 
         within("the consumer's shutdown", consumer.shutdown()).await;
         producer.shutdown();
@@ -537,7 +550,11 @@ fn sql92_subscriptions_receive_only_matching_messages() {
             blocking_seen.lock().unwrap().contains("marker")
         })
         .await;
-        assert_eq!(*blocking_seen.lock().unwrap(), expected, "blocking push consumer");
+        assert_eq!(
+            *blocking_seen.lock().unwrap(),
+            expected,
+            "blocking push consumer"
+        );
 
         within("the push consumer's shutdown", push.shutdown()).await;
         within("the lite consumer's shutdown", lite.shutdown()).await;

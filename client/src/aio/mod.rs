@@ -39,7 +39,7 @@ pub mod transport;
 
 pub use pop::{AsyncPopConsumer, PopConsumerConfig, PopInitMode, PopMessage};
 pub use producer::AsyncProducer;
-pub use transaction::{AsyncCheckListener, AsyncTransactionProducer, CheckFuture};
 pub use push::lite::AsyncLitePullConsumer;
 pub use push::{AsyncMessageListener, AsyncPushConsumer, AsyncPushConsumerConfig, QueueStats};
+pub use transaction::{AsyncCheckListener, AsyncTransactionProducer, CheckFuture};
 pub use transport::{AsyncTransport, AsyncTransportConfig, HookAnswer, RequestHook};

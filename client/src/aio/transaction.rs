@@ -219,7 +219,8 @@ impl AsyncTransactionProducer {
         } else {
             LocalTransactionState::RollbackMessage
         };
-        if let Err(error) = end_transaction(inner, &group, &prepared.topic, &send_result, state).await
+        if let Err(error) =
+            end_transaction(inner, &group, &prepared.topic, &send_result, state).await
         {
             // One-way, as in Java: a lost decision is recovered by the broker's check-back.
             log::warn!(
@@ -290,7 +291,11 @@ impl CheckBacks for CheckService {
             };
             let answer = check_answer(&group, &header, &half, state);
             let timeout = inner.config().client.api_timeout;
-            if let Err(error) = inner.transport().invoke_oneway(&addr, answer, timeout).await {
+            if let Err(error) = inner
+                .transport()
+                .invoke_oneway(&addr, answer, timeout)
+                .await
+            {
                 log::warn!(
                     "check-back answer for {} to {addr} not sent: {error}",
                     half.client_msg_id()

@@ -121,8 +121,8 @@ pub(crate) fn mark_request(
     timeout: std::time::Duration,
 ) {
     let properties = &mut message.properties;
-    properties.insert(names::CORRELATION_ID, correlation_id.to_owned());
-    properties.insert(names::REPLY_TO_CLIENT, client_id.to_owned());
+    properties.insert(names::CORRELATION_ID, correlation_id);
+    properties.insert(names::REPLY_TO_CLIENT, client_id);
     properties.insert(names::TTL, timeout.as_millis().to_string());
 }
 

@@ -252,7 +252,7 @@ impl TransactionProducer {
 pub(crate) fn mark_half(message: &mut Message, group: &str) {
     message.properties.remove(names::DELAY);
     message.properties.insert(names::TRAN_MSG, "true");
-    message.properties.insert(names::PGROUP, group.to_owned());
+    message.properties.insert(names::PGROUP, group);
 }
 
 /// END_TRANSACTION for a half this producer just sent (Java `endTransaction`), with the

@@ -118,23 +118,23 @@ impl AsyncProducer {
             None
         };
         let inner = Arc::new(Inner {
-                client_id,
-                replies: Replies::default(),
-                registration: Registration::default(),
-                checks: OnceLock::new(),
-                routes: AsyncRoutes::new(
-                    transport.clone(),
-                    config.client.namesrv_addrs.clone(),
-                    config.client.api_timeout,
-                    config.client.poll_name_server_interval,
-                ),
-                config,
-                transport,
-                faults: LatencyFaultTolerance::default(),
-                counter: AtomicUsize::new(route::random_index(usize::MAX)),
-                ids,
-                stopped: AtomicBool::new(false),
-                tracer,
+            client_id,
+            replies: Replies::default(),
+            registration: Registration::default(),
+            checks: OnceLock::new(),
+            routes: AsyncRoutes::new(
+                transport.clone(),
+                config.client.namesrv_addrs.clone(),
+                config.client.api_timeout,
+                config.client.poll_name_server_interval,
+            ),
+            config,
+            transport,
+            faults: LatencyFaultTolerance::default(),
+            counter: AtomicUsize::new(route::random_index(usize::MAX)),
+            ids,
+            stopped: AtomicBool::new(false),
+            tracer,
         });
         // Weak: the transport (held by the producer) holds the hook.
         let weak = Arc::downgrade(&inner);
@@ -391,15 +391,12 @@ impl Inner {
                 HookAnswer::Now(self.replies.receive_push(addr, request))
             }
             RequestCode::CHECK_TRANSACTION_STATE => {
-                let Some((group, half)) =
-                    crate::producer::transaction::checked_half(addr, request)
+                let Some((group, half)) = crate::producer::transaction::checked_half(addr, request)
                 else {
                     return HookAnswer::NotSupported;
                 };
                 match self.checks.get() {
-                    Some(checks) if group == self.config.group => {
-                        checks.check(addr, request, half)
-                    }
+                    Some(checks) if group == self.config.group => checks.check(addr, request, half),
                     _ => {
                         log::debug!("check-back from {addr}: no transactional producer of {group}");
                         HookAnswer::NotSupported
@@ -466,10 +463,11 @@ impl Inner {
                 .is_some_and(ClientError::is_transport);
             self.rules()
                 .record_latency(&queue.broker_name, latency_ms, isolation);
-            match self
-                .rules()
-                .after_attempt(attempt, attempts, outcome.as_ref().map(Option::as_ref))
-            {
+            match self.rules().after_attempt(
+                attempt,
+                attempts,
+                outcome.as_ref().map(Option::as_ref),
+            ) {
                 AfterAttempt::Finish => return outcome,
                 AfterAttempt::Retry { refresh_route } => {
                     if let Err(error) = outcome {

@@ -74,8 +74,11 @@ impl Inner {
             }
         }
         let connects = self.transport().connects();
-        let reconnected =
-            self.registration.connects_seen.swap(connects, Ordering::AcqRel) != connects;
+        let reconnected = self
+            .registration
+            .connects_seen
+            .swap(connects, Ordering::AcqRel)
+            != connects;
         let addrs: Vec<String> = if reconnected {
             self.master_addrs()
         } else {
