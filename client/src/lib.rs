@@ -23,10 +23,12 @@
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
 //! * [`aio`]: the async API on the caller's tokio runtime, starting no thread of its own:
-//!   `AsyncProducer` over `AsyncTransport`, `AsyncPopConsumer` (RocketMQ 5.x pop: receive,
-//!   ack, change invisible time), whose blocking face is `consumer::PopConsumer`, and
+//!   `AsyncProducer` over `AsyncTransport` (sends, batches, ordered and one-way sends,
+//!   request-reply), `AsyncTransactionProducer`, `AsyncPopConsumer` (RocketMQ 5.x pop:
+//!   receive, ack, change invisible time), whose blocking face is `consumer::PopConsumer`, and
 //!   `AsyncPushConsumer` / `AsyncLitePullConsumer` (rebalance, a pull task per queue, Java's
-//!   flow control), whose blocking faces are `PushConsumer` / `LitePullConsumer`.
+//!   flow control; the lite one is also a `Stream` of batches), whose blocking faces are
+//!   `PushConsumer` / `LitePullConsumer`.
 
 #![forbid(unsafe_code)]
 
