@@ -1,5 +1,6 @@
 //! Sends messages from a tokio program with the async producer: one at a time, then many
-//! at once from one task, then a batch, and prints each result.
+//! at once from one task, then a batch, then ordered by sharding key, then one-way, and
+//! prints each result.
 //!
 //! ```text
 //! cargo run -p comet-client --example async_producer -- --namesrv 127.0.0.1:9876
@@ -63,6 +64,21 @@ async fn main() -> Result<(), comet_client::ClientError> {
     for result in producer.send_batch(batch).await? {
         print("batch", &result);
     }
+
+    // Ordered: one sharding key, one queue.
+    for index in 0..count {
+        let order = format!("order-{}", index % 3);
+        let message = Message::new(topic.as_str(), format!("Hello ordered {index}"));
+        match producer.send_orderly(message, &order).await {
+            Ok(result) => print(&order, &result),
+            Err(error) => eprintln!("ordered send {index} failed: {error}"),
+        }
+    }
+
+    // One-way: resolves once queued on the connection; no result.
+    producer
+        .send_oneway(Message::new(topic.as_str(), "Hello one-way"))
+        .await?;
     producer.shutdown();
     Ok(())
 }

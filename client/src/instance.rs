@@ -21,10 +21,9 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use comet_proto::body::JsonBody;
-use comet_proto::message::{decode_records, MessageExt};
-use comet_proto::properties::names;
+use comet_proto::message::MessageExt;
 
-use crate::producer::request::{decode_pushed_reply, Replies};
+use crate::producer::request::Replies;
 use crate::protocol::{self, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
@@ -315,7 +314,7 @@ impl ClientInstance {
                 Handled::NoResponse
             }
             RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT => {
-                Handled::Response(self.receive_reply(addr, request))
+                Handled::Response(self.replies.receive_push(addr, request))
             }
             _ => Handled::NotSupported,
         }
@@ -326,33 +325,13 @@ impl ClientInstance {
         &self.replies
     }
 
-    /// PUSH_REPLY_MESSAGE_TO_CLIENT: a reply to one of this client's requests, handed to the
-    /// request that waits for it. Acknowledged even when none does (it came late), as Java's
-    /// `ClientRemotingProcessor.receiveReplyMessage` does; only an undecodable push is refused.
-    fn receive_reply(&self, addr: &str, request: &RemotingCommand) -> RemotingCommand {
-        match decode_pushed_reply(request) {
-            Ok(reply) => {
-                if !self.replies.deliver(reply) {
-                    log::debug!("reply from {addr} matches no waiting request");
-                }
-                RemotingCommand::response_to(request, ResponseCode::SUCCESS)
-            }
-            Err(error) => {
-                let remark = format!("bad reply push: {error}");
-                RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark)
-            }
-        }
-    }
-
     /// CHECK_TRANSACTION_STATE: the body is the half message as a stored record; its
     /// `PGROUP` names the producer group whose checker answers (Java's
     /// `ClientRemotingProcessor.checkTransactionState`).
     fn check_transaction(&self, addr: &str, request: &RemotingCommand) {
-        let Some(message) = decode_records(request.body.clone()).into_iter().next() else {
-            return log::warn!("check-back from {addr}: the body holds no message");
-        };
-        let Some(group) = message.property(names::PGROUP).map(str::to_owned) else {
-            return log::warn!("check-back from {addr}: the message names no producer group");
+        let Some((group, message)) = crate::producer::transaction::checked_half(addr, request)
+        else {
+            return;
         };
         let checker = lock(&self.checkers).get(&group).cloned();
         match checker {

@@ -23,10 +23,12 @@
 //! * [`rebalance`]: allocation strategies.
 //! * [`error`]: the crate's error type.
 //! * [`aio`]: the async API on the caller's tokio runtime, starting no thread of its own:
-//!   `AsyncProducer` over `AsyncTransport`, `AsyncPopConsumer` (RocketMQ 5.x pop: receive,
-//!   ack, change invisible time), whose blocking face is `consumer::PopConsumer`, and
+//!   `AsyncProducer` over `AsyncTransport` (sends, batches, ordered and one-way sends,
+//!   request-reply), `AsyncTransactionProducer`, `AsyncPopConsumer` (RocketMQ 5.x pop:
+//!   receive, ack, change invisible time), whose blocking face is `consumer::PopConsumer`, and
 //!   `AsyncPushConsumer` / `AsyncLitePullConsumer` (rebalance, a pull task per queue, Java's
-//!   flow control), whose blocking faces are `PushConsumer` / `LitePullConsumer`.
+//!   flow control; the lite one is also a `Stream` of batches), whose blocking faces are
+//!   `PushConsumer` / `LitePullConsumer`.
 
 #![forbid(unsafe_code)]
 
@@ -49,9 +51,9 @@ pub mod validate;
 
 pub use admin::{Admin, GroupTraffic, QueueSelector, TopicSpec, TopicTraffic};
 pub use aio::{
-    AsyncLitePullConsumer, AsyncMessageListener, AsyncPopConsumer, AsyncProducer,
-    AsyncPushConsumer, AsyncPushConsumerConfig, AsyncTransport, AsyncTransportConfig,
-    PopConsumerConfig, PopInitMode, PopMessage,
+    AsyncCheckListener, AsyncLitePullConsumer, AsyncMessageListener, AsyncPopConsumer,
+    AsyncProducer, AsyncPushConsumer, AsyncPushConsumerConfig, AsyncTransactionProducer,
+    AsyncTransport, AsyncTransportConfig, PopConsumerConfig, PopInitMode, PopMessage,
 };
 /// The body compression a producer applies (`ProducerConfig::compress_type`).
 pub use comet_proto::compression::CompressionType;
@@ -90,5 +92,6 @@ mod tests {
         assert_send_sync::<crate::PopConsumer>();
         assert_send_sync::<crate::AsyncPushConsumer>();
         assert_send_sync::<crate::AsyncLitePullConsumer>();
+        assert_send_sync::<crate::AsyncTransactionProducer>();
     }
 }

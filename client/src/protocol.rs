@@ -187,6 +187,8 @@ pub struct PullRequest {
     pub subscription: Option<String>,
     /// Subscription version.
     pub sub_version: i64,
+    /// The expression's type: `TAG` or `SQL92` (`expressionType`).
+    pub expression_type: &'static str,
     /// True for LITE_PULL_MESSAGE.
     pub lite: bool,
 }
@@ -209,7 +211,7 @@ pub fn pull_message(pull: &PullRequest) -> RemotingCommand {
         suspend_timeout_millis: i64::try_from(pull.suspend.as_millis()).unwrap_or(i64::MAX),
         subscription: pull.subscription.clone(),
         sub_version: pull.sub_version,
-        expression_type: Some("TAG".into()),
+        expression_type: Some(pull.expression_type.into()),
         max_msg_bytes: Some(pull.max_bytes),
         broker_name: Some(pull.queue.broker_name.clone()),
         ..PullMessageRequestHeader::default()
@@ -320,6 +322,7 @@ mod tests {
             suspend: Duration::from_secs(15),
             subscription: None,
             sub_version: 5,
+            expression_type: comet_proto::filter::EXPRESSION_TYPE_TAG,
             lite: false,
         });
         assert_eq!(command.request_code(), RequestCode::PULL_MESSAGE);

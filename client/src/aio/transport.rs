@@ -21,6 +21,8 @@
 //! * A read or write failure closes the connection once: every waiter fails at once with
 //!   [`ClientError::ConnectionClosed`], waiters for a permit too, and the next request to
 //!   that address opens a new connection.
+//! * One-way requests ([`AsyncTransport::invoke_oneway`]) are queued for the writer and
+//!   take no permit and no waiter.
 //! * Requests that brokers send to the client go to the request hook
 //!   ([`AsyncTransport::set_request_hook`], which the push consumer sets to hear
 //!   NOTIFY_CONSUMER_IDS_CHANGED); without one, or when it has no answer, two-way ones are
@@ -128,6 +130,10 @@ pub enum HookAnswer {
     Now(RemotingCommand),
     /// The answer this future resolves to, run as a task of the connection's runtime.
     Later(std::pin::Pin<Box<dyn std::future::Future<Output = RemotingCommand> + Send>>),
+    /// Work with no answer, run as a task of the connection's runtime: for one-way requests
+    /// (a check-back, whose answer is a later request of its own). A two-way request handed
+    /// this is answered REQUEST_CODE_NOT_SUPPORTED at once, so its peer does not wait.
+    Task(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
 }
 
 /// One live connection and what its two tasks share.
@@ -222,6 +228,13 @@ impl AsyncConnection {
                 });
                 return;
             }
+            HookAnswer::Task(work) => {
+                tokio::spawn(work);
+                if command.is_oneway() {
+                    return;
+                }
+                RemotingCommand::not_supported_to(&command)
+            }
         };
         if command.is_oneway() {
             return;
@@ -304,6 +317,52 @@ impl AsyncTransport {
         let (code, opaque) = (request.code, request.opaque);
         let deadline = Instant::now() + timeout;
         match tokio::time::timeout_at(deadline, self.exchange(addr, request, timeout)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(ClientError::Timeout {
+                addr: addr.to_owned(),
+                code,
+                opaque,
+                timeout,
+            }),
+        }
+    }
+
+    /// Sends `request` one-way to `addr` (no answer is awaited; the peer sends none).
+    /// Resolves once the frame is queued for the connection's writer; `timeout` covers
+    /// connecting and waiting for room in the queue. Dropping the future before it resolves
+    /// sends nothing.
+    pub async fn invoke_oneway(
+        &self,
+        addr: &str,
+        mut request: RemotingCommand,
+        timeout: Duration,
+    ) -> Result<()> {
+        if request.is_response() {
+            return Err(ClientError::Invalid(
+                "invoke_oneway takes requests only".into(),
+            ));
+        }
+        request.set_oneway();
+        request.opaque = self.inner.opaque.fetch_add(1, Ordering::Relaxed);
+        if let Some(credentials) = &self.inner.config.credentials {
+            comet_proto::acl::sign(&mut request, credentials);
+        }
+        let (code, opaque) = (request.code, request.opaque);
+        let queueing = async {
+            let connection = self.connection(addr).await?;
+            // A bounded queue send: cancelling it leaves nothing queued.
+            if connection
+                .frames
+                .send(frame::encode_to_bytes(&request))
+                .await
+                .is_err()
+            {
+                connection.close("its tasks ended with their runtime");
+                return Err(connection.closed_error());
+            }
+            Ok(())
+        };
+        match tokio::time::timeout(timeout, queueing).await {
             Ok(outcome) => outcome,
             Err(_) => Err(ClientError::Timeout {
                 addr: addr.to_owned(),

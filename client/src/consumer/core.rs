@@ -8,23 +8,99 @@ use comet_proto::body::{
     ConsumerRunningInfo, ProcessQueueInfo, PROP_CLIENT_VERSION, PROP_CONSUMER_START_TIMESTAMP,
     PROP_CONSUME_ORDERLY, PROP_CONSUME_TYPE, PROP_NAMESERVER_ADDR,
 };
-use comet_proto::filter::TagSubscription;
+use comet_proto::filter::{TagSubscription, EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG};
 use comet_proto::message::MessageExt;
 use comet_proto::properties::names;
 
 use super::process_queue::ProcessQueue;
 use super::{retry_topic, ConsumeFromWhere, ConsumerConfig, MessageModel};
+use crate::config::now_ms;
+use crate::error::{ClientError, Result};
 use crate::message::MessageQueue;
 use crate::protocol::{
     ConsumeType, ConsumerData, PullResponseHeader, SubscriptionData, WireConsumeFromWhere,
     WireMessageModel,
 };
 
+/// How a subscription selects messages (Java's `ExpressionType`).
+#[derive(Clone, Debug)]
+pub(crate) enum Filter {
+    /// A tag expression: the broker filters by tag hash code, the client again by tag.
+    Tag(TagSubscription),
+    /// A SQL92 selector over the message properties (Java's `MessageSelector.bySql`): the
+    /// broker alone filters (it needs `enablePropertyFilter=true`); the client takes what
+    /// it is given and never reads the expression as tags.
+    Sql92(String),
+}
+
 /// One subscribed topic.
 #[derive(Clone, Debug)]
 pub(crate) struct Subscription {
-    pub tags: TagSubscription,
+    pub filter: Filter,
     pub sub_version: i64,
+}
+
+impl Subscription {
+    /// A tag subscription (`*`, `TagA || TagB`).
+    pub fn tag(expression: &str) -> Subscription {
+        Subscription {
+            filter: Filter::Tag(TagSubscription::parse(Some(expression))),
+            sub_version: now_ms(),
+        }
+    }
+
+    /// Every message of the topic.
+    pub fn all() -> Subscription {
+        Subscription {
+            filter: Filter::Tag(TagSubscription::all()),
+            sub_version: now_ms(),
+        }
+    }
+
+    /// A SQL92 subscription; an expression that does not compile is refused here, with the
+    /// broker's own error text, rather than at every pull.
+    pub fn sql92(expression: &str) -> Result<Subscription> {
+        let expression = expression.trim();
+        if expression.is_empty() {
+            return Err(ClientError::Invalid(
+                "a SQL92 subscription needs an expression".into(),
+            ));
+        }
+        if let Err(error) = comet_proto::sql92::Selector::compile(expression) {
+            return Err(ClientError::Invalid(format!(
+                "SQL92 expression {expression:?} does not compile: {error}"
+            )));
+        }
+        Ok(Subscription {
+            filter: Filter::Sql92(expression.to_owned()),
+            sub_version: now_ms(),
+        })
+    }
+
+    /// The expression as sent to the broker (`subString`).
+    pub fn expression(&self) -> &str {
+        match &self.filter {
+            Filter::Tag(tags) => tags.expression(),
+            Filter::Sql92(expression) => expression,
+        }
+    }
+
+    /// The expression type as sent to the broker (`expressionType`).
+    pub fn expression_type(&self) -> &'static str {
+        match &self.filter {
+            Filter::Tag(_) => EXPRESSION_TYPE_TAG,
+            Filter::Sql92(_) => EXPRESSION_TYPE_SQL92,
+        }
+    }
+
+    /// The client-side re-filter: tags for a tag subscription; a SQL92 one keeps every
+    /// message the broker selected.
+    pub fn matches(&self, message: &MessageExt) -> bool {
+        match &self.filter {
+            Filter::Tag(tags) => tags.matches_tags(message.tags()),
+            Filter::Sql92(_) => true,
+        }
+    }
 }
 
 /// Client-side tag re-filter of pulled messages
@@ -42,7 +118,7 @@ pub(crate) fn filter_pulled(
     messages
         .into_iter()
         .filter(|message| message.queue_offset >= requested)
-        .filter(|message| subscription.tags.matches_tags(message.tags()))
+        .filter(|message| subscription.matches(message))
         .map(|mut message| {
             message
                 .properties
@@ -119,14 +195,24 @@ pub(crate) fn consumer_data(
 ) -> ConsumerData {
     let subscription_data_set = subscriptions
         .iter()
-        .map(|(topic, subscription)| SubscriptionData {
-            class_filter_mode: false,
-            topic: topic.clone(),
-            sub_string: subscription.tags.expression().to_owned(),
-            tags_set: subscription.tags.tags().iter().cloned().collect(),
-            code_set: subscription.tags.codes().iter().copied().collect(),
-            sub_version: subscription.sub_version,
-            expression_type: "TAG".into(),
+        .map(|(topic, subscription)| {
+            // A SQL92 subscription has no tags (Java leaves both sets empty).
+            let (tags_set, code_set) = match &subscription.filter {
+                Filter::Tag(tags) => (
+                    tags.tags().iter().cloned().collect(),
+                    tags.codes().iter().copied().collect(),
+                ),
+                Filter::Sql92(_) => Default::default(),
+            };
+            SubscriptionData {
+                class_filter_mode: false,
+                topic: topic.clone(),
+                sub_string: subscription.expression().to_owned(),
+                tags_set,
+                code_set,
+                sub_version: subscription.sub_version,
+                expression_type: subscription.expression_type().into(),
+            }
         })
         .collect();
     ConsumerData {
@@ -143,5 +229,92 @@ pub(crate) fn consumer_data(
         },
         subscription_data_set,
         unit_mode: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use comet_proto::properties::Properties;
+
+    fn tagged(offset: i64, tags: &str) -> MessageExt {
+        let host = "127.0.0.1:10911".parse().unwrap();
+        let mut properties = Properties::new();
+        properties.insert(names::TAGS, tags);
+        MessageExt {
+            topic: "T".into(),
+            queue_id: 0,
+            flag: 0,
+            queue_offset: offset,
+            commit_log_offset: offset * 100,
+            sysflag: 0,
+            born_timestamp: 0,
+            born_host: host,
+            store_timestamp: 0,
+            store_host: host,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body_crc: 0,
+            store_size: 100,
+            body: Bytes::from_static(b"abcd"),
+            body_compression: None,
+            properties,
+            msg_id: String::new(),
+        }
+    }
+
+    fn header() -> PullResponseHeader {
+        PullResponseHeader {
+            suggest_which_broker_id: 0,
+            next_begin_offset: 3,
+            min_offset: 0,
+            max_offset: 3,
+            offset_delta: None,
+            topic_sys_flag: None,
+            group_sys_flag: None,
+            forbidden_type: None,
+        }
+    }
+
+    // Proves a SQL92 subscription is never read as tags: the client keeps every message the
+    // broker selected whatever its tags (a tag subscription drops the others), and its
+    // heartbeat entry carries the expression as SQL92 with no tags or codes.
+    #[test]
+    fn sql92_subscriptions_are_not_tag_filtered() {
+        let pulled = vec![tagged(0, "TagA"), tagged(1, "TagB"), tagged(2, "color")];
+        let sql = Subscription::sql92("  color = 'red' OR TagA IS NOT NULL ").unwrap();
+        assert_eq!(sql.expression(), "color = 'red' OR TagA IS NOT NULL");
+        assert_eq!(sql.expression_type(), "SQL92");
+        let kept = filter_pulled("cg", pulled.clone(), &sql, &header(), 0);
+        assert_eq!(kept.len(), 3);
+        let tags = Subscription::tag("TagA");
+        assert_eq!(tags.expression_type(), "TAG");
+        let kept = filter_pulled("cg", pulled, &tags, &header(), 0);
+        assert_eq!(kept.len(), 1);
+
+        let mut subscriptions = BTreeMap::new();
+        subscriptions.insert("T".to_owned(), sql);
+        subscriptions.insert("U".to_owned(), tags);
+        let config = ConsumerConfig::new("cg", crate::ClientConfig::default());
+        let data = consumer_data(&config, &subscriptions, ConsumeType::CONSUME_PASSIVELY);
+        let sql_data = &data.subscription_data_set[0];
+        assert_eq!(sql_data.topic, "T");
+        assert_eq!(sql_data.expression_type, "SQL92");
+        assert_eq!(sql_data.sub_string, "color = 'red' OR TagA IS NOT NULL");
+        assert!(sql_data.tags_set.is_empty() && sql_data.code_set.is_empty());
+        let tag_data = &data.subscription_data_set[1];
+        assert_eq!(tag_data.expression_type, "TAG");
+        assert!(tag_data.tags_set.contains("TagA"));
+    }
+
+    // Proves an expression that does not compile, or an empty one, is refused with a clear
+    // error instead of being sent to the broker.
+    #[test]
+    fn bad_sql92_expressions_are_refused() {
+        for bad in ["", "   ", "color = ", "size > 'abc'", "a AND"] {
+            let refused = Subscription::sql92(bad);
+            assert!(matches!(refused, Err(ClientError::Invalid(_))), "{bad:?}");
+        }
     }
 }

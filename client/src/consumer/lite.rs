@@ -90,6 +90,13 @@ impl LitePullConsumer {
         self.inner.consumer.subscribe(topic, expression)
     }
 
+    /// Subscribes to `topic` with a SQL92 selector over message properties, which the
+    /// broker evaluates (it needs `enablePropertyFilter=true`); see
+    /// [`crate::AsyncLitePullConsumer::subscribe_sql`].
+    pub fn subscribe_sql(&self, topic: &str, expression: &str) -> Result<()> {
+        self.inner.consumer.subscribe_sql(topic, expression)
+    }
+
     /// Takes exactly these queues, without group rebalance. On a started consumer they are
     /// in place when this returns (Java's `assign` too), so `seek` may follow at once.
     pub fn assign(&self, queues: Vec<MessageQueue>) {

@@ -217,6 +217,13 @@ impl PushConsumer {
         self.inner.consumer.subscribe(topic, expression)
     }
 
+    /// Subscribes to `topic` with a SQL92 selector over message properties (Java's
+    /// `MessageSelector.bySql`), which the broker evaluates (it needs
+    /// `enablePropertyFilter=true`); see [`crate::AsyncPushConsumer::subscribe_sql`].
+    pub fn subscribe_sql(&self, topic: &str, expression: &str) -> Result<()> {
+        self.inner.consumer.subscribe_sql(topic, expression)
+    }
+
     /// Removes a subscription.
     pub fn unsubscribe(&self, topic: &str) {
         self.inner.consumer.unsubscribe(topic);

@@ -107,7 +107,7 @@ impl ProducerConfig {
 
 /// How a request travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Mode {
+pub(crate) enum Mode {
     Sync,
     Oneway,
 }
@@ -292,11 +292,7 @@ impl Producer {
         self.inner.check_running()?;
         let instance = &self.inner.instance;
         let correlation_id = self.inner.ids.next(now_ms());
-        let ttl_ms = timeout.as_millis().to_string();
-        let properties = &mut message.properties;
-        properties.insert(names::CORRELATION_ID, correlation_id.clone());
-        properties.insert(names::REPLY_TO_CLIENT, instance.client_id());
-        properties.insert(names::TTL, ttl_ms);
+        request::mark_request(&mut message, &correlation_id, instance.client_id(), timeout);
         let slot = instance.replies().register(&correlation_id)?;
         let started = Instant::now();
         if let Err(error) = self.send(message) {
@@ -321,25 +317,12 @@ impl Producer {
     }
 
     /// Sends to one given queue (no retry on another queue).
-    pub fn send_to_queue(&self, mut message: Message, queue: &MessageQueue) -> Result<SendResult> {
+    pub fn send_to_queue(&self, message: Message, queue: &MessageQueue) -> Result<SendResult> {
         self.inner.check_running()?;
-        let client = &self.inner.config.client;
-        message.topic = client.wrap_name(&message.topic);
-        let queue = &MessageQueue::new(
-            client.wrap_name(&queue.topic),
-            &queue.broker_name,
-            queue.queue_id,
-        );
-        if queue.topic != message.topic {
-            return Err(ClientError::Invalid(format!(
-                "message topic {} differs from the queue's topic {}",
-                message.topic, queue.topic
-            )));
-        }
-        let prepared = self.inner.prepare(message)?;
+        let (prepared, queue) = self.inner.rules().prepare_for_queue(message, queue)?;
         let timeout = self.inner.config.send_timeout;
         self.inner
-            .send_once(&prepared, queue, Mode::Sync, timeout)
+            .send_once(&prepared, &queue, Mode::Sync, timeout)
             .map(|result| result.expect("sync sends return a result"))
     }
 
@@ -351,36 +334,19 @@ impl Producer {
         selector: impl Fn(&[MessageQueue], &Message) -> usize,
     ) -> Result<SendResult> {
         self.inner.check_running()?;
-        let client = &self.inner.config.client;
-        let route = self
+        let topic = self.inner.config.client.wrap_name(&message.topic);
+        let route = self.inner.publish_route(&topic)?;
+        let queue = self
             .inner
-            .publish_route(&client.wrap_name(&message.topic))?;
-        if route.publish.is_empty() {
-            return Err(no_queue(&message.topic));
-        }
-        // The selector sees the queues as the application names their topic.
-        let shown: Vec<MessageQueue> = route
-            .publish
-            .iter()
-            .map(|queue| {
-                MessageQueue::new(
-                    client.unwrap_name(&queue.topic),
-                    &queue.broker_name,
-                    queue.queue_id,
-                )
-            })
-            .collect();
-        let index = selector(&shown, &message) % route.publish.len();
-        let queue = route.publish[index].clone();
+            .rules()
+            .select_with(&topic, &route, &message, selector)?;
         self.send_to_queue(message, &queue)
     }
 
     /// Ordered send by sharding key: every message with the same key goes to the same queue
     /// while the topic's queue count stays the same.
     pub fn send_orderly(&self, message: Message, sharding_key: &str) -> Result<SendResult> {
-        let hash = comet_proto::filter::java_string_hash(sharding_key);
-        let hash = usize::try_from(hash.unsigned_abs()).unwrap_or(0);
-        self.send_with_selector(message, move |queues, _| hash % queues.len())
+        self.send_with_selector(message, sharding_selector(sharding_key))
     }
 
     /// Sends in the background and calls `callback` once with the outcome, on the producer's
@@ -429,6 +395,16 @@ impl Producer {
             .map(|result| result.map(|r| r.expect("sync sends return a result")))
             .collect()
     }
+}
+
+/// The selector of an ordered send by `sharding_key` (Java's `SelectMessageQueueByHash`):
+/// the key's Java string hash, made non-negative, modulo the queue count.
+pub(crate) fn sharding_selector(
+    sharding_key: &str,
+) -> impl Fn(&[MessageQueue], &Message) -> usize + Send + 'static {
+    let hash = comet_proto::filter::java_string_hash(sharding_key);
+    let hash = usize::try_from(hash.unsigned_abs()).unwrap_or(0);
+    move |queues: &[MessageQueue], _: &Message| hash % queues.len().max(1)
 }
 
 /// The generator of message ids (`UNIQ_KEY`) of a producer whose client id is `client_id`.
@@ -1022,6 +998,57 @@ impl SendRules<'_> {
                 msg_type: TraceMessageType::Normal,
             }),
         })
+    }
+
+    /// `message` prepared to go to exactly `queue`: both in the client's namespace, and
+    /// their topics must agree.
+    pub(crate) fn prepare_for_queue(
+        &self,
+        mut message: Message,
+        queue: &MessageQueue,
+    ) -> Result<(Prepared, MessageQueue)> {
+        let client = &self.config.client;
+        message.topic = client.wrap_name(&message.topic);
+        let queue = MessageQueue::new(
+            client.wrap_name(&queue.topic),
+            &queue.broker_name,
+            queue.queue_id,
+        );
+        if queue.topic != message.topic {
+            return Err(ClientError::Invalid(format!(
+                "message topic {} differs from the queue's topic {}",
+                message.topic, queue.topic
+            )));
+        }
+        Ok((self.prepare(message)?, queue))
+    }
+
+    /// The publish queue of `route` that `selector` picks; the selector sees the queues as
+    /// the application names their topic, and its index is taken modulo their count.
+    pub(crate) fn select_with(
+        &self,
+        topic: &str,
+        route: &TopicRoute,
+        message: &Message,
+        selector: impl FnOnce(&[MessageQueue], &Message) -> usize,
+    ) -> Result<MessageQueue> {
+        if route.publish.is_empty() {
+            return Err(no_queue(topic));
+        }
+        let client = &self.config.client;
+        let shown: Vec<MessageQueue> = route
+            .publish
+            .iter()
+            .map(|queue| {
+                MessageQueue::new(
+                    client.unwrap_name(&queue.topic),
+                    &queue.broker_name,
+                    queue.queue_id,
+                )
+            })
+            .collect();
+        let index = selector(&shown, message) % route.publish.len();
+        Ok(route.publish[index].clone())
     }
 
     /// Picks the next queue of `route`, skipping `avoid` and sidelined brokers when

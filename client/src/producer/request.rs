@@ -20,7 +20,7 @@ use comet_proto::flags::message as message_sys_flag;
 use comet_proto::headers::ReplyMessageRequestHeader;
 use comet_proto::message::MessageExt;
 use comet_proto::properties::{names, Properties};
-use comet_proto::RemotingCommand;
+use comet_proto::{RemotingCommand, ResponseCode};
 
 use crate::error::{ClientError, Result};
 use crate::util::Oneshot;
@@ -31,23 +31,37 @@ pub const REQUESTS_IN_FLIGHT_MAX: usize = 65_536;
 /// Largest body a pushed reply may inflate to.
 const REPLY_INFLATED_BYTES_MAX: usize = 64 * 1024 * 1024;
 
+/// What hands a reply to the request waiting for it: the blocking producer completes a
+/// [`Oneshot`], the async one a channel its future awaits.
+pub(crate) type Deliver = Box<dyn FnOnce(MessageExt) + Send>;
+
 /// Requests waiting for their replies, by correlation id.
 #[derive(Default)]
 pub(crate) struct Replies {
-    waiting: Mutex<HashMap<String, Arc<Oneshot<MessageExt>>>>,
+    waiting: Mutex<HashMap<String, Deliver>>,
 }
 
 impl Replies {
-    /// Registers a waiter for `correlation_id`.
-    pub fn register(&self, correlation_id: &str) -> Result<Arc<Oneshot<MessageExt>>> {
+    /// Registers a waiter for `correlation_id`, which `deliver` completes.
+    pub fn register_with(&self, correlation_id: &str, deliver: Deliver) -> Result<()> {
         let mut waiting = self.lock();
         if waiting.len() >= REQUESTS_IN_FLIGHT_MAX {
             return Err(ClientError::Invalid(format!(
                 "{REQUESTS_IN_FLIGHT_MAX} requests already wait for replies"
             )));
         }
+        waiting.insert(correlation_id.to_owned(), deliver);
+        Ok(())
+    }
+
+    /// Registers a blocking waiter for `correlation_id`.
+    pub fn register(&self, correlation_id: &str) -> Result<Arc<Oneshot<MessageExt>>> {
         let slot = Arc::new(Oneshot::default());
-        waiting.insert(correlation_id.to_owned(), slot.clone());
+        let completer = slot.clone();
+        self.register_with(
+            correlation_id,
+            Box::new(move |reply| completer.complete(reply)),
+        )?;
         Ok(slot)
     }
 
@@ -56,21 +70,60 @@ impl Replies {
         self.lock().remove(correlation_id);
     }
 
+    /// Requests waiting now.
+    pub fn waiting(&self) -> usize {
+        self.lock().len()
+    }
+
     /// Hands `reply` to the request it answers; false when no request waits for it.
     pub fn deliver(&self, reply: MessageExt) -> bool {
         let Some(correlation_id) = reply.property(names::CORRELATION_ID) else {
             return false;
         };
-        let Some(slot) = self.lock().remove(correlation_id) else {
+        let Some(deliver) = self.lock().remove(correlation_id) else {
             return false;
         };
-        slot.complete(reply);
+        deliver(reply);
         true
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Oneshot<MessageExt>>>> {
+    /// The answer to a PUSH_REPLY_MESSAGE_TO_CLIENT from `addr`: the reply goes to its
+    /// request. Acknowledged even when none waits (it came late), as Java's
+    /// `ClientRemotingProcessor.receiveReplyMessage` does; only an undecodable push is
+    /// refused.
+    pub fn receive_push(&self, addr: &str, request: &RemotingCommand) -> RemotingCommand {
+        match decode_pushed_reply(request) {
+            Ok(reply) => {
+                if !self.deliver(reply) {
+                    log::debug!("reply from {addr} matches no waiting request");
+                }
+                RemotingCommand::response_to(request, ResponseCode::SUCCESS)
+            }
+            Err(error) => {
+                let remark = format!("bad reply push: {error}");
+                RemotingCommand::error_to(request, ResponseCode::SYSTEM_ERROR, remark)
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Deliver>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The properties that make `message` a request (Java's `MessageUtil`-less request setup in
+/// `DefaultMQProducerImpl.prepareSendRequest`): its correlation id, the client to push the
+/// reply to, and how long the requester waits.
+pub(crate) fn mark_request(
+    message: &mut crate::Message,
+    correlation_id: &str,
+    client_id: &str,
+    timeout: std::time::Duration,
+) {
+    let properties = &mut message.properties;
+    properties.insert(names::CORRELATION_ID, correlation_id);
+    properties.insert(names::REPLY_TO_CLIENT, client_id);
+    properties.insert(names::TTL, timeout.as_millis().to_string());
 }
 
 /// The reply a PUSH_REPLY_MESSAGE_TO_CLIENT carries: its header's fields and its body,

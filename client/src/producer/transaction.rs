@@ -37,7 +37,7 @@ use std::sync::{Arc, Weak};
 
 use comet_proto::flags::message as message_sys_flag;
 use comet_proto::headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
-use comet_proto::message::MessageExt;
+use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::message_id::decode_offset_msg_id;
 use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, RequestCode};
@@ -218,11 +218,7 @@ impl TransactionProducer {
     ) -> Result<TransactionSendResult> {
         let inner = &self.producer.inner;
         inner.check_running()?;
-        message.properties.remove(names::DELAY);
-        message.properties.insert(names::TRAN_MSG, "true");
-        message
-            .properties
-            .insert(names::PGROUP, inner.config.group.clone());
+        mark_half(&mut message, &inner.config.group);
         let prepared = inner.prepare(message.clone())?;
         let send_result = inner
             .send_with_retries(&prepared, Mode::Sync)?
@@ -250,13 +246,23 @@ impl TransactionProducer {
     }
 }
 
-/// END_TRANSACTION for a half this producer just sent (Java `endTransaction`): the half is
-/// named by the physical offset in the response's offset msgId and by its queue offset.
-fn end_transaction(
-    inner: &ProducerInner,
+/// Makes `message` the half message of a transaction of producer group `group`: the
+/// transaction flag and group properties, and no delay (transactional messages cannot be
+/// delayed).
+pub(crate) fn mark_half(message: &mut Message, group: &str) {
+    message.properties.remove(names::DELAY);
+    message.properties.insert(names::TRAN_MSG, "true");
+    message.properties.insert(names::PGROUP, group);
+}
+
+/// END_TRANSACTION for a half this producer just sent (Java `endTransaction`), with the
+/// decision `state`: the half is named by the physical offset in the response's offset
+/// msgId and by its queue offset.
+pub(crate) fn end_transaction_request(
+    group: &str,
     send_result: &SendResult,
     state: LocalTransactionState,
-) -> Result<()> {
+) -> Result<RemotingCommand> {
     let id = if send_result.offset_msg_id.is_empty() {
         &send_result.msg_id
     } else {
@@ -268,12 +274,9 @@ fn end_transaction(
         })?
         .commit_log_offset;
     let queue = &send_result.queue;
-    let addr = inner
-        .instance
-        .master_addr(&queue.broker_name, &queue.topic)?;
     let header = EndTransactionRequestHeader {
         topic: Some(queue.topic.clone()),
-        producer_group: inner.config.group.clone(),
+        producer_group: group.to_owned(),
         tran_state_table_offset: send_result.queue_offset,
         commit_log_offset,
         commit_or_rollback: state.commit_or_rollback(),
@@ -287,8 +290,59 @@ fn end_transaction(
         ),
         broker_name: Some(queue.broker_name.clone()),
     };
-    let request = RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header);
+    Ok(RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header))
+}
+
+/// END_TRANSACTION for a blocking producer's half, one-way to the master of its queue.
+fn end_transaction(
+    inner: &ProducerInner,
+    send_result: &SendResult,
+    state: LocalTransactionState,
+) -> Result<()> {
+    let request = end_transaction_request(&inner.config.group, send_result, state)?;
+    let queue = &send_result.queue;
+    let addr = inner
+        .instance
+        .master_addr(&queue.broker_name, &queue.topic)?;
     inner.instance.remoting().invoke_oneway(&addr, request)
+}
+
+/// The half message a CHECK_TRANSACTION_STATE from `addr` carries (its body is the half as
+/// a stored record) and the producer group its `PGROUP` names (Java's
+/// `ClientRemotingProcessor.checkTransactionState`); `None`, logged, when it lacks either.
+pub(crate) fn checked_half(addr: &str, request: &RemotingCommand) -> Option<(String, MessageExt)> {
+    let Some(message) = decode_records(request.body.clone()).into_iter().next() else {
+        log::warn!("check-back from {addr}: the body holds no message");
+        return None;
+    };
+    let Some(group) = message.property(names::PGROUP).map(str::to_owned) else {
+        log::warn!("check-back from {addr}: the message names no producer group");
+        return None;
+    };
+    Some((group, message))
+}
+
+/// The END_TRANSACTION answering a check-back (Java `processTransactionState`): the half
+/// named as the check named it, the message's `UNIQ_KEY` as `msgId`, marked as coming from
+/// a check.
+pub(crate) fn check_answer(
+    group: &str,
+    header: &CheckTransactionStateRequestHeader,
+    half: &MessageExt,
+    state: LocalTransactionState,
+) -> RemotingCommand {
+    let end = EndTransactionRequestHeader {
+        topic: header.topic.clone(),
+        producer_group: group.to_owned(),
+        tran_state_table_offset: header.tran_state_table_offset,
+        commit_log_offset: header.commit_log_offset,
+        commit_or_rollback: state.commit_or_rollback(),
+        from_transaction_check: Some(true),
+        msg_id: half.client_msg_id().to_owned(),
+        transaction_id: header.transaction_id.clone(),
+        broker_name: header.broker_name.clone(),
+    };
+    RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&end)
 }
 
 impl TransactionChecker for CheckService {
@@ -328,18 +382,7 @@ impl Answerer {
                 LocalTransactionState::Unknown
             }
         };
-        let end = EndTransactionRequestHeader {
-            topic: header.topic.clone(),
-            producer_group: self.group.clone(),
-            tran_state_table_offset: header.tran_state_table_offset,
-            commit_log_offset: header.commit_log_offset,
-            commit_or_rollback: state.commit_or_rollback(),
-            from_transaction_check: Some(true),
-            msg_id: half.client_msg_id().to_owned(),
-            transaction_id: header.transaction_id.clone(),
-            broker_name: header.broker_name.clone(),
-        };
-        let request = RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&end);
+        let request = check_answer(&self.group, header, half, state);
         if let Err(error) = producer.instance.remoting().invoke_oneway(addr, request) {
             log::warn!(
                 "check-back answer for {} to {addr} not sent: {error}",

@@ -359,6 +359,7 @@ fn pull(
         suspend: std::time::Duration::ZERO,
         subscription: Some("*".to_owned()),
         sub_version: 0,
+        expression_type: comet_proto::filter::EXPRESSION_TYPE_TAG,
         lite: false,
     };
     let accepted = [

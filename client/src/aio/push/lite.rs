@@ -13,16 +13,18 @@
 //! (manual commit) are delivered again after a restart.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use comet_proto::filter::TagSubscription;
 use comet_proto::message::MessageExt;
+use futures_core::Stream;
 use tokio::sync::Notify;
 
 use super::{AsyncPushConsumerConfig, Inner, Mode, Owner, QueueState};
-use crate::config::now_ms;
 use crate::consumer::core::Subscription;
 use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::LitePullConfig;
@@ -62,9 +64,54 @@ impl LiteBuffer {
 
 /// An async lite pull consumer. Cheap to clone; clones share one consumer. Dropping the last
 /// clone of a started consumer shuts it down on its runtime, as the push consumer.
-#[derive(Clone)]
+///
+/// It is also a [`Stream`] of message batches: each item is what [`next`] resolves to (at
+/// most `poll_batch_max` messages of one queue), and the stream ends once the consumer is
+/// shut down. A batch is taken from the buffer only in the step that yields it, so dropping
+/// the stream (or a `StreamExt::next` future) loses nothing. Each handle streams on its own;
+/// clones share the messages.
+///
+/// [`next`]: AsyncLitePullConsumer::next
 pub struct AsyncLitePullConsumer {
     owner: Arc<Owner>,
+    /// The `next` this handle's stream is waiting on. In a mutex only so the handle stays
+    /// `Sync`; only `poll_next`, which has the handle exclusively, touches it.
+    streaming: Mutex<Option<NextBatch>>,
+}
+
+/// The future of one stream item.
+type NextBatch = Pin<Box<dyn Future<Output = Option<Vec<MessageExt>>> + Send>>;
+
+impl Clone for AsyncLitePullConsumer {
+    fn clone(&self) -> AsyncLitePullConsumer {
+        AsyncLitePullConsumer {
+            owner: self.owner.clone(),
+            streaming: Mutex::new(None),
+        }
+    }
+}
+
+impl Stream for AsyncLitePullConsumer {
+    type Item = Vec<MessageExt>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Vec<MessageExt>>> {
+        let this = self.get_mut();
+        let streaming = this
+            .streaming
+            .get_mut()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let next = streaming.get_or_insert_with(|| {
+            // A handle of its own (not this one, which holds the future).
+            let consumer = AsyncLitePullConsumer {
+                owner: this.owner.clone(),
+                streaming: Mutex::new(None),
+            };
+            Box::pin(async move { consumer.next().await }) as NextBatch
+        });
+        let item = std::task::ready!(next.as_mut().poll(cx));
+        *streaming = None;
+        Poll::Ready(item)
+    }
 }
 
 impl AsyncLitePullConsumer {
@@ -87,6 +134,7 @@ impl AsyncLitePullConsumer {
         let inner = Inner::create(push, Mode::Lite(buffer))?;
         Ok(AsyncLitePullConsumer {
             owner: Arc::new(Owner { inner }),
+            streaming: Mutex::new(None),
         })
     }
 
@@ -101,17 +149,20 @@ impl AsyncLitePullConsumer {
         }
     }
 
-    /// Subscribes to `topic`; queues come from rebalance within the group.
+    /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`); queues come from
+    /// rebalance within the group.
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
-        let topic = &self.inner().config.consumer.client.wrap_name(topic);
-        crate::validate::check_topic(topic)?;
-        let subscription = Subscription {
-            tags: TagSubscription::parse(Some(expression)),
-            sub_version: now_ms(),
-        };
-        lock(&self.inner().subscriptions).insert(topic.to_owned(), subscription);
-        self.inner().wake.notify_one();
-        Ok(())
+        self.inner()
+            .add_subscription(topic, Subscription::tag(expression))
+    }
+
+    /// Subscribes to `topic` with a SQL92 selector over message properties (Java's
+    /// `MessageSelector.bySql`), which the broker evaluates (it needs
+    /// `enablePropertyFilter=true`; a broker without it refuses the pulls). An expression
+    /// that does not compile is refused here.
+    pub fn subscribe_sql(&self, topic: &str, expression: &str) -> Result<()> {
+        self.inner()
+            .add_subscription(topic, Subscription::sql92(expression)?)
     }
 
     /// Takes exactly these queues, without group rebalance. On a started consumer they are
@@ -124,10 +175,7 @@ impl AsyncLitePullConsumer {
             for queue in &queues {
                 subscriptions
                     .entry(queue.topic.clone())
-                    .or_insert_with(|| Subscription {
-                        tags: TagSubscription::all(),
-                        sub_version: now_ms(),
-                    });
+                    .or_insert_with(Subscription::all);
             }
         }
         *lock(&self.buffer().assigned) = Some(queues.into_iter().collect());

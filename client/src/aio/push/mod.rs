@@ -53,7 +53,6 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use comet_proto::filter::TagSubscription;
 use comet_proto::message::MessageExt;
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::task::JoinHandle;
@@ -61,7 +60,6 @@ use tokio::task::JoinHandle;
 use super::producer::AsyncProducer;
 use super::routes::AsyncRoutes;
 use super::transport::{AsyncTransport, AsyncTransportConfig, HookAnswer};
-use crate::config::now_ms;
 use crate::consumer::core::Subscription;
 use crate::consumer::process_queue::ProcessQueue;
 use crate::consumer::{
@@ -360,15 +358,18 @@ impl AsyncPushConsumer {
 
     /// Subscribes to `topic` with a tag expression (`*`, `TagA || TagB`).
     pub fn subscribe(&self, topic: &str, expression: &str) -> Result<()> {
-        let topic = self.inner().config.consumer.client.wrap_name(topic);
-        crate::validate::check_topic(&topic)?;
-        let subscription = Subscription {
-            tags: TagSubscription::parse(Some(expression)),
-            sub_version: now_ms(),
-        };
-        lock(&self.inner().subscriptions).insert(topic, subscription);
-        self.inner().wake.notify_one();
-        Ok(())
+        self.inner()
+            .add_subscription(topic, Subscription::tag(expression))
+    }
+
+    /// Subscribes to `topic` with a SQL92 selector over message properties (Java's
+    /// `MessageSelector.bySql`, e.g. `color = 'red' AND size > 10`), which the broker
+    /// evaluates: it needs `enablePropertyFilter=true` there (a broker without it refuses
+    /// the heartbeat's subscription and the pulls). The client never filters such a
+    /// subscription by tag. An expression that does not compile is refused here.
+    pub fn subscribe_sql(&self, topic: &str, expression: &str) -> Result<()> {
+        self.inner()
+            .add_subscription(topic, Subscription::sql92(expression)?)
     }
 
     /// Removes a subscription (its queues are dropped at the next rebalance).
@@ -533,6 +534,16 @@ impl Inner {
                 None => HookAnswer::NotSupported,
             }));
         Ok(inner)
+    }
+
+    /// Adds (or replaces) the subscription of `topic` (as the application names it) and
+    /// asks for a rebalance.
+    fn add_subscription(&self, topic: &str, subscription: Subscription) -> Result<()> {
+        let topic = self.config.consumer.client.wrap_name(topic);
+        crate::validate::check_topic(&topic)?;
+        lock(&self.subscriptions).insert(topic, subscription);
+        self.wake.notify_one();
+        Ok(())
     }
 
     fn clustering(&self) -> bool {

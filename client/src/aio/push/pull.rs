@@ -110,8 +110,9 @@ impl Inner {
             sys_flag,
             commit_offset,
             suspend: config.suspend,
-            subscription: lite.then(|| subscription.tags.expression().to_owned()),
+            subscription: lite.then(|| subscription.expression().to_owned()),
             sub_version: subscription.sub_version,
+            expression_type: subscription.expression_type(),
             lite,
         });
         let addr = self

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use comet_proto::filter::TagSubscription;
 use tokio::time::Instant;
 
 use super::{Inner, QueueState};
@@ -44,10 +43,7 @@ impl Inner {
             let retry = retry_topic(&self.config.consumer.group);
             lock(&self.subscriptions)
                 .entry(retry)
-                .or_insert_with(|| Subscription {
-                    tags: TagSubscription::all(),
-                    sub_version: now_ms(),
-                });
+                .or_insert_with(Subscription::all);
         }
         let topics: Vec<String> = lock(&self.subscriptions).keys().cloned().collect();
         for topic in &topics {
