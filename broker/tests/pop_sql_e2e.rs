@@ -10,6 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use comet_broker::selected_read::{READ_ROUNDS_MAX, SCAN_RECORDS_MIN};
 use comet_proto::headers::PopMessageRequestHeader;
 use comet_proto::message::MessageExt;
 use comet_proto::properties::{names, Properties};
@@ -38,7 +39,12 @@ fn send_one(client: &mut Client, topic: &str, queue_id: i32, color: &str, size: 
     properties.insert(names::TAGS, if size % 3 == 0 { "TagA" } else { "TagB" });
     properties.insert(names::WAIT, if wait { "true" } else { "false" });
     let body = format!("m{size}");
-    let response = client.call(send_request_with(topic, queue_id, body.as_bytes(), &properties));
+    let response = client.call(send_request_with(
+        topic,
+        queue_id,
+        body.as_bytes(),
+        &properties,
+    ));
     assert_eq!(
         response.response_code(),
         ResponseCode::SUCCESS,
@@ -162,14 +168,24 @@ fn sql92_pop_hands_out_only_matching_messages() {
 }
 
 // Proves a long run of messages nobody of the group wants does not block the queue: one
-// polling pop finds the single matching message behind more non-matching ones than one
-// round of reads covers, and the position ends past all of them.
+// polling pop finds the single matching message behind many more non-matching ones than
+// one round of reads covers, and the position ends past all of them. A round that only
+// skipped is followed by the next at once: were it to wait for arrivals (at least
+// `RECHECK_REMOTE_MS`, 200 ms, per wait) the rounds this run needs would outlast the pop's
+// poll time, and it would answer empty.
 #[test]
 fn non_matching_messages_do_not_block_the_queue() {
     let (_directory, broker) = start(true);
     let mut client = broker.client();
     create_topic(&mut client, "PopSqlLong", 1);
-    let skipped: i64 = 1_200;
+    let skipped: i64 = 6_000;
+    let round_records = i64::try_from(READ_ROUNDS_MAX * SCAN_RECORDS_MIN).unwrap();
+    let rounds = (skipped + round_records) / round_records;
+    let poll_ms: i64 = 2_000;
+    assert!(
+        (rounds - 1) * 200 > poll_ms,
+        "a pop that waited between rounds would still make it"
+    );
     for i in 0..skipped {
         send_one(&mut client, "PopSqlLong", 0, "blue", i, false);
     }
@@ -178,7 +194,7 @@ fn non_matching_messages_do_not_block_the_queue() {
         "pop_long_g",
         "PopSqlLong",
         ("SQL92", "color = 'red'"),
-        (60_000, 10_000),
+        (60_000, poll_ms),
     );
     let answer = popped(client.call(request));
     assert_eq!(answer.code, ResponseCode::SUCCESS);
@@ -190,41 +206,55 @@ fn non_matching_messages_do_not_block_the_queue() {
     );
 }
 
-// Proves the pop retry topic is popped with the same filter: a matching message left
-// unacked comes back once, reconsume times 1, from the retry topic, and acks there.
+// Proves the pop retry topic is popped with the same filter, as Java pops it: two messages
+// popped unfiltered and left unacked go to the retry topic; a pop that now filters by SQL92
+// gets the matching one back once (reconsume times 1, from the retry topic, acked there) and
+// never the other, which the retry queue's position moves past.
 #[test]
-fn unacked_matching_message_returns_through_the_retry_topic() {
+fn retry_topic_is_popped_with_the_same_filter() {
     let (_directory, broker) = start(true);
     let mut client = broker.client();
     create_topic(&mut client, "PopSqlRetry", 1);
     send_one(&mut client, "PopSqlRetry", 0, "blue", 1, true);
     send_one(&mut client, "PopSqlRetry", 0, "red", 2, true);
-    let selector = ("SQL92", "color = 'red'");
+    let group = "pop_sql_retry_g";
     let mut first = Vec::new();
     poll_until(Duration::from_secs(10), || {
-        let request = pop_filtered("pop_sql_retry_g", "PopSqlRetry", selector, (1_000, 0));
+        let request = pop_filtered(group, "PopSqlRetry", ("TAG", "*"), (1_000, 0));
         first.extend(popped(client.call(request)).messages);
-        !first.is_empty()
+        first.len() >= 2
     });
-    let first: Vec<String> = first.iter().map(body).collect();
-    assert_eq!(first, ["m2"], "left unacked");
+    assert_eq!(
+        bodies_of(&first),
+        BTreeSet::from(["m1".to_owned(), "m2".to_owned()]),
+        "left unacked"
+    );
+    let selector = ("SQL92", "color = 'red'");
     let mut again = Vec::new();
     poll_until(Duration::from_secs(15), || {
-        let request = pop_filtered("pop_sql_retry_g", "PopSqlRetry", selector, (60_000, 0));
+        let request = pop_filtered(group, "PopSqlRetry", selector, (60_000, 0));
         again.extend(popped(client.call(request)).messages);
         !again.is_empty()
     });
     assert_eq!(again.len(), 1, "{:?}", bodies_of(&again));
     assert_eq!(body(&again[0]), "m2");
     assert_eq!(again[0].reconsume_times, 1);
+    let retry_topic = format!("%RETRY%{group}_PopSqlRetry");
+    assert_eq!(queue_topic(&again[0], group), retry_topic);
     assert_eq!(
-        queue_topic(&again[0], "pop_sql_retry_g"),
-        "%RETRY%pop_sql_retry_g_PopSqlRetry"
-    );
-    assert_eq!(
-        ack(&mut client, "pop_sql_retry_g", &again[0]).response_code(),
+        ack(&mut client, group, &again[0]).response_code(),
         ResponseCode::SUCCESS
     );
+    // The blue one went to the retry topic too (its queue holds both), but the filter keeps
+    // it from the group: the retry queue's position moves past it and it never comes.
+    let mut later = Vec::new();
+    let passed = poll_until(Duration::from_secs(5), || {
+        let request = pop_filtered(group, "PopSqlRetry", selector, (60_000, 0));
+        later.extend(popped(client.call(request)).messages);
+        committed_offset(&mut client, group, &retry_topic, 0) == Some(2)
+    });
+    assert!(passed, "the retry queue's position did not move past both");
+    assert!(later.is_empty(), "{:?}", bodies_of(&later));
 }
 
 // Proves Java's refusals: a selector that does not compile, and an expression type Java has

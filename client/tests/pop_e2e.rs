@@ -577,7 +577,8 @@ fn a_sql92_subscription_receives_only_matching_messages() {
     }
     producer.shutdown();
     runtime().block_on(async {
-        let consumer = AsyncPopConsumer::new(config(&live, &group, Duration::from_secs(1))).unwrap();
+        let consumer =
+            AsyncPopConsumer::new(config(&live, &group, Duration::from_secs(1))).unwrap();
         consumer
             .subscribe_sql(&topic, "color = 'red' AND size > 0")
             .unwrap();
@@ -593,7 +594,10 @@ fn a_sql92_subscription_receives_only_matching_messages() {
             .iter()
             .map(body)
             .collect();
-        assert!(again.is_empty(), "unwanted or acked messages came: {again:?}");
+        assert!(
+            again.is_empty(),
+            "unwanted or acked messages came: {again:?}"
+        );
         consumer.shutdown();
     });
 }

@@ -36,7 +36,7 @@ use comet_proto::headers::{PopMessageRequestHeader, PopMessageResponseHeader};
 use comet_proto::sql92::Selector;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::sync::race;
-use comet_rt::task_class::sleep;
+use comet_rt::task_class::{sleep, yield_if_needed};
 use comet_store::QueueOffset;
 
 use super::error;
@@ -145,7 +145,9 @@ pub async fn process(
         if joined.skipped {
             // Positions moved past messages the filter drops, and more may follow: look
             // again now rather than wait for arrivals that are already there. Each round
-            // moves forward, so this ends with the queues.
+            // moves forward, so this ends with the queues; a long run of skipped records
+            // must not keep the shard from its other tasks.
+            yield_if_needed().await;
             continue;
         }
         // Counted for POLLING_INFO from its first wait until it answers.
