@@ -27,6 +27,7 @@ import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -241,8 +242,22 @@ final class Scenarios {
     Set<String> undecided = new HashSet<>();
     for (Check.Sent s : sent) {
       Fate fate = Fate.of(Integer.parseInt(s.props().get("idx")));
-      SendResult r = p.sendMessageInTransaction(s.toMessage(), null);
-      checkSendOk(r, s);
+      TransactionSendResult r = p.sendMessageInTransaction(s.toMessage(), null);
+      // The client copies no offsetMsgId into a transactional send result (Java's
+      // DefaultMQProducerImpl), so checkSendOk does not apply; it does carry the local
+      // transaction's state.
+      Check.that(r != null && r.getSendStatus() == SendStatus.SEND_OK,
+          "send of " + s.cid() + " returned " + r);
+      Check.that(r.getMsgId() != null && r.getQueueOffset() >= 0,
+          "send result lacks id/offset: " + r);
+      LocalTransactionState expected = switch (fate) {
+        case COMMIT -> LocalTransactionState.COMMIT_MESSAGE;
+        case ROLLBACK -> LocalTransactionState.ROLLBACK_MESSAGE;
+        case CHECK_COMMIT, CHECK_ROLLBACK -> LocalTransactionState.UNKNOW;
+      };
+      Check.that(r.getLocalTransactionState() == expected,
+          s.cid() + ": local transaction state " + r.getLocalTransactionState() + ", not "
+          + expected);
       if (fate == Fate.COMMIT || fate == Fate.CHECK_COMMIT) {
         committed.add(s);
       }
