@@ -45,6 +45,7 @@
 //!   client's shard, looks keys up on a queue's owner.
 //! - `reappend`: appends records the broker built itself on the shards owning their queues.
 //! - `queue_cursor`: reads the broker's own queues (delay levels, timer) from a cursor.
+//! - `selected_read`: reads of a queue through a SQL92 selector, for pulls and pops.
 //! - `memory`: the machine's memory and Java's rule for what is still served from it.
 //! - `shard`: [`shard::ShardBroker`], one shard's view of the broker, and what crosses the
 //!   mesh.
@@ -102,6 +103,7 @@ pub mod replication;
 pub mod replication_state;
 pub mod routing;
 pub mod runtime;
+pub mod selected_read;
 pub mod shard;
 pub mod standalone;
 pub mod start_progress;

@@ -66,6 +66,7 @@ const LAYERS: &[Layer] = &[
             "routing",
             "reappend",
             "queue_cursor",
+            "selected_read",
             "memory",
             "shard",
             "controller_role",

@@ -543,10 +543,63 @@ fn bad_arguments_are_refused() {
         assert!(consumer.receive(1, Duration::ZERO).await.is_err());
     });
     assert!(consumer.subscribe("T", "||").is_err());
+    assert!(consumer.subscribe_sql("T", "a > ").is_err());
+    assert!(consumer.subscribe_sql("T", "a > 'text'").is_err());
+    assert!(consumer.subscribe_sql("bad topic!", "a > 1").is_err());
     assert!(consumer.subscribe("bad topic!", "*").is_err());
     let mut config = PopConsumerConfig::new("g", client);
     config.in_flight_messages_max = 0;
     assert!(AsyncPopConsumer::new(config).is_err());
+}
+
+// Proves a SQL92 subscription: the broker hands out only the messages whose properties
+// match (its pops filter whatever `enablePropertyFilter` says, as Java's do), and the others
+// never reach the consumer, also past their would-be invisible time.
+#[test]
+fn a_sql92_subscription_receives_only_matching_messages() {
+    let (live, topic) = setup("pop_sql", 2);
+    let group = unique("pop_sql_g");
+    let producer = Producer::new(ProducerConfig::new(&unique("pop_pg"), live.client())).unwrap();
+    producer.start().unwrap();
+    let mut wanted = BTreeSet::new();
+    for i in 0..20 {
+        let color = if i % 4 == 0 { "red" } else { "blue" };
+        let body = format!("sql-{i}");
+        let message = Message::new(topic.as_str(), body.clone().into_bytes())
+            .with_property("color", color)
+            .unwrap()
+            .with_property("size", i.to_string())
+            .unwrap();
+        producer.send(message).unwrap();
+        if color == "red" && i > 0 {
+            wanted.insert(body);
+        }
+    }
+    producer.shutdown();
+    runtime().block_on(async {
+        let consumer =
+            AsyncPopConsumer::new(config(&live, &group, Duration::from_secs(1))).unwrap();
+        consumer
+            .subscribe_sql(&topic, "color = 'red' AND size > 0")
+            .unwrap();
+        let received = receive_count(&consumer, wanted.len(), SHORT_INVISIBLE).await;
+        let seen: BTreeSet<String> = received.iter().map(body).collect();
+        assert_eq!(seen, wanted);
+        for message in &received {
+            within("an ack", consumer.ack(message)).await.unwrap();
+        }
+        let window = SHORT_INVISIBLE + Duration::from_secs(4);
+        let again: Vec<String> = received_during(&consumer, window)
+            .await
+            .iter()
+            .map(body)
+            .collect();
+        assert!(
+            again.is_empty(),
+            "unwanted or acked messages came: {again:?}"
+        );
+        consumer.shutdown();
+    });
 }
 
 // Proves an orderly consumer gets a queue's messages in order, batch after batch: while a

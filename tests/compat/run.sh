@@ -7,6 +7,8 @@
 #   common: [--suites java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust,acl5,acl4,ha,
 #            tls5,failover,proxy]
 #           [--keep-logs] [--acl-namesrv HOST:PORT]
+#           [--only step,...]   (java5/java4 only: just these scenarios; the results of the
+#                                suites' other steps are kept as they are in RESULTS.md)
 #   (python: C++ client 1.x via PyPI; node-cpp, node-ons: C++ client 3.0 and ali-ons via npm;
 #   rust: rocketmq-client-rust 1.0, built once per machine into a per-user cache, see
 #   rust/run.sh; the first build is long)
@@ -52,6 +54,7 @@ SUITES="java5,java4,admin5,admin4,go,python,node-cpp,node-ons,rust"
 SUITES_GIVEN=0
 ACL_NAMESRV=""
 KEEP=0
+ONLY=""
 NAMESRV_PORT=9876
 BROKER_PORT=10911
 START_TIMEOUT_S=90
@@ -70,13 +73,21 @@ while (($#)); do
     --suites) SUITES="$2"; SUITES_GIVEN=1; shift 2 ;;
     --acl-namesrv) ACL_NAMESRV="$2"; shift 2 ;;
     --keep-logs) KEEP=1; shift ;;
-    -h|--help) sed -n '2,42p' "$0"; exit 0 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" 2 ;;
   esac
 done
 if [[ -n "$AGAINST" && -n "$NAMESRV" ]]; then die "give --namesrv or --against, not both" 2; fi
 if [[ -z "$AGAINST" && -z "$NAMESRV" ]]; then die "give --namesrv HOST:PORT or --against apache|comet" 2; fi
 
+if [[ -n "$ONLY" ]]; then
+  [[ "$SUITES_GIVEN" == 1 ]] || die "--only needs --suites (java5 and/or java4)" 2
+  IFS=',' read -r -a only_suites <<<"$SUITES"
+  for s in "${only_suites[@]}"; do
+    [[ "$s" == java5 || "$s" == java4 ]] || die "--only is for the java5 and java4 suites, not $s" 2
+  done
+fi
 if [[ "$AGAINST" == comet && "$SUITES_GIVEN" == 0 ]]; then
   SUITES="$SUITES,acl5,acl4,ha,tls5,failover,proxy"
 fi
@@ -251,8 +262,8 @@ BROKER="${BROKER:-${NAMESRV%:*}:$BROKER_PORT}"
 # suite id -> command line
 suite_cmd() {
   case "$1" in
-    java5) echo "$HERE/java/run.sh --client 5 --suite clients --namesrv $NAMESRV" ;;
-    java4) echo "$HERE/java/run.sh --client 4 --suite clients --namesrv $NAMESRV" ;;
+    java5) echo "$HERE/java/run.sh --client 5 --suite clients --namesrv $NAMESRV${ONLY:+ --only $ONLY}" ;;
+    java4) echo "$HERE/java/run.sh --client 4 --suite clients --namesrv $NAMESRV${ONLY:+ --only $ONLY}" ;;
     admin5) echo "$HERE/java/run.sh --client 5 --suite admin --namesrv $NAMESRV" ;;
     admin4) echo "$HERE/java/run.sh --client 4 --suite admin --namesrv $NAMESRV" ;;
     go) echo "$HERE/go/run.sh --namesrv $NAMESRV --broker $BROKER" ;;
@@ -306,7 +317,8 @@ write_results() {
     ':!tests/compat/RESULTS.md' 2>/dev/null)" || changes=""
   if [[ -n "$changes" && "$commit" != unknown ]]; then commit="$commit+changes"; fi
   python3 "$HERE/tools/results.py" --results "$RESULTS_FILE" --target "$AGAINST" \
-    --run-dir "$WORK" --suites "$SUITES" --date "$(date -u +%Y-%m-%d)" --commit "$commit"
+    --run-dir "$WORK" --suites "$SUITES" --date "$(date -u +%Y-%m-%d)" --commit "$commit" \
+    ${ONLY:+--only "$ONLY"}
 }
 
 IFS=',' read -r -a SUITE_LIST <<<"$SUITES"

@@ -10,17 +10,23 @@
 //! first unacked message: it takes nothing from a queue its group has unacked, invisible
 //! messages of, writes no CK, and leaves the position where it was; acks move it
 //! ([`super::order`]).
+//!
+//! A filtered pop ([`PopFilter`]) hands out only the messages its filter keeps; the position
+//! moves past the ones it drops as past the ones handed out (the CK names only the kept
+//! ones), so messages nobody of the group wants never block the queue.
 
 use comet_proto::bytes::{Bytes, BytesMut};
 use comet_proto::message::{encode_record, RecordError, RecordSpec, RecordView};
 use comet_proto::names::RETRY_TOPIC_PREFIX;
 use comet_proto::properties::{names, Properties};
+use comet_proto::sql92::Selector;
 use comet_proto::ResponseCode;
 use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset, StoreError};
 
 use super::extra_info::{normal_topic, retry_flag, ExtraInfo};
 use super::order::{Deliveries, OrderKey, PopTimes};
 use super::records::{ck_record, CheckPoint};
+use crate::selected_read::{read_selected, Wanted};
 use crate::shard::ShardBroker;
 use crate::stats::Delivery;
 
@@ -44,10 +50,22 @@ pub struct PopQueue<'a> {
     pub invisible_time_ms: i64,
     /// Where a group without a position starts ([`INIT_MODE_MIN`] or the end).
     pub init_mode: i32,
-    /// Tag codes to keep; `None` keeps every message.
-    pub tag_codes: Option<&'a [i64]>,
+    /// Which messages to hand out; the others are skipped, the pop position moving past
+    /// them (Java's pop with a message filter).
+    pub filter: PopFilter<'a>,
     /// Set for an orderly pop (docs/architecture.md#pop): its attempt id, if any.
     pub order: Option<OrderPop<'a>>,
+}
+
+/// Which messages of a queue a pop hands out.
+#[derive(Clone, Copy, Debug)]
+pub enum PopFilter<'a> {
+    /// Every message.
+    All,
+    /// Messages whose consume-queue tag code is one of these.
+    TagCodes(&'a [i64]),
+    /// Messages whose properties the compiled SQL92 selector matches.
+    Sql(&'a Selector),
 }
 
 /// What an orderly pop adds.
@@ -70,6 +88,9 @@ pub struct Popped {
     pub rest: i64,
     /// An orderly pop's delivery counts (`None` for other pops and empty ones).
     pub deliveries: Option<Deliveries>,
+    /// Nothing was handed out, but the pop position moved past messages the filter does
+    /// not match: a pop that asks again right away gets further.
+    pub skipped: bool,
 }
 
 /// Why a pop of one queue failed.
@@ -147,6 +168,7 @@ pub async fn pop_queue(
             commit(broker, request, result.next_offset.as_i64());
             return Ok(Popped {
                 rest,
+                skipped: result.next_offset.as_i64() > position,
                 ..Popped::default()
             });
         }
@@ -261,6 +283,7 @@ fn hand_out(
         offsets,
         rest: handed.rest,
         deliveries,
+        skipped: false,
     })
 }
 
@@ -348,17 +371,29 @@ async fn read(
     request: &PopQueue<'_>,
     position: i64,
 ) -> Result<GetResult, StoreError> {
-    let filter = match request.tag_codes {
-        Some(codes) => MessageFilter::TagCodes(codes),
-        None => MessageFilter::All,
+    let store = broker.queue_store(request.topic, request.queue_id);
+    let offset = QueueOffset(u64::try_from(position).unwrap_or(0));
+    let max_count = request.max_messages.max(1);
+    let filter = match request.filter {
+        PopFilter::All => MessageFilter::All,
+        PopFilter::TagCodes(codes) => MessageFilter::TagCodes(codes),
+        PopFilter::Sql(selector) => {
+            let wanted = Wanted {
+                topic: request.topic,
+                queue_id: request.queue_id,
+                offset,
+                max_count,
+                max_bytes: POP_BYTES_MAX,
+            };
+            return read_selected(store, selector, wanted).await;
+        }
     };
-    broker
-        .queue_store(request.topic, request.queue_id)
+    store
         .get_messages(
             request.topic,
             request.queue_id,
-            QueueOffset(u64::try_from(position).unwrap_or(0)),
-            request.max_messages.max(1),
+            offset,
+            max_count,
             POP_BYTES_MAX,
             filter,
         )

@@ -12,6 +12,12 @@
 //! last messages are unacked and invisible, and answers Java's revive queue id 999 with the
 //! delivery counts (`orderCountInfo`); see `crate::pop::order`.
 //!
+//! A filter (`expType`, `exp`) applies to the topic's queues and to the retry topic's, as
+//! in Java: a TAG expression by tag code, a SQL92 one (docs/protocol.md#sql92-property-filters)
+//! by its selector, compiled once per shard, group, topic and text. Messages it drops are
+//! skipped: the pop position moves past them, and a round that only skipped is followed by
+//! another at once.
+//!
 //! When nothing is found and the request allows polling, the pop waits and tries again
 //! until `pollTime` has passed since it arrived: woken at once by a message arriving in a
 //! queue this shard owns, and looking again every [`RECHECK_REMOTE_MS`] when some queue
@@ -20,20 +26,22 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use comet_proto::bytes::{Bytes, BytesMut};
-use comet_proto::filter::{is_tag_type, TagSubscription};
+use comet_proto::filter::{is_tag_type, TagSubscription, EXPRESSION_TYPE_SQL92};
 use comet_proto::headers::{PopMessageRequestHeader, PopMessageResponseHeader};
+use comet_proto::sql92::Selector;
 use comet_proto::{CommandHeader, RemotingCommand, RequestCode, ResponseCode};
 use comet_rt::sync::race;
-use comet_rt::task_class::sleep;
+use comet_rt::task_class::{sleep, yield_if_needed};
 use comet_store::QueueOffset;
 
 use super::error;
 use crate::pop::extra_info::{join_info, pop_retry_topic, push_info, push_order_count_info};
-use crate::pop::take::{pop_queue, OrderPop, PopQueue};
+use crate::pop::take::{pop_queue, OrderPop, PopFilter, PopQueue};
 use crate::pop::{revive_queue, POP_MESSAGES_MAX, RETRY_FIRST_PERCENT};
 use crate::routing::on_owner;
 use crate::shard::{RequestContext, ShardBroker};
@@ -47,6 +55,9 @@ pub const ARRIVAL_LATE_MAX_MS: i64 = 500;
 pub const POLL_MAX: Duration = super::pull::SUSPEND_MAX;
 /// How often a polling pop looks again at queues of other shards, ms.
 pub const RECHECK_REMOTE_MS: u64 = 200;
+/// The remark of one queue's empty answer when its pop position moved past messages the
+/// filter drops (Java's store status name): the pop asks again at once.
+const SKIPPED_REMARK: &str = "NO_MATCHED_MESSAGE";
 /// How often a polling pop looks again when all its queues are here (their arrivals wake
 /// it sooner), ms: covers a pop that waits for this shard's recovery.
 pub const RECHECK_LOCAL_MS: u64 = 1000;
@@ -71,6 +82,8 @@ struct Joined {
     msg_offset_info: String,
     order_count_info: String,
     failure: Option<RemotingCommand>,
+    /// Some queue's pop position moved past messages its filter drops.
+    skipped: bool,
 }
 
 fn is_order(header: &PopMessageRequestHeader) -> bool {
@@ -128,6 +141,14 @@ pub async fn process(
         let now = comet_rt::clock::monotonic_now();
         if joined.count > 0 || now >= deadline {
             return answer(broker, request, &header, joined, pop_time_ms);
+        }
+        if joined.skipped {
+            // Positions moved past messages the filter drops, and more may follow: look
+            // again now rather than wait for arrivals that are already there. Each round
+            // moves forward, so this ends with the queues; a long run of skipped records
+            // must not keep the shard from its other tasks.
+            yield_if_needed().await;
+            continue;
         }
         // Counted for POLLING_INFO from its first wait until it answers.
         polling.get_or_insert_with(|| {
@@ -249,16 +270,37 @@ fn check(
     {
         return Some(refused);
     }
-    if header.exp.as_deref().is_some_and(|exp| !exp.is_empty())
-        && !is_tag_type(header.exp_type.as_deref())
-    {
-        return Some(error(
-            request,
-            ResponseCode::SUBSCRIPTION_PARSE_FAILED,
-            "pop with a SQL92 filter is not supported by this broker",
-        ));
+    if let Err(refused) = compiled_filter(request, header) {
+        return Some(refused);
     }
     None
+}
+
+/// The pop's filter as the owner of a queue applies it: `None` for a TAG expression (or
+/// none), else the expression compiled on this shard (once per group, topic and text).
+/// Java refuses an expression that does not compile, and an expression type it has no
+/// filter for, with SUBSCRIPTION_PARSE_FAILED. Unlike a pull, a pop filters by SQL92
+/// whatever `enablePropertyFilter` says, as Java's `PopMessageProcessor` does (only
+/// CHECK_CLIENT_CONFIG and pulls read that switch).
+fn compiled_filter(
+    request: &RemotingCommand,
+    header: &PopMessageRequestHeader,
+) -> Result<Option<Rc<Selector>>, RemotingCommand> {
+    let exp = header.exp.as_deref().unwrap_or("");
+    let kind = header.exp_type.as_deref();
+    if exp.is_empty() || is_tag_type(kind) {
+        return Ok(None);
+    }
+    let compiled = (kind == Some(EXPRESSION_TYPE_SQL92))
+        .then(|| crate::subscription::shard_selector(&header.consumer_group, &header.topic, exp))
+        .and_then(Result::ok);
+    compiled.map(Some).ok_or_else(|| {
+        error(
+            request,
+            ResponseCode::SUBSCRIPTION_PARSE_FAILED,
+            "parse the consumer's subscription failed",
+        )
+    })
 }
 
 /// The queues of one round, in the order they are read: `queue_id` of `topic` (every queue
@@ -334,17 +376,8 @@ async fn pop_round(
             queue_id: target.queue_id,
             max_msg_nums: remaining,
             poll_time: 0,
-            // A retry topic holds messages already filtered for the group.
-            exp: if target.retry {
-                None
-            } else {
-                header.exp.clone()
-            },
-            exp_type: if target.retry {
-                None
-            } else {
-                header.exp_type.clone()
-            },
+            // The retry topic's queues are filtered as the topic's (Java pops both with the
+            // same filter): its messages keep their tags and properties.
             ..header.clone()
         };
         let request = RemotingCommand::request(RequestCode::POP_MESSAGE, 0).with_header(&one);
@@ -368,6 +401,7 @@ fn join(joined: &mut Joined, answer: RemotingCommand) {
     };
     joined.rest += header.rest_num;
     if code != ResponseCode::SUCCESS {
+        joined.skipped |= answer.remark.as_deref() == Some(SKIPPED_REMARK);
         return;
     }
     joined.count += record_count(&answer.body);
@@ -446,12 +480,21 @@ pub async fn pop_one_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
     if header.queue_id < 0 {
         return error(request, ResponseCode::INVALID_PARAMETER, "no queue to pop");
     }
+    let selector = match compiled_filter(request, &header) {
+        Ok(selector) => selector,
+        Err(refused) => return refused,
+    };
     let subscription = TagSubscription::parse(header.exp.as_deref());
     let codes: Vec<i64> = subscription
         .codes()
         .iter()
         .map(|code| i64::from(*code))
         .collect();
+    let filter = match &selector {
+        Some(selector) => PopFilter::Sql(selector.as_ref()),
+        None if subscription.is_all() => PopFilter::All,
+        None => PopFilter::TagCodes(&codes),
+    };
     let one = PopQueue {
         group: &header.consumer_group,
         topic: &header.topic,
@@ -459,7 +502,7 @@ pub async fn pop_one_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
         max_messages: usize::try_from(header.max_msg_nums.clamp(1, POP_MESSAGES_MAX)).unwrap_or(1),
         invisible_time_ms: header.invisible_time,
         init_mode: header.init_mode,
-        tag_codes: (!subscription.is_all()).then_some(codes.as_slice()),
+        filter,
         order: is_order(&header).then_some(OrderPop {
             attempt_id: header.attempt_id.as_deref(),
         }),
@@ -504,9 +547,14 @@ pub async fn pop_one_queue(broker: &ShardBroker, request: &RemotingCommand) -> R
         order_count_info,
     };
     if popped.records.is_empty() {
+        let remark = if popped.skipped {
+            SKIPPED_REMARK
+        } else {
+            "NO_MESSAGE_IN_QUEUE"
+        };
         return RemotingCommand::response_to(request, ResponseCode::POLLING_TIMEOUT)
             .with_header(&response_header)
-            .with_remark("NO_MESSAGE_IN_QUEUE");
+            .with_remark(remark);
     }
     RemotingCommand::response_to(request, ResponseCode::SUCCESS)
         .with_header(&response_header)

@@ -8,7 +8,8 @@
 //!
 //! Filters: a TAG subscription filters on the consume queue's tag codes and reads only the
 //! records it keeps; a SQL92 one (docs/protocol.md#sql92-property-filters) reads the
-//! candidate records and keeps those whose properties its compiled selector matches.
+//! candidate records and keeps those whose properties its compiled selector matches
+//! (`crate::selected_read`).
 
 use std::rc::Rc;
 use std::time::Duration;
@@ -17,12 +18,12 @@ use comet_proto::bytes::{Bytes, BytesMut};
 use comet_proto::filter::TagSubscription;
 use comet_proto::flags::pull as pull_sys_flag;
 use comet_proto::headers::{PullMessageRequestHeader, PullMessageResponseHeader};
-use comet_proto::message::RecordView;
 use comet_proto::sql92::Selector;
 use comet_proto::{CommandHeader, RemotingCommand, ResponseCode};
 use comet_rt::task_class::timeout;
 use comet_store::{GetResult, GetStatus, MessageFilter, QueueOffset, StoreError};
 
+use crate::selected_read::{read_selected, Wanted};
 use crate::shard::ShardBroker;
 use crate::stats::Delivery;
 use crate::topic::perm;
@@ -35,9 +36,6 @@ pub const PULL_BYTES_DEFAULT: usize = 256 * 1024;
 pub const PULL_BYTES_MAX: usize = 4 * 1024 * 1024;
 /// Largest message count a client may ask for.
 pub const PULL_MESSAGES_MAX: usize = 1024;
-/// Most store reads one SQL92 pull makes while none of the records read matches; past it
-/// the pull answers NO_MATCHED_MESSAGE with the offset reached and the client asks again.
-pub const SQL_READ_ROUNDS_MAX: usize = 16;
 
 /// What a pull filters by.
 enum PullFilter {
@@ -380,7 +378,15 @@ async fn read(
     let subscription = match filter {
         PullFilter::Tag(subscription) => subscription,
         PullFilter::Sql(selector) => {
-            return read_selected(broker, header, selector, offset, (max_count, max_bytes)).await
+            let wanted = Wanted {
+                topic: &header.topic,
+                queue_id: header.queue_id,
+                offset,
+                max_count,
+                max_bytes,
+            };
+            let store = broker.queue_store(&header.topic, header.queue_id);
+            return read_selected(store, selector, wanted).await;
         }
     };
     let codes: Vec<i64> = subscription
@@ -404,103 +410,6 @@ async fn read(
             filter,
         )
         .await
-}
-
-/// A SQL92 pull: reads records from `offset` and keeps those `selector` matches, reading on
-/// (at most [`SQL_READ_ROUNDS_MAX`] store reads) until `max_count` records or `max_bytes`
-/// are kept or the queue ends, as Java's store counts only matching messages against a
-/// pull's size. Each read asks for what is still wanted, so nothing read is dropped.
-async fn read_selected(
-    broker: &ShardBroker,
-    header: &PullMessageRequestHeader,
-    selector: &Selector,
-    mut offset: QueueOffset,
-    (max_count, max_bytes): (usize, usize),
-) -> Result<GetResult, StoreError> {
-    let store = broker.queue_store(&header.topic, header.queue_id);
-    let mut kept: Option<GetResult> = None;
-    let mut kept_bytes = 0usize;
-    for _ in 0..SQL_READ_ROUNDS_MAX {
-        let kept_count = kept.as_ref().map_or(0, |kept| kept.records.len());
-        if kept_count >= max_count || kept_bytes >= max_bytes {
-            break;
-        }
-        let mut result = store
-            .get_messages(
-                &header.topic,
-                header.queue_id,
-                offset,
-                max_count - kept_count,
-                max_bytes - kept_bytes,
-                MessageFilter::All,
-            )
-            .await?;
-        if !matches!(
-            result.status,
-            GetStatus::Found | GetStatus::NoMatchedMessage
-        ) {
-            // The end of the queue (or an offset problem): answer it, unless earlier reads
-            // already moved past records.
-            match kept {
-                None => return Ok(result),
-                Some(_) => break,
-            }
-        }
-        result.records.retain(|record| selected(selector, record));
-        // A read always returns at least one record, even one beyond the byte budget; a
-        // kept record never pushes the pull past it.
-        let mut fits = 0;
-        for record in &result.records {
-            if kept_count + fits > 0 && kept_bytes + record.len() > max_bytes {
-                break;
-            }
-            kept_bytes += record.len();
-            fits += 1;
-        }
-        let full = fits < result.records.len();
-        if full {
-            // What does not fit is read again by the next pull, from the first left out.
-            let first_left = RecordView::parse(&result.records[fits])
-                .map(|view| QueueOffset(u64::try_from(view.queue_offset()).unwrap_or(0)));
-            if let Ok(first_left) = first_left {
-                result.records.truncate(fits);
-                result.next_offset = first_left;
-            }
-        }
-        offset = result.next_offset;
-        kept = Some(match kept {
-            None => result,
-            Some(mut earlier) => {
-                earlier.records.append(&mut result.records);
-                earlier.next_offset = result.next_offset;
-                earlier.min_offset = result.min_offset;
-                earlier.max_offset = result.max_offset;
-                earlier
-            }
-        });
-        if full {
-            break;
-        }
-    }
-    let mut kept = kept.expect("the first read round always runs");
-    kept.status = if kept.records.is_empty() {
-        GetStatus::NoMatchedMessage
-    } else {
-        GetStatus::Found
-    };
-    Ok(kept)
-}
-
-/// Whether the stored record's properties satisfy `selector`; a record that does not parse
-/// is not delivered through a selector.
-fn selected(selector: &Selector, record: &Bytes) -> bool {
-    match RecordView::parse(record) {
-        Ok(view) => selector.matches(|name| view.property(name)),
-        Err(e) => {
-            log::warn!("record skipped by a SQL92 pull: {e}");
-            false
-        }
-    }
 }
 
 fn would_be_not_found(header: &PullMessageRequestHeader, result: &GetResult) -> bool {

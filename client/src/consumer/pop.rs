@@ -38,6 +38,11 @@ impl PopConsumer {
         self.consumer.subscribe(topic, expression)
     }
 
+    /// Subscribes `topic` with a SQL92 selector ([`AsyncPopConsumer::subscribe_sql`]).
+    pub fn subscribe_sql(&self, topic: &str, selector: &str) -> Result<()> {
+        self.consumer.subscribe_sql(topic, selector)
+    }
+
     /// Drops the subscription of `topic`.
     pub fn unsubscribe(&self, topic: &str) {
         self.consumer.unsubscribe(topic);

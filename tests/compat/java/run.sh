@@ -75,8 +75,9 @@ if [[ -n "$TLS_CA" ]]; then
   EXTRA+=(-Dtls.enable=true -Dtls.test.mode.enable=false -Dtls.client.authServer=true
     -Dtls.client.trustCertPath="$TLS_CA")
 fi
-# The admin suite also runs comet-admin, the release build of this workspace.
-EXTRA+=(-Dcomet.admin="$HERE/../../../target/release/comet-admin")
+# The admin suite and the compression scenarios also run comet-admin, the release build of
+# this workspace (COMET_ADMIN_BIN names a build elsewhere).
+EXTRA+=(-Dcomet.admin="${COMET_ADMIN_BIN:-$HERE/../../../target/release/comet-admin}")
 # Each scenario is bounded (150 s) inside; the whole run is bounded here at 15 min (it needs
 # one to three), the last line of defence against a hang.
 timeout -k 10 900 java -Xms128m -Xmx512m "${EXTRA[@]}" \

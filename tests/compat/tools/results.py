@@ -5,7 +5,7 @@ run.sh calls it at the end of every run that started its own broker (`--against 
 `--against apache`):
 
   results.py --results RESULTS.md --target comet|apache --run-dir DIR --suites java5,go,...
-             --date YYYY-MM-DD --commit SHA
+             --date YYYY-MM-DD --commit SHA [--only step,...]
 
 Each suite's stdout is DIR/<suite>.log and its exit status DIR/<suite>.rc. Every suite prints
 one `PASS <step> ...` or `FAIL <step>[:] ...` line per step (scenario or check); each becomes
@@ -15,8 +15,9 @@ reported as a failure of the whole suite with its exit status.
 The file keeps one row per (suite, step) with a result against Comet and one against Apache
 RocketMQ, each with the date and commit of the run that produced it: a run replaces its
 target's results for the suites it ran and keeps everything else, so a run of a few suites,
-or of the reverse suite against Apache, does not erase the rest. Nothing here may fail a
-run: run.sh reports an error from this script as a warning.
+or of the reverse suite against Apache, does not erase the rest. With --only (a run of some
+steps of the suites) only those steps' results are replaced. Nothing here may fail a run:
+run.sh reports an error from this script as a warning.
 """
 import argparse
 import os
@@ -103,12 +104,13 @@ def suite_results(run_dir, suite):
     return results
 
 
-def merge(rows, target, suites, run_dir, date, commit):
-    """Replaces `target`'s results of `suites` in `rows` with this run's."""
+def merge(rows, target, suites, run_dir, date, commit, only=None):
+    """Replaces `target`'s results of `suites` in `rows` with this run's; with `only`, just
+    the results of those steps."""
     result_column = "Comet" if target == "comet" else "Apache RocketMQ"
     run_column = result_column.split(" ")[0] + " run"
     for key in list(rows):
-        if key[0] in suites:
+        if key[0] in suites and (only is None or key[1] in only):
             rows[key][result_column] = ""
             rows[key][run_column] = ""
             if not any(rows[key][c] for c in COLUMNS[2:]):
@@ -141,10 +143,12 @@ def main():
     parser.add_argument("--suites", required=True, help="comma-separated suite ids run")
     parser.add_argument("--date", required=True)
     parser.add_argument("--commit", required=True)
+    parser.add_argument("--only", help="comma-separated steps: replace only their results")
     args = parser.parse_args()
     suites = [s for s in args.suites.split(",") if s]
+    only = {s for s in args.only.split(",") if s} if args.only else None
     rows = merge(read_rows(args.results), args.target, suites, args.run_dir, args.date,
-                 args.commit)
+                 args.commit, only)
     temporary = args.results + ".tmp"
     with open(temporary, "w", encoding="utf-8") as handle:
         handle.write(render(rows))

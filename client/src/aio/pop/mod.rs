@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use comet_proto::filter::{TagSubscription, EXPRESSION_TYPE_TAG};
+use comet_proto::filter::{TagSubscription, EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG};
 use comet_proto::headers::{
     AckMessageRequestHeader, ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader,
     NotificationRequestHeader, NotificationResponseHeader, PopMessageRequestHeader,
@@ -38,6 +38,7 @@ use comet_proto::headers::{
 };
 use comet_proto::message::{decode_records_with, DecodeOptions, MessageExt};
 use comet_proto::properties::names as property;
+use comet_proto::sql92::Selector;
 use comet_proto::{CommandHeader, RequestCode, ResponseCode};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -172,11 +173,44 @@ pub struct AsyncPopConsumer {
     inner: Arc<Inner>,
 }
 
+/// What a topic is subscribed with.
+#[derive(Clone, Debug)]
+enum Filter {
+    /// A TAG expression: the broker filters by tag hash, the consumer by tag.
+    Tag(TagSubscription),
+    /// A SQL92 selector: the broker evaluates it and hands out only what matches.
+    Sql(String),
+}
+
+impl Filter {
+    fn expression_type(&self) -> &'static str {
+        match self {
+            Filter::Tag(_) => EXPRESSION_TYPE_TAG,
+            Filter::Sql(_) => EXPRESSION_TYPE_SQL92,
+        }
+    }
+
+    fn expression(&self) -> &str {
+        match self {
+            Filter::Tag(subscription) => subscription.expression(),
+            Filter::Sql(selector) => selector,
+        }
+    }
+
+    /// Whether a message the broker handed out is one the subscription wants.
+    fn keeps(&self, message: &MessageExt) -> bool {
+        match self {
+            Filter::Tag(subscription) => subscription.matches_tags(message.tags()),
+            Filter::Sql(_) => true,
+        }
+    }
+}
+
 /// One broker of one subscribed topic.
 #[derive(Clone, Debug)]
 struct Target {
     topic: String,
-    subscription: TagSubscription,
+    subscription: Filter,
     broker_name: String,
 }
 
@@ -184,7 +218,7 @@ struct Inner {
     config: PopConsumerConfig,
     transport: AsyncTransport,
     routes: AsyncRoutes,
-    subscriptions: Mutex<BTreeMap<String, TagSubscription>>,
+    subscriptions: Mutex<BTreeMap<String, Filter>>,
     in_flight: InFlight,
     /// Turns the brokers: each receive starts at the next one.
     turn: AtomicUsize,
@@ -252,7 +286,23 @@ impl AsyncPopConsumer {
                 "tag expression {expression:?} names no tag"
             )));
         }
-        lock(&self.inner.subscriptions).insert(topic.to_owned(), subscription);
+        lock(&self.inner.subscriptions).insert(topic.to_owned(), Filter::Tag(subscription));
+        Ok(())
+    }
+
+    /// Subscribes `topic` with a SQL92 selector over the messages' properties (Java's
+    /// `MessageSelector.bySql`, docs/protocol.md#sql92-property-filters), replacing an
+    /// earlier subscription of it; the broker hands out only the messages it matches. A
+    /// selector that does not compile is refused here with the broker's reason. Takes effect
+    /// at the next receive.
+    pub fn subscribe_sql(&self, topic: &str, selector: &str) -> Result<()> {
+        validate::check_topic(topic)?;
+        if let Err(error) = Selector::compile(selector) {
+            return Err(ClientError::Invalid(format!(
+                "SQL92 selector {selector:?} does not compile: {error}"
+            )));
+        }
+        lock(&self.inner.subscriptions).insert(topic.to_owned(), Filter::Sql(selector.to_owned()));
         Ok(())
     }
 
@@ -466,7 +516,7 @@ impl Inner {
 
     /// Every readable broker of every subscribed topic, in a fixed order.
     async fn targets(&self) -> Result<Vec<Target>> {
-        let subscriptions: Vec<(String, TagSubscription)> = lock(&self.subscriptions)
+        let subscriptions: Vec<(String, Filter)> = lock(&self.subscriptions)
             .iter()
             .map(|(topic, subscription)| (topic.clone(), subscription.clone()))
             .collect();
@@ -512,7 +562,7 @@ impl Inner {
             poll_time: millis(poll),
             born_time: now_ms(),
             init_mode: self.config.init_mode.wire(),
-            exp_type: Some(EXPRESSION_TYPE_TAG.to_owned()),
+            exp_type: Some(target.subscription.expression_type().to_owned()),
             exp: Some(target.subscription.expression().to_owned()),
             order: Some(self.config.orderly),
             attempt_id: ask.attempt_id.clone(),
@@ -555,9 +605,9 @@ impl Inner {
                     continue;
                 }
             };
-            // The broker filters by tag hash; a colliding tag is acked and dropped, as
+            // The broker filters tags by hash; a colliding tag is acked and dropped, as
             // the 5.x proxy does with a message that does not match.
-            if target.subscription.matches_tags(one.message.tags()) {
+            if target.subscription.keeps(&one.message) {
                 popped.push(one);
             } else {
                 unwanted.push(one);

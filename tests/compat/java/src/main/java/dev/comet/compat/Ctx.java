@@ -11,6 +11,8 @@ import java.util.UUID;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -119,6 +121,21 @@ final class Ctx implements AutoCloseable {
     p.setNamesrvAddr(shared.namesrv);
     p.setInstanceName(name("prod") + "_" + serial++);
     p.setSendMsgTimeout(10_000);
+    p.start();
+    closers.push(p::shutdown);
+    return p;
+  }
+
+  /**
+   * A started transactional producer of its own group whose half messages {@code listener}
+   * decides, and which the broker asks back about the undecided ones.
+   */
+  TransactionMQProducer transactionProducer(TransactionListener listener) throws Exception {
+    TransactionMQProducer p = new TransactionMQProducer(name("tpg") + "_" + serial++);
+    p.setNamesrvAddr(shared.namesrv);
+    p.setInstanceName(name("tprod") + "_" + serial++);
+    p.setSendMsgTimeout(10_000);
+    p.setTransactionListener(listener);
     p.start();
     closers.push(p::shutdown);
     return p;

@@ -20,10 +20,14 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.MessageQueueSelector;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
@@ -42,6 +46,10 @@ final class Scenarios {
   private static final int LARGE_BODY_BYTES = 8 * 1024;
   private static final long ARRIVAL_TIMEOUT_MS = 60_000;
   private static final long SETTLE_TIMEOUT_MS = 60_000;
+  /** Longest wait for a broker to check back every undecided transaction. */
+  private static final long TRANSACTION_CHECK_TIMEOUT_MS = 100_000;
+  /** How long the transaction scenario watches for rolled-back arrivals at its end. */
+  private static final long ROLLED_BACK_WATCH_MS = 3_000;
   /** Puts each order id on one queue, as applications do with a business key. */
   private static final MessageQueueSelector BY_ORDER_ID =
       (mqs, msg, arg) -> mqs.get((Integer) arg % mqs.size());
@@ -63,6 +71,7 @@ final class Scenarios {
     s.put("lite_pull_assign", Scenarios::litePullAssign);
     s.put("push_sql92_selector", Scenarios::pushSql92Selector);
     s.put("sql92_bad_selector_refused", Scenarios::sql92BadSelectorRefused);
+    s.put("transaction_check_back", Scenarios::transactionCheckBack);
     if (Ctx.client5()) {
       addClient5Only(s);
     }
@@ -75,7 +84,7 @@ final class Scenarios {
    */
   private static void addClient5Only(Map<String, Main.Scenario> s) {
     try {
-      for (String name : new String[] {"ServerAssignment", "TimerRecall"}) {
+      for (String name : new String[] {"ServerAssignment", "TimerRecall", "Compression"}) {
         Class.forName("dev.comet.compat." + name)
             .getDeclaredMethod("register", Map.class)
             .invoke(null, s);
@@ -182,6 +191,94 @@ final class Scenarios {
       }
     }
     return cases.length + " selectors refused";
+  }
+
+  /** What the transaction scenario's message {@code idx} asks of the transaction. */
+  private enum Fate {
+    COMMIT, ROLLBACK, CHECK_COMMIT, CHECK_ROLLBACK;
+
+    static Fate of(int idx) {
+      return values()[idx % values().length];
+    }
+  }
+
+  /**
+   * TransactionMQProducer, one message per transaction: committed at once, rolled back at
+   * once, and left UNKNOW then committed or rolled back when the broker checks back. A push
+   * consumer gets exactly the committed ones, intact, once each; the broker asks the checker
+   * about every undecided one and about nothing else; after the checks nothing rolled back
+   * arrives.
+   */
+  private static String transactionCheckBack(Ctx ctx) throws Exception {
+    String topic = ctx.createTopic(ctx.name("t"));
+    Collector got = new Collector();
+    DefaultMQPushConsumer c = ctx.pushConsumer(ctx.name("cg"));
+    c.subscribe(topic, "*");
+    c.registerMessageListener(got.concurrently());
+    c.start();
+    Map<String, Integer> checked = new ConcurrentHashMap<>();
+    TransactionListener listener = new TransactionListener() {
+      @Override
+      public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+        return switch (Fate.of(Integer.parseInt(msg.getUserProperty("idx")))) {
+          case COMMIT -> LocalTransactionState.COMMIT_MESSAGE;
+          case ROLLBACK -> LocalTransactionState.ROLLBACK_MESSAGE;
+          case CHECK_COMMIT, CHECK_ROLLBACK -> LocalTransactionState.UNKNOW;
+        };
+      }
+
+      @Override
+      public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+        checked.merge(String.valueOf(msg.getUserProperty("cid")), 1, Integer::sum);
+        return switch (Fate.of(Integer.parseInt(msg.getUserProperty("idx")))) {
+          case COMMIT, CHECK_COMMIT -> LocalTransactionState.COMMIT_MESSAGE;
+          case ROLLBACK, CHECK_ROLLBACK -> LocalTransactionState.ROLLBACK_MESSAGE;
+        };
+      }
+    };
+    TransactionMQProducer p = ctx.transactionProducer(listener);
+    List<Check.Sent> sent = plain(ctx, topic, 16, TAGS_AB);
+    List<Check.Sent> committed = new ArrayList<>();
+    Set<String> undecided = new HashSet<>();
+    for (Check.Sent s : sent) {
+      Fate fate = Fate.of(Integer.parseInt(s.props().get("idx")));
+      TransactionSendResult r = p.sendMessageInTransaction(s.toMessage(), null);
+      // The client copies no offsetMsgId into a transactional send result (Java's
+      // DefaultMQProducerImpl), so checkSendOk does not apply; it does carry the local
+      // transaction's state.
+      Check.that(r != null && r.getSendStatus() == SendStatus.SEND_OK,
+          "send of " + s.cid() + " returned " + r);
+      Check.that(r.getMsgId() != null && r.getQueueOffset() >= 0,
+          "send result lacks id/offset: " + r);
+      LocalTransactionState expected = switch (fate) {
+        case COMMIT -> LocalTransactionState.COMMIT_MESSAGE;
+        case ROLLBACK -> LocalTransactionState.ROLLBACK_MESSAGE;
+        case CHECK_COMMIT, CHECK_ROLLBACK -> LocalTransactionState.UNKNOW;
+      };
+      Check.that(r.getLocalTransactionState() == expected,
+          s.cid() + ": local transaction state " + r.getLocalTransactionState() + ", not "
+          + expected);
+      if (fate == Fate.COMMIT || fate == Fate.CHECK_COMMIT) {
+        committed.add(s);
+      }
+      if (fate == Fate.CHECK_COMMIT || fate == Fate.CHECK_ROLLBACK) {
+        undecided.add(s.cid());
+      }
+    }
+    // The broker checks a half message once it is older than its transaction timeout, at its
+    // check interval (Apache RocketMQ: 6 s and 30 s by default).
+    Check.waitFor("the checks of " + undecided.size() + " undecided transactions",
+        TRANSACTION_CHECK_TIMEOUT_MS, () -> checked.keySet().containsAll(undecided),
+        () -> "checked " + checked.keySet());
+    Check.waitFor(committed.size() + " committed messages", ARRIVAL_TIMEOUT_MS,
+        () -> got.distinctCount() >= committed.size());
+    Set<String> askedBeyond = new HashSet<>(checked.keySet());
+    askedBeyond.removeAll(undecided);
+    Check.that(askedBeyond.isEmpty(), "the broker checked decided transactions " + askedBeyond);
+    // A rolled-back message would come with the committed ones; give it a moment to show.
+    Thread.sleep(ROLLED_BACK_WATCH_MS);
+    return Check.verify(committed, got.arrivals(), false) + " of " + sent.size()
+        + " transactions, " + undecided.size() + " decided by check-back";
   }
 
   private static String producerSync(Ctx ctx) throws Exception {
