@@ -235,33 +235,11 @@ pub(crate) fn consumer_data(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use bytes::Bytes;
-    use comet_proto::properties::Properties;
 
     fn tagged(offset: i64, tags: &str) -> MessageExt {
-        let host = "127.0.0.1:10911".parse().unwrap();
-        let mut properties = Properties::new();
-        properties.insert(names::TAGS, tags);
-        MessageExt {
-            topic: "T".into(),
-            queue_id: 0,
-            flag: 0,
-            queue_offset: offset,
-            commit_log_offset: offset * 100,
-            sysflag: 0,
-            born_timestamp: 0,
-            born_host: host,
-            store_timestamp: 0,
-            store_host: host,
-            reconsume_times: 0,
-            prepared_transaction_offset: 0,
-            body_crc: 0,
-            store_size: 100,
-            body: Bytes::from_static(b"abcd"),
-            body_compression: None,
-            properties,
-            msg_id: String::new(),
-        }
+        let mut message = crate::consumer::process_queue::tests::message(offset);
+        message.properties.insert(names::TAGS, tags);
+        message
     }
 
     fn header() -> PullResponseHeader {

@@ -194,12 +194,14 @@ fn commit_offset(inner: &Inner) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use bytes::Bytes;
     use comet_proto::properties::Properties;
 
-    fn message(offset: i64) -> MessageExt {
+    /// A stored message of topic `T`, queue 0, at `offset`, without properties (the
+    /// consumers' unit tests build on it).
+    pub(crate) fn message(offset: i64) -> MessageExt {
         let host = "127.0.0.1:10911".parse().unwrap();
         MessageExt {
             topic: "T".into(),
