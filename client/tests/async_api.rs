@@ -21,7 +21,7 @@ use comet_client::{
     TransactionProducerConfig,
 };
 use futures::StreamExt;
-use live::{consumer_config, unique, Live};
+use live::{consumer_config, runtime, unique, Live};
 
 /// Longest any awaited step of these tests may take before the test fails.
 const STEP_LIMIT: Duration = Duration::from_secs(60);
@@ -37,19 +37,8 @@ const QUICK_CHECKS: [&str; 4] = [
     "transactionTimeOut=1000",
 ];
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(STEP_LIMIT, future).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what} took more than {STEP_LIMIT:?}"),
-    }
+    live::within(what, STEP_LIMIT, future).await
 }
 
 /// Polls `check` every [`POLL_INTERVAL`] until it holds; fails after [`STEP_LIMIT`].

@@ -47,10 +47,7 @@ fn producer(live: &Live) -> AsyncProducer {
 }
 
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(STEP_LIMIT, future).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what} took more than {STEP_LIMIT:?}"),
-    }
+    live::within(what, STEP_LIMIT, future).await
 }
 
 /// Polls each future once, outside tokio's cooperative budget (which would make later ones

@@ -5,7 +5,6 @@
 mod live;
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,27 +16,12 @@ use comet_client::{
 use comet_proto::body::{CMResult, ConsumeMessageDirectlyResult, JsonBody};
 use comet_proto::headers::ConsumeMessageDirectlyResultRequestHeader;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
-use live::{consumer_config, unique, Live};
+use live::{consumer_config, runtime, unique, within, Live};
 
 /// Longest any awaited step of these tests may take before the test fails.
 const STEP_LIMIT: Duration = Duration::from_secs(60);
 /// How often [`until`] looks again.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
-async fn within<T>(what: &str, limit: Duration, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(limit, future).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what} took more than {limit:?}"),
-    }
-}
 
 /// Polls `check` every [`POLL_INTERVAL`] until it holds; fails after `limit` naming `what`.
 async fn until(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {

@@ -15,24 +15,13 @@ use comet_client::{
     ConsumeConcurrentlyStatus, Message, ProducerConfig,
 };
 use comet_test_support::tls::TestCertificates;
-use live::{consumer_config, unique, Live};
+use live::{consumer_config, runtime, unique, Live};
 
 /// Longest any awaited step of these tests may take before the test fails.
 const STEP_LIMIT: Duration = Duration::from_secs(60);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(STEP_LIMIT, future).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what} took more than {STEP_LIMIT:?}"),
-    }
+    live::within(what, STEP_LIMIT, future).await
 }
 
 fn enforcing_broker(name: &str, certificates: &TestCertificates) -> Live {

@@ -24,7 +24,7 @@ use comet_test_support::{
     broker_binary, free_port, wait_for_port, wait_until, ChildGuard, TempDir,
     TEST_COMMIT_LOG_FILE_BYTES,
 };
-use live::{unique, Live};
+use live::{runtime, unique, Live};
 
 /// Longest any awaited step of these tests may take before the test fails.
 const STEP_LIMIT: Duration = Duration::from_secs(60);
@@ -36,19 +36,8 @@ const REVIVE_SLACK: Duration = Duration::from_secs(20);
 /// Invisible time long enough that nothing comes back within a test.
 const LONG_INVISIBLE: Duration = Duration::from_secs(300);
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(STEP_LIMIT, future).await {
-        Ok(value) => value,
-        Err(_) => panic!("{what} took more than {STEP_LIMIT:?}"),
-    }
+    live::within(what, STEP_LIMIT, future).await
 }
 
 /// How often [`until`] looks again.

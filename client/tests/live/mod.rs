@@ -143,3 +143,24 @@ pub fn distinct_bodies(seen: &Seen) -> BTreeSet<String> {
         .map(|(_, body)| body.clone())
         .collect()
 }
+
+/// The runtime of the async API's tests: two workers, every driver.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Awaits `future`; the test fails naming `what` if it takes more than `limit`.
+pub async fn within<T>(
+    what: &str,
+    limit: Duration,
+    future: impl std::future::Future<Output = T>,
+) -> T {
+    match tokio::time::timeout(limit, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("{what} took more than {limit:?}"),
+    }
+}
