@@ -12,14 +12,11 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, ResponseCode};
 use comet_test_support::{free_port, poll_until, wait_for_port, LOOPBACK};
 use common::{metric_values, metrics_options, Broker, Client, TempDir};
-use sched_common::transaction::{
-    end_transaction, end_transaction_request, Half, Producer, COMMIT, PREPARED,
-};
-use sched_common::{collect, drain, send_with};
+use sched_common::transaction::{end_transaction, end_transaction_request, Half, Producer, COMMIT};
+use sched_common::{collect, drain};
 
 const GROUP: &str = "tx_bound_pg";
 const CORES: usize = 2;
@@ -49,18 +46,7 @@ const PASSES: &str = "comet_transaction_check_passes_total";
 const RESOLVED: &str = "comet_transaction_resolved_halves";
 
 fn send_half(client: &mut Client, topic: &str, body: &str) -> Half {
-    let mut properties = Properties::new();
-    properties.insert(names::TRAN_MSG, "true");
-    properties.insert(names::PGROUP, GROUP);
-    let response = client.call_ok(send_with(
-        topic,
-        0,
-        body.as_bytes(),
-        &properties,
-        PREPARED,
-        GROUP,
-    ));
-    Half::from_send(&response)
+    sched_common::transaction::send_half(client, topic, GROUP, body)
 }
 
 /// Sends and commits `count` transactions on one connection; their halves.

@@ -9,31 +9,18 @@ use std::time::Duration;
 use comet_store::offset::POSITION_BITS;
 
 use comet_proto::message::decode_records;
-use comet_proto::properties::{names, Properties};
+use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, ResponseCode};
 use common::{Broker, Client, TempDir};
-use sched_common::transaction::{
-    end_transaction, end_transaction_request, Half, Producer, COMMIT, PREPARED,
-};
-use sched_common::{collect, drain, send_with};
+use sched_common::transaction::{end_transaction, end_transaction_request, Half, Producer, COMMIT};
+use sched_common::{collect, drain};
 
 const GROUP: &str = "tx_pg";
 const ROLLBACK: i32 = 12;
 const UNKNOWN: i32 = 0;
 
 fn send_half(client: &mut Client, topic: &str, body: &str) -> Half {
-    let mut properties = Properties::new();
-    properties.insert(names::TRAN_MSG, "true");
-    properties.insert(names::PGROUP, GROUP);
-    let response = client.call_ok(send_with(
-        topic,
-        0,
-        body.as_bytes(),
-        &properties,
-        PREPARED,
-        GROUP,
-    ));
-    Half::from_send(&response)
+    sched_common::transaction::send_half(client, topic, GROUP, body)
 }
 
 fn end(client: &mut Client, topic: &str, half: &Half, decision: i32, from_check: bool) {

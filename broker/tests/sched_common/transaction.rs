@@ -12,6 +12,7 @@ use comet_proto::headers::{
     CheckTransactionStateRequestHeader, EndTransactionRequestHeader, SendMessageResponseHeader,
 };
 use comet_proto::message_id::decode_offset_msg_id;
+use comet_proto::properties::{names, Properties};
 use comet_proto::{CommandHeader, Decoded, RemotingCommand, RequestCode, ResponseCode};
 
 use crate::common::Client;
@@ -20,6 +21,23 @@ use crate::common::Client;
 pub const PREPARED: i32 = 0x4;
 /// END_TRANSACTION's commit decision.
 pub const COMMIT: i32 = 8;
+
+/// Sends `body` to queue 0 of `topic` as a half message of producer group `group` (what a
+/// transactional producer sends first) and returns it as the producer knows it.
+pub fn send_half(client: &mut Client, topic: &str, group: &str, body: &str) -> Half {
+    let mut properties = Properties::new();
+    properties.insert(names::TRAN_MSG, "true");
+    properties.insert(names::PGROUP, group);
+    let response = client.call_ok(crate::sched_common::send_with(
+        topic,
+        0,
+        body.as_bytes(),
+        &properties,
+        PREPARED,
+        group,
+    ));
+    Half::from_send(&response)
+}
 
 /// A half message as its producer knows it after the send (or from a check-back).
 pub struct Half {
