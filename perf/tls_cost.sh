@@ -3,7 +3,8 @@
 # --standalone (fresh store, free loopback ports) plain, then with tls.server.mode=enforcing
 # (a certificate made here with openssl, removed afterwards) and comet-bench --tls,
 # alternating, RUNS times each; each run warms up for WARM_S seconds, then measures DURATION_S.
-# Prints each run's msgs/s and p99 send latency, then the medians.
+# Prints each run's msgs/s, p99 send latency and CPU per message (broker and bench), then
+# the medians.
 #
 # Usage: perf/tls_cost.sh
 # Environment: RUNS=3, WARM_S=3, DURATION_S=10, CORES=2, BROKER=<path>, BENCH=<path>
@@ -57,7 +58,7 @@ run_one() { # mode run
   "$BENCH" --namesrv "127.0.0.1:$ns_port" --quiet "${tls_args[@]}" produce --size 1024 \
     --threads 64 --duration "$WARM_S" >"$WORK/warm.txt" 2>&1 || { cat "$WORK/warm.txt" >&2; exit 1; }
   "$BENCH" --namesrv "127.0.0.1:$ns_port" --quiet "${tls_args[@]}" --json "$WORK/run.json" \
-    produce --size 1024 --threads 64 --duration "$DURATION_S" >"$WORK/run.txt" 2>&1 \
+    --watch-pid "$BROKER_PID" produce --size 1024 --threads 64 --duration "$DURATION_S" >"$WORK/run.txt" 2>&1 \
     || { cat "$WORK/run.txt" >&2; exit 1; }
   kill "$BROKER_PID" 2>/dev/null || { echo "the broker died during the run:" >&2; tail -30 "$WORK/broker.log" >&2; exit 1; }
   wait "$BROKER_PID" 2>/dev/null || true
@@ -74,7 +75,15 @@ def find(node, key):
     return None
 rate = find(report, "throughput_msgs_per_s")
 p99 = find(report, "latency_us_p99")
-print(f"{sys.argv[2]} {sys.argv[3]} msgs_per_s={rate} p99_us={p99}")
+cpu = report.get("cpu", {})
+# CPU per message: the broker's (the watched process) and the bench's own, from the bench's
+# start to its end (connecting included), over the messages the run sent.
+messages = find(report, "messages_total")
+broker_s = (cpu.get("watched") or [{}])[0].get("cpu_s")
+bench_s = cpu.get("bench_cpu_s")
+per_msg = lambda s: f"{s / messages * 1e6:.1f}" if s is not None and messages else "?"
+print(f"{sys.argv[2]} {sys.argv[3]} msgs_per_s={rate} p99_us={p99} "
+      f"broker_cpu_us_per_msg={per_msg(broker_s)} bench_cpu_us_per_msg={per_msg(bench_s)}")
 PY
 }
 
@@ -89,4 +98,10 @@ for mode in ("plain", "tls"):
     rates = [float(r[2].split("=")[1]) for r in rows if r[0] == mode]
     print(f"{mode}: median {statistics.median(rates):,.0f} msgs/s, runs "
           + ", ".join(f"{rate:,.0f}" for rate in rates))
+    for field in ("broker_cpu_us_per_msg", "bench_cpu_us_per_msg"):
+        values = [float(v) for r in rows if r[0] == mode
+                  for k, v in [c.split("=") for c in r[2:]] if k == field and v != "?"]
+        if values:
+            print(f"{mode}: {field} median {statistics.median(values):.1f}, runs "
+                  + ", ".join(f"{v:.1f}" for v in values))
 PY

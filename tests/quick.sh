@@ -6,12 +6,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-echo "== quick tier: cargo fmt --check"
+echo "== [$(date -u +%T)] quick tier: cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== quick tier: clippy (warnings are errors)"
+echo "== [$(date -u +%T)] quick tier: clippy (warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
 
-echo "== quick tier: workspace tests (with the tidy rules)"
+echo "== [$(date -u +%T)] quick tier: workspace tests (with the tidy rules)"
 cargo test --workspace
-echo "== quick tier passed"
+echo "== [$(date -u +%T)] quick tier passed"

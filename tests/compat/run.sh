@@ -42,6 +42,8 @@
 # scenario or suite failed, 2 on bad arguments. A run with --against also writes each step's
 # result into tests/compat/RESULTS.md (COMPAT_RESULTS_FILE to write elsewhere; see
 # tools/results.py); a failure to write it is a warning, never a failed run.
+# COMPAT_FAILED_SUITES_FILE names a file that receives the ids of the suites that failed, comma
+# separated (empty when none did), so a caller can run those again with --suites.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -327,6 +329,7 @@ for s in "${SUITE_LIST[@]}"; do suite_cmd "$s" >/dev/null || die "unknown suite 
 total_pass=0
 total_fail=0
 rows=()
+failed_suites=()
 for s in "${SUITE_LIST[@]}"; do
   log="$WORK/$s.log"
   echo "== $(suite_title "$s")"
@@ -343,6 +346,7 @@ for s in "${SUITE_LIST[@]}"; do
   status=ok
   if ((rc != 0 || fail > 0 || pass == 0)); then
     status=FAILED
+    failed_suites+=("$s")
     # A suite that crashed or ran nothing counts as one failure even without FAIL lines.
     ((fail > 0)) || fail=1
     echo "-- $(suite_title "$s") exited $rc; its stderr ends with:"
@@ -359,4 +363,7 @@ printf '%-32s %6s %6s %7s  %s\n' suite passed failed time status
 for r in "${rows[@]}"; do echo "$r"; done
 echo "compat: $total_pass passed, $total_fail failed"
 write_results || echo "compat: warning: $RESULTS_FILE was not updated (error above)" >&2
+if [[ -n "${COMPAT_FAILED_SUITES_FILE:-}" ]]; then
+  (IFS=','; echo "${failed_suites[*]}") >"$COMPAT_FAILED_SUITES_FILE"
+fi
 ((total_fail == 0))
