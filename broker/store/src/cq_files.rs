@@ -20,11 +20,10 @@ use std::cell::{Cell, RefCell, RefMut};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::Poll;
 
 use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
+use futures::stream::{FuturesUnordered, StreamExt};
 
 use crate::consume_queue::{ConsumeQueue, FileWrite, FlushFile};
 use crate::cq_cache::CqCache;
@@ -283,6 +282,11 @@ pub(crate) const QUEUE_FLUSHES_IN_FLIGHT_MAX: usize = 64;
 /// After a job fails no other starts; the first error is returned once every started job
 /// has ended, so none is left half done (a dropped flush would leave a queue's planned
 /// writes unfinished while the store still runs).
+///
+/// A job is polled only when its own waker fired. Polling every running job on each wake-up
+/// is not harmless here: a glommio I/O source keeps a clone of the task's waker per poll
+/// until its operation completes, and a task's waker count is a 16-bit figure, so 64 slow
+/// flushes re-polled on every completion overflowed it (the runtime aborts the process).
 pub(crate) async fn run_bounded<F, E>(
     jobs: impl IntoIterator<Item = F>,
     in_flight_max: usize,
@@ -291,39 +295,34 @@ where
     F: Future<Output = Result<(), E>>,
 {
     assert!(in_flight_max > 0, "at least one job runs");
-    let mut waiting = jobs.into_iter().fuse();
-    let mut running: Vec<Pin<Box<F>>> = Vec::with_capacity(in_flight_max);
+    let mut waiting = jobs.into_iter();
+    let mut running = FuturesUnordered::new();
     let mut first_error: Option<E> = None;
-    std::future::poll_fn(|cx| loop {
+    loop {
         while first_error.is_none() && running.len() < in_flight_max {
             match waiting.next() {
-                Some(job) => running.push(Box::pin(job)),
+                Some(job) => running.push(job),
                 None => break,
             }
         }
-        let before = running.len();
-        running.retain_mut(|job| match job.as_mut().poll(cx) {
-            Poll::Pending => true,
-            Poll::Ready(Ok(())) => false,
-            Poll::Ready(Err(error)) => {
+        match running.next().await {
+            None => return first_error.map_or(Ok(()), Err),
+            Some(Ok(())) => {}
+            Some(Err(error)) => {
                 first_error.get_or_insert(error);
-                false
             }
-        });
-        if running.len() == before {
-            // No job ended: each one left registered the waker (or none is left).
-            if running.is_empty() {
-                return Poll::Ready(first_error.take().map_or(Ok(()), Err));
-            }
-            return Poll::Pending;
         }
-    })
-    .await
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::pin::Pin;
+    use std::task::{Poll, Waker};
+
+    /// One of several differently shaped jobs, boxed.
+    type BoxedJob<'a> = Pin<Box<dyn Future<Output = Result<(), ()>> + 'a>>;
 
     // Proves the pool stays within its bound, pushes out the least recently used file, and
     // gives a file back once.
@@ -393,6 +392,57 @@ mod tests {
             assert_eq!(in_flight.get(), 0);
             let no_jobs = (0..0).map(|_| job(&in_flight, &peak, &ended, false));
             assert_eq!(run_bounded(no_jobs, 8).await, Ok(()));
+        });
+    }
+
+    /// A job that stays pending, counting its polls, until `open` is set (then it is woken
+    /// through the waker it left in `waker`).
+    async fn gated_job(open: &Cell<bool>, waker: &RefCell<Option<Waker>>, polls: &Cell<u32>) {
+        std::future::poll_fn(|cx| {
+            polls.set(polls.get() + 1);
+            if open.get() {
+                return Poll::Ready(());
+            }
+            *waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await;
+    }
+
+    // Proves a running job is polled again only when its own waker fired, not on every other
+    // job's wake-up: each poll of a pending glommio I/O keeps one more clone of the waker, and
+    // a task's waker count overflows past 32,767 (see run_bounded).
+    #[test]
+    fn run_bounded_polls_only_the_jobs_that_were_woken() {
+        comet_rt::local::run_local("run-bounded-wakes", async {
+            let (open, polls) = (Cell::new(false), Cell::new(0));
+            let waker: RefCell<Option<Waker>> = RefCell::new(None);
+            let busy_rounds = 200;
+            let gate = &open;
+            let gate_waker = &waker;
+            let busy = async move {
+                for _ in 0..busy_rounds {
+                    comet_rt::local::yield_now().await;
+                }
+                gate.set(true);
+                if let Some(waker) = gate_waker.borrow_mut().take() {
+                    waker.wake();
+                }
+                Ok::<(), ()>(())
+            };
+            let jobs: Vec<BoxedJob<'_>> = vec![
+                Box::pin(async {
+                    gated_job(&open, &waker, &polls).await;
+                    Ok(())
+                }),
+                Box::pin(busy),
+            ];
+            assert_eq!(run_bounded(jobs, 2).await, Ok(()));
+            assert!(
+                polls.get() <= 3,
+                "the gated job was polled {} times while {busy_rounds} other wake-ups ran",
+                polls.get()
+            );
         });
     }
 
