@@ -60,7 +60,11 @@ run_one() { # mode run
   "$BENCH" --namesrv "127.0.0.1:$ns_port" --quiet "${tls_args[@]}" --json "$WORK/run.json" \
     --watch-pid "$BROKER_PID" produce --size 1024 --threads 64 --duration "$DURATION_S" >"$WORK/run.txt" 2>&1 \
     || { cat "$WORK/run.txt" >&2; exit 1; }
-  kill "$BROKER_PID" 2>/dev/null || { echo "the broker died during the run:" >&2; tail -30 "$WORK/broker.log" >&2; exit 1; }
+  kill "$BROKER_PID" 2>/dev/null || {
+    echo "the broker died during the run:" >&2
+    grep -m 3 -A 4 "panicked" "$WORK/broker.log" >&2 || tail -30 "$WORK/broker.log" >&2
+    exit 1
+  }
   wait "$BROKER_PID" 2>/dev/null || true
   BROKER_PID=""
   python3 - "$WORK/run.json" "$mode" "$2" <<'PY' | tee -a "$WORK/results"

@@ -110,10 +110,32 @@ pub struct PositionWaiters {
 
 impl PositionWaiters {
     /// Registers `waker` for when the position reaches `end`.
+    ///
+    /// A waker already waiting for the same position is not added again: a future polled
+    /// again before its position is reached would otherwise leave one more clone each time,
+    /// and the runtime's count of a task's waker clones is small (16 bits).
     pub fn register(&self, end: u64, waker: &Waker) {
         let mut waiters = self.waiters.borrow_mut();
         let at = waiters.partition_point(|(known, _)| *known <= end);
+        let already = waiters
+            .range(..at)
+            .rev()
+            .take_while(|(known, _)| *known == end)
+            .any(|(_, known)| known.will_wake(waker));
+        if already {
+            return;
+        }
         waiters.insert(at, (end, waker.clone()));
+    }
+
+    /// How many wakers wait.
+    pub fn len(&self) -> usize {
+        self.waiters.borrow().len()
+    }
+
+    /// True when no waker waits.
+    pub fn is_empty(&self) -> bool {
+        self.waiters.borrow().is_empty()
     }
 
     /// Wakes every waiter whose position is at or below `reached`.
@@ -289,6 +311,48 @@ mod tests {
             list.wake_all();
             task.await;
             assert_eq!(level.get(), 2);
+        });
+    }
+
+    // Proves a waker polled again for the same position is registered once, and a second
+    // task waiting for that position still is.
+    #[test]
+    fn position_waiters_register_a_waker_once_per_position() {
+        run_local("sync-positions-once", async {
+            let waiters = Rc::new(PositionWaiters::default());
+            let polls = Rc::new(Cell::new(0u32));
+            let reached = Rc::new(Cell::new(0u64));
+            let mut tasks = Vec::new();
+            for _ in 0..2 {
+                let (waiters, polls, reached) =
+                    (Rc::clone(&waiters), Rc::clone(&polls), Rc::clone(&reached));
+                tasks.push(spawn(async move {
+                    poll_fn(|cx| {
+                        polls.set(polls.get() + 1);
+                        if reached.get() >= 10 {
+                            return Poll::Ready(());
+                        }
+                        waiters.register(10, cx.waker());
+                        waiters.register(10, cx.waker());
+                        // Woken at once, as a spurious wake-up would: polled again.
+                        if polls.get() < 100 {
+                            cx.waker().wake_by_ref();
+                        }
+                        Poll::Pending
+                    })
+                    .await;
+                }));
+            }
+            while polls.get() < 100 {
+                settle().await;
+            }
+            assert_eq!(waiters.len(), 2, "one entry per task, however often polled");
+            reached.set(10);
+            waiters.wake_up_to(10);
+            for task in tasks {
+                task.await;
+            }
+            assert!(waiters.is_empty());
         });
     }
 
