@@ -1,7 +1,8 @@
 //! Server-side assignment end to end: QUERY_ASSIGNMENT and SET_MESSAGE_REQUEST_MODE against
 //! a real broker (two shards, with its embedded name server), with consumers registered by
 //! HEART_BEAT on their own connections, as a Java 5.x client with `setClientRebalance(false)`
-//! asks (docs/protocol.md#server-side-assignment).
+//! asks (docs/protocol.md#server-side-assignment); and the refusal of what the proxy and the
+//! client may send that Comet does not build.
 
 mod common;
 
@@ -318,4 +319,42 @@ fn queues_of_every_broker_in_the_route() {
             )
     });
     assert!(split, "split over both brokers: {answers:?}");
+}
+
+// Proves the requests Apache RocketMQ's proxy and the 5.x Java client may send that Comet
+// does not build (ACL 2.0 look-ups, 5.5 lite topics, the export of a RocksDB pop store) are
+// refused REQUEST_CODE_NOT_SUPPORTED with Java's remark, never answered as done
+// (docs/protocol.md#requests-from-apache-rocketmqs-proxy).
+#[test]
+fn requests_comet_does_not_build_are_refused() {
+    let dir = TempDir::new("asg-unbuilt");
+    let broker = Broker::start(dir.path(), CORES, &[]);
+    let mut client = broker.client();
+    for code in [
+        RequestCode::AUTH_GET_USER,
+        RequestCode::AUTH_GET_ACL,
+        RequestCode::POP_LITE_MESSAGE,
+        RequestCode::LITE_SUBSCRIPTION_CTL,
+        RequestCode::ACK_LITE_MESSAGE,
+        RequestCode::GET_BROKER_LITE_INFO,
+        RequestCode::GET_PARENT_TOPIC_INFO,
+        RequestCode::GET_LITE_TOPIC_INFO,
+        RequestCode::GET_LITE_CLIENT_INFO,
+        RequestCode::GET_LITE_GROUP_INFO,
+        RequestCode::TRIGGER_LITE_DISPATCH,
+        RequestCode::POP_ROLLBACK,
+    ] {
+        let response = client.call(RemotingCommand::request(code, 0));
+        assert_eq!(
+            response.response_code(),
+            ResponseCode::REQUEST_CODE_NOT_SUPPORTED,
+            "{code:?}"
+        );
+        let remark = format!(" request type {} not supported", code.value());
+        assert_eq!(
+            response.remark.as_deref(),
+            Some(remark.as_str()),
+            "{code:?}"
+        );
+    }
 }

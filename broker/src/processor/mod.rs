@@ -451,3 +451,126 @@ pub const SUPPORTED_CODES: &[RequestCode] = &[
     RequestCode::CLEAN_UNUSED_TOPIC,
     RequestCode::QUERY_TOPICS_BY_CONSUMER,
 ];
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::path::Path;
+    use std::rc::Rc;
+
+    use comet_nameserver::config::NamesrvConfig;
+    use comet_nameserver::kv_config::KvConfig;
+    use comet_nameserver::processor::{dispatch_table, NameServerState};
+    use comet_nameserver::route_table::RouteTable;
+    use comet_proto::RequestCode;
+
+    use super::SUPPORTED_CODES;
+
+    /// The heading of the section that lists what the proxy and the Java client send.
+    const SECTION: &str = "### Requests from Apache RocketMQ's proxy";
+
+    /// A row of one of the section's tables.
+    struct Row {
+        /// Which table of the section, counted from 0.
+        table: usize,
+        code: i32,
+        name: String,
+        /// The "Comet" column: a processor module in backquotes, `name server`, or
+        /// `not supported`.
+        comet: String,
+    }
+
+    /// The section's text, up to the next heading.
+    fn section(markdown: &str) -> &str {
+        let start = markdown
+            .find(SECTION)
+            .expect("docs/protocol.md has the section");
+        let rest = &markdown[start + SECTION.len()..];
+        &rest[..rest.find("\n#").unwrap_or(rest.len())]
+    }
+
+    fn rows(section: &str) -> Vec<Row> {
+        let mut rows = Vec::new();
+        let mut table = None;
+        for line in section.lines() {
+            if line.starts_with("| code |") {
+                table = Some(table.map_or(0, |index| index + 1));
+            }
+            let cells: Vec<&str> = line
+                .trim()
+                .strip_prefix('|')
+                .and_then(|inner| inner.strip_suffix('|'))
+                .map(|inner| inner.split('|').map(str::trim).collect())
+                .unwrap_or_default();
+            let (Some(table), [code, name, _, comet]) = (table, cells.as_slice()) else {
+                continue;
+            };
+            let Ok(code) = code.parse::<i32>() else {
+                continue;
+            };
+            rows.push(Row {
+                table,
+                code,
+                name: (*name).to_owned(),
+                comet: (*comet).to_owned(),
+            });
+        }
+        rows
+    }
+
+    // Proves the protocol notes' list of what the proxy and the Java client send says what
+    // Comet does: a row naming a processor module is a code the broker dispatches (to a module
+    // that exists), a `name server` row one the name server dispatches, a `not supported` row
+    // one neither dispatches (answered REQUEST_CODE_NOT_SUPPORTED); every name is the code's
+    // Java name, and the counts the text gives are the proxy table's.
+    #[test]
+    fn proxy_request_list_matches_the_dispatch_tables() {
+        let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let markdown = std::fs::read_to_string(crate_dir.join("../docs/protocol.md"))
+            .expect("docs/protocol.md is readable");
+        let section = section(&markdown);
+        let kv = KvConfig::load(&crate_dir.join("no-such-dir/kvConfig.json"))
+            .expect("a missing KV file is an empty store");
+        let state = NameServerState {
+            routes: RefCell::new(RouteTable::new()),
+            kv: RefCell::new(kv),
+            config: RefCell::new(NamesrvConfig::default()),
+        };
+        let name_server = dispatch_table(&Rc::new(state));
+        let rows = rows(section);
+        assert!(rows.len() >= 30, "only {} rows found", rows.len());
+        let (mut handled, mut unsupported) = (0, 0);
+        for row in &rows {
+            let code = RequestCode::from(row.code);
+            let what = format!("docs row {} {}", row.code, row.name);
+            assert_eq!(code.name(), Some(row.name.as_str()), "{what}");
+            let by_broker = SUPPORTED_CODES.contains(&code);
+            let by_name_server = name_server.get(row.code).is_some();
+            let counted = match row.comet.as_str() {
+                "not supported" => {
+                    assert!(!(by_broker || by_name_server), "{what} is dispatched");
+                    &mut unsupported
+                }
+                "name server" => {
+                    assert!(by_name_server, "{what}: the name server does not serve it");
+                    &mut handled
+                }
+                module => {
+                    let module = module
+                        .strip_prefix('`')
+                        .and_then(|inner| inner.strip_suffix('`'))
+                        .unwrap_or_else(|| panic!("{what}: no module in backquotes"));
+                    assert!(by_broker, "{what}: the broker does not serve it");
+                    let file = crate_dir.join(format!("src/processor/{module}.rs"));
+                    assert!(file.is_file(), "{what}: no module {module}");
+                    &mut handled
+                }
+            };
+            if row.table == 0 {
+                *counted += 1;
+            }
+        }
+        let counts = format!("{handled} codes are handled, {unsupported} are not.");
+        assert!(section.contains(&counts), "the text lacks {counts:?}");
+    }
+}

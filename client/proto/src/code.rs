@@ -239,6 +239,17 @@ code_enum! {
         NOTIFICATION = 200054,
         POLLING_INFO = 200055,
         POP_ROLLBACK = 200056,
+        // 5.5 lite topics (docs/protocol.md#requests-from-apache-rocketmqs-proxy).
+        POP_LITE_MESSAGE = 200070,
+        LITE_SUBSCRIPTION_CTL = 200071,
+        ACK_LITE_MESSAGE = 200072,
+        NOTIFY_UNSUBSCRIBE_LITE = 200073,
+        GET_BROKER_LITE_INFO = 200074,
+        GET_PARENT_TOPIC_INFO = 200075,
+        GET_LITE_TOPIC_INFO = 200076,
+        GET_LITE_CLIENT_INFO = 200077,
+        GET_LITE_GROUP_INFO = 200078,
+        TRIGGER_LITE_DISPATCH = 200079,
         BATCH_ACK_MESSAGE = 200151,
     }
 }
