@@ -12,9 +12,9 @@
 //!   `--messages` were received, `--duration` passed, or nothing came for `--idle-exit`
 //!   seconds. The figure is the receive rate (first to last receipt).
 //! * end-to-end (`--rate R`): send at R msgs/s (open loop, like `e2e`) while the consumers
-//!   pop from the queues' end (the group's offsets are committed there first); latency is intended send time to receipt, only this run's
-//!   messages are measured, and messages not received within a grace period after the last
-//!   send are `e2e_missing_total`.
+//!   pop from the queues' end (the group's offsets are committed there first); latency is
+//!   intended send time to receipt, only this run's messages are measured, and messages not
+//!   received within a grace period after the last send are `e2e_missing_total`.
 //!
 //! A receive or ack that fails counts as an error of the `pop` phase.
 
