@@ -13,7 +13,9 @@
 #             receipt). More consumers than queues share the queues (every pop asks for
 #             queue id -1), so N=64 on 8 queues is expected to add throughput over N=8.
 #   POP-E<N>  end-to-end: produce RATE msgs/s of SIZE bytes (open loop) to PerfPopE while
-#             the N consumers pop and ack; latency is intended send time to receipt.
+#             the N consumers pop and ack; latency is intended send time to receipt. Each
+#             run (warm-up rounds too) pops with a new group whose offsets comet-bench commits
+#             at the queues' end first, so earlier runs' messages on PerfPopE are not read.
 # Warm-up rounds (WARMUP_S each, until two rounds agree within WARMUP_TOLERANCE_PCT) run
 # before every measured run, draining rounds with groups of their own. The table of medians
 # goes to stdout and $RUN_DIR/pop.md; raw reports to $RUN_DIR/raw.

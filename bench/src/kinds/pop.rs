@@ -12,9 +12,9 @@
 //!   `--messages` were received, `--duration` passed, or nothing came for `--idle-exit`
 //!   seconds. The figure is the receive rate (first to last receipt).
 //! * end-to-end (`--rate R`): send at R msgs/s (open loop, like `e2e`) while the consumers
-//!   pop from the queues' end; latency is intended send time to receipt, only this run's
-//!   messages are measured, and messages not received within a grace period after the last
-//!   send are `e2e_missing_total`.
+//!   pop from the queues' end (the group's offsets are committed there first); latency is
+//!   intended send time to receipt, only this run's messages are measured, and messages not
+//!   received within a grace period after the last send are `e2e_missing_total`.
 //!
 //! A receive or ack that fails counts as an error of the `pop` phase.
 
@@ -122,6 +122,14 @@ fn run_end_to_end(cli: &Cli, args: &PopArgs, client: &ClientConfig) -> Result<Ou
         .group
         .clone()
         .unwrap_or_else(|| format!("comet_bench_pop_{:06x}", run_id & 0xff_ffff));
+    // The topic outlives runs (a sitting warms up and measures on the same broker), and a
+    // pop group without a position reads a young queue from its first message whatever its
+    // init mode (docs/protocol.md#max-offset-and-young-queues): every earlier run's messages
+    // would come first. The group starts at the end of every queue, after the warm-up sends.
+    if let Err(error) = topic::commit_group_at_end(client, &group, &args.send.topic) {
+        producer.shutdown();
+        return Err(error);
+    }
     let receive_stats = Stats::new()?;
     let receiver = Receiver::new(receive_stats.clone(), Some(run_id));
     let consumers = match start_consumers(
@@ -138,8 +146,8 @@ fn run_end_to_end(cli: &Cli, args: &PopArgs, client: &ClientConfig) -> Result<Ou
             return Err(error);
         }
     };
-    // Each consumer's first receive sets the group's position at the queues' end; messages
-    // sent before it would be skipped.
+    // Sending starts once every consumer is polling, so the first messages do not wait for
+    // the consumers' connections.
     let ready = wait_for_first_receives(&consumers, args.consumers);
     if let Err(error) = ready {
         let _ = consumers.shutdown();
