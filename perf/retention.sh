@@ -199,8 +199,11 @@ start() {
   read -r pid port_s send_s pull_s attempts <<<"$out"
   PID[$store]="$pid"
   if [[ "$pull_s" == - ]]; then
-    note "$store" "$phase" serve_again "not within $SERVE_LIMIT_S s" s
-    running "$pid" || die "$store broker exited while starting ($RUN_DIR/$store-broker.log)"
+    if ! running "$pid"; then
+      note "$store" "$phase" serve_again "never (the broker exited)" ""
+      die "$store broker exited while starting ($RUN_DIR/$store-broker.log)"
+    fi
+    note "$store" "$phase" serve_again "not within $SERVE_LIMIT_S s" ""
     die "$store broker did not serve within SERVE_LIMIT_S=$SERVE_LIMIT_S s"
   fi
   [[ -n "$untimed" ]] && return 0
@@ -271,7 +274,7 @@ runtime_figure() {
 
 # fill STORE COUNT [MAX_S]: produce until the topic holds COUNT messages (or MAX_S passed).
 fill() {
-  local store="$1" count="$2" max_s="${3:-0}" run=0 have=0 t0=$SECONDS
+  local store="$1" count="$2" max_s="${3:-0}" run=0 have=0 t0=$SECONDS fill_errors=0
   while (( have < count )); do
     if (( max_s > 0 && SECONDS - t0 >= max_s )); then
       log "$store: FILL_MAX_S=$max_s reached at $have of $count messages"
@@ -281,9 +284,16 @@ fill() {
     local chunk=$((count - have))
     (( chunk <= FILL_CHUNK )) || chunk="$FILL_CHUNK"
     local json="$RUN_DIR/$store-fill-$run.json"
-    bench "$store" "$json" produce --topic "$TOPIC" --queues "$QUEUES" --size "$SIZE" \
-      --batch "$BATCH" --threads "$FILL_THREADS" --messages "$chunk"
-    have=$((have + $(json_field "$json" messages_total)))
+    # A send that fails (a timeout on a loaded machine) is counted, not fatal: the topic's
+    # offsets say what the store holds.
+    "$BIN/comet-bench" --namesrv "${NS[$store]}" --quiet --json "$json" produce \
+      --topic "$TOPIC" --queues "$QUEUES" --size "$SIZE" --batch "$BATCH" \
+      --threads "$FILL_THREADS" --messages "$chunk" >"${json%.json}.txt" 2>&1 \
+      || die "comet-bench failed: $(tail -n 1 "${json%.json}.txt")"
+    fill_errors=$((fill_errors + $(json_field "$json" errors_total)))
+    have="$(stored "$store" "$TOPIC")"
+    # Memory as the store grows: a cost per retained message would show here.
+    note "$store" "fill, $have held" VmRSS "$(mib "$(status_kib "${PID[$store]}" VmRSS)")" MiB
     local rate elapsed=$((SECONDS - t0))
     rate="$(printf '%.0f' "$(json_field "$json" throughput_msgs_per_s)")"
     log "$store fill run $run: $chunk messages at $rate msgs/s; $have of $count after" \
@@ -294,6 +304,7 @@ fill() {
   done
   local fill_s=$((SECONDS - t0))
   note "$store" fill fill_time "$fill_s" s
+  note "$store" fill fill_send_errors "$fill_errors" ""
   if (( fill_s > 0 )); then note "$store" fill fill_rate "$((have / fill_s))" msgs/s; fi
 }
 
@@ -309,9 +320,10 @@ store_figures() {
   (( held > 0 )) || die "$store holds no message of $TOPIC"
   note "$store" "$phase" log_bytes_per_message "$((kept / held))" B
   note "$store" "$phase" store_on_disk "$(du -sb "${DIR[$store]}/store" | cut -f1)" B
+  # Each shard has its own store (shard-<n>/commitlog, consumequeue, index).
   for dir in commitlog consumequeue index; do
-    [[ -d "${DIR[$store]}/store/$dir" ]] || continue
-    note "$store" "$phase" "${dir}_on_disk" "$(du -sb "${DIR[$store]}/store/$dir" | cut -f1)" B
+    note "$store" "$phase" "${dir}_on_disk" \
+      "$(du -scb "${DIR[$store]}"/store/shard-*/"$dir" | tail -n 1 | cut -f1)" B
   done
   LOG_BYTES_PER_MESSAGE[$store]="$(echo "scale=3; $kept / $held" | bc)"
 }
