@@ -3,14 +3,16 @@
 //!
 //! Consume-queue entries come from the queue's hot tail, the store's block cache, or the
 //! queue's files (a block at a time, see `consume_queue`). Records come from the in-memory
-//! chunks when still cached (tailing consumers never touch the disk) and otherwise from the
-//! segment files with read-ahead; disk reads are verified
+//! chunks when still cached (tailing consumers never touch the disk), from a read-ahead window
+//! kept from an earlier pull (`read_windows`: the queues interleaved in the log read each cold
+//! range once) and otherwise from the segment files with read-ahead; disk reads are verified
 //! (magic, lengths, body CRC) before they are returned (docs/style.md#paired-record-checks). Only
 //! durable, dispatched records are ever reachable.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -137,6 +139,45 @@ impl<'s> ReadPath<'s> {
         self.stats.set(stats);
     }
 
+    /// Counts a read of the own log that found a kept read window (`hit`) or went to disk.
+    fn count_window(&self, hit: bool) {
+        let mut stats = self.stats.get();
+        if hit {
+            stats.read_window_hits += 1;
+        } else {
+            stats.read_window_misses += 1;
+            stats.disk_reads += 1;
+        }
+        self.stats.set(stats);
+    }
+
+    /// The bytes from `position` to the end of a read window kept from an earlier pull,
+    /// if one holds `length_min` bytes from there (counted as a hit).
+    fn kept_window(&self, position: u64, length_min: usize) -> Option<Bytes> {
+        let kept = self
+            .log
+            .borrow_mut()
+            .read_windows
+            .get_from(position, length_min)?;
+        self.count_window(true);
+        Some(kept)
+    }
+
+    /// Where `position` of the own log is read from disk: its segment's start and file,
+    /// where the read must end (the durable end or the segment's), and the read windows'
+    /// generation to quote when keeping what is read.
+    fn disk_source(
+        &self,
+        physical: PhysicalOffset,
+    ) -> Result<(u64, Rc<DirectFile>, u64, u64), StoreError> {
+        let log = self.log.borrow();
+        let (start, file) = log
+            .segment_of(physical.position())
+            .ok_or_else(|| missing(physical))?;
+        let limit = log.durable.min(start + log.segment_bytes);
+        Ok((start, file, limit, log.read_windows.generation()))
+    }
+
     /// Entries of (topic, queue_id) from `from` on (at least one, at most `limit`), through
     /// the hot tail, the block cache or the queue's file; `None` past the end.
     async fn entries(
@@ -256,7 +297,8 @@ impl<'s> ReadPath<'s> {
         Ok((chosen, QueueOffset(next)))
     }
 
-    /// Reads `size` bytes of the record at `physical`: cache, window, or disk (read-ahead).
+    /// Reads `size` bytes of the record at `physical`: cache, this pull's window, a window
+    /// kept from an earlier pull, or disk (read-ahead, then kept for later pulls).
     async fn read_span(
         &self,
         physical: PhysicalOffset,
@@ -277,23 +319,28 @@ impl<'s> ReadPath<'s> {
                 return verified(window.bytes.slice(from..from + size), physical);
             }
         }
-        let (segment_start, file, limit) = {
-            let log = self.log.borrow();
-            let (start, file) = log.segment_of(position).ok_or_else(|| missing(physical))?;
-            (start, file, log.durable.min(start + log.segment_bytes))
-        };
+        if let Some(bytes) = self.kept_window(position, size) {
+            let record = bytes.slice(..size);
+            *window = Some(ReadWindow { position, bytes });
+            return verified(record, physical);
+        }
+        let (segment_start, file, limit, generation) = self.disk_source(physical)?;
         let length = size
             .max(READ_AHEAD_BYTES)
             .min(to_index(limit - position))
             .max(size);
-        self.count_disk_read();
+        self.count_window(false);
         let bytes = Bytes::from(file.read_at(position - segment_start, length).await?);
         if bytes.len() < size {
             return Err(missing(physical));
         }
-        let record = bytes.slice(..size);
+        let record = verified(bytes.slice(..size), physical)?;
+        self.log
+            .borrow_mut()
+            .read_windows
+            .keep(generation, position, bytes.clone());
         *window = Some(ReadWindow { position, bytes });
-        verified(record, physical)
+        Ok(record)
     }
 
     /// Reads a record of another commit log (queues whose owner moved, see
@@ -348,20 +395,26 @@ impl<'s> ReadPath<'s> {
         if physical.log_id() != self.config.log_id {
             return Ok(Bytes::from(self.read_foreign_raw(physical, 8).await?));
         }
-        if let Some(bytes) = self.log.borrow().read_cached(physical.position(), 8) {
+        let position = physical.position();
+        if let Some(bytes) = self.log.borrow().read_cached(position, 8) {
             return Ok(bytes);
         }
-        let (segment_start, file) = {
-            let log = self.log.borrow();
-            log.segment_of(physical.position())
-                .ok_or_else(|| missing(physical))?
-        };
-        let position = physical.position();
-        self.count_disk_read();
-        let bytes = Bytes::from(
-            file.read_at(position - segment_start, READ_AHEAD_BYTES)
-                .await?,
-        );
+        if let Some(bytes) = self.kept_window(position, 8) {
+            *window = Some(ReadWindow {
+                position,
+                bytes: bytes.clone(),
+            });
+            return Ok(bytes);
+        }
+        let (segment_start, file, limit, generation) = self.disk_source(physical)?;
+        // Durable bytes only: the window may be kept for later reads.
+        let length = READ_AHEAD_BYTES.min(to_index(limit.saturating_sub(position)));
+        self.count_window(false);
+        let bytes = Bytes::from(file.read_at(position - segment_start, length).await?);
+        self.log
+            .borrow_mut()
+            .read_windows
+            .keep(generation, position, bytes.clone());
         *window = Some(ReadWindow {
             position,
             bytes: bytes.clone(),
