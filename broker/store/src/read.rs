@@ -106,6 +106,16 @@ struct ReadWindow {
     bytes: Bytes,
 }
 
+/// Where a cold read of the own log goes: the segment's start and file, where the read must
+/// end (the durable end or the segment's), and the read windows' generation to quote when
+/// keeping what is read (taken together, before the read).
+struct DiskSource {
+    segment_start: u64,
+    file: Rc<DirectFile>,
+    limit: u64,
+    generation: u64,
+}
+
 /// What the read path uses of the shard state: the log, the queue tables, the key index,
 /// the read counters and whether the store is closed (it never writes records).
 #[derive(Clone, Copy)]
@@ -163,19 +173,18 @@ impl<'s> ReadPath<'s> {
         Some(kept)
     }
 
-    /// Where `position` of the own log is read from disk: its segment's start and file,
-    /// where the read must end (the durable end or the segment's), and the read windows'
-    /// generation to quote when keeping what is read.
-    fn disk_source(
-        &self,
-        physical: PhysicalOffset,
-    ) -> Result<(u64, Rc<DirectFile>, u64, u64), StoreError> {
+    /// Where `physical` of the own log is read from disk (see [`DiskSource`]).
+    fn disk_source(&self, physical: PhysicalOffset) -> Result<DiskSource, StoreError> {
         let log = self.log.borrow();
-        let (start, file) = log
+        let (segment_start, file) = log
             .segment_of(physical.position())
             .ok_or_else(|| missing(physical))?;
-        let limit = log.durable.min(start + log.segment_bytes);
-        Ok((start, file, limit, log.read_windows.generation()))
+        Ok(DiskSource {
+            segment_start,
+            file,
+            limit: log.durable.min(segment_start + log.segment_bytes),
+            generation: log.read_windows.generation(),
+        })
     }
 
     /// Entries of (topic, queue_id) from `from` on (at least one, at most `limit`), through
@@ -324,13 +333,17 @@ impl<'s> ReadPath<'s> {
             *window = Some(ReadWindow { position, bytes });
             return verified(record, physical);
         }
-        let (segment_start, file, limit, generation) = self.disk_source(physical)?;
+        let source = self.disk_source(physical)?;
         let length = size
             .max(READ_AHEAD_BYTES)
-            .min(to_index(limit - position))
+            .min(to_index(source.limit - position))
             .max(size);
         self.count_window(false);
-        let bytes = Bytes::from(file.read_at(position - segment_start, length).await?);
+        let read = source
+            .file
+            .read_at(position - source.segment_start, length)
+            .await?;
+        let bytes = Bytes::from(read);
         if bytes.len() < size {
             return Err(missing(physical));
         }
@@ -338,7 +351,7 @@ impl<'s> ReadPath<'s> {
         self.log
             .borrow_mut()
             .read_windows
-            .keep(generation, position, bytes.clone());
+            .keep(source.generation, position, bytes.clone());
         *window = Some(ReadWindow { position, bytes });
         Ok(record)
     }
@@ -406,15 +419,19 @@ impl<'s> ReadPath<'s> {
             });
             return Ok(bytes);
         }
-        let (segment_start, file, limit, generation) = self.disk_source(physical)?;
+        let source = self.disk_source(physical)?;
         // Durable bytes only: the window may be kept for later reads.
-        let length = READ_AHEAD_BYTES.min(to_index(limit.saturating_sub(position)));
+        let length = READ_AHEAD_BYTES.min(to_index(source.limit.saturating_sub(position)));
         self.count_window(false);
-        let bytes = Bytes::from(file.read_at(position - segment_start, length).await?);
+        let read = source
+            .file
+            .read_at(position - source.segment_start, length)
+            .await?;
+        let bytes = Bytes::from(read);
         self.log
             .borrow_mut()
             .read_windows
-            .keep(generation, position, bytes.clone());
+            .keep(source.generation, position, bytes.clone());
         *window = Some(ReadWindow {
             position,
             bytes: bytes.clone(),
