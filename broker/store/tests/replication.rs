@@ -919,19 +919,12 @@ fn truncation_drops_the_read_windows_past_it() {
         })
         .await;
         assert!(shown, "the new records are visible");
-        for queue_id in 0..2u64 {
+        for queue_id in 0..2i32 {
             let mut tags = Vec::new();
             let mut offset = QueueOffset(0);
             while tags.len() < 225 {
                 let got = slave
-                    .get_messages(
-                        "Cut",
-                        queue_id as i32,
-                        offset,
-                        32,
-                        1 << 20,
-                        MessageFilter::All,
-                    )
+                    .get_messages("Cut", queue_id, offset, 32, 1 << 20, MessageFilter::All)
                     .await
                     .expect("get");
                 assert_eq!(got.status, GetStatus::Found);
@@ -940,7 +933,7 @@ fn truncation_drops_the_read_windows_past_it() {
             }
             let expected: Vec<u64> = (1000..1150)
                 .chain(2150..2450)
-                .filter(|tag| tag % 2 == queue_id)
+                .filter(|tag| tag % 2 == u64::from(queue_id.unsigned_abs()))
                 .collect();
             assert_eq!(tags, expected, "queue {queue_id}");
         }
