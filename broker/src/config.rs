@@ -296,6 +296,7 @@ mod tests {
         ("diskSpaceCleanForciblyRatio", "80"),
         ("diskSpaceWarningLevelRatio", "95"),
         ("consumeQueueCacheBytes", "1048576"),
+        ("commitLogReadWindowCacheBytes", "0"),
         ("registerNameServerPeriod", "20000"),
         ("messageDelayLevel", "1s 2s"),
         ("clusterTopicEnable", "false"),
@@ -455,6 +456,18 @@ mod tests {
         }
         assert_eq!(config.apply("commitLogFlushesInFlight", "1"), Ok(true));
         assert_eq!(config.commit_log_flushes_in_flight, 1);
+        for bad in ["4096", "1073741825", "-1", "4MiB"] {
+            let error = config
+                .apply("commitLogReadWindowCacheBytes", bad)
+                .unwrap_err();
+            assert_eq!(error.key, "commitLogReadWindowCacheBytes");
+        }
+        assert_eq!(config.apply("commitLogReadWindowCacheBytes", "0"), Ok(true));
+        assert_eq!(
+            config.apply("commitLogReadWindowCacheBytes", "262144"),
+            Ok(true)
+        );
+        assert_eq!(config.commit_log_read_window_cache_bytes, 262_144);
         assert_eq!(config.apply("registerNameServerPeriod", "1000"), Ok(true));
         assert_eq!(config.register_period_ms, 10_000);
     }

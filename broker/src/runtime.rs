@@ -106,6 +106,7 @@ fn store_config(
     store.disk_high_ratio = f64::from(config.disk_clean_forcibly_percent) / 100.0;
     store.disk_hard_ratio = f64::from(config.disk_refuse_writes_percent) / 100.0;
     store.cq_cache_bytes = config.consume_queue_cache_bytes;
+    store.read_window_cache_bytes = config.commit_log_read_window_cache_bytes;
     store.delay_levels_ms = crate::delay_level::delay_levels_ms(config);
     store.owns_queue = Some(Rc::new(move |topic: &str, queue_id: i32| {
         owner_shard(topic, queue_id, shard_count).index() == index

@@ -224,6 +224,16 @@ comet_proto::config_table! {
               lookups by time); 0 reads every cold block from disk.",
         parse: parse_bytes, show: ToString::to_string,
     },
+    /// Comet's own: Java reads cold commit-log ranges through the page cache, Comet with direct
+    /// I/O, keeping the last read-ahead windows (docs/architecture.md#read-windows).
+    commit_log_read_window_cache_bytes: usize =
+        comet_store::limits::READ_WINDOW_CACHE_BYTES_DEFAULT => {
+        key: "commitLogReadWindowCacheBytes", unit: "bytes", applies: AtRestart,
+        doc: "Per shard: commit-log windows read from disk (256 KiB each) kept across pulls, so \
+              queues draining a backlog together read each cold range once; 0 keeps none, \
+              else 262144..1073741824.",
+        parse: parse_read_window_cache_bytes, show: ToString::to_string,
+    },
     /// On by default here, off in RocketMQ; see the store's `warm`.
     warm_commit_log: bool = true => {
         key: "warmMapedFileEnable", unit: "", applies: AtRestart,

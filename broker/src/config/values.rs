@@ -65,6 +65,17 @@ pub(super) fn parse_flushes_in_flight(key: &str, value: &str) -> Result<usize, C
     Ok(flushes)
 }
 
+pub(super) fn parse_read_window_cache_bytes(key: &str, value: &str) -> Result<usize, ConfigError> {
+    let expected = "0, or bytes from 262144 (one read-ahead) to 1073741824";
+    let bytes: usize = parse(key, value, expected)?;
+    let allowed =
+        comet_store::limits::READ_AHEAD_BYTES..=comet_store::limits::READ_WINDOW_CACHE_BYTES_MAX;
+    if bytes != 0 && !allowed.contains(&bytes) {
+        return Err(error(key, value, expected));
+    }
+    Ok(bytes)
+}
+
 pub(super) fn parse_percent(key: &str, value: &str) -> Result<u8, ConfigError> {
     let percent: u8 = parse(key, value, "a percentage 10..95")?;
     if !(10..=95).contains(&percent) {

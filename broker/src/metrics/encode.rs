@@ -723,7 +723,7 @@ impl Snapshot {
             },
         )?;
         type LogField = fn(&super::LogFigures) -> u64;
-        let log_counters: [(&str, &str, LogField); 5] = [
+        let log_counters: [(&str, &str, LogField); 8] = [
             (
                 "comet_store_appended_records",
                 "Records appended to the log",
@@ -749,6 +749,22 @@ impl Snapshot {
                 "comet_store_written_bytes",
                 "Bytes written to commit-log segments",
                 |log| log.written_bytes,
+            ),
+            (
+                "comet_store_disk_reads",
+                "Reads of commit-log data from disk (cold reads, dispatch behind the cache, \
+                 replication)",
+                |log| log.disk_reads,
+            ),
+            (
+                "comet_store_read_window_hits",
+                "Cold reads served by a read window kept from an earlier pull",
+                |log| log.read_window_hits,
+            ),
+            (
+                "comet_store_read_window_misses",
+                "Cold reads that found no kept read window and read the disk",
+                |log| log.read_window_misses,
             ),
         ];
         for (name, help, field) in log_counters {
@@ -862,6 +878,7 @@ mod tests {
                     log_id: 1,
                     appended_records: 9,
                     flushes: 3,
+                    read_window_hits: 7,
                     unflushed_bytes: 5,
                     held_bytes: 4096,
                     ..LogFigures::default()
@@ -949,6 +966,11 @@ mod tests {
                 "comet_store_appended_records_total",
                 &[("shard", "1"), ("log", "1")],
                 "9",
+            ),
+            line(
+                "comet_store_read_window_hits_total",
+                &[("shard", "1"), ("log", "1")],
+                "7",
             ),
         ];
         for line in &expected {

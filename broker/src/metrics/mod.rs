@@ -190,6 +190,12 @@ pub struct LogFigures {
     pub fdatasyncs: u64,
     /// Bytes written to commit-log segments since start-up.
     pub written_bytes: u64,
+    /// Reads of commit-log data from disk since start-up (the store's `disk_reads`).
+    pub disk_reads: u64,
+    /// Cold reads served by a read window kept from an earlier pull since start-up.
+    pub read_window_hits: u64,
+    /// Cold reads that found no kept read window and read the disk since start-up.
+    pub read_window_misses: u64,
     /// Bytes appended but not yet durable (Java's `flush_behind_bytes`).
     pub unflushed_bytes: u64,
     /// Bytes of commit log held, from the oldest kept record to the write position.

@@ -538,13 +538,16 @@ pub async fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) ->
 
 /// The figures of GET_BROKER_RUNTIME_INFO that each shard reads from its own stores; the
 /// broker's value of each is the sum over the shards ([`runtime_info`]).
-const SHARD_FIGURES: [&str; 6] = [
+const SHARD_FIGURES: [&str; 9] = [
     "commitLogMaxOffset",
     "commitLogMinOffset",
     "dispatchBehindBytes",
     "fdatasyncCount",
     "commitLogPipelinedFlushes",
     "commitLogPaddingBytes",
+    "commitLogDiskReads",
+    "commitLogReadWindowHits",
+    "commitLogReadWindowMisses",
 ];
 
 /// QUERY_TOPICS_BY_CONSUMER (343, 5.x): the topics `group` holds committed offsets on, on
@@ -595,6 +598,9 @@ pub async fn runtime_info_local(
             stats.fdatasyncs,
             stats.pipelined_flushes,
             stats.padding_bytes,
+            stats.disk_reads,
+            stats.read_window_hits,
+            stats.read_window_misses,
         ];
         for (sum, figure) in sums.iter_mut().zip(figures) {
             *sum = sum.saturating_add(figure);

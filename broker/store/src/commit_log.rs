@@ -33,6 +33,7 @@ use comet_rt::io::{AlignedBuffer, DirectFile};
 
 use crate::limits::PAGE_BYTES;
 use crate::offset::{LogId, PhysicalOffset};
+use crate::read_windows::ReadWindows;
 
 /// Bytes of the end-of-segment marker.
 pub(crate) const BLANK_BYTES: u64 = comet_proto::message::BLANK_MARKER_BYTES as u64;
@@ -118,6 +119,9 @@ pub(crate) struct CommitLog {
     pub(crate) dispatched: u64,
     chunks: VecDeque<Chunk>,
     cached_bytes: usize,
+    /// Windows of durable bytes read from disk, kept across pulls (see `read_windows`);
+    /// here so that whatever changes the log below them drops them.
+    pub(crate) read_windows: ReadWindows,
 }
 
 /// Sizes a [`CommitLog`] is built with.
@@ -127,6 +131,7 @@ pub(crate) struct CommitLogShape {
     pub(crate) segment_bytes: u64,
     pub(crate) chunk_bytes: usize,
     pub(crate) read_cache_bytes: usize,
+    pub(crate) read_window_cache_bytes: usize,
 }
 
 impl CommitLog {
@@ -163,6 +168,7 @@ impl CommitLog {
             dispatched: end,
             chunks,
             cached_bytes: tail_page.len(),
+            read_windows: ReadWindows::new(shape.read_window_cache_bytes),
         }
     }
 
@@ -443,6 +449,17 @@ impl CommitLog {
         self.cached_bytes = tail_page.len();
         self.write = to;
         self.durable = to;
+        // The bytes from `to` on are rewritten: no window may answer with the old ones.
+        self.read_windows.drop_from(to);
+    }
+
+    /// Removes the oldest segment, which starts at `start` (retention deletes its file), and
+    /// the read windows of its bytes. Returns its file.
+    pub(crate) fn remove_oldest_segment(&mut self, start: u64) -> Option<Rc<DirectFile>> {
+        assert_eq!(self.min_position(), start, "segments go oldest first");
+        let file = self.segments.remove(&start)?;
+        self.read_windows.drop_below(start + self.segment_bytes);
+        Some(file)
     }
 
     /// Bytes of the cached chunk holding `position`, from `position` to the chunk's end.
@@ -538,6 +555,7 @@ mod tests {
             segment_bytes: SEGMENT_BYTES,
             chunk_bytes: 64 * 1024,
             read_cache_bytes: 1 << 20,
+            read_window_cache_bytes: 0,
         };
         CommitLog::new(shape, BTreeMap::from([(0, Rc::new(file))]), 0, &[])
     }

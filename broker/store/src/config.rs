@@ -43,6 +43,11 @@ pub struct StoreConfig {
     pub chunk_bytes: usize,
     /// Bytes of recent chunks kept for tailing readers.
     pub read_cache_bytes: usize,
+    /// Bytes of windows read from the commit log's disk kept across pulls, so the queues
+    /// that interleave in the log read each cold range once (see `read_windows`); 0 keeps
+    /// none, otherwise at least one read-ahead and at most
+    /// [`READ_WINDOW_CACHE_BYTES_MAX`](limits::READ_WINDOW_CACHE_BYTES_MAX).
+    pub read_window_cache_bytes: usize,
     /// Bytes of the commit log kept written with zeros ahead of the write position, so a
     /// durable write never also converts preallocated blocks (see `warm`); 0 turns the
     /// warmer off (RocketMQ's `warmMapedFileEnable`).
@@ -140,6 +145,7 @@ impl StoreConfig {
             async_dirty_bytes_max: limits::ASYNC_DIRTY_BYTES_MAX_DEFAULT,
             chunk_bytes: limits::CHUNK_BYTES_DEFAULT,
             read_cache_bytes: limits::READ_CACHE_BYTES_DEFAULT,
+            read_window_cache_bytes: limits::READ_WINDOW_CACHE_BYTES_DEFAULT,
             warm_ahead_bytes: limits::WARM_AHEAD_BYTES_DEFAULT,
             flushes_in_flight_max: limits::FLUSHES_IN_FLIGHT_MAX,
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
@@ -196,6 +202,16 @@ impl StoreConfig {
                 limits::FLUSHES_IN_FLIGHT_MAX
             ));
         }
+        let windows = self.read_window_cache_bytes;
+        if windows != 0
+            && !(limits::READ_AHEAD_BYTES..=limits::READ_WINDOW_CACHE_BYTES_MAX).contains(&windows)
+        {
+            return bad(format!(
+                "read_window_cache_bytes {windows} must be 0 or {}..={}",
+                limits::READ_AHEAD_BYTES,
+                limits::READ_WINDOW_CACHE_BYTES_MAX
+            ));
+        }
         if self.chunk_bytes < 64 * 1024 {
             return bad(format!("chunk_bytes {} below 64 KiB", self.chunk_bytes));
         }
@@ -247,6 +263,9 @@ mod tests {
     fn validation_names_the_bad_field() {
         let base = StoreConfig::new("unused", LogId::new(1).expect("id"));
         assert!(base.validate().is_ok());
+        let mut no_windows = base.clone();
+        no_windows.read_window_cache_bytes = 0;
+        assert!(no_windows.validate().is_ok(), "0 keeps no read window");
         type Case = (&'static str, Box<dyn Fn(&mut StoreConfig)>);
         let cases: Vec<Case> = vec![
             (
@@ -269,6 +288,14 @@ mod tests {
                 Box::new(|c| c.flushes_in_flight_max = 3),
             ),
             ("chunk_bytes", Box::new(|c| c.chunk_bytes = 4096)),
+            (
+                "read_window_cache_bytes",
+                Box::new(|c| c.read_window_cache_bytes = 4096),
+            ),
+            (
+                "read_window_cache_bytes",
+                Box::new(|c| c.read_window_cache_bytes = (1 << 30) + 1),
+            ),
             ("disk ratios", Box::new(|c| c.disk_high_ratio = 1.5)),
             ("flush_interval_ms", Box::new(|c| c.flush_interval_ms = 0)),
             (

@@ -56,6 +56,8 @@
 //! - `cq_cache`: the store's bounded cache of consume-queue blocks read from disk.
 //! - `checkpoint`: the two-slot checkpoint file.
 //! - `commit_log`: segments, the open chunk, the read cache and flush plans of the log.
+//! - `read_windows`: the store's bounded windows of the log read from disk, kept across
+//!   pulls.
 //! - `config`: [`StoreConfig`] and [`FlushPolicy`].
 //! - `remap`: hands queues to their new owner stores when the shard count changes, with
 //!   their queue-table lines.
@@ -99,6 +101,7 @@ pub(crate) mod queue_repair;
 pub(crate) mod queue_table;
 pub(crate) mod queues;
 pub mod read;
+pub(crate) mod read_windows;
 pub mod recovery;
 pub mod remap;
 pub mod replica;
@@ -115,4 +118,4 @@ pub use offset::{LogId, PhysicalOffset, QueueOffset};
 pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};
 pub use replica::LogChunk;
 pub use retention::local_hour;
-pub use store::{AppendedRecord, ConsumeQueueMemory, Store, StoreStats};
+pub use store::{AppendedRecord, ConsumeQueueMemory, ReadWindowMemory, Store, StoreStats};

@@ -106,6 +106,15 @@ pub const INDEX_UNLINKED_MAX: u64 = 1 << 20;
 /// Bytes read at once when a pull reads older data from disk (read-ahead).
 pub const READ_AHEAD_BYTES: usize = 256 * 1024;
 
+/// Default bytes of read-ahead windows a store keeps across pulls
+/// (`StoreConfig::read_window_cache_bytes`): 16 windows, room for the interleaved ranges the
+/// queues of a topic draining a backlog together read (docs/architecture.md#read-windows).
+pub const READ_WINDOW_CACHE_BYTES_DEFAULT: usize = 16 * READ_AHEAD_BYTES;
+
+/// Most bytes of read windows a store may keep: the page cache Comet does not use is the
+/// operator's to size, but one shard's windows beyond 1 GiB are a mistyped value.
+pub const READ_WINDOW_CACHE_BYTES_MAX: usize = 1 << 30;
+
 /// Bytes read per step while recovery scans the commit log.
 pub const RECOVERY_READ_BYTES: usize = 4 * 1024 * 1024;
 

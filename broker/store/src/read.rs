@@ -3,14 +3,16 @@
 //!
 //! Consume-queue entries come from the queue's hot tail, the store's block cache, or the
 //! queue's files (a block at a time, see `consume_queue`). Records come from the in-memory
-//! chunks when still cached (tailing consumers never touch the disk) and otherwise from the
-//! segment files with read-ahead; disk reads are verified
+//! chunks when still cached (tailing consumers never touch the disk), from a read-ahead window
+//! kept from an earlier pull (`read_windows`: the queues interleaved in the log read each cold
+//! range once) and otherwise from the segment files with read-ahead; disk reads are verified
 //! (magic, lengths, body CRC) before they are returned (docs/style.md#paired-record-checks). Only
 //! durable, dispatched records are ever reachable.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -104,6 +106,16 @@ struct ReadWindow {
     bytes: Bytes,
 }
 
+/// Where a cold read of the own log goes: the segment's start and file, where the read must
+/// end (the durable end or the segment's), and the read windows' generation to quote when
+/// keeping what is read (taken together, before the read).
+struct DiskSource {
+    segment_start: u64,
+    file: Rc<DirectFile>,
+    limit: u64,
+    generation: u64,
+}
+
 /// What the read path uses of the shard state: the log, the queue tables, the key index,
 /// the read counters and whether the store is closed (it never writes records).
 #[derive(Clone, Copy)]
@@ -135,6 +147,44 @@ impl<'s> ReadPath<'s> {
         let mut stats = self.stats.get();
         stats.disk_reads += 1;
         self.stats.set(stats);
+    }
+
+    /// Counts a read of the own log that found a kept read window (`hit`) or went to disk.
+    fn count_window(&self, hit: bool) {
+        let mut stats = self.stats.get();
+        if hit {
+            stats.read_window_hits += 1;
+        } else {
+            stats.read_window_misses += 1;
+            stats.disk_reads += 1;
+        }
+        self.stats.set(stats);
+    }
+
+    /// The bytes from `position` to the end of a read window kept from an earlier pull,
+    /// if one holds `length_min` bytes from there (counted as a hit).
+    fn kept_window(&self, position: u64, length_min: usize) -> Option<Bytes> {
+        let kept = self
+            .log
+            .borrow_mut()
+            .read_windows
+            .get_from(position, length_min)?;
+        self.count_window(true);
+        Some(kept)
+    }
+
+    /// Where `physical` of the own log is read from disk (see [`DiskSource`]).
+    fn disk_source(&self, physical: PhysicalOffset) -> Result<DiskSource, StoreError> {
+        let log = self.log.borrow();
+        let (segment_start, file) = log
+            .segment_of(physical.position())
+            .ok_or_else(|| missing(physical))?;
+        Ok(DiskSource {
+            segment_start,
+            file,
+            limit: log.durable.min(segment_start + log.segment_bytes),
+            generation: log.read_windows.generation(),
+        })
     }
 
     /// Entries of (topic, queue_id) from `from` on (at least one, at most `limit`), through
@@ -256,7 +306,8 @@ impl<'s> ReadPath<'s> {
         Ok((chosen, QueueOffset(next)))
     }
 
-    /// Reads `size` bytes of the record at `physical`: cache, window, or disk (read-ahead).
+    /// Reads `size` bytes of the record at `physical`: cache, this pull's window, a window
+    /// kept from an earlier pull, or disk (read-ahead, then kept for later pulls).
     async fn read_span(
         &self,
         physical: PhysicalOffset,
@@ -277,23 +328,32 @@ impl<'s> ReadPath<'s> {
                 return verified(window.bytes.slice(from..from + size), physical);
             }
         }
-        let (segment_start, file, limit) = {
-            let log = self.log.borrow();
-            let (start, file) = log.segment_of(position).ok_or_else(|| missing(physical))?;
-            (start, file, log.durable.min(start + log.segment_bytes))
-        };
+        if let Some(bytes) = self.kept_window(position, size) {
+            let record = bytes.slice(..size);
+            *window = Some(ReadWindow { position, bytes });
+            return verified(record, physical);
+        }
+        let source = self.disk_source(physical)?;
         let length = size
             .max(READ_AHEAD_BYTES)
-            .min(to_index(limit - position))
+            .min(to_index(source.limit - position))
             .max(size);
-        self.count_disk_read();
-        let bytes = Bytes::from(file.read_at(position - segment_start, length).await?);
+        self.count_window(false);
+        let read = source
+            .file
+            .read_at(position - source.segment_start, length)
+            .await?;
+        let bytes = Bytes::from(read);
         if bytes.len() < size {
             return Err(missing(physical));
         }
-        let record = bytes.slice(..size);
+        let record = verified(bytes.slice(..size), physical)?;
+        self.log
+            .borrow_mut()
+            .read_windows
+            .keep(source.generation, position, bytes.clone());
         *window = Some(ReadWindow { position, bytes });
-        verified(record, physical)
+        Ok(record)
     }
 
     /// Reads a record of another commit log (queues whose owner moved, see
@@ -348,20 +408,30 @@ impl<'s> ReadPath<'s> {
         if physical.log_id() != self.config.log_id {
             return Ok(Bytes::from(self.read_foreign_raw(physical, 8).await?));
         }
-        if let Some(bytes) = self.log.borrow().read_cached(physical.position(), 8) {
+        let position = physical.position();
+        if let Some(bytes) = self.log.borrow().read_cached(position, 8) {
             return Ok(bytes);
         }
-        let (segment_start, file) = {
-            let log = self.log.borrow();
-            log.segment_of(physical.position())
-                .ok_or_else(|| missing(physical))?
-        };
-        let position = physical.position();
-        self.count_disk_read();
-        let bytes = Bytes::from(
-            file.read_at(position - segment_start, READ_AHEAD_BYTES)
-                .await?,
-        );
+        if let Some(bytes) = self.kept_window(position, 8) {
+            *window = Some(ReadWindow {
+                position,
+                bytes: bytes.clone(),
+            });
+            return Ok(bytes);
+        }
+        let source = self.disk_source(physical)?;
+        // Durable bytes only: the window may be kept for later reads.
+        let length = READ_AHEAD_BYTES.min(to_index(source.limit.saturating_sub(position)));
+        self.count_window(false);
+        let read = source
+            .file
+            .read_at(position - source.segment_start, length)
+            .await?;
+        let bytes = Bytes::from(read);
+        self.log
+            .borrow_mut()
+            .read_windows
+            .keep(source.generation, position, bytes.clone());
         *window = Some(ReadWindow {
             position,
             bytes: bytes.clone(),

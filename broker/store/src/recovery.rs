@@ -235,6 +235,7 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         segment_bytes: config.segment_bytes,
         chunk_bytes: config.chunk_bytes,
         read_cache_bytes: config.read_cache_bytes,
+        read_window_cache_bytes: config.read_window_cache_bytes,
     };
     let mut log = CommitLog::new(shape, segments, end, &tail_page);
     if let Some(hold_from) = hold_from {

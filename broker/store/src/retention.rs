@@ -163,8 +163,7 @@ impl<'s> Retention<'s> {
         let _guard = MaintenanceLock { shared }.await;
         let (file, new_min) = {
             let mut log = shared.log.borrow_mut();
-            assert_eq!(log.min_position(), start, "segments go oldest first");
-            let file = log.segments.remove(&start).expect("listed segment");
+            let file = log.remove_oldest_segment(start).expect("listed segment");
             (file, start + log.segment_bytes)
         };
         log::info!("retention deletes segment {}", file.path().display());

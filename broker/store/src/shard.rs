@@ -34,6 +34,12 @@ pub struct StoreStats {
     pub written_bytes: u64,
     /// Reads of commit-log data from disk (cache misses of the read path).
     pub disk_reads: u64,
+    /// Records (or record heads) of the own log the read path found in a read window kept
+    /// from an earlier pull (see `read_windows`): disk reads saved.
+    pub read_window_hits: u64,
+    /// Records (or record heads) of the own log neither in memory nor in a kept read window:
+    /// each read its window from disk (and counts in `disk_reads`).
+    pub read_window_misses: u64,
     /// Reads of consume-queue blocks from their files (cold ranges the hot tails and the
     /// block cache did not hold).
     pub cq_disk_reads: u64,

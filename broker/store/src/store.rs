@@ -65,6 +65,17 @@ pub struct ConsumeQueueMemory {
     pub open_files_bound: usize,
 }
 
+/// What the read windows kept across pulls hold ([`Store::read_window_memory`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadWindowMemory {
+    /// Bytes of windows kept now.
+    pub held_bytes: usize,
+    /// Most bytes kept at once since open.
+    pub peak_bytes: usize,
+    /// The bound (`StoreConfig::read_window_cache_bytes`).
+    pub bound_bytes: usize,
+}
+
 /// A shard's store. Cloning gives another handle to the same store (same shard only).
 ///
 /// When the last handle is dropped without [`Store::shutdown`] the store is abandoned as in a
@@ -211,6 +222,17 @@ impl Store {
         memory.open_files_peak = files.peak();
         memory.open_files_bound = files.bound();
         memory
+    }
+
+    /// What the read windows kept across pulls hold now (see [`ReadWindowMemory`]).
+    pub fn read_window_memory(&self) -> ReadWindowMemory {
+        let log = self.shared.log.borrow();
+        let (held_bytes, peak_bytes) = log.read_windows.held_and_peak_bytes();
+        ReadWindowMemory {
+            held_bytes,
+            peak_bytes,
+            bound_bytes: self.shared.config.read_window_cache_bytes,
+        }
     }
 
     /// The queues recovery repaired from the commit log at open (their files were short,

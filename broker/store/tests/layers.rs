@@ -37,6 +37,7 @@ const LAYERS: &[&str] = &[
     "cq_cache",
     "checkpoint",
     "commit_log",
+    "read_windows",
     "config",
     "remap",
     "queue_table",

@@ -859,6 +859,90 @@ fn truncate_unconfirmed_takes_back_an_unseen_tail() {
     });
 }
 
+// Proves a read window kept from before a live truncation never answers for the bytes
+// written at the same positions afterwards: a cold read of the first record keeps a window
+// reaching into the unconfirmed tail, the tail is taken back and another master's records
+// of the same sizes land at the same positions, and every record read back is the new one.
+#[test]
+fn truncation_drops_the_read_windows_past_it() {
+    let dir = TempDir::new("repl-truncate-windows");
+    // One segment holds everything: a live truncation stays in the segment being written.
+    let shape = |name: &str| {
+        let mut config = small_config(&dir.path().join(name));
+        config.segment_bytes = 1 << 20;
+        config
+    };
+    let mut slave_config = shape("s");
+    slave_config.visible_after_confirm = true;
+    run(async {
+        let first = Store::open(shape("m1")).await.expect("master");
+        let slave = Store::open(slave_config).await.expect("slave");
+        fill(&first, "Cut", 2, 1000..1150, 1000).await;
+        let kept_end = copy_log(&first, &slave, 0, 64 * 1024).await;
+        slave.wait_durable(kept_end).await.expect("durable");
+        slave.confirm(kept_end);
+        fill(&first, "Cut", 2, 1150..1450, 1000).await;
+        let tail_end = copy_log(&first, &slave, kept_end, 64 * 1024).await;
+        slave.wait_durable(tail_end).await.expect("durable");
+        let shown = common::poll_until_async(Duration::from_secs(10), || {
+            slave.max_offset("Cut", 0) == QueueOffset(75)
+        })
+        .await;
+        assert!(shown, "the confirmed records are visible");
+
+        let cold = slave
+            .get_messages("Cut", 0, QueueOffset(0), 1, 1 << 20, MessageFilter::All)
+            .await
+            .expect("get");
+        assert_eq!(body_tag(&cold.records[0]), 1000);
+        assert_eq!(slave.stats().read_window_misses, 1, "read from disk");
+        let window = slave.read_window_memory().held_bytes as u64;
+        assert!(
+            window > kept_end + 16 * 1024,
+            "the window reaches into the tail"
+        );
+
+        slave
+            .truncate_unconfirmed(kept_end)
+            .await
+            .expect("truncate");
+        let second = Store::open(shape("m2")).await.expect("master");
+        fill(&second, "Cut", 2, 1000..1150, 1000).await;
+        assert_eq!(second.written_position(), kept_end, "same shape");
+        fill(&second, "Cut", 2, 2150..2450, 1000).await;
+        let end = copy_log(&second, &slave, kept_end, 64 * 1024).await;
+        assert_eq!(end, tail_end, "the same sizes at the same positions");
+        slave.wait_durable(end).await.expect("durable");
+        slave.confirm(end);
+        let shown = common::poll_until_async(Duration::from_secs(10), || {
+            slave.max_offset("Cut", 1) == QueueOffset(225)
+        })
+        .await;
+        assert!(shown, "the new records are visible");
+        for queue_id in 0..2i32 {
+            let mut tags = Vec::new();
+            let mut offset = QueueOffset(0);
+            while tags.len() < 225 {
+                let got = slave
+                    .get_messages("Cut", queue_id, offset, 32, 1 << 20, MessageFilter::All)
+                    .await
+                    .expect("get");
+                assert_eq!(got.status, GetStatus::Found);
+                tags.extend(got.records.iter().map(|bytes| body_tag(bytes)));
+                offset = got.next_offset;
+            }
+            let expected: Vec<u64> = (1000..1150)
+                .chain(2150..2450)
+                .filter(|tag| tag % 2 == u64::from(queue_id.unsigned_abs()))
+                .collect();
+            assert_eq!(tags, expected, "queue {queue_id}");
+        }
+        first.shutdown().await.expect("shutdown");
+        second.shutdown().await.expect("shutdown");
+        slave.shutdown().await.expect("shutdown");
+    });
+}
+
 // Proves a slave's store reopened with hold_unconfirmed_at_open shows only what was visible
 // before (after a clean close and after a crash): the unconfirmed tail is kept, its queues'
 // next offsets follow it, a later confirm shows it, and it can be taken back live instead.

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use comet_proto::message::RecordView;
 use comet_store::{
-    FlushPolicy, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig, TimeBoundary,
+    FlushPolicy, GetStatus, MessageFilter, PhysicalOffset, QueueOffset, Store, StoreConfig,
+    TimeBoundary,
 };
 use common::{body, body_tag, properties, record, small_config, TempDir};
 
@@ -439,6 +440,152 @@ fn tailing_reads_cost_no_disk_io() {
         );
         store.shutdown().await.expect("shutdown");
     });
+}
+
+/// Queues of the interleaved log the read-window tests drain, and records per queue.
+const DRAIN_QUEUES: i32 = 8;
+const DRAIN_RECORDS: u64 = 200;
+
+/// Writes `DRAIN_RECORDS` records into each of `DRAIN_QUEUES` queues of "Drain", one record
+/// per queue in turn (their bytes interleave in the log), bodies of 600 to 1,400 bytes so
+/// records end at every place of a segment; returns the physical offsets by tag.
+async fn fill_interleaved(store: &Store) -> Vec<PhysicalOffset> {
+    let mut physical = Vec::new();
+    for round in 0..DRAIN_RECORDS {
+        let batch: Vec<_> = (0..DRAIN_QUEUES)
+            .map(|queue_id| {
+                let tag = round * DRAIN_QUEUES as u64 + queue_id as u64;
+                let length = 600 + (tag * 337 % 800) as usize;
+                record("Drain", queue_id, &body(tag, length), "")
+            })
+            .collect();
+        let appended = store.append(&batch).await.expect("append");
+        physical.extend(appended.iter().map(|one| one.physical_offset));
+    }
+    physical
+}
+
+/// Drains every queue of "Drain" from its first record, as a consumer group of one pulling
+/// consumer per queue would: 32 records per pull, the queues in turn. Checks every record
+/// is the one written at its queue offset.
+async fn drain_interleaved(store: &Store) {
+    let mut next = vec![QueueOffset(0); DRAIN_QUEUES as usize];
+    let mut pulls = 0;
+    while next.iter().any(|offset| offset.0 < DRAIN_RECORDS) {
+        for queue_id in 0..DRAIN_QUEUES {
+            let offset = next[queue_id as usize];
+            if offset.0 == DRAIN_RECORDS {
+                continue;
+            }
+            let got = store
+                .get_messages("Drain", queue_id, offset, 32, 1 << 20, MessageFilter::All)
+                .await
+                .expect("get");
+            assert_eq!(got.status, GetStatus::Found);
+            for (index, bytes) in got.records.iter().enumerate() {
+                let queue_offset = offset.0 + index as u64;
+                let tag = queue_offset * DRAIN_QUEUES as u64 + queue_id as u64;
+                assert_eq!(
+                    body_tag(bytes),
+                    tag,
+                    "queue {queue_id} offset {queue_offset}"
+                );
+                let view = RecordView::parse(bytes).expect("parse");
+                assert_eq!(view.queue_offset(), queue_offset as i64);
+                assert_eq!(view.body().len(), 600 + (tag * 337 % 800) as usize);
+            }
+            next[queue_id as usize] = got.next_offset;
+            pulls += 1;
+        }
+    }
+    assert!(
+        pulls >= DRAIN_QUEUES * 7,
+        "32 records at most per pull: {pulls}"
+    );
+}
+
+/// A store of `DRAIN_QUEUES` interleaved queues, written and closed (so every read after
+/// a reopen is cold), with `read_window_cache_bytes` set to `window_bytes`; the physical
+/// offsets of its records by tag.
+fn interleaved_store(
+    name: &str,
+    window_bytes: usize,
+) -> (TempDir, StoreConfig, Vec<PhysicalOffset>) {
+    let dir = TempDir::new(name);
+    let mut config = small_config(dir.path());
+    config.read_window_cache_bytes = window_bytes;
+    let physical = run(async {
+        let store = Store::open(config.clone()).await.expect("open");
+        let physical = fill_interleaved(&store).await;
+        store.shutdown().await.expect("shutdown");
+        physical
+    });
+    (dir, config, physical)
+}
+
+// Proves cold reads through the read windows kept across pulls return exactly the records
+// written (8 interleaved queues over several 256 KiB segments, records ending at every place
+// of a segment; records read by offset, head first, too), and that the windows never hold
+// more than their bound, here two read-aheads.
+#[test]
+fn kept_read_windows_return_what_was_written() {
+    let bound = 2 * comet_store::limits::READ_AHEAD_BYTES;
+    let (_dir, config, physical) = interleaved_store("windows-exact", bound);
+    run(async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        assert!(
+            store.written_position() > 6 * 256 * 1024,
+            "several segments"
+        );
+        drain_interleaved(&store).await;
+        let stats = store.stats();
+        assert!(stats.read_window_hits > 0, "{stats:?}");
+        let memory = store.read_window_memory();
+        assert_eq!(memory.bound_bytes, bound);
+        assert!(memory.peak_bytes > bound / 2, "{memory:?}");
+        assert!(memory.peak_bytes <= bound, "{memory:?}");
+        assert!(memory.held_bytes <= bound, "{memory:?}");
+        store.shutdown().await.expect("shutdown");
+    });
+    run(async {
+        let store = Store::open(config).await.expect("reopen");
+        for (tag, at) in physical.iter().enumerate().step_by(3) {
+            let bytes = store.read_record(*at).await.expect("read").expect("stored");
+            assert_eq!(body_tag(&bytes), tag as u64, "at {at}");
+        }
+        let stats = store.stats();
+        assert!(
+            stats.read_window_hits > 0,
+            "heads read through kept windows: {stats:?}"
+        );
+        assert!(store.read_window_memory().peak_bytes <= bound);
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
+// Proves a drain like the backlog workload (a group draining 8 interleaved queues from
+// their first record) reads the disk far less often with the read windows kept across
+// pulls than without, where each pull read its ranges again.
+#[test]
+fn kept_read_windows_save_disk_reads() {
+    let reads = |window_bytes: usize| {
+        let (_dir, config, _) = interleaved_store("windows-saved", window_bytes);
+        run(async {
+            let store = Store::open(config).await.expect("reopen");
+            drain_interleaved(&store).await;
+            let stats = store.stats();
+            store.shutdown().await.expect("shutdown");
+            stats
+        })
+    };
+    let without = reads(0);
+    let with = reads(comet_store::limits::READ_WINDOW_CACHE_BYTES_DEFAULT);
+    assert_eq!(without.read_window_hits, 0, "{without:?}");
+    assert!(with.read_window_misses <= with.disk_reads, "{with:?}");
+    assert!(
+        with.disk_reads * 3 <= without.disk_reads,
+        "with windows {with:?}, without {without:?}"
+    );
 }
 
 /// The body tag of the one record of topic "Linked" found under `key`.
