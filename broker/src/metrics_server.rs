@@ -1,7 +1,12 @@
 //! The metrics endpoint (`metricsExporterType=PROM`): an HTTP/1.1 responder on shard 0 at
 //! `metricsPromExporterHost:metricsPromExporterPort` that answers `GET /metrics` with every
 //! shard's figures (docs/operations.md#metrics), and the once-a-second publication of the
-//! figures only a shard itself can read (its stores, its slaves' progress).
+//! figures only a shard itself can read (its stores, its slaves' progress, its I/O counts).
+//!
+//! The endpoint starts first thing on shard 0, before any store opens: until the broker
+//! serves (shard 0 has joined the mesh), a scrape gets the stores' opens only (how far each
+//! recovery has got, `crate::metrics::RecoveryLine`), read from the progress each store
+//! reports as it opens. A long recovery is then visible to Prometheus while it runs.
 //!
 //! A scrape reads the shared tables and statistics and every shard's slot of
 //! `crate::metrics` from shard 0, after asking each shard once across the mesh to compute
@@ -9,8 +14,10 @@
 //! for it. Connections are bounded in number, in request size and in time: a client that
 //! sends garbage gets 400, one that sends nothing for [`REQUEST_TIMEOUT`] is dropped.
 
+use std::cell::OnceCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use comet_net::http::{self, Method, Request, Response, ServeLimits};
@@ -20,8 +27,8 @@ use comet_rt::shutdown::StopSignal;
 use comet_rt::task_class::timeout;
 
 use crate::metrics::{
-    encode, BrokerFigures, BrokerLabels, Connections, FollowerLag, LogFigures, OutCounts,
-    ShardFigures, Snapshot,
+    encode, BrokerFigures, BrokerLabels, Connections, FollowerLag, LogFigures, Metrics, OutCounts,
+    ShardFigures, Snapshot, StartingSnapshot,
 };
 use crate::shard::{ShardBroker, ShardCall};
 use crate::stats::StatsName;
@@ -59,7 +66,6 @@ pub fn publish(broker: &ShardBroker) {
             held_bytes: written.saturating_sub(log.store.min_physical_offset().position()),
             dispatch_behind_bytes: log.store.dispatch_behind_bytes(),
             histograms: log.store.histograms(),
-            recovery: log.store.recovery(),
         });
         if master {
             for slave in log.replication.followers.borrow().values() {
@@ -75,6 +81,7 @@ pub fn publish(broker: &ShardBroker) {
     figures.mesh_calls_pending = broker.mesh().pending_calls();
     figures.transactions = crate::transaction::checker_figures();
     figures.revive_checkpoints = crate::pop::revive::checkpoints_in_memory();
+    figures.io_completions = comet_rt::io_count::completions();
     broker.metrics().publish(broker.shard().index(), figures);
 }
 
@@ -151,6 +158,7 @@ pub async fn snapshot(broker: &ShardBroker) -> Snapshot {
         consumers: crate::metrics::consumer::merge(&broker.metrics().consumers()),
         wall_clock_ms: comet_rt::clock::wall_clock_ms(),
         broker: figures,
+        recovery: broker.metrics().recoveries(),
     }
 }
 
@@ -211,16 +219,27 @@ fn add_connection(all: &mut Vec<Connections>, key: Connections) {
     }
 }
 
+/// What the endpoint reads: the broker once it serves, the stores' opens before.
+pub struct Endpoint {
+    /// Every shard's figures, and the stores' opens.
+    pub metrics: Arc<Metrics>,
+    /// The labels of what a scrape reports before the broker serves.
+    pub labels: BrokerLabels,
+    /// Set by shard 0 once it has joined the mesh (a full scrape asks every shard).
+    pub broker: Rc<OnceCell<Rc<ShardBroker>>>,
+}
+
 /// Serves scrapes on `listener` until `stop`.
-pub async fn serve(broker: Rc<ShardBroker>, listener: Listener, stop: StopSignal) {
+pub async fn serve(endpoint: Endpoint, listener: Listener, stop: StopSignal) {
     log::info!("metrics on http://{}{METRICS_PATH}", listener.local_addr());
     let limits = ServeLimits {
         connections_max: CONNECTIONS_MAX,
         exchange_timeout: REQUEST_TIMEOUT,
     };
+    let endpoint = Rc::new(endpoint);
     http::serve("metrics", listener, stop, limits, move |request| {
-        let broker = broker.clone();
-        async move { answer(&broker, &request).await }
+        let endpoint = endpoint.clone();
+        async move { answer(&endpoint, &request).await }
     })
     .await;
 }
@@ -229,14 +248,21 @@ pub async fn serve(broker: Rc<ShardBroker>, listener: Listener, stop: StopSignal
 pub const METRICS_PATH: &str = "/metrics";
 
 /// The answer to one request: the exposition for `GET` or `HEAD` of [`METRICS_PATH`].
-async fn answer(broker: &ShardBroker, request: &Request) -> Response {
+async fn answer(endpoint: &Endpoint, request: &Request) -> Response {
     if request.path != METRICS_PATH {
         return Response::error(404, format!("only {METRICS_PATH} is served"));
     }
     if !matches!(request.method, Method::Get | Method::Head) {
         return Response::error(405, "only GET and HEAD");
     }
-    match encode::encode(snapshot(broker).await) {
+    let encoded = match endpoint.broker.get() {
+        Some(broker) => encode::encode(snapshot(broker).await),
+        None => encode::encode_starting(StartingSnapshot {
+            labels: endpoint.labels.clone(),
+            recovery: endpoint.metrics.recoveries(),
+        }),
+    };
+    match encoded {
         Ok(text) => Response::ok(encode::CONTENT_TYPE, text),
         Err(error) => {
             log::error!("metrics: cannot encode: {error}");

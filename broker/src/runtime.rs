@@ -7,6 +7,7 @@
 //! and metadata, unregister from name servers, shut the store down (final flush,
 //! checkpoint, `abort` removed).
 
+use std::cell::OnceCell;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -29,7 +30,7 @@ use crate::config::{BrokerConfig, BrokerRole, FlushDiskType, MetricsExporter};
 use crate::controller_role::ControllerRole;
 use crate::live_config::LiveConfig;
 use crate::metadata::Metadata;
-use crate::metrics::Metrics;
+use crate::metrics::{BrokerLabels, Metrics};
 use crate::offset::OffsetFile;
 use crate::ownership::owner_shard;
 use crate::processor::{self, client};
@@ -494,8 +495,12 @@ async fn run_shard(
     mesh: Mesh<ShardCall, ShardReply>,
 ) -> Result<(), RunError> {
     let shard = context.shard;
+    let stop = StopSignal::new();
+    stop.follow(start.options.stop.clone());
+    // Before any store opens, so a long recovery shows in the metrics while it runs.
+    let metrics_broker = serve_metrics(&start, shard, &stop)?;
     let steps = ShardSteps::start(shard, &format!("opening store {}", shard.index()));
-    let store = open_store(&start, shard.index(), context.shard_count).await?;
+    let store = open_store(&start, shard, shard.index(), context.shard_count).await?;
     // A slave with fewer shards than its master has logs hosts the others here too.
     let mut hosted = Vec::new();
     let hosted_logs = crate::replication::hosting::hosted_logs(
@@ -505,7 +510,7 @@ async fn run_shard(
     );
     for log in hosted_logs.into_iter().filter(|log| *log != shard.index()) {
         steps.step(&format!("opening hosted store {log}"));
-        let log_store = open_store(&start, log, context.shard_count).await?;
+        let log_store = open_store(&start, shard, log, context.shard_count).await?;
         hosted.push(crate::shard::HostedLog {
             store: log_store,
             replication: Rc::new(crate::replication::ReplicationState::new(
@@ -565,23 +570,16 @@ async fn run_shard(
     ))?;
     let server = Rc::new(server);
     broker.set_server(server.clone());
-    let stop = StopSignal::new();
-    stop.follow(start.options.stop.clone());
+    if let Some(metrics_broker) = &metrics_broker {
+        // From now on a scrape reads every shard's figures.
+        let _ = metrics_broker.set(broker.clone());
+    }
     if start.options.standalone && shard.0 == 0 {
         crate::standalone::spawn_name_server(&start.config.snapshot(), stop.clone())
             .map_err(RunError::new(FatalReason::Bind))?;
     }
     if let (Some(acl), 0) = (start.acl.clone(), shard.0) {
         spawn_acl_watch(acl, stop.clone());
-    }
-    if start.metrics.enabled() && shard.0 == 0 {
-        let addr = start.config.load().metrics_listen_addr();
-        let listener = Listener::bind(addr).map_err(RunError::during(
-            FatalReason::Bind,
-            format!("{shard}: metrics on {addr}"),
-        ))?;
-        let serving = crate::metrics_server::serve(broker.clone(), listener, stop.clone());
-        spawn_detached(TaskClass::Admin, serving);
     }
     steps.step("starting replication");
     crate::replication::start(&broker, &stop)
@@ -634,14 +632,48 @@ async fn run_shard(
     ))
 }
 
-/// Opens store `index` (its log has that id) on a shard of `shard_count`.
+/// Starts the metrics endpoint on shard 0 when metrics are on, before the broker serves
+/// (see `crate::metrics_server`): returns where to hand it the broker once it does.
+fn serve_metrics(
+    start: &ShardStart,
+    shard: ShardId,
+    stop: &StopSignal,
+) -> Result<Option<Rc<OnceCell<Rc<ShardBroker>>>>, RunError> {
+    if !start.metrics.enabled() || shard.0 != 0 {
+        return Ok(None);
+    }
+    let config = start.config.snapshot();
+    let addr = config.metrics_listen_addr();
+    let listener = Listener::bind(addr).map_err(RunError::during(
+        FatalReason::Bind,
+        format!("{shard}: metrics on {addr}"),
+    ))?;
+    let broker = Rc::new(OnceCell::new());
+    let endpoint = crate::metrics_server::Endpoint {
+        metrics: start.metrics.clone(),
+        labels: BrokerLabels {
+            cluster: config.cluster_name.clone(),
+            node_id: config.broker_name.clone(),
+        },
+        broker: broker.clone(),
+    };
+    let serving = crate::metrics_server::serve(endpoint, listener, stop.clone());
+    spawn_detached(TaskClass::Admin, serving);
+    Ok(Some(broker))
+}
+
+/// Opens store `index` (its log has that id) on shard `shard` of `shard_count`.
 async fn open_store(
     start: &ShardStart,
+    shard: ShardId,
     index: usize,
     shard_count: usize,
 ) -> Result<Store, RunError> {
     let broker_config = start.config.snapshot();
     let mut config = store_config(&broker_config, index, start.queue_logs, start.store_count);
+    config.recovery_progress = start
+        .metrics
+        .watch_recovery(shard.index(), config.log_id.get());
     if index < start.queue_logs {
         // Logs no shard writes any more: this store deletes their expired segments and
         // answers key queries from their index. The stores of running shards past a

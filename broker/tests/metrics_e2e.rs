@@ -12,8 +12,10 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
+use comet_proto::batch::{encode_batch, BatchEntry};
 use comet_proto::body::{ConsumeType, ConsumerData, HeartbeatData, JsonBody, SubscriptionData};
-use comet_proto::headers::ConsumerSendMsgBackRequestHeader;
+use comet_proto::bytes::BytesMut;
+use comet_proto::headers::{ConsumerSendMsgBackRequestHeader, SendMessageRequestHeaderV2};
 use comet_proto::message::{decode_records, MessageExt};
 use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
@@ -676,4 +678,270 @@ fn transaction_decisions_are_counted() {
         ),
         0.0
     );
+}
+
+/// The value of the one series of `name` with exactly the labels `labels` among its own
+/// (besides the common three); panics when there is none.
+fn one(samples: &BTreeMap<String, Vec<Sample>>, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let found: Vec<f64> = samples
+        .get(name)
+        .into_iter()
+        .flatten()
+        .filter(|sample| {
+            labels
+                .iter()
+                .all(|(key, value)| sample.labels.get(*key).map(String::as_str) == Some(*value))
+        })
+        .map(|sample| sample.value)
+        .collect();
+    assert_eq!(found.len(), 1, "{name} {labels:?}: {found:?}");
+    found[0]
+}
+
+// Proves the I/O completions follow known traffic: between two scrapes, 40 synchronous
+// sends over one connection complete at least 40 socket reads and 40 socket writes, and on
+// every shard at least one file write per commit-log sync the store counted (a segment sync
+// is an O_DSYNC write); every kind has a series per shard.
+#[test]
+fn io_completions_follow_the_traffic() {
+    const SENDS: usize = 40;
+    let (_directory, broker, addr) = start_with_metrics("e2e-metrics-io", 2);
+    let mut client = broker.client();
+    create_topic(&mut client, TOPIC, 4);
+    let storage = [("storage_type", "local"), ("storage_medium", "disk")];
+    let settled = |samples: &BTreeMap<String, Vec<Sample>>, records: f64| {
+        value(samples, "comet_store_appended_records_total", &[]) == records
+            && value(samples, "rocketmq_storage_flush_behind_bytes", &storage) == 0.0
+    };
+    let before = wait_for(
+        "a publication of both shards",
+        Duration::from_secs(10),
+        || {
+            let samples = scrape(addr);
+            let shards = samples
+                .get("comet_io_completions_total")
+                .into_iter()
+                .flatten()
+                .filter(|sample| sample.labels["op"] == "file_write")
+                .count();
+            (shards == 2 && settled(&samples, 0.0)).then_some(samples)
+        },
+    );
+    for index in 0..SENDS {
+        let queue_id = i32::try_from(index % 4).expect("small");
+        let response = client.call(send_request(TOPIC, queue_id, &[b'i'; 200], None, None));
+        assert_eq!(response.response_code(), ResponseCode::SUCCESS);
+    }
+    let ops = |samples: &BTreeMap<String, Vec<Sample>>, op: &str| {
+        value(samples, "comet_io_completions_total", &[("op", op)])
+    };
+    // The shards publish once a second: wait for one after every answer went out.
+    let after = wait_for(
+        "a publication after the sends",
+        Duration::from_secs(10),
+        || {
+            let samples = scrape(addr);
+            let sent = ops(&samples, "socket_send") - ops(&before, "socket_send");
+            (settled(&samples, SENDS as f64) && sent >= SENDS as f64).then_some(samples)
+        },
+    );
+    let received = ops(&after, "socket_recv") - ops(&before, "socket_recv");
+    assert!(received >= SENDS as f64, "{received} socket reads");
+    for shard in ["0", "1"] {
+        let log = [("shard", shard), ("log", shard)];
+        let syncs = value(&after, "comet_store_fdatasyncs_total", &log)
+            - value(&before, "comet_store_fdatasyncs_total", &log);
+        let writes = [("shard", shard), ("op", "file_write")];
+        let written = one(&after, "comet_io_completions_total", &writes)
+            - one(&before, "comet_io_completions_total", &writes);
+        assert!(syncs >= 1.0, "shard {shard}: {syncs} syncs");
+        assert!(
+            written >= syncs,
+            "shard {shard}: {written} writes, {syncs} syncs"
+        );
+        for op in [
+            "file_open",
+            "file_close",
+            "file_read",
+            "file_sync",
+            "file_allocate",
+            "file_stat",
+            "file_truncate",
+            "file_remove",
+            "socket_accept",
+            "socket_connect",
+            "socket_recv",
+            "socket_send",
+        ] {
+            one(
+                &after,
+                "comet_io_completions_total",
+                &[("shard", shard), ("op", op)],
+            );
+        }
+        let opened = one(
+            &after,
+            "comet_io_completions_total",
+            &[("shard", shard), ("op", "file_open")],
+        );
+        assert!(opened >= 1.0, "shard {shard} opened its segments");
+    }
+}
+
+/// Sends `batches` SEND_BATCH_MESSAGE requests of `per_batch` messages of `body` to queue 0
+/// of `topic`.
+fn send_batches(client: &mut common::Client, topic: &str, batches: usize, per_batch: usize) {
+    let entry = BatchEntry {
+        flag: 0,
+        body: b"recover me",
+        properties: "",
+    };
+    let entries = vec![entry; per_batch];
+    let mut body = BytesMut::new();
+    encode_batch(&entries, &mut body).expect("a batch within the limits");
+    let body = body.freeze();
+    for _ in 0..batches {
+        let header = SendMessageRequestHeaderV2 {
+            producer_group: "metrics_pg".into(),
+            topic: topic.into(),
+            default_topic: "TBW102".into(),
+            default_topic_queue_nums: 4,
+            queue_id: 0,
+            sys_flag: 0,
+            born_timestamp: 1_700_000_000_000,
+            flag: 0,
+            properties: None,
+            reconsume_times: Some(0),
+            unit_mode: Some(false),
+            max_reconsume_times: None,
+            batch: Some(true),
+            broker_name: None,
+        };
+        let request = RemotingCommand::request(RequestCode::SEND_BATCH_MESSAGE, 0)
+            .with_header(&header)
+            .with_body(body.clone());
+        assert_eq!(client.call(request).response_code(), ResponseCode::SUCCESS);
+    }
+}
+
+/// A one-shard broker serving metrics with `batches` batches of `per_batch` messages stored
+/// and durable: its store directory, the broker and the endpoint, and the log's end position
+/// (`rocketmq_storage_size`: log 0 starts at 0 and nothing has been deleted).
+fn one_shard_with_log(
+    name: &str,
+    batches: usize,
+    per_batch: usize,
+) -> (TempDir, Broker, SocketAddr, f64) {
+    let (directory, broker, addr) = start_with_metrics(name, 1);
+    let mut client = broker.client();
+    create_topic(&mut client, TOPIC, 1);
+    send_batches(&mut client, TOPIC, batches, per_batch);
+    let storage = [("storage_type", "local"), ("storage_medium", "disk")];
+    let records = (batches * per_batch) as f64;
+    let end = wait_for("every record durable", Duration::from_secs(30), || {
+        let samples = scrape(addr);
+        let appended = value(&samples, "comet_store_appended_records_total", &[]);
+        let behind = value(&samples, "rocketmq_storage_flush_behind_bytes", &storage);
+        let held = value(&samples, "rocketmq_storage_size", &storage);
+        (appended == records && behind == 0.0 && held > 0.0).then_some(held)
+    });
+    (directory, broker, addr, end)
+}
+
+// Proves the recovery gauges after a crash: the restarted store re-verified its whole first
+// segment, so the bytes scanned are the log's end position before the crash, the target
+// equals them, and no store is still opening.
+#[test]
+fn recovery_gauges_after_a_crash_are_the_bytes_recovered() {
+    let (_directory, mut broker, addr, end) = one_shard_with_log("e2e-metrics-crash", 4, 500);
+    broker.kill();
+    broker.restart(1);
+    let samples = scrape(addr);
+    let log = [("shard", "0"), ("log", "0")];
+    assert_eq!(
+        one(&samples, "comet_store_recovery_scanned_bytes", &log),
+        end
+    );
+    assert_eq!(
+        one(&samples, "comet_store_recovery_target_bytes", &log),
+        end
+    );
+    assert_eq!(one(&samples, "comet_store_recovery_in_progress", &log), 0.0);
+    one(&samples, "comet_store_recovery_duration_milliseconds", &log);
+}
+
+/// Removes every store checkpoint under `store` (a lost checkpoint makes recovery scan the
+/// whole log); returns how many there were.
+fn remove_checkpoints(store: &Path) -> usize {
+    let mut removed = 0;
+    let mut pending = vec![store.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).expect("list the store").flatten() {
+            let path = entry.path();
+            if !path.is_dir() {
+                continue;
+            }
+            if entry.file_name() == "checkpoint" {
+                // The store's: one file per log, named by the log id.
+                for file in std::fs::read_dir(&path)
+                    .expect("list checkpoints")
+                    .flatten()
+                {
+                    let name = file.file_name();
+                    if name.to_str().is_some_and(|name| name.parse::<u8>().is_ok()) {
+                        std::fs::remove_file(file.path()).expect("remove a checkpoint");
+                        removed += 1;
+                    }
+                }
+            } else {
+                pending.push(path);
+            }
+        }
+    }
+    removed
+}
+
+// Proves the endpoint answers while the store is still opening: with its checkpoint lost,
+// the restarted store scans its whole log (a few hundred thousand records), and a scrape
+// during the scan reports the store in progress, the bytes scanned so far within the
+// target, and none of the broker's figures; once the broker serves, the gauges are the
+// whole log and the full figures are back.
+#[test]
+fn endpoint_reports_a_running_recovery() {
+    let (directory, mut broker, addr, end) =
+        one_shard_with_log("e2e-metrics-recovering", 20, 16 * 1024);
+    broker.stop();
+    assert_eq!(remove_checkpoints(directory.path()), 1);
+    let restarting = std::thread::spawn(move || {
+        broker.restart(1);
+        broker
+    });
+    let log = [("shard", "0"), ("log", "0")];
+    let during = wait_for(
+        "a scrape during the recovery",
+        Duration::from_secs(60),
+        || {
+            let stream = TcpStream::connect_timeout(&addr, Duration::from_millis(100)).ok()?;
+            drop(stream);
+            let samples = scrape(addr);
+            let opening = samples
+                .get("comet_store_recovery_in_progress")
+                .is_some_and(|series| series.iter().any(|sample| sample.value == 1.0));
+            if opening || restarting.is_finished() {
+                return Some(samples);
+            }
+            None
+        },
+    );
+    assert_eq!(one(&during, "comet_store_recovery_in_progress", &log), 1.0);
+    let scanned = one(&during, "comet_store_recovery_scanned_bytes", &log);
+    let target = one(&during, "comet_store_recovery_target_bytes", &log);
+    assert!(scanned <= target, "{scanned} of {target}");
+    assert!(!during.contains_key("rocketmq_topic_number"));
+    let _broker = restarting.join().expect("the broker restarted");
+    let after = scrape(addr);
+    assert_eq!(one(&after, "comet_store_recovery_in_progress", &log), 0.0);
+    assert_eq!(one(&after, "comet_store_recovery_scanned_bytes", &log), end);
+    assert_eq!(one(&after, "comet_store_recovery_target_bytes", &log), end);
+    assert!(after.contains_key("rocketmq_topic_number"));
 }

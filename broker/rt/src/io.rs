@@ -23,6 +23,8 @@ use std::rc::Rc;
 
 use glommio::io::{DmaBuffer, DmaFile, OpenOptions};
 
+use crate::io_count::{done, IoOp};
+
 /// An I/O failure with its context: what was done, to which file, at which offset.
 #[derive(Debug, thiserror::Error)]
 #[error("{operation} {path} at offset {offset}: {source}")]
@@ -200,9 +202,7 @@ impl DirectFile {
         if data_sync {
             options.custom_flags(libc::O_DSYNC);
         }
-        let file = options
-            .dma_open(path)
-            .await
+        let file = done(IoOp::FileOpen, options.dma_open(path).await)
             .map_err(|error| IoError::new("open", path, 0, glommio_error(error)))?;
         Ok(DirectFile {
             file,
@@ -295,11 +295,11 @@ impl DirectFile {
             "unaligned write at {position}"
         );
         assert!(len % self.alignment() == 0, "unaligned write length {len}");
-        let written = self
-            .file
-            .write_at(buffer.inner, position)
-            .await
-            .map_err(|error| IoError::new("write", &self.path, position, glommio_error(error)))?;
+        let written = done(
+            IoOp::FileWrite,
+            self.file.write_at(buffer.inner, position).await,
+        )
+        .map_err(|error| IoError::new("write", &self.path, position, glommio_error(error)))?;
         if (written as u64) < len {
             let error = std::io::Error::from_raw_os_error(libc::ENOSPC);
             return Err(IoError::new("write (short)", &self.path, position, error));
@@ -309,10 +309,8 @@ impl DirectFile {
 
     /// Reads `len` bytes at `position` (any alignment); fewer at the end of the file.
     pub async fn read_at(&self, position: u64, len: usize) -> Result<Vec<u8>, IoError> {
-        let result =
-            self.file.read_at(position, len).await.map_err(|error| {
-                IoError::new("read", &self.path, position, glommio_error(error))
-            })?;
+        let result = done(IoOp::FileRead, self.file.read_at(position, len).await)
+            .map_err(|error| IoError::new("read", &self.path, position, glommio_error(error)))?;
         Ok(result.to_vec())
     }
 
@@ -324,9 +322,7 @@ impl DirectFile {
                 return Err(IoError::new("fdatasync", &self.path, 0, error));
             }
         }
-        self.file
-            .fdatasync()
-            .await
+        done(IoOp::FileSync, self.file.fdatasync().await)
             .map_err(|error| IoError::new("fdatasync", &self.path, 0, glommio_error(error)))
     }
 
@@ -339,36 +335,29 @@ impl DirectFile {
                 return Err(IoError::new("preallocate", &self.path, 0, error));
             }
         }
-        self.file
-            .pre_allocate(len_bytes, false)
-            .await
-            .map_err(|error| {
-                IoError::new("preallocate", &self.path, len_bytes, glommio_error(error))
-            })
+        done(
+            IoOp::FileAllocate,
+            self.file.pre_allocate(len_bytes, false).await,
+        )
+        .map_err(|error| IoError::new("preallocate", &self.path, len_bytes, glommio_error(error)))
     }
 
     /// The file's size in bytes.
     pub async fn file_size(&self) -> Result<u64, IoError> {
-        self.file
-            .file_size()
-            .await
+        done(IoOp::FileStat, self.file.file_size().await)
             .map_err(|error| IoError::new("stat", &self.path, 0, glommio_error(error)))
     }
 
     /// Sets the file's size.
     pub async fn truncate(&self, len_bytes: u64) -> Result<(), IoError> {
-        self.file
-            .truncate(len_bytes)
-            .await
+        done(IoOp::FileTruncate, self.file.truncate(len_bytes).await)
             .map_err(|error| IoError::new("truncate", &self.path, len_bytes, glommio_error(error)))
     }
 
     /// Closes the file.
     pub async fn close(self) -> Result<(), IoError> {
         let path = self.path;
-        self.file
-            .close()
-            .await
+        done(IoOp::FileClose, self.file.close().await)
             .map_err(|error| IoError::new("close", &path, 0, glommio_error(error)))
     }
 }
@@ -421,8 +410,11 @@ async fn prime_iopoll_probe(path: &Path) {
         std::process::id()
     ));
     if std::fs::write(&probe, vec![0u8; 4096]).is_ok() {
-        if let Ok(file) = OpenOptions::new().read(true).dma_open(&probe).await {
-            let _ = file.close().await;
+        if let Ok(file) = done(
+            IoOp::FileOpen,
+            OpenOptions::new().read(true).dma_open(&probe).await,
+        ) {
+            let _ = done(IoOp::FileClose, file.close().await);
         }
         let _ = std::fs::remove_file(&probe);
     }
@@ -438,8 +430,7 @@ async fn prime_iopoll_probe(path: &Path) {
 /// Removes a file without blocking the executor thread.
 pub async fn remove_file(path: &Path) -> Result<(), IoError> {
     let path = &absolute(path);
-    glommio::io::remove(path)
-        .await
+    done(IoOp::FileRemove, glommio::io::remove(path).await)
         .map_err(|error| IoError::new("remove", path, 0, glommio_error(error)))
 }
 
@@ -481,15 +472,10 @@ fn unsafe_zeroed_statvfs() -> libc::statvfs {
 /// file whose existence must survive a crash.
 pub async fn sync_directory(path: &Path) -> Result<(), IoError> {
     let path = &absolute(path);
-    let directory = glommio::io::Directory::open(path)
-        .await
+    let directory = done(IoOp::FileOpen, glommio::io::Directory::open(path).await)
         .map_err(|error| IoError::new("open directory", path, 0, glommio_error(error)))?;
-    directory
-        .sync()
-        .await
+    done(IoOp::FileSync, directory.sync().await)
         .map_err(|error| IoError::new("sync directory", path, 0, glommio_error(error)))?;
-    directory
-        .close()
-        .await
+    done(IoOp::FileClose, directory.close().await)
         .map_err(|error| IoError::new("close directory", path, 0, glommio_error(error)))
 }

@@ -8,6 +8,7 @@ pub mod allocator;
 pub mod clock;
 pub mod fatal;
 pub mod io;
+pub mod io_count;
 pub mod local;
 pub mod mesh;
 pub mod net;

@@ -27,6 +27,8 @@ use std::time::Duration;
 use futures_lite::{AsyncRead, AsyncWrite};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
+use crate::io_count::{completed, done, IoOp};
+
 /// Connections the kernel queues for a listener before its shard accepts them.
 pub const LISTEN_BACKLOG: i32 = 1024;
 
@@ -74,7 +76,8 @@ impl Listener {
 
     /// Waits for the next connection.
     pub async fn accept(&self) -> io::Result<Stream> {
-        let stream = self.inner.accept().await.map_err(io::Error::from)?;
+        let stream =
+            done(IoOp::SocketAccept, self.inner.accept().await).map_err(io::Error::from)?;
         Stream::from_glommio(stream)
     }
 }
@@ -100,9 +103,11 @@ impl Stream {
 
     /// Connects to `addr` (clients inside an executor: broker to name server, tests).
     pub async fn connect(addr: SocketAddr) -> io::Result<Stream> {
-        let stream = glommio::net::TcpStream::connect(addr)
-            .await
-            .map_err(io::Error::from)?;
+        let stream = done(
+            IoOp::SocketConnect,
+            glommio::net::TcpStream::connect(addr).await,
+        )
+        .map_err(io::Error::from)?;
         Stream::from_glommio(stream)
     }
 
@@ -136,7 +141,10 @@ impl Stream {
     pub async fn read(&self, buffer: &mut [u8]) -> io::Result<usize> {
         poll_fn(|cx| {
             let mut stream = self.inner.borrow_mut();
-            Pin::new(&mut *stream).poll_read(cx, buffer)
+            counted(
+                IoOp::SocketRecv,
+                Pin::new(&mut *stream).poll_read(cx, buffer),
+            )
         })
         .await
     }
@@ -146,7 +154,10 @@ impl Stream {
         while !bytes.is_empty() {
             let written = poll_fn(|cx| {
                 let mut stream = self.inner.borrow_mut();
-                Pin::new(&mut *stream).poll_write(cx, bytes)
+                counted(
+                    IoOp::SocketSend,
+                    Pin::new(&mut *stream).poll_write(cx, bytes),
+                )
             })
             .await?;
             if written == 0 {
@@ -189,7 +200,10 @@ impl AsyncRead for Stream {
         buffer: &mut [u8],
     ) -> Poll<io::Result<usize>> {
         let mut stream = self.inner.borrow_mut();
-        Pin::new(&mut *stream).poll_read(cx, buffer)
+        counted(
+            IoOp::SocketRecv,
+            Pin::new(&mut *stream).poll_read(cx, buffer),
+        )
     }
 }
 
@@ -200,7 +214,10 @@ impl AsyncWrite for Stream {
         bytes: &[u8],
     ) -> Poll<io::Result<usize>> {
         let mut stream = self.inner.borrow_mut();
-        Pin::new(&mut *stream).poll_write(cx, bytes)
+        counted(
+            IoOp::SocketSend,
+            Pin::new(&mut *stream).poll_write(cx, bytes),
+        )
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -212,6 +229,14 @@ impl AsyncWrite for Stream {
         let mut stream = self.inner.borrow_mut();
         Pin::new(&mut *stream).poll_close(cx)
     }
+}
+
+/// Counts `op` when `poll` is ready (the operation completed, successfully or not).
+fn counted<T>(op: IoOp, poll: Poll<T>) -> Poll<T> {
+    if poll.is_ready() {
+        completed(op);
+    }
+    poll
 }
 
 /// Holds a port number for a group of reuse-port listeners (see the module docs). The socket

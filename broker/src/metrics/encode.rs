@@ -12,6 +12,7 @@ use std::fmt::Error as FmtError;
 
 use comet_proto::names::{is_retry_topic, is_system_group, is_system_topic};
 use comet_proto::{RequestCode, ResponseCode};
+use comet_rt::io_count::IoOp;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -20,11 +21,13 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use comet_store::histogram::{COMMIT_BYTES_BOUNDS, COMMIT_RECORDS_BOUNDS, SYNC_LATENCY_BOUNDS_US};
+use comet_store::RecoveryStatus;
 
 use super::consumer::{LagFigures, LagKey};
 use super::{
-    Histogram, InCounts, MessageType, RpcKey, Snapshot, TransactionCounts, FINISH_LATENCY_BOUNDS_S,
-    MESSAGE_SIZE_BOUNDS, RPC_LATENCY_BOUNDS_MS,
+    BrokerLabels, Histogram, InCounts, MessageType, RecoveryLine, RpcKey, Snapshot,
+    StartingSnapshot, TransactionCounts, FINISH_LATENCY_BOUNDS_S, MESSAGE_SIZE_BOUNDS,
+    RPC_LATENCY_BOUNDS_MS,
 };
 
 /// The Content-Type of [`encode`]'s text.
@@ -35,11 +38,79 @@ type Labels = Vec<(&'static str, String)>;
 
 /// The snapshot as Prometheus text.
 pub fn encode(snapshot: Snapshot) -> Result<String, FmtError> {
+    encode_collector(Box::new(snapshot))
+}
+
+/// What a scrape reports before the broker serves, as Prometheus text.
+pub fn encode_starting(snapshot: StartingSnapshot) -> Result<String, FmtError> {
+    encode_collector(Box::new(snapshot))
+}
+
+fn encode_collector(collector: Box<dyn Collector>) -> Result<String, FmtError> {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(snapshot));
+    registry.register_collector(collector);
     let mut text = String::new();
     prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)?;
     Ok(text)
+}
+
+/// The labels every series carries.
+fn common_labels(labels: &BrokerLabels) -> Labels {
+    vec![
+        ("cluster", labels.cluster.clone()),
+        ("node_type", "broker".to_owned()),
+        ("node_id", labels.node_id.clone()),
+    ]
+}
+
+/// The stores' opens: one series per store and figure, by the shard opening it and its log.
+fn encode_recovery(recovery: &[RecoveryLine], writer: &mut Writer<'_>) -> Result<(), FmtError> {
+    type Field = fn(&RecoveryStatus) -> u64;
+    let families: [(&str, &str, Field); 4] = [
+        (
+            "comet_store_recovery_in_progress",
+            "1 while the log's store is opening (recovering), 0 once it is servable",
+            |status| u64::from(status.in_progress),
+        ),
+        (
+            "comet_store_recovery_scanned_bytes",
+            "Log bytes the start-up recovery has read and checked (so far, while it runs)",
+            |status| status.scanned_bytes,
+        ),
+        (
+            "comet_store_recovery_target_bytes",
+            "Log bytes the running recovery scan goes through at most (scan start to the end \
+             of the last segment); once done, the bytes scanned",
+            |status| status.target_bytes,
+        ),
+        (
+            "comet_store_recovery_duration_milliseconds",
+            "How long the log's store took to open at start-up, recovery included (so far, \
+             while it runs)",
+            |status| status.duration_ms,
+        ),
+    ];
+    for (name, help, field) in families {
+        writer.family(name, help, MetricType::Gauge, |emit| {
+            for line in recovery {
+                let labels = vec![
+                    ("shard", line.shard.to_string()),
+                    ("log", line.log_id.to_string()),
+                ];
+                emit(labels, gauge(field(&line.status)))?;
+            }
+            Ok(())
+        })?;
+    }
+    Ok(())
+}
+
+impl Collector for StartingSnapshot {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), FmtError> {
+        let common = common_labels(&self.labels);
+        let mut writer = Writer { encoder, common };
+        encode_recovery(&self.recovery, &mut writer)
+    }
 }
 
 /// A request or response code as Java's `RemotingHelper` names it: the constant's name in
@@ -124,11 +195,7 @@ fn gauge(value: u64) -> Value {
 
 impl Collector for Snapshot {
     fn encode(&self, encoder: DescriptorEncoder) -> Result<(), FmtError> {
-        let common = vec![
-            ("cluster", self.labels.cluster.clone()),
-            ("node_type", "broker".to_owned()),
-            ("node_id", self.labels.node_id.clone()),
-        ];
+        let common = common_labels(&self.labels);
         let mut writer = Writer { encoder, common };
         self.encode_requests(&mut writer)?;
         self.encode_tables(&mut writer)?;
@@ -136,7 +203,8 @@ impl Collector for Snapshot {
         self.encode_dlq_and_transactions(&mut writer)?;
         self.encode_storage(&mut writer)?;
         self.encode_shards(&mut writer)?;
-        self.encode_store_histograms(&mut writer)
+        self.encode_store_histograms(&mut writer)?;
+        encode_recovery(&self.recovery, &mut writer)
     }
 }
 
@@ -609,28 +677,6 @@ impl Snapshot {
             },
         )?;
         writer.family(
-            "comet_store_recovery_duration_milliseconds",
-            "How long the log's store took to open at start-up (recovery included)",
-            MetricType::Gauge,
-            |emit| {
-                for (labels, log) in logs() {
-                    emit(labels, gauge(log.recovery.duration_ms))?;
-                }
-                Ok(())
-            },
-        )?;
-        writer.family(
-            "comet_store_recovery_scanned_bytes",
-            "Log bytes the start-up recovery read and checked",
-            MetricType::Gauge,
-            |emit| {
-                for (labels, log) in logs() {
-                    emit(labels, gauge(log.recovery.scanned_bytes))?;
-                }
-                Ok(())
-            },
-        )?;
-        writer.family(
             "comet_mesh_calls_pending",
             "Calls a shard sent another that await their reply (queued between the shards or \
              running on the target)",
@@ -710,6 +756,25 @@ impl Snapshot {
                 Ok(())
             })?;
         }
+        writer.family(
+            "comet_io_completions",
+            "I/O operations the shard handed to the runtime that completed, by kind \
+             (docs/operations.md#metrics says which are counted)",
+            MetricType::Counter,
+            |emit| {
+                for (shard, (_, figures)) in self.shards.iter().enumerate() {
+                    if !figures.published {
+                        continue;
+                    }
+                    for op in IoOp::ALL {
+                        let labels =
+                            vec![("shard", shard.to_string()), ("op", op.label().to_owned())];
+                        emit(labels, Value::Counter(figures.io_completions.get(op)))?;
+                    }
+                }
+                Ok(())
+            },
+        )?;
         writer.family(
             "comet_pop_revive_checkpoints",
             "Pop checkpoints the shard's revive scanner holds in memory (at most its share \
@@ -838,6 +903,7 @@ mod tests {
             shards: metrics.shards(),
             consumers: super::super::consumer::ConsumerFigures::default(),
             wall_clock_ms: 0,
+            recovery: Vec::new(),
             broker: BrokerFigures {
                 topics: 7,
                 groups: 2,
@@ -976,5 +1042,66 @@ mod tests {
         for line in &expected {
             assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
         }
+    }
+
+    // Proves the shards' I/O completions get a series per published shard and kind, and a
+    // shard that has not published gets none.
+    #[test]
+    fn encodes_io_completions_per_shard_and_kind() {
+        let metrics = Metrics::new(2, true);
+        let mut io_completions = comet_rt::io_count::IoCompletions::default();
+        io_completions.counts[IoOp::FileSync as usize] = 4;
+        metrics.publish(
+            1,
+            ShardFigures {
+                io_completions,
+                ..ShardFigures::default()
+            },
+        );
+        let text = encode(snapshot(&metrics)).unwrap();
+        let series: Vec<&str> = text
+            .lines()
+            .filter(|line| line.starts_with("comet_io_completions_total{"))
+            .collect();
+        assert_eq!(series.len(), IoOp::ALL.len(), "{text}");
+        assert!(series.iter().all(|line| line.contains(r#"shard="1""#)));
+        let sync = r#"shard="1",op="file_sync"} 4"#;
+        assert!(series.iter().any(|line| line.ends_with(sync)), "{text}");
+    }
+
+    // Proves a scrape before the broker serves reports the stores' opens and nothing else,
+    // under the common labels.
+    #[test]
+    fn starting_snapshot_reports_the_opens_only() {
+        let status = RecoveryStatus {
+            in_progress: true,
+            scanned_bytes: 4096,
+            target_bytes: 16384,
+            duration_ms: 12,
+        };
+        let text = encode_starting(StartingSnapshot {
+            labels: BrokerLabels {
+                cluster: "C1".to_owned(),
+                node_id: "broker-a".to_owned(),
+            },
+            recovery: vec![RecoveryLine {
+                shard: 1,
+                log_id: 3,
+                status,
+            }],
+        })
+        .unwrap();
+        let common = r#"cluster="C1",node_type="broker",node_id="broker-a",shard="1",log="3""#;
+        for (name, value) in [
+            ("comet_store_recovery_in_progress", 1),
+            ("comet_store_recovery_scanned_bytes", 4096),
+            ("comet_store_recovery_target_bytes", 16384),
+            ("comet_store_recovery_duration_milliseconds", 12),
+        ] {
+            let line = format!("{name}{{{common}}} {value}");
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        let samples = text.lines().filter(|line| !line.starts_with('#')).count();
+        assert_eq!(samples, 4, "{text}");
     }
 }

@@ -24,10 +24,11 @@ pub mod encode;
 pub mod half;
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use comet_proto::properties::{self, names};
+use comet_store::{RecoveryProgress, RecoveryStatus};
 
 /// Topics one shard counts sends for at most; past that a new topic is not counted (logged
 /// once), so a flood of topic names cannot grow the slot without bound (Java caps each
@@ -49,7 +50,7 @@ pub const MESSAGE_SIZE_BOUNDS: [u64; 6] = [
 /// `RemotingMetricsManager` view).
 pub const RPC_LATENCY_BOUNDS_MS: [u64; 9] = [1, 3, 5, 7, 10, 100, 1000, 2000, 3000];
 
-pub use comet_store::histogram::{Histogram, RecoveryFigures, StoreHistograms};
+pub use comet_store::histogram::{Histogram, StoreHistograms};
 
 /// Upper bounds of `rocketmq_finish_message_latency`'s buckets, in seconds (Java's view: 5 s,
 /// 1 min, 10 min, 1 h, 12 h, 24 h).
@@ -204,8 +205,6 @@ pub struct LogFigures {
     pub dispatch_behind_bytes: u64,
     /// Group-commit sizes and sync latencies.
     pub histograms: StoreHistograms,
-    /// What the log's last recovery did.
-    pub recovery: RecoveryFigures,
 }
 
 /// How far one slave is behind one of this master's logs.
@@ -246,6 +245,9 @@ pub struct ShardFigures {
     pub transactions: CheckerFigures,
     /// Its revive scanner: checkpoints held in memory (zero on a slave).
     pub revive_checkpoints: u64,
+    /// I/O operations its executor completed since start-up, by kind
+    /// (`comet_rt::io_count`).
+    pub io_completions: comet_rt::io_count::IoCompletions,
     /// False until the shard first published.
     pub published: bool,
 }
@@ -258,11 +260,33 @@ struct Slot {
     consumers: Mutex<consumer::ShardConsumerFigures>,
 }
 
+/// One store's open as the metrics endpoint watches it, from before the broker serves.
+#[derive(Clone, Debug)]
+struct RecoveryWatch {
+    shard: usize,
+    log_id: u8,
+    progress: Arc<RecoveryProgress>,
+}
+
+/// How far one store's open has got, as a scrape reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveryLine {
+    /// The shard opening the store.
+    pub shard: usize,
+    /// The store's log.
+    pub log_id: u8,
+    /// Its progress.
+    pub status: RecoveryStatus,
+}
+
 /// Every shard's counts and published figures.
 #[derive(Debug)]
 pub struct Metrics {
     enabled: bool,
     slots: Box<[Slot]>,
+    /// The stores' opens, registered by the shards as they start (start-up only, so a lock
+    /// no request path takes).
+    recoveries: Mutex<Vec<RecoveryWatch>>,
 }
 
 impl Metrics {
@@ -272,7 +296,39 @@ impl Metrics {
         Metrics {
             enabled,
             slots: (0..shard_count).map(|_| Slot::default()).collect(),
+            recoveries: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The progress the store of log `log_id`, opened on shard `shard`, reports its open
+    /// into (`StoreConfig::recovery_progress`); scrapes read it from then on, also before
+    /// the broker serves. Not watched with metrics off.
+    pub fn watch_recovery(&self, shard: usize, log_id: u8) -> Arc<RecoveryProgress> {
+        let progress = Arc::new(RecoveryProgress::default());
+        if self.enabled {
+            let mut recoveries = lock(&self.recoveries);
+            recoveries.retain(|watch| (watch.shard, watch.log_id) != (shard, log_id));
+            recoveries.push(RecoveryWatch {
+                shard,
+                log_id,
+                progress: progress.clone(),
+            });
+        }
+        progress
+    }
+
+    /// Every watched store's open now, by shard then log.
+    pub fn recoveries(&self) -> Vec<RecoveryLine> {
+        let mut lines: Vec<RecoveryLine> = lock(&self.recoveries)
+            .iter()
+            .map(|watch| RecoveryLine {
+                shard: watch.shard,
+                log_id: watch.log_id,
+                status: watch.progress.status(),
+            })
+            .collect();
+        lines.sort_by_key(|line| (line.shard, line.log_id));
+        lines
     }
 
     /// Whether metrics are collected (`metricsExporterType=PROM`).
@@ -500,6 +556,17 @@ pub struct Snapshot {
     pub wall_clock_ms: i64,
     /// Broker-wide figures.
     pub broker: BrokerFigures,
+    /// The stores' opens (done, once the broker serves).
+    pub recovery: Vec<RecoveryLine>,
+}
+
+/// What a scrape reports before the broker serves (the stores are opening): their opens.
+#[derive(Clone, Debug)]
+pub struct StartingSnapshot {
+    /// Labels on every metric.
+    pub labels: BrokerLabels,
+    /// The stores' opens so far.
+    pub recovery: Vec<RecoveryLine>,
 }
 
 #[cfg(test)]

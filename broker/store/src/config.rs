@@ -4,12 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use comet_rt::io::FaultInjector;
 
 use crate::error::StoreError;
 use crate::limits;
 use crate::offset::LogId;
+use crate::recovery_progress::RecoveryProgress;
 
 /// When an append is acknowledged (RocketMQ `flushDiskType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,6 +121,9 @@ pub struct StoreConfig {
     /// owns, and starts it empty at this segment start (a slave copying its master afresh
     /// from the master's oldest retained segment). `None` keeps the log.
     pub reset_log_to: Option<u64>,
+    /// Where the open reports how far it has got (see [`RecoveryProgress`]); shared with
+    /// whoever wants to watch it from another thread.
+    pub recovery_progress: Arc<RecoveryProgress>,
 }
 
 /// Ownership test of a store: `(topic, queue id) -> owned`.
@@ -167,6 +172,7 @@ impl StoreConfig {
             hold_unconfirmed_at_open: false,
             truncate_log_to: None,
             reset_log_to: None,
+            recovery_progress: Arc::new(RecoveryProgress::default()),
         }
     }
 

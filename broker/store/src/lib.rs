@@ -66,6 +66,8 @@
 //! - `offset`: [`LogId`], [`PhysicalOffset`], [`QueueOffset`] and file names.
 //! - `histogram`: [`Histogram`], the fixed-bucket histograms the store records into, and
 //!   [`RecoveryFigures`].
+//! - `recovery_progress`: [`RecoveryProgress`], how far an open has got, for readers on
+//!   other threads.
 //! - `limits`: sizes and counts the store is built around.
 //!
 //! ```no_run
@@ -103,6 +105,7 @@ pub(crate) mod queues;
 pub mod read;
 pub(crate) mod read_windows;
 pub mod recovery;
+pub mod recovery_progress;
 pub mod remap;
 pub mod replica;
 pub(crate) mod retention;
@@ -116,6 +119,7 @@ pub use error::{ReplicaFault, StoreError, TruncateFault};
 pub use histogram::{Histogram, RecoveryFigures, StoreHistograms};
 pub use offset::{LogId, PhysicalOffset, QueueOffset};
 pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};
+pub use recovery_progress::{RecoveryProgress, RecoveryStatus};
 pub use replica::LogChunk;
 pub use retention::local_hour;
 pub use store::{AppendedRecord, ConsumeQueueMemory, ReadWindowMemory, Store, StoreStats};

@@ -437,6 +437,8 @@ async fn scan(
 ) -> Result<(u64, HashMap<(String, i32), u64>), StoreError> {
     let mut position = start;
     let last = segments.keys().next_back().copied().unwrap_or(0);
+    let target = (last + config.segment_bytes).saturating_sub(start);
+    config.recovery_progress.scan_target(target);
     let what = format!(
         "store {} log {}: recovery scan",
         config.root.display(),
@@ -450,6 +452,7 @@ async fn scan(
         watch,
         repaired_at: None,
         progress: Progress::new(what, start, last + config.segment_bytes),
+        start,
         unflushed: 0,
         hold_from: hold_from.unwrap_or(u64::MAX),
         held_next: HashMap::new(),
@@ -486,6 +489,8 @@ struct Scanner<'a> {
     /// (its records are gone from the log) becomes placeholders.
     repaired_at: Option<u64>,
     progress: Progress,
+    /// Where the scan started (for `StoreConfig::recovery_progress`).
+    start: u64,
     /// Records dispatched since the queues were last written (see `flush_queues`).
     unflushed: u64,
     /// Records from here on are checked but not dispatched (`u64::MAX`: none held).
@@ -559,6 +564,8 @@ impl Scanner<'_> {
                     window = file.read_at(position - segment_start, read_length).await?;
                     window_start = position;
                     self.progress.at(position);
+                    let progress = &config.recovery_progress;
+                    progress.scanned(position.saturating_sub(self.start));
                     if window.len() < length {
                         return ends_at(position);
                     }

@@ -116,6 +116,8 @@ impl Store {
     pub async fn open(config: StoreConfig) -> Result<Store, StoreError> {
         config.validate()?;
         let started = comet_rt::clock::monotonic_now();
+        let progress = config.recovery_progress.clone();
+        progress.begin(started);
         crate::recovery::create_dirs(&config)?;
         let orphans = Orphans::new(&config)?;
         let (recovered, lock_file) = crate::recovery::recover_locked(&config, started).await?;
@@ -128,6 +130,7 @@ impl Store {
         // fully deleted log) before anything is served.
         drop_gone_entries(&store.shared).await?;
         store.start_tasks();
+        progress.finish(&store.recovery());
         Ok(store)
     }
 
