@@ -4,12 +4,10 @@
 //! It owns the transport, the client id, the name-server selection, the route cache, and one
 //! background thread (`comet-client-tasks`) that refreshes routes (every 30 s, first after
 //! 10 ms) and heartbeats every known master broker (every 30 s, first after 1 s). It serves
-//! the blocking producers and the admin client (the consumers run on the async transport, see
-//! `crate::aio::push`) and answers their broker → client requests
-//! (docs/protocol.md#broker-to-client-requests): PUSH_REPLY_MESSAGE_TO_CLIENT hands a reply to
-//! the request waiting for it, CHECK_TRANSACTION_STATE goes to the transactional producer of
-//! the half message's group (`PGROUP` of the message in the body), other codes get
-//! REQUEST_CODE_NOT_SUPPORTED. A new broker connection gets a heartbeat at once (5.x).
+//! the admin client (the producers and consumers run on the async transport, see
+//! `crate::aio`), which no broker request is meant for: every one gets
+//! REQUEST_CODE_NOT_SUPPORTED (docs/protocol.md#broker-to-client-requests). A new broker
+//! connection gets a heartbeat at once (5.x).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -21,9 +19,7 @@ use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, Result};
 use comet_proto::body::JsonBody;
-use comet_proto::message::MessageExt;
 
-use crate::producer::request::Replies;
 use crate::protocol::{self, HeartbeatData, ProducerData};
 use crate::remoting::{Handled, RemotingClient, RequestHandler};
 use crate::route::{self, NameServers, RouteCache, TopicRoute};
@@ -32,14 +28,6 @@ use crate::util::lock;
 /// The internal producer group every Java client lists in its heartbeat.
 pub const CLIENT_INNER_PRODUCER_GROUP: &str = "CLIENT_INNER_PRODUCER";
 
-/// A transactional producer registered with an instance: answers the broker's check-backs.
-pub(crate) trait TransactionChecker: Send + Sync {
-    /// CHECK_TRANSACTION_STATE from the broker at `addr` about the half `message` (one-way:
-    /// the answer is a later END_TRANSACTION). Must return quickly: it runs on the
-    /// transport's inbound thread.
-    fn check(&self, addr: &str, request: &RemotingCommand, message: MessageExt);
-}
-
 /// Shared state of one client instance.
 pub struct ClientInstance {
     config: ClientConfig,
@@ -47,11 +35,8 @@ pub struct ClientInstance {
     remoting: RemotingClient,
     namesrv: NameServers,
     routes: RouteCache,
-    producer_groups: Mutex<BTreeSet<String>>,
-    checkers: Mutex<HashMap<String, Arc<dyn TransactionChecker>>>,
     publish_topics: Mutex<BTreeSet<String>>,
     broker_versions: Mutex<HashMap<String, i32>>,
-    replies: Replies,
     stopped: Mutex<bool>,
     wake: Condvar,
     tasks: Mutex<Option<JoinHandle<()>>>,
@@ -62,11 +47,8 @@ struct InstanceHandler {
 }
 
 impl RequestHandler for InstanceHandler {
-    fn handle_request(&self, addr: &str, request: &RemotingCommand) -> Handled {
-        let Some(instance) = self.instance.upgrade() else {
-            return Handled::NotSupported;
-        };
-        instance.handle_request(addr, request)
+    fn handle_request(&self, _addr: &str, _request: &RemotingCommand) -> Handled {
+        Handled::NotSupported
     }
 
     fn on_connected(&self, addr: &str) {
@@ -92,11 +74,8 @@ impl ClientInstance {
             remoting,
             namesrv,
             routes: RouteCache::default(),
-            producer_groups: Mutex::new(BTreeSet::new()),
-            checkers: Mutex::new(HashMap::new()),
             publish_topics: Mutex::new(BTreeSet::new()),
             broker_versions: Mutex::new(HashMap::new()),
-            replies: Replies::default(),
             stopped: Mutex::new(false),
             wake: Condvar::new(),
             tasks: Mutex::new(None),
@@ -166,18 +145,6 @@ impl ClientInstance {
         protocol::expect(addr, response, accepted)
     }
 
-    pub(crate) fn register_producer(&self, group: &str) {
-        lock(&self.producer_groups).insert(group.to_owned());
-    }
-
-    pub(crate) fn register_checker(&self, group: &str, checker: Arc<dyn TransactionChecker>) {
-        lock(&self.checkers).insert(group.to_owned(), checker);
-    }
-
-    pub(crate) fn unregister_checker(&self, group: &str) {
-        lock(&self.checkers).remove(group);
-    }
-
     /// Marks a topic as published to, so its route is refreshed.
     pub fn add_publish_topic(&self, topic: &str) {
         lock(&self.publish_topics).insert(topic.to_owned());
@@ -227,15 +194,9 @@ impl ClientInstance {
     }
 
     fn heartbeat_data(&self) -> HeartbeatData {
-        let mut producer_data_set: Vec<ProducerData> = lock(&self.producer_groups)
-            .iter()
-            .map(|group| ProducerData {
-                group_name: group.clone(),
-            })
-            .collect();
-        producer_data_set.push(ProducerData {
+        let producer_data_set = vec![ProducerData {
             group_name: CLIENT_INNER_PRODUCER_GROUP.into(),
-        });
+        }];
         HeartbeatData {
             client_id: self.client_id.clone(),
             producer_data_set,
@@ -303,41 +264,6 @@ impl ClientInstance {
             }
         }
         self.remoting.shutdown();
-        // Checkers hold the instance; forgetting them breaks the cycle.
-        lock(&self.checkers).clear();
-    }
-
-    fn handle_request(&self, addr: &str, request: &RemotingCommand) -> Handled {
-        match request.request_code() {
-            RequestCode::CHECK_TRANSACTION_STATE => {
-                self.check_transaction(addr, request);
-                Handled::NoResponse
-            }
-            RequestCode::PUSH_REPLY_MESSAGE_TO_CLIENT => {
-                Handled::Response(self.replies.receive_push(addr, request))
-            }
-            _ => Handled::NotSupported,
-        }
-    }
-
-    /// Requests waiting for replies (request-reply).
-    pub(crate) fn replies(&self) -> &Replies {
-        &self.replies
-    }
-
-    /// CHECK_TRANSACTION_STATE: the body is the half message as a stored record; its
-    /// `PGROUP` names the producer group whose checker answers (Java's
-    /// `ClientRemotingProcessor.checkTransactionState`).
-    fn check_transaction(&self, addr: &str, request: &RemotingCommand) {
-        let Some((group, message)) = crate::producer::transaction::checked_half(addr, request)
-        else {
-            return;
-        };
-        let checker = lock(&self.checkers).get(&group).cloned();
-        match checker {
-            Some(checker) => checker.check(addr, request, message),
-            None => log::debug!("check-back from {addr}: no transactional producer of {group}"),
-        }
     }
 
     /// Waits up to `timeout` unless stopped; true when stopped.

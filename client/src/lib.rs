@@ -3,18 +3,29 @@
 //!
 //! The crate forces no async runtime on the application: every public type is `Send + Sync`
 //! and blocking calls block the calling thread only. Background work runs on named threads
-//! the client owns (`comet-*`), all stopped by the owning object's `shutdown`: producers and
-//! the admin client run a few std threads per object (readers per connection, a route and
-//! heartbeat thread); the blocking consumers are layers over the async ones, each on a tokio
-//! runtime of its own with `pull_thread_nums` workers (2) plus, for the push consumer, a
-//! listener pool of at most `consume_threads`, however many queues they hold; the async types
-//! start no thread.
+//! the client owns (`comet-*`), all stopped by the owning object's `shutdown`. The blocking
+//! types are faces of the async ones ([`aio`]), each on a tokio runtime of its own, so their
+//! thread count does not grow with brokers, queues or sends in flight:
 //!
-//! * [`remoting`]: the transport (connections, pipelining by opaque, timeouts, one-way,
-//!   broker → client requests).
-//! * [`producer`]: [`Producer`], sync/async/oneway/ordered/batch sends with fault tolerance;
-//!   [`TransactionProducer`], half messages, local transactions and check-backs; request-reply
-//!   ([`Producer::request`] waits for the reply a responder builds with [`Message::reply_to`]).
+//! * [`Producer`] over [`AsyncProducer`], [`TransactionProducer`] over
+//!   [`AsyncTransactionProducer`]: [`limits::PRODUCER_IO_THREADS`] runtime workers (2), the
+//!   `send_async` callback thread, and at most one blocking-pool thread (check-backs, host
+//!   name lookups); a sync call runs its send on the calling thread;
+//! * [`PushConsumer`] over [`AsyncPushConsumer`], [`LitePullConsumer`] over
+//!   [`AsyncLitePullConsumer`]: `pull_thread_nums` workers (2) plus, for the push consumer, a
+//!   listener pool of at most `consume_threads`;
+//! * [`PopConsumer`] over [`AsyncPopConsumer`]: none, a current-thread runtime driven by the
+//!   calling thread.
+//!
+//! Only [`Admin`] keeps the blocking transport ([`RemotingClient`]: a reader thread per
+//! connection, a route and heartbeat thread). The async types start no thread.
+//!
+//! * [`remoting`]: the blocking transport (connections, pipelining by opaque, timeouts,
+//!   one-way, broker → client requests), under [`Admin`].
+//! * [`producer`]: the send rules, and [`Producer`], sync/async/oneway/ordered/batch sends
+//!   with fault tolerance; [`TransactionProducer`], half messages, local transactions and
+//!   check-backs; request-reply ([`Producer::request`] waits for the reply a responder builds
+//!   with [`Message::reply_to`]).
 //! * [`consumer`]: [`PushConsumer`] (concurrent and orderly listeners) and
 //!   [`LitePullConsumer`] (poll, commit, seek), blocking faces of the async consumers.
 //! * [`admin`]: [`Admin`], topics, cluster, runtime info, consumer progress, traffic statistics,
@@ -24,7 +35,8 @@
 //! * [`error`]: the crate's error type.
 //! * [`aio`]: the async API on the caller's tokio runtime, starting no thread of its own:
 //!   `AsyncProducer` over `AsyncTransport` (sends, batches, ordered and one-way sends,
-//!   request-reply), `AsyncTransactionProducer`, `AsyncPopConsumer` (RocketMQ 5.x pop:
+//!   request-reply), whose blocking face is `Producer`, `AsyncTransactionProducer`, whose
+//!   blocking face is `TransactionProducer`, `AsyncPopConsumer` (RocketMQ 5.x pop:
 //!   receive, ack, change invisible time), whose blocking face is `consumer::PopConsumer`, and
 //!   `AsyncPushConsumer` / `AsyncLitePullConsumer` (rebalance, a pull task per queue, Java's
 //!   flow control; the lite one is also a `Stream` of batches), whose blocking faces are

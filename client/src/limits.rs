@@ -17,6 +17,10 @@ pub const INBOUND_REQUESTS_QUEUED_MAX: usize = 1024;
 /// Callbacks of asynchronous sends queued for the callback thread.
 pub const CALLBACKS_QUEUED_MAX: usize = 65_536;
 
+/// Worker threads of a blocking producer's runtime, which serve all its connections as
+/// tasks and run its background sends (sync sends run on the calling threads).
+pub const PRODUCER_IO_THREADS: usize = 2;
+
 /// Transaction check-backs queued for a transactional producer's check thread (Java's
 /// `checkRequestHolder` of 2000). Beyond it a check is dropped: the broker checks the half
 /// again at its next interval, so nothing is lost but time.

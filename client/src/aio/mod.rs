@@ -6,8 +6,8 @@
 //!   per connection, and cancellation-safe request futures.
 //! * [`producer`]: [`AsyncProducer`], `send`, `send_batch`, `send_to_queue`,
 //!   `send_with_selector` / `send_orderly`, `send_oneway` and request-reply (`request`) as
-//!   futures, with the blocking producer's route lookup, queue choice, fault tolerance and
-//!   retries (its `SendRules`).
+//!   futures, with the producer's route lookup, queue choice, fault tolerance and retries
+//!   (`producer::SendRules`), and `register` / `unregister` of its group.
 //! * [`transaction`]: [`AsyncTransactionProducer`], half message, an async local
 //!   transaction, END_TRANSACTION, and the broker's check-backs answered by an async or a
 //!   blocking checker.
@@ -18,8 +18,8 @@
 //!   [`AsyncLitePullConsumer`] on the same machinery, whose `poll` and `next` are futures
 //!   and which is a `futures_core::Stream` of message batches.
 //!
-//! The blocking `PushConsumer`, `LitePullConsumer` and `PopConsumer` are faces of these
-//! consumers on runtimes they own.
+//! The blocking `Producer`, `TransactionProducer`, `PushConsumer`, `LitePullConsumer` and
+//! `PopConsumer` are faces of these types on runtimes they own.
 //!
 //! Threads: none. Everything runs as tasks on the runtime of the caller (two tasks per
 //! connection, and for the push consumer a pull task per assigned queue and a task per

@@ -1,7 +1,7 @@
 //! The async transactional producer (Java `TransactionMQProducer` and its
-//! `TransactionListener`), over [`AsyncProducer`]: the blocking
-//! [`crate::TransactionProducer`]'s conversation (docs/protocol.md#transaction-requests),
-//! awaited.
+//! `TransactionListener`), over [`AsyncProducer`]: the conversation of
+//! docs/protocol.md#transaction-requests. The blocking [`crate::TransactionProducer`] is
+//! its face on a runtime of its own.
 //!
 //! ```text
 //!  send_in_transaction ── SEND (TRAN_MSG=true, PGROUP, sysflag PREPARED) ──► broker (half)
@@ -17,7 +17,7 @@
 //!  (fromTransactionCheck=true) to the broker that asked
 //! ```
 //!
-//! Invariants, as the blocking producer's:
+//! Invariants:
 //! * a half not stored with `SEND_OK` is rolled back without running the local transaction;
 //! * a decision never waits for the broker: END_TRANSACTION is one-way, so a lost decision
 //!   costs only a check-back. Dropping `send_in_transaction`'s future after the half was
@@ -238,8 +238,13 @@ impl AsyncTransactionProducer {
     /// Stops answering check-backs (those running finish) and shuts the producer down.
     /// Idempotent.
     pub fn shutdown(&self) {
-        self.checks.running.close();
+        self.stop_checks();
         self.producer.shutdown();
+    }
+
+    /// Stops answering check-backs (those running finish); the producer goes on.
+    pub(crate) fn stop_checks(&self) {
+        self.checks.running.close();
     }
 }
 

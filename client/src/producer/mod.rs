@@ -1,24 +1,40 @@
 //! The producer (Java `DefaultMQProducer`, conversation of
-//! docs/protocol.md#producer-conversation).
+//! docs/protocol.md#producer-conversation): its settings and send rules, and [`Producer`],
+//! the blocking face of [`AsyncProducer`].
+//!
+//! One implementation sends: [`AsyncProducer`] (`crate::aio::producer`) applies the rules
+//! of this module ([`SendRules`]) over the async transport; [`Producer`] runs it on a tokio
+//! runtime the producer owns, and the transactional producers do the same.
 //!
 //! * Queue selection rotates over the topic's publish queues, skipping the broker that just
 //!   failed and, with latency fault tolerance on, brokers sidelined for being slow or down
 //!   ([`fault`]).
 //! * Sync sends retry on another broker (2 retries by default) for transport errors and the
-//!   Java retry codes (docs/protocol.md#response-codes), within one overall `send_timeout`.
-//! * Async sends follow the same retry rules; callbacks and retries run on the producer's
-//!   callback thread, never on a transport reader.
+//!   Java retry codes (docs/protocol.md#response-codes), within one overall `send_timeout`;
+//!   with `retry_another_broker_when_not_store_ok`, also when the broker stored the message
+//!   with a non-OK status.
+//! * Async sends (`send_async`) retry on failures only, `retry_times_when_send_async_failed`
+//!   times; their callbacks run on the producer's callback thread, never on a thread that
+//!   serves connections.
 //! * Bodies of 4 KiB and more are zlib-compressed (level 5); batches never are.
 //! * Every message gets a `UNIQ_KEY` (the id the application sees) before its first attempt,
 //!   so retries of one message keep one id.
 //! * An unknown topic is sent through the `TBW102` route so the broker auto-creates it.
+//!
+//! Threads of a [`Producer`]: its runtime's [`PRODUCER_IO_THREADS`] workers (`comet-producer`,
+//! serving every connection as tasks, and running background sends), at most one blocking-pool
+//! thread (host name lookups), and the callback thread (`comet-callbacks`): the same count
+//! however many brokers, queues or sends in flight. A sync call runs its send on the calling
+//! thread (`block_on`). With `enable_msg_trace`, the trace dispatcher adds its thread and its
+//! own producer's.
 
 pub mod fault;
 pub mod request;
 pub mod transaction;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::future::Future;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -30,16 +46,20 @@ use comet_proto::message_id::UniqueKeyGenerator;
 use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, ResponseCode};
 
+use tokio::runtime::{Handle, Runtime};
+
 use self::fault::{select_queue, LatencyFaultTolerance};
+use crate::aio::AsyncProducer;
 use crate::config::{now_ms, ClientConfig};
 use crate::error::{ClientError, Result};
-use crate::instance::ClientInstance;
-use crate::limits::{BATCH_BODY_BYTES_MAX, CALLBACKS_QUEUED_MAX, MESSAGE_BODY_BYTES_MAX};
+use crate::limits::{
+    BATCH_BODY_BYTES_MAX, CALLBACKS_QUEUED_MAX, MESSAGE_BODY_BYTES_MAX, PRODUCER_IO_THREADS,
+};
 use crate::message::{Message, MessageQueue, SendResult, SendStatus};
 use crate::protocol;
 use crate::route::{self, TopicRoute};
 use crate::trace::{PubTrace, TraceDispatcher, TraceMessageType, TraceRecord};
-use crate::util::{Executor, Oneshot};
+use crate::util::{lock, Executor, Oneshot};
 use crate::validate;
 use comet_proto::body::TopicRouteData;
 use comet_proto::headers::send::{EXT_MSG_REGION, EXT_TRACE_ON};
@@ -108,7 +128,12 @@ impl ProducerConfig {
 /// How a request travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
+    /// Waited for: `retry_times_when_send_failed` retries.
     Sync,
+    /// Answered to a callback (Java's async send): `retry_times_when_send_async_failed`
+    /// retries, on failures only.
+    Async,
+    /// No answer, one attempt.
     Oneway,
 }
 
@@ -143,30 +168,36 @@ struct TracedMessage {
     msg_type: TraceMessageType,
 }
 
-/// A message producer. Thread-safe; clones share one producer.
+/// A message producer for programs without an async runtime: a face of
+/// [`AsyncProducer`] on a tokio runtime of its own (see the module docs). Thread-safe; clones
+/// share one producer. Not for use inside an async runtime (a call would block that
+/// runtime's thread; use [`AsyncProducer`] there).
 #[derive(Clone)]
 pub struct Producer {
     inner: Arc<ProducerInner>,
 }
 
 struct ProducerInner {
-    config: ProducerConfig,
-    instance: Arc<ClientInstance>,
-    faults: LatencyFaultTolerance,
-    counter: AtomicUsize,
-    ids: UniqueKeyGenerator,
+    producer: AsyncProducer,
+    /// Runs calls while the runtime lives.
+    handle: Handle,
+    /// The runtime the connections and background sends run on; taken by shutdown.
+    runtime: Mutex<Option<Runtime>>,
+    /// `CREATED`, `RUNNING` or `STOPPED`: read by every call, so an atomic.
+    state: AtomicU8,
+    /// The callback thread of `send_async`.
     callbacks: Arc<Executor>,
-    state: Mutex<State>,
-    /// Started with the producer when `enable_msg_trace` is set.
-    tracer: std::sync::OnceLock<Arc<TraceDispatcher>>,
+    /// Background sends whose callback has not started yet.
+    owed: Arc<Owed>,
+    send_timeout: Duration,
+    /// Bounds each broker's answer to UNREGISTER_CLIENT.
+    api_timeout: Duration,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    Created,
-    Running,
-    Stopped,
-}
+/// The producer's states: made, started, shut down.
+const CREATED: u8 = 0;
+const RUNNING: u8 = 1;
+const STOPPED: u8 = 2;
 
 /// A waitable handle on an asynchronous send.
 pub struct SendFuture {
@@ -177,8 +208,7 @@ pub struct SendFuture {
 impl SendFuture {
     /// Blocks until the send finished (success, failure after retries, or timeout).
     pub fn wait(self) -> Result<SendResult> {
-        // Every attempt is bounded by the send timeout; the margin covers the scanner tick
-        // and the callback thread.
+        // Every attempt is bounded by the send timeout; the margin covers a busy runtime.
         match self
             .outcome
             .take_timeout(self.timeout + Duration::from_secs(5))
@@ -189,158 +219,282 @@ impl SendFuture {
     }
 }
 
+/// Counts background sends whose callback has not started, at most the callback queue's
+/// room: a finished send then always finds room for its callback, so no runtime thread
+/// ever waits for the callback thread, and `send_async` waits instead while the count is
+/// at its maximum (back-pressure on whoever produces the work). Atomic on the way: the
+/// lock and the condition variable serve only a caller that waits.
+#[derive(Default)]
+struct Owed {
+    count: AtomicUsize,
+    waiting: Mutex<()>,
+    freed: Condvar,
+}
+
+/// How long a `send_async` at the limit sleeps between looks at the count.
+const OWED_WAIT_SLICE: Duration = Duration::from_millis(10);
+
+impl Owed {
+    fn acquire(&self) {
+        loop {
+            let count = self.count.load(Ordering::Acquire);
+            if count < CALLBACKS_QUEUED_MAX {
+                if self
+                    .count
+                    .compare_exchange_weak(count, count + 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return;
+                }
+                continue;
+            }
+            let waiting = lock(&self.waiting);
+            // Looked at again under the lock, which a release at the limit takes to notify.
+            if self.count.load(Ordering::Acquire) >= CALLBACKS_QUEUED_MAX {
+                drop(self.freed.wait_timeout(waiting, OWED_WAIT_SLICE));
+            }
+        }
+    }
+
+    fn release(&self) {
+        if self.count.fetch_sub(1, Ordering::AcqRel) >= CALLBACKS_QUEUED_MAX {
+            let _waiting = lock(&self.waiting);
+            self.freed.notify_all();
+        }
+    }
+
+    /// Waits until nothing is owed, at most `limit`; false on time-out.
+    fn wait_none(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while self.count.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+}
+
+/// A `send_async` callback, called exactly once: with the outcome on the callback thread,
+/// or, when the producer shut down before the send ended, with `State("shut down")` where
+/// it is dropped.
+struct Callback {
+    callback: Option<SendCallback>,
+    owed: Arc<Owed>,
+}
+
+impl Callback {
+    fn call(mut self, outcome: Result<SendResult>) {
+        if let Some(callback) = self.callback.take() {
+            self.owed.release();
+            callback(outcome);
+        }
+    }
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        if let Some(callback) = self.callback.take() {
+            self.owed.release();
+            callback(Err(ClientError::State("shut down")));
+        }
+    }
+}
+
+type SendCallback = Box<dyn FnOnce(Result<SendResult>) + Send + 'static>;
+
+/// The runtime of a blocking producer: [`PRODUCER_IO_THREADS`] workers for the connections'
+/// tasks and background sends, and one blocking-pool thread at most (tokio resolves host
+/// names there).
+fn producer_runtime() -> Result<Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(PRODUCER_IO_THREADS)
+        .max_blocking_threads(1)
+        .thread_name("comet-producer")
+        .enable_all()
+        .build()
+        .map_err(|error| ClientError::Runtime(error.to_string()))
+}
+
+impl ProducerInner {
+    fn check_running(&self) -> Result<()> {
+        match self.state.load(Ordering::Acquire) {
+            RUNNING => Ok(()),
+            CREATED => Err(ClientError::State("not started")),
+            _ => Err(ClientError::State("shut down")),
+        }
+    }
+
+    /// Runs `call` to its end on the calling thread, the runtime serving its connections.
+    fn run<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
+        self.check_running()?;
+        self.handle.block_on(call)
+    }
+
+    /// The background send of `message`, checked (and the message given its id) now.
+    fn background_send(
+        &self,
+        message: Message,
+    ) -> Result<impl Future<Output = Result<SendResult>> + Send + 'static> {
+        self.check_running()?;
+        self.producer.send_in_background(message)
+    }
+}
+
+impl Drop for ProducerInner {
+    fn drop(&mut self) {
+        // Never shut down: stop the runtime without waiting, which works on any thread
+        // (waiting for it panics inside an async context).
+        if let Some(runtime) = lock(&self.runtime).take() {
+            runtime.shutdown_background();
+        }
+        self.callbacks.shutdown();
+    }
+}
+
 impl Producer {
     /// A producer; call [`Producer::start`] before sending.
-    pub fn new(mut config: ProducerConfig) -> Result<Producer> {
-        config.group = config.client.wrap_name(&config.group);
-        validate::check_producer(&config)?;
-        let instance = ClientInstance::new(config.client.clone());
-        let ids = id_generator(instance.client_id());
+    pub fn new(config: ProducerConfig) -> Result<Producer> {
+        Producer::over(AsyncProducer::new(config)?)
+    }
+
+    /// The blocking face of `producer`, on a runtime of its own.
+    pub(crate) fn over(producer: AsyncProducer) -> Result<Producer> {
+        let config = producer.config();
+        let (send_timeout, api_timeout) = (config.send_timeout, config.client.api_timeout);
+        let runtime = producer_runtime()?;
         Ok(Producer {
             inner: Arc::new(ProducerInner {
-                config,
-                instance,
-                faults: LatencyFaultTolerance::default(),
-                counter: AtomicUsize::new(route::random_index(usize::MAX)),
-                ids,
+                producer,
+                handle: runtime.handle().clone(),
+                runtime: Mutex::new(Some(runtime)),
+                state: AtomicU8::new(CREATED),
                 callbacks: Executor::new("comet-callbacks", CALLBACKS_QUEUED_MAX),
-                state: Mutex::new(State::Created),
-                tracer: std::sync::OnceLock::new(),
+                owed: Arc::default(),
+                send_timeout,
+                api_timeout,
             }),
         })
     }
 
-    /// Registers the group and starts background tasks (no network traffic yet, as 5.x).
+    /// Registers the group with the brokers ([`AsyncProducer::register`]: a heartbeat to
+    /// each broker the producer meets, then every `heartbeat_broker_interval`). Returns at
+    /// once: the heartbeats go in the background.
     pub fn start(&self) -> Result<()> {
-        let mut state = self.inner.lock_state();
-        match *state {
-            State::Created => {
-                let config = &self.inner.config;
-                if config.enable_msg_trace {
-                    let tracer = TraceDispatcher::start(
-                        &config.client,
-                        &config.client.unwrap_name(&config.group),
-                        &config.trace_topic,
-                    )?;
-                    let _ = self.inner.tracer.set(tracer);
-                }
-                self.inner
-                    .instance
-                    .register_producer(&self.inner.config.group);
-                self.inner.instance.start();
-                *state = State::Running;
+        let state = &self.inner.state;
+        match state.compare_exchange(CREATED, RUNNING, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => {
+                let producer = self.inner.producer.clone();
+                self.inner.handle.spawn(async move {
+                    if let Err(error) = producer.register().await {
+                        log::debug!("producer registration: {error}");
+                    }
+                });
                 Ok(())
             }
-            State::Running => Ok(()),
-            State::Stopped => Err(ClientError::State("shut down")),
+            Err(RUNNING) => Ok(()),
+            Err(_) => Err(ClientError::State("shut down")),
         }
     }
 
-    /// Unregisters from every broker and stops all threads. Idempotent.
+    /// Unregisters from every broker, fails the sends still in flight, runs the callbacks
+    /// owed, sends the queued trace records and stops the producer's threads. Idempotent.
     pub fn shutdown(&self) {
-        {
-            let mut state = self.inner.lock_state();
-            if *state != State::Running {
-                *state = State::Stopped;
-                return;
+        let was_running = self.inner.state.swap(STOPPED, Ordering::AcqRel) == RUNNING;
+        let Some(runtime) = lock(&self.inner.runtime).take() else {
+            return;
+        };
+        let producer = &self.inner.producer;
+        if was_running {
+            // On the runtime and waited for here, so this works on any thread.
+            let unregistered = Arc::new(Oneshot::default());
+            let done = unregistered.clone();
+            let leaving = producer.clone();
+            runtime.spawn(async move {
+                leaving.unregister().await;
+                done.complete(());
+            });
+            let limit = self.inner.api_timeout * 2;
+            if unregistered.take_timeout(limit).is_none() {
+                log::debug!("unregistering took more than {limit:?}: going on");
             }
-            *state = State::Stopped;
         }
-        let group = self.inner.config.group.as_str();
-        self.inner.instance.unregister(Some(group), None);
-        self.inner
-            .instance
-            .unregister(Some(crate::instance::CLIENT_INNER_PRODUCER_GROUP), None);
+        producer.shutdown();
+        // Closing the connections failed every send in flight: their callbacks are queued
+        // at once, then run before the callback thread stops.
+        let limit = self.inner.send_timeout + Duration::from_secs(1);
+        if !self.inner.owed.wait_none(limit) {
+            log::warn!("async sends still unanswered {limit:?} after shutdown");
+        }
         self.inner.callbacks.shutdown();
-        if let Some(tracer) = self.inner.tracer.get() {
+        if let Some(tracer) = producer.tracer() {
             tracer.shutdown();
         }
-        self.inner.instance.shutdown();
+        if Handle::try_current().is_ok() {
+            runtime.shutdown_background();
+        } else {
+            runtime.shutdown_timeout(Duration::from_secs(1));
+        }
     }
 
-    /// The trace dispatcher, when `enable_msg_trace` is set and the producer started.
+    /// The trace dispatcher, when `enable_msg_trace` is set.
     pub fn tracer(&self) -> Option<&Arc<TraceDispatcher>> {
-        self.inner.tracer.get()
+        self.inner.producer.tracer()
     }
 
     /// The client id this producer registers under.
     pub fn client_id(&self) -> &str {
-        self.inner.instance.client_id()
+        self.inner.producer.client_id()
+    }
+
+    /// The async producer underneath (shares routes, connections and fault records).
+    pub fn as_async(&self) -> &AsyncProducer {
+        &self.inner.producer
     }
 
     /// The publish queues of `topic` (fetching its route if needed).
     pub fn fetch_publish_queues(&self, topic: &str) -> Result<Vec<MessageQueue>> {
-        let client = &self.inner.config.client;
-        let route = self.inner.publish_route(&client.wrap_name(topic))?;
-        Ok(crate::message::unwrap_queues(client, &route.publish))
+        self.inner
+            .run(self.inner.producer.fetch_publish_queues(topic))
     }
 
-    /// Sends and waits for the broker's answer, retrying on another broker on failure.
+    /// Sends and waits for the broker's answer, retrying on another broker on failure
+    /// ([`AsyncProducer::send`]).
     pub fn send(&self, message: Message) -> Result<SendResult> {
-        self.inner.check_running()?;
-        let prepared = self.inner.prepare(message)?;
-        self.inner
-            .send_with_retries(&prepared, Mode::Sync)
-            .map(|result| result.expect("sync sends return a result"))
+        self.inner.run(self.inner.producer.send(message))
     }
 
     /// Sends `message` as a request and waits up to `timeout` for its reply (Java's
     /// `DefaultMQProducer.request`; see [`request`]): a consumer of the topic answers with
     /// [`Message::reply_to`], which the broker pushes back to this client. Fails with
     /// [`ClientError::NoReply`] when no reply comes in time.
-    pub fn request(&self, mut message: Message, timeout: Duration) -> Result<MessageExt> {
-        self.inner.check_running()?;
-        let instance = &self.inner.instance;
-        let correlation_id = self.inner.ids.next(now_ms());
-        request::mark_request(&mut message, &correlation_id, instance.client_id(), timeout);
-        let slot = instance.replies().register(&correlation_id)?;
-        let started = Instant::now();
-        if let Err(error) = self.send(message) {
-            instance.replies().forget(&correlation_id);
-            return Err(error);
-        }
-        let reply = slot.take_timeout(timeout.saturating_sub(started.elapsed()));
-        instance.replies().forget(&correlation_id);
-        reply.ok_or(ClientError::NoReply {
-            correlation_id,
-            after: timeout,
-        })
+    pub fn request(&self, message: Message, timeout: Duration) -> Result<MessageExt> {
+        self.inner
+            .run(self.inner.producer.request(message, timeout))
     }
 
     /// Sends without waiting for an answer (no retry, no result).
     pub fn send_oneway(&self, message: Message) -> Result<()> {
-        self.inner.check_running()?;
-        let prepared = self.inner.prepare(message)?;
-        self.inner
-            .send_with_retries(&prepared, Mode::Oneway)
-            .map(|_| ())
+        self.inner.run(self.inner.producer.send_oneway(message))
     }
 
     /// Sends to one given queue (no retry on another queue).
     pub fn send_to_queue(&self, message: Message, queue: &MessageQueue) -> Result<SendResult> {
-        self.inner.check_running()?;
-        let (prepared, queue) = self.inner.rules().prepare_for_queue(message, queue)?;
-        let timeout = self.inner.config.send_timeout;
         self.inner
-            .send_once(&prepared, &queue, Mode::Sync, timeout)
-            .map(|result| result.expect("sync sends return a result"))
+            .run(self.inner.producer.send_to_queue(message, queue))
     }
 
     /// Sends to the queue chosen by `selector` from the topic's publish queues (ordered
-    /// messages: the same selector input always picks the same queue).
+    /// messages: the same selector input always picks the same queue). The selector runs
+    /// on the calling thread.
     pub fn send_with_selector(
         &self,
         message: Message,
         selector: impl Fn(&[MessageQueue], &Message) -> usize,
     ) -> Result<SendResult> {
-        self.inner.check_running()?;
-        let topic = self.inner.config.client.wrap_name(&message.topic);
-        let route = self.inner.publish_route(&topic)?;
-        let queue = self
-            .inner
-            .rules()
-            .select_with(&topic, &route, &message, selector)?;
-        self.send_to_queue(message, &queue)
+        self.inner
+            .run(self.inner.producer.send_selected(message, selector))
     }
 
     /// Ordered send by sharding key: every message with the same key goes to the same queue
@@ -350,50 +504,55 @@ impl Producer {
     }
 
     /// Sends in the background and calls `callback` once with the outcome, on the producer's
-    /// callback thread. Retries follow the sync rules.
+    /// callback thread (never on a thread serving connections). Retries follow Java's
+    /// async sends: at most `retry_times_when_send_async_failed` more attempts, on
+    /// failures. A message that cannot be sent (invalid, or the producer not running) fails
+    /// here, without a callback. With [`CALLBACKS_QUEUED_MAX`] sends and callbacks pending,
+    /// this waits for one to end.
     pub fn send_async(
         &self,
         message: Message,
         callback: impl FnOnce(Result<SendResult>) + Send + 'static,
     ) -> Result<()> {
-        self.inner.check_running()?;
-        let prepared = self.inner.prepare(message)?;
-        let attempts = 1 + self.inner.config.retry_times_when_send_async_failed;
-        let deadline = Instant::now() + self.inner.config.send_timeout;
-        let send = AsyncSend {
-            producer: self.inner.clone(),
-            prepared,
-            attempts_left: attempts,
-            avoid: None,
-            deadline,
-            callback: Box::new(callback),
+        let send = self.inner.background_send(message)?;
+        let owed = self.inner.owed.clone();
+        owed.acquire();
+        let callback = Callback {
+            callback: Some(Box::new(callback)),
+            owed,
         };
-        send.attempt();
+        let executor = self.inner.callbacks.clone();
+        self.inner.handle.spawn(async move {
+            let outcome = send.await;
+            let job = Box::new(move || callback.call(outcome));
+            if let Err(job) = executor.try_submit(job) {
+                // Only once the callback thread stopped (shutdown): the blocking pool then.
+                drop(tokio::task::spawn_blocking(job));
+            }
+        });
         Ok(())
     }
 
     /// Sends in the background and returns a handle to wait on (for windows of in-flight
-    /// sends).
+    /// sends). Retries as [`Producer::send_async`].
     pub fn send_async_future(&self, message: Message) -> Result<SendFuture> {
+        let send = self.inner.background_send(message)?;
         let outcome = Arc::new(Oneshot::default());
         let completer = outcome.clone();
-        self.send_async(message, move |result| completer.complete(result))?;
+        // No application code runs here: the outcome is handed over on the runtime thread.
+        self.inner
+            .handle
+            .spawn(async move { completer.complete(send.await) });
         Ok(SendFuture {
             outcome,
-            timeout: self.inner.config.send_timeout,
+            timeout: self.inner.send_timeout,
         })
     }
 
     /// Sends messages of one topic as batches, split so that each request body stays within
     /// 4 MiB. Returns one result per batch request.
     pub fn send_batch(&self, messages: Vec<Message>) -> Result<Vec<SendResult>> {
-        self.inner.check_running()?;
-        let batches = self.inner.prepare_batches(messages)?;
-        batches
-            .iter()
-            .map(|batch| self.inner.send_with_retries(batch, Mode::Sync))
-            .map(|result| result.map(|r| r.expect("sync sends return a result")))
-            .collect()
+        self.inner.run(self.inner.producer.send_batch(messages))
     }
 }
 
@@ -426,102 +585,6 @@ pub(crate) fn no_queue(topic: &str) -> ClientError {
     ClientError::NoRoute {
         topic: topic.to_owned(),
         reason: "the route has no writable queue".into(),
-    }
-}
-
-type SendCallback = Box<dyn FnOnce(Result<SendResult>) + Send + 'static>;
-
-struct AsyncSend {
-    producer: Arc<ProducerInner>,
-    prepared: Prepared,
-    attempts_left: u32,
-    avoid: Option<String>,
-    deadline: Instant,
-    callback: SendCallback,
-}
-
-impl AsyncSend {
-    /// Starts one attempt; its outcome comes back through the callback thread.
-    fn attempt(mut self) {
-        assert!(self.attempts_left > 0);
-        self.attempts_left -= 1;
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let producer = self.producer.clone();
-        let queue = match producer.select(&self.prepared.topic, self.avoid.as_deref()) {
-            Ok(queue) => queue,
-            Err(error) => return self.finish(Err(error)),
-        };
-        let addr = match producer
-            .instance
-            .master_addr(&queue.broker_name, &queue.topic)
-        {
-            Ok(addr) => addr,
-            Err(error) => return self.on_outcome(queue, Instant::now(), Err(error)),
-        };
-        let request = producer.build_request(&self.prepared, &queue);
-        let (started_ms, started) = (now_ms(), Instant::now());
-        let executor = producer.callbacks.clone();
-        // The send moves into the transport callback; if the request never leaves, it is
-        // taken back from here.
-        let pending = Arc::new(Mutex::new(Some((self, queue))));
-        let resume = pending.clone();
-        let callback_addr = addr.clone();
-        let transport_callback = Box::new(move |outcome: Result<RemotingCommand>| {
-            let job = Box::new(move || {
-                let taken = resume.lock().unwrap_or_else(|p| p.into_inner()).take();
-                if let Some((send, queue)) = taken {
-                    let outcome = outcome.and_then(|response| {
-                        process_response(&callback_addr, &send.prepared, &queue, response)
-                    });
-                    if let Ok(result) = &outcome {
-                        let producer = &send.producer;
-                        producer.trace(&send.prepared, &callback_addr, started_ms, started, result);
-                    }
-                    send.on_outcome(queue, started, outcome);
-                }
-            });
-            if let Err(job) = executor.submit(job) {
-                job();
-            }
-        });
-        let sent = producer.instance.remoting().invoke_async(
-            &addr,
-            request,
-            remaining,
-            transport_callback,
-        );
-        if let Err(error) = sent {
-            let taken = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let Some((send, queue)) = taken {
-                send.on_outcome(queue, started, Err(error));
-            }
-        }
-    }
-
-    fn on_outcome(mut self, queue: MessageQueue, started: Instant, outcome: Result<SendResult>) {
-        let latency_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let failed = outcome.as_ref().err();
-        self.producer.record_latency(
-            &queue.broker_name,
-            latency_ms,
-            failed.is_some_and(ClientError::is_transport),
-        );
-        match outcome {
-            Err(error)
-                if is_retryable(&error)
-                    && self.attempts_left > 0
-                    && Instant::now() < self.deadline =>
-            {
-                log::debug!("async send to {queue:?} failed, retrying: {error}");
-                self.avoid = Some(queue.broker_name);
-                self.attempt();
-            }
-            outcome => self.finish(outcome),
-        }
-    }
-
-    fn finish(self, outcome: Result<SendResult>) {
-        (self.callback)(outcome);
     }
 }
 
@@ -599,181 +662,6 @@ pub(crate) fn process_response(
         // Java counts anything but "false" as on.
         trace_on: ext.optional_string(EXT_TRACE_ON).as_deref() != Some("false"),
     })
-}
-
-impl ProducerInner {
-    /// Hands the trace record of an answered send to the tracer, if tracing.
-    fn trace(
-        &self,
-        prepared: &Prepared,
-        addr: &str,
-        started_ms: i64,
-        started: Instant,
-        result: &SendResult,
-    ) {
-        let Some(tracer) = self.tracer.get() else {
-            return;
-        };
-        if let Some(record) =
-            self.rules()
-                .pub_trace(prepared, addr, started_ms, started.elapsed(), result)
-        {
-            tracer.append(record);
-        }
-    }
-
-    fn lock_state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn check_running(&self) -> Result<()> {
-        match *self.lock_state() {
-            State::Running => Ok(()),
-            State::Created => Err(ClientError::State("not started")),
-            State::Stopped => Err(ClientError::State("shut down")),
-        }
-    }
-
-    /// The route to publish `topic` through: its own, or the auto-create template's with
-    /// `min(default_topic_queue_nums, readQueueNums)` queues per broker.
-    fn publish_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
-        self.instance.add_publish_topic(topic);
-        if let Some(route) = self.instance.routes().get(topic) {
-            if !route.publish.is_empty() {
-                return Ok(route);
-            }
-        }
-        if let Some(route) = self.instance.update_route(topic)? {
-            if !route.publish.is_empty() {
-                return Ok(route);
-            }
-        }
-        let template = self.instance.update_route(&self.config.create_topic_key)?;
-        let Some(template) = template else {
-            return Err(ClientError::NoRoute {
-                topic: topic.to_owned(),
-                reason: format!(
-                    "unknown to the name servers, and so is the template {}",
-                    self.config.create_topic_key
-                ),
-            });
-        };
-        let data = self.rules().template_route(&template.data);
-        self.instance.routes().put(topic, data);
-        self.instance
-            .routes()
-            .get(topic)
-            .filter(|route| !route.publish.is_empty())
-            .ok_or_else(|| no_queue(topic))
-    }
-
-    /// Picks the next queue, skipping `avoid` and sidelined brokers when possible.
-    fn select(&self, topic: &str, avoid: Option<&str>) -> Result<MessageQueue> {
-        let route = self.publish_route(topic)?;
-        self.rules().select_in(topic, &route, avoid)
-    }
-
-    fn record_latency(&self, broker_name: &str, latency_ms: u64, isolation: bool) {
-        self.rules()
-            .record_latency(broker_name, latency_ms, isolation);
-    }
-
-    fn build_request(&self, prepared: &Prepared, queue: &MessageQueue) -> RemotingCommand {
-        self.rules().build_request(prepared, queue)
-    }
-
-    fn prepare(&self, message: Message) -> Result<Prepared> {
-        self.rules().prepare(message)
-    }
-
-    fn prepare_batches(&self, messages: Vec<Message>) -> Result<Vec<Prepared>> {
-        self.rules().prepare_batches(messages)
-    }
-
-    /// The pure send rules over this producer's settings and state.
-    fn rules(&self) -> SendRules<'_> {
-        SendRules {
-            config: &self.config,
-            faults: &self.faults,
-            counter: &self.counter,
-            ids: &self.ids,
-        }
-    }
-
-    /// One attempt to one queue. `Ok(None)` for one-way sends.
-    fn send_once(
-        &self,
-        prepared: &Prepared,
-        queue: &MessageQueue,
-        mode: Mode,
-        timeout: Duration,
-    ) -> Result<Option<SendResult>> {
-        let addr = self
-            .instance
-            .master_addr(&queue.broker_name, &queue.topic)?;
-        let request = self.build_request(prepared, queue);
-        match mode {
-            Mode::Oneway => {
-                self.instance.remoting().invoke_oneway(&addr, request)?;
-                Ok(None)
-            }
-            Mode::Sync => {
-                let (started_ms, started) = (now_ms(), Instant::now());
-                let response = self.instance.remoting().invoke(&addr, request, timeout)?;
-                let result = process_response(&addr, prepared, queue, response)?;
-                self.trace(prepared, &addr, started_ms, started, &result);
-                Ok(Some(result))
-            }
-        }
-    }
-
-    /// Sync or one-way send with the retry and fault rules of the module docs.
-    fn send_with_retries(&self, prepared: &Prepared, mode: Mode) -> Result<Option<SendResult>> {
-        let started = Instant::now();
-        let attempts = match mode {
-            Mode::Sync => 1 + self.config.retry_times_when_send_failed,
-            Mode::Oneway => 1,
-        };
-        let mut avoid: Option<String> = None;
-        let mut last_error = None;
-        for attempt in 0..attempts {
-            let remaining = self.config.send_timeout.saturating_sub(started.elapsed());
-            if remaining.is_zero() {
-                break;
-            }
-            let queue = self.select(&prepared.topic, avoid.as_deref())?;
-            let attempt_started = Instant::now();
-            let outcome = self.send_once(prepared, &queue, mode, remaining);
-            let latency_ms =
-                u64::try_from(attempt_started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let isolation = outcome
-                .as_ref()
-                .err()
-                .is_some_and(ClientError::is_transport);
-            self.record_latency(&queue.broker_name, latency_ms, isolation);
-            match self.rules().after_attempt(
-                attempt,
-                attempts,
-                outcome.as_ref().map(Option::as_ref),
-            ) {
-                AfterAttempt::Finish => return outcome,
-                AfterAttempt::Retry { refresh_route } => {
-                    if let Err(error) = outcome {
-                        log::debug!(
-                            "send to {queue:?} failed (attempt {}): {error}",
-                            attempt + 1
-                        );
-                        last_error = Some(error);
-                    }
-                    if refresh_route {
-                        let _ = self.instance.update_route(&prepared.topic);
-                    }
-                    avoid = Some(queue.broker_name.clone());
-                }
-            }
-        }
-        Err(last_error.unwrap_or_else(|| self.rules().budget_spent()))
-    }
 }
 
 /// What a sync send does after one attempt.
@@ -1089,10 +977,11 @@ impl SendRules<'_> {
         data
     }
 
-    /// What the sync retry rules of the module docs do after attempt `attempt` (from 0) of
-    /// `attempts` ended with `outcome`.
+    /// What the retry rules of the module docs do after attempt `attempt` (from 0) of
+    /// `attempts` of a send in `mode` ended with `outcome`.
     pub(crate) fn after_attempt(
         &self,
+        mode: Mode,
         attempt: u32,
         attempts: u32,
         outcome: std::result::Result<Option<&SendResult>, &ClientError>,
@@ -1100,6 +989,7 @@ impl SendRules<'_> {
         match outcome {
             Ok(Some(result))
                 if result.status != SendStatus::SendOk
+                    && mode == Mode::Sync
                     && self.config.retry_another_broker_when_not_store_ok
                     && attempt + 1 < attempts =>
             {
@@ -1297,9 +1187,9 @@ mod tests {
         }
     }
 
-    // Proves the retry decisions both producers share: a transport failure retries after a
-    // route refresh, a retryable answer without one, a final error or a stored message
-    // ends the send, and a non-OK store status moves on only with
+    // Proves the retry decisions: a transport failure retries after a route refresh, a
+    // retryable answer without one, a final error or a stored message ends the send, and a
+    // non-OK store status moves on only for a sync send, with
     // retry_another_broker_when_not_store_ok and an attempt left.
     #[test]
     fn retry_decisions() {
@@ -1338,19 +1228,28 @@ mod tests {
                 ids: &ids,
             };
             let retry = |refresh_route| AfterAttempt::Retry { refresh_route };
-            assert_eq!(rules.after_attempt(0, 3, Err(&closed)), retry(true));
-            assert_eq!(rules.after_attempt(2, 3, Err(&closed)), retry(true));
-            assert_eq!(rules.after_attempt(0, 3, Err(&busy)), retry(false));
+            assert_eq!(
+                rules.after_attempt(Mode::Sync, 0, 3, Err(&closed)),
+                retry(true)
+            );
+            assert_eq!(
+                rules.after_attempt(Mode::Sync, 2, 3, Err(&closed)),
+                retry(true)
+            );
+            assert_eq!(
+                rules.after_attempt(Mode::Sync, 0, 3, Err(&busy)),
+                retry(false)
+            );
             let invalid = ClientError::Invalid("x".into());
             assert_eq!(
-                rules.after_attempt(0, 3, Err(&invalid)),
+                rules.after_attempt(Mode::Sync, 0, 3, Err(&invalid)),
                 AfterAttempt::Finish
             );
             assert_eq!(
-                rules.after_attempt(0, 3, Ok(Some(&ok))),
+                rules.after_attempt(Mode::Sync, 0, 3, Ok(Some(&ok))),
                 AfterAttempt::Finish
             );
-            let not_ok = rules.after_attempt(0, 3, Ok(Some(&flush_timeout)));
+            let not_ok = rules.after_attempt(Mode::Sync, 0, 3, Ok(Some(&flush_timeout)));
             let expected = if retry_not_ok {
                 retry(false)
             } else {
@@ -1358,9 +1257,18 @@ mod tests {
             };
             assert_eq!(not_ok, expected);
             assert_eq!(
-                rules.after_attempt(2, 3, Ok(Some(&flush_timeout))),
+                rules.after_attempt(Mode::Sync, 2, 3, Ok(Some(&flush_timeout))),
                 AfterAttempt::Finish,
                 "the last attempt keeps its result"
+            );
+            // Async sends (Java's) retry failures only: a stored message is their result.
+            assert_eq!(
+                rules.after_attempt(Mode::Async, 0, 3, Ok(Some(&flush_timeout))),
+                AfterAttempt::Finish
+            );
+            assert_eq!(
+                rules.after_attempt(Mode::Async, 0, 3, Err(&closed)),
+                retry(true)
             );
         }
     }

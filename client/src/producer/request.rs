@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use comet_proto::compression::{decompress, CompressionType};
 use comet_proto::flags::message as message_sys_flag;
@@ -23,7 +23,6 @@ use comet_proto::properties::{names, Properties};
 use comet_proto::{RemotingCommand, ResponseCode};
 
 use crate::error::{ClientError, Result};
-use crate::util::Oneshot;
 
 /// Requests one client instance waits on at once.
 pub const REQUESTS_IN_FLIGHT_MAX: usize = 65_536;
@@ -31,8 +30,8 @@ pub const REQUESTS_IN_FLIGHT_MAX: usize = 65_536;
 /// Largest body a pushed reply may inflate to.
 const REPLY_INFLATED_BYTES_MAX: usize = 64 * 1024 * 1024;
 
-/// What hands a reply to the request waiting for it: the blocking producer completes a
-/// [`Oneshot`], the async one a channel its future awaits.
+/// What hands a reply to the request waiting for it: the producer completes a channel its
+/// request's future awaits.
 pub(crate) type Deliver = Box<dyn FnOnce(MessageExt) + Send>;
 
 /// Requests waiting for their replies, by correlation id.
@@ -52,17 +51,6 @@ impl Replies {
         }
         waiting.insert(correlation_id.to_owned(), deliver);
         Ok(())
-    }
-
-    /// Registers a blocking waiter for `correlation_id`.
-    pub fn register(&self, correlation_id: &str) -> Result<Arc<Oneshot<MessageExt>>> {
-        let slot = Arc::new(Oneshot::default());
-        let completer = slot.clone();
-        self.register_with(
-            correlation_id,
-            Box::new(move |reply| completer.complete(reply)),
-        )?;
-        Ok(slot)
     }
 
     /// Removes the waiter of `correlation_id` (it got its reply or gave up).
@@ -202,7 +190,10 @@ mod tests {
     #[test]
     fn replies_reach_their_request_once() {
         let replies = Replies::default();
-        let slot = replies.register("c1").unwrap();
+        let slot = std::sync::Arc::new(crate::util::Oneshot::default());
+        let completer = slot.clone();
+        let deliver = Box::new(move |reply| completer.complete(reply));
+        replies.register_with("c1", deliver).unwrap();
         let mut properties = Properties::new();
         properties.insert(names::CORRELATION_ID, "c1");
         let reply = decode_pushed_reply(&push(&properties.encode(), b"answer")).unwrap();
@@ -216,7 +207,7 @@ mod tests {
         assert!(!replies.deliver(reply.clone()), "delivered once");
         let got = slot.take_timeout(std::time::Duration::ZERO).unwrap();
         assert_eq!(&got.body[..], b"answer");
-        replies.register("c2").unwrap();
+        replies.register_with("c2", Box::new(drop)).unwrap();
         replies.forget("c2");
         let mut late = reply;
         late.properties.insert(names::CORRELATION_ID, "c2");

@@ -13,7 +13,7 @@
 //!
 //!  broker, for a half still undecided after transactionTimeOut:
 //!  CHECK_TRANSACTION_STATE one-way ──► any live producer of PGROUP ──► check(&half) on the
-//!  producer's check thread ──► END_TRANSACTION one-way (fromTransactionCheck=true)
+//!  runtime's blocking-pool thread ──► END_TRANSACTION one-way (fromTransactionCheck=true)
 //! ```
 //!
 //! Invariants:
@@ -21,19 +21,21 @@
 //!   running the local transaction, as the Java client does;
 //! * a decision never blocks on the broker: END_TRANSACTION is one-way, so a lost decision
 //!   costs only a check-back;
-//! * check-backs run one at a time on the producer's `comet-tx-check` thread, never on a
-//!   transport thread; a full check queue drops the check (the broker asks again later);
-//! * a panicking checker answers Unknown (the broker asks again), and the check thread
-//!   lives on.
+//! * check-backs run one at a time on the producer's runtime's blocking-pool thread, never
+//!   on a thread serving connections; beyond [`crate::limits::TRANSACTION_CHECKS_QUEUED_MAX`]
+//!   waiting, a check is dropped (the broker asks again later);
+//! * a panicking checker answers Unknown (the broker asks again).
+//!
+//! [`TransactionProducer`] is the blocking face of [`AsyncTransactionProducer`], which does
+//! the conversation; it runs on the runtime of its [`Producer`] (the face of the same async
+//! producer): `execute` runs on the calling thread, the checker on the runtime's one
+//! blocking-pool thread.
 //!
 //! A check can reach any producer instance of the group that heartbeats the broker, so a
 //! restarted application answers for halves its previous instance left undecided. A fresh
 //! instance heartbeats a broker only once it knows a route through it: list the topics in
 //! [`TransactionProducerConfig::topics`] so `start` fetches their routes and heartbeats at
 //! once (5.x's `DefaultMQProducer.topics`).
-
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::{Arc, Weak};
 
 use comet_proto::flags::message as message_sys_flag;
 use comet_proto::headers::{CheckTransactionStateRequestHeader, EndTransactionRequestHeader};
@@ -42,12 +44,10 @@ use comet_proto::message_id::decode_offset_msg_id;
 use comet_proto::properties::names;
 use comet_proto::{RemotingCommand, RequestCode};
 
-use super::{Mode, Producer, ProducerConfig, ProducerInner};
+use super::{Producer, ProducerConfig};
+use crate::aio::{AsyncCheckListener, AsyncTransactionProducer};
 use crate::error::{ClientError, Result};
-use crate::instance::TransactionChecker;
-use crate::limits::TRANSACTION_CHECKS_QUEUED_MAX;
-use crate::message::{Message, SendResult, SendStatus};
-use crate::util::Executor;
+use crate::message::{Message, SendResult};
 
 /// The outcome of a local transaction (Java `LocalTransactionState`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,31 +116,16 @@ impl TransactionProducerConfig {
 /// carries the application's properties and `UNIQ_KEY` (its `client_msg_id`).
 pub type CheckListener = dyn Fn(&MessageExt) -> LocalTransactionState + Send + Sync + 'static;
 
-/// A transactional producer. Thread-safe; clones share one producer.
+/// A transactional producer. Thread-safe; clones share one producer. Not for use inside an
+/// async runtime (use [`AsyncTransactionProducer`] there).
 ///
 /// Ordinary sends go through [`TransactionProducer::producer`], as `TransactionMQProducer`
 /// is a `DefaultMQProducer`.
 #[derive(Clone)]
 pub struct TransactionProducer {
+    transactions: AsyncTransactionProducer,
+    /// The face of `transactions`' producer, whose runtime runs everything.
     producer: Producer,
-    checks: Arc<CheckService>,
-    topics: Vec<String>,
-}
-
-/// Receives check-backs for one producer group (on the transport's inbound thread) and
-/// queues them for the check thread.
-struct CheckService {
-    answerer: Arc<Answerer>,
-    executor: Arc<Executor>,
-}
-
-/// Runs the listener and sends the answer, on the check thread.
-struct Answerer {
-    group: String,
-    /// Weak: the instance (owned by the producer) holds this service, so a strong handle
-    /// would keep the producer alive forever.
-    producer: Weak<ProducerInner>,
-    listener: Box<CheckListener>,
 }
 
 impl TransactionProducer {
@@ -150,52 +135,26 @@ impl TransactionProducer {
         config: TransactionProducerConfig,
         check: impl Fn(&MessageExt) -> LocalTransactionState + Send + Sync + 'static,
     ) -> Result<TransactionProducer> {
-        for topic in &config.topics {
-            crate::validate::check_topic(topic)?;
-        }
-        let producer = Producer::new(config.producer)?;
-        let checks = Arc::new(CheckService {
-            answerer: Arc::new(Answerer {
-                group: producer.inner.config.group.clone(),
-                producer: Arc::downgrade(&producer.inner),
-                listener: Box::new(check),
-            }),
-            executor: Executor::new("comet-tx-check", TRANSACTION_CHECKS_QUEUED_MAX),
-        });
+        let transactions =
+            AsyncTransactionProducer::new(config, AsyncCheckListener::blocking(check))?;
+        let producer = Producer::over(transactions.producer().clone())?;
         Ok(TransactionProducer {
+            transactions,
             producer,
-            checks,
-            topics: config.topics,
         })
     }
 
-    /// Starts the producer, registers the check-back listener, and fetches the configured
-    /// topics' publish routes and heartbeats their brokers (a failed fetch is logged: the
-    /// periodic route refresh retries it).
+    /// Starts the producer and registers the group with the brokers of the configured
+    /// topics' publish routes ([`AsyncTransactionProducer::start`]; a failed route fetch or
+    /// heartbeat is logged), so check-backs can reach this instance once this returns.
     pub fn start(&self) -> Result<()> {
         self.producer.start()?;
-        let instance = &self.producer.inner.instance;
-        instance.register_checker(&self.checks.answerer.group, self.checks.clone());
-        for topic in &self.topics {
-            // The publish route: the topic's own, or the auto-create template's while the
-            // name servers do not know the topic yet (a half alone does not register it).
-            if let Err(error) = self.producer.inner.publish_route(topic) {
-                log::warn!("route of {topic} not fetched at start: {error}");
-            }
-        }
-        if !self.topics.is_empty() {
-            instance.heartbeat_all();
-        }
-        Ok(())
+        self.producer.inner.run(self.transactions.start())
     }
 
     /// Stops answering check-backs, then shuts the producer down. Idempotent.
     pub fn shutdown(&self) {
-        self.producer
-            .inner
-            .instance
-            .unregister_checker(&self.checks.answerer.group);
-        self.checks.executor.shutdown();
+        self.transactions.stop_checks();
         self.producer.shutdown();
     }
 
@@ -204,45 +163,29 @@ impl TransactionProducer {
         &self.producer
     }
 
+    /// The async transactional producer underneath.
+    pub fn as_async(&self) -> &AsyncTransactionProducer {
+        &self.transactions
+    }
+
     /// Sends `message` as a half message (sync, with the producer's retries), runs `execute`
-    /// once it is stored, and sends the decision. A delay level is ignored (transactional
-    /// messages cannot be delayed). When the half is stored with a status other than
-    /// `SEND_OK`, `execute` is not run and the half is rolled back.
+    /// on the calling thread once it is stored, and sends the decision. A delay level is
+    /// ignored (transactional messages cannot be delayed). When the half is stored with a
+    /// status other than `SEND_OK`, `execute` is not run and the half is rolled back.
     ///
     /// If `execute` panics, the panic propagates and no decision is sent; the broker then
     /// checks the half back, as it does for Unknown.
     pub fn send_in_transaction(
         &self,
-        mut message: Message,
+        message: Message,
         execute: impl FnOnce(&Message, &SendResult) -> LocalTransactionState,
     ) -> Result<TransactionSendResult> {
-        let inner = &self.producer.inner;
-        inner.check_running()?;
-        mark_half(&mut message, &inner.config.group);
-        let prepared = inner.prepare(message.clone())?;
-        let send_result = inner
-            .send_with_retries(&prepared, Mode::Sync)?
-            .expect("sync sends return a result");
-        let state = if send_result.status == SendStatus::SendOk {
-            message
-                .properties
-                .insert(names::UNIQ_KEY, send_result.msg_id.clone());
-            execute(&message, &send_result)
-        } else {
-            LocalTransactionState::RollbackMessage
-        };
-        if let Err(error) = end_transaction(inner, &send_result, state) {
-            // One-way, as in Java: a lost decision is recovered by the broker's check-back.
-            log::warn!(
-                "END_TRANSACTION for {} ({}) not sent: {error}",
-                send_result.msg_id,
-                state.name()
-            );
-        }
-        Ok(TransactionSendResult {
-            send_result,
-            local_transaction_state: state,
-        })
+        let sending = self
+            .transactions
+            .send_in_transaction(message, |message, send_result| async move {
+                execute(&message, &send_result)
+            });
+        self.producer.inner.run(sending)
     }
 }
 
@@ -293,20 +236,6 @@ pub(crate) fn end_transaction_request(
     Ok(RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&header))
 }
 
-/// END_TRANSACTION for a blocking producer's half, one-way to the master of its queue.
-fn end_transaction(
-    inner: &ProducerInner,
-    send_result: &SendResult,
-    state: LocalTransactionState,
-) -> Result<()> {
-    let request = end_transaction_request(&inner.config.group, send_result, state)?;
-    let queue = &send_result.queue;
-    let addr = inner
-        .instance
-        .master_addr(&queue.broker_name, &queue.topic)?;
-    inner.instance.remoting().invoke_oneway(&addr, request)
-}
-
 /// The half message a CHECK_TRANSACTION_STATE from `addr` carries (its body is the half as
 /// a stored record) and the producer group its `PGROUP` names (Java's
 /// `ClientRemotingProcessor.checkTransactionState`); `None`, logged, when it lacks either.
@@ -343,51 +272,4 @@ pub(crate) fn check_answer(
         broker_name: header.broker_name.clone(),
     };
     RemotingCommand::request(RequestCode::END_TRANSACTION, 0).with_header(&end)
-}
-
-impl TransactionChecker for CheckService {
-    fn check(&self, addr: &str, request: &RemotingCommand, message: MessageExt) {
-        let header: CheckTransactionStateRequestHeader = match request.decode_header() {
-            Ok(header) => header,
-            Err(error) => return log::warn!("bad check-back request from {addr}: {error}"),
-        };
-        let answerer = self.answerer.clone();
-        let addr = addr.to_owned();
-        let job = Box::new(move || answerer.answer(&addr, &header, &message));
-        if self.executor.try_submit(job).is_err() {
-            log::warn!(
-                "check-back queue of {} full or stopped: check dropped",
-                self.answerer.group
-            );
-        }
-    }
-}
-
-impl Answerer {
-    /// Asks the listener and sends its answer to the broker that asked (Java
-    /// `processTransactionState`): the half named as the check named it, the message's
-    /// `UNIQ_KEY` as `msgId`.
-    fn answer(&self, addr: &str, header: &CheckTransactionStateRequestHeader, half: &MessageExt) {
-        let Some(producer) = self.producer.upgrade() else {
-            return;
-        };
-        let state = match catch_unwind(AssertUnwindSafe(|| (self.listener)(half))) {
-            Ok(state) => state,
-            Err(_) => {
-                log::warn!(
-                    "check-back listener of {} panicked on {}: answering UNKNOW",
-                    self.group,
-                    half.client_msg_id()
-                );
-                LocalTransactionState::Unknown
-            }
-        };
-        let request = check_answer(&self.group, header, half, state);
-        if let Err(error) = producer.instance.remoting().invoke_oneway(addr, request) {
-            log::warn!(
-                "check-back answer for {} to {addr} not sent: {error}",
-                half.client_msg_id()
-            );
-        }
-    }
 }

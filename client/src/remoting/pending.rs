@@ -8,8 +8,8 @@
 //!
 //! A waiter is either a [`ResponseSlot`] (a blocked caller or a [`ResponseFuture`] holder) or
 //! a callback. Callbacks run on whichever thread completes them (the reader thread, the
-//! timeout scanner, or a writer that failed), so they must be short; the producer moves
-//! application callbacks onto its own thread.
+//! timeout scanner, or a writer that failed, or the async transport's reader task), so they
+//! must be short.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};

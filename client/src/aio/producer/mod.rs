@@ -1,10 +1,12 @@
-//! The async producer: the blocking [`Producer`](crate::Producer)'s send rules over the async
-//! transport.
+//! The async producer: the producer's send rules (`producer::SendRules`) over the async
+//! transport. It is the one implementation of sending: the blocking
+//! [`Producer`](crate::Producer) is its face on a runtime of its own.
 //!
 //! Message preparation (ids, compression, batches), queue choice, latency fault tolerance,
-//! request building, answer handling and the retry decisions are the blocking producer's own
-//! functions (`producer::SendRules`); only the waiting differs. Sends retry on another broker
-//! (`retry_times_when_send_failed`) within one overall `send_timeout`, as sync sends do.
+//! request building, answer handling and the retry decisions are `SendRules`' functions.
+//! Sends retry on another broker (`retry_times_when_send_failed`) within one overall
+//! `send_timeout`; the blocking producer's `send_async` retries
+//! `retry_times_when_send_async_failed` times, on failures only.
 //!
 //! Routes come from the name servers through the async transport (`AsyncRoutes`, shared
 //! with the async consumers), with the same fail-over walk as the blocking client. No thread
@@ -147,6 +149,11 @@ impl AsyncProducer {
         Ok(AsyncProducer { inner })
     }
 
+    /// The producer's settings (its group in the client's namespace).
+    pub(crate) fn config(&self) -> &ProducerConfig {
+        &self.inner.config
+    }
+
     /// The transport (for its counters, or to close a connection).
     pub fn transport(&self) -> &AsyncTransport {
         &self.inner.transport
@@ -213,6 +220,19 @@ impl AsyncProducer {
     where
         S: FnOnce(&[MessageQueue], &Message) -> usize + Send + 'static,
     {
+        self.send_selected(message, selector)
+    }
+
+    /// [`AsyncProducer::send_with_selector`] for a selector that may be neither `Send` nor
+    /// `'static` (the blocking producer's, run on the calling thread).
+    pub(crate) fn send_selected<S>(
+        &self,
+        message: Message,
+        selector: S,
+    ) -> impl Future<Output = Result<SendResult>>
+    where
+        S: FnOnce(&[MessageQueue], &Message) -> usize,
+    {
         let inner = self.inner.clone();
         async move {
             inner.check_running()?;
@@ -234,6 +254,25 @@ impl AsyncProducer {
         sharding_key: &str,
     ) -> impl Future<Output = Result<SendResult>> + Send {
         self.send_with_selector(message, sharding_selector(sharding_key))
+    }
+
+    /// The send of a blocking producer's `send_async` (Java's async send): `message` is
+    /// checked and given its id now, so a bad one fails here; the future then makes at most
+    /// `1 + retry_times_when_send_async_failed` attempts within the send timeout, retrying
+    /// on failures only (a stored message with a non-OK status is its result).
+    pub(crate) fn send_in_background(
+        &self,
+        message: Message,
+    ) -> Result<impl Future<Output = Result<SendResult>> + Send + 'static> {
+        let inner = self.inner.clone();
+        inner.check_running()?;
+        let prepared = inner.rules().prepare(message)?;
+        Ok(async move {
+            inner
+                .send_with_retries(&prepared, Mode::Async)
+                .await
+                .map(|result| result.expect("async sends return a result"))
+        })
     }
 
     /// Sends without waiting for an answer (one attempt, no result): resolves once the
@@ -297,6 +336,25 @@ impl AsyncProducer {
                 }),
             }
         }
+    }
+
+    /// Registers the producer group with the brokers, as Java's producer `start` does (plain
+    /// sends need no registration: request-reply and transactions register by themselves).
+    /// Every master broker the routes know gets a heartbeat now; from then on all of them
+    /// get one every `heartbeat_broker_interval`, and right after a send that opened a new
+    /// connection, so a broker lists this client among the group's producers
+    /// (`producerConnection`) from its first send on. A failed heartbeat is logged.
+    pub async fn register(&self) -> Result<()> {
+        self.inner.check_running()?;
+        self.inner.register_up_front().await;
+        Ok(())
+    }
+
+    /// Tells every broker the routes know that this client left the group
+    /// (UNREGISTER_CLIENT, as Java's producer `shutdown`), when it was registered; a
+    /// failure is logged. Call it before [`AsyncProducer::shutdown`].
+    pub async fn unregister(&self) {
+        self.inner.unregister().await;
     }
 
     /// Requests waiting for their replies now.
@@ -423,15 +481,15 @@ impl Inner {
         Ok(())
     }
 
-    /// The sync send loop of the blocking producer, awaited.
+    /// The sync send loop (the module docs).
     pub(in crate::aio) async fn send_retrying(&self, prepared: &Prepared) -> Result<SendResult> {
         self.send_with_retries(prepared, Mode::Sync)
             .await
             .map(|result| result.expect("sync sends return a result"))
     }
 
-    /// The sync or one-way send loop of the blocking producer, awaited: `Ok(None)` for a
-    /// one-way send, which makes one attempt.
+    /// The send loop of every send that may go to any queue (the module docs): `Ok(None)`
+    /// for a one-way send, which makes one attempt.
     async fn send_with_retries(
         &self,
         prepared: &Prepared,
@@ -440,6 +498,7 @@ impl Inner {
         let started = Instant::now();
         let attempts = match mode {
             Mode::Sync => 1 + self.config.retry_times_when_send_failed,
+            Mode::Async => 1 + self.config.retry_times_when_send_async_failed,
             Mode::Oneway => 1,
         };
         let mut avoid: Option<String> = None;
@@ -464,6 +523,7 @@ impl Inner {
             self.rules()
                 .record_latency(&queue.broker_name, latency_ms, isolation);
             match self.rules().after_attempt(
+                mode,
                 attempt,
                 attempts,
                 outcome.as_ref().map(Option::as_ref),
@@ -510,13 +570,15 @@ impl Inner {
             .await?;
         let request = self.rules().build_request(prepared, queue);
         if mode == Mode::Oneway {
-            self.transport
-                .invoke_oneway(&addr, request, timeout)
-                .await?;
+            let sent = self.transport.invoke_oneway(&addr, request, timeout).await;
+            self.registration.after_send(self.transport.connects());
+            sent?;
             return Ok(None);
         }
         let (started_ms, started) = (now_ms(), Instant::now());
-        let response = self.transport.invoke(&addr, request, timeout).await?;
+        let response = self.transport.invoke(&addr, request, timeout).await;
+        self.registration.after_send(self.transport.connects());
+        let response = response?;
         let result = process_response(&addr, prepared, queue, response)?;
         if let Some(tracer) = &self.tracer {
             let cost = started.elapsed();
@@ -537,9 +599,8 @@ impl Inner {
             .filter(|route| !route.publish.is_empty())
     }
 
-    /// The route to publish `topic` through, as the blocking producer's `publish_route`:
-    /// its own, or the auto-create template's with `min(default_topic_queue_nums,
-    /// readQueueNums)` queues per broker.
+    /// The route to publish `topic` through: its own, or the auto-create template's with
+    /// `min(default_topic_queue_nums, readQueueNums)` queues per broker.
     pub(in crate::aio) async fn publish_route(&self, topic: &str) -> Result<Arc<TopicRoute>> {
         let routes = &self.routes;
         if let Some(route) = self.usable_route(topic).filter(|_| routes.is_fresh(topic)) {
