@@ -68,6 +68,7 @@ fn counting(c: &mut Criterion) {
                 consumers: comet_broker::metrics::consumer::ConsumerFigures::default(),
                 wall_clock_ms: 0,
                 broker: BrokerFigures::default(),
+                recovery: Vec::new(),
             };
             black_box(encode::encode(snapshot).map(|text| text.len()))
         })
