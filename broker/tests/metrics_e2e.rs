@@ -909,7 +909,7 @@ fn remove_checkpoints(store: &Path) -> usize {
 #[test]
 fn endpoint_reports_a_running_recovery() {
     let (directory, mut broker, addr, end) =
-        one_shard_with_log("e2e-metrics-recovering", 20, 16 * 1024);
+        one_shard_with_log("e2e-metrics-recovering", 160, 2 * 1024);
     broker.stop();
     assert_eq!(remove_checkpoints(directory.path()), 1);
     let restarting = std::thread::spawn(move || {
