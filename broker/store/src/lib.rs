@@ -64,10 +64,10 @@
 //! - `queue_table`: each queue's min and max as its files held them at the checkpoint.
 //! - `error`: [`StoreError`].
 //! - `offset`: [`LogId`], [`PhysicalOffset`], [`QueueOffset`] and file names.
-//! - `histogram`: [`Histogram`], the fixed-bucket histograms the store records into, and
-//!   [`RecoveryFigures`].
 //! - `recovery_progress`: [`RecoveryProgress`], how far an open has got, for readers on
 //!   other threads.
+//! - `histogram`: [`Histogram`], the fixed-bucket histograms the store records into, and
+//!   [`RecoveryFigures`].
 //! - `limits`: sizes and counts the store is built around.
 //!
 //! ```no_run

@@ -43,6 +43,7 @@ const LAYERS: &[&str] = &[
     "queue_table",
     "error",
     "offset",
+    "recovery_progress",
     "histogram",
     "limits",
 ];
