@@ -187,6 +187,37 @@ impl<'s> ReadPath<'s> {
         })
     }
 
+    /// One direct read of `length` bytes at `position` of the segment `source` names (a miss
+    /// of the kept windows).
+    async fn read_disk(
+        &self,
+        source: &DiskSource,
+        position: u64,
+        length: usize,
+    ) -> Result<Bytes, StoreError> {
+        self.count_window(false);
+        let read = source
+            .file
+            .read_at(position - source.segment_start, length)
+            .await?;
+        Ok(Bytes::from(read))
+    }
+
+    /// Keeps what was read at `position` for later pulls, and as this pull's window.
+    fn keep_window(
+        &self,
+        source: &DiskSource,
+        position: u64,
+        bytes: Bytes,
+        window: &mut Option<ReadWindow>,
+    ) {
+        self.log
+            .borrow_mut()
+            .read_windows
+            .keep(source.generation, position, bytes.clone());
+        *window = Some(ReadWindow { position, bytes });
+    }
+
     /// Entries of (topic, queue_id) from `from` on (at least one, at most `limit`), through
     /// the hot tail, the block cache or the queue's file; `None` past the end.
     async fn entries(
@@ -338,21 +369,12 @@ impl<'s> ReadPath<'s> {
             .max(READ_AHEAD_BYTES)
             .min(to_index(source.limit - position))
             .max(size);
-        self.count_window(false);
-        let read = source
-            .file
-            .read_at(position - source.segment_start, length)
-            .await?;
-        let bytes = Bytes::from(read);
+        let bytes = self.read_disk(&source, position, length).await?;
         if bytes.len() < size {
             return Err(missing(physical));
         }
         let record = verified(bytes.slice(..size), physical)?;
-        self.log
-            .borrow_mut()
-            .read_windows
-            .keep(source.generation, position, bytes.clone());
-        *window = Some(ReadWindow { position, bytes });
+        self.keep_window(&source, position, bytes, window);
         Ok(record)
     }
 
@@ -422,20 +444,8 @@ impl<'s> ReadPath<'s> {
         let source = self.disk_source(physical)?;
         // Durable bytes only: the window may be kept for later reads.
         let length = READ_AHEAD_BYTES.min(to_index(source.limit.saturating_sub(position)));
-        self.count_window(false);
-        let read = source
-            .file
-            .read_at(position - source.segment_start, length)
-            .await?;
-        let bytes = Bytes::from(read);
-        self.log
-            .borrow_mut()
-            .read_windows
-            .keep(source.generation, position, bytes.clone());
-        *window = Some(ReadWindow {
-            position,
-            bytes: bytes.clone(),
-        });
+        let bytes = self.read_disk(&source, position, length).await?;
+        self.keep_window(&source, position, bytes.clone(), window);
         Ok(bytes)
     }
 
