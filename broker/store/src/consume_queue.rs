@@ -144,6 +144,10 @@ pub(crate) struct ConsumeQueue {
     written: u64,
     /// One past the last entry the files may hold (stale entries past `max` get zeroed).
     disk_end: u64,
+    /// Stale entries in `[max, zeroed_to)` are planned as zeros already: a flush step holds
+    /// a bounded number of files, so zeroing a long stale range takes several steps, each
+    /// going on from here (0 when no zeroing is under way; reset whenever `max` moves back).
+    zeroed_to: u64,
     /// Files known to exist, created and their directory synced, run from the one holding
     /// `written` up to (not including) the one starting here; a flush creates the others.
     created_to: u64,
@@ -299,6 +303,7 @@ impl ConsumeQueue {
             flushed: 0,
             written: 0,
             disk_end: 0,
+            zeroed_to: 0,
             created_to: 0,
             min_physical: None,
             promised: 0,
@@ -408,6 +413,7 @@ impl ConsumeQueue {
     fn restart_at(&mut self, offset: u64) {
         let block = block_floor(offset);
         self.disk_end = self.disk_end.max(self.max).max(self.flushed);
+        self.zeroed_to = 0;
         self.tail.clear();
         self.tail_start = block;
         self.flushed = block;
@@ -538,6 +544,7 @@ impl ConsumeQueue {
         queue.written = trusted;
         queue.tail_start = trusted;
         queue.disk_end = written;
+        queue.zeroed_to = 0;
         queue.min = match promise {
             Some(promise) => promise.min.clamp(queue.base, trusted),
             None => queue.first_record(first, trusted, &mut memo)?,
@@ -716,6 +723,7 @@ impl ConsumeQueue {
             return Ok(());
         }
         self.disk_end = self.disk_end.max(self.flushed);
+        self.zeroed_to = 0;
         self.flushed = self.flushed.min(self.max);
         self.written = self.written.min(self.max);
         if self.max >= self.tail_start && self.page_first(self.flushed) >= self.tail_start {
@@ -735,7 +743,7 @@ impl ConsumeQueue {
     /// the rest), each saying whether it is known to exist or must be created.
     pub(crate) fn flush_files(&self, limit: usize) -> Vec<FlushFile> {
         let end = self.max.max(self.disk_end);
-        let mut from = self.flushed.max(self.base);
+        let mut from = self.plan_start();
         let mut files = Vec::new();
         while from < end && files.len() < limit {
             let start = from - from % self.entries_per_file;
@@ -762,7 +770,7 @@ impl ConsumeQueue {
     pub(crate) fn plan_flush(&mut self, files: &[(u64, Rc<DirectFile>)]) -> (Vec<FileWrite>, u64) {
         let mut writes = Vec::new();
         let end = self.max.max(self.disk_end);
-        let mut from = self.flushed.max(self.base);
+        let mut from = self.plan_start();
         while from < end {
             let file_start = from - from % self.entries_per_file;
             let file_end = (file_start + self.entries_per_file).min(end);
@@ -780,9 +788,24 @@ impl ConsumeQueue {
         }
         if from >= end {
             self.disk_end = self.max;
+            self.zeroed_to = 0;
+        } else if from > self.max {
+            self.zeroed_to = from;
         }
         self.flushed = from.min(self.max);
         (writes, self.flushed)
+    }
+
+    /// Where the next flush step starts: the first unwritten entry, or once every entry is
+    /// planned, past the stale range earlier steps zeroed (without this, a stale range
+    /// longer than one step's files would be zeroed again from `max` on every step).
+    fn plan_start(&self) -> u64 {
+        let from = self.flushed.max(self.base);
+        if from >= self.max {
+            from.max(self.zeroed_to)
+        } else {
+            from
+        }
     }
 
     /// The writes of a flush reaching `planned` are synced: reads may go to the files below

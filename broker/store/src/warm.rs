@@ -59,6 +59,7 @@ pub(crate) async fn run_warmer(shared: Rc<Shared>) {
         let Some(ZeroWrite {
             file,
             position,
+            file_position,
             len,
         }) = next_zero_write(&shared)
         else {
@@ -66,7 +67,7 @@ pub(crate) async fn run_warmer(shared: Rc<Shared>) {
         };
         let end = position + len as u64;
         shared.zero_in_flight.set(Some((position, end)));
-        let result = file.write_zeros_at(len, position).await;
+        let result = file.write_zeros_at(len, file_position).await;
         shared.zero_in_flight.set(None);
         shared.zero_done.wake_all();
         match result {
@@ -100,7 +101,10 @@ fn stopping(shared: &Shared) -> bool {
 
 struct ZeroWrite {
     file: Rc<DirectFile>,
+    /// Log position of the first zero.
     position: u64,
+    /// The same place in its segment's file.
+    file_position: u64,
     len: usize,
 }
 
@@ -124,6 +128,7 @@ fn next_zero_write(shared: &Shared) -> Option<ZeroWrite> {
     Some(ZeroWrite {
         file,
         position,
+        file_position: position - segment,
         len,
     })
 }

@@ -318,6 +318,56 @@ fn short_consume_queue_is_rebuilt_from_the_log() {
     });
 }
 
+// Proves a crash recovery that rebuilds more entries of one queue than it flushes at once
+// finishes and serves every record: the first mid-scan flush finds the queue's files holding
+// stale entries over many files past its end, more than one flush step opens, and each step
+// must go on where the previous one stopped zeroing (it used to start over at the queue's
+// end forever, rewriting the same two files).
+#[test]
+fn crash_rebuild_of_a_long_queue_finishes() {
+    let dir = TempDir::new("crash-long-queue");
+    // One segment holds everything, so the crash rescan rebuilds every entry (the config is
+    // made on each thread: it is not Send).
+    let long_queue_config = |root: &Path| {
+        let mut config = small_config(root);
+        config.segment_bytes = 16 * 1024 * 1024;
+        config
+    };
+    let config = long_queue_config(dir.path());
+    // More than recovery dispatches before it flushes (64 Ki entries), and the stale rest
+    // spans far more than the two files one flush step opens.
+    let records: u64 = 80_000;
+    comet_rt::local::run_local("long-queue-writer", {
+        let config = config.clone();
+        async move {
+            let store = Store::open(config).await.expect("open");
+            let mut index = 0;
+            while index < records {
+                let batch: Vec<_> = (index..(index + 500).min(records))
+                    .map(|tag| record("Crash", 0, &body(tag, 16), ""))
+                    .collect();
+                index += batch.len() as u64;
+                store.append(&batch).await.expect("append");
+            }
+            store.shutdown().await.expect("shutdown");
+        }
+    });
+    // The queue files hold every entry; `abort` makes the next open a crash recovery.
+    std::fs::write(dir.path().join("abort"), "1").expect("abort");
+    let (done, finished) = std::sync::mpsc::channel();
+    let reader = {
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            reopen_and_read_all(&long_queue_config(&root), records);
+            done.send(()).expect("send");
+        })
+    };
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the crash recovery finishes and every record reads back");
+    reader.join().expect("reader");
+}
+
 /// Reopens and reads queue Crash/0 back, checking each of `records` records at its offset.
 fn reopen_and_read_all(config: &StoreConfig, records: u64) {
     comet_rt::local::run_local("reread", async {

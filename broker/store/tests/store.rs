@@ -698,6 +698,17 @@ fn warming_ahead_never_touches_data() {
         }
         store.shutdown().await.expect("shutdown");
     });
+    // Zeros land inside their own segment: past the first one, a log position is not its
+    // file's position, and warming must not grow a file past the segment size.
+    let segments: Vec<_> = std::fs::read_dir(dir.path().join("commitlog/3"))
+        .expect("segments")
+        .map(|entry| entry.expect("entry").metadata().expect("metadata").len())
+        .collect();
+    assert!(segments.len() >= 2, "the appends reach a second segment");
+    assert!(
+        segments.iter().all(|&len| len == config.segment_bytes),
+        "every segment file is one segment long: {segments:?}"
+    );
     run(async {
         let store = Store::open(config.clone()).await.expect("reopen");
         let mut tags = Vec::new();
