@@ -54,6 +54,11 @@ pub struct StoreConfig {
     /// durable write never also converts preallocated blocks (see `warm`); 0 turns the
     /// warmer off (RocketMQ's `warmMapedFileEnable`).
     pub warm_ahead_bytes: u64,
+    /// Log bytes below a checkpoint's dispatch position that recovery after a crash
+    /// re-verifies when a record boundary that far back is known (see
+    /// `checkpoint::VerifyBoundaries`); what a crash costs at restart besides the log written
+    /// since the checkpoint.
+    pub crash_verify_behind_bytes: u64,
     /// Most commit-log flushes in flight at once: 2 lets a flush start while another is
     /// writing, when appends keep arriving (see `flush`); 1 writes one flush at a time and
     /// never pads the log.
@@ -152,6 +157,7 @@ impl StoreConfig {
             read_cache_bytes: limits::READ_CACHE_BYTES_DEFAULT,
             read_window_cache_bytes: limits::READ_WINDOW_CACHE_BYTES_DEFAULT,
             warm_ahead_bytes: limits::WARM_AHEAD_BYTES_DEFAULT,
+            crash_verify_behind_bytes: limits::VERIFY_BEHIND_BYTES,
             flushes_in_flight_max: limits::FLUSHES_IN_FLIGHT_MAX,
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
             cq_cache_bytes: limits::CQ_CACHE_BYTES_DEFAULT,

@@ -132,6 +132,16 @@ pub const CQ_INSPECT_ENTRIES_MAX: usize = 4096;
 /// Bytes of one checkpoint copy; two copies alternate.
 pub const CHECKPOINT_SLOT_BYTES: u64 = PAGE_BYTES;
 
+/// Log bytes below the page of a checkpoint's dispatch position that recovery after a crash
+/// re-verifies when it can (see `checkpoint::VerifyBoundaries`): beyond what any torn flush
+/// can reach (the page holding the durable position), a margin that costs about 0.15 s of
+/// reading and checking at the scan's rate.
+pub const VERIFY_BEHIND_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Most record boundaries kept to choose a checkpoint's verify-from position among (one per
+/// checkpoint written).
+pub const VERIFY_BOUNDARIES_MAX: usize = 256;
+
 const _: () = assert!(SEGMENT_BYTES_DEFAULT % PAGE_BYTES == 0);
 const _: () = assert!(SEGMENT_BYTES_MIN % PAGE_BYTES == 0);
 const _: () = assert!((CQ_ENTRIES_PER_FILE_DEFAULT * CQ_ENTRY_BYTES) % PAGE_BYTES == 0);

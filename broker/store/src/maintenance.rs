@@ -142,6 +142,7 @@ pub(crate) async fn write_maintenance_checkpoint(shared: &Shared) -> Result<u64,
         log_durable_position: durable,
         dispatch_durable_position: dispatched,
         last_store_timestamp_ms: shared.last_store_timestamp_ms.get(),
+        verify_from: shared.verify_boundaries.borrow_mut().choose(dispatched),
     };
     let mut file = shared
         .checkpoint

@@ -2,7 +2,8 @@
 //! (`shard::RecoveredState`); the store facade starts the background tasks.
 //!
 //! Recovery scans the commit log from the checkpoint's dispatch position (after a crash, from
-//! the start of the segment holding it, so recently written data is always re-verified),
+//! the record boundary the checkpoint names a bounded distance below it, see `checkpoint`,
+//! else from the start of the segment holding it, so recently written data is re-verified),
 //! checks every record (magic, lengths, body CRC, its PHYSICALOFFSET, and that its queue
 //! offset continues its queue), and ends the log at the first record that fails.
 //! Consume queues and the index are cut back to the scan start and rebuilt from the scan,
@@ -173,13 +174,19 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     let first = segments.keys().next().copied().unwrap_or(0);
     let last = segments.keys().next_back().copied().unwrap_or(0);
     let mut scan_start = checkpoint.last().dispatch_durable_position.max(first);
-    if crashed || scan_start > last + config.segment_bytes {
-        // After a crash, re-verify the whole segment the checkpoint points into: every flush
+    if scan_start > last + config.segment_bytes {
+        scan_start = (scan_start - scan_start % config.segment_bytes).min(last);
+    } else if crashed {
+        // After a crash, re-verify from below the page holding the checkpoint: every flush
         // rewrites the partial page holding the durable position, so a torn write can damage
-        // records just below the checkpoint. Not "the last segment": that can be the empty
-        // spare, past the checkpoint.
+        // records just below the checkpoint. From the record boundary the checkpoint names
+        // (see `checkpoint`), else from the start of the segment it points into (not "the
+        // last segment": that can be the empty spare, past the checkpoint).
         let checkpoint_segment = scan_start - scan_start % config.segment_bytes;
-        scan_start = checkpoint_segment.max(first).min(last);
+        scan_start = match checkpoint.last().verify_from {
+            Some(verify_from) => verify_from.max(first),
+            None => checkpoint_segment.max(first).min(last),
+        };
     }
     let mut watch = BoundaryWatch::new(config.truncate_log_to);
     if let Some(to) = config.truncate_log_to {

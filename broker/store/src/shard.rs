@@ -8,7 +8,7 @@ use std::cell::{Cell, RefCell};
 use comet_rt::local::LocalTask;
 use comet_rt::sync::{PositionWaiters, WakerList};
 
-use crate::checkpoint::CheckpointFile;
+use crate::checkpoint::{CheckpointFile, VerifyBoundaries};
 use crate::commit_log::CommitLog;
 use crate::config::StoreConfig;
 use crate::cq_cache::CqCache;
@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) queue_table_bytes: RefCell<Vec<u8>>,
     pub(crate) index: RefCell<KeyIndex>,
     pub(crate) checkpoint: RefCell<Option<CheckpointFile>>,
+    /// Record boundaries a checkpoint's verify-from position is chosen among.
+    pub(crate) verify_boundaries: RefCell<VerifyBoundaries>,
     pub(crate) failure: RefCell<Option<String>>,
     pub(crate) spare_failure: RefCell<Option<String>>,
     pub(crate) disk_full: Cell<Option<(u32, u32)>>,
@@ -151,6 +153,8 @@ impl Shared {
         // What recovery made visible counts as confirmed (all of it, unless it held the
         // unconfirmed tail back, see `StoreConfig::hold_unconfirmed_at_open`).
         let confirmed = recovered.log.dispatched;
+        let verify_boundaries =
+            VerifyBoundaries::new(recovered.log.dispatched, config.crash_verify_behind_bytes);
         let cq_cache = CqCache::new(config.cq_cache_bytes);
         let cq_files = CqFiles::new(config.cq_open_files_max);
         Shared {
@@ -162,6 +166,7 @@ impl Shared {
             queue_table_bytes: RefCell::new(Vec::new()),
             index: RefCell::new(recovered.index),
             checkpoint: RefCell::new(Some(recovered.checkpoint)),
+            verify_boundaries: RefCell::new(verify_boundaries),
             failure: RefCell::new(None),
             spare_failure: RefCell::new(None),
             disk_full: Cell::new(None),

@@ -368,6 +368,81 @@ fn crash_rebuild_of_a_long_queue_finishes() {
     reader.join().expect("reader");
 }
 
+// Proves recovery after a crash reads about the configured margin plus what the checkpoint
+// does not cover, not the whole segment the checkpoint points into, and still serves every
+// record; and that a torn page just below the checkpoint is still found from there.
+#[test]
+fn crash_recovery_reads_a_bounded_range_below_the_checkpoint() {
+    let dir = TempDir::new("crash-bounded");
+    let behind: u64 = 256 * 1024;
+    let bounded_config = |root: &Path| {
+        let mut config = small_config(root);
+        config.segment_bytes = 16 * 1024 * 1024;
+        config.crash_verify_behind_bytes = 256 * 1024;
+        config.cq_flush_interval_ms = 20;
+        config
+    };
+    let config = bounded_config(dir.path());
+    // About 8 MiB in one segment, in steps, so checkpoints name boundaries along the way.
+    let records: u64 = 16_000;
+    let appended = comet_rt::local::run_local("bounded-writer", {
+        let config = config.clone();
+        let root = dir.path().to_path_buf();
+        async move {
+            let store = Store::open(config).await.expect("open");
+            let mut appended = Vec::new();
+            for step in 0..16u64 {
+                let batch: Vec<_> = (step * 1000..(step + 1) * 1000)
+                    .map(|tag| record("Crash", 0, &body(tag, 400), ""))
+                    .collect();
+                appended.extend(store.append(&batch).await.expect("append"));
+                comet_rt::local::sleep(Duration::from_millis(30)).await;
+            }
+            let last = appended.last().expect("records");
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            while !checkpoint_covers(&root, last) {
+                assert!(std::time::Instant::now() < deadline, "no checkpoint");
+                comet_rt::local::sleep(Duration::from_millis(10)).await;
+            }
+            // Crash: the executor ends without shutdown.
+            appended
+        }
+    });
+    assert_eq!(appended.len() as u64, records);
+    let log_bytes: u64 = appended.iter().map(|a| u64::from(a.size_bytes)).sum();
+    assert!(log_bytes > 6 * 1024 * 1024 && log_bytes < config.segment_bytes);
+    comet_rt::local::run_local("bounded-reader", async {
+        let store = Store::open(bounded_config(dir.path()))
+            .await
+            .expect("reopen");
+        let figures = store.recovery();
+        assert!(figures.crashed);
+        assert!(
+            figures.scanned_bytes < 4 * behind,
+            "scanned {} of {log_bytes} log bytes",
+            figures.scanned_bytes
+        );
+        assert!(figures.scanned_bytes >= behind, "{figures:?}");
+        store.shutdown().await.expect("shutdown");
+    });
+    reopen_and_read_all(&config, records);
+    // Damage just below the checkpoint's page: found, the log ends before it.
+    std::fs::write(dir.path().join("abort"), "1").expect("abort");
+    let survivors = zero_last_page(dir.path(), &appended);
+    assert!(survivors < records);
+    reopen_and_check_queue(&bounded_config(dir.path()), survivors);
+}
+
+/// Reopens and checks queue Crash/0 ends at `expected` with every record before it readable.
+fn reopen_and_check_queue(config: &StoreConfig, expected: u64) {
+    comet_rt::local::run_local("recheck", async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        assert_eq!(store.max_offset("Crash", 0), QueueOffset(expected));
+        store.shutdown().await.expect("shutdown");
+    });
+    reopen_and_read_all(config, expected);
+}
+
 /// Reopens and reads queue Crash/0 back, checking each of `records` records at its offset.
 fn reopen_and_read_all(config: &StoreConfig, records: u64) {
     comet_rt::local::run_local("reread", async {
