@@ -59,6 +59,11 @@ pub struct StoreConfig {
     /// `checkpoint::VerifyBoundaries`); what a crash costs at restart besides the log written
     /// since the checkpoint.
     pub crash_verify_behind_bytes: u64,
+    /// Bytes of log per key-index file (see `index`): the keys of the newest one or two spans
+    /// are held in memory (about 48 bytes each), older spans are sealed to disk. A new index
+    /// takes it when it divides `segment_bytes`, else the segment size; an existing index
+    /// keeps the span it was created with.
+    pub index_span_bytes: u64,
     /// Most commit-log flushes in flight at once: 2 lets a flush start while another is
     /// writing, when appends keep arriving (see `flush`); 1 writes one flush at a time and
     /// never pads the log.
@@ -158,6 +163,7 @@ impl StoreConfig {
             read_window_cache_bytes: limits::READ_WINDOW_CACHE_BYTES_DEFAULT,
             warm_ahead_bytes: limits::WARM_AHEAD_BYTES_DEFAULT,
             crash_verify_behind_bytes: limits::VERIFY_BEHIND_BYTES,
+            index_span_bytes: limits::INDEX_SPAN_BYTES_DEFAULT,
             flushes_in_flight_max: limits::FLUSHES_IN_FLIGHT_MAX,
             cq_entries_per_file: limits::CQ_ENTRIES_PER_FILE_DEFAULT,
             cq_cache_bytes: limits::CQ_CACHE_BYTES_DEFAULT,
@@ -182,6 +188,15 @@ impl StoreConfig {
         }
     }
 
+    /// The span a new key index takes (see [`StoreConfig::index_span_bytes`]).
+    pub(crate) fn new_index_span_bytes(&self) -> u64 {
+        if self.segment_bytes % self.index_span_bytes == 0 {
+            self.index_span_bytes
+        } else {
+            self.segment_bytes
+        }
+    }
+
     /// Checks every value and relation; called by `Store::open`.
     pub fn validate(&self) -> Result<(), StoreError> {
         let page = limits::PAGE_BYTES;
@@ -200,6 +215,12 @@ impl StoreConfig {
         }
         if self.cq_open_files_max == 0 {
             return bad("cq_open_files_max must be at least 1".to_string());
+        }
+        if self.index_span_bytes == 0 || self.index_span_bytes % page != 0 {
+            return bad(format!(
+                "index_span_bytes {} must be a positive multiple of the page",
+                self.index_span_bytes
+            ));
         }
         if self.warm_ahead_bytes % page != 0 {
             return bad(format!(
@@ -291,6 +312,8 @@ mod tests {
             ),
             ("cq_open_files_max", Box::new(|c| c.cq_open_files_max = 0)),
             ("warm_ahead_bytes", Box::new(|c| c.warm_ahead_bytes = 1000)),
+            ("index_span_bytes", Box::new(|c| c.index_span_bytes = 0)),
+            ("index_span_bytes", Box::new(|c| c.index_span_bytes = 5000)),
             (
                 "flushes_in_flight_max",
                 Box::new(|c| c.flushes_in_flight_max = 0),

@@ -3,8 +3,11 @@
 //!
 //! Layout (a deliberate change from RocketMQ's IndexFile,
 //! docs/protocol.md#index-file-format): one append-only
-//! file per commit-log segment, `index/<log id>/<20-digit segment start>`, of 32-byte
-//! entries, with the hash chains held in memory:
+//! file per span of the commit log, `index/<log id>/<20-digit span start>`, of 32-byte
+//! entries, with the hash chains held in memory. A span is `index_span_bytes` of log (64 MiB
+//! by default, dividing the segment size; recorded in `index/<log id>/span` when the index
+//! is created, so a store keeps the span it was written with; an index from before the span
+//! existed used the segment size):
 //!
 //! ```text
 //!  0               8                  16                 24          32
@@ -15,14 +18,16 @@
 //!
 //! Why: RocketMQ's file updates random hash-slot words in a 420 MB preallocated file, which
 //! under direct I/O means a read-modify-write of a page per insert; appending 32-byte entries
-//! writes each byte once, sequentially, and a file per segment makes retention a file delete.
-//! The 64-bit FNV-1a hash of `topic#key` makes collisions rare (results are still filtered by
-//! the caller against the record). The cost is memory: about 48 bytes per indexed key for the
-//! entry and its chain link, but only until the segment is sealed: once the checkpoint covers
-//! a whole segment, maintenance writes its entries sorted by hash (`sealed_index`), deletes
-//! the append-order file and drops them from memory, so memory holds the keys of the newest
-//! one or two segments. Like consume queues, the files are written lazily and rebuilt from
-//! the commit log past the checkpoint after a crash.
+//! writes each byte once, sequentially, and spans within segments make retention a file
+//! delete. The 64-bit FNV-1a hash of `topic#key` makes collisions rare (results are still
+//! filtered by the caller against the record). The cost is memory: about 48 bytes per indexed
+//! key for the entry and its chain link, but only until its span is sealed: once the
+//! checkpoint covers a whole span, maintenance writes its entries sorted by hash
+//! (`sealed_index`), deletes the append-order file and drops them from memory, so memory
+//! holds the keys of the newest one or two spans, whatever the store retains (with 1 GiB
+//! spans that was 5.8 million keys, about 280 MiB, per shard for small messages). Like
+//! consume queues, the files are written lazily and rebuilt from the commit log past the
+//! checkpoint after a crash.
 //!
 //! Linking is deferred: dispatch only appends the entry (sequential, cheap); putting it at
 //! the head of its key's chain (a random access into a table of every key, the costliest
@@ -32,7 +37,7 @@
 //! are the same whether or not linking has caught up.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use comet_log::progress::Progress;
@@ -40,9 +45,9 @@ use comet_rt::io::{DirectFile, FaultInjector, OpenMode};
 
 use crate::commit_log::{align_down, align_up, to_index};
 use crate::consume_queue::FileWrite;
-use crate::error::StoreError;
+use crate::error::{setup_error, StoreError};
 use crate::index_entry::IndexEntry;
-use crate::limits::INDEX_ENTRY_BYTES;
+use crate::limits::{INDEX_ENTRY_BYTES, PAGE_BYTES};
 use crate::offset::{file_name, parse_file_name, LogId, PhysicalOffset};
 use crate::sealed_index::{sealed_path, SealedIndex, PARTIAL_SUFFIX, SEALED_SUFFIX};
 
@@ -93,17 +98,56 @@ pub fn key_hash(topic: &str, key: &str) -> u64 {
     hash
 }
 
-/// Index files of one segment: the file and the number of its first entry.
+/// Index files of one span: the file and the number of its first entry.
 struct IndexFile {
     first: u64,
     file: Option<Rc<DirectFile>>,
+}
+
+/// Name of the file in an index directory that records its span in bytes (decimal).
+const SPAN_FILE: &str = "span";
+
+/// The span of the index in `dir` for a log of `segment_bytes` segments: the one recorded
+/// there; for an index directory without a record, `wanted` when it holds no index file yet
+/// (recorded when `record` is set), else the segment size (an index from before spans).
+/// Blocking file-system calls: used at open only.
+pub(crate) fn index_span(
+    dir: &Path,
+    segment_bytes: u64,
+    wanted: u64,
+    record: bool,
+) -> Result<u64, StoreError> {
+    let path = dir.join(SPAN_FILE);
+    let span = match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| StoreError::corrupt(&path, "the index span is not a number"))?,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            let has_files = std::fs::read_dir(dir).is_ok_and(|mut items| items.next().is_some());
+            let span = if has_files { segment_bytes } else { wanted };
+            if record {
+                comet_rt::fs::write_atomic(&path, span.to_string().as_bytes())
+                    .map_err(|error| setup_error(&path, error))?;
+            }
+            span
+        }
+        Err(error) => return Err(setup_error(&path, error)),
+    };
+    if span == 0 || span % PAGE_BYTES != 0 || segment_bytes % span != 0 {
+        return Err(StoreError::corrupt(
+            &path,
+            "the index span does not divide the segment size",
+        ));
+    }
+    Ok(span)
 }
 
 /// The key index of one commit log (see the module docs). Lives on the log's shard.
 pub(crate) struct KeyIndex {
     dir: PathBuf,
     log_id: LogId,
-    segment_bytes: u64,
+    span_bytes: u64,
     /// Number of `entries[0]`.
     base: u64,
     entries: VecDeque<IndexEntry>,
@@ -124,11 +168,11 @@ pub(crate) struct KeyIndex {
 
 impl KeyIndex {
     /// An empty index stored in `dir`.
-    pub(crate) fn new(dir: PathBuf, log_id: LogId, segment_bytes: u64) -> KeyIndex {
+    pub(crate) fn new(dir: PathBuf, log_id: LogId, span_bytes: u64) -> KeyIndex {
         KeyIndex {
             dir,
             log_id,
-            segment_bytes,
+            span_bytes,
             base: 0,
             entries: VecDeque::new(),
             previous: VecDeque::new(),
@@ -152,7 +196,7 @@ impl KeyIndex {
             self.log_id,
             "index entries belong to this log"
         );
-        let segment = physical.position() - physical.position() % self.segment_bytes;
+        let segment = physical.position() - physical.position() % self.span_bytes;
         if self.sealed.contains_key(&segment) {
             // Recovery re-dispatching records a sealed index already holds.
             return;
@@ -172,7 +216,7 @@ impl KeyIndex {
                 "index entries follow the log"
             );
         }
-        let segment = entry.physical.position() - entry.physical.position() % self.segment_bytes;
+        let segment = entry.physical.position() - entry.physical.position() % self.span_bytes;
         let number = self.end();
         self.files.entry(segment).or_insert(IndexFile {
             first: number,
@@ -292,7 +336,7 @@ impl KeyIndex {
     pub(crate) fn truncate_from(&mut self, position: u64) -> Vec<PathBuf> {
         let gone = self
             .sealed
-            .split_off(&(position - position % self.segment_bytes));
+            .split_off(&(position - position % self.span_bytes));
         let mut dropped: Vec<PathBuf> = gone
             .values()
             .map(|sealed| sealed.path().to_path_buf())
@@ -339,7 +383,7 @@ impl KeyIndex {
     pub(crate) fn drop_below(&mut self, position: u64) -> Vec<PathBuf> {
         let kept = self
             .sealed
-            .split_off(&(position - position % self.segment_bytes));
+            .split_off(&(position - position % self.span_bytes));
         let dropped = std::mem::replace(&mut self.sealed, kept);
         let mut paths: Vec<PathBuf> = dropped
             .values()
@@ -368,7 +412,7 @@ impl KeyIndex {
         self.heads.retain(|_, number| *number >= base);
         let kept = self
             .files
-            .split_off(&(position - position % self.segment_bytes));
+            .split_off(&(position - position % self.span_bytes));
         let dropped = std::mem::replace(&mut self.files, kept);
         dropped
             .into_values()
@@ -382,13 +426,13 @@ impl KeyIndex {
     /// recovery re-indexes them).
     pub(crate) fn sealable(&self, up_to: u64) -> Option<(u64, Vec<IndexEntry>)> {
         let (&start, file) = self.files.iter().next()?;
-        if start + self.segment_bytes > up_to || file.first != self.base {
+        if start + self.span_bytes > up_to || file.first != self.base {
             return None;
         }
         let count = self
             .entries
             .iter()
-            .take_while(|entry| entry.physical.position() < start + self.segment_bytes)
+            .take_while(|entry| entry.physical.position() < start + self.span_bytes)
             .count();
         Some((start, self.entries.range(..count).copied().collect()))
     }
@@ -411,7 +455,7 @@ impl KeyIndex {
         self.sealed.insert(start, Rc::new(sealed));
         // An append-order file on disk always has a handle here (loaded, or attached when
         // created), so the handles name every file to delete.
-        self.drop_memory_below(start + self.segment_bytes)
+        self.drop_memory_below(start + self.span_bytes)
     }
 
     /// Segment starts of the append-order files and of the sealed indexes in the
@@ -535,7 +579,7 @@ impl KeyIndex {
     /// Whether a loaded entry continues the index (stale entries past a truncation may not).
     fn follows(&self, segment_start: u64, entry: &IndexEntry) -> bool {
         let in_segment = entry.physical.position() >= segment_start
-            && entry.physical.position() < segment_start + self.segment_bytes;
+            && entry.physical.position() < segment_start + self.span_bytes;
         let ordered = self
             .entries
             .back()

@@ -165,7 +165,23 @@ impl<'s> AdoptedLogs<'s> {
             if shared.closed.get() {
                 break;
             }
-            let mut index = KeyIndex::new(dir, log_id, shared.config.segment_bytes);
+            // The span the index was written with (read on the blocking thread).
+            let span = {
+                let dir = dir.clone();
+                let segment_bytes = shared.config.segment_bytes;
+                comet_rt::task_class::run_blocking(move || {
+                    crate::index::index_span(&dir, segment_bytes, segment_bytes, false)
+                })
+                .await
+            };
+            let span = match span {
+                Ok(span) => span,
+                Err(error) => {
+                    log::error!("adopted log {log_id}: its keys cannot be queried: {error}");
+                    continue;
+                }
+            };
+            let mut index = KeyIndex::new(dir, log_id, span);
             match index.load_adopted().await {
                 Ok(()) => {
                     log::info!("loaded the key index of adopted log {log_id}");

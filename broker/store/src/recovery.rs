@@ -169,7 +169,13 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     let checkpoint = CheckpointFile::open(&layout.checkpoint, config.faults.clone()).await?;
     let mut segments = open_segments(config, layout).await?;
     let mut queues = load_queues(config, &read_queue_table(config))?;
-    let mut index = KeyIndex::new(layout.index.clone(), config.log_id, config.segment_bytes);
+    let span = crate::index::index_span(
+        &layout.index,
+        config.segment_bytes,
+        config.new_index_span_bytes(),
+        true,
+    )?;
+    let mut index = KeyIndex::new(layout.index.clone(), config.log_id, span);
     index.load(&config.faults).await?;
     let first = segments.keys().next().copied().unwrap_or(0);
     let last = segments.keys().next_back().copied().unwrap_or(0);

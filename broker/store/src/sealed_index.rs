@@ -42,9 +42,12 @@ const ENTRIES_PER_PAGE: u64 = PAGE_BYTES / INDEX_ENTRY_BYTES;
 /// 4,000, takes several reads).
 const LOOKUP_READ_PAGES: usize = 32;
 
-/// A sealed segment's index (see the module docs).
+/// A sealed segment's index (see the module docs). Its file is open only during a lookup:
+/// a store retaining days of log holds hundreds of sealed indexes, and lookups by key are
+/// rare, so none costs a descriptor while idle.
 pub(crate) struct SealedIndex {
-    file: DirectFile,
+    path: PathBuf,
+    faults: Option<Rc<FaultInjector>>,
     entry_count: u64,
     fences: Vec<u64>,
     lowest_time_ms: i64,
@@ -187,8 +190,10 @@ impl SealedIndex {
         if fences.windows(2).any(|pair| pair[0] > pair[1]) {
             return Err(corrupt("fences are not sorted"));
         }
+        file.close().await?;
         Ok(SealedIndex {
-            file,
+            path: path.to_path_buf(),
+            faults: faults.clone(),
             entry_count: footer.entry_count,
             fences,
             lowest_time_ms: footer.lowest_time_ms,
@@ -198,7 +203,7 @@ impl SealedIndex {
 
     /// The file, for deletion by retention.
     pub(crate) fn path(&self) -> &Path {
-        self.file.path()
+        &self.path
     }
 
     /// Physical offsets of entries with `hash` stored within `[begin_ms, end_ms]`, newest
@@ -220,12 +225,28 @@ impl SealedIndex {
             .partition_point(|fence| *fence < hash)
             .saturating_sub(1);
         let end_page = self.fences.partition_point(|fence| *fence <= hash);
+        let file = DirectFile::open(&self.path, OpenMode::Read, self.faults.clone()).await?;
+        let found = self
+            .lookup_in(&file, hash, max, (begin_ms, end_ms), first_page..end_page)
+            .await;
+        file.close().await?;
+        found
+    }
+
+    /// The entries of [`SealedIndex::lookup`] in `pages` of the open `file`.
+    async fn lookup_in(
+        &self,
+        file: &DirectFile,
+        hash: u64,
+        max: usize,
+        (begin_ms, end_ms): (i64, i64),
+        pages: std::ops::Range<usize>,
+    ) -> Result<Vec<PhysicalOffset>, StoreError> {
+        let (mut page, end_page) = (pages.start, pages.end);
         let mut found = Vec::new();
-        let mut page = first_page;
         while page < end_page {
             let pages = (end_page - page).min(LOOKUP_READ_PAGES);
-            let bytes = self
-                .file
+            let bytes = file
                 .read_at(page as u64 * PAGE_BYTES, pages * to_index(PAGE_BYTES))
                 .await?;
             let entries_left = self.entry_count - page as u64 * ENTRIES_PER_PAGE;

@@ -794,6 +794,73 @@ async fn check_keys(store: &Store, records: u64) {
 fn sealed_key_indexes_leave_memory_and_answer_queries() {
     let dir = TempDir::new("index-seal");
     let config = small_config(dir.path());
+    sealed_keys_scenario(&config);
+    let span = std::fs::read_to_string(dir.path().join("index/3/span")).expect("span");
+    assert_eq!(
+        span.trim(),
+        config.segment_bytes.to_string(),
+        "one file per segment"
+    );
+}
+
+// Proves the same with spans smaller than a segment (four to a segment): memory holds the
+// newest spans only, whatever the segment size.
+#[test]
+fn key_index_spans_within_segments_seal_and_answer_queries() {
+    let dir = TempDir::new("index-span");
+    let mut config = small_config(dir.path());
+    config.segment_bytes = 1024 * 1024;
+    config.index_span_bytes = 256 * 1024;
+    sealed_keys_scenario(&config);
+    let span = std::fs::read_to_string(dir.path().join("index/3/span")).expect("span");
+    assert_eq!(span.trim(), "262144");
+    let sealed: Vec<String> = std::fs::read_dir(dir.path().join("index/3"))
+        .expect("index dir")
+        .map(|item| {
+            item.expect("item")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| name.ends_with(".sorted"))
+        .collect();
+    assert!(
+        sealed
+            .iter()
+            .any(|name| name == "00000000000000262144.sorted"),
+        "spans inside the first segment are sealed: {sealed:?}"
+    );
+}
+
+// Proves an index written before spans were recorded (its files named by segment, no span
+// record) keeps the segment as its span after an upgrade, whatever the configured span, and
+// answers every query.
+#[test]
+fn key_index_without_a_span_record_keeps_segment_files() {
+    let dir = TempDir::new("index-legacy");
+    let config = small_config(dir.path());
+    run(async {
+        let store = Store::open(config.clone()).await.expect("open");
+        append_keyed(&store, 0..600).await;
+        store.shutdown().await.expect("shutdown");
+    });
+    std::fs::remove_file(dir.path().join("index/3/span")).expect("as an older version left it");
+    let mut upgraded = config.clone();
+    upgraded.index_span_bytes = 64 * 1024;
+    run(async {
+        let store = Store::open(upgraded.clone()).await.expect("reopen");
+        check_keys(&store, 600).await;
+        append_keyed(&store, 600..1200).await;
+        check_keys(&store, 1200).await;
+        store.shutdown().await.expect("shutdown");
+    });
+    let span = std::fs::read_to_string(dir.path().join("index/3/span")).expect("span");
+    assert_eq!(span.trim(), config.segment_bytes.to_string());
+}
+
+/// Fills a store keyed (about three spans of 400-byte records), checks keys while sealed,
+/// after a clean reopen and after a crash.
+fn sealed_keys_scenario(config: &StoreConfig) {
     const RECORDS: u64 = 2_000;
     let wait_sealed = |store: Store, segments: usize| async move {
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
@@ -825,7 +892,7 @@ fn sealed_key_indexes_leave_memory_and_answer_queries() {
         append_keyed(&store, RECORDS..RECORDS + 500).await;
         drop(store);
     });
-    assert!(dir.path().join("abort").exists(), "crashed");
+    assert!(config.root.join("abort").exists(), "crashed");
     run(async {
         let store = Store::open(config.clone()).await.expect("recover");
         check_keys(&store, RECORDS + 500).await;
