@@ -155,10 +155,14 @@ pub(crate) struct VerifyBoundaries {
 }
 
 impl VerifyBoundaries {
-    /// `opened_at`: a record boundary of the log at open (where dispatch starts).
-    pub(crate) fn new(opened_at: u64, behind_bytes: u64) -> VerifyBoundaries {
+    /// `boundaries`: record boundaries of the log known at open (where dispatch starts,
+    /// where recovery's scan started, the last checkpoint's verify-from position).
+    pub(crate) fn new(boundaries: Vec<u64>, behind_bytes: u64) -> VerifyBoundaries {
+        let mut known = boundaries;
+        known.sort_unstable();
+        known.dedup();
         VerifyBoundaries {
-            known: VecDeque::from([opened_at]),
+            known: known.into(),
             behind_bytes,
         }
     }
@@ -200,7 +204,7 @@ mod tests {
     // page, as far behind as asked when one is, and that the list stays bounded.
     #[test]
     fn verify_boundaries_choose_far_enough_behind() {
-        let mut boundaries = VerifyBoundaries::new(1000, 10_000);
+        let mut boundaries = VerifyBoundaries::new(vec![1000], 10_000);
         // Nothing 10,000 behind yet: the newest below the page (1000 for 5000's page 4096).
         assert_eq!(boundaries.choose(5000), Some(1000));
         // 5000 lies within the page of 5100: the boundary 1000 is still the one below it.
@@ -211,13 +215,17 @@ mod tests {
         assert_eq!(boundaries.choose(31_000), Some(9000));
         assert_eq!(boundaries.choose(60_000), Some(31_000));
         // A page holding every boundary: none below it.
-        let mut fresh = VerifyBoundaries::new(4097, 0);
+        let mut fresh = VerifyBoundaries::new(vec![4097], 0);
         assert_eq!(fresh.choose(4200), None);
         for step in 1..10_000u64 {
             let chosen = fresh.choose(4200 + step * 16);
             assert!(chosen.is_none_or(|at| at <= align_down(4200 + step * 16)));
         }
         assert!(fresh.known.len() <= VERIFY_BOUNDARIES_MAX);
+        // Opened at 50,000 after a scan from 20,000 with an older verify-from at 9,000: the
+        // first checkpoint, still at 50,000, names a boundary below its page.
+        let mut reopened = VerifyBoundaries::new(vec![50_000, 20_000, 9_000, 50_000], 10_000);
+        assert_eq!(reopened.choose(50_000), Some(20_000));
     }
 
     // Proves a slot round-trips and that any flipped byte in the body makes it invalid.

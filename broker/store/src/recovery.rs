@@ -77,6 +77,8 @@ struct Recovered {
     crashed: bool,
     /// Log bytes the scan read and checked.
     scanned_bytes: u64,
+    /// Record boundaries of the log known at open (see `checkpoint::VerifyBoundaries`).
+    boundaries: Vec<u64>,
 }
 
 /// Creates the store's directories.
@@ -120,6 +122,7 @@ pub(crate) async fn recover_locked(
         queues: recovered.queues,
         index: recovered.index,
         checkpoint: recovered.checkpoint,
+        boundaries: recovered.boundaries,
         recovery: RecoveryFigures {
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             scanned_bytes: recovered.scanned_bytes,
@@ -254,6 +257,13 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
     if let Some(hold_from) = hold_from {
         log.dispatched = hold_from.min(end);
     }
+    // Where the scan started and the checkpoint's own verify-from position are boundaries
+    // below the end, so a crash soon after this open need not rescan a whole segment.
+    let boundaries = [Some(scan_start), checkpoint.last().verify_from, Some(end)]
+        .into_iter()
+        .flatten()
+        .filter(|boundary| *boundary <= end)
+        .collect();
     Ok(Recovered {
         log,
         queues,
@@ -262,6 +272,7 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         end,
         crashed,
         scanned_bytes: end.saturating_sub(scan_start),
+        boundaries,
     })
 }
 

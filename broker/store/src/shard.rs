@@ -138,6 +138,8 @@ pub(crate) struct RecoveredState {
     pub(crate) queues: Queues,
     pub(crate) index: KeyIndex,
     pub(crate) checkpoint: CheckpointFile,
+    /// Record boundaries of the log known at open (where dispatch starts is added).
+    pub(crate) boundaries: Vec<u64>,
     /// Log bytes the recovery scan read, and whether the last run crashed.
     pub(crate) recovery: RecoveryFigures,
 }
@@ -153,8 +155,9 @@ impl Shared {
         // What recovery made visible counts as confirmed (all of it, unless it held the
         // unconfirmed tail back, see `StoreConfig::hold_unconfirmed_at_open`).
         let confirmed = recovered.log.dispatched;
-        let verify_boundaries =
-            VerifyBoundaries::new(recovered.log.dispatched, config.crash_verify_behind_bytes);
+        let mut boundaries = recovered.boundaries.clone();
+        boundaries.push(recovered.log.dispatched);
+        let verify_boundaries = VerifyBoundaries::new(boundaries, config.crash_verify_behind_bytes);
         let cq_cache = CqCache::new(config.cq_cache_bytes);
         let cq_files = CqFiles::new(config.cq_open_files_max);
         Shared {

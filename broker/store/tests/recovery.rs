@@ -191,6 +191,19 @@ fn zero_filled_tail_page_below_the_checkpoint_with_spare_ready() {
     reopen_and_check(&config, survivors);
 }
 
+/// The newest checkpoint slot's sequence (0 when none is valid-looking).
+fn checkpoint_sequence(root: &Path) -> u64 {
+    let Ok(bytes) = std::fs::read(root.join("checkpoint/3")) else {
+        return 0;
+    };
+    bytes
+        .chunks(4096)
+        .filter(|slot| slot.len() >= 16 && &slot[0..4] == b"CMCK")
+        .map(|slot| u64::from_be_bytes(slot[8..16].try_into().expect("8")))
+        .max()
+        .unwrap_or(0)
+}
+
 /// True when the newest checkpoint slot's log position is past `record`.
 fn checkpoint_covers(root: &Path, record: &AppendedRecord) -> bool {
     let Ok(bytes) = std::fs::read(root.join("checkpoint/3")) else {
@@ -426,6 +439,29 @@ fn crash_recovery_reads_a_bounded_range_below_the_checkpoint() {
         store.shutdown().await.expect("shutdown");
     });
     reopen_and_read_all(&config, records);
+    // A clean open that writes nothing new, then a crash once it has written a checkpoint:
+    // that checkpoint must still name a boundary below it (the open knows the older ones).
+    comet_rt::local::run_local("idle-then-crash", async {
+        let store = Store::open(bounded_config(dir.path()))
+            .await
+            .expect("reopen");
+        let before = checkpoint_sequence(dir.path());
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while checkpoint_sequence(dir.path()) == before {
+            assert!(std::time::Instant::now() < deadline, "no checkpoint");
+            comet_rt::local::sleep(Duration::from_millis(10)).await;
+        }
+        drop(store);
+    });
+    comet_rt::local::run_local("bounded-again", async {
+        let store = Store::open(bounded_config(dir.path()))
+            .await
+            .expect("reopen");
+        let figures = store.recovery();
+        assert!(figures.crashed);
+        assert!(figures.scanned_bytes < 4 * behind, "{figures:?}");
+        store.shutdown().await.expect("shutdown");
+    });
     // Damage just below the checkpoint's page: found, the log ends before it.
     std::fs::write(dir.path().join("abort"), "1").expect("abort");
     let survivors = zero_last_page(dir.path(), &appended);
