@@ -191,10 +191,13 @@ async fn recover(config: &StoreConfig, layout: &Layout) -> Result<Recovered, Sto
         // records just below the checkpoint. From the record boundary the checkpoint names
         // (see `checkpoint`), else from the start of the segment it points into (not "the
         // last segment": that can be the empty spare, past the checkpoint).
+        // Never from below that segment's start (a boundary too): reaching further back would
+        // only cut every queue back further and rebuild it.
         let checkpoint_segment = scan_start - scan_start % config.segment_bytes;
+        let segment_start = checkpoint_segment.max(first).min(last);
         scan_start = match checkpoint.last().verify_from {
-            Some(verify_from) => verify_from.max(first),
-            None => checkpoint_segment.max(first).min(last),
+            Some(verify_from) => verify_from.max(segment_start),
+            None => segment_start,
         };
     }
     let mut watch = BoundaryWatch::new(config.truncate_log_to);
