@@ -408,8 +408,14 @@ fn crash_recovery_reads_a_bounded_range_below_the_checkpoint() {
                 let batch: Vec<_> = (step * 1000..(step + 1) * 1000)
                     .map(|tag| record("Crash", 0, &body(tag, 400), ""))
                     .collect();
+                let before = checkpoint_sequence(&root);
                 appended.extend(store.append(&batch).await.expect("append"));
-                comet_rt::local::sleep(Duration::from_millis(30)).await;
+                // A checkpoint per step, so later ones can name this step's boundaries.
+                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                while checkpoint_sequence(&root) == before {
+                    assert!(std::time::Instant::now() < deadline, "no checkpoint");
+                    comet_rt::local::sleep(Duration::from_millis(5)).await;
+                }
             }
             let last = appended.last().expect("records");
             let deadline = std::time::Instant::now() + Duration::from_secs(20);
