@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use comet_proto::message::RecordView;
 use comet_store::{AppendedRecord, GetStatus, MessageFilter, QueueOffset, Store, StoreConfig};
-use common::{body, properties, record, small_config, TempDir};
+use common::{body, poll_until_async, properties, record, small_config, TempDir};
 
 const RECORDS: u64 = 100;
 
@@ -411,18 +411,15 @@ fn crash_recovery_reads_a_bounded_range_below_the_checkpoint() {
                 let before = checkpoint_sequence(&root);
                 appended.extend(store.append(&batch).await.expect("append"));
                 // A checkpoint per step, so later ones can name this step's boundaries.
-                let deadline = std::time::Instant::now() + Duration::from_secs(20);
-                while checkpoint_sequence(&root) == before {
-                    assert!(std::time::Instant::now() < deadline, "no checkpoint");
-                    comet_rt::local::sleep(Duration::from_millis(5)).await;
-                }
+                let checkpointed = || checkpoint_sequence(&root) != before;
+                assert!(poll_until_async(CHECKPOINT_WAIT, checkpointed).await);
             }
             let last = appended.last().expect("records");
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
-            while !checkpoint_covers(&root, last) {
-                assert!(std::time::Instant::now() < deadline, "no checkpoint");
-                comet_rt::local::sleep(Duration::from_millis(10)).await;
-            }
+            let covered = || checkpoint_covers(&root, last);
+            assert!(
+                poll_until_async(CHECKPOINT_WAIT, covered).await,
+                "no checkpoint"
+            );
             // Crash: the executor ends without shutdown.
             appended
         }
@@ -430,20 +427,14 @@ fn crash_recovery_reads_a_bounded_range_below_the_checkpoint() {
     assert_eq!(appended.len() as u64, records);
     let log_bytes: u64 = appended.iter().map(|a| u64::from(a.size_bytes)).sum();
     assert!(log_bytes > 6 * 1024 * 1024 && log_bytes < config.segment_bytes);
-    comet_rt::local::run_local("bounded-reader", async {
-        let store = Store::open(bounded_config(dir.path()))
-            .await
-            .expect("reopen");
-        let figures = store.recovery();
-        assert!(figures.crashed);
-        assert!(
-            figures.scanned_bytes < 4 * behind,
-            "scanned {} of {log_bytes} log bytes",
-            figures.scanned_bytes
-        );
-        assert!(figures.scanned_bytes >= behind, "{figures:?}");
-        store.shutdown().await.expect("shutdown");
-    });
+    let figures = reopen_for_figures(&bounded_config(dir.path()));
+    assert!(figures.crashed);
+    assert!(
+        figures.scanned_bytes < 4 * behind,
+        "scanned {} of {log_bytes} log bytes",
+        figures.scanned_bytes
+    );
+    assert!(figures.scanned_bytes >= behind, "{figures:?}");
     reopen_and_read_all(&config, records);
     // A clean open that writes nothing new, then a crash once it has written a checkpoint:
     // that checkpoint must still name a boundary below it (the open knows the older ones).
@@ -452,27 +443,31 @@ fn crash_recovery_reads_a_bounded_range_below_the_checkpoint() {
             .await
             .expect("reopen");
         let before = checkpoint_sequence(dir.path());
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while checkpoint_sequence(dir.path()) == before {
-            assert!(std::time::Instant::now() < deadline, "no checkpoint");
-            comet_rt::local::sleep(Duration::from_millis(10)).await;
-        }
+        let checkpointed = || checkpoint_sequence(dir.path()) != before;
+        assert!(poll_until_async(CHECKPOINT_WAIT, checkpointed).await);
         drop(store);
     });
-    comet_rt::local::run_local("bounded-again", async {
-        let store = Store::open(bounded_config(dir.path()))
-            .await
-            .expect("reopen");
-        let figures = store.recovery();
-        assert!(figures.crashed);
-        assert!(figures.scanned_bytes < 4 * behind, "{figures:?}");
-        store.shutdown().await.expect("shutdown");
-    });
+    let figures = reopen_for_figures(&bounded_config(dir.path()));
+    assert!(figures.crashed);
+    assert!(figures.scanned_bytes < 4 * behind, "{figures:?}");
     // Damage just below the checkpoint's page: found, the log ends before it.
     std::fs::write(dir.path().join("abort"), "1").expect("abort");
     let survivors = zero_last_page(dir.path(), &appended);
     assert!(survivors < records);
     reopen_and_check_queue(&bounded_config(dir.path()), survivors);
+}
+
+/// How long a test waits for the store's maintenance to write a checkpoint.
+const CHECKPOINT_WAIT: Duration = Duration::from_secs(20);
+
+/// Reopens the store and shuts it down again; what its recovery did.
+fn reopen_for_figures(config: &StoreConfig) -> comet_store::RecoveryFigures {
+    comet_rt::local::run_local("figures", async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        let figures = store.recovery();
+        store.shutdown().await.expect("shutdown");
+        figures
+    })
 }
 
 /// Reopens and checks queue Crash/0 ends at `expected` with every record before it readable.
