@@ -230,8 +230,8 @@ comet_proto::config_table! {
         comet_store::limits::READ_WINDOW_CACHE_BYTES_DEFAULT => {
         key: "commitLogReadWindowCacheBytes", unit: "bytes", applies: AtRestart,
         doc: "Per shard: commit-log windows read from disk (256 KiB each) kept across pulls, so \
-              queues draining a backlog together read each cold range once; 0 keeps none, \
-              else 262144..1073741824.",
+              queues draining a backlog together read each cold range once; 0 keeps none \
+              (and reads nothing ahead), else 262144..1073741824.",
         parse: parse_read_window_cache_bytes, show: ToString::to_string,
     },
     /// On by default here, off in RocketMQ; see the store's `warm`.

@@ -103,13 +103,24 @@ pub const INDEX_LINK_BUSY_PAUSE_MS: u64 = 5;
 /// sustained load.
 pub const INDEX_UNLINKED_MAX: u64 = 1 << 20;
 
-/// Bytes read at once when a pull reads older data from disk (read-ahead).
+/// Bytes of one read window: cold reads of the log go to disk in windows of this size on a
+/// fixed grid (read-ahead; see `read_windows`).
 pub const READ_AHEAD_BYTES: usize = 256 * 1024;
 
-/// Default bytes of read-ahead windows a store keeps across pulls
-/// (`StoreConfig::read_window_cache_bytes`): 16 windows, room for the interleaved ranges the
-/// queues of a topic draining a backlog together read (docs/architecture.md#read-windows).
-pub const READ_WINDOW_CACHE_BYTES_DEFAULT: usize = 16 * READ_AHEAD_BYTES;
+/// Most windows one pull reads from disk at once: the windows under the records it returns
+/// are read together (2 MiB in flight) rather than one after the other, so a drain keeps the
+/// disk's queue full instead of waiting out one read per window.
+pub const READ_AHEAD_WINDOWS_IN_FLIGHT_MAX: usize = 8;
+
+/// Bytes of the log past a cold pull's last record read with it (see `read`): a drain's next
+/// pulls find them kept.
+pub const READ_PAST_PULL_BYTES: u64 = 4 * READ_AHEAD_BYTES as u64;
+
+/// Default bytes of read windows a store keeps across pulls
+/// (`StoreConfig::read_window_cache_bytes`): 64 windows, room for the windows the queues of
+/// a topic draining a backlog together read ahead, each a few pulls apart
+/// (docs/architecture.md#read-windows).
+pub const READ_WINDOW_CACHE_BYTES_DEFAULT: usize = 64 * READ_AHEAD_BYTES;
 
 /// Most bytes of read windows a store may keep: the page cache Comet does not use is the
 /// operator's to size, but one shard's windows beyond 1 GiB are a mistyped value.

@@ -18,16 +18,18 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use comet_proto::message::RecordView;
 use comet_rt::io::{DirectFile, OpenMode};
+use comet_rt::sync::WakerList;
 
 use crate::commit_log::{to_index, CommitLog};
 use crate::config::StoreConfig;
 use crate::consume_queue::{ConsumeQueue, CqEntry};
 use crate::cq_cache::CqCache;
+use crate::cq_files::run_bounded;
 use crate::error::StoreError;
 use crate::index::KeyIndex;
 use crate::limits::{
     CQ_BLOCK_ENTRIES, CQ_INSPECT_ENTRIES_MAX, PULL_RECORDS_MAX, PULL_SCAN_ENTRIES_MAX,
-    READ_AHEAD_BYTES,
+    READ_AHEAD_BYTES, READ_AHEAD_WINDOWS_IN_FLIGHT_MAX, READ_PAST_PULL_BYTES,
 };
 use crate::offset::{file_name, PhysicalOffset, QueueOffset};
 use crate::queues::{queue_state, read_entries, read_entries_blocking, Queues};
@@ -126,6 +128,7 @@ pub(crate) struct ReadPath<'s> {
     cq_cache: &'s RefCell<CqCache>,
     index: &'s RefCell<KeyIndex>,
     stats: &'s Cell<StoreStats>,
+    window_read: &'s WakerList,
     closed: &'s Cell<bool>,
 }
 
@@ -139,6 +142,7 @@ impl<'s> ReadPath<'s> {
             cq_cache: &shared.cq_cache,
             index: &shared.index,
             stats: &shared.stats,
+            window_read: &shared.window_read,
             closed: &shared.closed,
         }
     }
@@ -201,21 +205,6 @@ impl<'s> ReadPath<'s> {
             .read_at(position - source.segment_start, length)
             .await?;
         Ok(Bytes::from(read))
-    }
-
-    /// Keeps what was read at `position` for later pulls, and as this pull's window.
-    fn keep_window(
-        &self,
-        source: &DiskSource,
-        position: u64,
-        bytes: Bytes,
-        window: &mut Option<ReadWindow>,
-    ) {
-        self.log
-            .borrow_mut()
-            .read_windows
-            .keep(source.generation, position, bytes.clone());
-        *window = Some(ReadWindow { position, bytes });
     }
 
     /// Entries of (topic, queue_id) from `from` on (at least one, at most `limit`), through
@@ -294,6 +283,7 @@ impl<'s> ReadPath<'s> {
             result.status = GetStatus::NoMatchedMessage;
             return Ok(result);
         }
+        self.read_ahead(&chosen).await?;
         let mut window = None;
         for entry in chosen {
             let size = to_index(u64::from(entry.size));
@@ -302,6 +292,61 @@ impl<'s> ReadPath<'s> {
                 .push(self.read_span(entry.physical, size, &mut window).await?);
         }
         Ok(result)
+    }
+
+    /// Reads the windows under a pull's records of the own log that are neither cached nor
+    /// kept, all at once (up to [`READ_AHEAD_WINDOWS_IN_FLIGHT_MAX`] in flight), from the
+    /// first such record on, in that record's segment: the records then come from the
+    /// kept windows. Without it each window was read when the record reaching into it came up,
+    /// one read in flight per pull. Only windows holding the pull's records are read (bounded
+    /// by its byte and count limits); what else they hold, records of other queues written in
+    /// between, stays kept for those queues' pulls.
+    async fn read_ahead(&self, chosen: &[CqEntry]) -> Result<(), StoreError> {
+        let cold = |entry: &&CqEntry| {
+            let size = to_index(u64::from(entry.size));
+            entry.physical.log_id() == self.config.log_id
+                && self
+                    .log
+                    .borrow()
+                    .read_cached(entry.physical.position(), size)
+                    .is_none()
+        };
+        let Some(first) = chosen.iter().find(cold) else {
+            return Ok(());
+        };
+        let Ok(source) = self.disk_source(first.physical) else {
+            return Ok(());
+        };
+        let mut ranges = chosen
+            .iter()
+            .filter(cold)
+            .map(|entry| {
+                let position = entry.physical.position();
+                (position, position + u64::from(entry.size))
+            })
+            .filter(|(from, to)| source.segment_start <= *from && *to <= source.limit)
+            .collect::<Vec<_>>();
+        if ranges.windows(2).any(|pair| pair[1].0 < pair[0].0) {
+            // Not in log order (records of a queue always are): left to read one by one.
+            return Ok(());
+        }
+        // And the windows just past the pull's last record: the queue's next pull (and its
+        // neighbours' in the log) will want them, and reading them with these keeps the
+        // disk's queue deep instead of one pull's worth at a time.
+        if let Some(&(_, last_end)) = ranges.last() {
+            let ahead_end = (last_end + READ_PAST_PULL_BYTES).min(source.limit);
+            if last_end < ahead_end {
+                ranges.push((last_end, ahead_end));
+            }
+        }
+        // Half the kept windows at most, so the pulls of the queues draining together do not
+        // push out each other's windows before they are used.
+        let windows_max = self.config.read_window_cache_bytes / READ_AHEAD_BYTES / 2;
+        if windows_max > 1 {
+            self.windows_under(&source, ranges.into_iter(), windows_max)
+                .await?;
+        }
+        Ok(())
     }
 
     async fn choose_entries(
@@ -365,17 +410,144 @@ impl<'s> ReadPath<'s> {
             return verified(record, physical);
         }
         let source = self.disk_source(physical)?;
-        let length = size
-            .max(READ_AHEAD_BYTES)
-            .min(to_index(source.limit - position))
-            .max(size);
-        let bytes = self.read_disk(&source, position, length).await?;
-        if bytes.len() < size {
+        let end = position + size as u64;
+        if end > source.limit {
             return Err(missing(physical));
         }
-        let record = verified(bytes.slice(..size), physical)?;
-        self.keep_window(&source, position, bytes, window);
+        let windows = self.windows_covering(&source, position, end).await?;
+        let record = join_windows(&windows, position, size).ok_or_else(|| missing(physical))?;
+        let record = verified(record, physical)?;
+        if let Some((start, bytes)) = windows.last() {
+            *window = Some(ReadWindow {
+                position: *start,
+                bytes: bytes.clone(),
+            });
+        }
         Ok(record)
+    }
+
+    /// The windows of the grid (see [`window_bounds`]) that cover `from..to` of `source`'s
+    /// segment, in order: those kept, and the others read from disk, up to
+    /// [`READ_AHEAD_WINDOWS_IN_FLIGHT_MAX`] at once, and kept for later pulls.
+    async fn windows_covering(
+        &self,
+        source: &DiskSource,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, Bytes)>, StoreError> {
+        self.windows_under(source, std::iter::once((from, to)), usize::MAX)
+            .await
+    }
+
+    /// The windows of the grid under any of `ranges` (ascending `from..to` of durable bytes
+    /// of `source`'s segment), in order, each once, at most `windows_max` of them: those
+    /// kept, the others read from disk together (see [`ReadPath::windows_covering`]).
+    async fn windows_under(
+        &self,
+        source: &DiskSource,
+        ranges: impl Iterator<Item = (u64, u64)>,
+        windows_max: usize,
+    ) -> Result<Vec<(u64, Bytes)>, StoreError> {
+        let mut windows: Vec<(u64, u64, Option<Bytes>)> = Vec::new();
+        for (from, to) in ranges {
+            if windows.len() >= windows_max {
+                break;
+            }
+            assert!(
+                source.segment_start <= from && from < to && to <= source.limit,
+                "a range of durable bytes of one segment"
+            );
+            let mut start = from;
+            while start < to {
+                let (window_start, window_end) = window_bounds(source, start);
+                start = window_end;
+                if windows.last().is_some_and(|(last, _, _)| *last >= window_start) {
+                    continue;
+                }
+                if windows.len() >= windows_max {
+                    break;
+                }
+                let length = to_index(window_end - window_start);
+                let kept = self
+                    .log
+                    .borrow_mut()
+                    .read_windows
+                    .get_at(window_start, length);
+                if kept.is_some() {
+                    self.count_window(true);
+                }
+                windows.push((window_start, window_end, kept));
+            }
+        }
+        // Windows another pull is reading now are waited for, not read again.
+        let mut awaited = Vec::new();
+        let mut guards = Vec::new();
+        for (index, (start, _, kept)) in windows.iter().enumerate() {
+            if kept.is_none() {
+                match ReadingGuard::begin(*self, *start) {
+                    Some(guard) => guards.push((index, guard)),
+                    None => awaited.push(index),
+                }
+            }
+        }
+        let read: RefCell<Vec<(usize, Bytes)>> = RefCell::new(Vec::new());
+        let reads = guards.into_iter().map(|(index, guard)| {
+            let (start, end, _) = &windows[index];
+            let read = &read;
+            async move {
+                let bytes = self
+                    .read_disk(source, *start, to_index(end - start))
+                    .await?;
+                if bytes.len() as u64 != end - start {
+                    let physical = PhysicalOffset::new(self.config.log_id, *start);
+                    return Err(corrupt(physical, "a read of durable bytes came back short"));
+                }
+                self.log
+                    .borrow_mut()
+                    .read_windows
+                    .keep(source.generation, *start, bytes.clone());
+                drop(guard);
+                read.borrow_mut().push((index, bytes));
+                Ok::<(), StoreError>(())
+            }
+        });
+        run_bounded(reads, READ_AHEAD_WINDOWS_IN_FLIGHT_MAX).await?;
+        for (index, bytes) in read.into_inner() {
+            windows[index].2 = Some(bytes);
+        }
+        for index in awaited {
+            let (start, end, slot) = &mut windows[index];
+            let length = to_index(*end - *start);
+            let start = *start;
+            self.window_read
+                .until(|| !self.log.borrow().read_windows.is_reading(start))
+                .await;
+            let kept = self.log.borrow_mut().read_windows.get_at(start, length);
+            let bytes = match kept {
+                Some(bytes) => {
+                    self.count_window(true);
+                    bytes
+                }
+                // That read failed, or its window was already pushed out: read it here.
+                None => {
+                    let bytes = self.read_disk(source, start, length).await?;
+                    if bytes.len() != length {
+                        let physical = PhysicalOffset::new(self.config.log_id, start);
+                        return Err(corrupt(physical, "a read of durable bytes came back short"));
+                    }
+                    self.log
+                        .borrow_mut()
+                        .read_windows
+                        .keep(source.generation, start, bytes.clone());
+                    bytes
+                }
+            };
+            *slot = Some(bytes);
+        }
+        Ok(windows
+            .into_iter()
+            .map(|(start, _, bytes)| (start, bytes.expect("every window kept or read")))
+            .collect())
     }
 
     /// Reads a record of another commit log (queues whose owner moved, see
@@ -442,11 +614,20 @@ impl<'s> ReadPath<'s> {
             return Ok(bytes);
         }
         let source = self.disk_source(physical)?;
-        // Durable bytes only: the window may be kept for later reads.
-        let length = READ_AHEAD_BYTES.min(to_index(source.limit.saturating_sub(position)));
-        let bytes = self.read_disk(&source, position, length).await?;
-        self.keep_window(&source, position, bytes.clone(), window);
-        Ok(bytes)
+        if position >= source.limit {
+            return Err(missing(physical));
+        }
+        // Durable bytes only: the window is kept for later reads.
+        let windows = self
+            .windows_covering(&source, position, position + 1)
+            .await?;
+        let (start, bytes) = windows.into_iter().next().expect("one window covers a byte");
+        let from = to_index(position - start);
+        *window = Some(ReadWindow {
+            position: start,
+            bytes: bytes.clone(),
+        });
+        Ok(bytes.slice(from..))
     }
 
     async fn read_foreign_raw(
@@ -740,6 +921,72 @@ fn offset_status(
         return Some((GetStatus::OffsetOverflowBadly, max));
     }
     None
+}
+
+/// A window being read from disk (see `ReadWindows::begin_read`): dropping it, when the read
+/// ended or when the pull reading it was dropped mid-read, ends the mark and wakes the pulls
+/// waiting for that window.
+struct ReadingGuard<'s> {
+    path: ReadPath<'s>,
+    start: u64,
+}
+
+impl<'s> ReadingGuard<'s> {
+    /// Marks the window at `start` as being read by the caller; `None` when another pull
+    /// already reads it.
+    fn begin(path: ReadPath<'s>, start: u64) -> Option<ReadingGuard<'s>> {
+        let began = path.log.borrow_mut().read_windows.begin_read(start);
+        // Built only when the mark was set: a guard built and dropped would end another's.
+        began.then(|| ReadingGuard { path, start })
+    }
+}
+
+impl Drop for ReadingGuard<'_> {
+    fn drop(&mut self) {
+        self.path.log.borrow_mut().read_windows.end_read(self.start);
+        self.path.window_read.wake_all();
+    }
+}
+
+/// The window of the read grid holding `position` (below `source.limit`): its aligned
+/// [`READ_AHEAD_BYTES`] clipped to the segment's start and to the durable end, so a window
+/// never spans segments and never holds bytes a crash could take back.
+fn window_bounds(source: &DiskSource, position: u64) -> (u64, u64) {
+    assert!(position < source.limit, "a durable position");
+    let grid = READ_AHEAD_BYTES as u64;
+    let aligned = position - position % grid;
+    let start = aligned.max(source.segment_start);
+    let end = (aligned + grid).min(source.limit);
+    (start, end)
+}
+
+/// `size` bytes from `position` out of consecutive `windows` (start, bytes) that cover them:
+/// a slice of one window without copying, or the pieces of several joined.
+fn join_windows(windows: &[(u64, Bytes)], position: u64, size: usize) -> Option<Bytes> {
+    let end = position + size as u64;
+    let first = windows
+        .iter()
+        .position(|(start, bytes)| *start <= position && position < start + bytes.len() as u64)?;
+    let (start, bytes) = &windows[first];
+    if end <= start + bytes.len() as u64 {
+        let from = to_index(position - start);
+        return Some(bytes.slice(from..from + size));
+    }
+    let mut joined = Vec::with_capacity(size);
+    let mut at = position;
+    for (start, bytes) in &windows[first..] {
+        if at >= end {
+            break;
+        }
+        if at < *start || at >= start + bytes.len() as u64 {
+            return None;
+        }
+        let from = to_index(at - start);
+        let to = to_index((end - start).min(bytes.len() as u64));
+        joined.extend_from_slice(&bytes[from..to]);
+        at = start + to as u64;
+    }
+    (joined.len() == size).then(|| Bytes::from(joined))
 }
 
 fn missing(physical: PhysicalOffset) -> StoreError {

@@ -1,10 +1,12 @@
 //! Windows of the commit log read from disk, kept across pulls: one per store, bounded in
 //! bytes (`StoreConfig::read_window_cache_bytes`, 0 keeps none).
 //!
-//! A cold pull reads [`READ_AHEAD_BYTES`](crate::limits::READ_AHEAD_BYTES) of the log at once.
-//! The queues of a topic interleave in one log, so the pulls of the other queues need the
-//! same ranges soon after: kept here, each cold byte is read from disk about once instead of
-//! once per queue (docs/architecture.md#read-windows). A window is a `Bytes` of one read, so a
+//! A cold read goes to disk in windows of [`READ_AHEAD_BYTES`](crate::limits::READ_AHEAD_BYTES)
+//! on a fixed grid of the log (each clipped to its segment and the durable end). The queues of
+//! a topic interleave in one log, so the pulls of the other queues need the same windows soon
+//! after: kept here, each cold byte is read from disk about once instead of once per queue
+//! (docs/architecture.md#read-windows). The grid matters: windows starting wherever a record
+//! did overlapped, and a drain of four interleaved queues read the log about 3.3 times. A window is a `Bytes` of one read, so a
 //! hit hands out a slice of it without copying; the least recently used window goes first.
 //!
 //! Only durable bytes of the own log go in (the reads are bounded by `durable` and by the
@@ -39,6 +41,10 @@ pub(crate) struct ReadWindows {
     windows: Vec<Window>,
     /// Largest `held_bytes` ever seen (tests check it stays within the bound).
     peak_bytes: usize,
+    /// Starts of the windows being read from disk now: the queues draining together reach
+    /// a window at about the same moment, and each read it again until this said it was
+    /// being read (a drain of four queues read the log about four times).
+    reading: Vec<u64>,
 }
 
 impl ReadWindows {
@@ -51,6 +57,7 @@ impl ReadWindows {
             generation: 0,
             windows: Vec::new(),
             peak_bytes: 0,
+            reading: Vec::new(),
         }
     }
 
@@ -74,6 +81,19 @@ impl ReadWindows {
         Some(window.bytes.slice(from..))
     }
 
+    /// The whole window starting at `start`, if one is kept there holding at least
+    /// `length_min` bytes; it is marked as just used. Windows of the read path start on the
+    /// read-ahead grid (or a segment's start), so this is how a read finds one.
+    pub(crate) fn get_at(&mut self, start: u64, length_min: usize) -> Option<Bytes> {
+        let window = self
+            .windows
+            .iter_mut()
+            .find(|window| window.position == start && window.bytes.len() >= length_min)?;
+        self.clock += 1;
+        window.used_at = self.clock;
+        Some(window.bytes.clone())
+    }
+
     /// Keeps `bytes`, read from `position` in generation `generation`, evicting the least
     /// recently used windows to stay within the bound. Not kept: when the log changed since
     /// the read began (another generation), when the bound is 0 or below the window's length.
@@ -81,6 +101,12 @@ impl ReadWindows {
         let length = bytes.len();
         if generation != self.generation || length == 0 || length > self.bound_bytes {
             return;
+        }
+        // A window read again from the same start (it ended at the durable end then, or two
+        // pulls missed it at once) replaces the one kept.
+        if let Some(index) = self.windows.iter().position(|window| window.position == position) {
+            let replaced = self.windows.swap_remove(index);
+            self.held_bytes -= replaced.bytes.len();
         }
         while self.held_bytes + length > self.bound_bytes {
             let oldest = self
@@ -105,6 +131,28 @@ impl ReadWindows {
             self.held_bytes <= self.bound_bytes,
             "windows within their bound"
         );
+    }
+
+    /// Marks the window at `start` as being read; false when it already is (the caller then
+    /// waits for that read rather than issuing its own).
+    pub(crate) fn begin_read(&mut self, start: u64) -> bool {
+        if self.reading.contains(&start) {
+            return false;
+        }
+        self.reading.push(start);
+        true
+    }
+
+    /// The read of the window at `start` ended (kept, failed or dropped).
+    pub(crate) fn end_read(&mut self, start: u64) {
+        let index = self.reading.iter().position(|at| *at == start);
+        let index = index.expect("a read that began");
+        self.reading.swap_remove(index);
+    }
+
+    /// True while the window at `start` is being read.
+    pub(crate) fn is_reading(&self, start: u64) -> bool {
+        self.reading.contains(&start)
     }
 
     /// Drops every window holding bytes at or past `position` (the log is taken back to it)

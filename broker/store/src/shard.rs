@@ -88,6 +88,9 @@ pub(crate) struct Shared {
     pub(crate) handles: Cell<usize>,
     pub(crate) durable_waiters: PositionWaiters,
     pub(crate) flush_wanted: WakerList,
+    /// Woken whenever a read of a window ends (see `read_windows`): pulls that found the
+    /// window they need already being read wait for that read instead of reading it again.
+    pub(crate) window_read: WakerList,
     /// Woken by every append: a master's replication senders stream written bytes.
     pub(crate) appended: WakerList,
     /// The index linker, waiting for unlinked entries.
@@ -180,6 +183,7 @@ impl Shared {
             handles: Cell::new(1),
             durable_waiters: PositionWaiters::default(),
             flush_wanted: WakerList::default(),
+            window_read: WakerList::default(),
             appended: WakerList::default(),
             index_pushed: WakerList::default(),
             dispatch_lagging: WakerList::default(),

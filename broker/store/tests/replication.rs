@@ -895,7 +895,7 @@ fn truncation_drops_the_read_windows_past_it() {
             .await
             .expect("get");
         assert_eq!(body_tag(&cold.records[0]), 1000);
-        assert_eq!(slave.stats().read_window_misses, 1, "read from disk");
+        assert!(slave.stats().read_window_misses >= 1, "read from disk");
         let window = slave.read_window_memory().held_bytes as u64;
         assert!(
             window > kept_end + 16 * 1024,
