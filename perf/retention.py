@@ -159,6 +159,14 @@ def summary(rows):
         verdict = "within" if large <= 1.10 * base else "NOT within"
         lines.append(f"- VmRSS {phase}: {large:.1f} MiB against {base:.1f} MiB, "
                      f"{large / base:.2f}x ({verdict} the goal of 1.10x)")
+    parts = ("LogChunks", "ReadWindows", "ConsumeQueueCache", "ConsumeQueueTails", "KeyIndex")
+    for store in ("baseline", "large"):
+        held = [number(store, "after fill", "store_" + part) for part in parts]
+        if None in held:
+            continue
+        listed = ", ".join(f"{part} {mib:.1f}" for part, mib in zip(parts, held))
+        lines.append(f"- Store structures after the fill, {store}: {sum(held):.1f} MiB "
+                     f"({listed})")
     for phase in ("restart after SIGTERM", "restart after SIGKILL"):
         for store in ("large", "baseline"):
             serve_s = number(store, phase, "serve_again")

@@ -9,7 +9,8 @@
 # produce (batches of BATCH bodies of SIZE bytes, FILL_THREADS sender threads, runs of at most
 # FILL_CHUNK messages, `--messages` stopping each at exactly its count) until the store holds
 # its count, then a clean stop (SIGTERM) and a restart, then SIGKILL and a restart. Recorded:
-# resident memory (VmRSS, RssAnon, RssFile of /proc/<pid>/status), threads and descriptors
+# resident memory (VmRSS, RssAnon, RssFile of /proc/<pid>/status) and what the stores'
+# structures hold of it by part (brokerStatus' storeMemory*Bytes), threads and descriptors
 # at the start, after the fill and after each restart; the store's size on disk; the log
 # bytes kept (brokerStatus); how long a clean stop takes; and for each restart the time to
 # serve again, on a monotonic clock from the broker's exec: until its listener opens, until a
@@ -171,6 +172,14 @@ proc_figures() {
   note "$1" "$2" RssFile "$(mib "$(status_kib "$pid" RssFile)")" MiB
   note "$1" "$2" threads "$(status_kib "$pid" Threads)" ""
   note "$1" "$2" fds "$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)" ""
+  # What the stores' structures hold, by part (GET_BROKER_RUNTIME_INFO's storeMemory*):
+  # the bounded caches, told apart from anything that would grow with the messages held.
+  local part bytes
+  for part in LogChunks ReadWindows ConsumeQueueCache ConsumeQueueTails KeyIndex; do
+    bytes="$(runtime_figure "$1" "storeMemory${part}Bytes" || true)"
+    [[ -n "$bytes" ]] && note "$1" "$2" "store_$part" "$(mib "$((bytes / 1024))")" MiB
+  done
+  return 0
 }
 
 admin() { "$BIN/comet-admin" -n "${NS[$1]}" "${@:2}"; }

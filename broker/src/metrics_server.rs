@@ -66,6 +66,7 @@ pub fn publish(broker: &ShardBroker) {
             held_bytes: written.saturating_sub(log.store.min_physical_offset().position()),
             dispatch_behind_bytes: log.store.dispatch_behind_bytes(),
             histograms: log.store.histograms(),
+            memory: log.store.memory(),
         });
         if master {
             for slave in log.replication.followers.borrow().values() {

@@ -373,9 +373,13 @@ fn refused_exporter_settings_stop_the_start() {
     let taken = TcpListener::bind((LOOPBACK, 0)).expect("bind a port to occupy");
     let port = taken.local_addr().expect("address").port().to_string();
     let listen_port = free_port().to_string();
+    // The slaves' port named too: listenPort + 1 is nobody's reservation, and a bind error
+    // there (another test's port) is not the one this test is about.
+    let ha_port = format!("haListenPort={}", free_port());
     let options = metrics_options(port.parse().expect("a port"));
     let mut args: Vec<&str> = options.iter().map(String::as_str).collect();
     args.extend(["--bind-address", "127.0.0.1", "--listen-port", &listen_port]);
+    args.extend(["-o", &ha_port]);
     args.extend(["--namesrv", &namesrv]);
     let (code, stderr) = common::run_to_exit(&args, store.path());
     assert_eq!(code, Some(EXIT_BIND), "stderr: {stderr}");

@@ -846,6 +846,36 @@ impl Snapshot {
                 Ok(())
             })?;
         }
+        writer.family(
+            "comet_store_memory_bytes",
+            "Bytes a store's structures hold in memory, by part: log chunks (appends and the \
+             tail cache), read windows, consume-queue block cache, consume-queue hot tails, \
+             unsealed key index; each bounded by configuration",
+            MetricType::Gauge,
+            |emit| {
+                for (shard, (_, figures)) in self.shards.iter().enumerate() {
+                    for log in &figures.logs {
+                        let memory = &log.memory;
+                        let parts = [
+                            ("log_chunks", memory.log_chunks_bytes),
+                            ("read_windows", memory.read_windows_bytes),
+                            ("cq_cache", memory.cq_cache_bytes),
+                            ("cq_tails", memory.cq_tails_bytes),
+                            ("key_index", memory.key_index_bytes),
+                        ];
+                        for (part, bytes) in parts {
+                            let labels = vec![
+                                ("shard", shard.to_string()),
+                                ("log", log.log_id.to_string()),
+                                ("part", part.to_owned()),
+                            ];
+                            emit(labels, gauge(bytes))?;
+                        }
+                    }
+                }
+                Ok(())
+            },
+        )?;
         let followers = || {
             self.shards
                 .iter()
@@ -947,6 +977,10 @@ mod tests {
                     read_window_hits: 7,
                     unflushed_bytes: 5,
                     held_bytes: 4096,
+                    memory: comet_store::StoreMemory {
+                        key_index_bytes: 11,
+                        ..comet_store::StoreMemory::default()
+                    },
                     ..LogFigures::default()
                 }],
                 ..ShardFigures::default()
@@ -1037,6 +1071,11 @@ mod tests {
                 "comet_store_read_window_hits_total",
                 &[("shard", "1"), ("log", "1")],
                 "7",
+            ),
+            line(
+                "comet_store_memory_bytes",
+                &[("shard", "1"), ("log", "1"), ("part", "key_index")],
+                "11",
             ),
         ];
         for line in &expected {

@@ -205,6 +205,8 @@ pub struct LogFigures {
     pub dispatch_behind_bytes: u64,
     /// Group-commit sizes and sync latencies.
     pub histograms: StoreHistograms,
+    /// What the log's store holds in memory, by part.
+    pub memory: comet_store::StoreMemory,
 }
 
 /// How far one slave is behind one of this master's logs.

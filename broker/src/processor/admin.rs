@@ -538,7 +538,7 @@ pub async fn consumed_by_who(broker: &ShardBroker, request: &RemotingCommand) ->
 
 /// The figures of GET_BROKER_RUNTIME_INFO that each shard reads from its own stores; the
 /// broker's value of each is the sum over the shards ([`runtime_info`]).
-const SHARD_FIGURES: [&str; 9] = [
+const SHARD_FIGURES: [&str; 14] = [
     "commitLogMaxOffset",
     "commitLogMinOffset",
     "dispatchBehindBytes",
@@ -548,6 +548,13 @@ const SHARD_FIGURES: [&str; 9] = [
     "commitLogDiskReads",
     "commitLogReadWindowHits",
     "commitLogReadWindowMisses",
+    // Comet's own: what the stores hold in memory, by part (see comet-store's StoreMemory),
+    // so an operator can tell the bounded caches from anything that grows.
+    "storeMemoryLogChunksBytes",
+    "storeMemoryReadWindowsBytes",
+    "storeMemoryConsumeQueueCacheBytes",
+    "storeMemoryConsumeQueueTailsBytes",
+    "storeMemoryKeyIndexBytes",
 ];
 
 /// QUERY_TOPICS_BY_CONSUMER (343, 5.x): the topics `group` holds committed offsets on, on
@@ -591,6 +598,7 @@ pub async fn runtime_info_local(
     let mut earliest: Option<i64> = None;
     for store in shard_stores(broker) {
         let stats = store.stats();
+        let memory = store.memory();
         let figures = [
             store.durable_position(),
             store.min_position(),
@@ -601,6 +609,11 @@ pub async fn runtime_info_local(
             stats.disk_reads,
             stats.read_window_hits,
             stats.read_window_misses,
+            memory.log_chunks_bytes,
+            memory.read_windows_bytes,
+            memory.cq_cache_bytes,
+            memory.cq_tails_bytes,
+            memory.key_index_bytes,
         ];
         for (sum, figure) in sums.iter_mut().zip(figures) {
             *sum = sum.saturating_add(figure);

@@ -472,6 +472,18 @@ impl CommitLog {
         Some(&chunk.bytes()[to_index(position - chunk.start)..])
     }
 
+    /// Bytes the chunks hold allocated: the open chunk's whole buffer, the sealed ones'
+    /// bytes (see `StoreMemory::log_chunks_bytes`).
+    pub(crate) fn chunk_bytes_held(&self) -> usize {
+        self.chunks
+            .iter()
+            .map(|chunk| match &chunk.data {
+                ChunkData::Open(open) => open.capacity(),
+                ChunkData::Sealed(sealed) => sealed.len(),
+            })
+            .sum()
+    }
+
     /// `length` bytes at `position` from memory (zero-copy from sealed chunks), if cached.
     pub(crate) fn read_cached(&self, position: u64, length: usize) -> Option<Bytes> {
         let index = self.chunks.partition_point(|chunk| chunk.start <= position);

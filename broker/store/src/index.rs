@@ -278,6 +278,14 @@ impl KeyIndex {
         self.entries.len()
     }
 
+    /// Bytes the in-memory index holds allocated: entries, their chain links and the key
+    /// heads (a hash map slot per head plus its control byte).
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.entries.capacity() * std::mem::size_of::<IndexEntry>()
+            + self.previous.capacity() * std::mem::size_of::<u64>()
+            + self.heads.capacity() * (2 * std::mem::size_of::<u64>() + 1)
+    }
+
     /// Segments whose index is sealed.
     pub(crate) fn sealed_segments(&self) -> usize {
         self.sealed.len()

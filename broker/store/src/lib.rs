@@ -122,4 +122,6 @@ pub use read::{GetResult, GetStatus, MessageFilter, TimeBoundary};
 pub use recovery_progress::{RecoveryProgress, RecoveryStatus};
 pub use replica::LogChunk;
 pub use retention::local_hour;
-pub use store::{AppendedRecord, ConsumeQueueMemory, ReadWindowMemory, Store, StoreStats};
+pub use store::{
+    AppendedRecord, ConsumeQueueMemory, ReadWindowMemory, Store, StoreMemory, StoreStats,
+};

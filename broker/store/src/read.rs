@@ -461,7 +461,10 @@ impl<'s> ReadPath<'s> {
             while start < to {
                 let (window_start, window_end) = window_bounds(source, start);
                 start = window_end;
-                if windows.last().is_some_and(|(last, _, _)| *last >= window_start) {
+                if windows
+                    .last()
+                    .is_some_and(|(last, _, _)| *last >= window_start)
+                {
                     continue;
                 }
                 if windows.len() >= windows_max {
@@ -535,10 +538,11 @@ impl<'s> ReadPath<'s> {
                         let physical = PhysicalOffset::new(self.config.log_id, start);
                         return Err(corrupt(physical, "a read of durable bytes came back short"));
                     }
-                    self.log
-                        .borrow_mut()
-                        .read_windows
-                        .keep(source.generation, start, bytes.clone());
+                    self.log.borrow_mut().read_windows.keep(
+                        source.generation,
+                        start,
+                        bytes.clone(),
+                    );
                     bytes
                 }
             };
@@ -621,7 +625,10 @@ impl<'s> ReadPath<'s> {
         let windows = self
             .windows_covering(&source, position, position + 1)
             .await?;
-        let (start, bytes) = windows.into_iter().next().expect("one window covers a byte");
+        let (start, bytes) = windows
+            .into_iter()
+            .next()
+            .expect("one window covers a byte");
         let from = to_index(position - start);
         *window = Some(ReadWindow {
             position: start,

@@ -104,7 +104,11 @@ impl ReadWindows {
         }
         // A window read again from the same start (it ended at the durable end then, or two
         // pulls missed it at once) replaces the one kept.
-        if let Some(index) = self.windows.iter().position(|window| window.position == position) {
+        if let Some(index) = self
+            .windows
+            .iter()
+            .position(|window| window.position == position)
+        {
             let replaced = self.windows.swap_remove(index);
             self.held_bytes -= replaced.bytes.len();
         }

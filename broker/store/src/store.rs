@@ -76,6 +76,26 @@ pub struct ReadWindowMemory {
     pub bound_bytes: usize,
 }
 
+/// What the store's structures hold in memory now, by part ([`Store::memory`]): each is
+/// bounded by configuration, none by the messages retained. Allocation sizes, not what the
+/// allocator or the kernel add.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreMemory {
+    /// The commit log's chunks: the one appends go to and the flushed ones kept for tailing
+    /// reads (`StoreConfig::read_cache_bytes` plus the chunks not yet durable).
+    pub log_chunks_bytes: u64,
+    /// Windows of the log read from disk, kept across pulls
+    /// (`StoreConfig::read_window_cache_bytes`).
+    pub read_windows_bytes: u64,
+    /// Consume-queue blocks cached for cold reads (`StoreConfig::cq_cache_bytes`).
+    pub cq_cache_bytes: u64,
+    /// The consume queues' hot tails (at most a few hundred entries per queue).
+    pub cq_tails_bytes: u64,
+    /// The key index of the log not sealed to disk yet: entries, chains and key heads
+    /// (`StoreConfig::index_span_bytes` of log at most, plus entries not linked yet).
+    pub key_index_bytes: u64,
+}
+
 /// A shard's store. Cloning gives another handle to the same store (same shard only).
 ///
 /// When the last handle is dropped without [`Store::shutdown`] the store is abandoned as in a
@@ -225,6 +245,20 @@ impl Store {
         memory.open_files_peak = files.peak();
         memory.open_files_bound = files.bound();
         memory
+    }
+
+    /// What the store's structures hold in memory now (see [`StoreMemory`]).
+    pub fn memory(&self) -> StoreMemory {
+        let consume_queues = self.consume_queue_memory();
+        let tail_entry_bytes = std::mem::size_of::<crate::consume_queue::CqEntry>();
+        let log = self.shared.log.borrow();
+        StoreMemory {
+            log_chunks_bytes: log.chunk_bytes_held() as u64,
+            read_windows_bytes: log.read_windows.held_and_peak_bytes().0 as u64,
+            cq_cache_bytes: consume_queues.cache_bytes as u64,
+            cq_tails_bytes: (consume_queues.resident_entries * tail_entry_bytes) as u64,
+            key_index_bytes: self.shared.index.borrow().held_bytes() as u64,
+        }
     }
 
     /// What the read windows kept across pulls hold now (see [`ReadWindowMemory`]).

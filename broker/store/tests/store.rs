@@ -608,6 +608,14 @@ fn a_drain_reads_each_window_once() {
             stats.disk_reads <= windows,
             "{windows} windows in the log: {stats:?}"
         );
+        let memory = store.memory();
+        let bound = comet_store::limits::READ_WINDOW_CACHE_BYTES_DEFAULT as u64;
+        assert!(memory.read_windows_bytes > 0, "{memory:?}");
+        assert!(memory.read_windows_bytes <= bound, "{memory:?}");
+        assert!(
+            memory.log_chunks_bytes <= (config.read_cache_bytes + config.chunk_bytes) as u64,
+            "{memory:?}"
+        );
         store.shutdown().await.expect("shutdown");
     });
 }
