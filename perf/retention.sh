@@ -276,9 +276,11 @@ stored() {
   admin "$1" topicStatus -t "$2" | awk '$2 ~ /^[0-9]+$/ { n += $4 - $3 } END { print n + 0 }'
 }
 
+# runtime_figure STORE KEY: one figure of brokerStatus ("key : value", or "key: value" when the
+# key fills the name column).
 runtime_figure() {
   admin "$1" brokerStatus -b "127.0.0.1:${BROKER_PORT[$1]}" \
-    | awk -v key="$2" '$1 == key { print $3 }'
+    | awk -F: -v key="$2" '{ k = $1; gsub(/ /, "", k) } k == key { v = $2; gsub(/ /, "", v); print v }'
 }
 
 # fill STORE COUNT [MAX_S]: produce until the topic holds COUNT messages (or MAX_S passed).

@@ -14,6 +14,7 @@ use comet_net::ConnectionId;
 use comet_proto::bytes::Bytes;
 use comet_proto::headers::QueryMessageRequestHeader;
 use comet_proto::{RemotingCommand, RequestCode, ResponseCode};
+use comet_rt::task_class::TaskClass;
 use comet_rt::ShardId;
 
 use crate::shard::{RequestContext, ShardBroker, ShardCall};
@@ -44,6 +45,26 @@ pub async fn on_owner(
     on_shard(broker, context, broker.owner_of(topic, queue_id), request).await
 }
 
+/// Codes whose requests run in [`TaskClass::Pull`]: reads of messages, which a consumer
+/// draining a backlog repeats as fast as they are answered. In their own queue, with fewer
+/// shares than requests, they leave sends arriving meanwhile the larger part of the core
+/// (docs/architecture.md#task-classes).
+pub const PULL_CLASS_CODES: [RequestCode; 4] = [
+    RequestCode::PULL_MESSAGE,
+    RequestCode::LITE_PULL_MESSAGE,
+    RequestCode::POP_MESSAGE,
+    RequestCode::PEEK_MESSAGE,
+];
+
+/// The task class requests of `code` run in, on whichever shard serves them.
+pub fn request_class(code: i32) -> TaskClass {
+    if PULL_CLASS_CODES.iter().any(|pull| pull.value() == code) {
+        TaskClass::Pull
+    } else {
+        TaskClass::Request
+    }
+}
+
 /// Runs `request` on shard `target` (in place when it is this shard).
 pub async fn on_shard(
     broker: &ShardBroker,
@@ -61,9 +82,11 @@ pub async fn on_shard(
     }
     let opaque = request.opaque;
     let serialize_type = request.serialize_type;
+    let class = request_class(request.code);
     match broker
         .mesh()
-        .call(
+        .call_in(
+            class,
             target,
             ShardCall::Request {
                 context,

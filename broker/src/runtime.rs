@@ -787,6 +787,9 @@ fn build_server(broker: &Rc<ShardBroker>, acl: Option<Arc<AccessControl>>) -> Se
     if let Some(acl) = acl {
         table.set_fallback(acl_fallback(acl));
     }
+    for code in crate::routing::PULL_CLASS_CODES {
+        table.set_class(code, TaskClass::Pull);
+    }
     let config = ServerConfig {
         idle_timeout: Duration::from_millis(broker.config().channel_idle_ms),
         ..ServerConfig::default()

@@ -358,6 +358,7 @@ fn start_request(
         connection: connection.clone(),
         shard: connection.id().shard,
     };
+    let class = table.class_of(request.code).unwrap_or(class);
     let table = table.clone();
     spawn_detached(class, async move {
         let oneway = request.is_oneway();

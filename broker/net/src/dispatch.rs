@@ -16,6 +16,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 
 use comet_proto::{RemotingCommand, RequestCode};
+use comet_rt::task_class::TaskClass;
 use comet_rt::ShardId;
 
 use crate::connection::ConnectionHandle;
@@ -48,6 +49,9 @@ pub type Processor =
 pub struct DispatchTable {
     processors: HashMap<i32, Processor>,
     fallback: Option<Processor>,
+    /// Codes whose requests run in a task class of their own instead of the connection's
+    /// (see [`DispatchTable::set_class`]).
+    classes: HashMap<i32, TaskClass>,
 }
 
 impl DispatchTable {
@@ -75,6 +79,18 @@ impl DispatchTable {
     /// Sets the processor of every code without one of its own (Java's default processor).
     pub fn set_fallback(&mut self, processor: Processor) {
         self.fallback = Some(processor);
+    }
+
+    /// Runs the requests of `code` in `class` rather than in the connection's class: reads
+    /// that may stream hundreds of MB/s (pulls of a backlog) in a queue with fewer shares, so
+    /// that sends arriving meanwhile are served first.
+    pub fn set_class(&mut self, code: RequestCode, class: TaskClass) {
+        self.classes.insert(code.value(), class);
+    }
+
+    /// The task class the requests of a raw code run in, when it is not the connection's.
+    pub fn class_of(&self, code: i32) -> Option<TaskClass> {
+        self.classes.get(&code).copied()
     }
 
     /// The processor for a raw code.

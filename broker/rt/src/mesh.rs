@@ -63,6 +63,8 @@ pub enum MeshError<Req> {
 
 struct Envelope<Req> {
     call_id: u64,
+    /// The class the target runs the request's handler in (see [`MeshPeer::call_in`]).
+    class: TaskClass,
     request: Req,
 }
 
@@ -312,7 +314,7 @@ fn serve_requests<Req: Send + 'static, Resp: Send + 'static>(
                 let reply_senders = reply_senders.clone();
                 let response = handler(source_shard, envelope.request);
                 let call_id = envelope.call_id;
-                spawn_detached(TaskClass::Request, async move {
+                spawn_detached(envelope.class, async move {
                     let reply = Reply {
                         call_id,
                         response: response.await,
@@ -378,8 +380,20 @@ impl<Req: Send + 'static, Resp: Send + 'static> MeshPeer<Req, Resp> {
         pending
     }
 
-    /// Sends `request` to `target` and waits for its response.
+    /// Sends `request` to `target` and waits for its response; the target runs it as a
+    /// request ([`TaskClass::Request`]).
     pub async fn call(&self, target: ShardId, request: Req) -> Result<Resp, MeshError<Req>> {
+        self.call_in(TaskClass::Request, target, request).await
+    }
+
+    /// Sends `request` to `target`, which runs its handler in `class`, and waits for its
+    /// response. On this shard the handler runs in place, in the caller's task (and class).
+    pub async fn call_in(
+        &self,
+        class: TaskClass,
+        target: ShardId,
+        request: Req,
+    ) -> Result<Resp, MeshError<Req>> {
         if target == self.shard {
             return Ok((self.handler)(self.shard, request).await);
         }
@@ -395,7 +409,11 @@ impl<Req: Send + 'static, Resp: Send + 'static> MeshPeer<Req, Resp> {
             .borrow_mut()
             .insert(call_id, (target.index(), sender));
         assert!(previous.is_none(), "call ids are unique");
-        let envelope = Envelope { call_id, request };
+        let envelope = Envelope {
+            call_id,
+            class,
+            request,
+        };
         let Some(Some(sender)) = self.senders.get(target.index()) else {
             self.pending.borrow_mut().remove(&call_id);
             return Err(MeshError::Closed(envelope.request));
