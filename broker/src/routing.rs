@@ -48,7 +48,7 @@ pub async fn on_owner(
 /// Codes whose requests run in [`TaskClass::Pull`]: reads of messages, which a consumer
 /// draining a backlog repeats as fast as they are answered. In their own queue, with fewer
 /// shares than requests, they leave sends arriving meanwhile the larger part of the core
-/// (docs/architecture.md#task-classes).
+/// (docs/architecture.md#connections-and-the-mesh-hop).
 pub const PULL_CLASS_CODES: [RequestCode; 4] = [
     RequestCode::PULL_MESSAGE,
     RequestCode::LITE_PULL_MESSAGE,

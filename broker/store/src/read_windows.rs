@@ -6,8 +6,9 @@
 //! a topic interleave in one log, so the pulls of the other queues need the same windows soon
 //! after: kept here, each cold byte is read from disk about once instead of once per queue
 //! (docs/architecture.md#read-windows). The grid matters: windows starting wherever a record
-//! did overlapped, and a drain of four interleaved queues read the log about 3.3 times. A window is a `Bytes` of one read, so a
-//! hit hands out a slice of it without copying; the least recently used window goes first.
+//! did overlapped, and a drain of four interleaved queues read the log about 3.3 times. A
+//! window is a `Bytes` of one read, so a hit hands out a slice of it without copying; the
+//! least recently used window goes first.
 //!
 //! Only durable bytes of the own log go in (the reads are bounded by `durable` and by the
 //! segment's end, so a window never spans segments). The log below a window can still change:
