@@ -250,3 +250,25 @@ pub fn deliver_locally(broker: &ShardBroker, connection: ConnectionId, command: 
 pub fn context_for(peer: SocketAddr, connection: ConnectionId) -> RequestContext {
     RequestContext { peer, connection }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves reads of messages run in the Pull class and sends and everything else in
+    // Request, whatever shard serves them.
+    #[test]
+    fn reads_of_messages_run_in_the_pull_class() {
+        for code in PULL_CLASS_CODES {
+            assert_eq!(request_class(code.value()), TaskClass::Pull, "{code}");
+        }
+        for code in [
+            RequestCode::SEND_MESSAGE,
+            RequestCode::SEND_MESSAGE_V2,
+            RequestCode::SEND_BATCH_MESSAGE,
+            RequestCode::HEART_BEAT,
+        ] {
+            assert_eq!(request_class(code.value()), TaskClass::Request, "{code}");
+        }
+    }
+}

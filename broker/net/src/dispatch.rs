@@ -134,3 +134,22 @@ impl DispatchTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves a code given its own class reports it, and every other code keeps the
+    // connection's (none of its own).
+    #[test]
+    fn codes_keep_the_class_they_were_given() {
+        let mut table = DispatchTable::new();
+        assert_eq!(table.class_of(RequestCode::PULL_MESSAGE.value()), None);
+        table.set_class(RequestCode::PULL_MESSAGE, TaskClass::Pull);
+        assert_eq!(
+            table.class_of(RequestCode::PULL_MESSAGE.value()),
+            Some(TaskClass::Pull)
+        );
+        assert_eq!(table.class_of(RequestCode::SEND_MESSAGE.value()), None);
+    }
+}

@@ -502,6 +502,47 @@ mod tests {
         }
     }
 
+    // Proves a call's handler runs on its target in the class the caller named: call_in(Pull)
+    // in Pull, call in Request.
+    #[test]
+    fn calls_run_in_the_class_they_name() {
+        let shard_count = 2;
+        let mesh: Mesh<(), (bool, bool)> = Mesh::new(shard_count, 4);
+        let config = PoolConfig {
+            shard_count,
+            placement: CpuPlacement::Unbound,
+            executor: ExecutorOptions::default(),
+        };
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let pool = Pool::start(&config, move |context| {
+            let mesh = mesh.clone();
+            let done = done.clone();
+            async move {
+                let handler: MeshHandler<(), (bool, bool)> = Rc::new(move |_, ()| {
+                    Box::pin(async move {
+                        let pull = crate::task_class::runs_in(TaskClass::Pull);
+                        (pull, crate::task_class::runs_in(TaskClass::Request))
+                    })
+                });
+                let peer = mesh.join(handler).await.unwrap();
+                let other = ShardId(1 - context.shard.0);
+                let pulled = peer.call_in(TaskClass::Pull, other, ()).await.unwrap();
+                let requested = peer.call(other, ()).await.unwrap();
+                done.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                while done.load(std::sync::atomic::Ordering::Acquire) < shard_count {
+                    crate::task_class::sleep(std::time::Duration::from_millis(2)).await;
+                }
+                (pulled, requested)
+            }
+        })
+        .unwrap();
+        for result in pool.join() {
+            let (pulled, requested) = result.unwrap();
+            assert_eq!(pulled, (true, false), "call_in(Pull) runs in Pull");
+            assert_eq!(requested, (false, true), "call runs in Request");
+        }
+    }
+
     /// CPU time the calling thread has used so far.
     fn thread_cpu_time() -> Duration {
         let mut now = libc::timespec {

@@ -113,6 +113,12 @@ thread_local! {
     static QUEUES: RefCell<Option<Vec<TaskQueueHandle>>> = const { RefCell::new(None) };
 }
 
+/// True when the calling task runs in `class`'s queue (on an executor thread): what tests of
+/// the code that picks classes check.
+pub fn runs_in(class: TaskClass) -> bool {
+    glommio::executor().current_task_queue() == queue_of(class)
+}
+
 fn queue_of(class: TaskClass) -> TaskQueueHandle {
     QUEUES.with(|queues| {
         let mut queues = queues.borrow_mut();
