@@ -456,6 +456,23 @@ mod tests {
     use super::*;
     use crate::pool::{CpuPlacement, ExecutorOptions, Pool, PoolConfig};
 
+    /// A pool of `shard_count` executors on no particular CPU.
+    fn unbound_pool(shard_count: usize) -> PoolConfig {
+        PoolConfig {
+            shard_count,
+            placement: CpuPlacement::Unbound,
+            executor: ExecutorOptions::default(),
+        }
+    }
+
+    /// Counts this shard as done, then keeps it serving calls until every shard is.
+    async fn all_done(done: &std::sync::atomic::AtomicUsize, shard_count: usize) {
+        done.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        while done.load(std::sync::atomic::Ordering::Acquire) < shard_count {
+            crate::task_class::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
     // Proves every shard can call every shard (itself included) and gets the response its
     // target computed, with the source shard passed to the handler.
     #[test]
@@ -463,11 +480,7 @@ mod tests {
     fn calls_cross_shards_and_reply() {
         let shard_count = 3;
         let mesh: Mesh<u64, (u16, u16, u64)> = Mesh::new(shard_count, 4);
-        let config = PoolConfig {
-            shard_count,
-            placement: CpuPlacement::Unbound,
-            executor: ExecutorOptions::default(),
-        };
+        let config = unbound_pool(shard_count);
         let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let pool = Pool::start(&config, move |context| {
             let mesh = mesh.clone();
@@ -485,10 +498,7 @@ mod tests {
                     answers.push(answer);
                 }
                 // Keep serving until every shard has had its answers.
-                done.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-                while done.load(std::sync::atomic::Ordering::Acquire) < shard_count {
-                    crate::task_class::sleep(std::time::Duration::from_millis(2)).await;
-                }
+                all_done(&done, shard_count).await;
                 answers
             }
         })
@@ -508,11 +518,7 @@ mod tests {
     fn calls_run_in_the_class_they_name() {
         let shard_count = 2;
         let mesh: Mesh<(), (bool, bool)> = Mesh::new(shard_count, 4);
-        let config = PoolConfig {
-            shard_count,
-            placement: CpuPlacement::Unbound,
-            executor: ExecutorOptions::default(),
-        };
+        let config = unbound_pool(shard_count);
         let done = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let pool = Pool::start(&config, move |context| {
             let mesh = mesh.clone();
@@ -528,10 +534,7 @@ mod tests {
                 let other = ShardId(1 - context.shard.0);
                 let pulled = peer.call_in(TaskClass::Pull, other, ()).await.unwrap();
                 let requested = peer.call(other, ()).await.unwrap();
-                done.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-                while done.load(std::sync::atomic::Ordering::Acquire) < shard_count {
-                    crate::task_class::sleep(std::time::Duration::from_millis(2)).await;
-                }
+                all_done(&done, shard_count).await;
                 (pulled, requested)
             }
         })
@@ -566,11 +569,7 @@ mod tests {
         let shard_count = 2;
         let late_by = Duration::from_secs(2);
         let mesh: Mesh<u64, u64> = Mesh::new(shard_count, 4);
-        let config = PoolConfig {
-            shard_count,
-            placement: CpuPlacement::Unbound,
-            executor: ExecutorOptions::default(),
-        };
+        let config = unbound_pool(shard_count);
         let late_arrival = Arc::new(Mutex::new(None));
         let done = Arc::new(AtomicUsize::new(0));
         let pool = Pool::start(&config, move |context| {
