@@ -302,24 +302,25 @@ impl<'s> ReadPath<'s> {
     /// by its byte and count limits); what else they hold, records of other queues written in
     /// between, stays kept for those queues' pulls.
     async fn read_ahead(&self, chosen: &[CqEntry]) -> Result<(), StoreError> {
-        let cold = |entry: &&CqEntry| {
-            let size = to_index(u64::from(entry.size));
-            entry.physical.log_id() == self.config.log_id
-                && self
-                    .log
-                    .borrow()
-                    .read_cached(entry.physical.position(), size)
-                    .is_none()
+        let cold: Vec<&CqEntry> = {
+            let log = self.log.borrow();
+            chosen
+                .iter()
+                .filter(|entry| {
+                    let size = to_index(u64::from(entry.size));
+                    entry.physical.log_id() == self.config.log_id
+                        && log.read_cached(entry.physical.position(), size).is_none()
+                })
+                .collect()
         };
-        let Some(first) = chosen.iter().find(cold) else {
+        let Some(first) = cold.first() else {
             return Ok(());
         };
         let Ok(source) = self.disk_source(first.physical) else {
             return Ok(());
         };
-        let mut ranges = chosen
+        let mut ranges = cold
             .iter()
-            .filter(cold)
             .map(|entry| {
                 let position = entry.physical.position();
                 (position, position + u64::from(entry.size))
@@ -499,16 +500,8 @@ impl<'s> ReadPath<'s> {
             let read = &read;
             async move {
                 let bytes = self
-                    .read_disk(source, *start, to_index(end - start))
+                    .read_window(source, *start, to_index(end - start))
                     .await?;
-                if bytes.len() as u64 != end - start {
-                    let physical = PhysicalOffset::new(self.config.log_id, *start);
-                    return Err(corrupt(physical, "a read of durable bytes came back short"));
-                }
-                self.log
-                    .borrow_mut()
-                    .read_windows
-                    .keep(source.generation, *start, bytes.clone());
                 drop(guard);
                 read.borrow_mut().push((index, bytes));
                 Ok::<(), StoreError>(())
@@ -532,19 +525,7 @@ impl<'s> ReadPath<'s> {
                     bytes
                 }
                 // That read failed, or its window was already pushed out: read it here.
-                None => {
-                    let bytes = self.read_disk(source, start, length).await?;
-                    if bytes.len() != length {
-                        let physical = PhysicalOffset::new(self.config.log_id, start);
-                        return Err(corrupt(physical, "a read of durable bytes came back short"));
-                    }
-                    self.log.borrow_mut().read_windows.keep(
-                        source.generation,
-                        start,
-                        bytes.clone(),
-                    );
-                    bytes
-                }
+                None => self.read_window(source, start, length).await?,
             };
             *slot = Some(bytes);
         }
@@ -552,6 +533,25 @@ impl<'s> ReadPath<'s> {
             .into_iter()
             .map(|(start, _, bytes)| (start, bytes.expect("every window kept or read")))
             .collect())
+    }
+
+    /// Reads the window of `length` bytes at `start` from disk and keeps it for later pulls.
+    async fn read_window(
+        &self,
+        source: &DiskSource,
+        start: u64,
+        length: usize,
+    ) -> Result<Bytes, StoreError> {
+        let bytes = self.read_disk(source, start, length).await?;
+        if bytes.len() != length {
+            let physical = PhysicalOffset::new(self.config.log_id, start);
+            return Err(corrupt(physical, "a read of durable bytes came back short"));
+        }
+        self.log
+            .borrow_mut()
+            .read_windows
+            .keep(source.generation, start, bytes.clone());
+        Ok(bytes)
     }
 
     /// Reads a record of another commit log (queues whose owner moved, see
