@@ -620,6 +620,41 @@ fn a_drain_reads_each_window_once() {
     });
 }
 
+// Proves pulls that miss the same window at the same moment read it from disk once: the
+// queues of a drain move in step, and each read every window itself before (four times the
+// log for four queues).
+#[test]
+fn pulls_missing_one_window_together_read_it_once() {
+    let (_dir, config, _) = interleaved_store(
+        "windows-together",
+        comet_store::limits::READ_WINDOW_CACHE_BYTES_DEFAULT,
+    );
+    run(async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        let window = comet_store::limits::READ_AHEAD_BYTES as u64;
+        let windows = store.written_position().div_ceil(window);
+        let pulls = (0..DRAIN_QUEUES).map(|queue_id| {
+            store.get_messages(
+                "Drain",
+                queue_id,
+                QueueOffset(0),
+                32,
+                1 << 20,
+                MessageFilter::All,
+            )
+        });
+        for got in futures::future::join_all(pulls).await {
+            assert_eq!(got.expect("get").status, GetStatus::Found);
+        }
+        let stats = store.stats();
+        assert!(
+            stats.disk_reads <= windows,
+            "{windows} windows in the log: {stats:?}"
+        );
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
 /// The body tag of the one record of topic "Linked" found under `key`.
 async fn only_tag(store: &Store, key: &str) -> u64 {
     let found = store
