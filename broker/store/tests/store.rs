@@ -655,6 +655,47 @@ fn pulls_missing_one_window_together_read_it_once() {
     });
 }
 
+// Proves a cold pull reads ahead past its last record: the windows it keeps reach
+// `READ_PAST_PULL_BYTES` beyond the records it returned, and the queue's next pull finds
+// its records there.
+#[test]
+fn a_cold_pull_reads_ahead_for_the_next() {
+    let dir = TempDir::new("windows-ahead");
+    let mut config = small_config(dir.path());
+    config.segment_bytes = 4 * 1024 * 1024;
+    run(async {
+        let store = Store::open(config.clone()).await.expect("open");
+        fill_interleaved(&store).await;
+        store.shutdown().await.expect("shutdown");
+    });
+    run(async {
+        let store = Store::open(config.clone()).await.expect("reopen");
+        let pull = |offset| {
+            store.get_messages(
+                "Drain",
+                0,
+                QueueOffset(offset),
+                32,
+                1 << 20,
+                MessageFilter::All,
+            )
+        };
+        let first = pull(0).await.expect("get");
+        assert_eq!(first.records.len(), 32);
+        let ahead = comet_store::limits::READ_PAST_PULL_BYTES;
+        let kept = store.memory().read_windows_bytes;
+        assert!(kept > ahead, "kept {kept} bytes, read ahead {ahead}");
+        let hits = store.stats().read_window_hits;
+        let second = pull(first.next_offset.0).await.expect("get");
+        assert_eq!(second.records.len(), 32);
+        assert!(
+            store.stats().read_window_hits > hits,
+            "the next pull hit kept windows"
+        );
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
 /// The body tag of the one record of topic "Linked" found under `key`.
 async fn only_tag(store: &Store, key: &str) -> u64 {
     let found = store
