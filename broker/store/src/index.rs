@@ -53,6 +53,10 @@ use crate::sealed_index::{sealed_path, SealedIndex, PARTIAL_SUFFIX, SEALED_SUFFI
 
 const NO_PREVIOUS: u64 = u64::MAX;
 
+/// Capacity (entries, links, heads) the in-memory index keeps however few it holds, so a
+/// small store does not reallocate at every seal.
+const INDEX_KEPT_CAPACITY_MIN: usize = 4096;
+
 /// Hashing for maps keyed by a [`key_hash`]: the key already is a well-mixed 64-bit hash, so
 /// it is used as is (SipHash over it cost a quarter of dispatch in a timer storm's profile).
 #[derive(Clone, Copy, Debug, Default)]
@@ -286,6 +290,22 @@ impl KeyIndex {
             + self.heads.capacity() * (2 * std::mem::size_of::<u64>() + 1)
     }
 
+    /// Gives back the allocations' room beyond twice what they hold once a span's entries
+    /// have gone: they grow by doubling while spans fill and never shrink on their own, so
+    /// one burst (or a slow seal) would otherwise keep its peak for the life of the process.
+    fn release_spare_capacity(&mut self) {
+        let spare = |capacity: usize, len: usize| capacity > 2 * len.max(INDEX_KEPT_CAPACITY_MIN);
+        if spare(self.entries.capacity(), self.entries.len()) {
+            self.entries.shrink_to(self.entries.len());
+        }
+        if spare(self.previous.capacity(), self.previous.len()) {
+            self.previous.shrink_to(self.previous.len());
+        }
+        if spare(self.heads.capacity(), self.heads.len()) {
+            self.heads.shrink_to(self.heads.len());
+        }
+    }
+
     /// Segments whose index is sealed.
     pub(crate) fn sealed_segments(&self) -> usize {
         self.sealed.len()
@@ -418,6 +438,7 @@ impl KeyIndex {
         self.linked = self.linked.max(self.base);
         let base = self.base;
         self.heads.retain(|_, number| *number >= base);
+        self.release_spare_capacity();
         let kept = self
             .files
             .split_off(&(position - position % self.span_bytes));
@@ -505,7 +526,7 @@ impl KeyIndex {
         }
     }
 
-    /// Loads every index file (start-up): sealed indexes by their fences, append-order
+    /// Loads every index file (start-up): sealed indexes by their footers, append-order
     /// files whole. Removes what a crash during sealing left: a partial sealed file, or an
     /// append-order file whose sealed index is complete.
     pub(crate) async fn load(
@@ -678,10 +699,17 @@ impl LookupPlan {
                 break;
             }
             let left = self.max - found.len();
-            let more = sealed
+            match sealed
                 .lookup(self.hash, left, self.begin_ms, self.end_ms)
-                .await?;
-            found.extend(more);
+                .await
+            {
+                Ok(more) => found.extend(more),
+                // A damaged sealed index loses its segment's keys, not the whole query.
+                Err(error @ StoreError::Corrupt { .. }) => {
+                    log::error!("key index lookup skips a sealed segment: {error}");
+                }
+                Err(error) => return Err(error),
+            }
         }
         Ok(found)
     }
@@ -733,5 +761,34 @@ mod tests {
                 assert_eq!(all(&index, "k2"), vec![at(100)]);
             }
         }
+    }
+
+    // Proves the in-memory index gives back its allocations once a span's entries go: after
+    // 200,000 keys of one span are dropped, it holds room for about the few left, not its
+    // peak, and still finds them.
+    #[test]
+    fn dropping_a_span_gives_back_its_memory() {
+        let log = LogId::new(0).expect("id");
+        let at = |position| PhysicalOffset::new(log, position);
+        let span = 1u64 << 30;
+        let mut index = KeyIndex::new(PathBuf::from("/nonexistent"), log, span);
+        for number in 0..200_000u64 {
+            index.add("T", &format!("k{number}"), at(number * 100), 1);
+        }
+        index.add("T", "later", at(span), 2);
+        index.link(usize::MAX);
+        let peak = index.held_bytes();
+        assert!(peak > 200_000 * 32, "held {peak}");
+        index.drop_below(span);
+        let held = index.held_bytes();
+        assert!(
+            held <= 2 * INDEX_KEPT_CAPACITY_MIN * 64,
+            "held {held} bytes after the drop (peak {peak})"
+        );
+        assert_eq!(
+            index.lookup_memory("T", "later", 10, 0, i64::MAX),
+            vec![at(span)]
+        );
+        assert!(index.lookup_memory("T", "k7", 10, 0, i64::MAX).is_empty());
     }
 }

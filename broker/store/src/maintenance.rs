@@ -80,11 +80,17 @@ pub(crate) async fn run_maintenance(shared: Rc<Shared>) {
                 return;
             }
         };
-        if sealing {
-            if let Err(error) = seal_index_segment(shared, checkpointed).await {
-                // The index stays in memory, where lookups still find it.
-                log::error!("key-index sealing stops until restart: {error}");
-                sealing = false;
+        // Every span the checkpoint covers, not one per cycle: a shard appending more than
+        // a span per cycle would otherwise hold ever more of them in memory.
+        while sealing && !shared.closed.get() {
+            match seal_index_segment(shared, checkpointed).await {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(error) => {
+                    // The index stays in memory, where lookups still find it.
+                    log::error!("key-index sealing stops until restart: {error}");
+                    sealing = false;
+                }
             }
         }
     }
@@ -92,12 +98,12 @@ pub(crate) async fn run_maintenance(shared: Rc<Shared>) {
 
 /// Seals the key index of the oldest segment held in memory if the checkpoint covers it
 /// (see `sealed_index`): sorted and written on the blocking thread, then swapped in
-/// under the maintenance lock.
-async fn seal_index_segment(shared: &Shared, checkpointed: u64) -> Result<(), StoreError> {
+/// under the maintenance lock. Says whether there was one to seal.
+async fn seal_index_segment(shared: &Shared, checkpointed: u64) -> Result<bool, StoreError> {
     let (start, entries, dir) = {
         let index = shared.index.borrow();
         let Some((start, entries)) = index.sealable(checkpointed) else {
-            return Ok(());
+            return Ok(false);
         };
         (start, entries, index.dir().to_path_buf())
     };
@@ -113,7 +119,7 @@ async fn seal_index_segment(shared: &Shared, checkpointed: u64) -> Result<(), St
     let sealed = SealedIndex::open(&target, &shared.config.faults).await?;
     let _guard = MaintenanceLock { shared }.await;
     if shared.closed.get() {
-        return Ok(());
+        return Ok(false);
     }
     let gone = shared.index.borrow_mut().complete_seal(start, sealed);
     for path in gone {
@@ -123,7 +129,7 @@ async fn seal_index_segment(shared: &Shared, checkpointed: u64) -> Result<(), St
         "sealed the key index of segment {start}: {count} keys in {} ms",
         started.elapsed().as_millis()
     );
-    Ok(())
+    Ok(true)
 }
 
 /// Flushes consume queues and the index (every file written is synced), writes the queue

@@ -1,6 +1,7 @@
 //! The key index of one sealed commit-log segment: its entries sorted by key hash in one
-//! file, found through a table of page fences, so the index of a sealed segment costs 8
-//! bytes of memory per 128 keys instead of ~48 bytes per key, and a lookup reads one page.
+//! file, found through a table of page fences kept in the file, so the index of a sealed
+//! segment costs memory for its footer only (a few words, whatever its keys) instead of
+//! ~48 bytes per key, and a lookup reads the fences and then one page.
 //!
 //! Layout of `index/<log id>/<20-digit segment start>.sorted` (all integers big-endian):
 //!
@@ -42,16 +43,17 @@ const ENTRIES_PER_PAGE: u64 = PAGE_BYTES / INDEX_ENTRY_BYTES;
 /// 4,000, takes several reads).
 const LOOKUP_READ_PAGES: usize = 32;
 
-/// A sealed segment's index (see the module docs). Its file is open only during a lookup:
-/// a store retaining days of log holds hundreds of sealed indexes, and lookups by key are
-/// rare, so none costs a descriptor while idle.
+/// A sealed segment's index (see the module docs). Its file is open only during a lookup,
+/// and its fences are read by each lookup rather than kept: a store retaining days of log
+/// holds hundreds of sealed indexes and lookups by key are rare, so an idle one costs
+/// neither a descriptor nor memory that grows with its keys (fences kept would be 8 bytes
+/// per 128 keys of every retained message).
 pub(crate) struct SealedIndex {
     path: PathBuf,
     faults: Option<Rc<FaultInjector>>,
-    entry_count: u64,
-    fences: Vec<u64>,
-    lowest_time_ms: i64,
-    highest_time_ms: i64,
+    footer: Footer,
+    /// The CRC the footer stores (of the fences' CRC and the footer's words).
+    stored_crc: u32,
 }
 
 /// Path of the sealed index of segment `start` in `dir`.
@@ -105,6 +107,16 @@ struct Footer {
 }
 
 impl Footer {
+    fn entry_pages(&self) -> u64 {
+        self.entry_count
+            .saturating_mul(INDEX_ENTRY_BYTES)
+            .div_ceil(PAGE_BYTES)
+    }
+
+    fn fence_pages(&self) -> u64 {
+        self.fence_count.saturating_mul(8).div_ceil(PAGE_BYTES)
+    }
+
     fn words(&self) -> [u64; 5] {
         [
             MAGIC,
@@ -150,12 +162,27 @@ impl Footer {
 }
 
 impl SealedIndex {
-    /// Opens the sealed index at `path`, checking its footer and fences.
+    /// Opens the sealed index at `path`, checking its footer and that the file's size
+    /// matches it; its fences are checked by each lookup that reads them.
     pub(crate) async fn open(
         path: &Path,
         faults: &Option<Rc<FaultInjector>>,
     ) -> Result<SealedIndex, StoreError> {
         let file = DirectFile::open(path, OpenMode::Read, faults.clone()).await?;
+        let opened = Self::read_footer(path, &file).await;
+        file.close().await?;
+        let (footer, stored_crc) = opened?;
+        Ok(SealedIndex {
+            path: path.to_path_buf(),
+            faults: faults.clone(),
+            footer,
+            stored_crc,
+        })
+    }
+
+    /// The footer of the open `file` at `path` and the CRC it stores, checked against the
+    /// file's size.
+    async fn read_footer(path: &Path, file: &DirectFile) -> Result<(Footer, u32), StoreError> {
         let corrupt = |reason: &str| StoreError::corrupt(path, reason);
         let size = file.file_size().await?;
         if size < PAGE_BYTES || size % PAGE_BYTES != 0 {
@@ -166,21 +193,26 @@ impl SealedIndex {
             .await?;
         let (footer, stored_crc) =
             Footer::decode(&footer_raw).ok_or_else(|| corrupt("no sealed-index footer"))?;
-        let pages_of = |bytes: u64| bytes.div_ceil(PAGE_BYTES);
-        let entry_pages = pages_of(footer.entry_count.saturating_mul(INDEX_ENTRY_BYTES));
-        let fence_pages = pages_of(footer.fence_count.saturating_mul(8));
-        let expected_size = (entry_pages + fence_pages + 1).saturating_mul(PAGE_BYTES);
+        let expected_size =
+            (footer.entry_pages() + footer.fence_pages() + 1).saturating_mul(PAGE_BYTES);
         let expected_fences = footer.entry_count.div_ceil(ENTRIES_PER_PAGE);
         if expected_size != size || footer.fence_count != expected_fences {
             return Err(corrupt("footer counts do not match the file size"));
         }
-        let fence_bytes = if footer.fence_count == 0 {
+        Ok((footer, stored_crc))
+    }
+
+    /// The fences of the open `file`, checked against the footer's CRC and for order.
+    async fn read_fences(&self, file: &DirectFile) -> Result<Vec<u64>, StoreError> {
+        let fence_bytes = if self.footer.fence_count == 0 {
             Vec::new()
         } else {
-            let length = to_index(footer.fence_count * 8);
-            file.read_at(entry_pages * PAGE_BYTES, length).await?
+            let length = to_index(self.footer.fence_count * 8);
+            file.read_at(self.footer.entry_pages() * PAGE_BYTES, length)
+                .await?
         };
-        if footer.crc(crc32fast::hash(&fence_bytes)) != stored_crc {
+        let corrupt = |reason: &str| StoreError::corrupt(&self.path, reason);
+        if self.footer.crc(crc32fast::hash(&fence_bytes)) != self.stored_crc {
             return Err(corrupt("footer or fence CRC does not match"));
         }
         let fences: Vec<u64> = fence_bytes
@@ -190,15 +222,7 @@ impl SealedIndex {
         if fences.windows(2).any(|pair| pair[0] > pair[1]) {
             return Err(corrupt("fences are not sorted"));
         }
-        file.close().await?;
-        Ok(SealedIndex {
-            path: path.to_path_buf(),
-            faults: faults.clone(),
-            entry_count: footer.entry_count,
-            fences,
-            lowest_time_ms: footer.lowest_time_ms,
-            highest_time_ms: footer.highest_time_ms,
-        })
+        Ok(fences)
     }
 
     /// The file, for deletion by retention.
@@ -215,22 +239,33 @@ impl SealedIndex {
         begin_ms: i64,
         end_ms: i64,
     ) -> Result<Vec<PhysicalOffset>, StoreError> {
-        if max == 0 || end_ms < self.lowest_time_ms || begin_ms > self.highest_time_ms {
+        let footer = &self.footer;
+        if max == 0 || end_ms < footer.lowest_time_ms || begin_ms > footer.highest_time_ms {
             return Ok(Vec::new());
         }
-        // The key's entries start in the last page whose first hash is below it (or the
-        // first page) and run through the pages whose first hash equals it.
-        let first_page = self
-            .fences
-            .partition_point(|fence| *fence < hash)
-            .saturating_sub(1);
-        let end_page = self.fences.partition_point(|fence| *fence <= hash);
         let file = DirectFile::open(&self.path, OpenMode::Read, self.faults.clone()).await?;
-        let found = self
-            .lookup_in(&file, hash, max, (begin_ms, end_ms), first_page..end_page)
-            .await;
+        let found = self.lookup_open(&file, hash, max, (begin_ms, end_ms)).await;
         file.close().await?;
         found
+    }
+
+    /// [`SealedIndex::lookup`] in the open `file`.
+    async fn lookup_open(
+        &self,
+        file: &DirectFile,
+        hash: u64,
+        max: usize,
+        times: (i64, i64),
+    ) -> Result<Vec<PhysicalOffset>, StoreError> {
+        let fences = self.read_fences(file).await?;
+        // The key's entries start in the last page whose first hash is below it (or the
+        // first page) and run through the pages whose first hash equals it.
+        let first_page = fences
+            .partition_point(|fence| *fence < hash)
+            .saturating_sub(1);
+        let end_page = fences.partition_point(|fence| *fence <= hash);
+        self.lookup_in(file, hash, max, times, first_page..end_page)
+            .await
     }
 
     /// The entries of [`SealedIndex::lookup`] in `pages` of the open `file`.
@@ -249,7 +284,7 @@ impl SealedIndex {
             let bytes = file
                 .read_at(page as u64 * PAGE_BYTES, pages * to_index(PAGE_BYTES))
                 .await?;
-            let entries_left = self.entry_count - page as u64 * ENTRIES_PER_PAGE;
+            let entries_left = self.footer.entry_count - page as u64 * ENTRIES_PER_PAGE;
             for raw in bytes
                 .chunks_exact(to_index(INDEX_ENTRY_BYTES))
                 .take(to_index(entries_left))
@@ -385,7 +420,8 @@ mod tests {
     }
 
     // Proves a damaged file (flipped fence byte, truncated, not a sealed index) is refused
-    // with a clear error, never read as an index.
+    // with a clear error, at open or at the lookup that reads the fences, never read as an
+    // index.
     #[test]
     fn damaged_files_are_refused() {
         let dir = temp_dir("damaged");
@@ -400,7 +436,14 @@ mod tests {
             write_file(&dir, start, bytes).expect("write");
         }
         comet_rt::local::run_local("sealed-damaged", async {
-            for start in 1..=3u64 {
+            // The flipped fence is found by the lookup that reads the fences.
+            let flipped = SealedIndex::open(&sealed_path(&dir, 1), &None)
+                .await
+                .expect("the footer is whole");
+            let looked_up = flipped.lookup(7, 10, 0, i64::MAX).await;
+            let error = looked_up.expect_err("refused").to_string();
+            assert!(error.contains("corrupt"), "flipped: {error}");
+            for start in 2..=3u64 {
                 let opened = SealedIndex::open(&sealed_path(&dir, start), &None).await;
                 let error = opened.err().expect("refused").to_string();
                 assert!(error.contains("corrupt"), "{start}: {error}");

@@ -934,6 +934,34 @@ fn key_index_spans_within_segments_seal_and_answer_queries() {
     );
 }
 
+// Proves one maintenance cycle seals every span its checkpoint covers: a burst of about 40
+// spans has 30 sealed within four cycles (sealing one span per cycle, as before, sealed 4),
+// and their keys are found.
+#[test]
+fn sealing_catches_up_with_every_span_the_checkpoint_covers() {
+    let dir = TempDir::new("index-catch-up");
+    let mut config = small_config(dir.path());
+    config.segment_bytes = 1024 * 1024;
+    config.index_span_bytes = 16 * 1024;
+    config.cq_flush_interval_ms = 2_000;
+    run(async {
+        let store = Store::open(config.clone()).await.expect("open");
+        // ~330 bytes a record: 2,000 records are about 40 spans of 16 KiB.
+        append_keyed(&store, 0..2_000).await;
+        let deadline = std::time::Instant::now() + Duration::from_millis(4 * 2_000);
+        while store.index_sealed_segments() < 30 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{} spans sealed within four cycles",
+                store.index_sealed_segments()
+            );
+            comet_rt::local::sleep(Duration::from_millis(20)).await;
+        }
+        check_keys(&store, 2_000).await;
+        store.shutdown().await.expect("shutdown");
+    });
+}
+
 // Proves an index written before spans were recorded (its files named by segment, no span
 // record) keeps the segment as its span after an upgrade, whatever the configured span, and
 // answers every query.
