@@ -8,14 +8,19 @@
 # Two brokers (--standalone, each with its own name server, store and ports) are up at the
 # same time, one per shape; each gets one unmeasured warm-up run that creates its topics,
 # then REPS measured runs per shape alternate (many, one, many, one, ...) so each pair
-# shares the same minutes. After every measured run it records the broker's resident
-# memory (VmRSS of /proc/<pid>/status), its open file descriptors (entries of
-# /proc/<pid>/fd), its thread count and the load average; the table goes to stdout and
+# shares the same minutes. With GROUPS=1 (the default) every measured run also has as many
+# consumer groups as topics consuming beside the producer: one comet-bench consume process
+# per run, `--topics` groups (each `<group>_<i>` on `<topic>_<i>`, one async push consumer
+# per group on 4 threads), started before the producer and waited for until every group
+# consumes, stopping once nothing arrived for 5 s. After every measured run it records the
+# broker's resident memory (VmRSS of /proc/<pid>/status), its open file descriptors
+# (entries of /proc/<pid>/fd), its thread count and the load average, and the messages the
+# groups received with their end-to-end p99; the table goes to stdout and
 # $RUN_DIR/many-queues.tsv, with the many/one throughput ratio of each pair.
 #
 # Environment (defaults in brackets):
 #   REPS [3]  DURATION_S [20]  WARMUP_S [10]  THREADS [64]  SIZE [256]  TOPICS [1250]
-#   QUEUES [8]  COMET_CORES [2]  NS_PORT [49876]  BROKER_PORT [50911]
+#   QUEUES [8]  GROUPS [1]  COMET_CORES [2]  NS_PORT [49876]  BROKER_PORT [50911]
 #   COMET_BIN_DIR [target/release]: where comet-broker and comet-bench are (built with
 #                 `cargo build --release -p comet-broker -p comet-bench` when missing)
 #   PERF_CACHE [perf/.cache]: run directories (stores, logs, raw reports)
@@ -30,6 +35,7 @@ THREADS="${THREADS:-64}"
 SIZE="${SIZE:-256}"
 TOPICS="${TOPICS:-1250}"
 QUEUES="${QUEUES:-8}"
+GROUPS="${GROUPS:-1}"
 COMET_CORES="${COMET_CORES:-2}"
 NS_PORT="${NS_PORT:-49876}"
 BROKER_PORT="${BROKER_PORT:-50911}"
@@ -48,8 +54,11 @@ if [[ ! -x "$BIN/comet-broker" || ! -x "$BIN/comet-bench" ]]; then
   log "building comet-broker and comet-bench (release)"
   (cd "$ROOT" && cargo build --release -q -p comet-broker -p comet-bench)
 fi
+[[ "$GROUPS" == 0 || "$GROUPS" == 1 ]] || die "GROUPS must be 0 or 1"
 "$BIN/comet-bench" produce --help | grep -q -- '--topics' \
   || die "$BIN/comet-bench has no --topics: rebuild it"
+"$BIN/comet-bench" consume --help | grep -q -- '--topics' \
+  || die "$BIN/comet-bench consume has no --topics: rebuild it"
 mkdir -p "$RUN_DIR"
 
 declare -A PID=() NS=()
@@ -106,6 +115,21 @@ bench() {
     --size "$SIZE" --duration "$seconds" "$@" >"${json%.json}.txt"
 }
 
+# start_groups SHAPE JSON: starts SHAPE's consumer groups in the background (CONSUMER_PID)
+# and returns once every group consumes (the bench prints its first line then).
+start_groups() {
+  local shape="$1" json="$2" deadline=$((SECONDS + 300))
+  "$BIN/comet-bench" --namesrv "${NS[$shape]}" --json "$json" consume --topic "MQ_$shape" \
+    --topics "$(topics_of "$shape")" --group "MQG_$shape" --threads 4 --from last \
+    --idle-exit 5 --duration $((DURATION_S + 300)) >"${json%.json}.txt" 2>&1 &
+  CONSUMER_PID=$!
+  until grep -q 'receive' "${json%.json}.txt"; do
+    kill -0 "$CONSUMER_PID" 2>/dev/null || die "consumers of $shape exited: $(tail -n 2 "${json%.json}.txt")"
+    (( SECONDS < deadline )) || die "consumers of $shape not started after 300 s"
+    sleep 0.2
+  done
+}
+
 json_field() {
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
 }
@@ -121,18 +145,30 @@ for shape in one many; do
 done
 
 TSV="$RUN_DIR/many-queues.tsv"
-printf 'run\tshape\tqueues\tmsgs_per_s\terrors\tp99_us\tvmrss_mib\tfds\tthreads\tloadavg\n' \
-  >"$TSV"
+printf 'run\tshape\tqueues\tgroups\tmsgs_per_s\terrors\tp99_us\treceived\te2e_p99_us' >"$TSV"
+printf '\tvmrss_mib\tfds\tthreads\tloadavg\n' >>"$TSV"
 for run in $(seq 1 "$REPS"); do
   for shape in many one; do
     json="$RUN_DIR/$shape-$run.json"
+    groups=0 received=- e2e_p99=-
+    if [[ "$GROUPS" == 1 ]]; then
+      groups="$(topics_of "$shape")"
+      start_groups "$shape" "$RUN_DIR/$shape-$run-groups.json"
+    fi
     bench "$shape" "$DURATION_S" "$json"
     pid="${PID[$shape]}"
     rss_kib="$(status_kib "$pid" VmRSS)"
-    printf '%s\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%s\t%s\t%s\n' "$run" "$shape" \
-      "$(( $(topics_of "$shape") * QUEUES ))" "$(json_field "$json" throughput_msgs_per_s)" \
-      "$(json_field "$json" errors_total)" "$(json_field "$json" latency_us_p99)" \
-      "$(echo "$rss_kib / 1024" | bc -l)" "$(ls "/proc/$pid/fd" | wc -l)" \
+    fds="$(ls "/proc/$pid/fd" | wc -l)"
+    if [[ "$GROUPS" == 1 ]]; then
+      wait "$CONSUMER_PID" || die "consumers of $shape failed: see $RUN_DIR/$shape-$run-groups.txt"
+      received="$(json_field "$RUN_DIR/$shape-$run-groups.json" messages_total)"
+      e2e_p99="$(json_field "$RUN_DIR/$shape-$run-groups.json" latency_us_p99)"
+    fi
+    printf '%s\t%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\n' "$run" "$shape" \
+      "$(( $(topics_of "$shape") * QUEUES ))" "$groups" \
+      "$(json_field "$json" throughput_msgs_per_s)" "$(json_field "$json" errors_total)" \
+      "$(json_field "$json" latency_us_p99)" "$received" "$e2e_p99" \
+      "$(echo "$rss_kib / 1024" | bc -l)" "$fds" \
       "$(status_kib "$pid" Threads)" "$(cut -d' ' -f1-3 /proc/loadavg)" >>"$TSV"
     log "run $run $shape: $(tail -n 1 "$TSV")"
   done
@@ -141,11 +177,13 @@ done
 python3 - "$TSV" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
-print("| run | shape | queues | msgs/s | errors | p99 µs | VmRSS MiB | fds | threads | load avg |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| run | shape | queues | groups | msgs/s | errors | p99 µs | received | e2e p99 µs "
+      "| VmRSS MiB | fds | threads | load avg |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for r in rows:
-    print(f"| {r['run']} | {r['shape']} | {r['queues']} | {r['msgs_per_s']} | {r['errors']} "
-          f"| {r['p99_us']} | {r['vmrss_mib']} | {r['fds']} | {r['threads']} | {r['loadavg']} |")
+    print(f"| {r['run']} | {r['shape']} | {r['queues']} | {r['groups']} | {r['msgs_per_s']} "
+          f"| {r['errors']} | {r['p99_us']} | {r['received']} | {r['e2e_p99_us']} "
+          f"| {r['vmrss_mib']} | {r['fds']} | {r['threads']} | {r['loadavg']} |")
 rate = {(r["run"], r["shape"]): float(r["msgs_per_s"]) for r in rows}
 ratios = [rate[(run, "many")] / rate[(run, "one")]
           for run in sorted({r["run"] for r in rows}) if rate[(run, "one")] > 0]

@@ -347,12 +347,17 @@ impl ReceiveArgs {
 /// `consume`.
 #[derive(Args, Debug, Clone, Serialize)]
 pub struct ConsumeArgs {
-    /// Topic.
+    /// Topic (the prefix of the topics' names with --topics above 1).
     #[arg(long, default_value = "BenchmarkTest")]
     pub topic: String,
-    /// Consumer group.
+    /// Consumer group (the prefix of the groups' names with --topics above 1).
     #[arg(long, default_value = "comet_bench_consumer")]
     pub group: String,
+    /// Consume this many topics, `<topic>_0` to `<topic>_<N-1>` (as produce --topics names
+    /// them), each by a group of its own, `<group>_<i>`: one push consumer per group, all
+    /// on one runtime of --threads workers (push mode only).
+    #[arg(long, default_value_t = 1)]
+    pub topics: usize,
     /// Consume threads (push listener pool, or lite-pull polling threads).
     #[arg(long, default_value_t = 20)]
     pub threads: usize,
@@ -368,6 +373,37 @@ pub struct ConsumeArgs {
     /// When to stop.
     #[command(flatten)]
     pub finish: FinishArgs,
+}
+
+impl ConsumeArgs {
+    /// Checks the flags against the limits and each other.
+    pub fn validate(&self) -> Result<()> {
+        self.receive.validate()?;
+        let bad = |what: String| Err(BenchError::Args(what));
+        if !(1..=TOPICS_MAX).contains(&self.topics) {
+            return bad(format!("--topics must be 1..={TOPICS_MAX}"));
+        }
+        if self.topics > 1 && self.receive.mode != ConsumeMode::Push {
+            return bad("--topics above 1 is for --mode push".into());
+        }
+        Ok(())
+    }
+
+    /// The (topic, group) pairs to consume: `--topic` by `--group` alone, or `<topic>_<i>`
+    /// by `<group>_<i>` for each of `--topics`.
+    pub fn topic_groups(&self) -> Vec<(String, String)> {
+        if self.topics <= 1 {
+            return vec![(self.topic.clone(), self.group.clone())];
+        }
+        (0..self.topics)
+            .map(|index| {
+                (
+                    format!("{}_{index}", self.topic),
+                    format!("{}_{index}", self.group),
+                )
+            })
+            .collect()
+    }
 }
 
 /// `e2e`.
@@ -571,6 +607,27 @@ mod tests {
         .unwrap();
         let lite = |c: &ConsumeArgs| c.receive.mode == ConsumeMode::Lite;
         assert!(matches!(cli.command, Some(Command::Consume(ref c)) if lite(c)));
+        let Some(Command::Consume(mut consume)) = cli.command else {
+            panic!("consume")
+        };
+        consume.validate().unwrap();
+        assert_eq!(
+            consume.topic_groups(),
+            [("BenchmarkTest".into(), "g".into())]
+        );
+        consume.topics = 3;
+        assert!(
+            consume.validate().is_err(),
+            "--topics is for push consumers"
+        );
+        consume.receive.mode = ConsumeMode::Push;
+        consume.validate().unwrap();
+        assert_eq!(
+            consume.topic_groups()[2],
+            ("BenchmarkTest_2".into(), "g_2".into())
+        );
+        consume.topics = TOPICS_MAX + 1;
+        assert!(consume.validate().is_err());
         let cli = Cli::try_parse_from(["comet-bench", "e2e", "--rate", "100", "--inflight", "16"]);
         assert!(cli.is_ok());
         assert!(check_threads("--threads", 0).is_err());

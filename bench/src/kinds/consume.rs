@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use comet_client::{
-    ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig, LitePullConfig,
-    LitePullConsumer, MessageExt, MessageListener, PushConsumer, PushConsumerConfig,
+    AsyncMessageListener, AsyncPushConsumer, AsyncPushConsumerConfig, ClientConfig,
+    ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumerConfig, LitePullConfig, LitePullConsumer,
+    MessageExt, MessageListener, PushConsumer, PushConsumerConfig,
 };
 
 use crate::args::{check_threads, Cli, ConsumeArgs, ConsumeMode, ReceiveArgs, StartFrom};
@@ -102,6 +103,15 @@ pub enum Consumer {
         Vec<std::thread::JoinHandle<()>>,
         Arc<AtomicBool>,
     ),
+    /// Push consumers of many groups on one runtime (`--topics`).
+    Groups(Groups),
+}
+
+/// One async push consumer per (topic, group), all on one runtime: a thousand groups cost
+/// a thousand consumers' tasks and connections, not a thousand consumers' threads.
+pub struct Groups {
+    runtime: tokio::runtime::Runtime,
+    consumers: Vec<AsyncPushConsumer>,
 }
 
 impl Consumer {
@@ -116,6 +126,11 @@ impl Consumer {
                 }
                 consumer.shutdown();
             }
+            Consumer::Groups(groups) => {
+                let stops = groups.consumers.iter().map(AsyncPushConsumer::shutdown);
+                groups.runtime.block_on(futures::future::join_all(stops));
+                groups.runtime.shutdown_timeout(Duration::from_secs(1));
+            }
         }
     }
 
@@ -124,6 +139,10 @@ impl Consumer {
         match self {
             Consumer::Push(consumer) => !consumer.assigned_queues().is_empty(),
             Consumer::Lite(consumer, _, _) => !consumer.assignment().is_empty(),
+            Consumer::Groups(groups) => groups
+                .consumers
+                .iter()
+                .all(|consumer| !consumer.assigned_queues().is_empty()),
         }
     }
 }
@@ -144,9 +163,9 @@ pub struct ConsumerPlan<'a> {
     pub receive: &'a ReceiveArgs,
 }
 
-/// Starts a consumer delivering into `receiver`.
-pub fn start_consumer(plan: &ConsumerPlan<'_>, receiver: &Arc<Receiver>) -> Result<Consumer> {
-    let mut config = ConsumerConfig::new(plan.group, plan.client.clone());
+/// The consumer settings of `plan` for `group`.
+fn consumer_config(plan: &ConsumerPlan<'_>, group: &str) -> ConsumerConfig {
+    let mut config = ConsumerConfig::new(group, plan.client.clone());
     config.consume_from_where = match plan.from {
         StartFrom::First => ConsumeFromWhere::FirstOffset,
         StartFrom::Last => ConsumeFromWhere::LastOffset,
@@ -156,6 +175,12 @@ pub fn start_consumer(plan: &ConsumerPlan<'_>, receiver: &Arc<Receiver>) -> Resu
     // there.
     config.suspend = Duration::from_secs(2);
     config.pull_timeout = Duration::from_secs(5);
+    config
+}
+
+/// Starts a consumer delivering into `receiver`.
+pub fn start_consumer(plan: &ConsumerPlan<'_>, receiver: &Arc<Receiver>) -> Result<Consumer> {
+    let config = consumer_config(plan, plan.group);
     match plan.receive.mode {
         ConsumeMode::Push => {
             let mut push = PushConsumerConfig::new(config);
@@ -173,6 +198,47 @@ pub fn start_consumer(plan: &ConsumerPlan<'_>, receiver: &Arc<Receiver>) -> Resu
         }
         ConsumeMode::Lite => start_lite(plan, config, receiver),
     }
+}
+
+/// Starts a push consumer for each (topic, group) of `pairs` on one runtime of
+/// `plan.threads` workers, each delivering into `receiver`.
+pub fn start_groups(
+    plan: &ConsumerPlan<'_>,
+    pairs: &[(String, String)],
+    receiver: &Arc<Receiver>,
+) -> Result<Consumer> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(plan.threads)
+        .thread_name("bench-groups")
+        .enable_all()
+        .build()
+        .map_err(|error| BenchError::Thread(format!("tokio runtime: {error}")))?;
+    let mut consumers = Vec::with_capacity(pairs.len());
+    for (topic, group) in pairs {
+        let mut config = consumer_config(plan, group);
+        // Java's long poll (15 s held, 30 s timeout) rather than the short one: with
+        // thousands of queues the short one would be most of what the broker serves.
+        config.suspend = Duration::from_secs(15);
+        config.pull_timeout = Duration::from_secs(30);
+        let mut push = AsyncPushConsumerConfig::new(config);
+        push.consume_batch_max = plan.receive.consume_batch;
+        let target = receiver.clone();
+        let listener = AsyncMessageListener::concurrently(move |messages, _queue| {
+            target.on_messages(&messages);
+            std::future::ready(ConsumeConcurrentlyStatus::ConsumeSuccess)
+        });
+        let consumer = AsyncPushConsumer::new(push, listener)?;
+        consumer.subscribe(topic, "*")?;
+        consumers.push(consumer);
+    }
+    let starts = consumers.iter().map(AsyncPushConsumer::start);
+    let started = runtime.block_on(futures::future::join_all(starts));
+    let groups = Consumer::Groups(Groups { runtime, consumers });
+    if let Some(Err(error)) = started.into_iter().find(Result::is_err) {
+        groups.shutdown();
+        return Err(error.into());
+    }
+    Ok(groups)
 }
 
 fn start_lite(
@@ -211,7 +277,7 @@ fn start_lite(
 /// Runs `consume`.
 pub fn run(cli: &Cli, args: &ConsumeArgs) -> Result<Outcome> {
     check_threads("--threads", args.threads)?;
-    args.receive.validate()?;
+    args.validate()?;
     let duration = args.finish.duration()?;
     let idle_exit = args
         .idle_exit_s
@@ -229,7 +295,11 @@ pub fn run(cli: &Cli, args: &ConsumeArgs) -> Result<Outcome> {
         from: args.from,
         receive: &args.receive,
     };
-    let consumer = start_consumer(&plan, &receiver)?;
+    let consumer = if args.topics > 1 {
+        start_groups(&plan, &args.topic_groups(), &receiver)?
+    } else {
+        start_consumer(&plan, &receiver)?
+    };
     let finish = FinishCondition::new(started, duration, args.finish.messages);
     let mut phases = [("receive", Collector::new(stats, started)?)];
     super::with_progress(&mut phases, cli.quiet, || {
