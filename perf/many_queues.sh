@@ -21,6 +21,8 @@
 # Environment (defaults in brackets):
 #   REPS [3]  DURATION_S [20]  WARMUP_S [10]  THREADS [64]  SIZE [256]  TOPICS [1250]
 #   QUEUES [8]  GROUPS [1]  COMET_CORES [2]  NS_PORT [49876]  BROKER_PORT [50911]
+#   SYSTEM [comet]: comet, or apache for Apache RocketMQ's name server and broker
+#                   (tests/compat/apache/broker.sh, SYNC_FLUSH) measured the same way
 #   COMET_BIN_DIR [target/release]: where comet-broker and comet-bench are (built with
 #                 `cargo build --release -p comet-broker -p comet-bench` when missing)
 #   PERF_CACHE [perf/.cache]: run directories (stores, logs, raw reports)
@@ -36,12 +38,14 @@ SIZE="${SIZE:-256}"
 TOPICS="${TOPICS:-1250}"
 QUEUES="${QUEUES:-8}"
 GROUPS="${GROUPS:-1}"
+SYSTEM="${SYSTEM:-comet}"
+APACHE_SH="$ROOT/tests/compat/apache/broker.sh"
 COMET_CORES="${COMET_CORES:-2}"
 NS_PORT="${NS_PORT:-49876}"
 BROKER_PORT="${BROKER_PORT:-50911}"
 BIN="${COMET_BIN_DIR:-$ROOT/target/release}"
 CACHE="${PERF_CACHE:-$HERE/.cache}"
-RUN_DIR="$CACHE/many-queues-$(date -u +%Y%m%dT%H%M%S)"
+RUN_DIR="$CACHE/many-queues-${SYSTEM:-comet}-$(date -u +%Y%m%dT%H%M%S)"
 
 log() { echo "many-queues: $*" >&2; }
 die() { echo "many-queues: error: $*" >&2; exit 2; }
@@ -55,6 +59,7 @@ if [[ ! -x "$BIN/comet-broker" || ! -x "$BIN/comet-bench" ]]; then
   (cd "$ROOT" && cargo build --release -q -p comet-broker -p comet-bench)
 fi
 [[ "$GROUPS" == 0 || "$GROUPS" == 1 ]] || die "GROUPS must be 0 or 1"
+[[ "$SYSTEM" == comet || "$SYSTEM" == apache ]] || die "SYSTEM must be comet or apache"
 "$BIN/comet-bench" produce --help | grep -q -- '--topics' \
   || die "$BIN/comet-bench has no --topics: rebuild it"
 "$BIN/comet-bench" consume --help | grep -q -- '--topics' \
@@ -79,20 +84,31 @@ start_broker() {
   local ns_port=$((NS_PORT + 10 * index)) broker_port=$((BROKER_PORT + 100 * index))
   port_open "$ns_port" && die "port $ns_port is busy"
   port_open "$broker_port" && die "port $broker_port is busy"
-  mkdir -p "$RUN_DIR/$shape/store"
-  RUST_LOG=warn "$BIN/comet-broker" --standalone --cores "$COMET_CORES" \
-    --bind-address 127.0.0.1 --listen-port "$broker_port" --namesrv "127.0.0.1:$ns_port" \
-    --store "$RUN_DIR/$shape/store" --flush SYNC_FLUSH >"$RUN_DIR/$shape/broker.log" 2>&1 &
-  PID[$shape]=$!
   NS[$shape]="127.0.0.1:$ns_port"
-  wait_port "$broker_port" "${PID[$shape]}"
-  wait_port "$ns_port" "${PID[$shape]}"
-  log "$shape broker up (pid ${PID[$shape]}, name server ${NS[$shape]})"
+  if [[ "$SYSTEM" == apache ]]; then
+    bash "$APACHE_SH" start --dir "$RUN_DIR/$shape/apache" --flush SYNC_FLUSH \
+      --namesrv-port "$ns_port" --broker-port "$broker_port" >&2
+    PID[$shape]="$(cat "$RUN_DIR/$shape/apache/broker.pid")"
+  else
+    mkdir -p "$RUN_DIR/$shape/store"
+    RUST_LOG=warn "$BIN/comet-broker" --standalone --cores "$COMET_CORES" \
+      --bind-address 127.0.0.1 --listen-port "$broker_port" --namesrv "${NS[$shape]}" \
+      --store "$RUN_DIR/$shape/store" --flush SYNC_FLUSH >"$RUN_DIR/$shape/broker.log" 2>&1 &
+    PID[$shape]=$!
+    wait_port "$broker_port" "${PID[$shape]}"
+    wait_port "$ns_port" "${PID[$shape]}"
+  fi
+  log "$shape $SYSTEM broker up (pid ${PID[$shape]}, name server ${NS[$shape]})"
 }
 
 stop_brokers() {
   local shape
   for shape in "${!PID[@]}"; do
+    if [[ "$SYSTEM" == apache ]]; then
+      bash "$APACHE_SH" stop --dir "$RUN_DIR/$shape/apache" >&2 || true
+      unset "PID[$shape]"
+      continue
+    fi
     kill -TERM "${PID[$shape]}" 2>/dev/null || true
     local deadline=$((SECONDS + 30))
     while kill -0 "${PID[$shape]}" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.2; done
