@@ -41,6 +41,11 @@
 #   BYTES_PER_MESSAGE [240]: disk estimate per retained message (log, queue and key index),
 #              checked against the free space with FREE_MARGIN_GIB [10] to spare
 #   COMET_CORES [2]  FLUSH [SYNC_FLUSH]  KEEP_STORES [0]
+#   SYSTEM [comet]: comet, or apache for Apache RocketMQ's name server and broker
+#              (tests/compat/apache/broker.sh: one name server for the store's life, the
+#              broker restarted alone on the same store), measured the same way; its
+#              store's parts on disk are commitlog, consumequeue and index, and it has no
+#              storeMemory* figures
 #   COMET_BIN_DIR [target/release]: comet-broker, comet-bench and comet-admin (built with
 #                 `cargo build --release -p comet-broker -p comet-bench -p comet-tools` when
 #                 missing)
@@ -49,7 +54,9 @@
 # Each broker runs with diskMaxUsedSpaceRatio=95, diskSpaceCleanForciblyRatio=95 and
 # diskSpaceWarningLevelRatio=99: retention is what is measured, so a disk shared with other
 # work must not make the broker delete its oldest segments or refuse sends (the defaults
-# 75/85/90 would on a disk filled past 85%).
+# 75/85/90 would on a disk filled past 85%). Before each drain the kernel's page cache is
+# dropped (as root): Comet reads the log with direct I/O, Apache RocketMQ through the page
+# cache, which would otherwise still hold what the fill wrote.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -77,9 +84,11 @@ FREE_MARGIN_GIB="${FREE_MARGIN_GIB:-10}"
 COMET_CORES="${COMET_CORES:-2}"
 FLUSH="${FLUSH:-SYNC_FLUSH}"
 KEEP_STORES="${KEEP_STORES:-0}"
+SYSTEM="${SYSTEM:-comet}"
+APACHE_SH="$ROOT/tests/compat/apache/broker.sh"
 BIN="${COMET_BIN_DIR:-$ROOT/target/release}"
 CACHE="${PERF_CACHE:-$HERE/.cache}"
-RUN_DIR="$CACHE/retention-$(date -u +%Y%m%dT%H%M%S)"
+RUN_DIR="$CACHE/retention-$SYSTEM-$(date -u +%Y%m%dT%H%M%S)"
 TSV="$RUN_DIR/retention.tsv"
 HELPER=(python3 "$HERE/retention.py")
 TOPIC=Retain
@@ -97,6 +106,7 @@ for n in MESSAGES BASELINE_MESSAGES SIZE BATCH FILL_THREADS FILL_CHUNK QUEUES DR
   [[ "${!n}" =~ ^[0-9]+$ ]] && (( ${!n} > 0 )) || die "$n must be a positive whole number"
 done
 [[ "$FILL_MAX_S" =~ ^[0-9]+$ ]] || die "FILL_MAX_S must be a whole number"
+[[ "$SYSTEM" == comet || "$SYSTEM" == apache ]] || die "SYSTEM must be comet or apache"
 [[ -n "$STORE_ROOT" ]] || die "STORE_ROOT must name a directory on the disk to measure"
 mkdir -p "$STORE_ROOT"
 STORE_ROOT="$(cd "$STORE_ROOT" && pwd)"
@@ -134,7 +144,7 @@ log "run directory $RUN_DIR; stores under $STORE_ROOT"
 {
   echo "date_utc=$(date -u +%FT%TZ)"
   echo "git_commit=$(cd "$ROOT" && git rev-parse HEAD 2>/dev/null || echo unknown)"
-  echo "binaries=$BIN"
+  echo "system=$SYSTEM binaries=$BIN"
   echo "messages=$MESSAGES baseline_messages=$BASELINE_MESSAGES size=$SIZE batch=$BATCH" \
     "fill_threads=$FILL_THREADS queues=$QUEUES flush=$FLUSH cores=$COMET_CORES"
   echo "drain_s=$DRAIN_S live_rate=$LIVE_RATE live_size=$LIVE_SIZE live_s=$LIVE_S"
@@ -201,12 +211,20 @@ start() {
   local store="$1" phase="$2" untimed="${3:-}" out pid port_s send_s pull_s attempts
   probe_env "$store"
   if [[ -n "$untimed" ]]; then export PROBE_SEND=true PROBE_PULL=true PROBE_PULL_EXPECT=""; fi
-  out="$(RUST_LOG=warn "${HELPER[@]}" serve "$RUN_DIR/$store-broker.log" -- \
-    "$BIN/comet-broker" --standalone --cores "$COMET_CORES" --bind-address 127.0.0.1 \
-    --listen-port "${BROKER_PORT[$store]}" --namesrv "${NS[$store]}" \
-    --store "${DIR[$store]}/store" --flush "$FLUSH" "${DISK_OPTS[@]}")"
+  local command
+  if [[ "$SYSTEM" == apache ]]; then
+    mapfile -t command < <(bash "$APACHE_SH" broker-command --dir "${DIR[$store]}" \
+      --flush "$FLUSH" --namesrv-port "${NS[$store]##*:}" --broker-port "${BROKER_PORT[$store]}")
+  else
+    command=("$BIN/comet-broker" --standalone --cores "$COMET_CORES" --bind-address 127.0.0.1
+      --listen-port "${BROKER_PORT[$store]}" --namesrv "${NS[$store]}"
+      --store "${DIR[$store]}/store" --flush "$FLUSH" "${DISK_OPTS[@]}")
+  fi
+  out="$(RUST_LOG=warn "${HELPER[@]}" serve "$RUN_DIR/$store-broker.log" -- "${command[@]}")"
   read -r pid port_s send_s pull_s attempts <<<"$out"
   PID[$store]="$pid"
+  # broker.sh stop finds the restarted broker through its pid file.
+  [[ "$SYSTEM" != apache ]] || echo "$pid" >"${DIR[$store]}/broker.pid"
   if [[ "$pull_s" == - ]]; then
     if ! running "$pid"; then
       note "$store" "$phase" serve_again "never (the broker exited)" ""
@@ -249,6 +267,11 @@ cleanup() {
     kill -KILL "${PID[$store]}" 2>/dev/null || true
   done
   rm -f "$STORE_ROOT/fio.dat"
+  if [[ "$SYSTEM" == apache ]]; then
+    for store in "${!DIR[@]}"; do
+      bash "$APACHE_SH" stop --keep --dir "${DIR[$store]}" >/dev/null 2>&1 || true
+    done
+  fi
   if [[ "$KEEP_STORES" != 1 ]]; then
     for store in "${!DIR[@]}"; do rm -rf "${DIR[$store]}"; done
   fi
@@ -331,10 +354,16 @@ store_figures() {
   (( held > 0 )) || die "$store holds no message of $TOPIC"
   note "$store" "$phase" log_bytes_per_message "$((kept / held))" B
   note "$store" "$phase" store_on_disk "$(du -sb "${DIR[$store]}/store" | cut -f1)" B
-  # Each shard has its own store (shard-<n>/commitlog, consumequeue, index).
+  # Comet: each shard has its own store (shard-<n>/commitlog, consumequeue, index); Apache
+  # RocketMQ: one of each under the store.
+  local paths
   for dir in commitlog consumequeue index; do
-    note "$store" "$phase" "${dir}_on_disk" \
-      "$(du -scb "${DIR[$store]}"/store/shard-*/"$dir" | tail -n 1 | cut -f1)" B
+    if [[ "$SYSTEM" == apache ]]; then
+      paths=("${DIR[$store]}/store/$dir")
+    else
+      paths=("${DIR[$store]}"/store/shard-*/"$dir")
+    fi
+    note "$store" "$phase" "${dir}_on_disk" "$(du -scb "${paths[@]}" | tail -n 1 | cut -f1)" B
   done
   LOG_BYTES_PER_MESSAGE[$store]="$(echo "scale=3; $kept / $held" | bc)"
 }
@@ -351,12 +380,20 @@ probe_cost() {
 lifecycle() {
   local store="$1" count="$2" max_s="${3:-0}" ports
   DIR[$store]="$STORE_ROOT/$store"
-  rm -rf "${DIR[$store]}"; mkdir -p "${DIR[$store]}/store"
+  rm -rf "${DIR[$store]}"
   read -r -a ports < <("${HELPER[@]}" ports)
   BROKER_PORT[$store]="${ports[0]}"
   NS[$store]="127.0.0.1:${ports[1]}"
   log "$store: broker port ${BROKER_PORT[$store]}, name server ${NS[$store]}"
-  start "$store" start untimed
+  if [[ "$SYSTEM" == apache ]]; then
+    # The name server and a first broker on an empty store; the broker alone restarts.
+    bash "$APACHE_SH" start --dir "${DIR[$store]}" --flush "$FLUSH" \
+      --namesrv-port "${ports[1]}" --broker-port "${ports[0]}" >&2
+    PID[$store]="$(cat "${DIR[$store]}/broker.pid")"
+  else
+    mkdir -p "${DIR[$store]}/store"
+    start "$store" start untimed
+  fi
   proc_figures "$store" start
   fill "$store" "$count" "$max_s"
   store_figures "$store" "after fill"
@@ -408,9 +445,19 @@ drain_figures() {
   note "$store" "$phase" drain_vs_fio "$(echo "scale=3; $log_mb_s / $FIO_MB_S" | bc)" x
 }
 
+# Drops the kernel's page cache (as root; see the header), and says so in the table.
+drop_page_cache() {
+  if [[ "$(id -u)" == 0 ]]; then
+    sync && echo 3 >/proc/sys/vm/drop_caches && note disk "$1" page_cache dropped ""
+  else
+    note disk "$1" page_cache "kept (not root)" ""
+  fi
+}
+
 drain_and_latency() {
   local store="$1" pid="${PID[$1]}" before after json
   fio_rate
+  drop_page_cache "before drain alone"
   # A drain alone, from the oldest message.
   json="$RUN_DIR/$store-drain-1.json"
   before="$(read_bytes "$pid")"
@@ -427,6 +474,7 @@ drain_and_latency() {
   note "$store" "producer alone" send_p999 "$(json_field "$json" latency_us_p999)" us
   note "$store" "producer alone" send_p99 "$(json_field "$json" latency_us_p99)" us
   local drain_json="$RUN_DIR/$store-drain-2.json" drain_pid
+  drop_page_cache "before drain beside producer"
   before="$(read_bytes "$pid")"
   bench "$store" "$drain_json" consume --topic "$TOPIC" --group retention_drain_2 \
     --from first --threads "$DRAIN_THREADS" --duration "$((LIVE_S + 15))" --idle-exit 5 &

@@ -8,6 +8,10 @@
 #   broker.sh start [options]           start name server + broker, wait until ready
 #   broker.sh stop  [--dir DIR]         stop both (TERM, then KILL after a bound), remove DIR
 #   broker.sh status [--dir DIR]        exit 0 when both are running
+#   broker.sh broker-command [options]  for a DIR that start made: rewrites the broker's
+#                                       config from the options, keeps the store, and prints
+#                                       the command that starts the broker alone, one word
+#                                       per line (perf/retention.sh restarts it with this)
 #
 # start options:
 #   --dir DIR              state folder (store, logs, pid files); default: a fixed folder under
@@ -210,6 +214,17 @@ stop() {
   fi
 }
 
+# The broker's command line, one word per line, for DIR's store (kept as it is).
+broker_command() {
+  [[ -f "$DIR/.apache-rocketmq" ]] || die "$DIR was not made by this script's start"
+  local lib word; lib="$(fetch)"
+  write_confs
+  printf '%s\n' env "ROCKETMQ_HOME=$DIR" "$JAVA"
+  # shellcheck disable=SC2046 # word splitting of the JVM flags is intended
+  for word in $(jvm_flags 1g); do printf '%s\n' "$word"; done
+  printf '%s\n' -cp "$lib/*" org.apache.rocketmq.broker.BrokerStartup -c "$DIR/broker.conf"
+}
+
 status() {
   # A joined broker (--join) has no name server of its own.
   { [[ -f "$DIR/.joined" ]] || alive "$DIR/namesrv.pid"; } && alive "$DIR/broker.pid" \
@@ -240,5 +255,6 @@ case "$cmd" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) die "usage: broker.sh fetch|start|stop|status [--dir DIR] [--flush SYNC_FLUSH|ASYNC_FLUSH] [--namesrv-port N] [--broker-port N] [--bind IP] [--role ROLE] [--broker-id N] [--join] [--keep]" ;;
+  broker-command) broker_command ;;
+  *) die "usage: broker.sh fetch|start|stop|status|broker-command [--dir DIR] [--flush SYNC_FLUSH|ASYNC_FLUSH] [--namesrv-port N] [--broker-port N] [--bind IP] [--role ROLE] [--broker-id N] [--join] [--keep]" ;;
 esac
