@@ -13,10 +13,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 ROOT=$(pwd)
 
 PROFILE=debug
-CARGO_PROFILE=()
 if [[ "${1:-}" == --release ]]; then
     PROFILE=release
-    CARGO_PROFILE=(--release)
 fi
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
 if [[ ! -x "$CHROMIUM" ]]; then
@@ -24,7 +22,14 @@ if [[ ! -x "$CHROMIUM" ]]; then
     exit 1
 fi
 
-cargo build "${CARGO_PROFILE[@]}" -p comet-broker -p comet-tools -p comet-bench
+if [[ "$PROFILE" == debug ]]; then
+    # The binaries as the workspace's tests build them: after the quick tier
+    # (tests/run-all.sh) nothing, where building the three packages alone would resolve
+    # their dependencies' features apart and recompile most of the tree.
+    cargo test --workspace --no-run
+else
+    cargo build --release -p comet-broker -p comet-tools -p comet-bench
+fi
 BIN_DIR="${CARGO_TARGET_DIR:-$ROOT/target}/$PROFILE"
 (cd tests/console && npm ci --no-audit --no-fund --loglevel=error)
 

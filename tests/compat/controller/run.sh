@@ -153,10 +153,12 @@ wait_member() {
 }
 
 cd "$ROOT"
-# Built before any Java starts, so the tests do not wait for the compiler.
-cargo test -p comet-broker --test apache_controller --no-run
+# Built before any Java starts, so the tests do not wait for the compiler. Built as the
+# workspace's tests build them (the broker and name server binaries with them): building one
+# package alone resolves its dependencies' features apart and recompiles most of the tree,
+# while after the quick tier (tests/run-all.sh) this builds nothing.
+cargo test --workspace --no-run
 if [[ "$AGAINST" == comet ]]; then
-  cargo build -p comet-nameserver --bin comet-nameserver
   COMET_NAMESRV="${CARGO_TARGET_DIR:-$ROOT/target}/debug/comet-nameserver"
   [[ -x "$COMET_NAMESRV" ]] || die "comet-nameserver not built at $COMET_NAMESRV"
   log "against Comet's controller ($COMET_NAMESRV)"
@@ -192,7 +194,6 @@ fi
 if [[ -z "$ONLY" || "$ONLY" == brokers ]]; then
   # Real Comet brokers in controller mode (broker/tests/failover_e2e.rs): elected, killed,
   # frozen and returning, with this controller deciding, and its name server serving routes.
-  cargo build -p comet-broker --bin comet-broker
   port="$(free_port)"
   start_member brokers n0 "n0-127.0.0.1:$port"
   wait_member brokers "$STARTED_PID" "$port"
