@@ -38,7 +38,7 @@ use comet_rt::ShardId;
 use thiserror::Error;
 
 use crate::dispatch::{DispatchTable, RequestContext};
-use crate::limits::{READ_CHUNK_BYTES, SERVER_REQUESTS_PER_CONNECTION_MAX};
+use crate::limits::{READ_CHUNK_BYTES, READ_CHUNK_BYTES_MIN, SERVER_REQUESTS_PER_CONNECTION_MAX};
 use crate::tls::Transport;
 
 /// Identity of a connection, unique within the process: the accepting shard and a serial.
@@ -275,18 +275,58 @@ async fn read_loop(
     let decoder = FrameDecoder::new(limits.frame_bytes_max);
     let stream = &connection.shared.transport;
     stream.set_read_timeout(Some(limits.idle_timeout))?;
-    let mut buffer = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let mut chunk = vec![0u8; READ_CHUNK_BYTES];
+    let mut buffer = BytesMut::new();
+    let mut chunk = ReadChunk::new();
     loop {
         drain_frames(connection, table, &decoder, &mut buffer, limits).await?;
         if connection.is_closed() {
             return Ok(());
         }
-        let read = stream.read(&mut chunk).await?;
+        if buffer.is_empty() && buffer.capacity() > READ_CHUNK_BYTES {
+            // A large frame's allocation is not kept by a connection that went quiet.
+            buffer = BytesMut::new();
+        }
+        let read = stream.read(chunk.bytes()).await?;
         if read == 0 {
             return Ok(());
         }
-        buffer.extend_from_slice(&chunk[..read]);
+        buffer.extend_from_slice(&chunk.bytes()[..read]);
+        chunk.after_read(read);
+    }
+}
+
+/// The buffer a connection reads into, sized by what its reads bring (see
+/// [`READ_CHUNK_BYTES_MIN`]): a busy connection reads up to [`READ_CHUNK_BYTES`] per call, an
+/// idle one holds the minimum.
+struct ReadChunk {
+    bytes: Vec<u8>,
+}
+
+impl ReadChunk {
+    fn new() -> ReadChunk {
+        ReadChunk {
+            bytes: vec![0; READ_CHUNK_BYTES_MIN],
+        }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.bytes
+    }
+
+    /// Resizes the chunk after a read of `read` bytes into it.
+    fn after_read(&mut self, read: usize) {
+        let len = self.bytes.len();
+        assert!(read <= len, "a read fits its chunk");
+        let next = if read == len {
+            (len * 2).min(READ_CHUNK_BYTES)
+        } else if read < len / 4 {
+            (len / 2).max(READ_CHUNK_BYTES_MIN)
+        } else {
+            len
+        };
+        if next != len {
+            self.bytes = vec![0; next];
+        }
     }
 }
 
@@ -391,5 +431,35 @@ async fn write_loop(connection: &ConnectionHandle) {
             connection.close();
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Proves the read chunk grows by doubling while reads fill it, up to READ_CHUNK_BYTES,
+    // keeps its size while reads use a quarter or more of it, and halves back to
+    // READ_CHUNK_BYTES_MIN (never below) once reads bring little: an idle connection holds
+    // the minimum, a busy one the maximum.
+    #[test]
+    fn the_read_chunk_follows_what_reads_bring() {
+        let mut chunk = ReadChunk::new();
+        assert_eq!(chunk.bytes().len(), READ_CHUNK_BYTES_MIN);
+        let mut sizes = Vec::new();
+        for _ in 0..6 {
+            let len = chunk.bytes().len();
+            chunk.after_read(len);
+            sizes.push(chunk.bytes().len() / 1024);
+        }
+        assert_eq!(sizes, [8, 16, 32, 64, 64, 64]);
+        chunk.after_read(READ_CHUNK_BYTES / 4);
+        assert_eq!(chunk.bytes().len(), READ_CHUNK_BYTES, "a quarter keeps it");
+        sizes.clear();
+        for _ in 0..6 {
+            chunk.after_read(100);
+            sizes.push(chunk.bytes().len() / 1024);
+        }
+        assert_eq!(sizes, [32, 16, 8, 4, 4, 4]);
     }
 }

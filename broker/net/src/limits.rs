@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 /// Connections one shard accepts at most; further connections are accepted and closed at once
-/// (the peer sees a reset instead of waiting in the backlog). Each costs a read buffer of at
-/// least [`READ_CHUNK_BYTES`] plus its pending responses.
+/// (the peer sees a reset instead of waiting in the backlog). Each costs its read chunk (from
+/// [`READ_CHUNK_BYTES_MIN`] idle to [`READ_CHUNK_BYTES`] busy), the bytes of frames not yet
+/// whole, and its pending responses.
 pub const CONNECTIONS_PER_SHARD_MAX_DEFAULT: usize = 10_000;
 
 /// Requests of one connection being processed at once. When reached, the connection stops
@@ -16,9 +17,15 @@ pub const INFLIGHT_REQUESTS_PER_CONNECTION_MAX_DEFAULT: usize = 1024;
 /// response on one connection; more are refused with an error, not queued.
 pub const SERVER_REQUESTS_PER_CONNECTION_MAX: usize = 64;
 
-/// Bytes read from the socket per read call; frames larger than this are assembled from
+/// Most bytes read from the socket per read call; frames larger than this are assembled from
 /// several reads, never reserved ahead of their arrival beyond this step.
 pub const READ_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Bytes a read call starts with, and an idle connection holds: the chunk doubles after a
+/// read fills it, up to [`READ_CHUNK_BYTES`], and halves after reads using under a quarter of
+/// it, so a connection that mostly waits (a consumer's long poll, a heartbeat every 30 s)
+/// holds 4 KiB to read into, not 64 KiB.
+pub const READ_CHUNK_BYTES_MIN: usize = 4 * 1024;
 
 /// A connection with nothing received for this long is closed (Java's
 /// `serverChannelMaxIdleTimeSeconds`, 120 s); clients heartbeat every 30 s.
