@@ -347,8 +347,15 @@ store_figures() {
   local store="$1" phase="$2" held max min kept dir
   held="$(stored "$store" "$TOPIC")"
   note "$store" "$phase" messages_held "$held" ""
-  max="$(runtime_figure "$store" commitLogMaxOffset)"
-  min="$(runtime_figure "$store" commitLogMinOffset)"
+  # Apache RocketMQ's broker answers GET_BROKER_RUNTIME_INFO with an error for a while
+  # after a restart from SIGKILL: asked again, for up to 60 s.
+  local deadline=$((SECONDS + 60))
+  until max="$(runtime_figure "$store" commitLogMaxOffset 2>/dev/null)" \
+      && min="$(runtime_figure "$store" commitLogMinOffset 2>/dev/null)" \
+      && [[ -n "$max" && -n "$min" ]]; do
+    (( SECONDS < deadline )) || die "$store: brokerStatus gave no commit-log offsets in 60 s"
+    sleep 1
+  done
   kept=$((max - min))
   note "$store" "$phase" log_bytes_kept "$kept" B
   (( held > 0 )) || die "$store holds no message of $TOPIC"
