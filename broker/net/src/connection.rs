@@ -300,12 +300,19 @@ async fn read_loop(
 /// idle one holds the minimum.
 struct ReadChunk {
     bytes: Vec<u8>,
+    /// Reads in a row that brought under a quarter of the chunk.
+    small_reads: u32,
 }
+
+/// Reads in a row under a quarter of the chunk before it halves: a connection whose reads
+/// alternate between full and small ones keeps its size rather than reallocating each time.
+const SMALL_READS_BEFORE_SHRINK: u32 = 8;
 
 impl ReadChunk {
     fn new() -> ReadChunk {
         ReadChunk {
             bytes: vec![0; READ_CHUNK_BYTES_MIN],
+            small_reads: 0,
         }
     }
 
@@ -317,9 +324,15 @@ impl ReadChunk {
     fn after_read(&mut self, read: usize) {
         let len = self.bytes.len();
         assert!(read <= len, "a read fits its chunk");
+        self.small_reads = if read < len / 4 {
+            self.small_reads + 1
+        } else {
+            0
+        };
         let next = if read == len {
             (len * 2).min(READ_CHUNK_BYTES)
-        } else if read < len / 4 {
+        } else if self.small_reads >= SMALL_READS_BEFORE_SHRINK {
+            self.small_reads = 0;
             (len / 2).max(READ_CHUNK_BYTES_MIN)
         } else {
             len
@@ -439,9 +452,9 @@ mod tests {
     use super::*;
 
     // Proves the read chunk grows by doubling while reads fill it, up to READ_CHUNK_BYTES,
-    // keeps its size while reads use a quarter or more of it, and halves back to
-    // READ_CHUNK_BYTES_MIN (never below) once reads bring little: an idle connection holds
-    // the minimum, a busy one the maximum.
+    // keeps its size while reads use a quarter or more of it or while small reads alternate
+    // with full ones, and halves back to READ_CHUNK_BYTES_MIN (never below) after eight
+    // small reads in a row: an idle connection holds the minimum, a busy one the maximum.
     #[test]
     fn the_read_chunk_follows_what_reads_bring() {
         let mut chunk = ReadChunk::new();
@@ -455,11 +468,24 @@ mod tests {
         assert_eq!(sizes, [8, 16, 32, 64, 64, 64]);
         chunk.after_read(READ_CHUNK_BYTES / 4);
         assert_eq!(chunk.bytes().len(), READ_CHUNK_BYTES, "a quarter keeps it");
+        for _ in 0..20 {
+            chunk.after_read(100);
+            chunk.after_read(READ_CHUNK_BYTES);
+        }
+        assert_eq!(
+            chunk.bytes().len(),
+            READ_CHUNK_BYTES,
+            "alternating keeps it"
+        );
         sizes.clear();
         for _ in 0..6 {
-            chunk.after_read(100);
+            for _ in 0..SMALL_READS_BEFORE_SHRINK {
+                chunk.after_read(100);
+            }
             sizes.push(chunk.bytes().len() / 1024);
         }
         assert_eq!(sizes, [32, 16, 8, 4, 4, 4]);
+        chunk.after_read(100);
+        assert_eq!(chunk.bytes().len(), READ_CHUNK_BYTES_MIN);
     }
 }
