@@ -935,7 +935,7 @@ fn key_index_spans_within_segments_seal_and_answer_queries() {
 }
 
 // Proves one maintenance cycle seals every span its checkpoint covers: a burst of about 40
-// spans has 30 sealed within four cycles (sealing one span per cycle, as before, sealed 4),
+// spans has 30 sealed within four cycles (sealing one span per cycle, as before, sealed 3),
 // and their keys are found.
 #[test]
 fn sealing_catches_up_with_every_span_the_checkpoint_covers() {
